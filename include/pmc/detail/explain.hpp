@@ -1,0 +1,195 @@
+// pmc/detail/explain.hpp: turning a failed perf_event_open/mmap into a message that says what failed, why, and
+// how to fix it. Only called on failure.
+#pragma once
+
+#include <pmc/config.hpp>
+#include <pmc/detail/arch.hpp>
+#include <pmc/detail/text.hpp>
+#include <pmc/error.hpp>
+#include <pmc/event.hpp>
+#include <pmc/pmu.hpp>
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <string>
+
+PMC_BEGIN_NAMESPACE
+namespace detail {
+
+inline constexpr const char* paranoid_path = "/proc/sys/kernel/perf_event_paranoid";
+
+/// kernel.perf_event_paranoid, if readable.
+inline std::optional<int> perf_event_paranoid() {
+    auto text = read_file(paranoid_path);
+    if (!text) return std::nullopt;
+    std::string_view t = trim(*text);
+    bool negative = !t.empty() && t.front() == '-';
+    if (negative) t.remove_prefix(1);
+    auto v = parse_number(t);
+    if (!v || *v > 100) return std::nullopt;
+    return negative ? -static_cast<int>(*v) : static_cast<int>(*v);
+}
+
+inline const char* paranoid_meaning(int level) {
+    if (level <= -1) return "no restrictions";
+    if (level == 0) return "unprivileged users may count user and kernel mode, but not CPU-wide raw tracepoints";
+    if (level == 1) return "unprivileged users may count user and kernel mode of their own processes";
+    if (level == 2) return "unprivileged users may count user mode only (events need exclude_kernel, e.g. ':u')";
+    return "unprivileged users may not use perf events at all (a Debian/Ubuntu kernel setting)";
+}
+
+inline const char* errno_name(int err) {
+    switch (err) {
+    case EPERM: return "EPERM";
+    case ENOENT: return "ENOENT";
+    case ESRCH: return "ESRCH";
+    case EINTR: return "EINTR";
+    case E2BIG: return "E2BIG";
+    case EBADF: return "EBADF";
+    case EAGAIN: return "EAGAIN";
+    case ENOMEM: return "ENOMEM";
+    case EACCES: return "EACCES";
+    case EFAULT: return "EFAULT";
+    case EBUSY: return "EBUSY";
+    case ENODEV: return "ENODEV";
+    case EINVAL: return "EINVAL";
+    case ENFILE: return "ENFILE";
+    case EMFILE: return "EMFILE";
+    case ENOSPC: return "ENOSPC";
+    case ENOSYS: return "ENOSYS";
+    case EOPNOTSUPP: return "EOPNOTSUPP";
+    case EOVERFLOW: return "EOVERFLOW";
+    default: return "errno";
+    }
+}
+
+/// The attr fields that are set, as "type=9 config=0x1 exclude_kernel=1 ...".
+inline std::string describe_attr_fields(const perf_event_attr& a) {
+    std::string s = "type=" + std::to_string(a.type) + " config=" + hex(a.config);
+    auto add = [&](const char* name, std::uint64_t v, bool as_hex = false) {
+        if (v) s += std::string(" ") + name + "=" + (as_hex ? hex(v) : std::to_string(v));
+    };
+    add("config1", a.config1, true);
+    add("config2", a.config2, true);
+    add("sample_period", a.sample_period);
+    add("read_format", a.read_format, true);
+    add("disabled", a.disabled);
+    add("inherit", a.inherit);
+    add("pinned", a.pinned);
+    add("exclusive", a.exclusive);
+    add("exclude_user", a.exclude_user);
+    add("exclude_kernel", a.exclude_kernel);
+    add("exclude_hv", a.exclude_hv);
+    add("exclude_idle", a.exclude_idle);
+    add("precise_ip", a.precise_ip);
+    add("exclude_host", a.exclude_host);
+    add("exclude_guest", a.exclude_guest);
+    if (a.type == PERF_TYPE_BREAKPOINT) add("bp_type", a.bp_type);
+    return s;
+}
+
+inline std::string list_pmus(std::string_view root) {
+    std::string have;
+    for (auto& n : pmu_names(root)) have += (have.empty() ? "" : ", ") + n;
+    return have.empty() ? "none" : have;
+}
+
+/// Why perf_event_open failed with `err` for `spec` (opened with `attr`), and what to do about it.
+inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_event_attr& attr,
+                                    std::string_view sysfs_root = default_sysfs_root) {
+    std::string msg = "cannot open counter '" + spec.text + "': perf_event_open failed with " + errno_name(err) +
+                      " (" + std::strerror(err) + ").\n";
+    const bool counts_kernel = !attr.exclude_kernel;
+    switch (err) {
+    case ENOENT:
+    case EOPNOTSUPP:
+    case ENODEV:
+        if (spec.core_pmu && !has_core_pmu(sysfs_root)) {
+            msg += "This machine has no hardware PMU: " + std::string(sysfs_root) + " lists no cpu PMU (it has: " +
+                   list_pmus(sysfs_root) + ").";
+            if (under_hypervisor())
+                msg += " The CPU reports a hypervisor: this is a virtual machine without a virtual PMU?";
+            msg += "\nFix: run on bare metal, or enable the guest PMU (QEMU/KVM: -cpu host,pmu=on; libvirt: "
+                   "<pmu state='on'/>; VMware: 'Virtualize CPU performance counters'; cloud: a bare-metal or "
+                   "PMU-enabled instance type). Without it, software events (task-clock, page-faults, "
+                   "context-switches), msr/tsc/ and pmc's wall-time and tsc counters still work.";
+        } else if (err == ENOENT) {
+            msg += "The kernel has no such event: " + describe_attr_fields(attr) +
+                   ".\nFix: check the event name or code against `pmc list` and your CPU's event tables.";
+        } else {
+            msg += "The PMU cannot count this event the way it was asked: " + describe_attr_fields(attr) +
+                   ".\nFix: drop modifiers this PMU may not support (precise 'p' levels, ':u'/':k' on uncore and "
+                   "msr PMUs, ':D'/':e').";
+        }
+        break;
+    case EACCES:
+    case EPERM: {
+        auto level = perf_event_paranoid();
+        msg += "The kernel refused permission. ";
+        if (level) {
+            msg += "kernel.perf_event_paranoid is " + std::to_string(*level) + " (" + paranoid_path + "): " +
+                   paranoid_meaning(*level) + ".";
+        } else {
+            msg += std::string("kernel.perf_event_paranoid could not be read from ") + paranoid_path + ".";
+        }
+        if (counts_kernel) msg += " This event also counts kernel mode (no ':u').";
+        msg += "\nFix:";
+        if (counts_kernel && (!level || *level <= 2)) msg += " count user mode only by adding ':u' (e.g. 'instructions:u');";
+        msg += " or lower the setting: sudo sysctl kernel.perf_event_paranoid=";
+        msg += counts_kernel ? "1" : "2";
+        msg += "; or give the program CAP_PERFMON: sudo setcap cap_perfmon+ep ./your-program. Inside a container, "
+               "the seccomp profile may block perf_event_open (Docker: --cap-add PERFMON or a profile that allows "
+               "it).";
+        break;
+    }
+    case EMFILE: {
+        rlimit lim{};
+        ::getrlimit(RLIMIT_NOFILE, &lim);
+        msg += "This process has reached its limit of open files (RLIMIT_NOFILE = " + std::to_string(lim.rlim_cur) +
+               "); every counter holds one file descriptor.\nFix: close counters you no longer read, or raise the "
+               "limit (ulimit -n 65536, or setrlimit(RLIMIT_NOFILE) up to the hard limit " +
+               std::to_string(lim.rlim_max) + ").";
+        break;
+    }
+    case ENFILE:
+        msg += "The whole system is out of file descriptors.\nFix: raise fs.file-max or close files elsewhere.";
+        break;
+    case EINVAL:
+        msg += "The kernel rejected these attributes: " + describe_attr_fields(attr) + ".\n";
+        if (spec.pmu == "msr" && (attr.exclude_user || attr.exclude_kernel || attr.exclude_hv))
+            msg += "Fix: the msr PMU counts in every mode and cannot filter; drop the ':u'/':k'/':h' modifier.";
+        else if (attr.precise_ip)
+            msg += "Fix: this PMU may not support precise_ip=" + std::to_string(attr.precise_ip) +
+                   "; drop 'p' modifiers (they matter only for sampling).";
+        else
+            msg += "Fix: common causes are a PMU that cannot filter by mode (uncore, msr: drop ':u'/':k'), reserved "
+                   "bits in a raw config, or a term value the PMU does not accept; compare with `perf stat -vv -e '" +
+                   spec.text + "' true`.";
+        break;
+    case E2BIG:
+        msg += "The kernel is older than the perf_event_attr pmc was built with (size " + std::to_string(attr.size) +
+               ").\nFix: build pmc against the running kernel's headers, or upgrade the kernel.";
+        break;
+    case EBUSY:
+        msg += "The counter is held exclusively by another user (a pinned or exclusive event, or another "
+               "profiler).\nFix: stop the other perf user, or drop ':D'/':e'.";
+        break;
+    case ENOSPC:
+        msg += "No free hardware breakpoint slot (x86 has four debug registers).\nFix: open fewer mem: events.";
+        break;
+    case ENOSYS:
+        msg += "This kernel was built without perf events (CONFIG_PERF_EVENTS).\nFix: use a kernel with perf "
+               "support.";
+        break;
+    default:
+        msg += "Attributes: " + describe_attr_fields(attr) + ".";
+        break;
+    }
+    return make_failure(err, msg);
+}
+
+} // namespace detail
+PMC_END_NAMESPACE

@@ -1,0 +1,87 @@
+// pmc/detail/text.hpp: small string helpers for parsing event strings and sysfs files (not on the hot path).
+#pragma once
+
+#include <pmc/config.hpp>
+
+#include <cctype>
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+PMC_BEGIN_NAMESPACE
+namespace detail {
+
+inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+inline std::string_view trim(std::string_view s) {
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    return s;
+}
+
+inline char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+inline bool iequals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (lower(a[i]) != lower(b[i])) return false;
+    return true;
+}
+
+inline bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+/// Parses perf's number syntax: decimal digits, or hex digits after a lowercase "0x" (perf's lexer rejects
+/// "0X"). Returns nullopt for anything else, including values that do not fit in 64 bits.
+inline std::optional<std::uint64_t> parse_number(std::string_view s) {
+    int base = 10;
+    if (s.size() > 2 && s[0] == '0' && s[1] == 'x') {
+        base = 16;
+        s.remove_prefix(2);
+    }
+    if (s.empty()) return std::nullopt;
+    std::uint64_t value = 0;
+    for (char c : s) {
+        unsigned digit;
+        if (c >= '0' && c <= '9')
+            digit = static_cast<unsigned>(c - '0');
+        else if (base == 16 && c >= 'a' && c <= 'f')
+            digit = static_cast<unsigned>(c - 'a' + 10);
+        else if (base == 16 && c >= 'A' && c <= 'F')
+            digit = static_cast<unsigned>(c - 'A' + 10);
+        else
+            return std::nullopt;
+        if (value > (UINT64_MAX - digit) / static_cast<unsigned>(base)) return std::nullopt;
+        value = value * static_cast<unsigned>(base) + digit;
+    }
+    return value;
+}
+
+inline std::string hex(std::uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+/// Reads a whole (small) file; nullopt if it cannot be opened.
+inline std::optional<std::string> read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::ostringstream out;
+    out << in.rdbuf();
+    if (in.bad()) return std::nullopt;
+    return out.str();
+}
+
+/// Joins a directory and a name with exactly one '/'.
+inline std::string join_path(std::string_view dir, std::string_view name) {
+    std::string p(dir);
+    if (!p.empty() && p.back() != '/') p += '/';
+    p += name;
+    return p;
+}
+
+} // namespace detail
+PMC_END_NAMESPACE

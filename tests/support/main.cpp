@@ -1,0 +1,26 @@
+// Test main shared by every suite. A suite that cannot run on this machine (no PMU, rdpmc does not trap, no
+// perf) defines pmc_test_skip_reason(); the suite then prints why and exits 77, which ctest reports as skipped.
+#if PMC_CATCH2_V3
+#include <catch2/catch_session.hpp>
+#else
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#endif
+
+#include <cstdio>
+#include <string>
+
+__attribute__((weak)) std::string pmc_test_skip_reason() { return {}; }
+
+int main(int argc, char** argv) {
+    bool listing = false;
+    for (int i = 1; i < argc; ++i) listing = listing || std::string(argv[i]).rfind("--list", 0) == 0;
+    if (!listing) {
+        std::string why = pmc_test_skip_reason();
+        if (!why.empty()) {
+            std::printf("SKIPPED: %s\n", why.c_str());
+            return 77;
+        }
+    }
+    return Catch::Session().run(argc, argv);
+}

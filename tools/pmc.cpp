@@ -1,0 +1,350 @@
+// pmc: the command-line face of the pmc library.
+//
+//   pmc list                 generic events, pmc's clocks, and every PMU of this machine with its formats/events
+//   pmc encode EVENT...      the perf_event_attr pmc builds, in `perf stat -vv` layout (or --json)
+//   pmc doctor               what this machine can count, how precisely, and what stands in the way
+//
+// Uses only pmc's public headers.
+#include <pmc/counter.hpp>
+#include <pmc/event.hpp>
+#include <pmc/machine.hpp>
+#include <pmc/pmu.hpp>
+#include <pmc/report.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+constexpr const char* usage_text = R"(usage: pmc [--sysfs DIR] COMMAND [OPTIONS] [ARGS]
+
+Precise in-process hardware performance counters for Linux: the command-line tool.
+
+Commands:
+  list              List the events this machine offers: perf's generic hardware, software and
+                    hardware-cache events, pmc's own clocks (wall-time, tsc), and every PMU in sysfs
+                    with its format fields and named events.
+  encode EVENT...   Print the perf_event_attr pmc builds for each event string, field by field in
+                    the names and layout `perf stat -vv -e EVENT` uses, so the two can be diffed.
+  doctor            Tell what this machine can count and how precisely: kernel, perf_event_paranoid,
+                    PMUs, hypervisor, rdpmc settings, and a trial open of representative events.
+
+Options:
+  --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode).
+  --json            Machine-readable output (list, encode, doctor).
+  --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
+                    inherit, enable_on_exec), so the output matches perf's -vv block line for line.
+  -h, --help        Show this help (also: pmc COMMAND --help).
+  --version         Print pmc's version.
+
+Event strings: perf syntax, e.g. instructions:u, r01cb:u, cpu/event=0x2c,umask=0x1/u, msr/tsc/,
+L1-dcache-load-misses, page-faults, mem:0x1000/8:w; plus pmc's clocks wall-time and tsc.
+
+Exit status: 0 success; 1 an event string or the command line was wrong; for doctor, 0 when
+hardware counters can be read here and 3 when only software events and clocks are available.
+)";
+
+struct Options {
+    std::string sysfs{pmc::default_sysfs_root};
+    bool json = false;
+    bool like_perf_stat = false;
+    bool help = false;
+    std::string command;
+    std::vector<std::string> args;
+};
+
+int usage_error(const std::string& why) {
+    fmt::print(stderr, "pmc: {}\nRun 'pmc --help' for usage.\n", why);
+    return 1;
+}
+
+// ---- list -------------------------------------------------------------------------------------------------------
+
+int cmd_list(const Options& o) {
+    const bool core = pmc::has_core_pmu(o.sysfs);
+    const auto named = pmc::named_events();
+    std::vector<pmc::Pmu> pmus;
+    for (auto& name : pmc::pmu_names(o.sysfs))
+        if (auto p = pmc::load_pmu(name, o.sysfs)) pmus.push_back(std::move(*p));
+
+    if (o.json) {
+        pmc::JsonWriter j;
+        j.begin_object().field("sysfs", o.sysfs).field("core_pmu", core);
+        j.key("named_events").begin_array();
+        for (auto& e : named)
+            j.begin_object().field("name", e.name).field("aliases", e.aliases).field("category", e.category).end_object();
+        j.end_array();
+        j.key("pmus").begin_array();
+        for (auto& p : pmus) {
+            j.begin_object().field("name", p.name).field("type", p.type);
+            if (p.rdpmc) j.field("rdpmc", *p.rdpmc);
+            if (!p.cpus.empty()) j.field("cpus", p.cpus);
+            j.key("formats").begin_array();
+            for (auto& f : p.formats) j.begin_object().field("name", f.name).field("spec", f.spec).end_object();
+            j.end_array();
+            j.key("events").begin_array();
+            for (auto& e : p.events) {
+                j.begin_object().field("name", p.name + "/" + e.name + "/").field("terms", e.terms);
+                if (!e.unit.empty()) j.field("unit", e.unit);
+                if (!e.scale.empty()) j.field("scale", e.scale);
+                j.end_object();
+            }
+            j.end_array().end_object();
+        }
+        j.end_array().end_object();
+        fmt::print("{}\n", j.str());
+        return 0;
+    }
+
+    auto tag = [&](const std::string& category) -> std::string {
+        if (category == "hardware") return core ? "[Hardware event]" : "[Hardware event: no cpu PMU here]";
+        if (category == "hardware-cache") return core ? "[Hardware cache event]" : "[Hardware cache event: no cpu PMU here]";
+        if (category == "software") return "[Software event]";
+        return "[pmc clock]";
+    };
+    fmt::print("Named events\n");
+    for (auto& e : named) {
+        std::string shown = e.aliases.empty() ? e.name : e.name + " OR " + e.aliases;
+        fmt::print("  {:<50} {}\n", shown, tag(e.category));
+    }
+    fmt::print("  raw events: rNNNN (hex config, core PMU), TYPE:CONFIG, mem:ADDR[/LEN][:rwx] (breakpoints)\n");
+    fmt::print("\nPMUs in {}\n", o.sysfs);
+    if (pmus.empty()) fmt::print("  (none readable)\n");
+    for (auto& p : pmus) {
+        fmt::print("  {} (type {}{}{})\n", p.name, p.type, p.rdpmc ? fmt::format(", rdpmc {}", *p.rdpmc) : "",
+                   p.cpus.empty() ? "" : ", cpus " + p.cpus);
+        for (auto& f : p.formats) fmt::print("    format  {:<20} {}\n", f.name, f.spec);
+        for (auto& e : p.events) {
+            std::string extra = e.unit.empty() ? "" : fmt::format("  [unit {}{}]", e.unit, e.scale.empty() ? "" : ", scale " + e.scale);
+            fmt::print("    event   {:<40} {}{}\n", p.name + "/" + e.name + "/", e.terms, extra);
+        }
+    }
+    if (!core)
+        fmt::print("\nNo cpu PMU: hardware and hardware-cache events cannot be counted on this machine "
+                   "(`pmc doctor` says why and what to do).\n");
+    return 0;
+}
+
+// ---- encode -----------------------------------------------------------------------------------------------------
+
+int cmd_encode(const Options& o) {
+    if (o.args.empty()) return usage_error("encode needs at least one EVENT");
+    int status = 0;
+    pmc::JsonWriter j;
+    if (o.json) j.begin_array();
+    for (auto& text : o.args) {
+        auto spec = pmc::try_parse_event(text, o.sysfs);
+        if (!spec) {
+            status = 1;
+            if (o.json) {
+                j.begin_object().field("event", text).field("ok", false).field("errno", spec.failure().code.value());
+                j.field("error", spec.failure().message).end_object();
+            } else {
+                fmt::print(stderr, "pmc: {}\n", spec.failure().message);
+            }
+            continue;
+        }
+        const bool clock = spec->kind != pmc::EventKind::perf;
+        const char* clock_text = spec->kind == pmc::EventKind::wall_time
+                                     ? "pmc's own clock: nanoseconds from the TSC; not a perf event"
+                                     : "pmc's own clock: serialized rdtsc ticks; not a perf event (perf's tsc is msr/tsc/)";
+        perf_event_attr attr = o.like_perf_stat ? pmc::as_perf_stat_opens_it(spec->attr) : spec->attr;
+        if (o.json) {
+            j.begin_object().field("event", text).field("ok", true);
+            j.field("kind", spec->kind == pmc::EventKind::perf ? "perf" : spec->kind == pmc::EventKind::tsc ? "tsc" : "wall-time");
+            j.field("name", spec->name).field("pmu", spec->pmu).field("modifiers", spec->modifiers);
+            if (clock) {
+                j.field("note", clock_text);
+            } else {
+                j.field("core_pmu", spec->core_pmu);
+                j.key("attr");
+                pmc::write_attr_json(j, attr);
+            }
+            j.end_object();
+            continue;
+        }
+        if (o.args.size() > 1) fmt::print("# {}\n", text);
+        if (clock) {
+            fmt::print("{}: {}\n", text, clock_text);
+            continue;
+        }
+        fmt::print("------------------------------------------------------------\n{}"
+                   "------------------------------------------------------------\n",
+                   pmc::attr_text(attr));
+    }
+    if (o.json) {
+        j.end_array();
+        fmt::print("{}\n", j.str());
+    }
+    return status;
+}
+
+// ---- doctor -----------------------------------------------------------------------------------------------------
+
+struct Probe {
+    std::string event;
+    std::string purpose;
+    bool ok = false;
+    std::string path;  // read path when ok
+    std::string why;   // first line of the failure
+    std::string fix;   // the failure's "Fix:" text, if any
+    int err = 0;
+};
+
+Probe probe(const std::string& event, const std::string& purpose) {
+    Probe p;
+    p.event = event;
+    p.purpose = purpose;
+    auto c = pmc::Counter::try_open(event);
+    if (c) {
+        p.ok = true;
+        p.path = pmc::to_string(c->path());
+        // A real read, to be sure the path works.
+        auto iv = c->interval();
+        (void)iv.stop();
+        return p;
+    }
+    const std::string& m = c.failure().message;
+    p.err = c.failure().code.value();
+    auto nl = m.find('\n');
+    p.why = m.substr(0, nl);
+    auto fix = m.find("Fix:");
+    if (nl != std::string::npos) {
+        auto second = m.substr(nl + 1, fix == std::string::npos ? std::string::npos : fix - nl - 1);
+        while (!second.empty() && second.back() == '\n') second.pop_back();
+        if (!second.empty()) p.why += " " + second;
+    }
+    if (fix != std::string::npos) p.fix = m.substr(fix + 5);
+    return p;
+}
+
+int cmd_doctor(const Options& o) {
+    const auto paranoid = pmc::perf_event_paranoid();
+    const bool core = pmc::has_core_pmu(o.sysfs);
+    const std::string hv = pmc::hypervisor_signature();
+    const auto clock = pmc::wall_time_clock();
+    std::vector<pmc::Pmu> pmus;
+    for (auto& name : pmc::pmu_names(o.sysfs))
+        if (auto p = pmc::load_pmu(name, o.sysfs)) pmus.push_back(std::move(*p));
+
+    std::vector<Probe> probes = {
+        probe("instructions:u", "exact user-mode instruction counts"),
+        probe("cycles:u", "core cycles"),
+        probe("task-clock", "software: CPU time of this thread"),
+        probe("page-faults", "software: page faults"),
+        probe("msr/tsc/", "the TSC as a perf event"),
+        probe("wall-time", "pmc clock: nanoseconds, no system call"),
+        probe("tsc", "pmc clock: serialized TSC ticks"),
+    };
+    const bool hardware = probes[0].ok;
+    const bool rdpmc = hardware && probes[0].path == "rdpmc";
+    std::string summary;
+    if (rdpmc)
+        summary = "exact user-mode instruction counts, read in user space with rdpmc";
+    else if (hardware)
+        summary = "hardware counts, but read through the kernel (rdpmc not allowed): slower reads";
+    else if (!core)
+        summary = "time and software events only: no hardware PMU on this machine";
+    else
+        summary = "time and software events only: hardware events cannot be opened (see instructions:u)";
+
+    if (o.json) {
+        pmc::JsonWriter j;
+        j.begin_object().field("kernel", pmc::kernel_release());
+        if (paranoid) j.field("perf_event_paranoid", *paranoid); else j.key("perf_event_paranoid").null();
+        j.field("hypervisor", hv).field("core_pmu", core);
+        j.key("pmus").begin_array();
+        for (auto& p : pmus) {
+            j.begin_object().field("name", p.name).field("type", p.type);
+            if (p.rdpmc) j.field("rdpmc", *p.rdpmc);
+            j.end_object();
+        }
+        j.end_array();
+        j.key("wall_time").begin_object().field("uses_tsc", clock.uses_tsc).field("tsc_hz", clock.tsc_hz)
+            .field("source", clock.source).end_object();
+        j.key("probes").begin_array();
+        for (auto& p : probes) {
+            j.begin_object().field("event", p.event).field("purpose", p.purpose).field("ok", p.ok);
+            if (p.ok) j.field("read_path", p.path); else j.field("errno", p.err).field("why", p.why).field("fix", p.fix);
+            j.end_object();
+        }
+        j.end_array();
+        j.field("hardware_counters", hardware).field("rdpmc", rdpmc).field("summary", summary).end_object();
+        fmt::print("{}\n", j.str());
+        return hardware ? 0 : 3;
+    }
+
+    auto line = [](const char* verdict, const std::string& what, const std::string& detail) {
+        fmt::print("  {:<11} {:<22} {}\n", verdict, what, detail);
+    };
+    fmt::print("pmc doctor: what this machine can count\n\n");
+    line("info", "kernel", pmc::kernel_release());
+    if (paranoid)
+        line(*paranoid <= 2 || ::geteuid() == 0 ? "ok" : "degraded", "perf_event_paranoid",
+             fmt::format("{}: {}{}", *paranoid, pmc::paranoid_meaning(*paranoid), ::geteuid() == 0 ? " (running as root)" : ""));
+    else
+        line("degraded", "perf_event_paranoid", "cannot read /proc/sys/kernel/perf_event_paranoid");
+    line(hv.empty() ? "ok" : "info", "hypervisor", hv.empty() ? "none (bare metal)" : hv);
+    std::string names;
+    for (auto& p : pmus) names += (names.empty() ? "" : ", ") + p.name + (p.rdpmc ? fmt::format(" (rdpmc={})", *p.rdpmc) : "");
+    line(core ? "ok" : "impossible", "PMUs", names.empty() ? "none" : names);
+    if (!core)
+        line("", "", "no cpu PMU: hardware events cannot be counted" + std::string(hv.empty() ? "" : " (a VM without a virtual PMU)"));
+    line(clock.uses_tsc ? "ok" : "degraded", "wall-time clock",
+         clock.uses_tsc ? fmt::format("TSC at {:.3f} MHz; {}", clock.tsc_hz / 1e6, clock.source) : clock.source);
+    fmt::print("\n  trial opens (this thread):\n");
+    for (auto& p : probes) {
+        if (p.ok)
+            line("ok", p.event, fmt::format("read via {} — {}", p.path, p.purpose));
+        else
+            line("impossible", p.event, p.why);
+    }
+    for (auto& p : probes)
+        if (!p.ok && !p.fix.empty()) {
+            fmt::print("\n  how to get {} ({}):\n    {}\n", p.event, p.purpose, p.fix);
+            break;
+        }
+    fmt::print("\n  best precision here: {}\n", summary);
+    return hardware ? 0 : 3;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    std::vector<std::string_view> argv_views(argv + 1, argv + argc);
+    for (std::size_t i = 0; i < argv_views.size(); ++i) {
+        std::string_view a = argv_views[i];
+        if (a == "-h" || a == "--help") o.help = true;
+        else if (a == "--version") {
+            fmt::print("pmc {}\n", PMC_VERSION_STRING);
+            return 0;
+        } else if (a == "--json") o.json = true;
+        else if (a == "--like-perf-stat") o.like_perf_stat = true;
+        else if (a == "--sysfs") {
+            if (i + 1 >= argv_views.size()) return usage_error("--sysfs needs a directory");
+            o.sysfs = std::string(argv_views[++i]);
+        } else if (a.size() > 1 && a[0] == '-')
+            return usage_error(fmt::format("unknown option '{}'", a));
+        else if (o.command.empty()) o.command = std::string(a);
+        else o.args.emplace_back(a);
+    }
+    if (o.help || o.command == "help") {
+        fmt::print("{}", usage_text);
+        return 0;
+    }
+    if (o.command.empty()) {
+        fmt::print(stderr, "{}", usage_text);
+        return 1;
+    }
+    if (o.command == "list") return o.args.empty() ? cmd_list(o) : usage_error("list takes no arguments");
+    if (o.command == "encode") return cmd_encode(o);
+    if (o.command == "doctor") return o.args.empty() ? cmd_doctor(o) : usage_error("doctor takes no arguments");
+    return usage_error(fmt::format("unknown command '{}'", o.command));
+}
