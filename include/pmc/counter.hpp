@@ -145,6 +145,8 @@ struct CounterCore {
     std::int64_t offset = 0;          ///< cached page offset
     const perf_event_mmap_page* page = nullptr;
     std::uint64_t owner = UINT64_MAX; ///< opener's thread token; never matches when closed or moved from
+    std::uint64_t fast_owner = UINT64_MAX; ///< `owner` while the rdpmc fast path may run, else never matches:
+                                           ///< one compare checks both the thread and the path
     std::uint64_t time_mult = 0;      ///< wall-time: ns = time_zero + (ticks * time_mult) >> time_shift
     std::uint64_t time_zero = 0;
     std::uint32_t time_shift = 0;
@@ -164,6 +166,7 @@ struct CounterCore {
         offset = o.offset;
         page = std::exchange(o.page, nullptr);
         owner = std::exchange(o.owner, UINT64_MAX);
+        fast_owner = std::exchange(o.fast_owner, UINT64_MAX);
         time_mult = o.time_mult;
         time_zero = o.time_zero;
         time_shift = o.time_shift;
@@ -222,10 +225,15 @@ BOOST_NOINLINE PMC_COLD std::uint64_t refresh_rdpmc(CounterCore& c) {
         const std::int64_t offset = load_once(c.page->offset);
         const bool allowed = load_once(c.page->capabilities) & cap_user_rdpmc_bit;
         if (!allowed || index == 0) {
-            // Not on a counter now (multiplexed out, or rdpmc was disabled): ask the kernel. Leave the cache
-            // invalid, with a counter number that is harmless to read, so the next read comes back here.
+            // Not on a counter now (multiplexed out): ask the kernel, and leave the cache invalid, with a counter
+            // number that is harmless to read, so the next read comes back here. If the page no longer allows
+            // rdpmc at all, stop executing it: this counter is read with read() from now on.
             c.seq = 1;
             c.rdpmc_index = 0;
+            if (!allowed) {
+                c.path = ReadPath::syscall;
+                c.fast_owner = UINT64_MAX;
+            }
             return read_with_syscall(c).value;
         }
         Serialize::before();
@@ -243,6 +251,12 @@ BOOST_NOINLINE inline std::uint64_t read_slow(CounterCore& c) {
     if (c.path == ReadPath::clock) return clock_ns(CLOCK_MONOTONIC);
     if (BOOST_UNLIKELY(thread_token != c.owner)) wrong_thread(c);
     return read_with_syscall(c).value;
+}
+
+/// Where an rdpmc read goes when the owner check fails: the wrong thread, or a counter no longer on the rdpmc path.
+BOOST_NOINLINE PMC_COLD inline std::uint64_t read_off_fast_path(CounterCore& c) {
+    if (c.path == ReadPath::rdpmc) wrong_thread(c);
+    return read_slow(c);
 }
 
 inline bool may_use_rdpmc(const perf_event_attr& attr) {
@@ -358,6 +372,7 @@ inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, uns
         auto c = open_perf(spec, req, fixed_width);
         if (c) {
             c->owner = acquire_thread_token();
+            if (c->path == ReadPath::rdpmc) c->fast_owner = c->owner;
             c->info->pid = ::getpid();
         }
         return c;
@@ -439,7 +454,7 @@ public:
     /// allocation or exception on the rdpmc, tsc and wall-time paths; read(2) for events the kernel keeps.
     BOOST_FORCEINLINE std::uint64_t read() {
         if constexpr (std::is_same_v<Source, source::rdpmc>) {
-            return read_rdpmc();
+            return read_rdpmc(); // its owner check also sends a counter that left the rdpmc path to read()
         } else if constexpr (std::is_same_v<Source, source::wall_time>) {
             if (BOOST_LIKELY(core_.path == ReadPath::wall_time)) return read_wall_time();
             return detail::read_slow(core_);
@@ -494,7 +509,7 @@ private:
     }
 
     BOOST_FORCEINLINE std::uint64_t read_rdpmc() {
-        if (BOOST_UNLIKELY(detail::thread_token != core_.owner)) detail::wrong_thread(core_);
+        if (BOOST_UNLIKELY(detail::thread_token != core_.fast_owner)) return detail::read_off_fast_path(core_);
         Serialize::before();
         const std::uint64_t raw = detail::rdpmc(core_.rdpmc_index);
         if (BOOST_UNLIKELY(detail::load_once(core_.page->lock) != core_.seq))
@@ -531,6 +546,7 @@ struct CounterAccess {
         c.fd = FileDescriptor(read_fd);
         if (auto failure = attach_page(c, page, C::width_bits)) return std::move(*failure);
         c.owner = acquire_thread_token();
+        if (c.path == ReadPath::rdpmc) c.fast_owner = c.owner;
         return C(std::move(c));
     }
 };

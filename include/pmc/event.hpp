@@ -51,6 +51,8 @@ struct EventSpec {
     bool core_pmu = false;     ///< counts on the CPU's PMU (hardware, cache, raw events): fails without a PMU
     bool guest_host_explicit = false; ///< G or H given: pmc must not drop exclude_guest to get the event opened
     bool precise_max = false;  ///< P given: use the highest precise_ip level the kernel accepts
+    std::uint64_t sample_period = 0; ///< period= term: kept for sampling; counting ignores it, as perf stat does
+    std::uint64_t sample_freq = 0;   ///< freq= term: likewise
 };
 
 namespace detail {
@@ -505,8 +507,7 @@ private:
             if (t->name == "period" || t->name == "freq") {
                 auto v = term_number(*t);
                 if (!v) return v.failure;
-                spec_.attr.sample_period = v.value;
-                spec_.attr.freq = t->name == "freq";
+                (t->name == "period" ? spec_.sample_period : spec_.sample_freq) = v.value;
                 continue;
             }
             for (const char* r : record_only_terms)

@@ -1,1 +1,422 @@
+// The emulated PMU: a control page in ordinary memory, written by the test as the kernel would, and the real
+// rdpmc instruction. Without a PMU (or with user rdpmc disabled) rdpmc raises #GP, delivered as SIGSEGV; the
+// handler below recognises the instruction (0f 33), puts the value of the "hardware" counter ECX names into
+// EDX:EAX and steps over it. So these tests run pmc's real read path: the asm, index caching, width handling,
+// the seqlock re-validation, the read() fallback, and a concurrent "kernel" thread moving the event around.
 #include "catch.hpp"
+#include "inject.hpp"
+
+#include <pmc/counter.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+
+namespace {
+
+constexpr int hw_counters = 16;
+std::atomic<std::uint64_t> g_hw[hw_counters];     // the "hardware" counters rdpmc reads
+std::atomic<std::uint64_t> g_traps{0};            // rdpmc instructions executed (and emulated)
+std::atomic<std::uint64_t> g_kernel_count{0};     // what read(2) of the perf fd returns
+constexpr std::uint64_t poison = 0x5a5a5a5a5a5aull;
+
+#if PMC_ARCH_X86_64
+void on_sigsegv(int, siginfo_t*, void* context) {
+    auto* ctx = static_cast<ucontext_t*>(context);
+    auto* rip = reinterpret_cast<const unsigned char*>(ctx->uc_mcontext.gregs[REG_RIP]);
+    if (rip[0] == 0x0f && rip[1] == 0x33) {
+        const auto ecx = static_cast<std::uint32_t>(ctx->uc_mcontext.gregs[REG_RCX]);
+        const std::uint64_t v = ecx < hw_counters ? g_hw[ecx].load(std::memory_order_acquire) : poison;
+        ctx->uc_mcontext.gregs[REG_RAX] = static_cast<greg_t>(v & 0xffffffffu);
+        ctx->uc_mcontext.gregs[REG_RDX] = static_cast<greg_t>(v >> 32);
+        ctx->uc_mcontext.gregs[REG_RIP] += 2;
+        g_traps.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    ::signal(SIGSEGV, SIG_DFL); // a real crash: re-executing the instruction now kills the process
+}
+
+void install_handler() {
+    struct sigaction sa {};
+    sa.sa_sigaction = &on_sigsegv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGSEGV, &sa, nullptr);
+}
+#endif
+
+/// A control page in ordinary memory, and the writes the kernel makes to it.
+struct FakePage {
+    alignas(4096) perf_event_mmap_page page{};
+    unsigned width = 48;
+
+    explicit FakePage(unsigned w = 48, bool allow_rdpmc = true) : width(w) {
+        page.cap_user_rdpmc = allow_rdpmc;
+        page.pmc_width = static_cast<std::uint16_t>(w);
+        page.lock = 2;
+    }
+    std::uint64_t mask() const { return width == 64 ? UINT64_MAX : (std::uint64_t{1} << width) - 1; }
+    std::int64_t sext(std::uint64_t raw) const { return pmc::detail::sign_extend(raw, 64 - width); }
+
+    void begin_update() { __atomic_store_n(&page.lock, page.lock + 1, __ATOMIC_RELEASE); }
+    void end_update() { __atomic_store_n(&page.lock, page.lock + 1, __ATOMIC_RELEASE); }
+
+    /// The event is now on hardware counter `counter`, whose raw value is `raw`, and has counted `count`.
+    void place(std::uint32_t counter, std::uint64_t raw, std::uint64_t count) {
+        begin_update();
+        g_hw[counter].store(raw & mask(), std::memory_order_release);
+        __atomic_store_n(&page.index, counter + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&page.offset, static_cast<std::int64_t>(count) - sext(raw & mask()), __ATOMIC_RELEASE);
+        end_update();
+    }
+    /// The event is off the hardware (multiplexed out); read(2) returns `count`.
+    void unplace(std::uint64_t count) {
+        begin_update();
+        g_kernel_count.store(count);
+        __atomic_store_n(&page.index, 0u, __ATOMIC_RELEASE);
+        __atomic_store_n(&page.offset, static_cast<std::int64_t>(count), __ATOMIC_RELEASE);
+        end_update();
+    }
+};
+
+/// read(2) of the fake perf fd: the kernel's count, enabled == running.
+ssize_t fake_read(int, void* buf, std::size_t size) {
+    if (size < 24) return -1;
+    std::uint64_t v[3] = {g_kernel_count.load(), 1000, 1000};
+    std::memcpy(buf, v, sizeof v);
+    return 24;
+}
+
+struct Emulation : pmc_test::SystemCallOverride {
+    Emulation() {
+#if PMC_ARCH_X86_64
+        install_handler(); // after Catch2's own SIGSEGV handler, which it installs for each test case
+#endif
+        calls().read = &fake_read;
+        for (auto& c : g_hw) c.store(poison);
+    }
+};
+
+template <class C = pmc::Counter>
+C attach(FakePage& fake, const char* event = "instructions:u") {
+    int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC); // stands for the perf fd; reads go to fake_read
+    auto r = pmc::detail::CounterAccess::attach<C>(&fake.page, pmc::parse_event(event), fd);
+    if (!r) FAIL(r.failure().message);
+    return std::move(r.value());
+}
+
+std::uint64_t traps() { return g_traps.load(); }
+
+} // namespace
+
+std::string pmc_test_skip_reason() {
+#if PMC_ARCH_X86_64
+    install_handler();
+    const std::uint64_t before = traps();
+    std::uint32_t lo, hi;
+    asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(0u) : "memory");
+    if (traps() == before)
+        return "rdpmc does not trap on this machine (user-space rdpmc is enabled), so it cannot be emulated; "
+               "the hardware suite tests the real thing here";
+    return {};
+#else
+    return "the emulated PMU traps the x86 rdpmc instruction; this is not x86-64";
+#endif
+}
+
+TEST_CASE("rdpmc is the read path when the page allows it: value = offset + sign-extended counter", "[emulated]") {
+    Emulation emu;
+    FakePage fake;
+    fake.place(2, 500, 1500); // counter 2 holds 500; the event has counted 1500
+    auto c = attach(fake);
+    CHECK(c.path() == pmc::ReadPath::rdpmc);
+    CHECK(c.width() == 48);
+    const auto t0 = traps();
+    CHECK(c.read() == 1500);
+    CHECK(traps() - t0 == 1); // one rdpmc, served from the cache
+    g_hw[2].store(530);
+    CHECK(c.read() == 1530);
+    CHECK(traps() - t0 == 2);
+}
+
+TEST_CASE("rdpmc is never executed when the page does not allow it", "[emulated]") {
+    Emulation emu;
+    FakePage fake(48, /*allow_rdpmc=*/false);
+    fake.place(1, 100, 100);
+    g_kernel_count.store(777);
+    auto c = attach(fake);
+    CHECK(c.path() == pmc::ReadPath::syscall);
+    const auto t0 = traps();
+    CHECK(c.read() == 777);
+    CHECK(c.read() == 777);
+    CHECK(traps() == t0);
+    CHECK_THAT(c.notes().back(), ContainsSubstring("cap_user_rdpmc = 0"));
+}
+
+TEST_CASE("the page withdrawing rdpmc switches the counter to read() for good", "[emulated]") {
+    Emulation emu;
+    FakePage fake;
+    fake.place(3, 10, 10);
+    auto c = attach(fake);
+    CHECK(c.read() == 10);
+    fake.begin_update();
+    fake.page.cap_user_rdpmc = 0;
+    fake.end_update();
+    g_kernel_count.store(42);
+    CHECK(c.read() == 42); // the fast path's rdpmc result is discarded: the lock moved
+    CHECK(c.path() == pmc::ReadPath::syscall);
+    const auto t0 = traps();
+    CHECK(c.read() == 42);
+    CHECK(traps() == t0);
+}
+
+TEST_CASE("sign extension and wrap-around at several counter widths", "[emulated][widths]") {
+    Emulation emu;
+    for (unsigned width : {32u, 40u, 47u, 48u, 64u}) {
+        INFO("width " << width);
+        FakePage fake(width);
+        const std::uint64_t near_wrap = (std::uint64_t{0} - 10) & fake.mask(); // -10 in `width` bits
+        fake.place(0, near_wrap, 10000);
+        auto c = attach(fake);
+        CHECK(c.width() == width);
+        auto iv = c.interval();
+        CHECK(iv.start_value() == 10000);
+        g_hw[0].store((near_wrap + 25) & fake.mask()); // wraps through zero to 15
+        CHECK(c.read() == 10025);
+        CHECK(iv.stop() == 25);
+    }
+}
+
+TEST_CASE("a fixed width is checked against the page", "[emulated][widths]") {
+    Emulation emu;
+    FakePage fake(48);
+    fake.place(0, 5, 5);
+    auto good = attach<pmc::BasicCounter<pmc::serialize::lfence, pmc::source::any, pmc::width::fixed<48>>>(fake);
+    CHECK(good.read() == 5);
+    auto bad = pmc::detail::CounterAccess::attach<
+        pmc::BasicCounter<pmc::serialize::lfence, pmc::source::any, pmc::width::fixed<40>>>(
+        &fake.page, pmc::parse_event("instructions:u"));
+    REQUIRE_FALSE(bad.ok());
+    CHECK_THAT(bad.failure().message, ContainsSubstring("48 bits wide"));
+}
+
+TEST_CASE("an event moved to another counter is read from the new one", "[emulated]") {
+    Emulation emu;
+    FakePage fake;
+    fake.place(2, 1000, 5000);
+    auto c = attach(fake);
+    CHECK(c.read() == 5000);
+    // The kernel reschedules the event onto counter 5 with a new start value; counter 2 now counts something else.
+    fake.place(5, 0xffff00000000ull, 5100);
+    g_hw[2].store(poison);
+    auto t0 = traps();
+    CHECK(c.read() == 5100);
+    CHECK(traps() - t0 == 2); // the stale fast-path rdpmc, then the re-validated one
+    g_hw[5].store(0xffff00000000ull + 7);
+    t0 = traps();
+    CHECK(c.read() == 5107);
+    CHECK(traps() - t0 == 1); // cache refilled: back to one rdpmc per read
+}
+
+TEST_CASE("an event off the hardware (index 0) is read with read() until it is back", "[emulated]") {
+    Emulation emu;
+    FakePage fake;
+    fake.place(1, 100, 100);
+    auto c = attach(fake);
+    CHECK(c.read() == 100);
+    fake.unplace(250);
+    CHECK(c.read() == 250);
+    CHECK(c.read() == 250);
+    CHECK(c.path() == pmc::ReadPath::rdpmc); // still an rdpmc counter: only this moment is off the hardware
+    fake.place(4, 9, 300);
+    CHECK(c.read() == 300);
+    const auto t0 = traps();
+    CHECK(c.read() == 300);
+    CHECK(traps() - t0 == 1);
+}
+
+TEST_CASE("every serialization policy reads the same value", "[emulated]") {
+    Emulation emu;
+    FakePage fake;
+    fake.place(0, 77, 1077);
+    CHECK(attach<pmc::BasicCounter<pmc::serialize::lfence>>(fake).read() == 1077);
+    CHECK(attach<pmc::BasicCounter<pmc::serialize::mfence>>(fake).read() == 1077);
+    CHECK(attach<pmc::BasicCounter<pmc::serialize::cpuid>>(fake).read() == 1077);
+    CHECK(attach<pmc::BasicCounter<pmc::serialize::none>>(fake).read() == 1077);
+    auto only_rdpmc = attach<pmc::BasicCounter<pmc::serialize::lfence, pmc::source::rdpmc>>(fake);
+    CHECK(only_rdpmc.read() == 1077);
+}
+
+TEST_CASE("intervals and scoped intervals on an rdpmc counter", "[emulated]") {
+    Emulation emu;
+    FakePage fake;
+    fake.place(0, 0, 0);
+    auto c = attach(fake);
+    auto iv = c.interval();
+    g_hw[0].store(40);
+    CHECK(iv.elapsed() == 40);
+    g_hw[0].store(100);
+    CHECK(iv.stop() == 100);
+    g_hw[0].store(500);
+    CHECK(iv.stop() == 100);    // stopped: later calls return the same count
+    CHECK(iv.elapsed() == 100);
+    iv.restart();
+    g_hw[0].store(510);
+    CHECK(iv.stop() == 10);
+
+    std::uint64_t seen = 0;
+    int calls = 0;
+    {
+        auto scope = c.scoped([&](std::uint64_t n) {
+            seen = n;
+            ++calls;
+        });
+        g_hw[0].store(533);
+    }
+    CHECK(seen == 23);
+    CHECK(calls == 1);
+}
+
+TEST_CASE("a read from another thread is refused before any rdpmc", "[emulated][ownership]") {
+    Emulation emu;
+    FakePage fake;
+    fake.place(0, 1, 1);
+    auto c = attach(fake);
+    const auto t0 = traps();
+    std::string error;
+    std::thread other([&] {
+        try {
+            (void)c.read();
+        } catch (const pmc::error& e) {
+            error = e.what();
+        }
+    });
+    other.join();
+    CHECK_THAT(error, ContainsSubstring("thread that did not open it"));
+    CHECK(traps() == t0);
+}
+
+TEST_CASE("a read in a fork() child is refused before any rdpmc", "[emulated][ownership]") {
+    Emulation emu;
+    FakePage fake;
+    fake.place(0, 1, 1);
+    auto c = attach(fake);
+    std::fflush(nullptr);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        const auto t0 = traps();
+        try {
+            (void)c.read();
+        } catch (const pmc::error& e) {
+            _exit(e.code().value() == ECHILD && traps() == t0 ? 0 : 2);
+        }
+        _exit(1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a thread playing the kernel moves the event around while reads never tear", "[emulated][stress]") {
+    // The kernel thread keeps the true count T (published before any counter shows it) and, at random, counts
+    // (bumps the hardware counter), reschedules the event onto another counter with a new raw start (often just
+    // below the wrap point) and poisons the old one, or takes it off the hardware. Every value a read returns
+    // must lie between the previous read and the published T: a torn read (new offset with an old raw value, or
+    // a poisoned counter) lands far outside. Reads: PMC_EMULATED_READS (default 1,000,000; each emulated rdpmc
+    // is a signal, ~12 us here, so this takes ~15 s).
+    Emulation emu;
+    FakePage fake(48);
+    std::mt19937_64 seed_rng(12345);
+    fake.place(0, seed_rng() & fake.mask(), 0);
+    g_kernel_count.store(0);
+    auto c = attach(fake);
+
+    std::atomic<std::uint64_t> published{0};
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> updates{0}, offline{0};
+    std::thread kernel([&] {
+        std::mt19937_64 rng(777);
+        std::uint64_t T = 0;
+        std::uint32_t cur = 0;
+        std::uint64_t raw = g_hw[0].load();
+        bool on_hw = true;
+        while (!stop.load(std::memory_order_relaxed)) {
+            // About one kernel action per 2 us: several per emulated read (a trap costs ~12 us on our VMs), so
+            // updates land before, during and after the reader's rdpmc.
+            const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(rng() % 4000);
+            while (std::chrono::steady_clock::now() < until) {
+            }
+            const std::uint64_t d = 1 + rng() % 1000;
+            const unsigned dice = static_cast<unsigned>(rng() % 256);
+            if (!on_hw || dice < 16) { // reschedule onto another counter
+                std::uint32_t next = static_cast<std::uint32_t>(rng() % 8);
+                if (next == cur) next = (next + 1) % 8;
+                const std::uint64_t start = (rng() & 1) ? rng() & fake.mask() : (fake.mask() - rng() % 2000);
+                T += d;
+                published.store(T, std::memory_order_release);
+                g_kernel_count.store(T);
+                fake.begin_update();
+                g_hw[cur].store(rng() & fake.mask()); // the old counter now counts something else
+                g_hw[next].store(start);
+                __atomic_store_n(&fake.page.index, next + 1, __ATOMIC_RELEASE);
+                __atomic_store_n(&fake.page.offset, static_cast<std::int64_t>(T) - fake.sext(start), __ATOMIC_RELEASE);
+                fake.end_update();
+                cur = next;
+                raw = start;
+                on_hw = true;
+                updates.fetch_add(1, std::memory_order_relaxed);
+            } else if (dice < 20) { // multiplexed out for a moment
+                fake.unplace(T);
+                g_hw[cur].store(rng() & fake.mask());
+                on_hw = false;
+                offline.fetch_add(1, std::memory_order_relaxed);
+            } else { // count
+                T += d;
+                published.store(T, std::memory_order_release);
+                g_kernel_count.store(T);
+                raw = (raw + d) & fake.mask();
+                g_hw[cur].store(raw, std::memory_order_release);
+            }
+        }
+    });
+
+    std::uint64_t reads = 1000000;
+    if (const char* env = std::getenv("PMC_EMULATED_READS")) reads = std::strtoull(env, nullptr, 10);
+    const std::uint64_t traps_before = traps();
+    std::uint64_t last = 0, bad = 0, first_bad_value = 0, first_bad_hi = 0;
+    for (std::uint64_t i = 0; i < reads; ++i) {
+        const std::uint64_t v = c.read();
+        const std::uint64_t hi = published.load(std::memory_order_acquire);
+        if (v < last || v > hi) {
+            if (bad++ == 0) {
+                first_bad_value = v;
+                first_bad_hi = hi;
+            }
+        }
+        last = v;
+    }
+    stop = true;
+    kernel.join();
+    std::printf("emulated PMU stress: %llu reads, %llu reschedules and %llu off-hardware periods by the kernel "
+                "thread, %llu rdpmc executed, %llu torn\n",
+                static_cast<unsigned long long>(reads), static_cast<unsigned long long>(updates.load()),
+                static_cast<unsigned long long>(offline.load()), static_cast<unsigned long long>(traps()),
+                static_cast<unsigned long long>(bad));
+    INFO("first bad value " << first_bad_value << " with published count " << first_bad_hi << " after " << last);
+    CHECK(bad == 0);
+    CHECK(updates.load() > 1000); // the kernel thread really did move the event while we read
+    CHECK(traps() - traps_before > reads + 1000); // and many reads had to re-validate (a second rdpmc)
+}

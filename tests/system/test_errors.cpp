@@ -1,1 +1,194 @@
+// Failures are for people: every way opening can fail says what failed, why, and the fix. Real failures where
+// this machine can produce them (no PMU, paranoid as an unprivileged user, too many files); injected errnos
+// for the rest.
 #include "catch.hpp"
+#include "inject.hpp"
+#include "test_support.hpp"
+
+#include <pmc/counter.hpp>
+#include <pmc/machine.hpp>
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <vector>
+
+using pmc_test::FailingPerfEventOpen;
+
+namespace {
+std::string open_failure(const char* event) {
+    auto r = pmc::Counter::try_open(event);
+    if (r) return {};
+    return r.failure().message;
+}
+} // namespace
+
+TEST_CASE("a hardware event without a PMU fails with the reason and the fix", "[system][errors]") {
+    if (pmc::has_core_pmu()) {
+        // This machine has a PMU: the same event must open.
+        CHECK(pmc::Counter::try_open("instructions:u").ok());
+        return;
+    }
+    try {
+        pmc::Counter c{"instructions:u"};
+        FAIL("opened a hardware event on a machine without a PMU");
+    } catch (const pmc::error& e) {
+        const std::string m = e.what();
+        CHECK(e.code().value() == ENOENT);
+        CHECK_THAT(m, ContainsSubstring("cannot open counter 'instructions:u'"));
+        CHECK_THAT(m, ContainsSubstring("ENOENT"));
+        CHECK_THAT(m, ContainsSubstring("no hardware PMU"));
+        if (pmc::under_hypervisor()) CHECK_THAT(m, ContainsSubstring("virtual machine without a virtual PMU"));
+        CHECK_THAT(m, ContainsSubstring("Fix:"));
+        CHECK_THAT(m, ContainsSubstring("software events"));
+    }
+    // The same through the non-throwing API, for each kind of hardware event.
+    for (const char* event : {"cycles", "r01cb:u", "L1-dcache-load-misses", "branch-misses:u"}) {
+        INFO(event);
+        auto r = pmc::Counter::try_open(event);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.failure().code.value() == ENOENT);
+        CHECK_THAT(r.failure().message, ContainsSubstring("no hardware PMU"));
+    }
+}
+
+TEST_CASE("a bad event string opens nothing", "[system][errors]") {
+    const int before = pmc_test::open_fd_count();
+    CHECK_THROWS_AS(pmc::Counter{"page-faults:uu"}, pmc::error);
+    auto r = pmc::Counter::try_open("nosuch/event=1/");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.failure().code.value() == ENOENT);
+    CHECK(pmc_test::open_fd_count() == before);
+}
+
+TEST_CASE("permission refused: paranoid level, its meaning, and three fixes", "[system][errors]") {
+    FailingPerfEventOpen<EACCES> inject;
+    const std::string kernel = open_failure("page-faults");
+    CHECK_THAT(kernel, ContainsSubstring("EACCES"));
+    CHECK_THAT(kernel, ContainsSubstring("perf_event_paranoid"));
+    if (auto level = pmc::perf_event_paranoid())
+        CHECK_THAT(kernel, ContainsSubstring("perf_event_paranoid is " + std::to_string(*level)));
+    CHECK_THAT(kernel, ContainsSubstring("also counts kernel mode"));
+    CHECK_THAT(kernel, ContainsSubstring("':u'"));
+    CHECK_THAT(kernel, ContainsSubstring("sudo sysctl kernel.perf_event_paranoid=1"));
+    CHECK_THAT(kernel, ContainsSubstring("CAP_PERFMON"));
+    const std::string user = open_failure("page-faults:u");
+    CHECK_THAT(user, !ContainsSubstring("also counts kernel mode"));
+    CHECK_THAT(user, ContainsSubstring("kernel.perf_event_paranoid=2"));
+}
+
+TEST_CASE("permission refused for real: an unprivileged user at paranoid >= 2", "[system][errors]") {
+    auto level = pmc::perf_event_paranoid();
+    if (::geteuid() != 0 || !level || *level < 2) {
+        WARN("needs root (to become an unprivileged user) and perf_event_paranoid >= 2; covered by injection above");
+        return;
+    }
+    const int status = pmc_test::in_child([] {
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 10;
+        auto kernel = pmc::Counter::try_open("page-faults");
+        if (kernel) return 1;
+        if (kernel.failure().code.value() != EACCES && kernel.failure().code.value() != EPERM) return 2;
+        if (kernel.failure().message.find("':u'") == std::string::npos) return 3;
+        auto user = pmc::Counter::try_open("page-faults:u"); // allowed at paranoid 2
+        if (*pmc::perf_event_paranoid() == 2 && !user) return 4;
+        return 0;
+    });
+    CHECK(status == 0);
+}
+
+TEST_CASE("too many open files, for real and injected", "[system][errors]") {
+    const int status = pmc_test::in_child([] {
+        rlimit lim{32, 32};
+        if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return 10;
+        std::vector<pmc::Counter> counters;
+        for (int i = 0; i < 64; ++i) {
+            auto r = pmc::Counter::try_open("task-clock");
+            if (!r) {
+                if (r.failure().code.value() != EMFILE) return 1;
+                if (r.failure().message.find("RLIMIT_NOFILE = 32") == std::string::npos) return 2;
+                if (r.failure().message.find("ulimit -n") == std::string::npos) return 3;
+                return 0;
+            }
+            counters.push_back(std::move(r.value()));
+        }
+        return 4; // never hit the limit
+    });
+    CHECK(status == 0);
+    FailingPerfEventOpen<EMFILE> inject;
+    CHECK_THAT(open_failure("task-clock"), ContainsSubstring("every counter holds one file descriptor"));
+}
+
+TEST_CASE("invalid attributes name the fields that were set", "[system][errors]") {
+    {
+        FailingPerfEventOpen<EINVAL> inject;
+        const std::string m = open_failure("page-faults:u");
+        CHECK_THAT(m, ContainsSubstring("EINVAL"));
+        CHECK_THAT(m, ContainsSubstring("type=1 config=0x2"));
+        CHECK_THAT(m, ContainsSubstring("exclude_kernel=1"));
+        CHECK_THAT(m, ContainsSubstring("exclude_hv=1"));
+        CHECK_THAT(open_failure("instructions:pp"), ContainsSubstring("precise_ip=2"));
+    }
+    // For real: the msr PMU cannot filter by mode.
+    if (pmc::load_pmu("msr")) {
+        const std::string m = open_failure("msr/tsc/u");
+        CHECK_THAT(m, ContainsSubstring("EINVAL"));
+        CHECK_THAT(m, ContainsSubstring("msr PMU counts in every mode"));
+        // An explicit H keeps exclude_guest, so perf's fallback does not apply and the kernel refuses it.
+        CHECK_THAT(open_failure("msr/tsc/H"), ContainsSubstring("drop the ':G'/':H' modifier"));
+    }
+}
+
+TEST_CASE("other errnos get their own explanation", "[system][errors]") {
+    {
+        FailingPerfEventOpen<E2BIG> inject;
+        CHECK_THAT(open_failure("task-clock"), ContainsSubstring("kernel is older"));
+    }
+    {
+        FailingPerfEventOpen<EBUSY> inject;
+        CHECK_THAT(open_failure("task-clock:D"), ContainsSubstring("exclusively"));
+    }
+    {
+        FailingPerfEventOpen<ENOSPC> inject;
+        CHECK_THAT(open_failure("mem:0x1000"), ContainsSubstring("breakpoint slot"));
+    }
+    {
+        FailingPerfEventOpen<ENOSYS> inject;
+        CHECK_THAT(open_failure("task-clock"), ContainsSubstring("CONFIG_PERF_EVENTS"));
+    }
+    {
+        FailingPerfEventOpen<ENOENT> inject;
+        CHECK_THAT(open_failure("task-clock"), ContainsSubstring("no such event"));
+    }
+}
+
+TEST_CASE("a failed mmap of the control page is reported, and the fd is not leaked", "[system][errors]") {
+    if (!pmc::load_pmu("msr")) return; // msr/tsc/ is the event here that gets a control page
+    const int before = pmc_test::open_fd_count();
+    {
+        pmc_test::SystemCallOverride inject;
+        inject.calls().mmap = [](void*, std::size_t, int, int, int, off_t) -> void* {
+            errno = ENOMEM;
+            return MAP_FAILED;
+        };
+        const std::string m = open_failure("msr/tsc/");
+        CHECK_THAT(m, ContainsSubstring("mmap of its control page failed"));
+    }
+    CHECK(pmc_test::open_fd_count() == before);
+}
+
+TEST_CASE("a failing read() raises with the reason", "[system][errors]") {
+    pmc::Counter c{"task-clock"};
+    pmc_test::SystemCallOverride inject;
+    inject.calls().read = [](int, void*, std::size_t) -> ssize_t { return 0; };
+    try {
+        (void)c.read();
+        FAIL("no exception");
+    } catch (const pmc::error& e) {
+        CHECK_THAT(std::string(e.what()), ContainsSubstring("error state"));
+    }
+    inject.calls().read = [](int, void*, std::size_t) -> ssize_t {
+        errno = EIO;
+        return -1;
+    };
+    CHECK_THROWS_AS(c.read(), pmc::error);
+}

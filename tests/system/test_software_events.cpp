@@ -1,1 +1,141 @@
+// Software events through the real kernel (read() path): they count what the test really does.
 #include "catch.hpp"
+#include "test_support.hpp"
+
+#include <pmc/counter.hpp>
+#include <pmc/machine.hpp>
+
+#include <fcntl.h>
+
+#include <ctime>
+#include <thread>
+
+using pmc_test::FreshPages;
+
+TEST_CASE("page-faults counts the page faults the test causes", "[system][software]") {
+    for (const char* event : {"page-faults", "page-faults:u", "minor-faults", "faults"}) {
+        INFO(event);
+        pmc::Counter c{event};
+        CHECK(c.path() == pmc::ReadPath::syscall);
+        CHECK(c.fd() >= 0);
+        FreshPages pages(256);
+        auto iv = c.interval();
+        pages.touch();
+        const std::uint64_t faults = iv.stop();
+        CHECK(faults >= 256);
+        CHECK(faults <= 256 + 32);
+    }
+}
+
+TEST_CASE("major-faults stays at zero for anonymous memory", "[system][software]") {
+    pmc::Counter major{"major-faults"};
+    FreshPages pages(64);
+    auto iv = major.interval();
+    pages.touch();
+    CHECK(iv.stop() == 0);
+}
+
+TEST_CASE("task-clock follows this thread's CPU time", "[system][software]") {
+    pmc::Counter c{"task-clock"};
+    timespec a{}, b{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    auto iv = c.interval();
+    pmc_test::spin_cpu_ms(30);
+    const double counted_ms = static_cast<double>(iv.stop()) / 1e6;
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    const double cpu_ms = (pmc_test::to_ns(b) - pmc_test::to_ns(a)) / 1e6;
+    CHECK(counted_ms > 0.8 * cpu_ms);
+    CHECK(counted_ms < 1.2 * cpu_ms + 1);
+    const pmc::Reading r = c.read_detailed();
+    CHECK(r.time_enabled >= r.time_running);
+    CHECK(r.time_running > 0);
+}
+
+TEST_CASE("context-switches counts voluntary sleeps", "[system][software]") {
+    pmc::Counter c{"cs"};
+    auto iv = c.interval();
+    for (int i = 0; i < 10; ++i) {
+        timespec ms{0, 1000000};
+        ::nanosleep(&ms, nullptr);
+    }
+    CHECK(iv.stop() >= 10);
+}
+
+TEST_CASE("msr/tsc/ opens through sysfs and ticks with the TSC", "[system][sysfs]") {
+    auto opened = pmc::Counter::try_open("msr/tsc/");
+    if (!opened) {
+        // Not every kernel has the msr PMU; where it exists it must open.
+        REQUIRE(pmc::load_pmu("msr").ok() == false);
+        return;
+    }
+    pmc::Counter& c = *opened;
+    CHECK(c.attr().type == pmc::load_pmu("msr")->type);
+    CHECK(c.path() == pmc::ReadPath::syscall);
+    // The msr PMU refuses perf's default exclude_guest=1; pmc falls back as perf does, and says so.
+    CHECK(c.attr().exclude_guest == 0);
+    bool noted = false;
+    for (auto& n : c.notes()) noted = noted || n.find("exclude_guest") != std::string::npos;
+    CHECK(noted);
+    // Opened for this thread, it counts TSC ticks only while the thread runs: compare with thread CPU time.
+    const auto clock = pmc::wall_time_clock();
+    timespec a{}, b{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    auto iv = c.interval();
+    pmc_test::spin_cpu_ms(50);
+    const double ticks = static_cast<double>(iv.stop());
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    const double seconds = (pmc_test::to_ns(b) - pmc_test::to_ns(a)) / 1e9;
+    CHECK(ticks > 0);
+    if (clock.uses_tsc) CHECK(ticks / seconds == Approx(clock.tsc_hz).epsilon(0.05));
+    // Asleep, it does not count (unlike pmc's "tsc", which is the CPU's clock).
+    auto asleep = c.interval();
+    timespec pause{0, 30 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);
+    if (clock.uses_tsc) CHECK(static_cast<double>(asleep.stop()) < 0.1 * 0.030 * clock.tsc_hz);
+}
+
+TEST_CASE("counters close their descriptor: no leak over many opens", "[system][lifetime]") {
+    const int before = pmc_test::open_fd_count();
+    for (int i = 0; i < 300; ++i) {
+        pmc::Counter c{i % 2 ? "page-faults" : "msr/tsc/"};
+        (void)c.read();
+    }
+    CHECK(pmc_test::open_fd_count() == before);
+}
+
+TEST_CASE("a moved counter keeps counting; the moved-from one refuses to read", "[system][lifetime]") {
+    pmc::Counter a{"page-faults"};
+    const int fd = a.fd();
+    pmc::Counter b = std::move(a);
+    CHECK(b.fd() == fd);
+    CHECK(a.fd() == -1);
+    FreshPages pages(16);
+    auto iv = b.interval();
+    pages.touch();
+    CHECK(iv.stop() >= 16);
+    CHECK_THROWS_AS(a.read(), pmc::error);
+    pmc::Counter c{"task-clock"};
+    c = std::move(b); // closes task-clock's fd
+    CHECK(c.fd() == fd);
+    {
+        pmc::Counter gone = std::move(c);
+    }
+    CHECK(::fcntl(fd, F_GETFD) == -1); // the destructor closed it
+}
+
+TEST_CASE("a scoped interval reports page faults once, at scope exit", "[system][interval]") {
+    pmc::Counter c{"page-faults"};
+    std::uint64_t reported = 0;
+    int calls = 0;
+    {
+        FreshPages pages(32);
+        auto scope = c.scoped([&](std::uint64_t n) {
+            reported = n;
+            ++calls;
+        });
+        pages.touch();
+        CHECK(scope.elapsed() >= 32);
+    }
+    CHECK(calls == 1);
+    CHECK(reported >= 32);
+}

@@ -213,7 +213,8 @@ TEST_CASE("pmc's clocks and display names", "[parser]") {
     CHECK(named.pmu == "cpu");
     CHECK(named.core_pmu);
     auto msr = pmc::parse_event("msr/tsc,period=1000/", sysfs.root());
-    CHECK(msr.attr.sample_period == 1000);
+    CHECK(msr.sample_period == 1000);
+    CHECK(msr.attr.sample_period == 0); // a counter does not sample (perf stat leaves it 0 too)
     CHECK_FALSE(msr.core_pmu);
     CHECK(pmc::parse_event("instructions").core_pmu);
     CHECK(pmc::parse_event("L1-dcache-loads").core_pmu);

@@ -22,16 +22,18 @@ inline constexpr bool has_user_counters = PMC_ARCH_X86_64 != 0;
 #if PMC_ARCH_X86_64
 /// Reads performance counter `counter` (the mmap page's index - 1). Not serializing by itself. The memory clobber
 /// keeps the compiler from moving the seqlock load that validates this read to before it.
+/// (Both instructions clear the upper halves of RAX and RDX, so the outputs are taken as 64-bit values and need no
+/// zero-extension.)
 BOOST_FORCEINLINE std::uint64_t rdpmc(std::uint32_t counter) noexcept {
-    std::uint32_t lo, hi;
+    std::uint64_t lo, hi;
     asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(counter) : "memory");
-    return (std::uint64_t{hi} << 32) | lo;
+    return (hi << 32) | lo;
 }
 
 BOOST_FORCEINLINE std::uint64_t rdtsc() noexcept {
-    std::uint32_t lo, hi;
+    std::uint64_t lo, hi;
     asm volatile("rdtsc" : "=a"(lo), "=d"(hi)::"memory");
-    return (std::uint64_t{hi} << 32) | lo;
+    return (hi << 32) | lo;
 }
 
 BOOST_FORCEINLINE void lfence() noexcept { asm volatile("lfence" ::: "memory"); }

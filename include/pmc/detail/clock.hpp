@@ -32,7 +32,7 @@ __extension__ typedef unsigned __int128 uint128;
 
 BOOST_FORCEINLINE std::uint64_t ticks_to_ns(std::uint64_t ticks, std::uint64_t mult, std::uint32_t shift,
                                             std::uint64_t zero) noexcept {
-    return zero + static_cast<std::uint64_t>((static_cast<uint128>(ticks) * mult) >> shift);
+    return zero + static_cast<std::uint64_t>((static_cast<uint128>(ticks) * mult) >> (shift & 63)); // & 63: no shift-by-64 guard code
 }
 
 inline std::uint64_t clock_ns(clockid_t clock) noexcept {

@@ -161,6 +161,8 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         msg += "The kernel rejected these attributes: " + describe_attr_fields(attr) + ".\n";
         if (spec.pmu == "msr" && (attr.exclude_user || attr.exclude_kernel || attr.exclude_hv))
             msg += "Fix: the msr PMU counts in every mode and cannot filter; drop the ':u'/':k'/':h' modifier.";
+        else if (spec.guest_host_explicit && (attr.exclude_guest || attr.exclude_host))
+            msg += "Fix: this PMU cannot tell guest from host mode; drop the ':G'/':H' modifier.";
         else if (attr.precise_ip)
             msg += "Fix: this PMU may not support precise_ip=" + std::to_string(attr.precise_ip) +
                    "; drop 'p' modifiers (they matter only for sampling).";
