@@ -1,0 +1,139 @@
+# Driver for the consumer tests (tests/consumer/CMakeLists.txt): cmake -DSTEP=... -P run.cmake
+#
+#   STEP=install           configure pmc (PMC_SOURCE_DIR) with only its install rules, install into WORK_DIR/prefix,
+#                          check the installed tree
+#   STEP=find_package      build and run tests/consumer/project against WORK_DIR/prefix
+#   STEP=add_subdirectory  build and run tests/consumer/project with pmc's source tree as a subdirectory
+#   STEP=fetchcontent      build and run tests/consumer/project with FetchContent (SOURCE_DIR, no network)
+#   STEP=version           find_package(pmc VERSION) against WORK_DIR/prefix accepts PMC_ACCEPT, rejects PMC_REJECT
+#                          (comma-separated versions)
+#   STEP=plain             compile project/main.cpp with a bare `CXX -std=c++17 -I<pmc>/include` and run it
+#
+# Other variables: CONSUMER_DIR (tests/consumer), WORK_DIR (scratch, under the build tree), CXX (the compiler),
+# GENERATOR, MAKE_PROGRAM. Every command and its output is printed; the first failure ends the step with
+# FATAL_ERROR. A consumer that cannot open perf events at all here (perf_event_open denied) prints
+# "SKIPPED:", which ctest reports as skipped.
+cmake_minimum_required(VERSION 3.16)
+
+foreach(var STEP PMC_SOURCE_DIR CONSUMER_DIR WORK_DIR CXX)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+set(prefix "${WORK_DIR}/prefix")
+set(generator_args "")
+if(GENERATOR)
+  list(APPEND generator_args -G "${GENERATOR}")
+endif()
+if(MAKE_PROGRAM)
+  list(APPEND generator_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
+endif()
+
+# Runs a command in WORK_DIR, prints it and its output; on failure ends the step with `what`.
+function(run what)
+  list(JOIN ARGN " " shown)
+  message("-- ${what}\n   $ ${shown}")
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY "${WORK_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  string(STRIP "${out}" out)
+  if(out)
+    string(REPLACE "\n" "\n   | " out "${out}")
+    message("   | ${out}")
+  endif()
+  if(NOT rc STREQUAL "0")
+    message(FATAL_ERROR "FAILED (${STEP}): ${what}: exit status ${rc}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+# Configures, builds and runs tests/consumer/project in WORK_DIR/<mode> with the given cache arguments.
+function(consumer mode)
+  set(dir "${WORK_DIR}/${mode}")
+  file(REMOVE_RECURSE "${dir}")
+  run("configure the consumer project (${mode})" "${CMAKE_COMMAND}" -S "${CONSUMER_DIR}/project" -B "${dir}"
+      ${generator_args} "-DCMAKE_CXX_COMPILER=${CXX}" "-DPMC_CONSUMER_MODE=${mode}" ${ARGN})
+  run("build the consumer project (${mode})" "${CMAKE_COMMAND}" --build "${dir}")
+  run_consumer("${dir}/consumer")
+endfunction()
+
+function(run_consumer exe)
+  message("-- run the consumer\n   $ ${exe}")
+  execute_process(COMMAND "${exe}" WORKING_DIRECTORY "${WORK_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  string(STRIP "${out}" out)
+  string(REPLACE "\n" "\n   | " shown "${out}")
+  message("   | ${shown}")
+  if(rc STREQUAL "77" AND out MATCHES "SKIPPED: ")
+    # perf_event_open refused for reasons of this machine, not of the package: ctest reports a skip.
+    message("SKIPPED: see the consumer's output above")
+  elseif(NOT rc STREQUAL "0")
+    message(FATAL_ERROR "FAILED (${STEP}): the consumer program exited with ${rc} (its FAILED lines are above)")
+  endif()
+endfunction()
+
+if(STEP STREQUAL "install")
+  set(build "${WORK_DIR}/pmc-build")
+  file(REMOVE_RECURSE "${build}" "${prefix}")
+  run("configure pmc with only its install rules" "${CMAKE_COMMAND}" -S "${PMC_SOURCE_DIR}" -B "${build}"
+      ${generator_args} "-DCMAKE_CXX_COMPILER=${CXX}" -DPMC_BUILD_TESTS=OFF -DPMC_BUILD_TOOLS=OFF
+      -DPMC_BUILD_BENCH=OFF -DPMC_INSTALL=ON "-DCMAKE_INSTALL_PREFIX=${prefix}")
+  run("build pmc (headers only: nothing to compile)" "${CMAKE_COMMAND}" --build "${build}")
+  run("install pmc into ${prefix}" "${CMAKE_COMMAND}" --install "${build}")
+
+  # Every header of the source tree is installed, and the package files are where find_package looks.
+  file(GLOB_RECURSE headers RELATIVE "${PMC_SOURCE_DIR}/include" "${PMC_SOURCE_DIR}/include/*.hpp")
+  set(missing "")
+  foreach(h IN LISTS headers)
+    if(NOT EXISTS "${prefix}/include/${h}")
+      list(APPEND missing "include/${h}")
+    endif()
+  endforeach()
+  foreach(f pmcConfig.cmake pmcConfigVersion.cmake pmcTargets.cmake)
+    if(NOT EXISTS "${prefix}/share/cmake/pmc/${f}")
+      list(APPEND missing "share/cmake/pmc/${f}")
+    endif()
+  endforeach()
+  if(missing)
+    message(FATAL_ERROR "FAILED (install): missing from the install in ${prefix}: ${missing}")
+  endif()
+  if(EXISTS "${prefix}/bin")
+    file(GLOB bins "${prefix}/bin/*")
+    message(FATAL_ERROR "FAILED (install): PMC_BUILD_TOOLS=OFF installed programs anyway: ${bins}")
+  endif()
+  list(LENGTH headers n)
+  message("-- ok: ${n} headers and the CMake package files are installed in ${prefix}")
+
+elseif(STEP STREQUAL "find_package")
+  if(NOT EXISTS "${prefix}/share/cmake/pmc/pmcConfig.cmake")
+    message(FATAL_ERROR "FAILED (find_package): no install in ${prefix}; consumer-install must run first")
+  endif()
+  consumer(find_package "-DCMAKE_PREFIX_PATH=${prefix}" "-DPMC_EXPECT_PREFIX=${prefix}"
+           "-DPMC_WANT_VERSION=${PMC_WANT_VERSION}")
+
+elseif(STEP STREQUAL "add_subdirectory" OR STEP STREQUAL "fetchcontent")
+  consumer(${STEP} "-DPMC_SOURCE_DIR=${PMC_SOURCE_DIR}")
+
+elseif(STEP STREQUAL "version")
+  if(NOT EXISTS "${prefix}/share/cmake/pmc/pmcConfigVersion.cmake")
+    message(FATAL_ERROR "FAILED (version): no install in ${prefix}; consumer-install must run first")
+  endif()
+  set(dir "${WORK_DIR}/version")
+  file(REMOVE_RECURSE "${dir}")
+  run("find_package(pmc VERSION) against the install" "${CMAKE_COMMAND}" -S "${CONSUMER_DIR}/version" -B "${dir}"
+      ${generator_args} "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_PREFIX_PATH=${prefix}" "-DPMC_ACCEPT=${PMC_ACCEPT}"
+      "-DPMC_REJECT=${PMC_REJECT}")
+
+elseif(STEP STREQUAL "plain")
+  set(dir "${WORK_DIR}/plain")
+  file(REMOVE_RECURSE "${dir}")
+  file(MAKE_DIRECTORY "${dir}")
+  # What a user without CMake writes: the include directory, C++17, threads. Warnings are errors, since a
+  # header-only library's warnings become every user's warnings. Boost's headers come from the default path.
+  run("compile with a bare ${CXX} -std=c++17 -I${PMC_SOURCE_DIR}/include" "${CXX}" -std=c++17 -Wall -Wextra
+      -Werror "-I${PMC_SOURCE_DIR}/include" "${CONSUMER_DIR}/project/main.cpp" -o "${dir}/consumer" -pthread)
+  run_consumer("${dir}/consumer")
+
+else()
+  message(FATAL_ERROR "run.cmake: unknown STEP '${STEP}'")
+endif()
