@@ -341,6 +341,12 @@ private:
 
     // A bare name that is a sysfs event of some PMU, e.g. "mem-loads" or perf's "tsc".
     Fail parse_bare_alias(std::string_view word, std::size_t word_pos) {
+        // sysfs names match without regard to case; pmc's clock names do not, so "TSC" must not quietly become
+        // a different counter from "tsc".
+        if (iequals(word, "tsc") || iequals(word, "wall-time"))
+            return fail(word_pos, word.size(),
+                        "pmc's clocks are spelled 'tsc' and 'wall-time' (lower case); for the msr PMU's TSC "
+                        "event write 'msr/tsc/'");
         std::vector<Pmu> found;
         if (is_safe_sysfs_name(word)) {
             for (auto& name : pmu_names(root_)) {

@@ -28,7 +28,7 @@ TEST_CASE("reading a counter from another thread raises pmc::error", "[system][o
     CHECK_NOTHROW(c.read()); // still fine in its own thread
 }
 
-TEST_CASE("after fork() the child's copy refuses to read; the child can open its own", "[system][ownership]") {
+TEST_CASE("after fork() the child's copy refuses to read, and the child can open its own", "[system][ownership]") {
     pmc::Counter c{"page-faults"};
     const int status = pmc_test::in_child([&] {
         try {
@@ -64,6 +64,7 @@ TEST_CASE("per-thread counters count their own thread only", "[system][ownership
     for (int i = 0; i < threads; ++i) {
         INFO("thread " << i);
         CHECK(counted[static_cast<std::size_t>(i)] >= static_cast<std::uint64_t>(64 * (i + 1)));
-        CHECK(counted[static_cast<std::size_t>(i)] <= static_cast<std::uint64_t>(64 * (i + 1) + 32));
+        CHECK(counted[static_cast<std::size_t>(i)] <=
+              static_cast<std::uint64_t>(64 * (i + 1) + 32) + pmc_test::sanitizer_fault_slack(64 * (i + 1)));
     }
 }

@@ -23,7 +23,7 @@ TEST_CASE("page-faults counts the page faults the test causes", "[system][softwa
         pages.touch();
         const std::uint64_t faults = iv.stop();
         CHECK(faults >= 256);
-        CHECK(faults <= 256 + 32);
+        CHECK(faults <= 256 + 32 + pmc_test::sanitizer_fault_slack(256));
     }
 }
 
@@ -103,7 +103,7 @@ TEST_CASE("counters close their descriptor: no leak over many opens", "[system][
     CHECK(pmc_test::open_fd_count() == before);
 }
 
-TEST_CASE("a moved counter keeps counting; the moved-from one refuses to read", "[system][lifetime]") {
+TEST_CASE("a moved counter keeps counting, and the moved-from one refuses to read", "[system][lifetime]") {
     pmc::Counter a{"page-faults"};
     const int fd = a.fd();
     pmc::Counter b = std::move(a);

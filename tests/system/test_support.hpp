@@ -37,6 +37,21 @@ private:
     char* addr_ = nullptr;
 };
 
+/// Extra page faults AddressSanitizer adds when `pages` fresh pages are touched: their shadow memory (1/8).
+constexpr std::size_t sanitizer_fault_slack(std::size_t pages) {
+#if defined(__SANITIZE_ADDRESS__)
+    return pages / 8 + 8;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return pages / 8 + 8;
+#else
+    return 0 * pages;
+#endif
+#else
+    return 0 * pages;
+#endif
+}
+
 /// Open file descriptors of this process.
 inline int open_fd_count() {
     int n = 0;

@@ -90,6 +90,8 @@ const Bad bad_strings[] = {
     {"duration_time", 0, "computed by the perf tool", EINVAL},
     {"wall-time:u", 9, "takes no modifiers", EINVAL},
     {"tsc:k", 3, "takes no modifiers", EINVAL},
+    {"TSC", 0, "write 'msr/tsc/'", EINVAL},
+    {"Wall-Time", 0, "lower case", EINVAL},
     {"mem:", 4, "expected an address", EINVAL},
     {"mem:zz", 4, "expected an address", EINVAL},
     {"mem:0x1000/3", 11, "length must be 1, 2, 4 or 8", EINVAL},
