@@ -200,12 +200,13 @@ BOOST_NOINLINE inline Reading read_with_syscall(const CounterCore& c) {
         n = system_calls().read(c.fd.get(), buf, sizeof buf);
     } while (n < 0 && errno == EINTR);
     if (n != static_cast<ssize_t>(sizeof buf)) {
+        const int err = n < 0 ? errno : EIO;
         const std::string name = c.info ? c.info->spec.text : "?";
         if (n == 0)
             raise(make_failure(EIO, "counter '" + name + "' is in an error state: the kernel could not schedule it "
                                     "(a pinned ':D' event whose PMU is full). Drop ':D' or free counters."));
-        raise(make_failure(n < 0 ? errno : EIO, "read() of counter '" + name + "' failed: " +
-                                                    (n < 0 ? std::strerror(errno) : "short read")));
+        raise(make_failure(err, "read() of counter '" + name + "' failed: " +
+                                    (n < 0 ? std::strerror(err) : "short read")));
     }
     return Reading{buf[0], buf[1], buf[2]};
 }
@@ -223,7 +224,7 @@ BOOST_NOINLINE PMC_COLD std::uint64_t refresh_rdpmc(CounterCore& c) {
         }
         const std::uint32_t index = load_once(c.page->index);
         const std::int64_t offset = load_once(c.page->offset);
-        const bool allowed = load_once(c.page->capabilities) & cap_user_rdpmc_bit;
+        const bool allowed = user_rdpmc_allowed(load_once(c.page->capabilities));
         if (!allowed || index == 0) {
             // Not on a counter now (multiplexed out): ask the kernel, and leave the cache invalid, with a counter
             // number that is harmless to read, so the next read comes back here. If the page no longer allows

@@ -62,6 +62,7 @@ struct FakePage {
     unsigned width = 48;
 
     explicit FakePage(unsigned w = 48, bool allow_rdpmc = true) : width(w) {
+        page.cap_bit0_is_deprecated = 1; // as every kernel since 3.12 sets it
         page.cap_user_rdpmc = allow_rdpmc;
         page.pmc_width = static_cast<std::uint16_t>(w);
         page.lock = 2;
@@ -162,6 +163,19 @@ TEST_CASE("rdpmc is never executed when the page does not allow it", "[emulated]
     CHECK(c.read() == 777);
     CHECK(traps() == t0);
     CHECK_THAT(c.notes().back(), ContainsSubstring("cap_user_rdpmc = 0"));
+}
+
+TEST_CASE("a page from a kernel before 3.12 (cap_bit0_is_deprecated clear) is not trusted for rdpmc", "[emulated]") {
+    Emulation emu;
+    FakePage fake;
+    fake.page.cap_bit0_is_deprecated = 0;
+    fake.place(1, 100, 100);
+    g_kernel_count.store(5);
+    auto c = attach(fake);
+    CHECK(c.path() == pmc::ReadPath::syscall);
+    const auto t0 = traps();
+    CHECK(c.read() == 5);
+    CHECK(traps() == t0);
 }
 
 TEST_CASE("the page withdrawing rdpmc switches the counter to read() for good", "[emulated]") {

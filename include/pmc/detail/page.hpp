@@ -23,12 +23,20 @@ BOOST_FORCEINLINE T load_once(const T& field) noexcept {
 BOOST_FORCEINLINE void compiler_barrier() noexcept { asm volatile("" ::: "memory"); }
 
 // Capability bits of perf_event_mmap_page::capabilities.
+inline constexpr std::uint64_t cap_bit0_is_deprecated_bit = 1u << 1;
 inline constexpr std::uint64_t cap_user_rdpmc_bit = 1u << 2;
 inline constexpr std::uint64_t cap_user_time_bit = 1u << 3;
 inline constexpr std::uint64_t cap_user_time_zero_bit = 1u << 4;
 inline constexpr std::uint64_t cap_user_time_short_bit = 1u << 5;
 
+/// Whether the capabilities allow user-space rdpmc. Kernels before 3.12 overloaded bit 0 and did not set
+/// cap_bit0_is_deprecated; their capability bits are not trusted, so such pages never allow rdpmc.
+inline bool user_rdpmc_allowed(std::uint64_t capabilities) {
+    return (capabilities & cap_bit0_is_deprecated_bit) && (capabilities & cap_user_rdpmc_bit);
+}
+
 struct PageSnapshot {
+    std::uint32_t version = 0;
     std::uint32_t lock = 0;
     std::uint32_t index = 0; ///< 0: not on a hardware counter now; else rdpmc counter + 1
     std::int64_t offset = 0;
@@ -39,8 +47,10 @@ struct PageSnapshot {
     std::uint64_t time_zero = 0;
     std::uint64_t time_enabled = 0, time_running = 0;
 
-    bool user_rdpmc() const { return capabilities & cap_user_rdpmc_bit; }
-    bool user_time_zero() const { return capabilities & cap_user_time_zero_bit; }
+    bool user_rdpmc() const { return user_rdpmc_allowed(capabilities); }
+    bool user_time_zero() const {
+        return (capabilities & cap_bit0_is_deprecated_bit) && (capabilities & cap_user_time_zero_bit);
+    }
 };
 
 /// Reads the page's fields consistently (retrying while the writer is mid-update or moved on).
@@ -53,6 +63,7 @@ inline PageSnapshot snapshot(const perf_event_mmap_page& page) noexcept {
             cpu_relax();
             continue;
         }
+        s.version = load_once(page.version);
         s.index = load_once(page.index);
         s.offset = load_once(page.offset);
         s.capabilities = load_once(page.capabilities);
