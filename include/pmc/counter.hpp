@@ -98,11 +98,13 @@ struct wall_time {}; ///< the "wall-time" counter only
 
 /// How an opened counter is read.
 enum class ReadPath : std::uint8_t {
-    rdpmc,     ///< user-space rdpmc of a hardware counter
-    syscall,   ///< read(2) of the perf fd (software events, or rdpmc not allowed)
-    tsc,       ///< rdtsc
-    wall_time, ///< rdtsc converted to nanoseconds
-    clock,     ///< clock_gettime(CLOCK_MONOTONIC), for wall-time where the TSC cannot be used
+    rdpmc,              ///< user-space rdpmc of a hardware counter
+    syscall,            ///< read(2) of the perf fd (software events, or rdpmc not allowed)
+    tsc,                ///< rdtsc
+    wall_time,          ///< rdtsc converted to nanoseconds
+    clock,              ///< clock_gettime(CLOCK_MONOTONIC), for wall-time where the TSC cannot be used
+    rdpmc_difference,   ///< a composite (instructions-minus-irqs): two rdpmc under one fence
+    syscall_difference, ///< a composite read with one read(2) of its group
 };
 
 inline const char* to_string(ReadPath p) {
@@ -112,6 +114,8 @@ inline const char* to_string(ReadPath p) {
     case ReadPath::tsc: return "rdtsc";
     case ReadPath::wall_time: return "rdtsc->ns";
     case ReadPath::clock: return "clock_gettime";
+    case ReadPath::rdpmc_difference: return "2 x rdpmc";
+    case ReadPath::syscall_difference: return "group read()";
     }
     return "?";
 }
@@ -128,31 +132,48 @@ namespace detail {
 /// What a counter knows that the hot path does not need.
 struct CounterInfo {
     EventSpec spec;
-    perf_event_attr attr{}; ///< as finally opened (perf events)
-    pid_t pid = 0;          ///< process that opened it
+    perf_event_attr attr{};       ///< as finally opened (perf events)
+    perf_event_attr minus_attr{}; ///< difference counters: the subtracted event, as opened
+    pid_t pid = 0;                ///< process that opened it
     std::vector<std::string> notes;
     unsigned width = 64;
 };
 
 enum class Requirement { any, rdpmc, tsc, wall_time };
 
-/// Everything a counter holds. The first members are all read() touches.
+/// The cached state of one hardware counter read with rdpmc: valid while the page's lock equals `seq`.
+struct RdpmcCache {
+    std::uint32_t index = 0; ///< the page's index - 1: the rdpmc counter number
+    std::uint32_t seq = 1;   ///< the page's lock when this was filled; odd: nothing valid (the lock is even)
+    std::int64_t offset = 0; ///< the page's offset
+    const perf_event_mmap_page* page = nullptr;
+    std::uint8_t shift = 0;  ///< 64 - pmc_width
+
+    /// The kernel's count from a raw rdpmc value read while the cache was valid.
+    BOOST_FORCEINLINE std::int64_t count(std::uint64_t raw, unsigned sign_shift) const noexcept {
+        return offset + sign_extend(raw, sign_shift);
+    }
+    void invalidate() noexcept {
+        seq = 1;
+        index = 0; // a counter number that is harmless to read until the cache is valid again
+    }
+};
+
+/// Everything a counter holds. The first 64 bytes are all that the rdpmc and wall-time reads touch.
 struct CounterCore {
     ReadPath path = ReadPath::syscall;
-    std::uint8_t shift = 0;           ///< 64 - pmc_width
-    std::uint32_t rdpmc_index = 0;    ///< cached page index - 1
-    std::uint32_t seq = 1;            ///< page lock when the cache was filled; odd: nothing valid cached
-    std::int64_t offset = 0;          ///< cached page offset
-    const perf_event_mmap_page* page = nullptr;
-    std::uint64_t owner = UINT64_MAX; ///< opener's thread token; never matches when closed or moved from
-    std::uint64_t fast_owner = UINT64_MAX; ///< `owner` while the rdpmc fast path may run, else never matches:
-                                           ///< one compare checks both the thread and the path
-    std::uint64_t time_mult = 0;      ///< wall-time: ns = time_zero + (ticks * time_mult) >> time_shift
+    std::uint32_t time_shift = 0;          ///< wall-time: ns = time_zero + (ticks * time_mult) >> time_shift
+    std::uint64_t time_mult = 0;
     std::uint64_t time_zero = 0;
-    std::uint32_t time_shift = 0;
+    std::uint64_t fast_owner = UINT64_MAX; ///< `owner` while an rdpmc fast path may run, else never matches:
+                                           ///< one compare checks both the thread and the path
+    RdpmcCache a;                          ///< the counter (for a difference: the event subtracted from)
+    std::uint64_t owner = UINT64_MAX;      ///< opener's thread token; never matches when closed or moved from
+    RdpmcCache b;                          ///< difference counters: the subtracted event
 
-    FileDescriptor fd;
-    Mapping map;
+    FileDescriptor fd;   ///< the event (for a difference: the group leader)
+    FileDescriptor fd_b; ///< difference counters: the subtracted event
+    Mapping map, map_b;
     std::unique_ptr<CounterInfo> info;
 
     CounterCore() = default;
@@ -160,20 +181,23 @@ struct CounterCore {
     CounterCore& operator=(CounterCore&& o) noexcept {
         if (this == &o) return *this;
         path = std::exchange(o.path, ReadPath::syscall);
-        shift = o.shift;
-        rdpmc_index = o.rdpmc_index;
-        seq = std::exchange(o.seq, 1);
-        offset = o.offset;
-        page = std::exchange(o.page, nullptr);
-        owner = std::exchange(o.owner, UINT64_MAX);
-        fast_owner = std::exchange(o.fast_owner, UINT64_MAX);
+        time_shift = o.time_shift;
         time_mult = o.time_mult;
         time_zero = o.time_zero;
-        time_shift = o.time_shift;
+        fast_owner = std::exchange(o.fast_owner, UINT64_MAX);
+        a = std::exchange(o.a, RdpmcCache{});
+        owner = std::exchange(o.owner, UINT64_MAX);
+        b = std::exchange(o.b, RdpmcCache{});
         fd = std::move(o.fd);
+        fd_b = std::move(o.fd_b);
         map = std::move(o.map);
+        map_b = std::move(o.map_b);
         info = std::move(o.info);
         return *this;
+    }
+
+    bool is_difference() const noexcept {
+        return path == ReadPath::rdpmc_difference || path == ReadPath::syscall_difference;
     }
 };
 
@@ -192,14 +216,16 @@ struct CounterCore {
                                                    "counter per thread."));
 }
 
-/// read(2) of the perf fd: the count plus time enabled/running.
+/// read(2) of the perf fd: the count plus time enabled/running. For a difference counter, one read of the group
+/// (PERF_FORMAT_GROUP: nr, enabled, running, then one value per member) gives both counts at the same instant.
 BOOST_NOINLINE inline Reading read_with_syscall(const CounterCore& c) {
-    std::uint64_t buf[3] = {0, 0, 0};
+    std::uint64_t buf[5] = {0, 0, 0, 0, 0};
+    const std::size_t want = c.is_difference() ? sizeof buf : 3 * sizeof(std::uint64_t);
     ssize_t n;
     do {
-        n = system_calls().read(c.fd.get(), buf, sizeof buf);
+        n = system_calls().read(c.fd.get(), buf, want);
     } while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(sizeof buf)) {
+    if (n != static_cast<ssize_t>(want) || (c.is_difference() && buf[0] != 2)) {
         const int err = n < 0 ? errno : EIO;
         const std::string name = c.info ? c.info->spec.text : "?";
         if (n == 0)
@@ -208,42 +234,62 @@ BOOST_NOINLINE inline Reading read_with_syscall(const CounterCore& c) {
         raise(make_failure(err, "read() of counter '" + name + "' failed: " +
                                     (n < 0 ? std::strerror(err) : "short read")));
     }
+    if (c.is_difference()) return Reading{buf[3] - buf[4], buf[1], buf[2]};
     return Reading{buf[0], buf[1], buf[2]};
 }
 
-/// Reads and returns the value when the page's lock no longer matches the cache (the kernel moved or re-offset
-/// the event), re-filling the cache. Runs the full seqlock protocol of linux/perf_event.h.
+/// One consistent look at a control page for the rdpmc paths.
+struct PageState {
+    std::uint32_t seq, index;
+    std::int64_t offset;
+    bool allowed;
+};
+BOOST_FORCEINLINE PageState page_state(const perf_event_mmap_page& page) {
+    PageState s;
+    s.seq = load_once(page.lock);
+    compiler_barrier();
+    s.index = load_once(page.index);
+    s.offset = load_once(page.offset);
+    s.allowed = user_rdpmc_allowed(load_once(page.capabilities));
+    return s;
+}
+
+/// Called when a page's lock no longer matches the cache (the kernel moved or re-offset an event): runs the full
+/// seqlock protocol of linux/perf_event.h over the counter's page(s), refills the cache(s) and returns the value.
+/// If an event is off the hardware at this moment (index 0: multiplexed out) it reads with read() and leaves the
+/// cache invalid so the next read comes back here; if a page no longer allows rdpmc at all, the counter stops
+/// executing rdpmc and is read with read() from then on.
 template <class Serialize>
 BOOST_NOINLINE PMC_COLD std::uint64_t refresh_rdpmc(CounterCore& c) {
+    const bool pair = c.path == ReadPath::rdpmc_difference;
     for (;;) {
-        const std::uint32_t seq = load_once(c.page->lock);
-        compiler_barrier();
-        if (seq & 1) { // a writer is mid-update (only a test playing the kernel does this concurrently)
+        const PageState sa = page_state(*c.a.page);
+        const PageState sb = pair ? page_state(*c.b.page) : PageState{0, 1, 0, true};
+        if ((sa.seq | sb.seq) & 1) { // a writer is mid-update (only a test playing the kernel does this concurrently)
             cpu_relax();
             continue;
         }
-        const std::uint32_t index = load_once(c.page->index);
-        const std::int64_t offset = load_once(c.page->offset);
-        const bool allowed = user_rdpmc_allowed(load_once(c.page->capabilities));
-        if (!allowed || index == 0) {
-            // Not on a counter now (multiplexed out): ask the kernel, and leave the cache invalid, with a counter
-            // number that is harmless to read, so the next read comes back here. If the page no longer allows
-            // rdpmc at all, stop executing it: this counter is read with read() from now on.
-            c.seq = 1;
-            c.rdpmc_index = 0;
-            if (!allowed) {
-                c.path = ReadPath::syscall;
+        if (!sa.allowed || !sb.allowed || sa.index == 0 || sb.index == 0) {
+            c.a.invalidate();
+            c.b.invalidate();
+            if (!sa.allowed || !sb.allowed) {
+                c.path = pair ? ReadPath::syscall_difference : ReadPath::syscall;
                 c.fast_owner = UINT64_MAX;
             }
             return read_with_syscall(c).value;
         }
         Serialize::before();
-        const std::uint64_t raw = rdpmc(index - 1);
-        if (load_once(c.page->lock) != seq) continue;
-        c.rdpmc_index = index - 1;
-        c.offset = offset;
-        c.seq = seq;
-        return static_cast<std::uint64_t>(offset + sign_extend(raw, c.shift));
+        const std::uint64_t raw_a = rdpmc(sa.index - 1);
+        const std::uint64_t raw_b = pair ? rdpmc(sb.index - 1) : 0;
+        if (load_once(c.a.page->lock) != sa.seq || (pair && load_once(c.b.page->lock) != sb.seq)) continue;
+        c.a.index = sa.index - 1;
+        c.a.offset = sa.offset;
+        c.a.seq = sa.seq;
+        if (!pair) return static_cast<std::uint64_t>(c.a.count(raw_a, c.a.shift));
+        c.b.index = sb.index - 1;
+        c.b.offset = sb.offset;
+        c.b.seq = sb.seq;
+        return static_cast<std::uint64_t>(c.a.count(raw_a, c.a.shift) - c.b.count(raw_b, c.b.shift));
     }
 }
 
@@ -254,9 +300,9 @@ BOOST_NOINLINE inline std::uint64_t read_slow(CounterCore& c) {
     return read_with_syscall(c).value;
 }
 
-/// Where an rdpmc read goes when the owner check fails: the wrong thread, or a counter no longer on the rdpmc path.
+/// Where an rdpmc read goes when the owner check fails: the wrong thread, or a counter no longer on that path.
 BOOST_NOINLINE PMC_COLD inline std::uint64_t read_off_fast_path(CounterCore& c) {
-    if (c.path == ReadPath::rdpmc) wrong_thread(c);
+    if (c.path == ReadPath::rdpmc || c.path == ReadPath::rdpmc_difference) wrong_thread(c);
     return read_slow(c);
 }
 
@@ -273,17 +319,15 @@ inline std::string rdpmc_setting_hint(const EventSpec& spec) {
     return hint + " (0: rdpmc off, 1: on while mmapped, 2: always); enable with: echo 1 | sudo tee " + path;
 }
 
-/// Points `c` at a control page and decides between rdpmc and read(): rdpmc only when the page allows it
-/// (cap_user_rdpmc) with a trustworthy width. Fills the cache when the event is on a counter now.
-inline std::optional<Failure> attach_page(CounterCore& c, const perf_event_mmap_page* page, unsigned fixed_width) {
-    c.page = page;
+/// Fills `cache` from a control page if the page allows user rdpmc with a width pmc trusts. Returns false (with
+/// the reason in the counter's notes) if it does not, and a failure if the width is unusable.
+inline std::optional<Failure> attach_page(CounterCore& c, RdpmcCache& cache, const perf_event_mmap_page* page,
+                                          unsigned fixed_width, bool& allowed) {
+    cache.page = page;
     const PageSnapshot s = snapshot(*page);
     const std::string& name = c.info->spec.text;
-    if (!s.user_rdpmc() || !has_user_counters) {
-        c.info->notes.push_back("read with read(): the kernel does not allow user-space rdpmc for this event "
-                                "(cap_user_rdpmc = 0); " + rdpmc_setting_hint(c.info->spec));
-        return std::nullopt;
-    }
+    allowed = s.user_rdpmc() && has_user_counters;
+    if (!allowed) return std::nullopt;
     if (s.pmc_width < 8 || s.pmc_width > 64)
         return make_failure(EPROTO, "cannot open counter '" + name + "': the kernel reports a counter width of " +
                                         std::to_string(s.pmc_width) + " bits, which pmc does not trust for rdpmc");
@@ -291,35 +335,39 @@ inline std::optional<Failure> attach_page(CounterCore& c, const perf_event_mmap_
         return make_failure(EINVAL, "cannot open counter '" + name + "' with width::fixed<" +
                                         std::to_string(fixed_width) + ">: this PMU's counters are " +
                                         std::to_string(s.pmc_width) + " bits wide; use width::from_page");
-    c.path = ReadPath::rdpmc;
     c.info->width = s.pmc_width;
-    c.shift = static_cast<std::uint8_t>(64 - s.pmc_width);
+    cache.shift = static_cast<std::uint8_t>(64 - s.pmc_width);
     if (s.index != 0) {
-        c.rdpmc_index = s.index - 1;
-        c.offset = s.offset;
-        c.seq = s.lock;
+        cache.index = s.index - 1;
+        cache.offset = s.offset;
+        cache.seq = s.lock;
     }
-    c.info->notes.push_back("read in user space with rdpmc (counter width " + std::to_string(s.pmc_width) + " bits)");
     return std::nullopt;
 }
 
-/// Opens the perf event, its control page, and decides the read path.
-inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, unsigned fixed_width) {
-    CounterCore c;
-    c.info = std::make_unique<CounterInfo>();
-    c.info->spec = spec;
-    perf_event_attr attr = spec.attr;
+/// Chooses the read path once the pages are attached: rdpmc only when every page allows it.
+inline void choose_rdpmc_path(CounterCore& c, bool allowed, bool difference) {
+    if (allowed) {
+        c.path = difference ? ReadPath::rdpmc_difference : ReadPath::rdpmc;
+        c.info->notes.push_back(std::string("read in user space with ") + (difference ? "two rdpmc" : "rdpmc") +
+                                " (counter width " + std::to_string(c.info->width) + " bits)");
+    } else {
+        c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
+        c.info->notes.push_back("read with read(): the kernel does not allow user-space rdpmc for this event "
+                                "(cap_user_rdpmc = 0); " + rdpmc_setting_hint(c.info->spec));
+    }
+}
+
+/// perf_event_open with perf's own fallbacks, explaining the final failure.
+inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr& attr, int group_fd,
+                                         std::vector<std::string>& notes) {
     attr.size = sizeof attr;
-    attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
     attr.disabled = 0;
     attr.inherit = 0;
     if (spec.precise_max) attr.precise_ip = 3;
     for (;;) {
-        int fd = system_calls().perf_event_open(&attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-        if (fd >= 0) {
-            c.fd = FileDescriptor(fd);
-            break;
-        }
+        int fd = system_calls().perf_event_open(&attr, 0, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
+        if (fd >= 0) return FileDescriptor(fd);
         const int err = errno;
         if ((err == EINVAL || err == EOPNOTSUPP) && spec.precise_max && attr.precise_ip > 0) {
             --attr.precise_ip;
@@ -328,34 +376,80 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         // perf's own fallback: some PMUs (msr, uncore) reject exclude_guest, which perf sets by default.
         if ((err == EINVAL || err == EOPNOTSUPP) && attr.exclude_guest && !spec.guest_host_explicit) {
             attr.exclude_guest = 0;
-            c.info->notes.push_back("the PMU refused exclude_guest=1 (perf's default); opened with exclude_guest=0, "
-                                    "as perf does");
+            notes.push_back("the PMU refused exclude_guest=1 (perf's default); opened with exclude_guest=0, as perf "
+                            "does");
             continue;
         }
         return explain_open_failure(err, spec, attr);
     }
-    c.info->attr = attr;
+}
 
-    if (may_use_rdpmc(attr)) {
-        void* addr = system_calls().mmap(nullptr, page_size(), PROT_READ, MAP_SHARED, c.fd.get(), 0);
-        if (addr == MAP_FAILED) {
-            const int err = errno;
-            return make_failure(err, "cannot open counter '" + spec.text + "': mmap of its control page failed (" +
-                                         std::strerror(err) + ").\nFix: check RLIMIT_MEMLOCK and "
-                                         "kernel.perf_event_mlock_kb; the control page is one page.");
-        }
-        c.map = Mapping(addr, page_size());
-        if (auto failure = attach_page(c, static_cast<const perf_event_mmap_page*>(addr), fixed_width))
-            return std::move(*failure);
-    } else {
+/// Maps an event's control page (the first page of its ring buffer; pmc maps no data pages).
+inline Result<Mapping> map_control_page(const FileDescriptor& fd, const EventSpec& spec) {
+    void* addr = system_calls().mmap(nullptr, page_size(), PROT_READ, MAP_SHARED, fd.get(), 0);
+    if (addr == MAP_FAILED) {
+        const int err = errno;
+        return make_failure(err, "cannot open counter '" + spec.text + "': mmap of its control page failed (" +
+                                     std::strerror(err) + ").\nFix: check RLIMIT_MEMLOCK and "
+                                     "kernel.perf_event_mlock_kb; the control page is one page.");
+    }
+    return Mapping(addr, page_size());
+}
+
+/// Opens a perf event (or, for a difference, its two events as one group), maps the control pages, and decides
+/// the read path.
+inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, unsigned fixed_width) {
+    CounterCore c;
+    c.info = std::make_unique<CounterInfo>();
+    c.info->spec = spec;
+    const bool difference = spec.kind == EventKind::difference;
+    perf_event_attr attr = spec.attr;
+    attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING |
+                       (difference ? std::uint64_t{PERF_FORMAT_GROUP} : 0u);
+    auto fd = open_event(spec, attr, -1, c.info->notes);
+    if (!fd) return fd.failure();
+    c.fd = std::move(*fd);
+    c.info->attr = attr;
+    if (difference) {
+        // The subtracted event joins the leader's group, so the kernel schedules both at once, or neither.
+        perf_event_attr minus = spec.minus_attr;
+        minus.read_format = attr.read_format;
+        EventSpec minus_spec = spec;
+        minus_spec.text = spec.text + " (its " + spec.minus_text + " member)";
+        auto fd_b = open_event(minus_spec, minus, c.fd.get(), c.info->notes);
+        if (!fd_b) return fd_b.failure();
+        c.fd_b = std::move(*fd_b);
+        c.info->minus_attr = minus;
+    }
+
+    if (!may_use_rdpmc(attr)) {
+        c.path = ReadPath::syscall;
         c.info->notes.push_back(has_user_counters ? "read with read(): this kind of event is never on a hardware "
                                                     "counter"
                                                   : "read with read(): no user-space counter access on this "
                                                     "architecture");
+    } else {
+        auto map = map_control_page(c.fd, spec);
+        if (!map) return map.failure();
+        c.map = std::move(*map);
+        bool allowed = false, allowed_b = true;
+        if (auto failure = attach_page(c, c.a, static_cast<const perf_event_mmap_page*>(c.map.get()), fixed_width,
+                                       allowed))
+            return std::move(*failure);
+        if (difference) {
+            auto map_b = map_control_page(c.fd_b, spec);
+            if (!map_b) return map_b.failure();
+            c.map_b = std::move(*map_b);
+            if (auto failure = attach_page(c, c.b, static_cast<const perf_event_mmap_page*>(c.map_b.get()),
+                                           fixed_width, allowed_b))
+                return std::move(*failure);
+        }
+        choose_rdpmc_path(c, allowed && allowed_b, difference);
     }
     if (req == Requirement::rdpmc && c.path != ReadPath::rdpmc)
         return make_failure(EOPNOTSUPP, "cannot open counter '" + spec.text + "' for source::rdpmc: " +
-                                            c.info->notes.back());
+                                            (difference ? std::string("a difference counter needs pmc::Counter")
+                                                        : c.info->notes.back()));
     return c;
 }
 
@@ -366,14 +460,14 @@ inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, uns
     };
     if (req == Requirement::tsc && spec.kind != EventKind::tsc) return mismatch("tsc");
     if (req == Requirement::wall_time && spec.kind != EventKind::wall_time) return mismatch("wall-time");
-    if (req == Requirement::rdpmc && spec.kind != EventKind::perf)
+    if (req == Requirement::rdpmc && spec.kind != EventKind::perf && spec.kind != EventKind::difference)
         return make_failure(EINVAL, "cannot open '" + spec.text + "' for source::rdpmc: it is not a perf event");
 
-    if (spec.kind == EventKind::perf) {
+    if (spec.kind == EventKind::perf || spec.kind == EventKind::difference) {
         auto c = open_perf(spec, req, fixed_width);
         if (c) {
             c->owner = acquire_thread_token();
-            if (c->path == ReadPath::rdpmc) c->fast_owner = c->owner;
+            if (c->path == ReadPath::rdpmc || c->path == ReadPath::rdpmc_difference) c->fast_owner = c->owner;
             c->info->pid = ::getpid();
         }
         return c;
@@ -449,7 +543,7 @@ public:
     BasicCounter& operator=(BasicCounter&&) noexcept = default;
     BasicCounter(const BasicCounter&) = delete;
     BasicCounter& operator=(const BasicCounter&) = delete;
-    ~BasicCounter() = default; // closes the fd and unmaps the page (noexcept)
+    ~BasicCounter() = default; // closes the fds and unmaps the pages (noexcept)
 
     /// The current value: events for perf counters, ticks for "tsc", nanoseconds for "wall-time". No system call,
     /// allocation or exception on the rdpmc, tsc and wall-time paths; read(2) for events the kernel keeps.
@@ -465,6 +559,7 @@ public:
             if (core_.path == ReadPath::rdpmc) return read_rdpmc();
             if (core_.path == ReadPath::wall_time) return read_wall_time();
             if (core_.path == ReadPath::tsc) return read_tsc();
+            if (core_.path == ReadPath::rdpmc_difference) return read_rdpmc_difference();
             return detail::read_slow(core_);
         }
     }
@@ -488,9 +583,9 @@ public:
     /// The perf_event_attr as opened (after any fallback); zero for the clock counters.
     const perf_event_attr& attr() const { return info().attr; }
     ReadPath path() const noexcept { return core_.path; }
-    /// Bits in the hardware counter (pmc_width) on the rdpmc path; 64 otherwise.
+    /// Bits in the hardware counter (pmc_width) on the rdpmc paths; 64 otherwise.
     unsigned width() const { return info().width; }
-    /// The perf fd (-1 for the clock counters).
+    /// The perf fd (-1 for the clock counters; a difference counter's group leader).
     int fd() const noexcept { return core_.fd.get(); }
     /// What pmc chose and why (read path, fallbacks), for people.
     const std::vector<std::string>& notes() const { return info().notes; }
@@ -504,18 +599,30 @@ private:
         return *core_.info;
     }
 
-    BOOST_FORCEINLINE unsigned shift() const noexcept {
+    BOOST_FORCEINLINE unsigned shift(const detail::RdpmcCache& cache) const noexcept {
         if constexpr (Width::bits != 0) return 64 - Width::bits;
-        else return core_.shift;
+        else return cache.shift;
     }
 
     BOOST_FORCEINLINE std::uint64_t read_rdpmc() {
         if (BOOST_UNLIKELY(detail::thread_token != core_.fast_owner)) return detail::read_off_fast_path(core_);
         Serialize::before();
-        const std::uint64_t raw = detail::rdpmc(core_.rdpmc_index);
-        if (BOOST_UNLIKELY(detail::load_once(core_.page->lock) != core_.seq))
+        const std::uint64_t raw = detail::rdpmc(core_.a.index);
+        if (BOOST_UNLIKELY(detail::load_once(core_.a.page->lock) != core_.a.seq))
             return detail::refresh_rdpmc<Serialize>(core_);
-        return static_cast<std::uint64_t>(core_.offset + detail::sign_extend(raw, shift()));
+        return static_cast<std::uint64_t>(core_.a.count(raw, shift(core_.a)));
+    }
+
+    // instructions-minus-irqs: both counters under one fence, back to back, each validated by its page's lock.
+    BOOST_FORCEINLINE std::uint64_t read_rdpmc_difference() {
+        if (BOOST_UNLIKELY(detail::thread_token != core_.fast_owner)) return detail::read_off_fast_path(core_);
+        Serialize::before();
+        const std::uint64_t raw_a = detail::rdpmc(core_.a.index);
+        const std::uint64_t raw_b = detail::rdpmc(core_.b.index);
+        if (BOOST_UNLIKELY((detail::load_once(core_.a.page->lock) != core_.a.seq) |
+                           (detail::load_once(core_.b.page->lock) != core_.b.seq)))
+            return detail::refresh_rdpmc<Serialize>(core_);
+        return static_cast<std::uint64_t>(core_.a.count(raw_a, shift(core_.a)) - core_.b.count(raw_b, shift(core_.b)));
     }
 
     BOOST_FORCEINLINE std::uint64_t read_tsc() noexcept {
@@ -535,19 +642,26 @@ private:
 using Counter = BasicCounter<>;
 
 namespace detail {
-/// Test access: builds a counter around a control page that is not the kernel's (tests/emulated), as if the
-/// perf event had been opened and mapped. `read_fd` is used by the read() fallback (may be -1).
+/// Test access: builds a counter around control pages that are not the kernel's (tests/emulated), as if the perf
+/// event (and for a difference spec, its group member at `page_b`) had been opened and mapped. `read_fd` serves
+/// the read() fallback (may be -1).
 struct CounterAccess {
     template <class C>
-    static Result<C> attach(const perf_event_mmap_page* page, const EventSpec& spec, int read_fd = -1) {
+    static Result<C> attach(const perf_event_mmap_page* page, const EventSpec& spec, int read_fd = -1,
+                            const perf_event_mmap_page* page_b = nullptr) {
         CounterCore c;
         c.info = std::make_unique<CounterInfo>();
         c.info->spec = spec;
         c.info->pid = ::getpid();
         c.fd = FileDescriptor(read_fd);
-        if (auto failure = attach_page(c, page, C::width_bits)) return std::move(*failure);
+        const bool difference = spec.kind == EventKind::difference;
+        bool allowed = false, allowed_b = true;
+        if (auto failure = attach_page(c, c.a, page, C::width_bits, allowed)) return std::move(*failure);
+        if (difference)
+            if (auto failure = attach_page(c, c.b, page_b, C::width_bits, allowed_b)) return std::move(*failure);
+        choose_rdpmc_path(c, allowed && allowed_b, difference);
         c.owner = acquire_thread_token();
-        if (c.path == ReadPath::rdpmc) c.fast_owner = c.owner;
+        if (c.path == ReadPath::rdpmc || c.path == ReadPath::rdpmc_difference) c.fast_owner = c.owner;
         return C(std::move(c));
     }
 };

@@ -13,9 +13,14 @@
 // PMU's closing slash without the colon: "cpu/event=0x2c/u").
 // Two names are pmc's own clocks rather than perf events: "wall-time" (nanoseconds from the TSC) and "tsc" (the
 // serialized time-stamp counter). perf's bare "tsc" means msr/tsc/; write that for the perf event.
+// Two are composites, after measureme: "instructions-minus-irqs:u" (user-mode instructions retired minus the
+// hardware interrupts taken, each of which adds one to the user count; the interrupt event comes from the CPU
+// tables in pmc/cpu.hpp) and, on AMD Zen, "instructions-minus-r0420:u" (minus the undocumented r0420, which
+// appears to count interrupts and exceptions). Both are opened as one group and read with two rdpmc.
 #pragma once
 
 #include <pmc/config.hpp>
+#include <pmc/cpu.hpp>
 #include <pmc/detail/text.hpp>
 #include <pmc/error.hpp>
 #include <pmc/pmu.hpp>
@@ -38,6 +43,7 @@ enum class EventKind {
     perf,      ///< a kernel perf event, opened with perf_event_open
     tsc,       ///< pmc's "tsc": the serialized time-stamp counter, in ticks
     wall_time, ///< pmc's "wall-time": nanoseconds derived from the TSC
+    difference, ///< a composite: `attr` minus `minus_attr`, opened as one group (instructions-minus-irqs:u)
 };
 
 /// A parsed event string: everything needed to open it, and to explain it.
@@ -53,6 +59,9 @@ struct EventSpec {
     bool precise_max = false;  ///< P given: use the highest precise_ip level the kernel accepts
     std::uint64_t sample_period = 0; ///< period= term: kept for sampling; counting ignores it, as perf stat does
     std::uint64_t sample_freq = 0;   ///< freq= term: likewise
+    perf_event_attr minus_attr{};    ///< EventKind::difference: the event subtracted from `attr`
+    std::string minus_text;          ///< its event string, e.g. "r01cb:u"
+    std::string minus_name;          ///< its vendor name, e.g. "HW_INTERRUPTS.RECEIVED"
 };
 
 namespace detail {
@@ -161,7 +170,8 @@ struct Term {
 /// Recursive-descent parser over one event string. Each error carries the position of the bad token.
 class EventParser {
 public:
-    EventParser(std::string_view text, std::string_view sysfs_root) : full_(text), root_(sysfs_root) {}
+    EventParser(std::string_view text, std::string_view sysfs_root, const CpuModel& cpu)
+        : full_(text), root_(sysfs_root), cpu_(cpu) {}
 
     Result<EventSpec> parse() {
         std::size_t begin = 0, end = full_.size();
@@ -233,6 +243,7 @@ private:
 
     // A name without slashes: pmc clock, generic hardware/software event, cache event, raw event, sysfs alias.
     Fail parse_named(std::string_view word, std::size_t word_pos) {
+        if (word == "instructions-minus-irqs" || word == "instructions-minus-r0420") return parse_composite(word, word_pos);
         if (word == "wall-time" || word == "tsc") {
             spec_.kind = word == "tsc" ? EventKind::tsc : EventKind::wall_time;
             if (!at_end())
@@ -260,6 +271,50 @@ private:
             return set_generic(PERF_TYPE_RAW, *config, true);
         }
         return parse_bare_alias(word, word_pos);
+    }
+
+    // instructions-minus-irqs:u and instructions-minus-r0420:u: user-mode instructions minus an interrupt event.
+    Fail parse_composite(std::string_view word, std::size_t word_pos) {
+        if (full_.substr(pos_, end_ - pos_) != ":u")
+            return fail(pos_, std::max<std::size_t>(end_ - pos_, 1),
+                        std::string(word) + " counts user mode only (interrupts add to the user-mode count): write '" +
+                            std::string(word) + ":u'");
+        std::string raw, name;
+        if (word == "instructions-minus-irqs") {
+            if (cpu_.irq_status == IrqEventStatus::none)
+                return fail(word_pos, word.size(),
+                            "instructions-minus-irqs needs the CPU's hardware-interrupt event, and pmc knows none for " +
+                                cpu_.description() + "; use instructions:u (each interrupt then adds one instruction)",
+                            ENOENT);
+            raw = cpu_.irq_event;
+            name = cpu_.irq_event_name;
+        } else {
+            if (cpu_.zen == 0)
+                return fail(word_pos, word.size(),
+                            "r0420 is an AMD Zen event and this CPU is " + cpu_.description() +
+                                "; use instructions-minus-irqs:u",
+                            ENOENT);
+            raw = "r0420";
+            name = "undocumented 0x0420 (interrupts and exceptions)";
+        }
+        auto minus = parse_number("0x" + raw.substr(1));
+        spec_.kind = EventKind::difference;
+        spec_.core_pmu = true;
+        spec_.modifiers = "u";
+        for (perf_event_attr* a : {&spec_.attr, &spec_.minus_attr}) {
+            a->size = sizeof(perf_event_attr);
+            a->exclude_kernel = 1;
+            a->exclude_hv = 1;
+            a->exclude_guest = 1;
+        }
+        spec_.attr.type = PERF_TYPE_HARDWARE;
+        spec_.attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+        spec_.minus_attr.type = PERF_TYPE_RAW;
+        spec_.minus_attr.config = minus ? *minus : 0;
+        spec_.minus_text = raw + ":u";
+        spec_.minus_name = name;
+        pos_ = end_;
+        return std::nullopt;
     }
 
     Fail set_generic(std::uint32_t type, std::uint64_t config, bool core) {
@@ -702,6 +757,7 @@ private:
 
     std::string_view full_;
     std::string_view root_;
+    const CpuModel& cpu_;
     std::size_t pos_ = 0, end_ = 0;
     EventSpec spec_;
 };
@@ -740,17 +796,22 @@ inline std::vector<NamedEvent> named_events() {
         }
     out.push_back({"wall-time", "", "pmc clock"});
     out.push_back({"tsc", "", "pmc clock"});
+    out.push_back({"instructions-minus-irqs:u", "", "pmc composite"});
+    out.push_back({"instructions-minus-r0420:u", "", "pmc composite (AMD Zen)"});
     return out;
 }
 
-/// Parses an event string; on failure the message quotes the string and points at the bad token.
-inline Result<EventSpec> try_parse_event(std::string_view text, std::string_view sysfs_root = default_sysfs_root) {
-    return detail::EventParser(text, sysfs_root).parse();
+/// Parses an event string; on failure the message quotes the string and points at the bad token. The composite
+/// events resolve their interrupt event for `cpu` (this machine's by default).
+inline Result<EventSpec> try_parse_event(std::string_view text, std::string_view sysfs_root = default_sysfs_root,
+                                         const CpuModel& cpu = this_cpu()) {
+    return detail::EventParser(text, sysfs_root, cpu).parse();
 }
 
 /// Parses an event string; throws pmc::error (code EINVAL or ENOENT) on failure.
-inline EventSpec parse_event(std::string_view text, std::string_view sysfs_root = default_sysfs_root) {
-    return try_parse_event(text, sysfs_root).value();
+inline EventSpec parse_event(std::string_view text, std::string_view sysfs_root = default_sysfs_root,
+                             const CpuModel& cpu = this_cpu()) {
+    return try_parse_event(text, sysfs_root, cpu).value();
 }
 
 PMC_END_NAMESPACE

@@ -29,6 +29,7 @@ constexpr int hw_counters = 16;
 std::atomic<std::uint64_t> g_hw[hw_counters];     // the "hardware" counters rdpmc reads
 std::atomic<std::uint64_t> g_traps{0};            // rdpmc instructions executed (and emulated)
 std::atomic<std::uint64_t> g_kernel_count{0};     // what read(2) of the perf fd returns
+std::atomic<std::uint64_t> g_kernel_count_b{0};   // a group's second member, for difference counters
 constexpr std::uint64_t poison = 0x5a5a5a5a5a5aull;
 
 #if PMC_ARCH_X86_64
@@ -91,8 +92,14 @@ struct FakePage {
     }
 };
 
-/// read(2) of the fake perf fd: the kernel's count, enabled == running.
+/// read(2) of the fake perf fd: the kernel's count, enabled == running; 40 bytes is a two-member group read
+/// (nr, enabled, running, value, value).
 ssize_t fake_read(int, void* buf, std::size_t size) {
+    if (size == 40) {
+        std::uint64_t v[5] = {2, 1000, 1000, g_kernel_count.load(), g_kernel_count_b.load()};
+        std::memcpy(buf, v, sizeof v);
+        return 40;
+    }
     if (size < 24) return -1;
     std::uint64_t v[3] = {g_kernel_count.load(), 1000, 1000};
     std::memcpy(buf, v, sizeof v);
@@ -118,6 +125,21 @@ C attach(FakePage& fake, const char* event = "instructions:u") {
 }
 
 std::uint64_t traps() { return g_traps.load(); }
+
+/// instructions-minus-irqs:u as encoded for this VM's CPU (AMD Zen 5), whatever machine runs the test.
+const pmc::EventSpec& minus_irqs_spec() {
+    static const pmc::EventSpec spec =
+        pmc::parse_event("instructions-minus-irqs:u", pmc::default_sysfs_root,
+                         pmc::identify(pmc::decode_signature("AuthenticAMD", 0x00b00f21)));
+    return spec;
+}
+
+pmc::Counter attach_difference(FakePage& instructions, FakePage& irqs) {
+    int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    auto r = pmc::detail::CounterAccess::attach<pmc::Counter>(&instructions.page, minus_irqs_spec(), fd, &irqs.page);
+    if (!r) FAIL(r.failure().message);
+    return std::move(r.value());
+}
 
 } // namespace
 
@@ -342,6 +364,91 @@ TEST_CASE("a read in a fork() child is refused before any rdpmc", "[emulated][ow
     REQUIRE(::waitpid(child, &status, 0) == child);
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("instructions-minus-irqs reads two counters under one fence and subtracts", "[emulated][difference]") {
+    Emulation emu;
+    FakePage instructions, irqs;
+    instructions.place(0, 1000, 5000); // 5000 user instructions so far
+    irqs.place(1, 10, 7);              // 7 interrupts so far
+    auto c = attach_difference(instructions, irqs);
+    CHECK(c.path() == pmc::ReadPath::rdpmc_difference);
+    auto t0 = traps();
+    CHECK(c.read() == 5000 - 7);
+    CHECK(traps() - t0 == 2); // two rdpmc, one fence
+    // 1000 instructions of work, during which 3 interrupts each added one instruction to the user count.
+    auto iv = c.interval();
+    g_hw[0].store(1000 + 1000 + 3);
+    g_hw[1].store(10 + 3);
+    CHECK(iv.stop() == 1000);
+}
+
+TEST_CASE("instructions-minus-irqs is exact across the wrap of either counter", "[emulated][difference][widths]") {
+    Emulation emu;
+    for (unsigned width : {32u, 40u, 48u, 64u}) {
+        for (int which = 0; which < 3; ++which) { // wrap the instructions counter, the irq counter, or both
+            INFO("width " << width << ", wrapping " << (which == 0 ? "instructions" : which == 1 ? "irqs" : "both"));
+            FakePage instructions(width), irqs(width);
+            const std::uint64_t near = (std::uint64_t{0} - 6) & instructions.mask();
+            const std::uint64_t a0 = which != 1 ? near : 500, b0 = which != 0 ? near : 40;
+            instructions.place(2, a0, 100000);
+            irqs.place(3, b0, 50);
+            auto c = attach_difference(instructions, irqs);
+            auto iv = c.interval();
+            g_hw[2].store((a0 + 20 + 4) & instructions.mask()); // 20 instructions + 4 interrupts
+            g_hw[3].store((b0 + 4) & irqs.mask());
+            CHECK(iv.stop() == 20);
+        }
+    }
+}
+
+TEST_CASE("either event of a difference moving is re-validated", "[emulated][difference]") {
+    Emulation emu;
+    FakePage instructions, irqs;
+    instructions.place(0, 100, 1000);
+    irqs.place(1, 5, 5);
+    auto c = attach_difference(instructions, irqs);
+    CHECK(c.read() == 995);
+    irqs.place(6, 0xfffff0000000ull, 9); // the irq event moves to counter 6 (4 more interrupts)
+    g_hw[1].store(poison);
+    g_hw[0].store(104);                  // 4 more user instructions: the interrupts' returns
+    CHECK(c.read() == 995);
+    auto t0 = traps();
+    CHECK(c.read() == 995);
+    CHECK(traps() - t0 == 2); // cache refilled for both
+    instructions.place(7, 3, 2000);
+    CHECK(c.read() == 2000 - 9);
+}
+
+TEST_CASE("a difference whose group is off the hardware is read with one group read()", "[emulated][difference]") {
+    Emulation emu;
+    FakePage instructions, irqs;
+    instructions.place(0, 100, 1000);
+    irqs.place(1, 5, 5);
+    auto c = attach_difference(instructions, irqs);
+    instructions.unplace(1200);
+    irqs.unplace(8);
+    g_kernel_count.store(1200); // unplace() set the single-counter count; a group read returns both
+    g_kernel_count_b.store(8);
+    CHECK(c.read() == 1192);
+    CHECK(c.path() == pmc::ReadPath::rdpmc_difference);
+    instructions.place(4, 0, 1300);
+    irqs.place(5, 0, 9);
+    CHECK(c.read() == 1291);
+}
+
+TEST_CASE("a difference is read with read() when either page forbids rdpmc", "[emulated][difference]") {
+    Emulation emu;
+    FakePage instructions, irqs(48, /*allow_rdpmc=*/false);
+    instructions.place(0, 100, 1000);
+    irqs.place(1, 5, 5);
+    g_kernel_count.store(1000);
+    g_kernel_count_b.store(5);
+    auto c = attach_difference(instructions, irqs);
+    CHECK(c.path() == pmc::ReadPath::syscall_difference);
+    const auto t0 = traps();
+    CHECK(c.read() == 995);
+    CHECK(traps() == t0);
 }
 
 TEST_CASE("a thread playing the kernel moves the event around while reads never tear", "[emulated][stress]") {

@@ -1,0 +1,341 @@
+// pmc/cpu.hpp: which CPU this is, as far as exact counting is concerned.
+//
+// identify() maps the cpuid signature (vendor string and leaf 1 EAX: family, model, stepping, with the extended
+// fields) to a named microarchitecture, the hardware-interrupt event instructions-minus-irqs subtracts, and the
+// quirks that matter (AMD's SpecLockMap, hybrid cores). It is a pure function, so every row of the tables is
+// tested without the CPU; this_cpu() feeds it the running CPU's cpuid. A model the tables do not know is a named
+// outcome: pmc assumes the newest microarchitecture of that family and says so in CpuModel::warning.
+//
+// Sources: Intel models from the kernel's arch/x86/include/asm/intel-family.h; AMD Zen generations from the
+// kernel's bsp_init_amd(); interrupt events from measureme, rr and the kernel's perf event tables (see
+// design notes §4 and docs/exact-counts.md).
+#pragma once
+
+#include <pmc/config.hpp>
+#include <pmc/detail/arch.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+PMC_BEGIN_NAMESPACE
+
+enum class Vendor { intel, amd, hygon, other };
+
+inline const char* to_string(Vendor v) {
+    switch (v) {
+    case Vendor::intel: return "Intel";
+    case Vendor::amd: return "AMD";
+    case Vendor::hygon: return "Hygon";
+    case Vendor::other: return "other";
+    }
+    return "?";
+}
+
+/// The cpuid signature: vendor, and family/model/stepping with the extended fields folded in.
+struct CpuSignature {
+    Vendor vendor = Vendor::other;
+    std::string vendor_id; ///< the 12-character cpuid vendor string, e.g. "AuthenticAMD"
+    unsigned family = 0, model = 0, stepping = 0;
+};
+
+/// Decodes leaf 1 EAX as the SDM and APM define it: the extended family is added when the base family is 0xF; the
+/// extended model is prefixed when the base family is 6 or 0xF.
+inline CpuSignature decode_signature(std::string_view vendor_id, std::uint32_t leaf1_eax) {
+    CpuSignature s;
+    s.vendor_id = std::string(vendor_id);
+    s.vendor = vendor_id == "GenuineIntel"   ? Vendor::intel
+               : vendor_id == "AuthenticAMD" ? Vendor::amd
+               : vendor_id == "HygonGenuine" ? Vendor::hygon
+                                             : Vendor::other;
+    const unsigned base_family = (leaf1_eax >> 8) & 0xf, base_model = (leaf1_eax >> 4) & 0xf;
+    s.stepping = leaf1_eax & 0xf;
+    s.family = base_family == 0xf ? base_family + ((leaf1_eax >> 20) & 0xff) : base_family;
+    s.model = (base_family == 6 || base_family == 0xf) ? (((leaf1_eax >> 16) & 0xf) << 4) | base_model : base_model;
+    return s;
+}
+
+/// How much is known about a CPU's hardware-interrupt event.
+enum class IrqEventStatus {
+    none,       ///< no event known: instructions-minus-irqs is not available
+    verified,   ///< used for exact counts by measureme/rr, and documented
+    documented, ///< in the vendor's event tables for this core, but exact subtraction not verified by others
+    assumed,    ///< not listed for this core; assumed from its predecessors
+};
+
+inline const char* to_string(IrqEventStatus s) {
+    switch (s) {
+    case IrqEventStatus::none: return "none";
+    case IrqEventStatus::verified: return "verified";
+    case IrqEventStatus::documented: return "documented, not verified";
+    case IrqEventStatus::assumed: return "assumed, not documented for this core";
+    }
+    return "?";
+}
+
+/// What pmc knows about a CPU model.
+struct CpuModel {
+    CpuSignature signature;
+    std::string uarch;    ///< e.g. "Zen 5", "Skylake", "Alder Lake (Golden Cove + Gracemont)"; "unknown" if none
+    std::string warning;  ///< set when the model was not in the tables and `uarch` was assumed
+    int zen = 0;          ///< AMD Zen generation (1-6), 0 otherwise
+    bool hybrid = false;  ///< the model mixes performance and efficiency cores
+    std::string irq_event;      ///< perf raw event of hardware interrupts taken, e.g. "r01cb"; "" if none
+    std::string irq_event_name; ///< its vendor name, e.g. "HW_INTERRUPTS.RECEIVED"
+    IrqEventStatus irq_status = IrqEventStatus::none;
+
+    /// "AMD family 0x1a model 0x02 stepping 1 (Zen 5)"
+    std::string description() const {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s family %#x model %#04x stepping %u", to_string(signature.vendor),
+                      signature.family, signature.model, signature.stepping);
+        return std::string(buf) + " (" + uarch + ")";
+    }
+};
+
+namespace detail {
+
+struct ModelRow {
+    unsigned family, model_lo, model_hi;
+    const char* uarch;
+    IrqEventStatus irq; ///< for Intel rows: status of r01cb (HW_INTERRUPTS.RECEIVED) on this core
+    bool hybrid;
+};
+
+using S = IrqEventStatus;
+// Intel (family 6 unless noted), in the kernel's order. r01cb works back to Sandy Bridge (measureme, Weaver
+// 2013) and is documented from Skylake; rr lists none from Ice Lake on, so those are documented, not verified.
+inline constexpr ModelRow intel_models[] = {
+    {6, 0x0f, 0x0f, "Core 2 (Merom)", S::none, false},
+    {6, 0x16, 0x16, "Core 2 (Merom)", S::none, false},
+    {6, 0x17, 0x17, "Core 2 (Penryn)", S::none, false},
+    {6, 0x1d, 0x1d, "Core 2 (Dunnington)", S::none, false},
+    {6, 0x1a, 0x1a, "Nehalem", S::none, false},
+    {6, 0x1e, 0x1f, "Nehalem", S::none, false},
+    {6, 0x2e, 0x2e, "Nehalem", S::none, false},
+    {6, 0x25, 0x25, "Westmere", S::none, false},
+    {6, 0x2c, 0x2c, "Westmere", S::none, false},
+    {6, 0x2f, 0x2f, "Westmere", S::none, false},
+    {6, 0x2a, 0x2a, "Sandy Bridge", S::verified, false},
+    {6, 0x2d, 0x2d, "Sandy Bridge", S::verified, false},
+    {6, 0x3a, 0x3a, "Ivy Bridge", S::verified, false},
+    {6, 0x3e, 0x3e, "Ivy Bridge", S::verified, false},
+    {6, 0x3c, 0x3c, "Haswell", S::verified, false},
+    {6, 0x3f, 0x3f, "Haswell", S::verified, false},
+    {6, 0x45, 0x46, "Haswell", S::verified, false},
+    {6, 0x3d, 0x3d, "Broadwell", S::verified, false},
+    {6, 0x47, 0x47, "Broadwell", S::verified, false},
+    {6, 0x4f, 0x4f, "Broadwell", S::verified, false},
+    {6, 0x56, 0x56, "Broadwell", S::verified, false},
+    {6, 0x4e, 0x4e, "Skylake", S::verified, false},
+    {6, 0x5e, 0x5e, "Skylake", S::verified, false},
+    {6, 0x55, 0x55, "Skylake-SP / Cascade Lake / Cooper Lake", S::verified, false},
+    {6, 0x8e, 0x8e, "Kaby Lake / Coffee Lake (Skylake core)", S::verified, false},
+    {6, 0x9e, 0x9e, "Kaby Lake / Coffee Lake (Skylake core)", S::verified, false},
+    {6, 0xa5, 0xa6, "Comet Lake (Skylake core)", S::verified, false},
+    {6, 0x66, 0x66, "Cannon Lake", S::documented, false},
+    {6, 0x6a, 0x6a, "Ice Lake-SP", S::documented, false},
+    {6, 0x6c, 0x6c, "Ice Lake-D", S::documented, false},
+    {6, 0x7d, 0x7e, "Ice Lake", S::documented, false},
+    {6, 0x9d, 0x9d, "Ice Lake (NNPI)", S::documented, false},
+    {6, 0xa7, 0xa7, "Rocket Lake", S::documented, false},
+    {6, 0x8c, 0x8d, "Tiger Lake", S::documented, false},
+    {6, 0x8f, 0x8f, "Sapphire Rapids", S::documented, false},
+    {6, 0xcf, 0xcf, "Emerald Rapids", S::documented, false},
+    {6, 0xad, 0xae, "Granite Rapids", S::documented, false},
+    {6, 0xd7, 0xd7, "Bartlett Lake", S::documented, false},
+    {6, 0x8a, 0x8a, "Lakefield (Sunny Cove + Tremont)", S::documented, true},
+    {6, 0x97, 0x97, "Alder Lake (Golden Cove + Gracemont)", S::documented, true},
+    {6, 0x9a, 0x9a, "Alder Lake (Golden Cove + Gracemont)", S::documented, true},
+    {6, 0xb7, 0xb7, "Raptor Lake (Raptor Cove + Gracemont)", S::documented, true},
+    {6, 0xba, 0xba, "Raptor Lake (Raptor Cove + Gracemont)", S::documented, true},
+    {6, 0xbf, 0xbf, "Raptor Lake (Raptor Cove + Gracemont)", S::documented, true},
+    {6, 0xaa, 0xaa, "Meteor Lake (Redwood Cove + Crestmont)", S::documented, true},
+    {6, 0xac, 0xac, "Meteor Lake (Redwood Cove + Crestmont)", S::documented, true},
+    {6, 0xb5, 0xb5, "Arrow Lake (Lion Cove + Skymont)", S::documented, true},
+    {6, 0xc5, 0xc6, "Arrow Lake (Lion Cove + Skymont)", S::documented, true},
+    {6, 0xbd, 0xbd, "Lunar Lake (Lion Cove + Skymont)", S::documented, true},
+    {6, 0xcc, 0xcc, "Panther Lake (Cougar Cove + Darkmont)", S::assumed, true},
+    {6, 0xd5, 0xd5, "Wildcat Lake", S::assumed, true},
+    {6, 0x1c, 0x1c, "Atom Bonnell", S::none, false},
+    {6, 0x26, 0x26, "Atom Bonnell", S::none, false},
+    {6, 0x27, 0x27, "Atom Saltwell", S::none, false},
+    {6, 0x35, 0x36, "Atom Saltwell", S::none, false},
+    {6, 0x37, 0x37, "Atom Silvermont", S::none, false},
+    {6, 0x4a, 0x4a, "Atom Silvermont", S::none, false},
+    {6, 0x4d, 0x4d, "Atom Silvermont", S::none, false},
+    {6, 0x5a, 0x5a, "Atom Silvermont", S::none, false},
+    {6, 0x4c, 0x4c, "Atom Airmont", S::none, false},
+    {6, 0x75, 0x75, "Atom Airmont", S::none, false},
+    {6, 0x5c, 0x5c, "Atom Goldmont", S::documented, false},
+    {6, 0x5f, 0x5f, "Atom Goldmont", S::documented, false},
+    {6, 0x7a, 0x7a, "Atom Goldmont Plus", S::documented, false},
+    {6, 0x86, 0x86, "Atom Tremont", S::documented, false},
+    {6, 0x96, 0x96, "Atom Tremont", S::documented, false},
+    {6, 0x9c, 0x9c, "Atom Tremont", S::documented, false},
+    {6, 0xbe, 0xbe, "Atom Gracemont (Alder Lake-N)", S::assumed, false},
+    {6, 0xaf, 0xaf, "Atom Crestmont (Sierra Forest)", S::assumed, false},
+    {6, 0xb6, 0xb6, "Atom Crestmont (Grand Ridge)", S::assumed, false},
+    {6, 0xdd, 0xdd, "Atom Darkmont (Clearwater Forest)", S::assumed, false},
+    {6, 0x57, 0x57, "Xeon Phi Knights Landing", S::none, false},
+    {6, 0x85, 0x85, "Xeon Phi Knights Mill", S::none, false},
+    {18, 0x01, 0x01, "Nova Lake (Coyote Cove + Arctic Wolf)", S::assumed, true},
+    {18, 0x03, 0x03, "Nova Lake (Coyote Cove + Arctic Wolf)", S::assumed, true},
+    {19, 0x01, 0x01, "Diamond Rapids (Panther Cove)", S::assumed, false},
+};
+
+// The model a family's unknown models are assumed to be: its newest entry above.
+inline constexpr ModelRow intel_newest[] = {
+    {6, 0, 0xff, "Panther Lake (Cougar Cove + Darkmont)", S::assumed, true},
+    {18, 0, 0xff, "Nova Lake (Coyote Cove + Arctic Wolf)", S::assumed, true},
+    {19, 0, 0xff, "Diamond Rapids (Panther Cove)", S::assumed, false},
+};
+
+struct ZenRow {
+    unsigned family, model_lo, model_hi;
+    int zen;
+};
+// The kernel's bsp_init_amd(): Zen generation by family and model range.
+inline constexpr ZenRow zen_models[] = {
+    {0x17, 0x00, 0x2f, 1}, {0x17, 0x50, 0x5f, 1}, {0x17, 0x30, 0x4f, 2}, {0x17, 0x60, 0x7f, 2},
+    {0x17, 0x90, 0x91, 2}, {0x17, 0xa0, 0xaf, 2}, {0x19, 0x00, 0x0f, 3}, {0x19, 0x20, 0x5f, 3},
+    {0x19, 0x10, 0x1f, 4}, {0x19, 0x60, 0xaf, 4}, {0x1a, 0x00, 0x2f, 5}, {0x1a, 0x40, 0x4f, 5},
+    {0x1a, 0x60, 0x7f, 5}, {0x1a, 0x50, 0x5f, 6}, {0x1a, 0x90, 0xaf, 6}, {0x1a, 0xc0, 0xcf, 6},
+};
+// A family's newest generation, assumed for models the table does not list.
+inline int zen_newest(unsigned family) { return family == 0x17 ? 2 : family == 0x19 ? 4 : family == 0x1a ? 6 : 0; }
+
+inline const char* amd_pre_zen_name(unsigned family) {
+    switch (family) {
+    case 0x0f: return "K8";
+    case 0x10: return "K10";
+    case 0x11: return "K8 (Turion X2 Ultra)";
+    case 0x12: return "K10 (Llano)";
+    case 0x14: return "Bobcat";
+    case 0x15: return "Bulldozer family";
+    case 0x16: return "Jaguar / Puma";
+    default: return nullptr;
+    }
+}
+
+inline void set_intel_irq(CpuModel& m, IrqEventStatus status) {
+    m.irq_status = status;
+    if (status != IrqEventStatus::none) {
+        m.irq_event = "r01cb";
+        m.irq_event_name = "HW_INTERRUPTS.RECEIVED";
+    }
+}
+
+} // namespace detail
+
+/// Names the microarchitecture of a cpuid signature and what pmc knows about it. Pure: tested row by row.
+inline CpuModel identify(const CpuSignature& sig) {
+    CpuModel m;
+    m.signature = sig;
+    m.uarch = "unknown";
+    char fm[64];
+    std::snprintf(fm, sizeof fm, "family %#x model %#04x", sig.family, sig.model);
+    if (sig.vendor == Vendor::intel) {
+        for (const auto& row : detail::intel_models)
+            if (row.family == sig.family && sig.model >= row.model_lo && sig.model <= row.model_hi) {
+                m.uarch = row.uarch;
+                m.hybrid = row.hybrid;
+                detail::set_intel_irq(m, row.irq);
+                return m;
+            }
+        for (const auto& row : detail::intel_newest)
+            if (row.family == sig.family) {
+                m.uarch = row.uarch;
+                m.hybrid = row.hybrid;
+                detail::set_intel_irq(m, IrqEventStatus::assumed);
+                m.warning = std::string("Intel ") + fm + " is not in pmc's tables; assuming the family's newest known "
+                            "core, " + row.uarch + ", and its interrupt event r01cb (unverified)";
+                return m;
+            }
+        m.warning = std::string("Intel ") + fm + " is not a family pmc knows (6, 18, 19)";
+        return m;
+    }
+    if (sig.vendor == Vendor::hygon) {
+        // Hygon Dhyana (family 0x18) is AMD's Zen 1.
+        m.zen = 1;
+        m.uarch = "Zen 1 (Hygon Dhyana)";
+        if (sig.family != 0x18)
+            m.warning = std::string("Hygon ") + fm + " is not the known family 0x18; assuming Zen 1";
+    } else if (sig.vendor == Vendor::amd) {
+        if (const char* old = detail::amd_pre_zen_name(sig.family)) {
+            m.uarch = old;
+            m.irq_event = "r00cf";
+            m.irq_event_name = "INTERRUPTS_TAKEN (event 0xcf)";
+            m.irq_status = IrqEventStatus::documented;
+            return m;
+        }
+        for (const auto& row : detail::zen_models)
+            if (row.family == sig.family && sig.model >= row.model_lo && sig.model <= row.model_hi) m.zen = row.zen;
+        if (m.zen == 0 && detail::zen_newest(sig.family)) {
+            m.zen = detail::zen_newest(sig.family);
+            m.warning = std::string("AMD ") + fm + " is not in pmc's tables; assuming the family's newest, Zen " +
+                        std::to_string(m.zen);
+        }
+        if (m.zen == 0) {
+            m.warning = std::string("AMD ") + fm + " is not a family pmc knows (0xf-0x16, 0x17, 0x19, 0x1a)";
+            return m;
+        }
+        m.uarch = "Zen " + std::to_string(m.zen);
+    } else {
+        return m;
+    }
+    // Zen 1-5: LsIntTaken (kernel amdzen1..amdzen5 tables); Zen 6 has no published table yet.
+    m.irq_event = "r002c";
+    m.irq_event_name = "LsIntTaken (ls_int_taken)";
+    m.irq_status = m.zen <= 5 && m.warning.empty() ? IrqEventStatus::documented : IrqEventStatus::assumed;
+    return m;
+}
+
+/// The signature of the CPU this code runs on (vendor "" and family 0 off x86).
+inline CpuSignature cpu_signature() {
+#if PMC_ARCH_X86_64
+    auto leaf0 = detail::cpuid(0);
+    char vendor[13] = {};
+    std::memcpy(vendor, &leaf0.ebx, 4);
+    std::memcpy(vendor + 4, &leaf0.edx, 4);
+    std::memcpy(vendor + 8, &leaf0.ecx, 4);
+    return decode_signature(vendor, detail::cpuid(1).eax);
+#else
+    return CpuSignature{};
+#endif
+}
+
+/// identify(cpu_signature()), computed once.
+inline const CpuModel& this_cpu() {
+    static const CpuModel model = identify(cpu_signature());
+    return model;
+}
+
+/// The kind of core the calling thread runs on now, on hybrid Intel CPUs (CPUID leaf 0x1A).
+enum class CoreType { unknown, performance, efficiency };
+
+inline const char* to_string(CoreType t) {
+    switch (t) {
+    case CoreType::unknown: return "unknown";
+    case CoreType::performance: return "performance";
+    case CoreType::efficiency: return "efficiency";
+    }
+    return "?";
+}
+
+inline CoreType current_core_type() {
+#if PMC_ARCH_X86_64
+    if (detail::cpuid(0).eax < 0x1a || !((detail::cpuid(7).edx >> 15) & 1)) return CoreType::unknown; // not hybrid
+    switch (detail::cpuid(0x1a).eax >> 24) {
+    case 0x40: return CoreType::performance;
+    case 0x20: return CoreType::efficiency;
+    default: return CoreType::unknown;
+    }
+#else
+    return CoreType::unknown;
+#endif
+}
+
+PMC_END_NAMESPACE
