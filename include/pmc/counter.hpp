@@ -33,6 +33,7 @@
 #include <pmc/detail/sys.hpp>
 #include <pmc/error.hpp>
 #include <pmc/event.hpp>
+#include <pmc/hybrid.hpp>
 
 #include <unistd.h>
 
@@ -404,6 +405,22 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     c.info->spec = spec;
     const bool difference = spec.kind == EventKind::difference;
     perf_event_attr attr = spec.attr;
+    perf_event_attr minus = spec.minus_attr;
+    if (spec.core_pmu) {
+        // Hybrid CPUs: open on the core type this thread is confined to, or refuse (see pmc/hybrid.hpp).
+        const auto hybrid = hybrid_pmus();
+        const bool explicit_pmu = spec.pmu == "cpu_core" || spec.pmu == "cpu_atom";
+        if (!hybrid.empty() && (spec.pmu.empty() || explicit_pmu)) {
+            auto choice = choose_core_pmu(hybrid, thread_affinity(), explicit_pmu ? spec.pmu : std::string());
+            if (!choice.pmu) return make_failure(EINVAL, "cannot open counter '" + spec.text + "': " + choice.error);
+            if (!explicit_pmu) {
+                attr = on_core_pmu(attr, *choice.pmu);
+                minus = on_core_pmu(minus, *choice.pmu);
+                c.info->notes.push_back("hybrid CPU: opened on " + choice.pmu->pmu + " (this thread runs only on its "
+                                        "CPUs, " + choice.pmu->cpus_text + ")");
+            }
+        }
+    }
     attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING |
                        (difference ? std::uint64_t{PERF_FORMAT_GROUP} : 0u);
     auto fd = open_event(spec, attr, -1, c.info->notes);
@@ -412,7 +429,6 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     c.info->attr = attr;
     if (difference) {
         // The subtracted event joins the leader's group, so the kernel schedules both at once, or neither.
-        perf_event_attr minus = spec.minus_attr;
         minus.read_format = attr.read_format;
         EventSpec minus_spec = spec;
         minus_spec.text = spec.text + " (its " + spec.minus_text + " member)";
