@@ -11,6 +11,8 @@
 #include <pmc/pmu.hpp>
 #include <pmc/report.hpp>
 
+#include "commands.hpp"
+
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -32,8 +34,10 @@ Commands:
                     with its format fields and named events.
   encode EVENT...   Print the perf_event_attr pmc builds for each event string, field by field in
                     the names and layout `perf stat -vv -e EVENT` uses, so the two can be diffed.
-  doctor            Tell what this machine can count and how precisely: kernel, perf_event_paranoid,
-                    PMUs, hypervisor, rdpmc settings, and a trial open of representative events.
+  doctor            One screen on what this machine can count and how precisely: kernel and timer,
+                    perf_event_paranoid, PMUs, hypervisor, rdpmc, CPU and its interrupt event, hybrid
+                    cores, NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock, and trial
+                    opens; each line a verdict (ok / degraded / impossible) and the exact fix.
 
 Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode).
@@ -46,18 +50,12 @@ Options:
 Event strings: perf syntax, e.g. instructions:u, r01cb:u, cpu/event=0x2c,umask=0x1/u, msr/tsc/,
 L1-dcache-load-misses, page-faults, mem:0x1000/8:w; plus pmc's clocks wall-time and tsc.
 
-Exit status: 0 success; 1 an event string or the command line was wrong; for doctor, 0 when
-hardware counters can be read here and 3 when only software events and clocks are available.
+Exit status: 0 success; 1 an event string or the command line was wrong. pmc doctor: 0 exact
+user-mode instruction counts are possible here (instructions-minus-irqs:u with rdpmc); 2 hardware
+counts, but not exact ones; 3 only software events and clocks; 4 no perf events at all.
 )";
 
-struct Options {
-    std::string sysfs{pmc::default_sysfs_root};
-    bool json = false;
-    bool like_perf_stat = false;
-    bool help = false;
-    std::string command;
-    std::vector<std::string> args;
-};
+using pmc_tool::Options;
 
 int usage_error(const std::string& why) {
     fmt::print(stderr, "pmc: {}\nRun 'pmc --help' for usage.\n", why);
@@ -150,14 +148,19 @@ int cmd_encode(const Options& o) {
             }
             continue;
         }
-        const bool clock = spec->kind != pmc::EventKind::perf;
+        const bool difference = spec->kind == pmc::EventKind::difference;
+        const bool clock = spec->kind == pmc::EventKind::tsc || spec->kind == pmc::EventKind::wall_time;
         const char* clock_text = spec->kind == pmc::EventKind::wall_time
                                      ? "pmc's own clock: nanoseconds from the TSC; not a perf event"
                                      : "pmc's own clock: serialized rdtsc ticks; not a perf event (perf's tsc is msr/tsc/)";
         perf_event_attr attr = o.like_perf_stat ? pmc::as_perf_stat_opens_it(spec->attr) : spec->attr;
+        perf_event_attr minus_attr = o.like_perf_stat ? pmc::as_perf_stat_opens_it(spec->minus_attr) : spec->minus_attr;
         if (o.json) {
             j.begin_object().field("event", text).field("ok", true);
-            j.field("kind", spec->kind == pmc::EventKind::perf ? "perf" : spec->kind == pmc::EventKind::tsc ? "tsc" : "wall-time");
+            j.field("kind", spec->kind == pmc::EventKind::perf         ? "perf"
+                            : spec->kind == pmc::EventKind::difference ? "difference"
+                            : spec->kind == pmc::EventKind::tsc        ? "tsc"
+                                                                       : "wall-time");
             j.field("name", spec->name).field("pmu", spec->pmu).field("modifiers", spec->modifiers);
             if (clock) {
                 j.field("note", clock_text);
@@ -165,6 +168,11 @@ int cmd_encode(const Options& o) {
                 j.field("core_pmu", spec->core_pmu);
                 j.key("attr");
                 pmc::write_attr_json(j, attr);
+                if (difference) {
+                    j.field("minus_event", spec->minus_text).field("minus_name", spec->minus_name);
+                    j.key("minus_attr");
+                    pmc::write_attr_json(j, minus_attr);
+                }
             }
             j.end_object();
             continue;
@@ -174,144 +182,22 @@ int cmd_encode(const Options& o) {
             fmt::print("{}: {}\n", text, clock_text);
             continue;
         }
+        if (difference)
+            fmt::print("# {} = instructions:u minus {} ({}), opened as one group; the two attrs:\n", text,
+                       spec->minus_text, spec->minus_name);
         fmt::print("------------------------------------------------------------\n{}"
                    "------------------------------------------------------------\n",
                    pmc::attr_text(attr));
+        if (difference)
+            fmt::print("------------------------------------------------------------\n{}"
+                       "------------------------------------------------------------\n",
+                       pmc::attr_text(minus_attr));
     }
     if (o.json) {
         j.end_array();
         fmt::print("{}\n", j.str());
     }
     return status;
-}
-
-// ---- doctor -----------------------------------------------------------------------------------------------------
-
-struct Probe {
-    std::string event;
-    std::string purpose;
-    bool ok = false;
-    std::string path;  // read path when ok
-    std::string why;   // first line of the failure
-    std::string fix;   // the failure's "Fix:" text, if any
-    int err = 0;
-};
-
-Probe probe(const std::string& event, const std::string& purpose) {
-    Probe p;
-    p.event = event;
-    p.purpose = purpose;
-    auto c = pmc::Counter::try_open(event);
-    if (c) {
-        p.ok = true;
-        p.path = pmc::to_string(c->path());
-        // A real read, to be sure the path works.
-        auto iv = c->interval();
-        (void)iv.stop();
-        return p;
-    }
-    const std::string& m = c.failure().message;
-    p.err = c.failure().code.value();
-    auto nl = m.find('\n');
-    p.why = m.substr(0, nl);
-    auto fix = m.find("Fix:");
-    if (nl != std::string::npos) {
-        auto second = m.substr(nl + 1, fix == std::string::npos ? std::string::npos : fix - nl - 1);
-        while (!second.empty() && second.back() == '\n') second.pop_back();
-        if (!second.empty()) p.why += " " + second;
-    }
-    if (fix != std::string::npos) p.fix = m.substr(fix + 5);
-    return p;
-}
-
-int cmd_doctor(const Options& o) {
-    const auto paranoid = pmc::perf_event_paranoid();
-    const bool core = pmc::has_core_pmu(o.sysfs);
-    const std::string hv = pmc::hypervisor_signature();
-    const auto clock = pmc::wall_time_clock();
-    std::vector<pmc::Pmu> pmus;
-    for (auto& name : pmc::pmu_names(o.sysfs))
-        if (auto p = pmc::load_pmu(name, o.sysfs)) pmus.push_back(std::move(*p));
-
-    std::vector<Probe> probes = {
-        probe("instructions:u", "exact user-mode instruction counts"),
-        probe("cycles:u", "core cycles"),
-        probe("task-clock", "software: CPU time of this thread"),
-        probe("page-faults", "software: page faults"),
-        probe("msr/tsc/", "the TSC as a perf event"),
-        probe("wall-time", "pmc clock: nanoseconds, no system call"),
-        probe("tsc", "pmc clock: serialized TSC ticks"),
-    };
-    const bool hardware = probes[0].ok;
-    const bool rdpmc = hardware && probes[0].path == "rdpmc";
-    std::string summary;
-    if (rdpmc)
-        summary = "exact user-mode instruction counts, read in user space with rdpmc";
-    else if (hardware)
-        summary = "hardware counts, but read through the kernel (rdpmc not allowed): slower reads";
-    else if (!core)
-        summary = "time and software events only: no hardware PMU on this machine";
-    else
-        summary = "time and software events only: hardware events cannot be opened (see instructions:u)";
-
-    if (o.json) {
-        pmc::JsonWriter j;
-        j.begin_object().field("kernel", pmc::kernel_release());
-        if (paranoid) j.field("perf_event_paranoid", *paranoid); else j.key("perf_event_paranoid").null();
-        j.field("hypervisor", hv).field("core_pmu", core);
-        j.key("pmus").begin_array();
-        for (auto& p : pmus) {
-            j.begin_object().field("name", p.name).field("type", p.type);
-            if (p.rdpmc) j.field("rdpmc", *p.rdpmc);
-            j.end_object();
-        }
-        j.end_array();
-        j.key("wall_time").begin_object().field("uses_tsc", clock.uses_tsc).field("tsc_hz", clock.tsc_hz)
-            .field("source", clock.source).end_object();
-        j.key("probes").begin_array();
-        for (auto& p : probes) {
-            j.begin_object().field("event", p.event).field("purpose", p.purpose).field("ok", p.ok);
-            if (p.ok) j.field("read_path", p.path); else j.field("errno", p.err).field("why", p.why).field("fix", p.fix);
-            j.end_object();
-        }
-        j.end_array();
-        j.field("hardware_counters", hardware).field("rdpmc", rdpmc).field("summary", summary).end_object();
-        fmt::print("{}\n", j.str());
-        return hardware ? 0 : 3;
-    }
-
-    auto line = [](const char* verdict, const std::string& what, const std::string& detail) {
-        fmt::print("  {:<11} {:<22} {}\n", verdict, what, detail);
-    };
-    fmt::print("pmc doctor: what this machine can count\n\n");
-    line("info", "kernel", pmc::kernel_release());
-    if (paranoid)
-        line(*paranoid <= 2 || ::geteuid() == 0 ? "ok" : "degraded", "perf_event_paranoid",
-             fmt::format("{}: {}{}", *paranoid, pmc::paranoid_meaning(*paranoid), ::geteuid() == 0 ? " (running as root)" : ""));
-    else
-        line("degraded", "perf_event_paranoid", "cannot read /proc/sys/kernel/perf_event_paranoid");
-    line(hv.empty() ? "ok" : "info", "hypervisor", hv.empty() ? "none (bare metal)" : hv);
-    std::string names;
-    for (auto& p : pmus) names += (names.empty() ? "" : ", ") + p.name + (p.rdpmc ? fmt::format(" (rdpmc={})", *p.rdpmc) : "");
-    line(core ? "ok" : "impossible", "PMUs", names.empty() ? "none" : names);
-    if (!core)
-        line("", "", "no cpu PMU: hardware events cannot be counted" + std::string(hv.empty() ? "" : " (a VM without a virtual PMU)"));
-    line(clock.uses_tsc ? "ok" : "degraded", "wall-time clock",
-         clock.uses_tsc ? fmt::format("TSC at {:.3f} MHz; {}", clock.tsc_hz / 1e6, clock.source) : clock.source);
-    fmt::print("\n  trial opens (this thread):\n");
-    for (auto& p : probes) {
-        if (p.ok)
-            line("ok", p.event, fmt::format("read via {} — {}", p.path, p.purpose));
-        else
-            line("impossible", p.event, p.why);
-    }
-    for (auto& p : probes)
-        if (!p.ok && !p.fix.empty()) {
-            fmt::print("\n  how to get {} ({}):\n    {}\n", p.event, p.purpose, p.fix);
-            break;
-        }
-    fmt::print("\n  best precision here: {}\n", summary);
-    return hardware ? 0 : 3;
 }
 
 } // namespace
@@ -345,6 +231,6 @@ int main(int argc, char** argv) {
     }
     if (o.command == "list") return o.args.empty() ? cmd_list(o) : usage_error("list takes no arguments");
     if (o.command == "encode") return cmd_encode(o);
-    if (o.command == "doctor") return o.args.empty() ? cmd_doctor(o) : usage_error("doctor takes no arguments");
+    if (o.command == "doctor") return o.args.empty() ? pmc_tool::cmd_doctor(o) : usage_error("doctor takes no arguments");
     return usage_error(fmt::format("unknown command '{}'", o.command));
 }

@@ -65,9 +65,8 @@ struct HazardReport {
 namespace detail {
 inline constexpr std::uint32_t amd_msr_ls_cfg2 = 0xc0011020; // bit 54 disables SpecLockMap (rr wiki, "Zen")
 inline constexpr const char* speclockmap_fix =
-    "set bit 54 of MSR 0xc0011020 on every core, as rr's scripts/zen_workaround.py does (needs root and the msr "
-    "module; it is lost at reboot): sudo modprobe msr; then for each CPU, wrmsr -p CPU 0xc0011020 with bit 54 set "
-    "(msr-tools)";
+    "as root, sudo modprobe msr, then set bit 54 of MSR 0xc0011020 on every CPU (wrmsr -p CPU from msr-tools; rr's "
+    "scripts/zen_workaround.py does this); it is lost at reboot";
 
 /// Reads an MSR through /dev/cpu/N/msr (root and the msr module); nullopt if that is not possible here.
 inline std::optional<std::uint64_t> read_msr(int cpu, std::uint32_t msr) {
@@ -243,8 +242,8 @@ inline AllocatorReport allocator_status() {
     HazardReport h;
     h.state = fixed ? Hazard::absent : Hazard::present;
     h.detail = fixed ? "glibc malloc: the mmap threshold is fixed"
-                     : "glibc malloc: the mmap threshold moves up as large blocks are freed, so where a large "
-                       "allocation lands depends on what the program freed before";
+                     : "glibc malloc: the mmap threshold moves as large blocks are freed, so where a large block "
+                       "lands depends on what the program freed before";
     if (!fixed) h.fix = "call pmc::stabilize_malloc() first thing in main, or set MALLOC_MMAP_THRESHOLD_=131072";
     out.hazards.push_back(std::move(h));
 #else

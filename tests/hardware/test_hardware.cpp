@@ -95,6 +95,34 @@ TEST_CASE("a loop of known length reads back exactly", "[hardware]") {
     }
 }
 
+TEST_CASE("instructions-minus-irqs:u is exact in at least 99.9 % of intervals", "[hardware][exact]") {
+    auto opened = pmc::Counter::try_open("instructions-minus-irqs:u");
+    if (!opened) {
+        WARN("instructions-minus-irqs:u cannot be opened here: " << opened.failure().message);
+        CHECK(pmc::this_cpu().irq_status == pmc::IrqEventStatus::none); // only acceptable without a known event
+        return;
+    }
+    pmc::Counter& c = *opened;
+    INFO(c.notes().back());
+    CHECK(c.path() == pmc::ReadPath::rdpmc_difference);
+    auto measure = [&](std::uint64_t n) {
+        const std::uint64_t start = c.read();
+        known_loop(n);
+        return c.read() - start;
+    };
+    std::uint64_t overhead = UINT64_MAX;
+    for (int i = 0; i < 2000; ++i) overhead = std::min(overhead, measure(1) - 2);
+    for (std::uint64_t n : {1000ull, 100000ull}) {
+        Histogram h;
+        for (int i = 0; i < 10000; ++i)
+            h.add(static_cast<std::int64_t>(measure(n)) - static_cast<std::int64_t>(2 * n + overhead));
+        const std::string title = "instructions-minus-irqs:u deviation from 2*" + std::to_string(n) + " + overhead";
+        h.print(title.c_str());
+        INFO(title << " on " << pmc::this_cpu().description());
+        CHECK(h.fraction_exact() >= 0.999);
+    }
+}
+
 TEST_CASE("instructions per read over a constant source (measureme's method)", "[hardware]") {
     pmc::Counter inst{"instructions:u"};
     pmc::Counter wall{"wall-time"};

@@ -52,7 +52,7 @@ TEST_CASE("wall-time never goes backwards in a thread", "[system][clock]") {
 
 TEST_CASE("wall-time is calibrated to CLOCK_MONOTONIC where the kernel publishes no conversion", "[system][clock]") {
     const auto clock = pmc::wall_time_clock();
-    if (!clock.uses_tsc || clock.source.find("calibrated") == std::string::npos) return; // the perf clock is used
+    if (!clock.uses_tsc || clock.source.find("calibration") == std::string::npos) return; // the perf clock is used
     pmc::Counter wall{"wall-time"};
     const double before = monotonic_ns();
     const double w = static_cast<double>(wall.read());

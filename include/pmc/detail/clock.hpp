@@ -60,7 +60,7 @@ inline bool conversion_from_perf_page(TscConversion& out) {
     out.shift = s.time_shift;
     out.zero = s.time_zero;
     out.ticks_per_second = 1e9 * static_cast<double>(std::uint64_t{1} << s.time_shift) / s.time_mult;
-    out.source = "the kernel's perf clock (mmap page time_mult/time_shift/time_zero)";
+    out.source = "the kernel's perf clock conversion (mmap page time_mult/time_shift/time_zero)";
     return true;
 }
 
@@ -96,7 +96,7 @@ inline void calibrate(TscConversion& out) {
     std::uint64_t tsc_now = 0, mono_now = 0;
     paired_sample(CLOCK_MONOTONIC, tsc_now, mono_now);
     out.zero = mono_now - ticks_to_ns(tsc_now, out.mult, out.shift, 0);
-    out.source = "TSC calibrated against CLOCK_MONOTONIC_RAW over 20 ms (the kernel publishes no conversion here)";
+    out.source = "a 20 ms calibration against CLOCK_MONOTONIC_RAW (the kernel publishes no TSC conversion here)";
 }
 
 /// The process-wide conversion, computed once (thread-safe).

@@ -37,7 +37,7 @@ inline const char* paranoid_meaning(int level) {
     if (level <= -1) return "no restrictions";
     if (level == 0) return "unprivileged users may count user and kernel mode, but not CPU-wide raw tracepoints";
     if (level == 1) return "unprivileged users may count user and kernel mode of their own processes";
-    if (level == 2) return "unprivileged users may count user mode only (events need exclude_kernel, e.g. ':u')";
+    if (level == 2) return "unprivileged users may count user mode only (':u')";
     return "unprivileged users may not use perf events at all (a Debian/Ubuntu kernel setting)";
 }
 

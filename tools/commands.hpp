@@ -1,0 +1,23 @@
+// The pmc tool's commands, shared between its source files.
+#pragma once
+
+#include <pmc/pmu.hpp>
+
+#include <string>
+#include <vector>
+
+namespace pmc_tool {
+
+struct Options {
+    std::string sysfs{pmc::default_sysfs_root};
+    bool json = false;
+    bool like_perf_stat = false;
+    bool help = false;
+    std::string command;
+    std::vector<std::string> args;
+};
+
+/// pmc doctor (tools/doctor.cpp): returns the documented exit status.
+int cmd_doctor(const Options& o);
+
+} // namespace pmc_tool

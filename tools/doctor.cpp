@@ -1,0 +1,283 @@
+// pmc doctor: one screen that says what this machine can count, how precisely, what stands in the way, and the
+// exact fix for each. Every line has a verdict: ok, degraded (works, but less precisely or less repeatably than it
+// could) or impossible. Exit status: 0 exact user-mode instruction counts are possible; 2 hardware counts, but not
+// exact ones; 3 only software events and clocks; 4 no perf events at all.
+#include "commands.hpp"
+
+#include <pmc/counter.hpp>
+#include <pmc/cpu.hpp>
+#include <pmc/determinism.hpp>
+#include <pmc/hybrid.hpp>
+#include <pmc/machine.hpp>
+#include <pmc/pmu.hpp>
+#include <pmc/report.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace pmc_tool {
+namespace {
+
+struct Check {
+    std::string verdict; // "ok", "degraded", "impossible"
+    std::string name;
+    std::string finding;
+    std::string fix;
+};
+
+struct Trial {
+    std::string event;
+    bool ok = false;
+    std::string path;
+    std::string why;
+    int err = 0;
+};
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string s = ss.str();
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+std::string command_output(const std::string& command) {
+    std::string out;
+    if (FILE* p = ::popen(command.c_str(), "r")) {
+        char buf[4096];
+        std::size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+        ::pclose(p);
+    }
+    return out;
+}
+
+/// CONFIG_HZ of the running kernel, from /boot/config-RELEASE or /proc/config.gz; 0 if unknown.
+int kernel_hz(const std::string& release) {
+    std::string config = read_text("/boot/config-" + release);
+    if (config.empty()) config = command_output("gzip -dc /proc/config.gz 2>/dev/null");
+    auto pos = config.find("\nCONFIG_HZ=");
+    return pos == std::string::npos ? 0 : std::atoi(config.c_str() + pos + 11);
+}
+
+Trial trial(const std::string& event) {
+    Trial t;
+    t.event = event;
+    auto c = pmc::Counter::try_open(event);
+    if (c) {
+        t.ok = true;
+        t.path = pmc::to_string(c->path());
+        auto iv = c->interval();
+        (void)iv.stop();
+    } else {
+        t.err = c.failure().code.value();
+        t.why = first_line(c.failure().message);
+        const std::string& m = c.failure().message;
+        if (m.find("no hardware PMU") != std::string::npos) t.why = "no hardware PMU on this machine";
+        else if (auto p = t.why.find(": "); p != std::string::npos) t.why = t.why.substr(p + 2);
+    }
+    return t;
+}
+
+/// Prints `text` after `lead`, wrapped at word boundaries to 110 columns with continuation lines indented.
+void print_wrapped(const std::string& lead, const std::string& text) {
+    constexpr std::size_t width = 110;
+    const std::size_t room = width > lead.size() + 20 ? width - lead.size() : 40;
+    std::string line = lead;
+    std::size_t used = 0;
+    std::istringstream words(text);
+    std::string word;
+    while (words >> word) {
+        if (used && used + 1 + word.size() > room) {
+            fmt::print("{}\n", line);
+            line = std::string(lead.size() + 2, ' ');
+            used = 2;
+        } else if (used) {
+            line += ' ';
+            ++used;
+        }
+        line += word;
+        used += word.size();
+    }
+    fmt::print("{}\n", line);
+}
+
+Check hazard_check(const std::string& name, const pmc::HazardReport& r, const std::string& absent_text = {}) {
+    Check c{"ok", name, r.detail, ""};
+    switch (r.state) {
+    case pmc::Hazard::absent:
+        if (!absent_text.empty()) c.finding = absent_text;
+        break;
+    case pmc::Hazard::not_applicable: c.finding = "not applicable: " + r.detail; break;
+    case pmc::Hazard::present:
+    case pmc::Hazard::unknown:
+        c.verdict = "degraded";
+        c.fix = r.fix;
+        break;
+    }
+    return c;
+}
+
+} // namespace
+
+int cmd_doctor(const Options& o) {
+    std::vector<Check> checks;
+    const std::string release = pmc::kernel_release();
+    const auto paranoid = pmc::perf_event_paranoid();
+    const bool root = ::geteuid() == 0;
+    const bool core = pmc::has_core_pmu(o.sysfs);
+    const std::string hv = pmc::hypervisor_signature();
+    const pmc::CpuModel& cpu = pmc::this_cpu();
+
+    // Kernel and timer.
+    const int hz = kernel_hz(release);
+    const std::string nohz = read_text("/sys/devices/system/cpu/nohz_full");
+    checks.push_back({"ok", "kernel",
+                      release + (hz ? fmt::format(", HZ={} (a timer interrupt every {:.0f} ms)", hz, 1000.0 / hz) : "") +
+                          (nohz.empty() || nohz == "(null)" ? ", no nohz_full CPUs" : ", nohz_full=" + nohz),
+                      ""});
+    if (paranoid) {
+        const bool allowed = root || *paranoid <= 2;
+        checks.push_back({allowed ? "ok" : "impossible", "perf_event_paranoid",
+                          fmt::format("{}: {}{}", *paranoid, pmc::paranoid_meaning(*paranoid),
+                                      root ? " (running as root: no limit)" : ""),
+                          allowed ? "" : "sudo sysctl kernel.perf_event_paranoid=2, or give the program CAP_PERFMON"});
+    } else {
+        checks.push_back({"degraded", "perf_event_paranoid", "cannot read /proc/sys/kernel/perf_event_paranoid", ""});
+    }
+
+    // PMUs and the machine.
+    std::vector<pmc::Pmu> pmus;
+    std::string names;
+    for (auto& name : pmc::pmu_names(o.sysfs))
+        if (auto p = pmc::load_pmu(name, o.sysfs)) {
+            names += (names.empty() ? "" : ", ") + p->name;
+            pmus.push_back(std::move(*p));
+        }
+    checks.push_back({core ? "ok" : "impossible", "hardware PMU",
+                      core ? "present (" + names + ")" : "none: sysfs lists " + (names.empty() ? "no PMU" : names),
+                      core ? ""
+                           : "bare metal, or a guest PMU (QEMU/KVM: -cpu host,pmu=on; libvirt: <pmu state='on'/>; "
+                             "VMware: virtualize CPU performance counters; cloud: a bare-metal or PMU instance)"});
+    checks.push_back({hv.empty() ? "ok" : "degraded", "hypervisor",
+                      hv.empty() ? "none: bare metal"
+                                 : hv + ": a virtual machine (cpuid exits to the hypervisor; virtual PMUs lack events)",
+                      ""});
+    for (const auto& p : pmus) {
+        if (!p.rdpmc || !(p.name == "cpu" || p.name == "cpu_core" || p.name == "cpu_atom")) continue;
+        const std::string path = std::string(o.sysfs) + "/" + p.name + "/rdpmc";
+        checks.push_back({*p.rdpmc ? "ok" : "degraded", "rdpmc (" + p.name + ")",
+                          *p.rdpmc == 0   ? "0: user-space rdpmc is off, reads go through the kernel"
+                          : *p.rdpmc == 1 ? "1: user-space rdpmc while a counter is mapped"
+                                          : "2: user-space rdpmc always allowed",
+                          *p.rdpmc ? "" : "echo 1 | sudo tee " + path});
+    }
+    checks.push_back({cpu.warning.empty() ? "ok" : "degraded", "CPU", cpu.description(), cpu.warning});
+    checks.push_back({cpu.irq_status == pmc::IrqEventStatus::none ? "impossible" : "ok", "interrupt event",
+                      cpu.irq_status == pmc::IrqEventStatus::none
+                          ? "none known for this CPU: instructions-minus-irqs is not available"
+                          : cpu.irq_event + " " + cpu.irq_event_name + ": " + pmc::to_string(cpu.irq_status),
+                      ""});
+    const auto hybrid = pmc::hybrid_pmus(o.sysfs);
+    if (hybrid.empty()) {
+        checks.push_back({"ok", "hybrid cores", "no: one core type", ""});
+    } else {
+        std::string types;
+        for (auto& h : hybrid) types += (types.empty() ? "" : ", ") + h.pmu + " on CPUs " + h.cpus_text;
+        checks.push_back({"degraded", "hybrid cores", types + ": counters count on one core type only",
+                          "pin the measured thread: pmc::pin_this_thread(pmc::CoreType::performance), or taskset"});
+    }
+    const std::string nmi = read_text("/proc/sys/kernel/nmi_watchdog");
+    checks.push_back({nmi == "1" && core ? "degraded" : "ok", "NMI watchdog",
+                      nmi == "1" ? (core ? "on: it holds one hardware counter (fewer for you, more multiplexing)"
+                                         : "on (no PMU here for it to take a counter from)")
+                                 : nmi.empty() ? "unknown" : "off",
+                      nmi == "1" && core ? "sudo sysctl kernel.nmi_watchdog=0" : ""});
+    auto speclock = hazard_check("SpecLockMap", pmc::speclockmap_status(cpu));
+    if (!core && speclock.verdict != "ok") // it skews hardware counts, and there are none here
+        speclock = {"ok", "SpecLockMap", "irrelevant here (no hardware counting); " + speclock.finding, ""};
+    checks.push_back(speclock);
+    checks.push_back(hazard_check("ASLR", pmc::aslr_status(), "off for this process"));
+    const auto alloc = pmc::allocator_status();
+    for (const auto& h : alloc.hazards) checks.push_back(hazard_check("allocator", h));
+    const auto clock = pmc::wall_time_clock();
+    checks.push_back({clock.uses_tsc ? "ok" : "degraded", "wall-time clock",
+                      clock.uses_tsc ? fmt::format("TSC at {:.3f} MHz, from {}", clock.tsc_hz / 1e6, clock.source)
+                                     : clock.source,
+                      ""});
+
+    // Trial opens, from the most precise counter down.
+    std::vector<Trial> trials = {trial("instructions-minus-irqs:u"), trial("instructions:u"), trial("task-clock"),
+                                 trial("wall-time")};
+    const Trial& exact = trials[0];
+    const Trial& instructions = trials[1];
+    std::string precision, summary;
+    int status;
+    if (exact.ok && exact.path == "2 x rdpmc") {
+        precision = "exact";
+        summary = "exact user-mode instruction counts: instructions-minus-irqs:u, read with rdpmc";
+        status = 0;
+    } else if (instructions.ok) {
+        precision = "approximate";
+        summary = std::string("hardware counts, not exact ones: ") +
+                  (exact.ok ? "instructions-minus-irqs:u is read through the kernel (rdpmc is off)"
+                            : "instructions:u works but instructions-minus-irqs:u does not (" + exact.why + ")");
+        status = 2;
+    } else if (trials[2].ok || trials[3].ok) {
+        precision = "time-only";
+        summary = "time and software events only: " +
+                  (core ? instructions.why
+                        : std::string("no hardware PMU") + (hv.empty() ? "" : " (a virtual machine without a virtual PMU)"));
+        status = 3;
+    } else {
+        precision = "none";
+        summary = "no perf events can be opened here: " + trials[2].why;
+        status = 4;
+    }
+    int hazards = 0;
+    for (auto& c : checks) hazards += c.verdict == "degraded" && !c.fix.empty();
+
+    if (o.json) {
+        pmc::JsonWriter j;
+        j.begin_object().key("checks").begin_array();
+        for (auto& c : checks)
+            j.begin_object().field("verdict", c.verdict).field("check", c.name).field("finding", c.finding)
+                .field("fix", c.fix).end_object();
+        j.end_array().key("trials").begin_array();
+        for (auto& t : trials) {
+            j.begin_object().field("event", t.event).field("ok", t.ok);
+            if (t.ok) j.field("read_path", t.path); else j.field("errno", t.err).field("why", t.why);
+            j.end_object();
+        }
+        j.end_array().field("precision", precision).field("summary", summary).field("exit_status", status);
+        j.end_object();
+        fmt::print("{}\n", j.str());
+        return status;
+    }
+
+    fmt::print("pmc doctor: what this machine can count, and how precisely\n\n");
+    for (auto& c : checks) {
+        print_wrapped(fmt::format("  {:<11}{:<22}", c.verdict, c.name), c.finding);
+        if (!c.fix.empty() && c.verdict != "ok") print_wrapped(std::string(35, ' '), "fix: " + c.fix);
+    }
+    fmt::print("\n  trial opens on this thread:\n");
+    for (auto& t : trials)
+        fmt::print("  {:<11}{:<28}{}\n", t.ok ? "ok" : "impossible", t.event, t.ok ? "read with " + t.path : t.why);
+    fmt::print("\n  best precision here: {}\n", summary);
+    if (status <= 2 && hazards)
+        fmt::print("  for repeatable counts, also fix the {} degraded line{} above (docs/exact-counts.md)\n", hazards,
+                   hazards == 1 ? "" : "s");
+    return status;
+}
+
+} // namespace pmc_tool
