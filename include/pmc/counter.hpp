@@ -106,6 +106,7 @@ enum class ReadPath : std::uint8_t {
     clock,              ///< clock_gettime(CLOCK_MONOTONIC), for wall-time where the TSC cannot be used
     rdpmc_difference,   ///< a composite (instructions-minus-irqs): two rdpmc under one fence
     syscall_difference, ///< a composite read with one read(2) of its group
+    syscall_sum,        ///< a hybrid CPU's event opened on both core types: two read(2), added
 };
 
 inline const char* to_string(ReadPath p) {
@@ -117,6 +118,7 @@ inline const char* to_string(ReadPath p) {
     case ReadPath::clock: return "clock_gettime";
     case ReadPath::rdpmc_difference: return "2 x rdpmc";
     case ReadPath::syscall_difference: return "group read()";
+    case ReadPath::syscall_sum: return "read() x 2, summed";
     }
     return "?";
 }
@@ -126,6 +128,23 @@ struct Reading {
     std::uint64_t value = 0;
     std::uint64_t time_enabled = 0;
     std::uint64_t time_running = 0;
+};
+
+/// Hybrid CPUs: how a hardware event is opened when the thread could run on either core type.
+enum class HybridPolicy {
+    require_pinned, ///< refuse unless the thread is confined to one core type (pmc::pin_this_thread)
+    sum_core_types, ///< open the event on every core type's PMU and add the counts (read with read())
+};
+
+/// How to open a counter, beyond the event string.
+struct OpenOptions {
+    /// Also count the threads and processes this thread creates after opening (perf's inherit): the kernel adds
+    /// their counts to this counter. rdpmc sees only the calling thread's counter, so such a counter is read with
+    /// read(), and may be read from any thread.
+    bool count_children = false;
+    HybridPolicy hybrid = HybridPolicy::require_pinned;
+    /// Where the PMUs are described (tests point this at a fake tree).
+    std::string_view sysfs_root = default_sysfs_root;
 };
 
 namespace detail {
@@ -172,6 +191,7 @@ struct CounterCore {
     std::uint64_t owner = UINT64_MAX;      ///< opener's thread token; never matches when closed or moved from
     RdpmcCache b;                          ///< difference counters: the subtracted event
 
+    bool any_thread = false; ///< counts children (inherit): read() may come from any thread
     FileDescriptor fd;   ///< the event (for a difference: the group leader)
     FileDescriptor fd_b; ///< difference counters: the subtracted event
     Mapping map, map_b;
@@ -189,6 +209,7 @@ struct CounterCore {
         a = std::exchange(o.a, RdpmcCache{});
         owner = std::exchange(o.owner, UINT64_MAX);
         b = std::exchange(o.b, RdpmcCache{});
+        any_thread = o.any_thread;
         fd = std::move(o.fd);
         fd_b = std::move(o.fd_b);
         map = std::move(o.map);
@@ -217,26 +238,38 @@ struct CounterCore {
                                                    "counter per thread."));
 }
 
-/// read(2) of the perf fd: the count plus time enabled/running. For a difference counter, one read of the group
-/// (PERF_FORMAT_GROUP: nr, enabled, running, then one value per member) gives both counts at the same instant.
-BOOST_NOINLINE inline Reading read_with_syscall(const CounterCore& c) {
+/// read(2) of one perf fd: the count plus time enabled/running. With `group` (a difference counter's leader), one
+/// read of the group (PERF_FORMAT_GROUP: nr, enabled, running, then one value per member) gives both counts at the
+/// same instant, and the value is the first minus the second.
+inline Reading read_fd(int fd, bool group, const CounterInfo* info) {
     std::uint64_t buf[5] = {0, 0, 0, 0, 0};
-    const std::size_t want = c.is_difference() ? sizeof buf : 3 * sizeof(std::uint64_t);
+    const std::size_t want = group ? sizeof buf : 3 * sizeof(std::uint64_t);
     ssize_t n;
     do {
-        n = system_calls().read(c.fd.get(), buf, want);
+        n = system_calls().read(fd, buf, want);
     } while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(want) || (c.is_difference() && buf[0] != 2)) {
+    if (n != static_cast<ssize_t>(want) || (group && buf[0] != 2)) {
         const int err = n < 0 ? errno : EIO;
-        const std::string name = c.info ? c.info->spec.text : "?";
+        const std::string name = info ? info->spec.text : "?";
         if (n == 0)
             raise(make_failure(EIO, "counter '" + name + "' is in an error state: the kernel could not schedule it "
                                     "(a pinned ':D' event whose PMU is full). Drop ':D' or free counters."));
         raise(make_failure(err, "read() of counter '" + name + "' failed: " +
                                     (n < 0 ? std::strerror(err) : "short read")));
     }
-    if (c.is_difference()) return Reading{buf[3] - buf[4], buf[1], buf[2]};
+    if (group) return Reading{buf[3] - buf[4], buf[1], buf[2]};
     return Reading{buf[0], buf[1], buf[2]};
+}
+
+/// The kernel's count of a counter via read(2).
+BOOST_NOINLINE inline Reading read_with_syscall(const CounterCore& c) {
+    if (c.path == ReadPath::syscall_sum) {
+        // Each core type's event counts while the thread runs there: the sum is the thread's count.
+        const Reading a = read_fd(c.fd.get(), false, c.info.get());
+        const Reading b = read_fd(c.fd_b.get(), false, c.info.get());
+        return Reading{a.value + b.value, a.time_enabled, a.time_running + b.time_running};
+    }
+    return read_fd(c.fd.get(), c.is_difference(), c.info.get());
 }
 
 /// One consistent look at a control page for the rdpmc paths.
@@ -297,7 +330,7 @@ BOOST_NOINLINE PMC_COLD std::uint64_t refresh_rdpmc(CounterCore& c) {
 /// The out-of-line read paths: read(2), and clock_gettime for wall-time without a usable TSC.
 BOOST_NOINLINE inline std::uint64_t read_slow(CounterCore& c) {
     if (c.path == ReadPath::clock) return clock_ns(CLOCK_MONOTONIC);
-    if (BOOST_UNLIKELY(thread_token != c.owner)) wrong_thread(c);
+    if (BOOST_UNLIKELY(thread_token != c.owner) && !c.any_thread) wrong_thread(c);
     return read_with_syscall(c).value;
 }
 
@@ -320,13 +353,12 @@ inline std::string rdpmc_setting_hint(const EventSpec& spec) {
     return hint + " (0: rdpmc off, 1: on while mmapped, 2: always); enable with: echo 1 | sudo tee " + path;
 }
 
-/// Fills `cache` from a control page if the page allows user rdpmc with a width pmc trusts. Returns false (with
-/// the reason in the counter's notes) if it does not, and a failure if the width is unusable.
-inline std::optional<Failure> attach_page(CounterCore& c, RdpmcCache& cache, const perf_event_mmap_page* page,
-                                          unsigned fixed_width, bool& allowed) {
+/// Fills `cache` from a control page if the page allows user rdpmc with a width pmc trusts. `allowed` says whether
+/// it does; a failure means the width is unusable. `name` is for messages; `width` receives the counter width.
+inline std::optional<Failure> attach_page(const std::string& name, RdpmcCache& cache, const perf_event_mmap_page* page,
+                                          unsigned fixed_width, bool& allowed, unsigned& width) {
     cache.page = page;
     const PageSnapshot s = snapshot(*page);
-    const std::string& name = c.info->spec.text;
     allowed = s.user_rdpmc() && has_user_counters;
     if (!allowed) return std::nullopt;
     if (s.pmc_width < 8 || s.pmc_width > 64)
@@ -336,7 +368,7 @@ inline std::optional<Failure> attach_page(CounterCore& c, RdpmcCache& cache, con
         return make_failure(EINVAL, "cannot open counter '" + name + "' with width::fixed<" +
                                         std::to_string(fixed_width) + ">: this PMU's counters are " +
                                         std::to_string(s.pmc_width) + " bits wide; use width::from_page");
-    c.info->width = s.pmc_width;
+    width = s.pmc_width;
     cache.shift = static_cast<std::uint8_t>(64 - s.pmc_width);
     if (s.index != 0) {
         cache.index = s.index - 1;
@@ -364,7 +396,6 @@ inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr&
                                          std::vector<std::string>& notes) {
     attr.size = sizeof attr;
     attr.disabled = 0;
-    attr.inherit = 0;
     if (spec.precise_max) attr.precise_ip = 3;
     for (;;) {
         int fd = system_calls().perf_event_open(&attr, 0, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
@@ -385,6 +416,26 @@ inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr&
     }
 }
 
+/// Hybrid CPUs: rewrites a core-PMU event's attr(s) onto the PMU of the core type this thread is confined to, or
+/// fails with how to pin (see pmc/hybrid.hpp). Nothing to do elsewhere.
+inline std::optional<Failure> place_on_core_pmu(const EventSpec& spec, perf_event_attr& attr, perf_event_attr* minus,
+                                                std::vector<std::string>& notes,
+                                                std::string_view sysfs_root = default_sysfs_root) {
+    if (!spec.core_pmu) return std::nullopt;
+    const auto hybrid = hybrid_pmus(sysfs_root);
+    const bool explicit_pmu = spec.pmu == "cpu_core" || spec.pmu == "cpu_atom";
+    if (hybrid.empty() || !(spec.pmu.empty() || explicit_pmu)) return std::nullopt;
+    auto choice = choose_core_pmu(hybrid, thread_affinity(), explicit_pmu ? spec.pmu : std::string());
+    if (!choice.pmu) return make_failure(EINVAL, "cannot open counter '" + spec.text + "': " + choice.error);
+    if (!explicit_pmu) {
+        attr = on_core_pmu(attr, *choice.pmu);
+        if (minus) *minus = on_core_pmu(*minus, *choice.pmu);
+        notes.push_back("hybrid CPU: opened on " + choice.pmu->pmu + " (this thread runs only on its CPUs, " +
+                        choice.pmu->cpus_text + ")");
+    }
+    return std::nullopt;
+}
+
 /// Maps an event's control page (the first page of its ring buffer; pmc maps no data pages).
 inline Result<Mapping> map_control_page(const FileDescriptor& fd, const EventSpec& spec) {
     void* addr = system_calls().mmap(nullptr, page_size(), PROT_READ, MAP_SHARED, fd.get(), 0);
@@ -399,28 +450,42 @@ inline Result<Mapping> map_control_page(const FileDescriptor& fd, const EventSpe
 
 /// Opens a perf event (or, for a difference, its two events as one group), maps the control pages, and decides
 /// the read path.
-inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, unsigned fixed_width) {
+inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, unsigned fixed_width,
+                                     const OpenOptions& options) {
     CounterCore c;
     c.info = std::make_unique<CounterInfo>();
     c.info->spec = spec;
     const bool difference = spec.kind == EventKind::difference;
     perf_event_attr attr = spec.attr;
     perf_event_attr minus = spec.minus_attr;
-    if (spec.core_pmu) {
-        // Hybrid CPUs: open on the core type this thread is confined to, or refuse (see pmc/hybrid.hpp).
-        const auto hybrid = hybrid_pmus();
-        const bool explicit_pmu = spec.pmu == "cpu_core" || spec.pmu == "cpu_atom";
-        if (!hybrid.empty() && (spec.pmu.empty() || explicit_pmu)) {
-            auto choice = choose_core_pmu(hybrid, thread_affinity(), explicit_pmu ? spec.pmu : std::string());
-            if (!choice.pmu) return make_failure(EINVAL, "cannot open counter '" + spec.text + "': " + choice.error);
-            if (!explicit_pmu) {
-                attr = on_core_pmu(attr, *choice.pmu);
-                minus = on_core_pmu(minus, *choice.pmu);
-                c.info->notes.push_back("hybrid CPU: opened on " + choice.pmu->pmu + " (this thread runs only on its "
-                                        "CPUs, " + choice.pmu->cpus_text + ")");
-            }
-        }
+    attr.inherit = minus.inherit = options.count_children;
+    c.any_thread = options.count_children;
+
+    const auto hybrid = spec.core_pmu && spec.pmu.empty() ? hybrid_pmus(options.sysfs_root) : std::vector<CoreTypePmu>{};
+    if (!hybrid.empty() && options.hybrid == HybridPolicy::sum_core_types && !difference) {
+        // One event per core type, each counting while the thread runs there; read() both and add.
+        perf_event_attr second = attr;
+        attr = on_core_pmu(attr, hybrid[0]);
+        second = on_core_pmu(second, hybrid[1]);
+        attr.read_format = second.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+        auto fd = open_event(spec, attr, -1, c.info->notes);
+        if (!fd) return fd.failure();
+        auto fd_b = open_event(spec, second, -1, c.info->notes);
+        if (!fd_b) return fd_b.failure();
+        c.fd = std::move(*fd);
+        c.fd_b = std::move(*fd_b);
+        c.info->attr = attr;
+        c.info->minus_attr = second;
+        c.path = ReadPath::syscall_sum;
+        c.info->notes.push_back("hybrid CPU: opened on " + hybrid[0].pmu + " and " + hybrid[1].pmu +
+                                " and summed (read with read(): rdpmc sees only the core the thread is on)");
+        if (req == Requirement::rdpmc)
+            return make_failure(EOPNOTSUPP, "cannot open '" + spec.text + "' for source::rdpmc: summing core types "
+                                            "needs read()");
+        return c;
     }
+    if (auto failure = place_on_core_pmu(spec, attr, &minus, c.info->notes, options.sysfs_root))
+        return std::move(*failure);
     attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING |
                        (difference ? std::uint64_t{PERF_FORMAT_GROUP} : 0u);
     auto fd = open_event(spec, attr, -1, c.info->notes);
@@ -438,8 +503,12 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         c.info->minus_attr = minus;
     }
 
-    if (!may_use_rdpmc(attr)) {
-        c.path = ReadPath::syscall;
+    if (options.count_children) {
+        c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
+        c.info->notes.push_back("counts this thread and the threads and processes it creates (inherit): read with "
+                                "read(), since rdpmc sees only the calling thread's counter");
+    } else if (!may_use_rdpmc(attr)) {
+        c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
         c.info->notes.push_back(has_user_counters ? "read with read(): this kind of event is never on a hardware "
                                                     "counter"
                                                   : "read with read(): no user-space counter access on this "
@@ -449,15 +518,15 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         if (!map) return map.failure();
         c.map = std::move(*map);
         bool allowed = false, allowed_b = true;
-        if (auto failure = attach_page(c, c.a, static_cast<const perf_event_mmap_page*>(c.map.get()), fixed_width,
-                                       allowed))
+        if (auto failure = attach_page(spec.text, c.a, static_cast<const perf_event_mmap_page*>(c.map.get()),
+                                       fixed_width, allowed, c.info->width))
             return std::move(*failure);
         if (difference) {
             auto map_b = map_control_page(c.fd_b, spec);
             if (!map_b) return map_b.failure();
             c.map_b = std::move(*map_b);
-            if (auto failure = attach_page(c, c.b, static_cast<const perf_event_mmap_page*>(c.map_b.get()),
-                                           fixed_width, allowed_b))
+            if (auto failure = attach_page(spec.text, c.b, static_cast<const perf_event_mmap_page*>(c.map_b.get()),
+                                           fixed_width, allowed_b, c.info->width))
                 return std::move(*failure);
         }
         choose_rdpmc_path(c, allowed && allowed_b, difference);
@@ -469,7 +538,8 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     return c;
 }
 
-inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, unsigned fixed_width) {
+inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, unsigned fixed_width,
+                                     const OpenOptions& options = {}) {
     auto mismatch = [&](const char* wanted) {
         return make_failure(EINVAL, "cannot open '" + spec.text + "' as a " + wanted + " counter: that source reads "
                                     "only the event named '" + wanted + "'");
@@ -480,7 +550,7 @@ inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, uns
         return make_failure(EINVAL, "cannot open '" + spec.text + "' for source::rdpmc: it is not a perf event");
 
     if (spec.kind == EventKind::perf || spec.kind == EventKind::difference) {
-        auto c = open_perf(spec, req, fixed_width);
+        auto c = open_perf(spec, req, fixed_width, options);
         if (c) {
             c->owner = acquire_thread_token();
             if (c->path == ReadPath::rdpmc || c->path == ReadPath::rdpmc_difference) c->fast_owner = c->owner;
@@ -539,18 +609,19 @@ public:
     static constexpr unsigned width_bits = Width::bits; ///< 0: from the kernel's mmap page
 
     /// Opens `event` (see pmc/event.hpp for the syntax). Throws pmc::error with the reason and the fix.
-    explicit BasicCounter(std::string_view event) : BasicCounter(parse_event(event)) {}
-    explicit BasicCounter(const EventSpec& spec)
-        : core_(detail::open_core(spec, detail::requirement_of<Source>(), Width::bits).value()) {}
+    explicit BasicCounter(std::string_view event, const OpenOptions& options = {})
+        : BasicCounter(parse_event(event, options.sysfs_root), options) {}
+    explicit BasicCounter(const EventSpec& spec, const OpenOptions& options = {})
+        : core_(detail::open_core(spec, detail::requirement_of<Source>(), Width::bits, options).value()) {}
 
     /// Opens without throwing pmc::error: the Result holds the counter or the Failure (code + message).
-    static Result<BasicCounter> try_open(std::string_view event) {
-        auto spec = try_parse_event(event);
+    static Result<BasicCounter> try_open(std::string_view event, const OpenOptions& options = {}) {
+        auto spec = try_parse_event(event, options.sysfs_root);
         if (!spec) return spec.failure();
-        return try_open(*spec);
+        return try_open(*spec, options);
     }
-    static Result<BasicCounter> try_open(const EventSpec& spec) {
-        auto core = detail::open_core(spec, detail::requirement_of<Source>(), Width::bits);
+    static Result<BasicCounter> try_open(const EventSpec& spec, const OpenOptions& options = {}) {
+        auto core = detail::open_core(spec, detail::requirement_of<Source>(), Width::bits, options);
         if (!core) return core.failure();
         return BasicCounter(std::move(*core));
     }
@@ -583,7 +654,7 @@ public:
     /// The kernel's count with time enabled/running, via read(2) (perf events only; a system call).
     Reading read_detailed() {
         if (!core_.fd) raise(make_failure(EINVAL, "read_detailed() needs a perf event; '" + event().text + "' is a clock"));
-        if (BOOST_UNLIKELY(detail::thread_token != core_.owner)) detail::wrong_thread(core_);
+        if (BOOST_UNLIKELY(detail::thread_token != core_.owner) && !core_.any_thread) detail::wrong_thread(core_);
         return detail::read_with_syscall(core_);
     }
 
@@ -672,9 +743,11 @@ struct CounterAccess {
         c.fd = FileDescriptor(read_fd);
         const bool difference = spec.kind == EventKind::difference;
         bool allowed = false, allowed_b = true;
-        if (auto failure = attach_page(c, c.a, page, C::width_bits, allowed)) return std::move(*failure);
+        if (auto failure = attach_page(spec.text, c.a, page, C::width_bits, allowed, c.info->width))
+            return std::move(*failure);
         if (difference)
-            if (auto failure = attach_page(c, c.b, page_b, C::width_bits, allowed_b)) return std::move(*failure);
+            if (auto failure = attach_page(spec.text, c.b, page_b, C::width_bits, allowed_b, c.info->width))
+                return std::move(*failure);
         choose_rdpmc_path(c, allowed && allowed_b, difference);
         c.owner = acquire_thread_token();
         if (c.path == ReadPath::rdpmc || c.path == ReadPath::rdpmc_difference) c.fast_owner = c.owner;

@@ -77,7 +77,7 @@ if(STEP STREQUAL "install")
   file(REMOVE_RECURSE "${build}" "${prefix}")
   run("configure pmc with only its install rules" "${CMAKE_COMMAND}" -S "${PMC_SOURCE_DIR}" -B "${build}"
       ${generator_args} "-DCMAKE_CXX_COMPILER=${CXX}" -DPMC_BUILD_TESTS=OFF -DPMC_BUILD_TOOLS=OFF
-      -DPMC_BUILD_BENCH=OFF -DPMC_INSTALL=ON "-DCMAKE_INSTALL_PREFIX=${prefix}")
+      -DPMC_BUILD_BENCH=OFF -DPMC_BUILD_EXAMPLES=OFF -DPMC_INSTALL=ON "-DCMAKE_INSTALL_PREFIX=${prefix}")
   run("build pmc (headers only: nothing to compile)" "${CMAKE_COMMAND}" --build "${build}")
   run("install pmc into ${prefix}" "${CMAKE_COMMAND}" --install "${build}")
 

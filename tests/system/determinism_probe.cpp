@@ -2,15 +2,40 @@
 //   determinism_probe aslr [--keep-aslr]   re-execute without randomization (unless --keep-aslr), then print the
 //                                          addresses of a stack variable, a heap block and a function
 //   determinism_probe allocator            print the allocator pmc detects and its hazards, one per line
+//   determinism_probe allocations          print "PID:size,size,..." for the allocations pmc makes to open, read
+//                                          and close counters (this program replaces operator new to trace them;
+//                                          it is built without sanitizers, which replace it too)
 #include <pmc/determinism.hpp>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <string>
+#include <vector>
 
 namespace {
 void some_function() {}
+
+bool g_tracing = false;
+std::vector<std::size_t>* g_sizes = nullptr;
 } // namespace
+
+void* operator new(std::size_t n) {
+    if (g_tracing && g_sizes) {
+        g_tracing = false; // the vector's own growth is not traced
+        g_sizes->push_back(n);
+        g_tracing = true;
+    }
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
@@ -34,6 +59,26 @@ int main(int argc, char** argv) {
         for (const auto& h : report.hazards) std::printf("%s: %s\n", pmc::to_string(h.state), h.detail.c_str());
         return 0;
     }
-    std::fprintf(stderr, "usage: determinism_probe aslr [--keep-aslr] | allocator\n");
+    if (mode == "allocations") {
+        { pmc::Counter warm{"wall-time"}; } // one-time work (TSC calibration, fork handler) is not compared
+        std::vector<std::size_t> sizes;
+        sizes.reserve(4096);
+        g_sizes = &sizes;
+        g_tracing = true;
+        {
+            pmc::Counter faults{"page-faults"};
+            pmc::Counter wall{"wall-time"};
+            auto iv = faults.interval();
+            (void)wall.read();
+            (void)iv.stop();
+            if (auto spec = pmc::try_parse_event("msr/tsc/")) (void)pmc::Counter::try_open(*spec);
+        }
+        g_tracing = false;
+        std::printf("%d:", static_cast<int>(::getpid()));
+        for (auto n : sizes) std::printf("%zu,", n);
+        std::printf("\n");
+        return 0;
+    }
+    std::fprintf(stderr, "usage: determinism_probe aslr [--keep-aslr] | allocator | allocations\n");
     return 2;
 }

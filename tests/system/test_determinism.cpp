@@ -11,7 +11,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -120,27 +119,7 @@ TEST_CASE("SpecLockMap: not applicable off Zen, and never a silent guess on Zen"
 // ---- pmc's own allocations do not depend on the PID ----------------------------------------------------------
 
 namespace {
-bool g_tracing = false;
-std::vector<std::size_t>* g_sizes = nullptr;
-} // namespace
-
-// The replacement pair below is malloc/free on both sides; GCC cannot see that the two match.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-    if (g_tracing && g_sizes) {
-        g_tracing = false; // the vector's own growth is not traced
-        g_sizes->push_back(n);
-        g_tracing = true;
-    }
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-
-namespace {
-/// In a child whose PID follows `last_pid`, traces the sizes of the allocations pmc makes to open, read and close
-/// counters; returns "pid:size,size,...".
+/// Runs the probe's allocation trace in a process whose PID follows `last_pid` (chosen through ns_last_pid).
 std::string allocation_trace_with_pid_after(int last_pid) {
     int fds[2];
     if (::pipe(fds) != 0) return "pipe failed";
@@ -151,25 +130,10 @@ std::string allocation_trace_with_pid_after(int last_pid) {
     std::fflush(nullptr);
     pid_t pid = ::fork();
     if (pid == 0) {
+        ::dup2(fds[1], 1);
         ::close(fds[0]);
-        std::vector<std::size_t> sizes;
-        sizes.reserve(4096);
-        g_sizes = &sizes;
-        g_tracing = true;
-        {
-            pmc::Counter faults{"page-faults"};
-            pmc::Counter wall{"wall-time"};
-            auto iv = faults.interval();
-            (void)wall.read();
-            (void)iv.stop();
-            auto spec = pmc::try_parse_event("msr/tsc/");
-            if (spec) (void)pmc::Counter::try_open(*spec);
-        }
-        g_tracing = false;
-        std::string out = std::to_string(::getpid()) + ":";
-        for (auto n : sizes) out += std::to_string(n) + ",";
-        if (::write(fds[1], out.data(), out.size()) < 0) _exit(1);
-        _exit(0);
+        ::execl(probe.c_str(), probe.c_str(), "allocations", static_cast<char*>(nullptr));
+        _exit(127);
     }
     ::close(fds[1]);
     std::string out;
@@ -188,8 +152,6 @@ TEST_CASE("pmc allocates the same sizes whatever the length of the PID", "[syste
         WARN("needs root to choose PIDs through /proc/sys/kernel/ns_last_pid");
         return;
     }
-    // pmc is warmed up first: one-time work (the TSC calibration, the fork handler) happens before the fork.
-    { pmc::Counter warm{"wall-time"}; }
     const std::string four = allocation_trace_with_pid_after(4000);
     const std::string five = allocation_trace_with_pid_after(30000);
     const auto colon4 = four.find(':'), colon5 = five.find(':');
