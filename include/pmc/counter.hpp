@@ -144,7 +144,7 @@ struct OpenOptions {
     bool count_children = false;
     HybridPolicy hybrid = HybridPolicy::require_pinned;
     /// Where the PMUs are described (tests point this at a fake tree).
-    std::string_view sysfs_root = default_sysfs_root;
+    std::string sysfs_root{default_sysfs_root};
 };
 
 namespace detail {
@@ -391,11 +391,13 @@ inline void choose_rdpmc_path(CounterCore& c, bool allowed, bool difference) {
     }
 }
 
-/// perf_event_open with perf's own fallbacks, explaining the final failure.
+/// perf_event_open with perf's own fallbacks, explaining the final failure. A group leader is opened disabled
+/// (`start_disabled`) and enabled with enable_group() once its members are in: the kernel does not schedule a
+/// member added to a running leader until the thread is next scheduled in.
 inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr& attr, int group_fd,
-                                         std::vector<std::string>& notes) {
+                                         std::vector<std::string>& notes, bool start_disabled = false) {
     attr.size = sizeof attr;
-    attr.disabled = 0;
+    attr.disabled = start_disabled;
     if (spec.precise_max) attr.precise_ip = 3;
     for (;;) {
         int fd = system_calls().perf_event_open(&attr, 0, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
@@ -432,6 +434,15 @@ inline std::optional<Failure> place_on_core_pmu(const EventSpec& spec, perf_even
         if (minus) *minus = on_core_pmu(*minus, *choice.pmu);
         notes.push_back("hybrid CPU: opened on " + choice.pmu->pmu + " (this thread runs only on its CPUs, " +
                         choice.pmu->cpus_text + ")");
+    }
+    return std::nullopt;
+}
+
+/// Starts a group opened with its leader disabled: all its events begin counting at once.
+inline std::optional<Failure> enable_group(const FileDescriptor& leader, const std::string& name) {
+    if (system_calls().ioctl(leader.get(), PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) != 0) {
+        const int err = errno;
+        return make_failure(err, "cannot start '" + name + "': enabling its group failed: " + std::strerror(err));
     }
     return std::nullopt;
 }
@@ -488,7 +499,7 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         return std::move(*failure);
     attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING |
                        (difference ? std::uint64_t{PERF_FORMAT_GROUP} : 0u);
-    auto fd = open_event(spec, attr, -1, c.info->notes);
+    auto fd = open_event(spec, attr, -1, c.info->notes, /*start_disabled=*/difference);
     if (!fd) return fd.failure();
     c.fd = std::move(*fd);
     c.info->attr = attr;
@@ -501,6 +512,7 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         if (!fd_b) return fd_b.failure();
         c.fd_b = std::move(*fd_b);
         c.info->minus_attr = minus;
+        if (auto failure = enable_group(c.fd, spec.text)) return std::move(*failure);
     }
 
     if (options.count_children) {
@@ -591,7 +603,8 @@ constexpr Requirement requirement_of() {
     }
 }
 
-struct CounterAccess; // lets tests build a counter around a fake control page
+struct CounterAccess;   // lets tests build a counter around a fake control page
+struct CrossThreadRead; // pmc::PerThread's totals
 
 } // namespace detail
 
@@ -679,6 +692,7 @@ public:
 
 private:
     friend struct detail::CounterAccess;
+    friend struct detail::CrossThreadRead;
     explicit BasicCounter(detail::CounterCore core) : core_(std::move(core)) {}
 
     const detail::CounterInfo& info() const {

@@ -7,6 +7,7 @@
 #include "inject.hpp"
 
 #include <pmc/counter.hpp>
+#include <pmc/group.hpp>
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -22,6 +23,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -30,6 +32,7 @@ std::atomic<std::uint64_t> g_hw[hw_counters];     // the "hardware" counters rdp
 std::atomic<std::uint64_t> g_traps{0};            // rdpmc instructions executed (and emulated)
 std::atomic<std::uint64_t> g_kernel_count{0};     // what read(2) of the perf fd returns
 std::atomic<std::uint64_t> g_kernel_count_b{0};   // a group's second member, for difference counters
+std::vector<std::uint64_t> g_group_read;          // what a PERF_FORMAT_GROUP read returns, when set
 constexpr std::uint64_t poison = 0x5a5a5a5a5a5aull;
 
 #if PMC_ARCH_X86_64
@@ -95,6 +98,10 @@ struct FakePage {
 /// read(2) of the fake perf fd: the kernel's count, enabled == running; 40 bytes is a two-member group read
 /// (nr, enabled, running, value, value).
 ssize_t fake_read(int, void* buf, std::size_t size) {
+    if (!g_group_read.empty() && size == g_group_read.size() * sizeof(std::uint64_t)) {
+        std::memcpy(buf, g_group_read.data(), size);
+        return static_cast<ssize_t>(size);
+    }
     if (size == 40) {
         std::uint64_t v[5] = {2, 1000, 1000, g_kernel_count.load(), g_kernel_count_b.load()};
         std::memcpy(buf, v, sizeof v);
@@ -107,6 +114,7 @@ ssize_t fake_read(int, void* buf, std::size_t size) {
 }
 
 struct Emulation : pmc_test::SystemCallOverride {
+    ~Emulation() { g_group_read.clear(); }
     Emulation() {
 #if PMC_ARCH_X86_64
         install_handler(); // after Catch2's own SIGSEGV handler, which it installs for each test case
@@ -448,6 +456,154 @@ TEST_CASE("a difference is read with read() when either page forbids rdpmc", "[e
     CHECK(c.path() == pmc::ReadPath::syscall_difference);
     const auto t0 = traps();
     CHECK(c.read() == 995);
+    CHECK(traps() == t0);
+}
+
+namespace {
+/// A leader page that publishes its time conversion with time_mult 0, so the time since its last update is exactly
+/// time_offset whatever the TSC says: enabled = time_enabled + offset, running = time_running + offset.
+void set_times(FakePage& leader, std::uint64_t enabled, std::uint64_t running, std::uint64_t offset) {
+    leader.begin_update();
+    leader.page.cap_user_time = 1;
+    leader.page.time_mult = 0;
+    leader.page.time_shift = 0;
+    leader.page.time_offset = offset;
+    leader.page.time_enabled = enabled;
+    leader.page.time_running = running;
+    leader.end_update();
+}
+
+pmc::Group attach_group(std::vector<FakePage*> pages) {
+    std::vector<const perf_event_mmap_page*> raw;
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+        raw.push_back(&pages[i]->page);
+        names.push_back("event" + std::to_string(i));
+    }
+    int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    auto r = pmc::detail::GroupAccess::attach<pmc::Group>(raw, names, fd);
+    if (!r) FAIL(r.failure().message);
+    return std::move(r.value());
+}
+} // namespace
+
+TEST_CASE("a group is read with one rdpmc per event under one fence, times from the leader's page", "[emulated][group]") {
+    Emulation emu;
+    FakePage a, b, c;
+    a.place(0, 100, 1000);
+    b.place(1, 200, 2000);
+    c.place(2, 300, 3000);
+    set_times(a, 5000, 5000, 7);
+    auto g = attach_group({&a, &b, &c});
+    CHECK(g.path() == pmc::ReadPath::rdpmc);
+    auto r = g.make_reading();
+    g.read(r); // fills the caches
+    auto t0 = traps();
+    g.read(r);
+    CHECK(traps() - t0 == 3);
+    CHECK(r.values == std::vector<std::uint64_t>{1000, 2000, 3000});
+    CHECK(r.time_enabled == 5007);
+    CHECK(r.time_running == 5007);
+    CHECK(g.index("event2") == 2);
+    CHECK_FALSE(g.find("nope"));
+    CHECK_THROWS_AS(g.index("nope"), pmc::error);
+}
+
+TEST_CASE("a group member moving to another counter is re-validated", "[emulated][group]") {
+    Emulation emu;
+    FakePage a, b;
+    a.place(0, 100, 1000);
+    b.place(1, 200, 2000);
+    set_times(a, 10, 10, 0);
+    auto g = attach_group({&a, &b});
+    auto iv = g.interval();
+    b.place(4, 0xfffffff00000ull, 2050); // moved, 50 more
+    g_hw[1].store(poison);
+    g_hw[0].store(130);                 // 30 more
+    set_times(a, 90, 90, 0);            // 80 ns later, on the counters all along
+    const auto& counts = iv.stop();
+    CHECK(counts[0].raw == 30);
+    CHECK(counts[1].raw == 50);
+    CHECK(counts[1].counted);
+    CHECK(counts[1].running_fraction == 1.0);
+    auto t0 = traps();
+    (void)iv.stop();
+    CHECK(traps() - t0 == 2); // caches refilled
+}
+
+TEST_CASE("a multiplexed group is scaled by enabled/running and says so", "[emulated][group]") {
+    Emulation emu;
+    FakePage a, b;
+    a.place(0, 0, 0);
+    b.place(1, 0, 0);
+    set_times(a, 2000, 1000, 0); // already multiplexed: half the time on the counters
+    auto g = attach_group({&a, &b});
+    auto iv = g.interval();
+    // The kernel took the group off the counters and back: 4000 ns enabled, 2000 ns running since the start.
+    a.place(0, 100, 100);
+    b.place(1, 40, 40);
+    set_times(a, 6000, 3000, 0);
+    const auto& counts = iv.stop();
+    CHECK(counts[0].raw == 100);
+    CHECK(counts[0].counted);
+    CHECK(counts[0].running_fraction == Approx(0.5));
+    CHECK(counts[0].estimate == Approx(200.0));
+    CHECK(counts[1].estimate == Approx(80.0));
+    CHECK(counts[1].multiplexed());
+    CHECK(iv["event1"].raw == 40);
+}
+
+TEST_CASE("a group that never ran in an interval is 'not counted', not zero", "[emulated][group]") {
+    Emulation emu;
+    FakePage a, b;
+    a.place(0, 0, 50);
+    b.place(1, 0, 60);
+    set_times(a, 1000, 1000, 0);
+    auto g = attach_group({&a, &b});
+    // Off the counters (index 0) for the whole interval: reads come from read(), and time_running does not move.
+    a.unplace(50);
+    b.unplace(60);
+    g_group_read = {2, 1000, 1000, 50, 60};
+    auto iv = g.interval();
+    g_group_read = {2, 9000, 1000, 50, 60};
+    const auto& counts = iv.stop();
+    CHECK_FALSE(counts[0].counted);
+    CHECK_FALSE(counts[1].counted);
+    CHECK_FALSE(counts[0].multiplexed());
+}
+
+TEST_CASE("a group whose leader publishes no time conversion is read with read()", "[emulated][group]") {
+    Emulation emu;
+    FakePage a, b;
+    a.place(0, 0, 11);
+    b.place(1, 0, 22);
+    auto g = attach_group({&a, &b}); // cap_user_time = 0
+    CHECK(g.path() == pmc::ReadPath::syscall);
+    g_group_read = {2, 500, 500, 11, 22};
+    const auto t0 = traps();
+    auto r = g.read();
+    CHECK(traps() == t0);
+    CHECK(r.values == std::vector<std::uint64_t>{11, 22});
+    CHECK(r.time_running == 500);
+}
+
+TEST_CASE("a group read from another thread is refused before any rdpmc", "[emulated][group][ownership]") {
+    Emulation emu;
+    FakePage a;
+    a.place(0, 0, 1);
+    set_times(a, 1, 1, 0);
+    auto g = attach_group({&a});
+    const auto t0 = traps();
+    std::string error;
+    std::thread other([&] {
+        try {
+            (void)g.read();
+        } catch (const pmc::error& e) {
+            error = e.what();
+        }
+    });
+    other.join();
+    CHECK_THAT(error, ContainsSubstring("did not open it"));
     CHECK(traps() == t0);
 }
 

@@ -35,6 +35,11 @@ inline bool user_rdpmc_allowed(std::uint64_t capabilities) {
     return (capabilities & cap_bit0_is_deprecated_bit) && (capabilities & cap_user_rdpmc_bit);
 }
 
+/// Whether the page publishes the conversion of TSC ticks to time since its last update (time_offset and friends).
+inline bool user_time_allowed(std::uint64_t capabilities) {
+    return (capabilities & cap_bit0_is_deprecated_bit) && (capabilities & cap_user_time_bit);
+}
+
 struct PageSnapshot {
     std::uint32_t version = 0;
     std::uint32_t lock = 0;

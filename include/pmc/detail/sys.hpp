@@ -5,6 +5,7 @@
 #include <pmc/config.hpp>
 
 #include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@ inline int real_perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int g
     return static_cast<int>(::syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags));
 }
 
+inline int real_perf_ioctl(int fd, unsigned long request, unsigned long arg) { return ::ioctl(fd, request, arg); }
+
 /// Every system call pmc makes goes through here. Tests swap entries (see tests/support) to simulate failures.
 struct SystemCalls {
     int (*perf_event_open)(perf_event_attr*, pid_t, int, int, unsigned long) = &real_perf_event_open;
@@ -28,6 +31,7 @@ struct SystemCalls {
     int (*munmap)(void*, std::size_t) = &::munmap;
     ssize_t (*read)(int, void*, std::size_t) = &::read;
     int (*close)(int) = &::close;
+    int (*ioctl)(int, unsigned long, unsigned long) = &real_perf_ioctl;
 };
 
 inline SystemCalls& system_calls() {

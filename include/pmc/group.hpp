@@ -1,0 +1,457 @@
+// pmc/group.hpp: several events read together, and what multiplexing did to them.
+//
+//     pmc::Group g{"instructions:u", "cycles:u", "branch-misses:u"};
+//     auto iv = g.interval();
+//     work();
+//     const auto& counts = iv.stop();               // one pmc::EventCount per event, by index or by name
+//     std::printf("%f\n", counts[g.index("cycles:u")].estimate);
+//
+// The events form one perf group: the kernel puts them on the counters all at once or not at all. When more events
+// are wanted than there are counters, the kernel time-shares (multiplexes) the counters: each group then counts
+// only part of the time. A reading carries the group's time enabled and time running, and an interval's count is
+// scaled by enabled/running and marked with its running fraction; an event that never ran in the interval is "not
+// counted" — never a 0 that looks like a measurement.
+//
+// How a read works. When every event's control page allows rdpmc and the leader's page publishes a user-space time
+// conversion (cap_user_time), a read is: one owner check, one fence, one rdpmc per event, one rdtsc, and a check
+// of every page's lock word against the cache (as for pmc::Counter); the times come from the leader's page plus
+// the TSC ticks since its last update. Otherwise one read(2) of the leader with PERF_FORMAT_GROUP returns every
+// count and the two times at the same instant.
+#pragma once
+
+#include <pmc/config.hpp>
+#include <pmc/counter.hpp>
+#include <pmc/detail/clock.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+PMC_BEGIN_NAMESPACE
+
+/// One read of a group: each event's raw count since open, and the group's times.
+struct GroupReading {
+    std::vector<std::uint64_t> values; ///< sized by Group::make_reading(); reading into it does not allocate
+    std::uint64_t time_enabled = 0;    ///< ns the group was enabled
+    std::uint64_t time_running = 0;    ///< ns it was on the counters (less than enabled when multiplexed)
+};
+
+/// One event's count over an interval, and how much of the interval it was counting.
+struct EventCount {
+    std::uint64_t raw = 0;          ///< counted while the group was on the counters
+    double estimate = 0;            ///< raw x enabled / running: the count for the whole interval (== raw if it ran all along)
+    double running_fraction = 0;    ///< running / enabled over the interval: 1 = counted throughout
+    bool counted = false;           ///< false: the group never ran in the interval; `raw` and `estimate` mean nothing
+    bool multiplexed() const noexcept { return counted && running_fraction < 1.0; }
+};
+
+/// Fills `out` (sized like the readings) with each event's count between two readings of the same group.
+inline void difference(const GroupReading& start, const GroupReading& stop, std::vector<EventCount>& out) {
+    const std::uint64_t enabled = stop.time_enabled - start.time_enabled;
+    const std::uint64_t running = stop.time_running - start.time_running;
+    out.resize(stop.values.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        EventCount& c = out[i];
+        c.raw = stop.values[i] - start.values[i];
+        c.counted = running > 0;
+        if (!c.counted) {
+            c.estimate = 0;
+            c.running_fraction = 0;
+        } else if (running >= enabled) {
+            c.estimate = static_cast<double>(c.raw);
+            c.running_fraction = 1.0;
+        } else {
+            c.estimate = static_cast<double>(c.raw) * static_cast<double>(enabled) / static_cast<double>(running);
+            c.running_fraction = static_cast<double>(running) / static_cast<double>(enabled);
+        }
+    }
+}
+
+namespace detail {
+
+struct GroupMember {
+    RdpmcCache cache;
+    FileDescriptor fd;
+    Mapping map;
+};
+
+/// What a group knows that its reads do not need.
+struct GroupInfo {
+    std::vector<EventSpec> specs;
+    std::vector<std::string> names;
+    std::vector<perf_event_attr> attrs; ///< as opened
+    std::vector<std::string> notes;
+    pid_t pid = 0;
+};
+
+/// Everything a group holds. The leader's time fields are cached with its lock word, like the counts.
+struct GroupCore {
+    ReadPath path = ReadPath::syscall;     ///< rdpmc or syscall
+    std::uint64_t fast_owner = UINT64_MAX; ///< owner while the rdpmc path may run, else never matches
+    std::uint64_t owner = UINT64_MAX;
+    bool any_thread = false;               ///< counts children (inherit): read() may come from any thread
+    // Leader page times, valid while the leader's cache is: enabled/running at its last update, and the conversion
+    // of TSC ticks since then (time_offset + ticks * time_mult >> time_shift).
+    std::uint64_t time_enabled = 0, time_running = 0, time_offset = 0;
+    std::uint32_t time_mult = 0;
+    std::uint16_t time_shift = 0;
+    std::vector<GroupMember> members;      ///< members[0] is the leader
+    std::vector<std::uint64_t> buffer;     ///< for read(2): nr, enabled, running, one value per member
+    std::unique_ptr<GroupInfo> info;
+
+    GroupCore() = default;
+    GroupCore(GroupCore&& o) noexcept { *this = std::move(o); }
+    GroupCore& operator=(GroupCore&& o) noexcept {
+        if (this == &o) return *this;
+        path = std::exchange(o.path, ReadPath::syscall);
+        fast_owner = std::exchange(o.fast_owner, UINT64_MAX);
+        owner = std::exchange(o.owner, UINT64_MAX);
+        any_thread = o.any_thread;
+        time_enabled = o.time_enabled;
+        time_running = o.time_running;
+        time_offset = o.time_offset;
+        time_mult = o.time_mult;
+        time_shift = o.time_shift;
+        members = std::move(o.members);
+        buffer = std::move(o.buffer);
+        info = std::move(o.info);
+        return *this;
+    }
+};
+
+[[noreturn]] BOOST_NOINLINE PMC_COLD inline void group_wrong_thread(const GroupCore& g) {
+    if (!g.info) raise(make_failure(EBADF, "read of a pmc group that was moved from"));
+    if (::getpid() != g.info->pid)
+        raise(make_failure(ECHILD, "a pmc group was read in a child process after fork(): it counts the parent's "
+                                   "thread. Open a new group in the child."));
+    raise(make_failure(EPERM, "a pmc group was read from a thread that did not open it: its counters count only the "
+                              "thread that opened it. Open one group per thread."));
+}
+
+/// One read(2) of the leader with PERF_FORMAT_GROUP: every count and both times at the same instant.
+BOOST_NOINLINE inline void group_read_syscall(GroupCore& g, GroupReading& out) {
+    const std::size_t n = g.members.size();
+    const std::size_t want = (3 + n) * sizeof(std::uint64_t);
+    ssize_t got;
+    do {
+        got = system_calls().read(g.members[0].fd.get(), g.buffer.data(), want);
+    } while (got < 0 && errno == EINTR);
+    if (got != static_cast<ssize_t>(want) || g.buffer[0] != n) {
+        const int err = got < 0 ? errno : EIO;
+        raise(make_failure(err, std::string("read() of a pmc group failed: ") +
+                                    (got < 0 ? std::strerror(err)
+                                     : got == 0 ? "the group is in an error state (pinned, and its PMU is full)"
+                                                : "short read")));
+    }
+    out.time_enabled = g.buffer[1];
+    out.time_running = g.buffer[2];
+    for (std::size_t i = 0; i < n; ++i) out.values[i] = g.buffer[3 + i];
+}
+
+/// The group's pages moved on (or were never cached): re-read all of them and the leader's times under their
+/// seqlocks, refill the caches and read. Falls back to read() while the group is off the counters, and for good
+/// if a page stops allowing rdpmc or publishing its time conversion.
+template <class Serialize>
+BOOST_NOINLINE PMC_COLD void group_refresh(GroupCore& g, GroupReading& out) {
+    const std::size_t n = g.members.size();
+    for (;;) {
+        bool stable = true, on_counters = true, allowed = true;
+        std::uint32_t seqs[64];
+        for (std::size_t i = 0; i < n; ++i) {
+            const PageState s = page_state(*g.members[i].cache.page);
+            seqs[i] = s.seq;
+            stable = stable && !(s.seq & 1);
+            on_counters = on_counters && s.index != 0;
+            allowed = allowed && s.allowed;
+            g.members[i].cache.index = s.index ? s.index - 1 : 0;
+            g.members[i].cache.offset = s.offset;
+        }
+        const perf_event_mmap_page& leader = *g.members[0].cache.page;
+        const bool user_time = user_time_allowed(load_once(leader.capabilities));
+        g.time_enabled = load_once(leader.time_enabled);
+        g.time_running = load_once(leader.time_running);
+        g.time_offset = load_once(leader.time_offset);
+        g.time_mult = load_once(leader.time_mult);
+        g.time_shift = load_once(leader.time_shift);
+        compiler_barrier();
+        if (!stable) {
+            cpu_relax();
+            continue;
+        }
+        if (!allowed || !user_time || !on_counters) {
+            for (auto& m : g.members) m.cache.invalidate();
+            if (!allowed || !user_time) {
+                g.path = ReadPath::syscall;
+                g.fast_owner = UINT64_MAX;
+            }
+            group_read_syscall(g, out);
+            return;
+        }
+        Serialize::before();
+        for (std::size_t i = 0; i < n; ++i) out.values[i] = rdpmc(g.members[i].cache.index);
+        const std::uint64_t ticks = rdtsc();
+        bool moved = false;
+        for (std::size_t i = 0; i < n; ++i) moved = moved || load_once(g.members[i].cache.page->lock) != seqs[i];
+        if (moved) continue;
+        for (std::size_t i = 0; i < n; ++i) {
+            g.members[i].cache.seq = seqs[i];
+            out.values[i] = static_cast<std::uint64_t>(g.members[i].cache.count(out.values[i], g.members[i].cache.shift));
+        }
+        const std::uint64_t delta = ticks_to_ns(ticks, g.time_mult, g.time_shift, g.time_offset);
+        out.time_enabled = g.time_enabled + delta;
+        out.time_running = g.time_running + delta;
+        return;
+    }
+}
+
+/// Parses `texts` and opens them as one group.
+inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const OpenOptions& options) {
+    if (texts.empty()) return make_failure(EINVAL, "a pmc group needs at least one event");
+    if (texts.size() > 64) return make_failure(E2BIG, "a pmc group holds at most 64 events");
+    GroupCore g;
+    g.info = std::make_unique<GroupInfo>();
+    for (const auto& text : texts) {
+        auto spec = try_parse_event(text, options.sysfs_root);
+        if (!spec) return spec.failure();
+        if (spec->kind != EventKind::perf)
+            return make_failure(EINVAL, "'" + text + "' cannot be a group member: " +
+                                            (spec->kind == EventKind::difference
+                                                 ? "it is itself a group (open it as a pmc::Counter)"
+                                                 : "it is pmc's clock, not a perf event (read it with a pmc::Counter)"));
+        for (const auto& name : g.info->names)
+            if (name == spec->name)
+                return make_failure(EINVAL, "'" + text + "' is in the group twice; give one a name= term to tell "
+                                                "them apart");
+        g.info->names.push_back(spec->name);
+        g.info->specs.push_back(std::move(*spec));
+    }
+    const std::size_t n = g.info->specs.size();
+    g.buffer.assign(3 + n, 0);
+    bool allowed = !options.count_children;
+    for (std::size_t i = 0; i < n; ++i) {
+        const EventSpec& spec = g.info->specs[i];
+        perf_event_attr attr = spec.attr;
+        attr.inherit = options.count_children;
+        attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+        if (auto failure = place_on_core_pmu(spec, attr, nullptr, g.info->notes, options.sysfs_root))
+            return std::move(*failure);
+        GroupMember m;
+        auto fd = open_event(spec, attr, i == 0 ? -1 : g.members[0].fd.get(), g.info->notes, /*start_disabled=*/i == 0);
+        if (!fd) {
+            Failure f = fd.failure();
+            if (i > 0 && (f.code.value() == EINVAL || f.code.value() == ENOSPC))
+                f.message += "\nA group goes onto the counters all at once: with " + std::to_string(i) +
+                             " event" + (i == 1 ? "" : "s") + " before it, '" + spec.text +
+                             "' may not fit the PMU's counters. Use fewer events per group, or several groups (the "
+                             "kernel then multiplexes them, and pmc scales the counts).";
+            return f;
+        }
+        m.fd = std::move(*fd);
+        g.info->attrs.push_back(attr);
+        if (allowed && may_use_rdpmc(attr)) {
+            auto map = map_control_page(m.fd, spec);
+            if (!map) return map.failure();
+            m.map = std::move(*map);
+            bool ok = false;
+            unsigned width = 64;
+            if (auto failure = attach_page(spec.text, m.cache, static_cast<const perf_event_mmap_page*>(m.map.get()),
+                                           0, ok, width))
+                return std::move(*failure);
+            allowed = allowed && ok;
+        } else {
+            allowed = false;
+        }
+        g.members.push_back(std::move(m));
+    }
+    if (auto failure = enable_group(g.members[0].fd, "the group of '" + g.info->specs[0].text + "'"))
+        return std::move(*failure);
+    const bool user_time = allowed && user_time_allowed(snapshot(*g.members[0].cache.page).capabilities);
+    if (allowed && user_time) {
+        g.path = ReadPath::rdpmc;
+        for (auto& m : g.members) m.cache.invalidate(); // the first read fills the caches and the leader's times
+        g.info->notes.push_back("read in user space: one rdpmc per event and the leader page's time conversion");
+    } else {
+        g.path = ReadPath::syscall;
+        g.info->notes.push_back(
+            options.count_children ? "counts children (inherit): read with one read() of the group"
+            : allowed              ? "read with one read() of the group: the kernel publishes no user-space time "
+                                     "conversion here (cap_user_time = 0), which multiplexing scaling needs"
+                                   : "read with one read() of the group: not every event is on a user-readable "
+                                     "counter");
+    }
+    g.owner = acquire_thread_token();
+    if (g.path == ReadPath::rdpmc) g.fast_owner = g.owner;
+    g.any_thread = options.count_children;
+    g.info->pid = ::getpid();
+    return g;
+}
+
+struct GroupAccess; // lets tests build a group around fake control pages
+
+} // namespace detail
+
+template <class Group>
+class GroupInterval;
+
+/// Several events counted together. Template choice: Serialize, as for BasicCounter. Most code wants pmc::Group.
+template <class Serialize = serialize::lfence>
+class BasicGroup {
+public:
+    /// Opens the events as one group. Throws pmc::error with the reason and the fix.
+    BasicGroup(std::initializer_list<std::string_view> events, const OpenOptions& options = {})
+        : BasicGroup(std::vector<std::string>(events.begin(), events.end()), options) {}
+    explicit BasicGroup(const std::vector<std::string>& events, const OpenOptions& options = {})
+        : core_(detail::open_group(events, options).value()) {}
+    /// Opens without throwing pmc::error.
+    static Result<BasicGroup> try_open(const std::vector<std::string>& events, const OpenOptions& options = {}) {
+        auto core = detail::open_group(events, options);
+        if (!core) return core.failure();
+        return BasicGroup(std::move(*core));
+    }
+
+    BasicGroup(BasicGroup&&) noexcept = default;
+    BasicGroup& operator=(BasicGroup&&) noexcept = default;
+
+    std::size_t size() const { return info().names.size(); }
+    /// The event's display name: its text, or its name= term.
+    const std::string& name(std::size_t i) const { return info().names.at(i); }
+    std::optional<std::size_t> find(std::string_view name) const {
+        const auto& names = info().names;
+        auto it = std::find(names.begin(), names.end(), name);
+        if (it == names.end()) return std::nullopt;
+        return static_cast<std::size_t>(it - names.begin());
+    }
+    /// The index of the event called `name`; throws pmc::error if there is none.
+    std::size_t index(std::string_view name) const {
+        if (auto i = find(name)) return *i;
+        raise(make_failure(ENOENT, "no event named '" + std::string(name) + "' in this group"));
+    }
+    ReadPath path() const noexcept { return core_.path; }
+    const std::vector<std::string>& notes() const { return info().notes; }
+    const EventSpec& event(std::size_t i) const { return info().specs.at(i); }
+
+    /// A reading sized for this group: reading into it does not allocate.
+    GroupReading make_reading() const {
+        GroupReading r;
+        r.values.assign(size(), 0);
+        return r;
+    }
+    /// Reads every event and the group's times into `out` (made by make_reading()). No system call, allocation
+    /// or exception on the rdpmc path.
+    void read(GroupReading& out) {
+        if (BOOST_LIKELY(detail::thread_token == core_.fast_owner)) {
+            const std::size_t n = core_.members.size();
+            Serialize::before();
+            for (std::size_t i = 0; i < n; ++i) out.values[i] = detail::rdpmc(core_.members[i].cache.index);
+            const std::uint64_t ticks = detail::rdtsc();
+            bool moved = false;
+            for (std::size_t i = 0; i < n; ++i)
+                moved |= detail::load_once(core_.members[i].cache.page->lock) != core_.members[i].cache.seq;
+            if (BOOST_LIKELY(!moved)) {
+                for (std::size_t i = 0; i < n; ++i) {
+                    const auto& c = core_.members[i].cache;
+                    out.values[i] = static_cast<std::uint64_t>(c.count(out.values[i], c.shift));
+                }
+                const std::uint64_t delta =
+                    detail::ticks_to_ns(ticks, core_.time_mult, core_.time_shift, core_.time_offset);
+                out.time_enabled = core_.time_enabled + delta;
+                out.time_running = core_.time_running + delta;
+                return;
+            }
+            detail::group_refresh<Serialize>(core_, out);
+            return;
+        }
+        read_slow(out);
+    }
+    GroupReading read() {
+        GroupReading r = make_reading();
+        read(r);
+        return r;
+    }
+
+    /// Starts an interval now.
+    GroupInterval<BasicGroup> interval() { return GroupInterval<BasicGroup>(*this); }
+
+private:
+    friend struct detail::GroupAccess;
+    explicit BasicGroup(detail::GroupCore core) : core_(std::move(core)) {}
+
+    const detail::GroupInfo& info() const {
+        if (!core_.info) raise(make_failure(EBADF, "use of a pmc group that was moved from"));
+        return *core_.info;
+    }
+
+    BOOST_NOINLINE void read_slow(GroupReading& out) {
+        if (core_.path == ReadPath::rdpmc || (detail::thread_token != core_.owner && !core_.any_thread))
+            detail::group_wrong_thread(core_);
+        detail::group_read_syscall(core_, out);
+    }
+
+    detail::GroupCore core_;
+};
+
+using Group = BasicGroup<>;
+
+/// A measurement in progress on a group. Refers to the group, which must outlive it and not be moved.
+template <class Group>
+class GroupInterval {
+public:
+    explicit GroupInterval(Group& group)
+        : group_(&group), start_(group.make_reading()), stop_(group.make_reading()), counts_(group.size()) {
+        group.read(start_);
+    }
+    /// Reads the group and returns each event's count since the start (scaled, with running fractions). The
+    /// returned vector lives in the interval; stop() again updates it. No allocation.
+    const std::vector<EventCount>& stop() {
+        group_->read(stop_);
+        difference(start_, stop_, counts_);
+        return counts_;
+    }
+    const EventCount& operator[](std::size_t i) const { return counts_.at(i); }
+    const EventCount& operator[](std::string_view name) const { return counts_.at(group_->index(name)); }
+    const GroupReading& start_reading() const { return start_; }
+
+private:
+    Group* group_;
+    GroupReading start_, stop_;
+    std::vector<EventCount> counts_;
+};
+
+namespace detail {
+/// Test access: builds a group around control pages that are not the kernel's (tests/emulated), as if its events
+/// had been opened and mapped. `read_fd` serves the read() fallback.
+struct GroupAccess {
+    template <class G>
+    static Result<G> attach(const std::vector<const perf_event_mmap_page*>& pages, const std::vector<std::string>& names,
+                            int read_fd) {
+        GroupCore g;
+        g.info = std::make_unique<GroupInfo>();
+        g.info->names = names;
+        g.info->pid = ::getpid();
+        g.buffer.assign(3 + pages.size(), 0);
+        bool allowed = true;
+        for (std::size_t i = 0; i < pages.size(); ++i) {
+            GroupMember m;
+            if (i == 0) m.fd = FileDescriptor(read_fd);
+            bool ok = false;
+            unsigned width = 64;
+            if (auto failure = attach_page(names[i], m.cache, pages[i], 0, ok, width)) return std::move(*failure);
+            allowed = allowed && ok;
+            m.cache.invalidate();
+            g.members.push_back(std::move(m));
+        }
+        const bool user_time = user_time_allowed(snapshot(*pages[0]).capabilities);
+        g.path = allowed && user_time ? ReadPath::rdpmc : ReadPath::syscall;
+        g.owner = acquire_thread_token();
+        if (g.path == ReadPath::rdpmc) g.fast_owner = g.owner;
+        return G(std::move(g));
+    }
+};
+} // namespace detail
+
+PMC_END_NAMESPACE
