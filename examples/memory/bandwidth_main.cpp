@@ -1,0 +1,152 @@
+// pmc-mem-bandwidth: how many bytes per second one core (or several) reads, writes, reads-modifies-writes and
+// copies, against the working-set size, so that each cache level's bandwidth and the memory's show.
+//
+// How: each kernel is a loop written in assembly (so the compiler neither vectorizes the scalar loops nor turns
+// them into memset/memcpy): 8-byte scalar accesses, the widest vector accesses the CPU has (AVX-512 or AVX2),
+// non-temporal stores, and libc's memcpy/memset on the same buffers. A run makes as many passes over the working
+// set as fill about --run-ms (0.5 ms: short runs miss most of a VM's periodic interruptions), timed with pmc's
+// wall-time counter; a warm-up pass comes first; the best and the median of --runs runs are kept. At each size
+// all kernels run in turn (side by side). Bytes counted per pass over W bytes: read W, write W, rmw 2W, copy W (W/2 read +
+// W/2 written, as STREAM counts), memcpy W, memset W; GB/s = 10^9 bytes per second. The thread is pinned; with
+// --threads N each size is split among N threads pinned to distinct CPUs and timed from the first start to the
+// last finish.
+#include "bandwidth.hpp"
+#include "common.hpp"
+#include "report.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+const char* usage = R"(usage: pmc-mem-bandwidth [options]
+
+Read, write, read-modify-write and copy bandwidth against working-set size (scalar, vector, non-temporal, and
+libc memcpy/memset on the same buffers).
+
+  --min SIZE           smallest working set (default 4K)
+  --max SIZE           largest working set (default 256M; memory wants at least 4x the last cache)
+  --per-octave N       points per octave (default 2)
+  --kernels LIST       comma-separated subset of: read write rmw copy read-vec write-vec rmw-vec copy-vec
+                       write-nt copy-nt memcpy memset (default: all this CPU can run)
+  --threads N          split each working set among N threads on N CPUs (default 1)
+  --runs N             timed runs per kernel and size (default 7); best and median are kept
+  --run-ms MS          length of one run (default 0.5, but at least one pass over the working set)
+  --boundaries LIST    cache sizes to mark and to summarize per level, e.g. 48K,1M,32M (from pmc-mem-latency)
+  --cpu N              pin to CPU N (default: the last CPU this process may use)
+  --no-pin             do not pin
+  --out DIR            report folder (default pmc-memory-report)
+  --no-plot            do not run gnuplot
+  --quick              a short run for tests: 4K..8M, 1 point per octave, read/write/copy-vec/memcpy, 3 runs
+  --quiet              no progress lines
+  -h, --help           this text
+
+Bytes counted per pass over a working set of W bytes: read W, write W, rmw 2W, copy W (W/2 read + W/2
+written), memcpy W, memset W. GB/s = 10^9 bytes per second. Writes DIR/bandwidth.csv, bandwidth.json and
+bandwidth.png (.svg, and the gnuplot script).
+)";
+
+std::vector<std::string> split(const std::string& list) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+        const auto comma = list.find(',', start);
+        const std::string item = list.substr(start, comma == std::string::npos ? comma : comma - start);
+        if (!item.empty()) out.push_back(item);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
+int run(int argc, char** argv) {
+    using namespace pmc_mem;
+    BandwidthOptions o;
+    std::string out = "pmc-memory-report";
+    std::optional<Regimes> regimes;
+    int cpu = -1;
+    bool pin = true, plot = true, quiet = false;
+    Args args(argc, argv);
+    while (args.next()) {
+        if (args.is("--help") || args.is("-h")) {
+            std::fputs(usage, stdout);
+            return 0;
+        } else if (args.is("--min")) {
+            o.min_size = args.size_value();
+        } else if (args.is("--max")) {
+            o.max_size = args.size_value();
+        } else if (args.is("--per-octave")) {
+            o.per_octave = static_cast<unsigned>(args.integer_value(1, 64));
+        } else if (args.is("--kernels")) {
+            o.kernels = split(args.value());
+        } else if (args.is("--threads")) {
+            o.threads = static_cast<unsigned>(args.integer_value(1, 1024));
+        } else if (args.is("--runs")) {
+            o.reps = static_cast<unsigned>(args.integer_value(1, 1000));
+        } else if (args.is("--run-ms")) {
+            o.rep_ms = args.number_value(0.01, 10000);
+        } else if (args.is("--boundaries")) {
+            regimes = regimes_from_boundaries(args.value());
+        } else if (args.is("--cpu")) {
+            cpu = static_cast<int>(args.integer_value(0, 1 << 20));
+        } else if (args.is("--no-pin")) {
+            pin = false;
+        } else if (args.is("--out")) {
+            out = args.value();
+        } else if (args.is("--no-plot")) {
+            plot = false;
+        } else if (args.is("--quick")) {
+            o.min_size = 4096;
+            o.max_size = 8u << 20;
+            o.per_octave = 1;
+            o.reps = 3;
+            o.rep_ms = 1;
+            if (o.kernels.empty()) {
+                o.kernels = {"read", "write", "memcpy"};
+                if (!vector_isa().empty()) o.kernels.insert(o.kernels.begin() + 2, "copy-vec");
+            }
+        } else if (args.is("--quiet")) {
+            quiet = true;
+        } else {
+            args.unknown();
+        }
+    }
+    if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
+    if (o.max_size < 1024u * o.threads) throw UsageError("--max must give each thread at least 1 KiB");
+    if (o.threads > allowed_cpus().size())
+        std::fprintf(stderr, "pmc-mem-bandwidth: warning: %u threads on %zu CPUs: threads will share CPUs\n",
+                     o.threads, allowed_cpus().size());
+
+    std::string pin_note = "not pinned (--no-pin)";
+    if (pin) pin_to_cpu(cpu, pin_note);
+    Clock clock;
+    Progress progress(quiet);
+    const MachineFacts machine = machine_facts();
+    progress.note("pmc-mem-bandwidth: " + pin_note + "; vector kernels: " +
+                  (vector_isa().empty() ? std::string("none") : vector_isa()));
+    BandwidthResult r = run_bandwidth(o, clock, progress, pin_note);
+    r.levels_caption = "shaded: levels given with --boundaries";
+    const Written w = save_bandwidth(out, r, machine, regimes ? &*regimes : nullptr, plot);
+
+    if (regimes) std::printf("GB/s per level (best run; median over the sizes well inside each level):\n%s\n",
+                             level_bandwidth_text(bandwidth_per_level(r, *regimes)).c_str());
+    std::printf("GB/s (best run) at the smallest and largest working sets:\n");
+    for (const auto& c : r.curves)
+        if (!c.points.empty())
+            std::printf("  %-10s %7s: %7.1f   %7s: %7.1f   (%s)\n", c.kernel.name.c_str(),
+                        size_label(static_cast<double>(c.points.front().size)).c_str(), c.points.front().best(),
+                        size_label(static_cast<double>(c.points.back().size)).c_str(), c.points.back().best(),
+                        c.kernel.description.c_str());
+    print_written(w);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (...) {
+        return pmc_mem::report_exception("pmc-mem-bandwidth");
+    }
+}

@@ -1,0 +1,206 @@
+// common.hpp: what the memory experiments share -- sizes and their labels, a small command-line reader, pinning
+// to one CPU, the clock (pmc's wall-time, plus cycles:u where a PMU lets it open), statistics, progress lines,
+// output files, and what the machine reports about itself (CPU, caches per cpuid/sysfs, kernel, hypervisor).
+#pragma once
+
+#include <pmc/counter.hpp>
+#include <pmc/report.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// Measurement kernels: never inlined (their machine code can be read in `objdump -d`) and never instrumented by a
+// sanitizer (an instrumented load is not the load being measured).
+#if defined(__GNUC__) || defined(__clang__)
+#define PMC_MEM_KERNEL __attribute__((noinline, no_sanitize("address", "undefined")))
+#else
+#define PMC_MEM_KERNEL
+#endif
+
+namespace pmc_mem {
+
+/// A bad command line: main() prints it with a pointer to --help and exits with status 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sizes
+
+/// "512", "4096B", "48K", "48KiB", "1M", "1.5M", "2G" (K, M, G are powers of 1024). Throws UsageError.
+std::uint64_t parse_size(const std::string& text);
+/// A short binary label for axes and tables: 512, 1K, 48K, 1M, 1.5M, 256M, 1G.
+std::string size_label(double bytes);
+/// Bytes for prose: "512 B", "48 KiB", "1.02 MiB".
+std::string size_text(double bytes);
+/// The sweep's sizes: from `min` to `max`, `per_octave` points per octave at 2^n * (1 + k/per_octave), as lmbench
+/// steps (so 1.5 * 2^n, a common cache size, is a point whenever per_octave is even); rounded to `granule`.
+std::vector<std::uint64_t> size_grid(std::uint64_t min, std::uint64_t max, unsigned per_octave,
+                                     std::uint64_t granule);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Command line
+
+/// Walks argv: `while (args.next()) { if (args.is("--out")) out = args.value(); ... else args.unknown(); }`.
+class Args {
+public:
+    Args(int argc, char** argv) : argv_(argv + 1, argv + argc) {}
+    bool next();
+    bool is(const char* name) const { return current_ == name; }
+    /// The option's value (--name VALUE or --name=VALUE). Throws UsageError when it is missing.
+    std::string value();
+    std::uint64_t size_value() { return parse_size(value()); }
+    double number_value(double min, double max);
+    long integer_value(long min, long max);
+    [[noreturn]] void unknown() const;
+    const std::string& current() const { return current_; }
+
+private:
+    std::vector<std::string> argv_;
+    std::size_t next_ = 0;
+    std::string current_;
+    std::optional<std::string> inline_value_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pinning
+
+/// The CPUs this process may run on (sched_getaffinity).
+std::vector<int> allowed_cpus();
+/// Pins the calling thread to `cpu` (-1: the last CPU it may run on, away from CPU 0's interrupts) with
+/// sched_setaffinity. Returns the CPU, or -1 with `note` saying why not.
+int pin_to_cpu(int cpu, std::string& note);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Clock
+
+/// One timed run: nanoseconds from pmc's wall-time counter, and cycles where cycles:u opened.
+struct Timing {
+    double ns = 0;
+    std::optional<double> cycles;
+};
+
+/// pmc's wall-time counter (rdtsc converted to ns, no system call) and, where a PMU allows it, cycles:u.
+class Clock {
+public:
+    Clock();
+    bool has_cycles() const { return cycles_.has_value(); }
+    /// Why cycles are not counted (the reason pmc gave), or how they are.
+    const std::string& cycles_note() const { return cycles_note_; }
+    const std::string& wall_note() const { return wall_note_; }
+
+    /// Times `work` (which must have a side effect the compiler cannot see through: the kernels end in an asm
+    /// statement). The barriers keep the compiler from moving memory accesses across the clock reads.
+    template <class F>
+    Timing time(F&& work) {
+        Timing t;
+        if (cycles_) {
+            auto c = cycles_->interval();
+            auto w = wall_.interval();
+            barrier();
+            work();
+            barrier();
+            t.ns = static_cast<double>(w.stop());
+            t.cycles = static_cast<double>(c.stop());
+        } else {
+            auto w = wall_.interval();
+            barrier();
+            work();
+            barrier();
+            t.ns = static_cast<double>(w.stop());
+        }
+        return t;
+    }
+    /// Nanoseconds since an arbitrary origin (for progress and budgets, not for measurements).
+    std::uint64_t now_ns() { return wall_.read(); }
+
+private:
+    static void barrier() { asm volatile("" ::: "memory"); }
+    pmc::Counter wall_;
+    std::optional<pmc::Counter> cycles_;
+    std::string cycles_note_;
+    std::string wall_note_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Statistics (of a copy: the argument is sorted)
+
+double min_of(const std::vector<double>& v);
+double max_of(const std::vector<double>& v);
+double median_of(std::vector<double> v);
+/// Linear-interpolated percentile, p in [0, 100].
+double percentile_of(std::vector<double> v, double p);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Progress and output
+
+/// Progress on stderr: on a terminal one status line rewritten in place, otherwise one plain line per step.
+class Progress {
+public:
+    explicit Progress(bool quiet = false);
+    ~Progress();
+    Progress(const Progress&) = delete;
+    Progress& operator=(const Progress&) = delete;
+    /// A step of work (a size measured): the status line on a terminal, a line otherwise.
+    void step(const std::string& text);
+    /// A line that stays (a phase done, a warning).
+    void note(const std::string& text);
+    bool tty() const { return tty_; }
+
+private:
+    void clear();
+    bool tty_ = false;
+    bool quiet_ = false;
+    bool dirty_ = false;
+};
+
+/// mkdir -p. Throws std::runtime_error with the path and reason.
+void make_directories(const std::string& path);
+/// Writes `text` to `path` (replacing it). Throws std::runtime_error with the path and reason.
+void write_text(const std::string& path, const std::string& text);
+std::string join_path(const std::string& dir, const std::string& name);
+/// A double for CSV/markdown: up to `digits` significant digits, no exponent for ordinary magnitudes.
+std::string num(double v, int digits = 4);
+
+// ---------------------------------------------------------------------------------------------------------------
+// The machine
+
+/// A cache as the CPU (cpuid) or the kernel (sysfs) describes it.
+struct ReportedCache {
+    std::string name;   ///< "L1d", "L2", "L3"
+    std::uint64_t bytes = 0;
+    unsigned ways = 0;  ///< 0: unknown / fully associative
+    unsigned shared_by = 0; ///< logical CPUs sharing it, 0 if not reported
+    std::string source; ///< "cpuid 0x80000005", "sysfs", ...
+};
+
+struct MachineFacts {
+    std::string cpu_model;
+    std::string kernel;
+    std::string hypervisor;  ///< "" on bare metal
+    long page_size = 4096;
+    std::string thp;         ///< /sys/kernel/mm/transparent_hugepage/enabled, the chosen value
+    int online_cpus = 0;
+    std::vector<ReportedCache> caches;
+    std::vector<std::string> notes;
+    /// The reported size of `name` ("L1d", "L2", "L3"), 0 if not reported.
+    std::uint64_t cache_bytes(const std::string& name) const;
+};
+
+MachineFacts machine_facts();
+void write_machine_json(pmc::JsonWriter& json, const MachineFacts& m);
+/// One paragraph for summaries: CPU, kernel, hypervisor, and the caches it reports.
+std::string machine_text(const MachineFacts& m);
+
+/// Runs `command` through /bin/sh; returns its exit status (-1 if it could not run).
+int run_command(const std::string& command);
+/// True when `program` is found on PATH.
+bool have_program(const std::string& program);
+
+/// Escapes a string for a double-quoted gnuplot string or a shell single-quoted argument.
+std::string shell_quote(const std::string& s);
+
+} // namespace pmc_mem

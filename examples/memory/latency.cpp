@@ -1,0 +1,455 @@
+// latency.cpp: see latency.hpp.
+#include "latency.hpp"
+
+#include <fmt/format.h>
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+
+namespace pmc_mem {
+
+namespace {
+
+// Every chase ends by storing its last pointer here, so no load of the chain is dead code.
+volatile void* g_sink;
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/// A uniform integer in [0, bound) from 64 random bits (Lemire's multiply-shift).
+std::size_t below(std::uint64_t bits, std::size_t bound) {
+    __extension__ typedef unsigned __int128 U128;
+    return static_cast<std::size_t>((static_cast<U128>(bits) * bound) >> 64);
+}
+
+/// An empty loop with the chase's trip count: what the loop costs at most, per iteration.
+PMC_MEM_KERNEL std::size_t empty_loop(std::size_t blocks) {
+    std::size_t i = 0;
+    for (; i < blocks; ++i) asm volatile("" ::: "memory");
+    return i;
+}
+
+/// Anonymous memory, 2 MiB aligned, written once so that no page fault lands in a measurement.
+class Buffer {
+public:
+    Buffer(std::size_t bytes, bool hugepages) : bytes_(bytes) {
+        const std::size_t align = 2u << 20;
+        map_bytes_ = bytes + align;
+        void* m = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            throw std::runtime_error("cannot map " + size_text(static_cast<double>(map_bytes_)) + ": " +
+                                     std::strerror(errno));
+        map_ = static_cast<char*>(m);
+        data_ = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(map_) + align - 1) & ~(align - 1));
+        const int advice = hugepages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
+        const bool advised = ::madvise(data_, bytes_, advice) == 0;
+        std::memset(data_, 0x5a, bytes_);
+        if (!hugepages) {
+            note_ = fmt::format("base pages ({}; madvise MADV_NOHUGEPAGE{})", size_text(4096),
+                                advised ? "" : " refused");
+        } else {
+            note_ = fmt::format("transparent huge pages requested (madvise MADV_HUGEPAGE{}); {} of the process's "
+                                "anonymous memory is in huge pages",
+                                advised ? "" : " refused", size_text(anon_huge_bytes()));
+        }
+    }
+    ~Buffer() { ::munmap(map_, map_bytes_); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    char* data() const { return data_; }
+    const std::string& note() const { return note_; }
+
+private:
+    static double anon_huge_bytes() {
+        std::ifstream f("/proc/self/smaps_rollup");
+        std::string key;
+        double kb = 0;
+        while (f >> key) {
+            if (key == "AnonHugePages:") {
+                f >> kb;
+                return kb * 1024;
+            }
+            f.ignore(1 << 20, '\n');
+        }
+        return 0;
+    }
+    std::size_t bytes_;
+    std::size_t map_bytes_;
+    char* map_ = nullptr;
+    char* data_ = nullptr;
+    std::string note_;
+};
+
+} // namespace
+
+const char* chain_name(Chain c) {
+    switch (c) {
+    case Chain::random: return "random";
+    case Chain::forward: return "forward";
+    case Chain::backward: return "backward";
+    }
+    return "?";
+}
+
+Chain parse_chain(const std::string& text) {
+    if (text == "random") return Chain::random;
+    if (text == "forward" || text == "lmbench" || text == "lmbench3") return Chain::forward;
+    if (text == "backward" || text == "lmbench2") return Chain::backward;
+    throw UsageError("unknown chain '" + text + "' (random, forward or lmbench, backward or lmbench2)");
+}
+
+std::vector<std::uint32_t> random_cycle(std::size_t n, std::uint64_t seed) {
+    if (n > UINT32_MAX) throw std::length_error("random_cycle: more than 2^32 elements");
+    std::vector<std::uint32_t> next(n);
+    std::iota(next.begin(), next.end(), 0u);
+    std::uint64_t state = seed;
+    // Sattolo: like Fisher-Yates, but j < i strictly, which yields one cycle through all n elements.
+    for (std::size_t i = n; i-- > 1;) std::swap(next[i], next[below(splitmix64(state), i)]);
+    return next;
+}
+
+void* build_chain(char* base, std::size_t n, std::size_t stride, Chain chain, std::uint64_t seed) {
+    if (n == 0) return nullptr;
+    auto link = [&](std::size_t from, std::size_t to) {
+        void* target = base + to * stride;
+        std::memcpy(base + from * stride, &target, sizeof target);
+    };
+    switch (chain) {
+    case Chain::random: {
+        const std::vector<std::uint32_t> next = random_cycle(n, seed);
+        for (std::size_t i = 0; i < n; ++i) link(i, next[i]); // in address order: sequential writes
+        return base;
+    }
+    case Chain::forward:
+        for (std::size_t i = 0; i < n; ++i) link(i, i + 1 == n ? 0 : i + 1);
+        return base;
+    case Chain::backward:
+        for (std::size_t i = 0; i < n; ++i) link(i, i == 0 ? n - 1 : i - 1);
+        return base + (n - 1) * stride;
+    }
+    return nullptr;
+}
+
+#define PMC_MEM_LOAD p = static_cast<void**>(*p);
+#define PMC_MEM_LOAD10                                                                                            \
+    PMC_MEM_LOAD PMC_MEM_LOAD PMC_MEM_LOAD PMC_MEM_LOAD PMC_MEM_LOAD PMC_MEM_LOAD PMC_MEM_LOAD PMC_MEM_LOAD       \
+        PMC_MEM_LOAD PMC_MEM_LOAD
+#define PMC_MEM_LOAD100                                                                                           \
+    PMC_MEM_LOAD10 PMC_MEM_LOAD10 PMC_MEM_LOAD10 PMC_MEM_LOAD10 PMC_MEM_LOAD10 PMC_MEM_LOAD10 PMC_MEM_LOAD10     \
+        PMC_MEM_LOAD10 PMC_MEM_LOAD10 PMC_MEM_LOAD10
+
+// The measured loop: 100 dependent loads per iteration, so the loop's own increment and branch (which run in the
+// shadow of the loads anyway) are at most 1/100 of an iteration. The empty asm statement that takes the final
+// pointer makes the function impure: without it GCC proves that chase() only reads memory and moves the call out
+// of the timed interval.
+PMC_MEM_KERNEL void* chase(void* start, std::size_t blocks) {
+    void** p = static_cast<void**>(start);
+    for (std::size_t i = 0; i < blocks; ++i) {
+        PMC_MEM_LOAD100
+    }
+    asm volatile("" : : "r"(p) : "memory");
+    return p;
+}
+
+#undef PMC_MEM_LOAD100
+#undef PMC_MEM_LOAD10
+#undef PMC_MEM_LOAD
+
+LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progress, const std::string& pin_note) {
+    LatencyResult r;
+    r.options = o;
+    r.pin_note = pin_note;
+    r.wall_note = clock.wall_note();
+    r.cycles_note = clock.cycles_note();
+    const std::uint64_t t0 = clock.now_ns();
+
+    Buffer buffer(o.max_size, o.hugepages);
+    r.pages_note = buffer.note();
+    char* base = buffer.data();
+
+    // Loop overhead: the same trip count with no loads, beside the chain on a single line (an L1 hit each time).
+    {
+        void* self = base;
+        std::memcpy(base, &self, sizeof self);
+        const std::size_t blocks = 2000; // 0.2 ms: short, like the measured runs
+        std::vector<double> loop, l1;
+        for (int i = 0; i < 21; ++i) {
+            loop.push_back(clock.time([&] { g_sink = reinterpret_cast<void*>(empty_loop(blocks)); }).ns);
+            l1.push_back(clock.time([&] { g_sink = chase(self, blocks); }).ns);
+        }
+        r.loop_ns_per_load = min_of(loop) / (blocks * 100.0);
+        r.l1_ns_per_load = min_of(l1) / (blocks * 100.0);
+    }
+
+    std::vector<std::vector<std::uint64_t>> grids;
+    std::size_t total = 0;
+    for (std::size_t c = 0; c < o.chains.size(); ++c) {
+        unsigned per = c < o.chain_per_octave.size() && o.chain_per_octave[c] ? o.chain_per_octave[c] : o.per_octave;
+        grids.push_back(size_grid(std::max(o.min_size, 2 * o.stride), o.max_size, per, o.stride));
+        total += grids.back().size();
+    }
+
+    // Side by side: `sweeps` passes over all sizes of all chains, each taking its share of the runs, so that a
+    // burst of interference on the host spreads over many sizes instead of bending a few.
+    const double target_ns = o.rep_ms * 1e6;
+    const unsigned sweeps = std::clamp(o.sweeps, 1u, o.reps);
+    std::size_t done = 0;
+    for (std::size_t c = 0; c < o.chains.size(); ++c) {
+        r.curves.push_back(LatencyCurve{o.chains[c], {}});
+        for (std::uint64_t size : grids[c]) {
+            LatencyPoint point;
+            point.size = size;
+            r.curves.back().points.push_back(point);
+        }
+    }
+    for (unsigned sweep = 0; sweep < sweeps; ++sweep) {
+        const unsigned runs = o.reps / sweeps + (sweep < o.reps % sweeps ? 1 : 0);
+        for (std::size_t c = 0; c < o.chains.size(); ++c) {
+            LatencyCurve& curve = r.curves[c];
+            for (std::size_t k = 0; k < curve.points.size(); ++k) {
+                LatencyPoint& point = curve.points[k];
+                const std::size_t n = point.size / o.stride;
+                void* p = build_chain(base, n, o.stride, curve.chain, o.seed + point.size); // not timed
+
+                // The first sweep sets how many loads a run needs from a first estimate of the latency. Then the
+                // chain is walked once (or for warm_ms if that is shorter), so the caches hold what they will hold.
+                const double est = std::max(clock.time([&] { p = chase(p, 100); }).ns / 1e4, 0.05);
+                if (point.loads_per_rep == 0) {
+                    const double loads = std::max(target_ns / est, static_cast<double>(o.min_loads));
+                    point.loads_per_rep = 100 * std::max<std::uint64_t>(1, static_cast<std::uint64_t>(loads / 100));
+                }
+                const std::size_t blocks = point.loads_per_rep / 100;
+                const double warm = std::min(static_cast<double>(n), o.warm_ms * 1e6 / est);
+                p = chase(p, std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(warm / 100))));
+
+                for (unsigned rep = 0; rep < runs; ++rep) {
+                    const Timing t = clock.time([&] { p = chase(p, blocks); });
+                    point.ns.push_back(t.ns / static_cast<double>(point.loads_per_rep));
+                    if (t.cycles) point.cycles.push_back(*t.cycles / static_cast<double>(point.loads_per_rep));
+                }
+                g_sink = p;
+                ++done;
+                progress.step(fmt::format("latency: sweep {}/{}, {} chain {:>3}/{:<3} {:>6}  {:7.2f} ns per load  "
+                                          "[{}/{}]",
+                                          sweep + 1, sweeps, chain_name(curve.chain), k + 1, curve.points.size(),
+                                          size_label(static_cast<double>(point.size)), point.min_ns(), done,
+                                          total * sweeps));
+            }
+        }
+    }
+    for (const auto& curve : r.curves)
+        progress.note(fmt::format("latency: {} chain, {} sizes from {} to {}, {} runs each in {} sweeps",
+                                  chain_name(curve.chain), curve.points.size(),
+                                  size_text(static_cast<double>(curve.points.front().size)),
+                                  size_text(static_cast<double>(curve.points.back().size)), o.reps, sweeps));
+
+    // The regimes come from the random chain (latency; the sequential chains measure prefetching), from the fastest
+    // run of each size: interference (interrupts, another process, a busy sibling thread on the host) only adds
+    // time, and at memory sizes, where a run samples a few thousand of the chain's loads, the fastest of 31 samples
+    // is a few per cent below their median (docs/memory.md).
+    const LatencyCurve* source = r.curves.empty() ? nullptr : &r.curves.front();
+    for (const auto& c : r.curves)
+        if (c.chain == Chain::random) source = &c;
+    if (source) {
+        r.regimes_chain = source->chain;
+        std::vector<CurvePoint> pts;
+        for (const auto& p : source->points) pts.push_back({static_cast<double>(p.size), p.min_ns()});
+        r.regimes = detect_regimes(pts);
+    }
+    r.seconds = static_cast<double>(clock.now_ns() - t0) / 1e9;
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Output
+
+std::string latency_csv(const LatencyResult& r) {
+    std::string out = "chain,size_bytes,size_label,loads_per_run,runs,min_ns,median_ns,max_ns,min_cycles,"
+                      "median_cycles\n";
+    for (const auto& c : r.curves)
+        for (const auto& p : c.points)
+            out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", chain_name(c.chain), p.size,
+                               size_label(static_cast<double>(p.size)), p.loads_per_rep, p.ns.size(),
+                               num(p.min_ns(), 6), num(p.median_ns(), 6), num(max_of(p.ns), 6),
+                               p.cycles.empty() ? "" : num(min_of(p.cycles), 6),
+                               p.cycles.empty() ? "" : num(median_of(p.cycles), 6));
+    return out;
+}
+
+const ReportedCache* reported_for(const Level& level, const MachineFacts& m) {
+    if (level.name == "memory") return nullptr;
+    const std::string name = level.name == "L1" ? "L1d" : level.name;
+    for (const auto& c : m.caches)
+        if (c.name == name) return &c;
+    return nullptr;
+}
+
+const Level* memory_level(const Regimes& regimes) {
+    for (const auto& l : regimes.levels)
+        if (l.name == "memory") return &l;
+    return nullptr;
+}
+
+namespace {
+void write_transition(pmc::JsonWriter& json, const Transition& t) {
+    json.begin_object();
+    json.field("size_bytes", t.size);
+    json.field("below_bytes", t.below);
+    json.field("above_bytes", t.above);
+    json.field("latency_from_ns", t.latency_from);
+    json.field("latency_to_ns", t.latency_to);
+    json.field("ratio", t.ratio());
+    json.end_object();
+}
+} // namespace
+
+void write_latency_json(pmc::JsonWriter& json, const LatencyResult& r, const MachineFacts& m) {
+    const LatencyOptions& o = r.options;
+    json.begin_object();
+    json.field("experiment", "latency");
+    json.key("machine");
+    write_machine_json(json, m);
+    json.key("method").begin_object();
+    json.field("definition", "back-to-back dependent loads p = *p through a circular chain, one element per stride "
+                             "bytes; ns per load = elapsed / loads");
+    json.field("unroll", 100);
+    json.field("stride_bytes", o.stride);
+    json.field("min_size_bytes", o.min_size);
+    json.field("max_size_bytes", o.max_size);
+    json.field("points_per_octave", o.per_octave);
+    json.field("runs_per_size", o.reps);
+    json.field("sweeps", o.sweeps);
+    json.field("min_loads_per_run", o.min_loads);
+    json.field("run_ms", o.rep_ms);
+    json.field("seed", o.seed);
+    json.field("timer", r.wall_note);
+    json.field("cycles", r.cycles_note);
+    json.field("pinning", r.pin_note);
+    json.field("pages", r.pages_note);
+    json.field("loop_overhead_ns_per_load", r.loop_ns_per_load);
+    json.field("single_line_chain_ns_per_load", r.l1_ns_per_load);
+    json.field("statistic", "min and median of the runs; regimes from the min");
+    json.end_object();
+    json.key("curves").begin_array();
+    for (const auto& c : r.curves) {
+        json.begin_object();
+        json.field("chain", chain_name(c.chain));
+        json.key("points").begin_array();
+        for (const auto& p : c.points) {
+            json.begin_object();
+            json.field("size_bytes", p.size);
+            json.field("loads_per_run", p.loads_per_rep);
+            json.field("min_ns", p.min_ns());
+            json.field("median_ns", p.median_ns());
+            json.field("max_ns", max_of(p.ns));
+            if (!p.cycles.empty()) {
+                json.field("min_cycles", min_of(p.cycles));
+                json.field("median_cycles", median_of(p.cycles));
+            }
+            json.end_object();
+        }
+        json.end_array();
+        json.end_object();
+    }
+    json.end_array();
+    json.key("regimes").begin_object();
+    json.field("chain", chain_name(r.regimes_chain));
+    json.key("levels").begin_array();
+    for (const auto& l : r.regimes.levels) {
+        json.begin_object();
+        json.field("name", l.name);
+        json.field("first_size_bytes", l.first_size);
+        json.field("last_size_bytes", l.last_size);
+        json.field("latency_ns", l.latency);
+        json.field("latency_low_ns", l.latency_low);
+        json.field("latency_high_ns", l.latency_high);
+        json.field("points", l.points);
+        json.key("boundary");
+        if (l.boundary) write_transition(json, *l.boundary);
+        else json.null();
+        json.key("reported");
+        if (const ReportedCache* c = reported_for(l, m)) {
+            json.begin_object();
+            json.field("name", c->name);
+            json.field("bytes", c->bytes);
+            json.field("source", c->source);
+            json.end_object();
+        } else {
+            json.null();
+        }
+        json.end_object();
+    }
+    json.end_array();
+    json.key("minor_steps").begin_array();
+    for (const auto& s : r.regimes.minor_steps) write_transition(json, s);
+    json.end_array();
+    json.key("notes").begin_array();
+    for (const auto& n : r.regimes.notes) json.value(n);
+    json.end_array();
+    json.end_object();
+    json.field("seconds", r.seconds);
+    json.end_object();
+}
+
+namespace {
+struct RegimeRow {
+    std::string level, boundary, bracket, latency, range, reported;
+};
+
+std::vector<RegimeRow> regime_rows(const Regimes& regimes, const MachineFacts& m) {
+    std::vector<RegimeRow> rows;
+    for (const auto& l : regimes.levels) {
+        RegimeRow row;
+        row.level = l.name;
+        if (l.boundary) {
+            row.boundary = size_text(l.boundary->size);
+            row.bracket = size_label(l.boundary->below) + " .. " + size_label(l.boundary->above);
+        } else {
+            row.boundary = l.name == "memory" ? "(beyond the caches)" : "-";
+        }
+        row.latency = fmt::format("{:.3g} ns", l.latency);
+        row.range = fmt::format("{:.3g}..{:.3g} ns, {}..{}", l.latency_low, l.latency_high, size_label(l.first_size),
+                                size_label(l.last_size));
+        if (const ReportedCache* c = reported_for(l, m))
+            row.reported = c->name + " " + size_text(static_cast<double>(c->bytes)) + " (" + c->source + ")";
+        else
+            row.reported = "-";
+        rows.push_back(row);
+    }
+    return rows;
+}
+} // namespace
+
+std::string regimes_text(const Regimes& regimes, const MachineFacts& m) {
+    std::string out = fmt::format("{:<7} {:<11} {:<14} {:<9} {:<32} {}\n", "level", "size", "between", "latency",
+                                  "plateau (latency, sizes)", "the CPU reports");
+    for (const auto& row : regime_rows(regimes, m))
+        out += fmt::format("{:<7} {:<11} {:<14} {:<9} {:<32} {}\n", row.level, row.boundary, row.bracket, row.latency,
+                           row.range, row.reported);
+    for (const auto& s : regimes.minor_steps)
+        out += fmt::format("minor step (not a new level): x{:.2f} ({:.3g} -> {:.3g} ns) near {} (between {} and {})\n",
+                           s.ratio(), s.latency_from, s.latency_to, size_text(s.size), size_label(s.below),
+                           size_label(s.above));
+    for (const auto& n : regimes.notes) out += "note: " + n + "\n";
+    return out;
+}
+
+std::string regimes_markdown(const Regimes& regimes, const MachineFacts& m) {
+    std::string out = "| level | found size | between measured sizes | latency (median of plateau) | plateau | "
+                      "the CPU reports |\n|---|---|---|---|---|---|\n";
+    for (const auto& row : regime_rows(regimes, m))
+        out += "| " + row.level + " | " + row.boundary + " | " + row.bracket + " | " + row.latency + " | " +
+               row.range + " | " + row.reported + " |\n";
+    return out;
+}
+
+} // namespace pmc_mem

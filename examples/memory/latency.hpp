@@ -1,0 +1,95 @@
+// latency.hpp: the load-latency experiment (lmbench's lat_mem_rd definition: back-to-back dependent loads).
+//
+// A circular chain of pointers, one per `stride` bytes of a working set, is followed with `p = *p`, 100 loads
+// per loop iteration; ns per load = elapsed / loads. Working sets sweep from 512 B to 256 MiB at `per_octave`
+// points per octave. Chains: `random` (Sattolo's algorithm: one random cycle through every element, so the
+// prefetchers cannot guess the next address -- the default, since it measures latency), `forward` (lmbench3:
+// element i points to i+1, which prefetchers follow) and `backward` (lmbench2). See docs/memory.md.
+#pragma once
+
+#include "common.hpp"
+#include "regimes.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pmc_mem {
+
+enum class Chain { random, forward, backward };
+const char* chain_name(Chain c);
+/// "random", "forward" (alias "lmbench"), "backward" (alias "lmbench2"). Throws UsageError.
+Chain parse_chain(const std::string& text);
+
+struct LatencyOptions {
+    std::uint64_t min_size = 512;
+    std::uint64_t max_size = 256ull << 20;
+    unsigned per_octave = 8;
+    std::uint64_t stride = 64;
+    unsigned reps = 31;         ///< timed runs per size; min and median are reported
+    double rep_ms = 0.25;       ///< each timed run lasts about this long: short, so that most runs fall between
+                                ///< the periodic interruptions a VM suffers (3-5 % of a run longer than ~1 ms here)
+    std::uint64_t min_loads = 2000; ///< at least this many loads per run (a sample of the chain)
+    double warm_ms = 20;        ///< before the runs, one traversal of the chain, or this long if that is longer
+    unsigned sweeps = 3;        ///< the runs of each size are spread over this many sweeps over all sizes
+    std::vector<Chain> chains{Chain::random};
+    std::vector<unsigned> chain_per_octave; ///< per chain; empty or 0: per_octave
+    std::uint64_t seed = 1;
+    bool hugepages = false;     ///< MADV_HUGEPAGE on the buffer (default MADV_NOHUGEPAGE: base pages)
+};
+
+struct LatencyPoint {
+    std::uint64_t size = 0;
+    std::uint64_t loads_per_rep = 0;
+    std::vector<double> ns;     ///< ns per load, one per timed run
+    std::vector<double> cycles; ///< cycles per load, one per run (empty without a cycle counter)
+    double min_ns() const { return min_of(ns); }
+    double median_ns() const { return median_of(ns); }
+};
+
+struct LatencyCurve {
+    Chain chain = Chain::random;
+    std::vector<LatencyPoint> points;
+};
+
+struct LatencyResult {
+    LatencyOptions options;
+    std::vector<LatencyCurve> curves;
+    Regimes regimes;               ///< found on the random curve (else the first), from the fastest run per size
+    Chain regimes_chain = Chain::random;
+    double loop_ns_per_load = 0;   ///< an empty loop of the same trip count, per load: the loop overhead's bound
+    double l1_ns_per_load = 0;     ///< the chain on one line (always an L1 hit), for comparison
+    std::string pin_note;
+    std::string pages_note;
+    std::string wall_note;
+    std::string cycles_note;
+    double seconds = 0;
+};
+
+/// Runs the sweep. The calling thread should be pinned already (pin_note is copied into the result).
+LatencyResult run_latency(const LatencyOptions& options, Clock& clock, Progress& progress,
+                          const std::string& pin_note);
+
+// The pure parts, unit-tested.
+
+/// Sattolo's algorithm: a permutation of 0..n-1 that is a single cycle (next[i] follows i), from `seed`.
+std::vector<std::uint32_t> random_cycle(std::size_t n, std::uint64_t seed);
+/// Writes the chain into `base`: n elements `stride` bytes apart, each holding the address of its successor.
+/// Returns the first element. Not timed.
+void* build_chain(char* base, std::size_t n, std::size_t stride, Chain chain, std::uint64_t seed);
+/// Follows the chain for `blocks` * 100 loads and returns where it stopped.
+void* chase(void* start, std::size_t blocks);
+
+/// The curves as CSV (one row per chain and size).
+std::string latency_csv(const LatencyResult& r);
+void write_latency_json(pmc::JsonWriter& json, const LatencyResult& r, const MachineFacts& m);
+/// The found levels beside what the CPU reports, as a plain-text table.
+std::string regimes_text(const Regimes& regimes, const MachineFacts& m);
+/// The same as a markdown table.
+std::string regimes_markdown(const Regimes& regimes, const MachineFacts& m);
+/// The reported cache that corresponds to a found level ("L1" -> "L1d"), or nullptr.
+const ReportedCache* reported_for(const Level& level, const MachineFacts& m);
+/// The level called "memory" (or the last level), or nullptr when none was found.
+const Level* memory_level(const Regimes& regimes);
+
+} // namespace pmc_mem

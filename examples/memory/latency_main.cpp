@@ -1,0 +1,141 @@
+// pmc-mem-latency: how long one load waits for memory, against the working-set size -- lmbench's lat_mem_rd
+// curve -- and the levels of the memory hierarchy found from that curve alone, beside what the CPU reports.
+//
+// How: a circular chain of pointers, one every 64 bytes of the working set, is walked with back-to-back
+// dependent loads (p = *p, 100 per loop iteration, the result stored to a volatile), so each load waits for the
+// previous one. ns per load = elapsed / loads, timed with pmc's wall-time counter (rdtsc, no system call; cycles:u
+// too where a PMU lets it open). The chain is built before timing and walked once before the runs; each size is
+// timed in 31 short runs (0.25 ms: long enough to dwarf the clock's cost, short enough that most runs miss a
+// VM's periodic interruptions) spread over 3 sweeps over all sizes; the fastest run is the point (interference
+// only adds time) and the median is kept too. The thread is pinned to one CPU. The default chain is a random cycle (prefetchers cannot guess it); --chain forward is
+// lmbench3's sequential one for comparison. The regime detector is in regimes.hpp (docs/memory.md).
+#include "common.hpp"
+#include "latency.hpp"
+#include "report.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+const char* usage = R"(usage: pmc-mem-latency [options]
+
+Load latency against working-set size (lmbench's lat_mem_rd), and the cache levels found from the curve.
+
+  --min SIZE           smallest working set (default 512)
+  --max SIZE           largest working set (default 256M; past the last cache)
+  --per-octave N       points per octave, at 2^n * (1 + k/N) (default 8)
+  --stride BYTES       bytes between chain elements (default 64, one cache line)
+  --chain LIST         comma-separated: random (default), forward (= lmbench, lmbench3's sequential chain),
+                       backward (= lmbench2)
+  --runs N             timed runs per size (default 31); min and median are kept
+  --run-ms MS          length of one run (default 0.25: short runs miss the periodic interruptions of a VM)
+  --sweeps N           spread each size's runs over N sweeps over all sizes (default 3)
+  --seed N             seed of the random chain (default 1)
+  --hugepages          ask for transparent huge pages (default: base pages, like malloc)
+  --cpu N              pin to CPU N (default: the last CPU this process may use)
+  --no-pin             do not pin
+  --out DIR            report folder (default pmc-memory-report)
+  --no-plot            do not run gnuplot
+  --quick              a short run for tests: 512 B..4 MiB, 4 points per octave, 11 runs
+  --quiet              no progress lines
+  -h, --help           this text
+
+SIZE: bytes, or with K, M, G (powers of 1024): 48K, 1.5M. Writes DIR/latency.csv, latency.json and latency.png
+(.svg, and the gnuplot script). Progress goes to stderr; the table of levels to stdout.
+)";
+
+int run(int argc, char** argv) {
+    using namespace pmc_mem;
+    LatencyOptions o;
+    std::string out = "pmc-memory-report";
+    int cpu = -1;
+    bool pin = true, plot = true, quiet = false;
+    Args args(argc, argv);
+    while (args.next()) {
+        if (args.is("--help") || args.is("-h")) {
+            std::fputs(usage, stdout);
+            return 0;
+        } else if (args.is("--min")) {
+            o.min_size = args.size_value();
+        } else if (args.is("--max")) {
+            o.max_size = args.size_value();
+        } else if (args.is("--per-octave")) {
+            o.per_octave = static_cast<unsigned>(args.integer_value(1, 64));
+        } else if (args.is("--stride")) {
+            o.stride = args.size_value();
+        } else if (args.is("--chain")) {
+            o.chains.clear();
+            const std::string list = args.value();
+            std::size_t start = 0;
+            while (start <= list.size()) {
+                const auto comma = list.find(',', start);
+                o.chains.push_back(parse_chain(list.substr(start, comma == std::string::npos ? comma : comma - start)));
+                if (comma == std::string::npos) break;
+                start = comma + 1;
+            }
+        } else if (args.is("--runs")) {
+            o.reps = static_cast<unsigned>(args.integer_value(1, 1000));
+        } else if (args.is("--run-ms")) {
+            o.rep_ms = args.number_value(0.01, 10000);
+        } else if (args.is("--sweeps")) {
+            o.sweeps = static_cast<unsigned>(args.integer_value(1, 1000));
+        } else if (args.is("--seed")) {
+            o.seed = static_cast<std::uint64_t>(args.integer_value(0, INT64_MAX));
+        } else if (args.is("--hugepages")) {
+            o.hugepages = true;
+        } else if (args.is("--cpu")) {
+            cpu = static_cast<int>(args.integer_value(0, 1 << 20));
+        } else if (args.is("--no-pin")) {
+            pin = false;
+        } else if (args.is("--out")) {
+            out = args.value();
+        } else if (args.is("--no-plot")) {
+            plot = false;
+        } else if (args.is("--quick")) {
+            o.min_size = 512;
+            o.max_size = 4u << 20;
+            o.per_octave = 4;
+            o.reps = 11;
+            o.sweeps = 1;
+        } else if (args.is("--quiet")) {
+            quiet = true;
+        } else {
+            args.unknown();
+        }
+    }
+    if (o.stride < sizeof(void*) || o.stride % sizeof(void*) != 0)
+        throw UsageError("--stride must be a multiple of " + std::to_string(sizeof(void*)) + " bytes");
+    if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
+    if (o.max_size < 4 * o.stride) throw UsageError("--max must hold at least 4 chain elements");
+    if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
+
+    std::string pin_note = "not pinned (--no-pin)";
+    if (pin) pin_to_cpu(cpu, pin_note);
+    Clock clock;
+    Progress progress(quiet);
+    const MachineFacts machine = machine_facts();
+    progress.note("pmc-mem-latency: " + pin_note + "; " + clock.cycles_note());
+    const LatencyResult r = run_latency(o, clock, progress, pin_note);
+    const Written w = save_latency(out, r, machine, plot);
+
+    std::printf("Levels found in the %s-chain latency curve (fastest of %u runs per size), beside what the CPU "
+                "reports:\n\n%s\n",
+                chain_name(r.regimes_chain), o.reps, regimes_text(r.regimes, machine).c_str());
+    std::printf("loop overhead: %.4f ns per load (an empty loop of the same trip count) = %.2g %% of an L1 hit "
+                "(%.3g ns); %s; %s\n",
+                r.loop_ns_per_load, 100 * r.loop_ns_per_load / r.l1_ns_per_load, r.l1_ns_per_load, pin_note.c_str(),
+                r.pages_note.c_str());
+    print_written(w);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (...) {
+        return pmc_mem::report_exception("pmc-mem-latency");
+    }
+}

@@ -1,0 +1,188 @@
+// pmc-memory: the memory hierarchy of this machine in about a minute -- load latency against working-set size
+// with the levels found in the curve (pmc-mem-latency), bandwidth per level (pmc-mem-bandwidth) and page-fault
+// costs (pmc-mem-pagefault) -- written to a report folder: CSV and JSON data, figures, and summary.md.
+//
+// How: it runs the three experiments in turn with their defaults (the random chain at 8 points per octave from
+// 512 B to 256 MiB plus lmbench3's forward chain at 4; twelve bandwidth kernels at 2 points per octave, then the
+// memory bandwidth with every CPU; 16 MiB of page faults three times), pinned to one CPU, timed with pmc's
+// wall-time counter and counted with pmc's software counters. The bandwidth table is split by the levels the
+// latency experiment found, and the page-fault cost is compared with the memory latency it measured. Each
+// experiment also runs alone (pmc-mem-latency, pmc-mem-bandwidth, pmc-mem-pagefault; --help).
+#include "bandwidth.hpp"
+#include "common.hpp"
+#include "latency.hpp"
+#include "pagefault.hpp"
+#include "report.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+const char* usage = R"(usage: pmc-memory [options]
+
+Measures this machine's memory hierarchy -- load latency and the levels found in it, bandwidth per level, page
+fault costs -- and writes a report folder: latency/bandwidth/pagefault .csv and .json, latency.png and
+bandwidth.png (.svg, with their gnuplot scripts) and summary.md. About a minute with the defaults.
+
+  --out DIR       report folder (default pmc-memory-report)
+  --quick         a short run (about 10 s) with fewer sizes and runs
+  --skip LIST     comma-separated experiments to leave out: latency, bandwidth, pagefault
+  --dir DIR       where the page-fault test file goes (default: the report folder; not tmpfs)
+  --cpu N         pin to CPU N (default: the last CPU this process may use)
+  --no-pin        do not pin
+  --no-plot       do not run gnuplot
+  --quiet         no progress lines
+  -h, --help      this text
+
+Each experiment runs alone with more options: pmc-mem-latency, pmc-mem-bandwidth, pmc-mem-pagefault (--help).
+)";
+
+int run(int argc, char** argv) {
+    using namespace pmc_mem;
+    std::string out = "pmc-memory-report", pf_dir;
+    int cpu = -1;
+    bool pin = true, plot = true, quiet = false, quick = false;
+    bool do_latency = true, do_bandwidth = true, do_pagefault = true;
+    std::string command = "pmc-memory";
+    for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+    Args args(argc, argv);
+    while (args.next()) {
+        if (args.is("--help") || args.is("-h")) {
+            std::fputs(usage, stdout);
+            return 0;
+        } else if (args.is("--out")) {
+            out = args.value();
+        } else if (args.is("--quick")) {
+            quick = true;
+        } else if (args.is("--skip")) {
+            const std::string list = args.value() + ",";
+            for (std::size_t start = 0, comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1) {
+                const std::string item = list.substr(start, comma - start);
+                if (item == "latency") do_latency = false;
+                else if (item == "bandwidth") do_bandwidth = false;
+                else if (item == "pagefault") do_pagefault = false;
+                else if (!item.empty()) throw UsageError("--skip: latency, bandwidth or pagefault, not '" + item + "'");
+            }
+        } else if (args.is("--dir")) {
+            pf_dir = args.value();
+        } else if (args.is("--cpu")) {
+            cpu = static_cast<int>(args.integer_value(0, 1 << 20));
+        } else if (args.is("--no-pin")) {
+            pin = false;
+        } else if (args.is("--no-plot")) {
+            plot = false;
+        } else if (args.is("--quiet")) {
+            quiet = true;
+        } else {
+            args.unknown();
+        }
+    }
+
+    std::string pin_note = "not pinned (--no-pin)";
+    if (pin) pin_to_cpu(cpu, pin_note);
+    Clock clock;
+    Progress progress(quiet);
+    const MachineFacts machine = machine_facts();
+    make_directories(out);
+    const std::uint64_t t0 = clock.now_ns();
+    progress.note("pmc-memory: report in " + out + "/; " + pin_note + "; " + clock.cycles_note());
+    Written written;
+    SummaryInput summary;
+    summary.command = command;
+
+    LatencyResult latency;
+    if (do_latency) {
+        LatencyOptions o;
+        o.chains = {Chain::random, Chain::forward};
+        o.chain_per_octave = {8, 4};
+        if (quick) {
+            o.max_size = 8u << 20;
+            o.chain_per_octave = {4, 2};
+            o.reps = 11;
+            o.sweeps = 1;
+        }
+        latency = run_latency(o, clock, progress, pin_note);
+        written.add(save_latency(out, latency, machine, plot));
+        summary.latency = &latency;
+        std::printf("Levels found in the random-chain load latency (fastest of %u runs), beside what the CPU "
+                    "reports:\n\n%s\n",
+                    o.reps, regimes_text(latency.regimes, machine).c_str());
+    }
+
+    BandwidthResult bandwidth;
+    AllCpuBandwidth all_cpus;
+    if (do_bandwidth) {
+        BandwidthOptions o;
+        if (quick) {
+            o.max_size = 8u << 20;
+            o.per_octave = 1;
+            o.reps = 3;
+            o.rep_ms = 1;
+            o.kernels = {"read", "write", "memcpy"};
+            if (!vector_isa().empty()) o.kernels.insert(o.kernels.begin() + 2, "copy-vec");
+        }
+        bandwidth = run_bandwidth(o, clock, progress, pin_note);
+        const unsigned cpus = static_cast<unsigned>(allowed_cpus().size());
+        if (cpus > 1 && pin) {
+            all_cpus.threads = cpus;
+            all_cpus.size = o.max_size;
+            for (const auto& k : available_kernels()) {
+                if (k.name != "read-vec" && k.name != "write-nt" && k.name != "copy-vec" && k.name != "memcpy")
+                    continue;
+                if (quick && k.name != "memcpy") continue;
+                const BandwidthPoint p = measure_bandwidth(k, o.max_size, cpus, 3, o.rep_ms, clock);
+                all_cpus.gbps.emplace_back(k.name, p.best());
+                progress.step(fmt::format("bandwidth: {} threads, {} at {}: {:.1f} GB/s", cpus, k.name,
+                                          size_label(static_cast<double>(o.max_size)), p.best()));
+            }
+            summary.all_cpus = &all_cpus;
+        }
+        const Regimes* regimes = do_latency ? &latency.regimes : nullptr;
+        written.add(save_bandwidth(out, bandwidth, machine, regimes, plot));
+        summary.bandwidth = &bandwidth;
+        if (regimes)
+            std::printf("Bandwidth per level in GB/s (best run; median over the sizes well inside each level):\n\n%s\n",
+                        level_bandwidth_text(bandwidth_per_level(bandwidth, *regimes)).c_str());
+    }
+
+    PagefaultResult pagefault;
+    if (do_pagefault) {
+        PagefaultOptions o;
+        o.dir = pf_dir.empty() ? out : pf_dir;
+        if (quick) {
+            o.file_size = 4u << 20;
+            o.runs = 2;
+        }
+        if (const Level* mem = do_latency ? memory_level(latency.regimes) : nullptr) {
+            o.memory_latency_ns = mem->latency;
+            o.memory_latency_source = "the memory level found by the latency experiment (median of its plateau, " +
+                                      size_label(mem->first_size) + ".." + size_label(mem->last_size) + ")";
+        }
+        pagefault = run_pagefault(o, clock, progress);
+        written.add(save_pagefault(out, pagefault, machine));
+        summary.pagefault = &pagefault;
+        std::printf("Page faults, one byte touched per page:\n\n%s\n", pagefault_text(pagefault).c_str());
+    }
+
+    summary.seconds = static_cast<double>(clock.now_ns() - t0) / 1e9;
+    summary.notes = written.notes;
+    const std::string summary_path = join_path(out, "summary.md");
+    write_text(summary_path, summary_markdown(machine, summary));
+    written.files.push_back(summary_path);
+    progress.note(fmt::format("pmc-memory: done in {:.1f} s; summary: {}", summary.seconds, summary_path));
+    print_written(written);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (...) {
+        return pmc_mem::report_exception("pmc-memory");
+    }
+}

@@ -1,0 +1,182 @@
+// report.cpp: see report.hpp.
+#include "report.hpp"
+
+#include "plot.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+namespace pmc_mem {
+
+Written save_latency(const std::string& dir, const LatencyResult& r, const MachineFacts& m, bool plot) {
+    Written w;
+    make_directories(dir);
+    write_text(join_path(dir, "latency.csv"), latency_csv(r));
+    pmc::JsonWriter json;
+    write_latency_json(json, r, m);
+    write_text(join_path(dir, "latency.json"), json.str() + "\n");
+    w.files = {join_path(dir, "latency.csv"), join_path(dir, "latency.json")};
+    if (plot) {
+        const PlotOutcome p = plot_latency(dir, r, m);
+        w.files.insert(w.files.end(), p.files.begin(), p.files.end());
+        if (!p.drawn) w.notes.push_back(p.note);
+    }
+    return w;
+}
+
+Written save_bandwidth(const std::string& dir, const BandwidthResult& r, const MachineFacts& m, const Regimes* regimes,
+                       bool plot) {
+    Written w;
+    make_directories(dir);
+    write_text(join_path(dir, "bandwidth.csv"), bandwidth_csv(r));
+    pmc::JsonWriter json;
+    write_bandwidth_json(json, r, m, regimes);
+    write_text(join_path(dir, "bandwidth.json"), json.str() + "\n");
+    w.files = {join_path(dir, "bandwidth.csv"), join_path(dir, "bandwidth.json")};
+    if (plot) {
+        const PlotOutcome p = plot_bandwidth(dir, r, regimes, m);
+        w.files.insert(w.files.end(), p.files.begin(), p.files.end());
+        if (!p.drawn) w.notes.push_back(p.note);
+    }
+    return w;
+}
+
+Written save_pagefault(const std::string& dir, const PagefaultResult& r, const MachineFacts& m) {
+    Written w;
+    make_directories(dir);
+    write_text(join_path(dir, "pagefault.csv"), pagefault_csv(r));
+    pmc::JsonWriter json;
+    write_pagefault_json(json, r, m);
+    write_text(join_path(dir, "pagefault.json"), json.str() + "\n");
+    w.files = {join_path(dir, "pagefault.csv"), join_path(dir, "pagefault.json")};
+    return w;
+}
+
+void print_written(const Written& w) {
+    std::string files;
+    for (const auto& f : w.files) files += (files.empty() ? "" : " ") + f;
+    std::printf("wrote: %s\n", files.c_str());
+    for (const auto& n : w.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+}
+
+int report_exception(const char* program) {
+    try {
+        throw;
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", program, e.what(), program);
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+        return 1;
+    }
+}
+
+namespace {
+
+std::string ns_text(double ns) {
+    if (ns >= 1e6) return fmt::format("{:.3g} ms", ns / 1e6);
+    if (ns >= 1e3) return fmt::format("{:.3g} µs", ns / 1e3);
+    return fmt::format("{:.3g} ns", ns);
+}
+
+const LatencyCurve* curve_of(const LatencyResult& r, Chain c) {
+    for (const auto& curve : r.curves)
+        if (curve.chain == c) return &curve;
+    return nullptr;
+}
+
+} // namespace
+
+std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
+    std::string s = "# Memory hierarchy report (pmc-memory)\n\n";
+    s += "`" + in.command + "` took " + fmt::format("{:.0f}", in.seconds) + " s. " + machine_text(m) + "\n\n";
+
+    if (const LatencyResult* l = in.latency) {
+        s += "## Load latency and the levels found in it\n\n![load latency](latency.png)\n\n";
+        s += fmt::format("Back-to-back dependent loads (`p = *p`, 100 per loop iteration) through a circular chain "
+                         "with one element every {} bytes, over working sets from {} to {}; each point is the fastest "
+                         "of {} runs of about {} ms spread over three sweeps over all sizes (short runs, so that most "
+                         "miss the periodic interruptions of a VM; the median run is in latency.csv too). {}. {}; "
+                         "{}.\n\n",
+                         l->options.stride, size_text(static_cast<double>(l->options.min_size)),
+                         size_text(static_cast<double>(l->options.max_size)), l->options.reps, num(l->options.rep_ms, 3),
+                         l->pin_note, "Pages: " + l->pages_note, l->cycles_note);
+        s += "The levels below were found from the random-chain curve alone (docs/memory.md: plateaus within "
+             "±10 %, levels at least 1.5× apart, each boundary where the latency crosses the mean of its two "
+             "plateaus, i.e. where half of the loads miss); the last column is what the CPU reports, for "
+             "comparison only.\n\n";
+        s += regimes_markdown(l->regimes, m) + "\n";
+        for (const auto& st : l->regimes.minor_steps)
+            s += fmt::format("- Minor step inside a level (not a new level, ratio below 1.5): ×{:.2f} ({:.3g} → "
+                             "{:.3g} ns) near {}, between the measured sizes {} and {}.\n",
+                             st.ratio(), st.latency_from, st.latency_to, size_text(st.size), size_label(st.below),
+                             size_label(st.above));
+        for (const auto& n : l->regimes.notes) s += "- Note: " + n + ".\n";
+        s += fmt::format("- Loop overhead: an empty loop with the same trip count costs {:.4f} ns per load, {:.2g} % "
+                         "of an L1 hit through a one-element chain ({:.3g} ns): not subtracted.\n",
+                         l->loop_ns_per_load, 100 * l->loop_ns_per_load / l->l1_ns_per_load, l->l1_ns_per_load);
+        const LatencyCurve* fwd = curve_of(*l, Chain::forward);
+        const LatencyCurve* rnd = curve_of(*l, Chain::random);
+        if (fwd && rnd && !fwd->points.empty() && !rnd->points.empty())
+            s += fmt::format("- The forward chain (lmbench3's `lat_mem_rd` pattern, which prefetchers follow) costs "
+                             "{:.3g} ns per load at {} where the random chain costs {:.3g} ns: sequential "
+                             "strides measure the prefetcher, not the latency.\n",
+                             fwd->points.back().min_ns(), size_label(static_cast<double>(fwd->points.back().size)),
+                             rnd->points.back().min_ns());
+        s += "\n";
+    }
+
+    if (const BandwidthResult* b = in.bandwidth) {
+        s += "## Bandwidth\n\n![bandwidth](bandwidth.png)\n\n";
+        s += fmt::format("One thread, {} runs of about {} ms per kernel and size, the best run shown (the median "
+                         "is in bandwidth.csv). GB/s = 10⁹ bytes counted per second. Bytes counted per pass over a "
+                         "working set of W bytes: read W, write W, read-modify-write 2W, copy W (W/2 read + W/2 "
+                         "written, as STREAM counts), memcpy W, memset W. Stores that are not non-temporal also read "
+                         "each line first (write-allocate), which the counts leave out. Vector kernels: {}.\n\n",
+                         b->options.reps, num(b->options.rep_ms, 3), b->isa.empty() ? "none" : b->isa);
+        if (in.latency) {
+            s += "GB/s per level (median over the sizes well inside each level found above):\n\n";
+            s += level_bandwidth_markdown(bandwidth_per_level(*b, in.latency->regimes)) + "\n";
+        }
+        if (in.all_cpus && !in.all_cpus->gbps.empty()) {
+            s += fmt::format("With {} threads on {} CPUs at W = {} (memory): ", in.all_cpus->threads,
+                             in.all_cpus->threads, size_text(static_cast<double>(in.all_cpus->size)));
+            for (std::size_t i = 0; i < in.all_cpus->gbps.size(); ++i)
+                s += fmt::format("{}{} {:.1f} GB/s", i ? ", " : "", in.all_cpus->gbps[i].first,
+                                 in.all_cpus->gbps[i].second);
+            s += ".\n\n";
+        }
+    }
+
+    if (const PagefaultResult* p = in.pagefault) {
+        s += "## Page faults\n\n";
+        s += "The file: " + p->fs.text() + ", " + size_text(static_cast<double>(p->options.file_size)) + ", " +
+             std::to_string(p->options.runs) + " runs per case; the median run below.\n\n";
+        s += pagefault_markdown(*p) + "\n";
+        for (const auto& c : p->cases) s += "- **" + c.name + "**: " + c.description + ". Check: " + c.check + ".\n";
+        s += fmt::format("- A load from memory for the comparison: {:.3g} ns ({}). Each touch is timed with "
+                         "pmc's wall-time (an empty interval costs {:.0f} ns, included).\n",
+                         p->memory_latency_ns, p->memory_latency_source, p->timer_ns);
+        for (const auto& c : p->cases)
+            if (c.name == "major")
+                s += fmt::format("- So one major fault costs as much as {:.0f} dependent loads from memory; per "
+                                 "byte, a page read by a fault costs {}, a 64-byte line loaded from memory {} per "
+                                 "byte.\n",
+                                 c.median_ns_per_fault() / p->memory_latency_ns, ns_text(c.median_ns_per_page() / 4096),
+                                 ns_text(p->memory_latency_ns / 64));
+        for (const auto& n : p->notes) s += "- Note: " + n + ".\n";
+        s += "\n";
+    }
+
+    for (const auto& n : in.notes) s += "- " + n + "\n";
+    s += "\n## Files\n\n";
+    s += "latency.csv / .json (every point: min, median, max of the runs; the regimes), bandwidth.csv / .json, "
+         "pagefault.csv / .json, the figures latency.png / .svg and bandwidth.png / .svg, and the gnuplot scripts "
+         "that drew them (latency.gp, bandwidth.gp: run `gnuplot latency.gp` here to redraw). How each experiment "
+         "works: docs/memory.md in pmc's source.\n";
+    return s;
+}
+
+} // namespace pmc_mem
