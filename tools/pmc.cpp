@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,12 @@ Commands:
                     with its format fields and named events.
   encode EVENT...   Print the perf_event_attr pmc builds for each event string, field by field in
                     the names and layout `perf stat -vv -e EVENT` uses, so the two can be diffed.
+  count [-e EVENT]... -- COMMAND [ARGS]
+                    Run COMMAND and count its events from its exec to its exit, children included,
+                    as one group (like perf stat): counts scaled where the kernel multiplexed, each
+                    with the share of time it was counted. Default events: task-clock,
+                    context-switches, page-faults (and instructions:u, cycles:u with a PMU). The
+                    table goes to stderr (or -o FILE); the exit status is COMMAND's.
   doctor            One screen on what this machine can count and how precisely: kernel and timer,
                     perf_event_paranoid, PMUs, hypervisor, rdpmc, CPU and its interrupt event, hybrid
                     cores, NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock, and trial
@@ -41,7 +48,10 @@ Commands:
 
 Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode).
-  --json            Machine-readable output (list, encode, doctor).
+  --json            Machine-readable output (list, encode, doctor, count).
+  --csv             count: CSV output.
+  -e EVENT[,EVENT]  count: an event to count (repeatable).
+  -o FILE           count: write the counts to FILE instead of stderr.
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
                     inherit, enable_on_exec), so the output matches perf's -vv block line for line.
   -h, --help        Show this help (also: pmc COMMAND --help).
@@ -204,22 +214,46 @@ int cmd_encode(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
+    std::vector<std::string> events, command;
     std::vector<std::string_view> argv_views(argv + 1, argv + argc);
     for (std::size_t i = 0; i < argv_views.size(); ++i) {
         std::string_view a = argv_views[i];
+        auto value = [&](const char* what) -> std::optional<std::string> {
+            if (i + 1 >= argv_views.size()) return std::nullopt;
+            (void)what;
+            return std::string(argv_views[++i]);
+        };
+        if (a == "--") {
+            for (++i; i < argv_views.size(); ++i) command.emplace_back(argv_views[i]);
+            break;
+        }
         if (a == "-h" || a == "--help") o.help = true;
         else if (a == "--version") {
             fmt::print("pmc {}\n", PMC_VERSION_STRING);
             return 0;
         } else if (a == "--json") o.json = true;
+        else if (a == "--csv") o.csv = true;
         else if (a == "--like-perf-stat") o.like_perf_stat = true;
         else if (a == "--sysfs") {
-            if (i + 1 >= argv_views.size()) return usage_error("--sysfs needs a directory");
-            o.sysfs = std::string(argv_views[++i]);
+            auto v = value("--sysfs");
+            if (!v) return usage_error("--sysfs needs a directory");
+            o.sysfs = *v;
+        } else if (a == "-e" || a == "--event") {
+            auto v = value("-e");
+            if (!v) return usage_error("-e needs an event");
+            events.push_back(*v);
+        } else if (a == "-o") {
+            auto v = value("-o");
+            if (!v) return usage_error("-o needs a file");
+            o.output = *v;
         } else if (a.size() > 1 && a[0] == '-')
             return usage_error(fmt::format("unknown option '{}'", a));
         else if (o.command.empty()) o.command = std::string(a);
-        else o.args.emplace_back(a);
+        else if (o.command == "count") {
+            // The command starts at the first word that is not an option, with or without '--'.
+            for (; i < argv_views.size(); ++i) command.emplace_back(argv_views[i]);
+            break;
+        } else o.args.emplace_back(a);
     }
     if (o.help || o.command == "help") {
         fmt::print("{}", usage_text);
@@ -229,8 +263,11 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "{}", usage_text);
         return 1;
     }
+    if (o.command != "count" && (!events.empty() || !command.empty() || !o.output.empty() || o.csv))
+        return usage_error("-e, -o, --csv and a '-- COMMAND' belong to pmc count");
     if (o.command == "list") return o.args.empty() ? cmd_list(o) : usage_error("list takes no arguments");
     if (o.command == "encode") return cmd_encode(o);
     if (o.command == "doctor") return o.args.empty() ? pmc_tool::cmd_doctor(o) : usage_error("doctor takes no arguments");
+    if (o.command == "count") return pmc_tool::cmd_count(o, command, events);
     return usage_error(fmt::format("unknown command '{}'", o.command));
 }

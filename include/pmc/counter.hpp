@@ -143,6 +143,11 @@ struct OpenOptions {
     /// read(), and may be read from any thread.
     bool count_children = false;
     HybridPolicy hybrid = HybridPolicy::require_pinned;
+    /// Count another process (its pid) instead of the calling thread, as perf stat does for a command. Read with
+    /// read(), from any thread.
+    pid_t pid = 0;
+    /// Start counting when the counted process next calls exec (with `pid`: the command pmc count starts).
+    bool enable_on_exec = false;
     /// Where the PMUs are described (tests point this at a fake tree).
     std::string sysfs_root{default_sysfs_root};
 };
@@ -395,12 +400,13 @@ inline void choose_rdpmc_path(CounterCore& c, bool allowed, bool difference) {
 /// (`start_disabled`) and enabled with enable_group() once its members are in: the kernel does not schedule a
 /// member added to a running leader until the thread is next scheduled in.
 inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr& attr, int group_fd,
-                                         std::vector<std::string>& notes, bool start_disabled = false) {
+                                         std::vector<std::string>& notes, bool start_disabled = false,
+                                         pid_t pid = 0) {
     attr.size = sizeof attr;
     attr.disabled = start_disabled;
     if (spec.precise_max) attr.precise_ip = 3;
     for (;;) {
-        int fd = system_calls().perf_event_open(&attr, 0, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
+        int fd = system_calls().perf_event_open(&attr, pid, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
         if (fd >= 0) return FileDescriptor(fd);
         const int err = errno;
         if ((err == EINVAL || err == EOPNOTSUPP) && spec.precise_max && attr.precise_ip > 0) {
@@ -470,7 +476,8 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     perf_event_attr attr = spec.attr;
     perf_event_attr minus = spec.minus_attr;
     attr.inherit = minus.inherit = options.count_children;
-    c.any_thread = options.count_children;
+    attr.enable_on_exec = options.enable_on_exec;
+    c.any_thread = options.count_children || options.pid != 0;
 
     const auto hybrid = spec.core_pmu && spec.pmu.empty() ? hybrid_pmus(options.sysfs_root) : std::vector<CoreTypePmu>{};
     if (!hybrid.empty() && options.hybrid == HybridPolicy::sum_core_types && !difference) {
@@ -499,7 +506,8 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         return std::move(*failure);
     attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING |
                        (difference ? std::uint64_t{PERF_FORMAT_GROUP} : 0u);
-    auto fd = open_event(spec, attr, -1, c.info->notes, /*start_disabled=*/difference);
+    auto fd = open_event(spec, attr, -1, c.info->notes, /*start_disabled=*/difference || options.enable_on_exec,
+                         options.pid);
     if (!fd) return fd.failure();
     c.fd = std::move(*fd);
     c.info->attr = attr;
@@ -508,14 +516,18 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         minus.read_format = attr.read_format;
         EventSpec minus_spec = spec;
         minus_spec.text = spec.text + " (its " + spec.minus_text + " member)";
-        auto fd_b = open_event(minus_spec, minus, c.fd.get(), c.info->notes);
+        auto fd_b = open_event(minus_spec, minus, c.fd.get(), c.info->notes, false, options.pid);
         if (!fd_b) return fd_b.failure();
         c.fd_b = std::move(*fd_b);
         c.info->minus_attr = minus;
-        if (auto failure = enable_group(c.fd, spec.text)) return std::move(*failure);
+        if (!options.enable_on_exec)
+            if (auto failure = enable_group(c.fd, spec.text)) return std::move(*failure);
     }
 
-    if (options.count_children) {
+    if (options.pid != 0) {
+        c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
+        c.info->notes.push_back("counts process " + std::to_string(options.pid) + ": read with read()");
+    } else if (options.count_children) {
         c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
         c.info->notes.push_back("counts this thread and the threads and processes it creates (inherit): read with "
                                 "read(), since rdpmc sees only the calling thread's counter");

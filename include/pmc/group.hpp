@@ -232,16 +232,19 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
     }
     const std::size_t n = g.info->specs.size();
     g.buffer.assign(3 + n, 0);
-    bool allowed = !options.count_children;
+    const bool other_process = options.pid != 0;
+    bool allowed = !options.count_children && !other_process;
     for (std::size_t i = 0; i < n; ++i) {
         const EventSpec& spec = g.info->specs[i];
         perf_event_attr attr = spec.attr;
         attr.inherit = options.count_children;
+        attr.enable_on_exec = i == 0 && options.enable_on_exec;
         attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
         if (auto failure = place_on_core_pmu(spec, attr, nullptr, g.info->notes, options.sysfs_root))
             return std::move(*failure);
         GroupMember m;
-        auto fd = open_event(spec, attr, i == 0 ? -1 : g.members[0].fd.get(), g.info->notes, /*start_disabled=*/i == 0);
+        auto fd = open_event(spec, attr, i == 0 ? -1 : g.members[0].fd.get(), g.info->notes,
+                             /*start_disabled=*/i == 0, options.pid);
         if (!fd) {
             Failure f = fd.failure();
             if (i > 0 && (f.code.value() == EINVAL || f.code.value() == ENOSPC))
@@ -268,8 +271,9 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         }
         g.members.push_back(std::move(m));
     }
-    if (auto failure = enable_group(g.members[0].fd, "the group of '" + g.info->specs[0].text + "'"))
-        return std::move(*failure);
+    if (!options.enable_on_exec)
+        if (auto failure = enable_group(g.members[0].fd, "the group of '" + g.info->specs[0].text + "'"))
+            return std::move(*failure);
     const bool user_time = allowed && user_time_allowed(snapshot(*g.members[0].cache.page).capabilities);
     if (allowed && user_time) {
         g.path = ReadPath::rdpmc;
@@ -278,7 +282,8 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
     } else {
         g.path = ReadPath::syscall;
         g.info->notes.push_back(
-            options.count_children ? "counts children (inherit): read with one read() of the group"
+            other_process          ? "counts process " + std::to_string(options.pid) + ": read with one read()"
+            : options.count_children ? "counts children (inherit): read with one read() of the group"
             : allowed              ? "read with one read() of the group: the kernel publishes no user-space time "
                                      "conversion here (cap_user_time = 0), which multiplexing scaling needs"
                                    : "read with one read() of the group: not every event is on a user-readable "
@@ -286,7 +291,7 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
     }
     g.owner = acquire_thread_token();
     if (g.path == ReadPath::rdpmc) g.fast_owner = g.owner;
-    g.any_thread = options.count_children;
+    g.any_thread = options.count_children || other_process;
     g.info->pid = ::getpid();
     return g;
 }

@@ -1,9 +1,12 @@
-// pmc/report.hpp: printing what pmc builds and measures: perf_event_attr in `perf stat -vv` layout, and a small
-// JSON writer for the tools' --json output. The only public header that needs {fmt}.
+// pmc/report.hpp: printing what pmc builds and measures — perf_event_attr in `perf stat -vv` layout, counts with
+// their scaling and running fraction (fmt formatters; a table, CSV and JSON for a group's counts), and a small JSON
+// writer for the tools' --json output. The only public header that needs {fmt}.
 #pragma once
 
 #include <pmc/config.hpp>
+#include <pmc/counter.hpp>
 #include <pmc/event.hpp>
+#include <pmc/group.hpp>
 
 #include <fmt/format.h>
 
@@ -272,4 +275,95 @@ inline void write_attr_json(JsonWriter& json, const perf_event_attr& attr) {
     json.end_object();
 }
 
+// ---- counts --------------------------------------------------------------------------------------------------
+
+/// "1234", "2468 (scaled from 1234: counted 50.0 % of the time)" or "not counted": a count as it should be read.
+inline std::string describe(const EventCount& c) {
+    if (!c.counted) return "not counted";
+    if (!c.multiplexed()) return fmt::format("{}", c.raw);
+    return fmt::format("{:.0f} (scaled from {}: counted {:.1f} % of the time)", c.estimate, c.raw,
+                       100.0 * c.running_fraction);
+}
+
+/// An aligned table of a group's counts: event, count (scaled where multiplexed), raw, share of time counted.
+inline std::string count_table(const std::vector<std::string>& names, const std::vector<EventCount>& counts) {
+    std::size_t width = 5;
+    for (const auto& n : names) width = std::max(width, n.size());
+    std::string out = fmt::format("{:<{}}  {:>18}  {:>18}  {:>8}\n", "event", width, "count", "raw", "counted");
+    for (std::size_t i = 0; i < counts.size() && i < names.size(); ++i) {
+        const EventCount& c = counts[i];
+        if (!c.counted)
+            out += fmt::format("{:<{}}  {:>18}  {:>18}  {:>8}\n", names[i], width, "not counted", "-", "0 %");
+        else
+            out += fmt::format("{:<{}}  {:>18.0f}  {:>18}  {:>7.1f}%{}\n", names[i], width, c.estimate, c.raw,
+                               100.0 * c.running_fraction, c.multiplexed() ? "  (scaled)" : "");
+    }
+    return out;
+}
+
+/// The same as CSV: event,count,raw,running_fraction,counted (count empty when not counted).
+inline std::string count_csv(const std::vector<std::string>& names, const std::vector<EventCount>& counts) {
+    auto quote = [](const std::string& s) {
+        if (s.find_first_of(",\"\n") == std::string::npos) return s;
+        std::string q = "\"";
+        for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+        return q + "\"";
+    };
+    std::string out = "event,count,raw,running_fraction,counted\n";
+    for (std::size_t i = 0; i < counts.size() && i < names.size(); ++i) {
+        const EventCount& c = counts[i];
+        out += c.counted ? fmt::format("{},{:.0f},{},{:.6f},true\n", quote(names[i]), c.estimate, c.raw, c.running_fraction)
+                         : fmt::format("{},,,0,false\n", quote(names[i]));
+    }
+    return out;
+}
+
+/// The same as a JSON array of objects; a count that was not counted has "count": null.
+inline void write_counts_json(JsonWriter& json, const std::vector<std::string>& names,
+                              const std::vector<EventCount>& counts) {
+    json.begin_array();
+    for (std::size_t i = 0; i < counts.size() && i < names.size(); ++i) {
+        const EventCount& c = counts[i];
+        json.begin_object().field("event", names[i]).field("counted", c.counted);
+        if (c.counted)
+            json.field("count", c.estimate).field("raw", c.raw).field("running_fraction", c.running_fraction)
+                .field("scaled", c.multiplexed());
+        else
+            json.key("count").null();
+        json.end_object();
+    }
+    json.end_array();
+}
+
+/// A group's event names, for the writers above.
+template <class Group>
+std::vector<std::string> event_names(const Group& group) {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < group.size(); ++i) names.push_back(group.name(i));
+    return names;
+}
+
 PMC_END_NAMESPACE
+
+/// fmt formatters: a count as describe() writes it, and a reading with its times.
+template <>
+struct fmt::formatter<pmc::EventCount> : fmt::formatter<std::string_view> {
+    template <class Context>
+    auto format(const pmc::EventCount& c, Context& ctx) const {
+        return fmt::formatter<std::string_view>::format(pmc::describe(c), ctx);
+    }
+};
+
+template <>
+struct fmt::formatter<pmc::Reading> : fmt::formatter<std::string_view> {
+    template <class Context>
+    auto format(const pmc::Reading& r, Context& ctx) const {
+        const std::string text =
+            r.time_running == 0 && r.time_enabled > 0
+                ? std::string("not counted (never on a counter)")
+                : fmt::format("{} (enabled {:.3f} ms, running {:.3f} ms)", r.value,
+                              static_cast<double>(r.time_enabled) / 1e6,
+                              static_cast<double>(r.time_running) / 1e6);
+        return fmt::formatter<std::string_view>::format(text, ctx);
+    }
+};

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace {
@@ -84,4 +85,51 @@ TEST_CASE("pmc doctor: one screen, a verdict per line, and the documented exit s
     CHECK(json.status == doctor.status);
     CHECK(pmc_test::JsonCheck::valid(json.out));
     CHECK_THAT(json.out, ContainsSubstring("\"exit_status\":" + std::to_string(doctor.status)));
+}
+
+TEST_CASE("pmc count runs a command, counts it from exec to exit, and returns its exit status", "[tool][count]") {
+    auto r = run("count -e page-faults -e task-clock -- sh -c 'exit 3'");
+    CHECK(r.status == 3);
+    CHECK_THAT(r.out, ContainsSubstring("page-faults"));
+    CHECK_THAT(r.out, ContainsSubstring("100.0%"));
+    auto json = run("count --json -e 'page-faults,minor-faults' -- true");
+    CHECK(json.status == 0);
+    CHECK(pmc_test::JsonCheck::valid(json.out));
+    CHECK_THAT(json.out, ContainsSubstring("\"event\":\"minor-faults\""));
+    auto csv = run("count --csv -e context-switches -- true");
+    CHECK_THAT(csv.out, ContainsSubstring("event,count,raw,running_fraction,counted\ncontext-switches,"));
+    auto missing = run("count -e page-faults -- /nonexistent/program");
+    CHECK(missing.status == 127);
+    CHECK_THAT(missing.out, ContainsSubstring("cannot run"));
+    auto bad = run("count -e 'page-faults:uu' -- true");
+    CHECK(bad.status == 1);
+    CHECK_THAT(bad.out, ContainsSubstring("given twice"));
+    CHECK(run("count").status == 1);
+    CHECK(run("list -e page-faults").status == 1); // -e belongs to count
+}
+
+TEST_CASE("pmc count agrees with perf stat on the page faults of the same command", "[tool][count]") {
+    if (::system("command -v perf >/dev/null 2>&1") != 0) {
+        WARN("perf is not installed: the comparison with perf stat is skipped");
+        return;
+    }
+    const std::string work = "dd if=/dev/zero of=/dev/null bs=8M count=4";
+    auto ours = run("count --csv -e page-faults -- " + work);
+    REQUIRE(ours.status == 0);
+    const auto at = ours.out.find("page-faults,");
+    REQUIRE(at != std::string::npos);
+    const double pmc_faults = std::stod(ours.out.substr(at + 12));
+    std::string perf;
+    if (FILE* p = ::popen(("LC_ALL=C perf stat -x, -e page-faults -- " + work + " 2>&1 >/dev/null").c_str(), "r")) {
+        char buf[4096];
+        std::size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) perf.append(buf, n);
+        ::pclose(p);
+    }
+    const auto line = perf.rfind(",page-faults");
+    REQUIRE(line != std::string::npos);
+    const auto start = perf.rfind('\n', line);
+    const double perf_faults = std::stod(perf.substr(start == std::string::npos ? 0 : start + 1));
+    INFO("pmc count " << pmc_faults << ", perf stat " << perf_faults);
+    CHECK(pmc_faults == Approx(perf_faults).epsilon(0.05));
 }
