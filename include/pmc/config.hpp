@@ -26,6 +26,11 @@
 #else
 #define PMC_ARCH_X86_64 0
 #endif
+#if defined(__aarch64__)
+#define PMC_ARCH_AARCH64 1
+#else
+#define PMC_ARCH_AARCH64 0
+#endif
 
 // The hot path's slow branches go to functions marked cold so the compiler moves them out of line.
 #if defined(__GNUC__)

@@ -477,6 +477,11 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     perf_event_attr minus = spec.minus_attr;
     attr.inherit = minus.inherit = options.count_children;
     attr.enable_on_exec = options.enable_on_exec;
+    if (PMC_ARCH_AARCH64 && spec.core_pmu) {
+        // Arm PMUs grant user-space counter reads only to events that ask (config1 bit 1; sysctl perf_user_access).
+        attr.config1 |= 0x2;
+        minus.config1 |= 0x2;
+    }
     c.any_thread = options.count_children || options.pid != 0;
 
     const auto hybrid = spec.core_pmu && spec.pmu.empty() ? hybrid_pmus(options.sysfs_root) : std::vector<CoreTypePmu>{};

@@ -239,6 +239,7 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         perf_event_attr attr = spec.attr;
         attr.inherit = options.count_children;
         attr.enable_on_exec = i == 0 && options.enable_on_exec;
+        if (PMC_ARCH_AARCH64 && spec.core_pmu) attr.config1 |= 0x2; // user-space reads (see counter.hpp)
         attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
         if (auto failure = place_on_core_pmu(spec, attr, nullptr, g.info->notes, options.sysfs_root))
             return std::move(*failure);

@@ -5,6 +5,7 @@
 #include "catch.hpp"
 
 #include <pmc/counter.hpp>
+#include <pmc/group.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -146,4 +147,41 @@ TEST_CASE("instructions per read over a constant source (measureme's method)", "
     CHECK(rdpmc_cost > 0);
     CHECK(rdpmc_cost < 30);
     CHECK(wall_cost < 30);
+}
+
+TEST_CASE("a group of hardware events reads with rdpmc and agrees with single counters", "[hardware][group]") {
+    pmc::Group g{"instructions:u", "branches:u", "cycles:u"};
+    INFO(g.notes().back());
+    auto iv = g.interval();
+    known_loop(100000);
+    const auto& counts = iv.stop();
+    for (std::size_t i = 0; i < g.size(); ++i) CHECK(counts[i].counted);
+    // dec+jnz: 2 instructions and 1 branch per iteration.
+    CHECK(counts[0].estimate >= 200000);
+    CHECK(counts[0].estimate < 200000 * 1.01 + 1000);
+    CHECK(counts[1].estimate >= 100000);
+    std::printf("group read path: %s\n", pmc::to_string(g.path()));
+}
+
+TEST_CASE("more groups than counters are multiplexed, scaled, and marked", "[hardware][group]") {
+    // Eight groups of four events cannot all sit on the counters: the kernel time-shares them.
+    std::vector<pmc::Group> groups;
+    for (int i = 0; i < 8; ++i)
+        groups.emplace_back(std::vector<std::string>{"instructions:u", "branches:u", "cycles:u", "branch-misses:u"});
+    std::vector<std::vector<pmc::EventCount>> results(groups.size());
+    std::vector<pmc::GroupReading> start, stop;
+    for (auto& g : groups) start.push_back(g.read());
+    known_loop(200000000); // long enough for the kernel's multiplexing rotation (every few ms)
+    for (auto& g : groups) stop.push_back(g.read());
+    int multiplexed = 0;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+        pmc::difference(start[i], stop[i], results[i]);
+        const auto& instructions = results[i][0];
+        INFO("group " << i << ": running fraction " << instructions.running_fraction);
+        REQUIRE(instructions.counted);
+        multiplexed += instructions.multiplexed();
+        // The scaled estimate of 400 M instructions from a fraction of the time: within 5 %.
+        CHECK(instructions.estimate == Approx(400e6).epsilon(0.05));
+    }
+    CHECK(multiplexed > 0);
 }

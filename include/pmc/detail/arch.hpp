@@ -16,8 +16,9 @@
 PMC_BEGIN_NAMESPACE
 namespace detail {
 
-/// True where pmc can execute rdpmc/rdtsc itself (x86-64); elsewhere counters use read() and clock_gettime.
-inline constexpr bool has_user_counters = PMC_ARCH_X86_64 != 0;
+/// True where pmc can read counters and the time-stamp counter itself (x86-64, AArch64); elsewhere counters use
+/// read() and clock_gettime.
+inline constexpr bool has_user_counters = PMC_ARCH_X86_64 != 0 || PMC_ARCH_AARCH64 != 0;
 
 #if PMC_ARCH_X86_64
 /// Reads performance counter `counter` (the mmap page's index - 1). Not serializing by itself. The memory clobber
@@ -59,6 +60,53 @@ inline bool has_invariant_tsc() {
 }
 /// CPUID 1 ECX bit 31: running under a hypervisor.
 inline bool under_hypervisor() { return (cpuid(1).ecx >> 31) & 1; }
+#elif PMC_ARCH_AARCH64
+// AArch64: the mmap page's index - 1 names the counter: 31 is the cycle counter PMCCNTR_EL0, 0-30 the event
+// counters PMEVCNTR<n>_EL0 (an mrs needs the register number at compile time, hence the table). User access needs
+// sysctl kernel.perf_user_access=1 and attr.config1 bit 1, which pmc sets when it opens a core-PMU event; the kernel
+// then publishes the index as on x86 (libperf reads it the same way). "tsc" is the virtual counter CNTVCT_EL0,
+// which ticks at the constant CNTFRQ_EL0. isb is the fence: it completes earlier instructions before the read.
+#define PMC_AARCH64_READ(reg)                                                                                     \
+    [] {                                                                                                          \
+        std::uint64_t v;                                                                                          \
+        asm volatile("mrs %0, " #reg : "=r"(v)::"memory");                                                       \
+        return v;                                                                                                 \
+    }
+inline std::uint64_t rdpmc(std::uint32_t counter) noexcept {
+    using Read = std::uint64_t (*)();
+    static constexpr Read event_counters[31] = {
+        PMC_AARCH64_READ(pmevcntr0_el0),  PMC_AARCH64_READ(pmevcntr1_el0),  PMC_AARCH64_READ(pmevcntr2_el0),
+        PMC_AARCH64_READ(pmevcntr3_el0),  PMC_AARCH64_READ(pmevcntr4_el0),  PMC_AARCH64_READ(pmevcntr5_el0),
+        PMC_AARCH64_READ(pmevcntr6_el0),  PMC_AARCH64_READ(pmevcntr7_el0),  PMC_AARCH64_READ(pmevcntr8_el0),
+        PMC_AARCH64_READ(pmevcntr9_el0),  PMC_AARCH64_READ(pmevcntr10_el0), PMC_AARCH64_READ(pmevcntr11_el0),
+        PMC_AARCH64_READ(pmevcntr12_el0), PMC_AARCH64_READ(pmevcntr13_el0), PMC_AARCH64_READ(pmevcntr14_el0),
+        PMC_AARCH64_READ(pmevcntr15_el0), PMC_AARCH64_READ(pmevcntr16_el0), PMC_AARCH64_READ(pmevcntr17_el0),
+        PMC_AARCH64_READ(pmevcntr18_el0), PMC_AARCH64_READ(pmevcntr19_el0), PMC_AARCH64_READ(pmevcntr20_el0),
+        PMC_AARCH64_READ(pmevcntr21_el0), PMC_AARCH64_READ(pmevcntr22_el0), PMC_AARCH64_READ(pmevcntr23_el0),
+        PMC_AARCH64_READ(pmevcntr24_el0), PMC_AARCH64_READ(pmevcntr25_el0), PMC_AARCH64_READ(pmevcntr26_el0),
+        PMC_AARCH64_READ(pmevcntr27_el0), PMC_AARCH64_READ(pmevcntr28_el0), PMC_AARCH64_READ(pmevcntr29_el0),
+        PMC_AARCH64_READ(pmevcntr30_el0),
+    };
+    if (counter == 31) return PMC_AARCH64_READ(pmccntr_el0)();
+    return counter < 31 ? event_counters[counter]() : 0;
+}
+#undef PMC_AARCH64_READ
+inline std::uint64_t rdtsc() noexcept {
+    std::uint64_t v;
+    asm volatile("mrs %0, cntvct_el0" : "=r"(v)::"memory");
+    return v;
+}
+inline std::uint64_t timer_frequency() noexcept {
+    std::uint64_t v;
+    asm volatile("mrs %0, cntfrq_el0" : "=r"(v));
+    return v;
+}
+BOOST_FORCEINLINE void lfence() noexcept { asm volatile("isb" ::: "memory"); }
+BOOST_FORCEINLINE void mfence() noexcept { asm volatile("dsb sy\n\tisb" ::: "memory"); }
+BOOST_FORCEINLINE void cpuid_barrier() noexcept { asm volatile("dsb sy\n\tisb" ::: "memory"); }
+BOOST_FORCEINLINE void cpu_relax() noexcept { asm volatile("yield" ::: "memory"); }
+inline bool has_invariant_tsc() { return timer_frequency() != 0; } // the generic timer has a constant rate
+inline bool under_hypervisor() { return false; }
 #else
 inline std::uint64_t rdpmc(std::uint32_t) noexcept { return 0; }
 inline std::uint64_t rdtsc() noexcept { return 0; }

@@ -104,11 +104,25 @@ inline const TscConversion& tsc_conversion() {
     static const TscConversion conversion = [] {
         TscConversion c;
         if (!has_user_counters || !has_invariant_tsc()) {
-            c.source = has_user_counters ? "clock_gettime(CLOCK_MONOTONIC): this CPU has no invariant TSC"
+            c.source = has_user_counters ? "clock_gettime(CLOCK_MONOTONIC): this CPU has no constant-rate TSC"
                                          : "clock_gettime(CLOCK_MONOTONIC): no user-readable TSC on this architecture";
             return c;
         }
-        if (!conversion_from_perf_page(c)) calibrate(c);
+        if (!conversion_from_perf_page(c)) {
+#if PMC_ARCH_AARCH64
+            // The generic timer states its own frequency: no calibration needed.
+            const double hz = static_cast<double>(timer_frequency());
+            c.shift = 32;
+            c.mult = static_cast<std::uint64_t>(1e9 * 4294967296.0 / hz + 0.5);
+            c.ticks_per_second = hz;
+            std::uint64_t now_ticks = 0, now_ns = 0;
+            paired_sample(CLOCK_MONOTONIC, now_ticks, now_ns);
+            c.zero = now_ns - ticks_to_ns(now_ticks, c.mult, c.shift, 0);
+            c.source = "the generic timer CNTVCT_EL0 at its stated CNTFRQ_EL0";
+#else
+            calibrate(c);
+#endif
+        }
         c.usable = true;
         return c;
     }();
