@@ -17,12 +17,15 @@ namespace {
 
 using RdpmcCounter = pmc::BasicCounter<pmc::serialize::lfence, pmc::source::rdpmc>;
 
-/// Exactly 2 * n user-mode instructions in the loop (dec, jnz), plus a constant for the call; n >= 1.
+/// Exactly 2 * n user-mode instructions and n branches in the loop (dec+jnz, or subs+b.ne), plus a constant for
+/// the call; n >= 1.
 __attribute__((noinline)) void known_loop(std::uint64_t n) {
 #if PMC_ARCH_X86_64
     asm volatile("1:\n\tdec %0\n\tjnz 1b" : "+r"(n) : : "cc");
+#elif PMC_ARCH_AARCH64
+    asm volatile("1:\n\tsubs %0, %0, #1\n\tb.ne 1b" : "+r"(n) : : "cc");
 #else
-    (void)n;
+#error "the hardware suite needs a known instruction loop for this architecture"
 #endif
 }
 
