@@ -24,7 +24,7 @@ namespace pmc_mem {
 
 namespace {
 
-volatile std::uint64_t g_sink; // every kernel's result ends here
+volatile std::uint64_t g_kernel_sink; // every kernel's result ends here
 
 /// A kernel: `passes` passes over `bytes` bytes (dst and/or src); read kernels return the sum of the 64-bit words
 /// they read (so tests can check that every pass read every word), the others 0.
@@ -460,7 +460,7 @@ double timed_run(KernelFn fn, const KernelInfo& k, std::uint64_t size, unsigned 
         const char* src;
         std::size_t bytes;
         args(0, dst, src, bytes);
-        return clock.time([&] { g_sink = fn(dst, src, bytes, passes); }).ns;
+        return clock.time([&] { g_kernel_sink = fn(dst, src, bytes, passes); }).ns;
     }
     const std::vector<int> cpus = allowed_cpus();
     std::atomic<unsigned> ready{0};
@@ -496,7 +496,7 @@ double timed_run(KernelFn fn, const KernelInfo& k, std::uint64_t size, unsigned 
     go.store(true, std::memory_order_release);
     body(0);
     for (auto& th : team) th.join();
-    for (std::uint64_t v : sums) g_sink = v;
+    for (std::uint64_t v : sums) g_kernel_sink = v;
     return static_cast<double>(*std::max_element(end.begin(), end.end()) -
                                *std::min_element(start.begin(), start.end()));
 }

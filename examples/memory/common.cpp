@@ -53,7 +53,7 @@ std::string size_label(double bytes) {
     static const char* units[] = {"", "K", "M", "G", "T"};
     int u = 0;
     double v = bytes;
-    while (v >= 1024 && u < 4) {
+    while (v >= 1000 && u < 4) { // 1000..1023 of a unit print as 0.98.. of the next
         v /= 1024;
         ++u;
     }
@@ -64,7 +64,7 @@ std::string size_text(double bytes) {
     static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;
     double v = bytes;
-    while (v >= 1024 && u < 4) {
+    while (v >= 1000 && u < 4) {
         v /= 1024;
         ++u;
     }

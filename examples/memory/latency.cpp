@@ -16,7 +16,7 @@ namespace pmc_mem {
 namespace {
 
 // Every chase ends by storing its last pointer here, so no load of the chain is dead code.
-volatile void* g_sink;
+volatile void* g_chase_sink;
 
 std::uint64_t splitmix64(std::uint64_t& state) {
     std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -183,8 +183,8 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
         const std::size_t blocks = 2000; // 0.2 ms: short, like the measured runs
         std::vector<double> loop, l1;
         for (int i = 0; i < 21; ++i) {
-            loop.push_back(clock.time([&] { g_sink = reinterpret_cast<void*>(empty_loop(blocks)); }).ns);
-            l1.push_back(clock.time([&] { g_sink = chase(self, blocks); }).ns);
+            loop.push_back(clock.time([&] { g_chase_sink = reinterpret_cast<void*>(empty_loop(blocks)); }).ns);
+            l1.push_back(clock.time([&] { g_chase_sink = chase(self, blocks); }).ns);
         }
         r.loop_ns_per_load = min_of(loop) / (blocks * 100.0);
         r.l1_ns_per_load = min_of(l1) / (blocks * 100.0);
@@ -218,7 +218,11 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
             for (std::size_t k = 0; k < curve.points.size(); ++k) {
                 LatencyPoint& point = curve.points[k];
                 const std::size_t n = point.size / o.stride;
-                void* p = build_chain(base, n, o.stride, curve.chain, o.seed + point.size); // not timed
+                // Each sweep places the chain in another 2 MiB-aligned window of the buffer where there is room.
+                const std::uint64_t room = o.max_size - point.size;
+                const std::uint64_t offset = std::min<std::uint64_t>(room, sweep * (o.max_size / sweeps)) &
+                                             ~std::uint64_t{(2u << 20) - 1};
+                void* p = build_chain(base + offset, n, o.stride, curve.chain, o.seed + point.size); // not timed
 
                 // The first sweep sets how many loads a run needs from a first estimate of the latency. Then the
                 // chain is walked once (or for warm_ms if that is shorter), so the caches hold what they will hold.
@@ -231,17 +235,21 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
                 const double warm = std::min(static_cast<double>(n), o.warm_ms * 1e6 / est);
                 p = chase(p, std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(warm / 100))));
 
+                double fastest = 0;
                 for (unsigned rep = 0; rep < runs; ++rep) {
                     const Timing t = clock.time([&] { p = chase(p, blocks); });
-                    point.ns.push_back(t.ns / static_cast<double>(point.loads_per_rep));
+                    const double ns = t.ns / static_cast<double>(point.loads_per_rep);
+                    point.ns.push_back(ns);
+                    fastest = rep == 0 ? ns : std::min(fastest, ns);
                     if (t.cycles) point.cycles.push_back(*t.cycles / static_cast<double>(point.loads_per_rep));
                 }
-                g_sink = p;
+                point.sweep_min.push_back(fastest);
+                g_chase_sink = p;
                 ++done;
                 progress.step(fmt::format("latency: sweep {}/{}, {} chain {:>3}/{:<3} {:>6}  {:7.2f} ns per load  "
                                           "[{}/{}]",
                                           sweep + 1, sweeps, chain_name(curve.chain), k + 1, curve.points.size(),
-                                          size_label(static_cast<double>(point.size)), point.min_ns(), done,
+                                          size_label(static_cast<double>(point.size)), point.latency_ns(), done,
                                           total * sweeps));
             }
         }
@@ -252,18 +260,21 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
                                   size_text(static_cast<double>(curve.points.front().size)),
                                   size_text(static_cast<double>(curve.points.back().size)), o.reps, sweeps));
 
-    // The regimes come from the random chain (latency; the sequential chains measure prefetching), from the fastest
-    // run of each size: interference (interrupts, another process, a busy sibling thread on the host) only adds
-    // time, and at memory sizes, where a run samples a few thousand of the chain's loads, the fastest of 31 samples
-    // is a few per cent below their median (docs/memory.md).
+    // The regimes come from the random chain (latency; the sequential chains measure prefetching), from each point's
+    // latency_ns(): the median over the sweeps of the fastest run of each sweep (see LatencyPoint).
     const LatencyCurve* source = r.curves.empty() ? nullptr : &r.curves.front();
     for (const auto& c : r.curves)
         if (c.chain == Chain::random) source = &c;
     if (source) {
         r.regimes_chain = source->chain;
         std::vector<CurvePoint> pts;
-        for (const auto& p : source->points) pts.push_back({static_cast<double>(p.size), p.min_ns()});
+        for (const auto& p : source->points) pts.push_back({static_cast<double>(p.size), p.latency_ns()});
         r.regimes = detect_regimes(pts);
+        // The detector knows only the curve; the sweep's end is worth a word when it is short of today's caches.
+        if (o.max_size < (64ull << 20) && !r.regimes.levels.empty() && r.regimes.levels.back().name == "memory")
+            r.regimes.notes.push_back("the sweep ends at " + size_text(static_cast<double>(o.max_size)) +
+                                      ": the level called memory may be a cache that did not overflow (use --max "
+                                      "256M or more)");
     }
     r.seconds = static_cast<double>(clock.now_ns() - t0) / 1e9;
     return r;
@@ -273,13 +284,13 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
 // Output
 
 std::string latency_csv(const LatencyResult& r) {
-    std::string out = "chain,size_bytes,size_label,loads_per_run,runs,min_ns,median_ns,max_ns,min_cycles,"
+    std::string out = "chain,size_bytes,size_label,loads_per_run,runs,latency_ns,min_ns,median_ns,max_ns,min_cycles,"
                       "median_cycles\n";
     for (const auto& c : r.curves)
         for (const auto& p : c.points)
-            out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", chain_name(c.chain), p.size,
+            out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", chain_name(c.chain), p.size,
                                size_label(static_cast<double>(p.size)), p.loads_per_rep, p.ns.size(),
-                               num(p.min_ns(), 6), num(p.median_ns(), 6), num(max_of(p.ns), 6),
+                               num(p.latency_ns(), 6), num(p.min_ns(), 6), num(p.median_ns(), 6), num(max_of(p.ns), 6),
                                p.cycles.empty() ? "" : num(min_of(p.cycles), 6),
                                p.cycles.empty() ? "" : num(median_of(p.cycles), 6));
     return out;
@@ -337,7 +348,8 @@ void write_latency_json(pmc::JsonWriter& json, const LatencyResult& r, const Mac
     json.field("pages", r.pages_note);
     json.field("loop_overhead_ns_per_load", r.loop_ns_per_load);
     json.field("single_line_chain_ns_per_load", r.l1_ns_per_load);
-    json.field("statistic", "min and median of the runs; regimes from the min");
+    json.field("statistic", "latency_ns: the median over the sweeps of each sweep's fastest run (regimes are found "
+                            "from it); min_ns and median_ns over all runs");
     json.end_object();
     json.key("curves").begin_array();
     for (const auto& c : r.curves) {
@@ -348,6 +360,7 @@ void write_latency_json(pmc::JsonWriter& json, const LatencyResult& r, const Mac
             json.begin_object();
             json.field("size_bytes", p.size);
             json.field("loads_per_run", p.loads_per_rep);
+            json.field("latency_ns", p.latency_ns());
             json.field("min_ns", p.min_ns());
             json.field("median_ns", p.median_ns());
             json.field("max_ns", max_of(p.ns));

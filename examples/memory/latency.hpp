@@ -26,12 +26,13 @@ struct LatencyOptions {
     std::uint64_t max_size = 256ull << 20;
     unsigned per_octave = 8;
     std::uint64_t stride = 64;
-    unsigned reps = 31;         ///< timed runs per size; min and median are reported
+    unsigned reps = 45;         ///< timed runs per size (over all sweeps)
     double rep_ms = 0.25;       ///< each timed run lasts about this long: short, so that most runs fall between
                                 ///< the periodic interruptions a VM suffers (3-5 % of a run longer than ~1 ms here)
     std::uint64_t min_loads = 2000; ///< at least this many loads per run (a sample of the chain)
-    double warm_ms = 20;        ///< before the runs, one traversal of the chain, or this long if that is longer
-    unsigned sweeps = 3;        ///< the runs of each size are spread over this many sweeps over all sizes
+    double warm_ms = 5;         ///< before the runs, one traversal of the chain, or this long if that is longer
+    unsigned sweeps = 9;        ///< the runs of each size are spread over this many sweeps over all sizes, each
+                                ///< with the chain in another part of the buffer (other physical pages)
     std::vector<Chain> chains{Chain::random};
     std::vector<unsigned> chain_per_octave; ///< per chain; empty or 0: per_octave
     std::uint64_t seed = 1;
@@ -41,8 +42,13 @@ struct LatencyOptions {
 struct LatencyPoint {
     std::uint64_t size = 0;
     std::uint64_t loads_per_rep = 0;
-    std::vector<double> ns;     ///< ns per load, one per timed run
-    std::vector<double> cycles; ///< cycles per load, one per run (empty without a cycle counter)
+    std::vector<double> ns;        ///< ns per load, one per timed run
+    std::vector<double> sweep_min; ///< the fastest run of each sweep
+    std::vector<double> cycles;    ///< cycles per load, one per run (empty without a cycle counter)
+    /// The point's latency: the median over the sweeps of each sweep's fastest run. Within a sweep the fastest
+    /// run is the one least disturbed (interference only adds time); across sweeps, which place the chain on
+    /// different physical pages, the median averages how the pages happen to fall into the cache sets.
+    double latency_ns() const { return median_of(sweep_min); }
     double min_ns() const { return min_of(ns); }
     double median_ns() const { return median_of(ns); }
 };
@@ -55,7 +61,7 @@ struct LatencyCurve {
 struct LatencyResult {
     LatencyOptions options;
     std::vector<LatencyCurve> curves;
-    Regimes regimes;               ///< found on the random curve (else the first), from the fastest run per size
+    Regimes regimes;               ///< found on the random curve (else the first), from latency_ns()
     Chain regimes_chain = Chain::random;
     double loop_ns_per_load = 0;   ///< an empty loop of the same trip count, per load: the loop overhead's bound
     double l1_ns_per_load = 0;     ///< the chain on one line (always an L1 hit), for comparison

@@ -5,9 +5,10 @@
 // dependent loads (p = *p, 100 per loop iteration, the result stored to a volatile), so each load waits for the
 // previous one. ns per load = elapsed / loads, timed with pmc's wall-time counter (rdtsc, no system call; cycles:u
 // too where a PMU lets it open). The chain is built before timing and walked once before the runs; each size is
-// timed in 31 short runs (0.25 ms: long enough to dwarf the clock's cost, short enough that most runs miss a
-// VM's periodic interruptions) spread over 3 sweeps over all sizes; the fastest run is the point (interference
-// only adds time) and the median is kept too. The thread is pinned to one CPU. The default chain is a random cycle (prefetchers cannot guess it); --chain forward is
+// timed in 45 short runs (0.25 ms: long enough to dwarf the clock's cost, short enough that most runs miss a
+// VM's periodic interruptions) spread over 9 sweeps over all sizes, each sweep with the chain in another part of
+// the buffer; a point is the median over the sweeps of each sweep's fastest run (interference only adds time; the
+// sweeps average how physical pages fall into cache sets). The thread is pinned to one CPU. The default chain is a random cycle (prefetchers cannot guess it); --chain forward is
 // lmbench3's sequential one for comparison. The regime detector is in regimes.hpp (docs/memory.md).
 #include "common.hpp"
 #include "latency.hpp"
@@ -28,16 +29,17 @@ Load latency against working-set size (lmbench's lat_mem_rd), and the cache leve
   --stride BYTES       bytes between chain elements (default 64, one cache line)
   --chain LIST         comma-separated: random (default), forward (= lmbench, lmbench3's sequential chain),
                        backward (= lmbench2)
-  --runs N             timed runs per size (default 31); min and median are kept
+  --runs N             timed runs per size (default 45)
   --run-ms MS          length of one run (default 0.25: short runs miss the periodic interruptions of a VM)
-  --sweeps N           spread each size's runs over N sweeps over all sizes (default 3)
+  --sweeps N           spread each size's runs over N sweeps over all sizes, each with the chain on other
+                       physical pages (default 9); a point is the median of the sweeps' fastest runs
   --seed N             seed of the random chain (default 1)
   --hugepages          ask for transparent huge pages (default: base pages, like malloc)
   --cpu N              pin to CPU N (default: the last CPU this process may use)
   --no-pin             do not pin
   --out DIR            report folder (default pmc-memory-report)
   --no-plot            do not run gnuplot
-  --quick              a short run for tests: 512 B..4 MiB, 4 points per octave, 11 runs
+  --quick              a short run for tests: 512 B..4 MiB, 15 runs in 5 sweeps
   --quiet              no progress lines
   -h, --help           this text
 
@@ -95,9 +97,9 @@ int run(int argc, char** argv) {
         } else if (args.is("--quick")) {
             o.min_size = 512;
             o.max_size = 4u << 20;
-            o.per_octave = 4;
-            o.reps = 11;
-            o.sweeps = 1;
+            o.per_octave = 8;
+            o.reps = 15;
+            o.sweeps = 5;
         } else if (args.is("--quiet")) {
             quiet = true;
         } else {
@@ -119,7 +121,7 @@ int run(int argc, char** argv) {
     const LatencyResult r = run_latency(o, clock, progress, pin_note);
     const Written w = save_latency(out, r, machine, plot);
 
-    std::printf("Levels found in the %s-chain latency curve (fastest of %u runs per size), beside what the CPU "
+    std::printf("Levels found in the %s-chain latency curve (%u runs per size), beside what the CPU "
                 "reports:\n\n%s\n",
                 chain_name(r.regimes_chain), o.reps, regimes_text(r.regimes, machine).c_str());
     std::printf("loop overhead: %.4f ns per load (an empty loop of the same trip count) = %.2g %% of an L1 hit "

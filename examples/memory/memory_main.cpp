@@ -100,14 +100,14 @@ int run(int argc, char** argv) {
         o.chain_per_octave = {8, 4};
         if (quick) {
             o.max_size = 8u << 20;
-            o.chain_per_octave = {4, 2};
-            o.reps = 11;
-            o.sweeps = 1;
+            o.chain_per_octave = {8, 4};
+            o.reps = 15;
+            o.sweeps = 5;
         }
         latency = run_latency(o, clock, progress, pin_note);
         written.add(save_latency(out, latency, machine, plot));
         summary.latency = &latency;
-        std::printf("Levels found in the random-chain load latency (fastest of %u runs), beside what the CPU "
+        std::printf("Levels found in the random-chain load latency (%u runs per size), beside what the CPU "
                     "reports:\n\n%s\n",
                     o.reps, regimes_text(latency.regimes, machine).c_str());
     }

@@ -90,7 +90,7 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
             xmin = std::min(xmin, static_cast<double>(p.size));
             xmax = std::max(xmax, static_cast<double>(p.size));
             ymin = std::min(ymin, p.min_ns());
-            ymax = std::max(ymax, p.median_ns());
+            ymax = std::max(ymax, p.latency_ns());
         }
     if (xmax == 0) return PlotOutcome{false, {}, "no data to plot"};
     const double x0 = xmin / 1.25, x1 = xmax * 1.25;
@@ -102,8 +102,8 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
     s += "set title " +
          gp_string("Load latency on " + chip + (m.hypervisor.empty() ? "" : " (VM)") +
                    ": dependent loads through a " + size_text(static_cast<double>(r.options.stride)) +
-                   "-stride pointer chain\n" + r.pages_note + "; each point the fastest of " +
-                   std::to_string(r.options.reps) + " runs") +
+                   "-stride pointer chain\n" + r.pages_note + "; each point: over " + std::to_string(r.options.sweeps) +
+                   " sweeps of " + std::to_string(r.options.reps) + " runs, the median of each sweep's fastest") +
          " font \",12\"\n";
     s += "set datafile separator comma\n";
     s += "set logscale x 2\nset logscale y 10\n";
@@ -161,16 +161,16 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
         const std::string chain = chain_name(r.curves[i].chain);
         const std::string filter = "(strcol(1) eq \"" + chain + "\" ? $";
         const bool random = r.curves[i].chain == Chain::random;
-        const std::string what = random ? "random chain: latency (fastest run)"
+        const std::string what = random ? "random chain: load latency"
                                         : chain + " chain: sequential, " +
                                               (r.curves[i].chain == Chain::forward ? "lmbench3" : "lmbench2") +
-                                              "'s pattern, prefetched (fastest run)";
+                                              "'s pattern, prefetched";
         add("'latency.csv' every ::1 using 2:" + filter + "6 : NaN) with linespoints lw " + (random ? "2.2" : "1.6") +
             " pt 7 ps " + (random ? "0.55" : "0.45") + " lc rgb \"" + colors[i % 3] + "\"" + (random ? "" : " dt 2") +
             " title " + gp_string(what));
         if (random)
-            add("'' every ::1 using 2:" + filter + "7 : NaN) with points pt 1 ps 0.6 lc rgb \"#6c8ebf\" title "
-                "\"random chain, median run\"");
+            add("'' every ::1 using 2:" + filter + "8 : NaN) with points pt 1 ps 0.6 lc rgb \"#6c8ebf\" title "
+                "\"random chain, median of all runs\"");
     }
     s += plots + "\n";
     return draw(dir, "latency", s);

@@ -96,12 +96,14 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
     if (const LatencyResult* l = in.latency) {
         s += "## Load latency and the levels found in it\n\n![load latency](latency.png)\n\n";
         s += fmt::format("Back-to-back dependent loads (`p = *p`, 100 per loop iteration) through a circular chain "
-                         "with one element every {} bytes, over working sets from {} to {}; each point is the fastest "
-                         "of {} runs of about {} ms spread over three sweeps over all sizes (short runs, so that most "
-                         "miss the periodic interruptions of a VM; the median run is in latency.csv too). {}. {}; "
-                         "{}.\n\n",
+                         "with one element every {} bytes, over working sets from {} to {}, timed in {} runs of about {} ms "
+                         "per size (short, so that most runs miss the periodic interruptions of a VM) spread over {} "
+                         "sweeps over all sizes, each sweep with the chain on other physical pages; a point is the "
+                         "median over the sweeps of each sweep's fastest run (latency.csv also has the fastest and "
+                         "the median of all runs). {}. {}; {}.\n\n",
                          l->options.stride, size_text(static_cast<double>(l->options.min_size)),
                          size_text(static_cast<double>(l->options.max_size)), l->options.reps, num(l->options.rep_ms, 3),
+                         l->options.sweeps,
                          l->pin_note, "Pages: " + l->pages_note, l->cycles_note);
         s += "The levels below were found from the random-chain curve alone (docs/memory.md: plateaus within "
              "±10 %, levels at least 1.5× apart, each boundary where the latency crosses the mean of its two "
@@ -123,8 +125,8 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
             s += fmt::format("- The forward chain (lmbench3's `lat_mem_rd` pattern, which prefetchers follow) costs "
                              "{:.3g} ns per load at {} where the random chain costs {:.3g} ns: sequential "
                              "strides measure the prefetcher, not the latency.\n",
-                             fwd->points.back().min_ns(), size_label(static_cast<double>(fwd->points.back().size)),
-                             rnd->points.back().min_ns());
+                             fwd->points.back().latency_ns(),
+                             size_label(static_cast<double>(fwd->points.back().size)), rnd->points.back().latency_ns());
         s += "\n";
     }
 
