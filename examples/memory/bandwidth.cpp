@@ -462,7 +462,11 @@ double timed_run(KernelFn fn, const KernelInfo& k, std::uint64_t size, unsigned 
         args(0, dst, src, bytes);
         return clock.time([&] { g_kernel_sink = fn(dst, src, bytes, passes); }).ns;
     }
-    const std::vector<int> cpus = allowed_cpus();
+    // Thread 0 is the caller, on its (pinned) CPU; the others go to the process's other CPUs in turn.
+    std::vector<int> cpus;
+    const int mine = ::sched_getcpu();
+    for (int c : process_cpus())
+        if (c != mine) cpus.push_back(c);
     std::atomic<unsigned> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::uint64_t> start(threads), end(threads), sums(threads);
@@ -485,7 +489,7 @@ double timed_run(KernelFn fn, const KernelInfo& k, std::uint64_t size, unsigned 
             if (!cpus.empty()) {
                 cpu_set_t set;
                 CPU_ZERO(&set);
-                CPU_SET(cpus[t % cpus.size()], &set);
+                CPU_SET(cpus[(t - 1) % cpus.size()], &set);
                 ::sched_setaffinity(0, sizeof set, &set);
             }
             body(t);

@@ -113,11 +113,11 @@ int run(int argc, char** argv) {
     }
     if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
     if (o.max_size < 1024u * o.threads) throw UsageError("--max must give each thread at least 1 KiB");
-    if (o.threads > allowed_cpus().size())
+    if (o.threads > process_cpus().size())
         std::fprintf(stderr, "pmc-mem-bandwidth: warning: %u threads on %zu CPUs: threads will share CPUs\n",
-                     o.threads, allowed_cpus().size());
+                     o.threads, process_cpus().size());
 
-    std::string pin_note = "not pinned (--no-pin)";
+    std::string pin_note = "Not pinned (--no-pin)";
     if (pin) pin_to_cpu(cpu, pin_note);
     Clock clock;
     Progress progress(quiet);

@@ -53,7 +53,7 @@ std::string size_label(double bytes) {
     static const char* units[] = {"", "K", "M", "G", "T"};
     int u = 0;
     double v = bytes;
-    while (v >= 1000 && u < 4) { // 1000..1023 of a unit print as 0.98.. of the next
+    while (v >= 999.5 && u < 4) { // what would print as 1e+03 of a unit prints as 0.977.. of the next
         v /= 1024;
         ++u;
     }
@@ -64,7 +64,7 @@ std::string size_text(double bytes) {
     static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;
     double v = bytes;
-    while (v >= 1000 && u < 4) {
+    while (v >= 999.5 && u < 4) {
         v /= 1024;
         ++u;
     }
@@ -154,10 +154,15 @@ std::vector<int> allowed_cpus() {
     return out;
 }
 
+const std::vector<int>& process_cpus() {
+    static const std::vector<int> cpus = allowed_cpus(); // first called before any pinning (pin_to_cpu calls it)
+    return cpus;
+}
+
 int pin_to_cpu(int cpu, std::string& note) {
-    const std::vector<int> cpus = allowed_cpus();
+    const std::vector<int> cpus = process_cpus();
     if (cpus.empty()) {
-        note = std::string("not pinned: sched_getaffinity failed (") + std::strerror(errno) + ")";
+        note = std::string("Not pinned: sched_getaffinity failed (") + std::strerror(errno) + ")";
         return -1;
     }
     if (cpu < 0) cpu = cpus.back();
@@ -170,10 +175,10 @@ int pin_to_cpu(int cpu, std::string& note) {
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     if (::sched_setaffinity(0, sizeof set, &set) != 0) {
-        note = std::string("not pinned: sched_setaffinity failed (") + std::strerror(errno) + ")";
+        note = std::string("Not pinned: sched_setaffinity failed (") + std::strerror(errno) + ")";
         return -1;
     }
-    note = "pinned to CPU " + std::to_string(cpu) + " with sched_setaffinity";
+    note = "Pinned to CPU " + std::to_string(cpu) + " with sched_setaffinity";
     return cpu;
 }
 
@@ -199,7 +204,9 @@ Clock::Clock() : wall_("wall-time") {
         cycles_.emplace(std::move(cycles).value());
         cycles_note_ = "cycles:u: " + joined(cycles_->notes());
     } else {
-        cycles_note_ = "no cycle counts: cycles:u did not open (" + first_line(cycles.failure().message) + ")";
+        std::string why = first_line(cycles.failure().message);
+        while (!why.empty() && (why.back() == '.' || why.back() == ' ')) why.pop_back();
+        cycles_note_ = "no cycle counts: cycles:u did not open (" + why + ")";
     }
 }
 

@@ -68,8 +68,10 @@ private:
 // ---------------------------------------------------------------------------------------------------------------
 // Pinning
 
-/// The CPUs this process may run on (sched_getaffinity).
+/// The CPUs this thread may run on now (sched_getaffinity).
 std::vector<int> allowed_cpus();
+/// The CPUs the process could run on before pin_to_cpu narrowed them (for placing worker threads).
+const std::vector<int>& process_cpus();
 /// Pins the calling thread to `cpu` (-1: the last CPU it may run on, away from CPU 0's interrupts) with
 /// sched_setaffinity. Returns the CPU, or -1 with `note` saying why not.
 int pin_to_cpu(int cpu, std::string& note);

@@ -457,7 +457,7 @@ std::string regimes_text(const Regimes& regimes, const MachineFacts& m) {
 }
 
 std::string regimes_markdown(const Regimes& regimes, const MachineFacts& m) {
-    std::string out = "| level | found size | between measured sizes | latency (median of plateau) | plateau | "
+    std::string out = "| level | found size | between measured sizes | latency | plateau (latency range, sizes) | "
                       "the CPU reports |\n|---|---|---|---|---|---|\n";
     for (const auto& row : regime_rows(regimes, m))
         out += "| " + row.level + " | " + row.boundary + " | " + row.bracket + " | " + row.latency + " | " +

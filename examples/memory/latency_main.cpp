@@ -112,7 +112,7 @@ int run(int argc, char** argv) {
     if (o.max_size < 4 * o.stride) throw UsageError("--max must hold at least 4 chain elements");
     if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
 
-    std::string pin_note = "not pinned (--no-pin)";
+    std::string pin_note = "Not pinned (--no-pin)";
     if (pin) pin_to_cpu(cpu, pin_note);
     Clock clock;
     Progress progress(quiet);

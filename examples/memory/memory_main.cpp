@@ -81,7 +81,7 @@ int run(int argc, char** argv) {
         }
     }
 
-    std::string pin_note = "not pinned (--no-pin)";
+    std::string pin_note = "Not pinned (--no-pin)";
     if (pin) pin_to_cpu(cpu, pin_note);
     Clock clock;
     Progress progress(quiet);
@@ -125,7 +125,7 @@ int run(int argc, char** argv) {
             if (!vector_isa().empty()) o.kernels.insert(o.kernels.begin() + 2, "copy-vec");
         }
         bandwidth = run_bandwidth(o, clock, progress, pin_note);
-        const unsigned cpus = static_cast<unsigned>(allowed_cpus().size());
+        const unsigned cpus = static_cast<unsigned>(process_cpus().size());
         if (cpus > 1 && pin) {
             all_cpus.threads = cpus;
             all_cpus.size = o.max_size;
@@ -146,6 +146,12 @@ int run(int argc, char** argv) {
         if (regimes)
             std::printf("Bandwidth per level in GB/s (best run; median over the sizes well inside each level):\n\n%s\n",
                         level_bandwidth_text(bandwidth_per_level(bandwidth, *regimes)).c_str());
+        if (!all_cpus.gbps.empty()) {
+            std::printf("With %u threads on %u CPUs at %s:", all_cpus.threads, all_cpus.threads,
+                        size_text(static_cast<double>(all_cpus.size)).c_str());
+            for (const auto& [k, v] : all_cpus.gbps) std::printf(" %s %.1f GB/s", k.c_str(), v);
+            std::printf("\n\n");
+        }
     }
 
     PagefaultResult pagefault;
@@ -158,8 +164,9 @@ int run(int argc, char** argv) {
         }
         if (const Level* mem = do_latency ? memory_level(latency.regimes) : nullptr) {
             o.memory_latency_ns = mem->latency;
-            o.memory_latency_source = "the memory level found by the latency experiment (median of its plateau, " +
-                                      size_label(mem->first_size) + ".." + size_label(mem->last_size) + ")";
+            o.memory_latency_source = "the memory level found by the latency experiment (" +
+                                      size_label(mem->first_size) + ".." + size_label(mem->last_size) +
+                                      "; the median of its points from 4x the last cache boundary up)";
         }
         pagefault = run_pagefault(o, clock, progress);
         written.add(save_pagefault(out, pagefault, machine));

@@ -102,8 +102,8 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
     s += "set title " +
          gp_string("Load latency on " + chip + (m.hypervisor.empty() ? "" : " (VM)") +
                    ": dependent loads through a " + size_text(static_cast<double>(r.options.stride)) +
-                   "-stride pointer chain\n" + r.pages_note + "; each point: over " + std::to_string(r.options.sweeps) +
-                   " sweeps of " + std::to_string(r.options.reps) + " runs, the median of each sweep's fastest") +
+                   "-stride pointer chain\n" + r.pages_note + "; " + std::to_string(r.options.reps) + " runs per size in " +
+                   std::to_string(r.options.sweeps) + " sweeps, a point is the median of the sweeps' fastest runs") +
          " font \",12\"\n";
     s += "set datafile separator comma\n";
     s += "set logscale x 2\nset logscale y 10\n";
@@ -151,8 +151,8 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
     }
     std::string cpu_key = "red: cache sizes the CPU reports";
     if (!off_scale.empty()) cpu_key += " (off scale: " + off_scale + ")";
-    s += fmt::format("set label {} at graph 0.99,graph 0.035 right font \",9\" tc rgb \"#c0392b\"\n",
-                     gp_string(cpu_key + "; shaded: levels found in the random-chain curve"));
+    s += fmt::format("set label {} at graph 0.01,graph 0.97 left font \",9\" tc rgb \"#c0392b\"\n",
+                     gp_string("shaded: the levels found in the random-chain curve\n" + cpu_key));
 
     std::string plots;
     auto add = [&](const std::string& p) { plots += (plots.empty() ? "plot " : ", \\\n     ") + p; };

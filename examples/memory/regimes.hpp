@@ -15,8 +15,12 @@
 //     lmbench3's cache.c) are one level; the smaller steps inside a level of at least `minor_step_ratio` (1.1)
 //     are reported as minor steps -- where a TLB's reach shows, or a latency that drifts with size.
 //  4. Boundaries: between two levels the boundary is where the curve is halfway up the step on a logarithmic
-//     latency axis -- where it crosses the geometric mean of the latencies on either side (the last plateau of
-//     the lower level, the first of the upper). That is where a step drawn in log-log coordinates is steepest,
+//     latency axis -- where it crosses the geometric mean of the two levels' latencies, searched between the last
+//     plateau of the lower level and the first of the upper. A level's latency is the median of its plateau
+//     points well inside it: at least twice its lower boundary and at most half its upper one (the last level:
+//     at least four times its lower boundary, STREAM's rule), so that neither a minor step inside a level nor
+//     where a drifting level's transitions happened to end moves it. That is where a step drawn in log-log
+//     coordinates is steepest,
 //     the point lmbench3's cache.c looks for as the largest latency ratio between neighbouring sizes. For a cache
 //     that holds the whole working set until it overflows (a virtually indexed L1) it is the step itself; where
 //     a physically indexed cache fills gradually because pages land on random colours, it is where roughly a
@@ -68,7 +72,7 @@ struct Level {
     std::string name;          ///< "L1", "L2", ..., "memory"
     double first_size = 0;     ///< first and last measured size on the level's plateaus
     double last_size = 0;
-    double latency = 0;        ///< median latency of the level's plateau points
+    double latency = 0;        ///< median latency of its plateau points well inside the level (see step 4)
     double latency_low = 0;    ///< lowest and highest latency on its plateaus (smoothed)
     double latency_high = 0;
     std::size_t points = 0;
@@ -217,12 +221,6 @@ inline Regimes detect_regimes(std::vector<CurvePoint> points, const RegimeOption
         level.last_size = points[groups[g].back().last].size;
         level.latency = detail::median_of(raw);
         level.points = raw.size();
-        // 4. Boundary to the next level: the mean of the adjacent plateaus' latencies.
-        if (g + 1 < groups.size()) {
-            const detail::Run& below = groups[g].back();
-            const detail::Run& above = groups[g + 1].front();
-            level.boundary = detail::crossing(points, smooth, below.last, above.first, below.latency, above.latency);
-        }
         out.levels.push_back(level);
     }
 
@@ -247,6 +245,33 @@ inline Regimes detect_regimes(std::vector<CurvePoint> points, const RegimeOption
         l.latency = detail::median_of(raw);
         l.points = raw.size();
     }
+
+    // 4. Boundaries: halfway (geometrically) between the two levels' latencies, searched between the last plateau
+    // of the lower level and the first of the upper. Then each level's latency is taken again from its plateau
+    // points well inside it (at least twice its lower boundary, at most half its upper one; for the last level at
+    // least four times its lower boundary, STREAM's rule), so that where a level's latency drifts with size its
+    // value does not depend on where the neighbouring transitions happened to end; and the boundaries once more.
+    auto boundaries = [&] {
+        for (std::size_t g = 0; g + 1 < groups.size(); ++g)
+            out.levels[g].boundary = detail::crossing(points, smooth, groups[g].back().last,
+                                                      groups[g + 1].front().first, out.levels[g].latency,
+                                                      out.levels[g + 1].latency);
+    };
+    boundaries();
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        const double lower = g == 0 ? 0 : out.levels[g - 1].boundary->size;
+        const double upper = out.levels[g].boundary ? out.levels[g].boundary->size : 1e300;
+        const double lo = g + 1 == groups.size() ? 4 * lower : 2 * lower, hi = upper / 2;
+        std::vector<double> core;
+        for (const detail::Run& r : groups[g])
+            for (std::size_t k = r.first; k <= r.last; ++k)
+                if (points[k].size >= lo && points[k].size <= hi) core.push_back(points[k].latency);
+        if (g + 1 == groups.size() && open_ended)
+            for (std::size_t k = last_run.last + 1; k < n; ++k)
+                if (points[k].size >= lo) core.push_back(points[k].latency);
+        if (!core.empty()) out.levels[g].latency = detail::median_of(core);
+    }
+    boundaries();
 
     // 5. Names.
     for (std::size_t g = 0; g < out.levels.size(); ++g)

@@ -105,10 +105,10 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
                          size_text(static_cast<double>(l->options.max_size)), l->options.reps, num(l->options.rep_ms, 3),
                          l->options.sweeps,
                          l->pin_note, "Pages: " + l->pages_note, l->cycles_note);
-        s += "The levels below were found from the random-chain curve alone (docs/memory.md: plateaus within "
-             "±10 %, levels at least 1.5× apart, each boundary where the latency crosses the mean of its two "
-             "plateaus, i.e. where half of the loads miss); the last column is what the CPU reports, for "
-             "comparison only.\n\n";
+        s += "The levels below were found from the random-chain curve alone, without cpuid or sysfs (docs/memory.md: "
+             "plateaus of points within ±10 % of each other, levels at least 1.5× apart, each boundary where the "
+             "curve is halfway up its step on the log-latency axis); the last column is what the CPU reports, "
+             "for comparison only.\n\n";
         s += regimes_markdown(l->regimes, m) + "\n";
         for (const auto& st : l->regimes.minor_steps)
             s += fmt::format("- Minor step inside a level (not a new level, ratio below 1.5): ×{:.2f} ({:.3g} → "
