@@ -583,12 +583,15 @@ BandwidthResult run_bandwidth(const BandwidthOptions& o, Clock& clock, Progress&
     for (const auto& k : chosen) r.curves.push_back(BandwidthCurve{k, o.threads, {}});
     std::size_t done = 0;
     for (std::size_t i = 0; i < sizes.size(); ++i) {
+        std::string line = fmt::format("bandwidth: {:>6} GB/s:", size_label(static_cast<double>(sizes[i])));
         for (auto& curve : r.curves) {
             curve.points.push_back(measure_bandwidth(curve.kernel, sizes[i], o.threads, o.reps, o.rep_ms, clock));
-            progress.step(fmt::format("bandwidth: {:>3}/{} {:>6} {:<9} {:7.1f} GB/s", ++done,
-                                      sizes.size() * chosen.size(), size_label(static_cast<double>(sizes[i])),
-                                      curve.kernel.name, curve.points.back().best()));
+            progress.detail(fmt::format("bandwidth: {:>3}/{} {:>6} {:<9} {:7.1f} GB/s", ++done,
+                                        sizes.size() * chosen.size(), size_label(static_cast<double>(sizes[i])),
+                                        curve.kernel.name, curve.points.back().best()));
+            line += fmt::format(" {} {:.1f}", curve.kernel.name, curve.points.back().best());
         }
+        if (!progress.tty()) progress.note(line);
     }
     r.seconds = static_cast<double>(clock.now_ns() - t0) / 1e9;
     progress.note(fmt::format("bandwidth: {} kernels x {} sizes from {} to {}, {:.1f} s", chosen.size(), sizes.size(),

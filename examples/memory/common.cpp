@@ -256,6 +256,10 @@ void Progress::step(const std::string& text) {
     dirty_ = true;
 }
 
+void Progress::detail(const std::string& text) {
+    if (tty_) step(text);
+}
+
 void Progress::note(const std::string& text) {
     if (quiet_) return;
     clear();

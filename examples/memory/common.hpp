@@ -148,6 +148,8 @@ public:
     Progress& operator=(const Progress&) = delete;
     /// A step of work (a size measured): the status line on a terminal, a line otherwise.
     void step(const std::string& text);
+    /// A passing detail: the status line on a terminal, nothing otherwise (keeps logs short).
+    void detail(const std::string& text);
     /// A line that stays (a phase done, a warning).
     void note(const std::string& text);
     bool tty() const { return tty_; }

@@ -246,14 +246,22 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
                 point.sweep_min.push_back(fastest);
                 g_chase_sink = p;
                 ++done;
-                progress.step(fmt::format("latency: sweep {}/{}, {} chain {:>3}/{:<3} {:>6}  {:7.2f} ns per load  "
-                                          "[{}/{}]",
-                                          sweep + 1, sweeps, chain_name(curve.chain), k + 1, curve.points.size(),
-                                          size_label(static_cast<double>(point.size)), point.latency_ns(), done,
-                                          total * sweeps));
+                progress.detail(fmt::format("latency: sweep {}/{}, {} chain {:>3}/{:<3} {:>6}  {:7.2f} ns per load  "
+                                            "[{}/{}]",
+                                            sweep + 1, sweeps, chain_name(curve.chain), k + 1, curve.points.size(),
+                                            size_label(static_cast<double>(point.size)), point.latency_ns(), done,
+                                            total * sweeps));
             }
         }
+        if (!progress.tty())
+            progress.note(fmt::format("latency: sweep {}/{} done, {:.1f} s", sweep + 1, sweeps,
+                                      static_cast<double>(clock.now_ns() - t0) / 1e9));
     }
+    for (const auto& curve : r.curves)
+        for (const auto& point : curve.points)
+            if (!progress.tty())
+                progress.note(fmt::format("latency: {} chain {:>6}  {:7.2f} ns per load", chain_name(curve.chain),
+                                          size_label(static_cast<double>(point.size)), point.latency_ns()));
     for (const auto& curve : r.curves)
         progress.note(fmt::format("latency: {} chain, {} sizes from {} to {}, {} runs each in {} sweeps",
                                   chain_name(curve.chain), curve.points.size(),

@@ -135,7 +135,7 @@ int run(int argc, char** argv) {
                 if (quick && k.name != "memcpy") continue;
                 const BandwidthPoint p = measure_bandwidth(k, o.max_size, cpus, 3, o.rep_ms, clock);
                 all_cpus.gbps.emplace_back(k.name, p.best());
-                progress.step(fmt::format("bandwidth: {} threads, {} at {}: {:.1f} GB/s", cpus, k.name,
+                progress.detail(fmt::format("bandwidth: {} threads, {} at {}: {:.1f} GB/s", cpus, k.name,
                                           size_label(static_cast<double>(o.max_size)), p.best()));
             }
             summary.all_cpus = &all_cpus;
