@@ -346,15 +346,25 @@ PagefaultResult run_pagefault(const PagefaultOptions& o, Clock& clock, Progress&
         r.notes.push_back("the file is on " + r.fs.fs_type + ", whose pages cannot be evicted: no major faults "
                           "measured; use --dir on a disk filesystem");
     } else {
+        // The device bytes are the process's (/proc/self/io): a filesystem may read a metadata block or two on the
+        // way (seen here: one extra 4 KiB block in some runs). Read-ahead would multiply the bytes instead.
         bool all = !major_case.runs.empty();
-        for (const auto& fr : major_case.runs)
-            all = all && fr.resident_before == 0 && fr.major_faults == fr.touched && fr.minor_faults == 0 &&
-                  (fr.disk_read_bytes < 0 || fr.disk_read_bytes == static_cast<std::int64_t>(fr.touched) * page);
+        std::int64_t surplus = 0;
+        for (const auto& fr : major_case.runs) {
+            const std::int64_t data = static_cast<std::int64_t>(fr.touched) * page;
+            const bool bytes_ok = fr.disk_read_bytes < 0 ||
+                                  (fr.disk_read_bytes >= data && fr.disk_read_bytes <= data + data / 100 + 16 * page);
+            if (fr.disk_read_bytes > data) surplus = std::max(surplus, fr.disk_read_bytes - data);
+            all = all && fr.resident_before == 0 && fr.major_faults == fr.touched && fr.minor_faults == 0 && bytes_ok;
+        }
         major_case.verified = all;
-        major_case.check = std::string(all ? "every touched page was a major fault that read exactly one page from "
-                                             "the device, and none was resident before"
+        major_case.check = std::string(all ? "every touched page was a major fault that read one page from the "
+                                             "device, and none was resident before"
                                            : "NOT every touched page was a major fault reading one page (read-ahead, "
                                              "fault-around or pages that stayed cached)") +
+                           (all && surplus > 0 ? fmt::format(" (the process read at most {} more bytes, filesystem "
+                                                             "metadata)", surplus)
+                                               : std::string()) +
                            " -- " + counts(major_case, true);
     }
     {
