@@ -16,18 +16,18 @@
 //     are reported as minor steps -- where a TLB's reach shows, or a latency that drifts with size.
 //  4. Boundaries: between two levels the boundary is where the curve is halfway up the step on a logarithmic
 //     latency axis -- where it crosses the geometric mean of the two levels' latencies, searched between the last
-//     plateau of the lower level and the first of the upper. A level's latency is the median of its plateau
-//     points well inside it: at least twice its lower boundary and at most half its upper one (the last level:
-//     at least four times its lower boundary, STREAM's rule), so that neither a minor step inside a level nor
-//     where a drifting level's transitions happened to end moves it. That is where a step drawn in log-log
-//     coordinates is steepest,
-//     the point lmbench3's cache.c looks for as the largest latency ratio between neighbouring sizes. For a cache
-//     that holds the whole working set until it overflows (a virtually indexed L1) it is the step itself; where
-//     a physically indexed cache fills gradually because pages land on random colours, it is where roughly a
-//     third of the loads miss (measured on a Zen 5 L2: at exactly its capacity 35-40 % of the loads missed; the
-//     arithmetic mean, "half of the loads miss", lands 6-15 % above the capacity). The crossing is interpolated
-//     in log(latency) against log2(size) between the two measured sizes around it, which are reported too: the
-//     honest resolution is one measurement step.
+//     plateau of the lower level and the first of the upper. That is where a step drawn in log-log coordinates is
+//     steepest, the point lmbench3's cache.c looks for as the largest latency ratio between neighbouring sizes.
+//     For a cache that holds the whole working set until it overflows (a virtually indexed L1) it is the step
+//     itself; where a physically indexed cache fills gradually because pages land on random colours, it is where
+//     roughly a third of the loads miss (measured on a Zen 5 L2: at exactly its capacity 35-40 % of the loads
+//     missed; the arithmetic mean, "half of the loads miss", lands 6-15 % above the capacity). The crossing is
+//     interpolated in log(latency) against log2(size) between the two measured sizes around it, which are
+//     reported too: the honest resolution is one measurement step. A level's latency is the median of its plateau
+//     points well inside it: at least twice its lower boundary and at most half its upper one (the last level: at
+//     least four times its lower boundary, STREAM's rule), so that neither a minor step inside a level nor where
+//     a drifting level's transitions happened to end moves it; the boundaries are found once from the plateaus'
+//     medians, then again from these latencies.
 //  5. Names: L1, L2, ... in order; the last level is "memory" when there are at least two and it lasts to the
 //     largest size measured (points after its last plateau that stay within level_ratio of it only drift, and
 //     belong to it). If the sweep stops before the last cache overflows, that level is in fact the last cache:
