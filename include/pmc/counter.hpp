@@ -737,8 +737,9 @@ private:
         Serialize::before();
         const std::uint64_t raw_a = detail::rdpmc(core_.a.index);
         const std::uint64_t raw_b = detail::rdpmc(core_.b.index);
-        if (BOOST_UNLIKELY((detail::load_once(core_.a.page->lock) != core_.a.seq) |
-                           (detail::load_once(core_.b.page->lock) != core_.b.seq)))
+        // XOR-OR: one branch for both checks (a '|' of two comparisons draws clang's bitwise-on-bool warning).
+        if (BOOST_UNLIKELY(((detail::load_once(core_.a.page->lock) ^ core_.a.seq) |
+                            (detail::load_once(core_.b.page->lock) ^ core_.b.seq)) != 0))
             return detail::refresh_rdpmc<Serialize>(core_);
         return static_cast<std::uint64_t>(core_.a.count(raw_a, shift(core_.a)) - core_.b.count(raw_b, shift(core_.b)));
     }
