@@ -183,6 +183,8 @@ public:
     }
     JsonWriter& value(const char* s) { return value(std::string_view(s)); }
     JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
+    /// A char is a one-character string, not its code.
+    JsonWriter& value(char c) { return value(std::string_view(&c, 1)); }
     JsonWriter& value(bool b) {
         comma();
         out_ += b ? "true" : "false";
@@ -193,7 +195,8 @@ public:
         out_ += std::isfinite(d) ? fmt::format("{}", d) : "null";
         return *this;
     }
-    template <class Int, std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>, int> = 0>
+    template <class Int, std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool> &&
+                                              !std::is_same_v<Int, char>, int> = 0>
     JsonWriter& value(Int i) {
         comma();
         out_ += fmt::format("{}", i);
@@ -301,10 +304,10 @@ inline std::string count_table(const std::vector<std::string>& names, const std:
     return out;
 }
 
-/// The same as CSV: event,count,raw,running_fraction,counted (count empty when not counted).
+/// The same as CSV (RFC 4180): event,count,raw,running_fraction,counted (count empty when not counted).
 inline std::string count_csv(const std::vector<std::string>& names, const std::vector<EventCount>& counts) {
     auto quote = [](const std::string& s) {
-        if (s.find_first_of(",\"\n") == std::string::npos) return s;
+        if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
         std::string q = "\"";
         for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
         return q + "\"";

@@ -54,3 +54,65 @@ TEST_CASE("write_attr_json names union fields plainly", "[report]") {
     pmc::write_attr_json(k, pmc::parse_event("r1a8").attr);
     CHECK(k.str() == R"({"type":4,"size":128,"config":"0x1a8","exclude_guest":1})");
 }
+
+namespace {
+pmc::EventCount counted(std::uint64_t raw, double estimate, double fraction) {
+    pmc::EventCount c;
+    c.raw = raw;
+    c.estimate = estimate;
+    c.running_fraction = fraction;
+    c.counted = true;
+    return c;
+}
+const std::vector<std::string> g_names{"cycles", "page-faults", "instructions"};
+const std::vector<pmc::EventCount> g_counts{counted(1234, 2468, 0.5), counted(77, 77, 1.0), pmc::EventCount{}};
+} // namespace
+
+TEST_CASE("describe and the fmt formatters say counted, scaled or not counted", "[report]") {
+    CHECK(pmc::describe(g_counts[1]) == "77");
+    CHECK(pmc::describe(g_counts[0]) == "2468 (scaled from 1234: counted 50.0 % of the time)");
+    CHECK(pmc::describe(g_counts[2]) == "not counted");
+    CHECK(fmt::format("{}", g_counts[0]) == pmc::describe(g_counts[0]));
+    CHECK(fmt::format("[{:>13}]", g_counts[2]) == "[  not counted]"); // the string_view spec applies
+    CHECK(fmt::format("{}", pmc::Reading{42, 2000000, 1000000}) == "42 (enabled 2.000 ms, running 1.000 ms)");
+    CHECK(fmt::format("{}", pmc::Reading{42, 2000000, 0}) == "not counted (never on a counter)");
+    CHECK(fmt::format("{}", pmc::Reading{0, 0, 0}) == "0 (enabled 0.000 ms, running 0.000 ms)");
+}
+
+TEST_CASE("count_table aligns the columns and marks scaled and not-counted rows", "[report]") {
+    CHECK(pmc::count_table(g_names, g_counts) == "event                      count                 raw   counted\n"
+                                                 "cycles                      2468                1234     50.0%  (scaled)\n"
+                                                 "page-faults                   77                  77    100.0%\n"
+                                                 "instructions         not counted                   -       0 %\n");
+}
+
+TEST_CASE("count_csv quotes names with commas, quotes and line breaks (RFC 4180)", "[report]") {
+    CHECK(pmc::count_csv(g_names, g_counts) == "event,count,raw,running_fraction,counted\n"
+                                               "cycles,2468,1234,0.500000,true\n"
+                                               "page-faults,77,77,1.000000,true\n"
+                                               "instructions,,,0,false\n");
+    const std::vector<pmc::EventCount> one{counted(5, 5, 1.0)};
+    auto row = [&](const std::string& name) {
+        const std::string csv = pmc::count_csv({name}, one);
+        return csv.substr(csv.find('\n') + 1);
+    };
+    CHECK(row("cpu/event=0x2c,umask=1/u") == "\"cpu/event=0x2c,umask=1/u\",5,5,1.000000,true\n");
+    CHECK(row("say \"hi\"") == "\"say \"\"hi\"\"\",5,5,1.000000,true\n");
+    CHECK(row("a\nb") == "\"a\nb\",5,5,1.000000,true\n");
+    CHECK(row("a\rb") == "\"a\rb\",5,5,1.000000,true\n");
+    CHECK(row("plain") == "plain,5,5,1.000000,true\n");
+}
+
+TEST_CASE("write_counts_json writes a not-counted event's count as null", "[report]") {
+    pmc::JsonWriter j;
+    pmc::write_counts_json(j, g_names, g_counts);
+    CHECK(j.str() == R"([{"event":"cycles","counted":true,"count":2468,"raw":1234,"running_fraction":0.5,"scaled":true},)"
+                     R"({"event":"page-faults","counted":true,"count":77,"raw":77,"running_fraction":1,"scaled":false},)"
+                     R"({"event":"instructions","counted":false,"count":null}])");
+}
+
+TEST_CASE("JsonWriter writes a char as a one-character string", "[report]") {
+    pmc::JsonWriter j;
+    j.begin_array().value('x').value('"').value(static_cast<signed char>(-3)).value(std::uint8_t{7}).end_array();
+    CHECK(j.str() == R"(["x","\"",-3,7])");
+}
