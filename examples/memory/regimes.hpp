@@ -26,8 +26,9 @@
 //     reported too: the honest resolution is one measurement step. A level's latency is the median of its plateau
 //     points well inside it: at least twice its lower boundary and at most half its upper one (the last level: at
 //     least four times its lower boundary, STREAM's rule), so that neither a minor step inside a level nor where
-//     a drifting level's transitions happened to end moves it; the boundaries are found once from the plateaus'
-//     medians, then again from these latencies.
+//     a drifting level's transitions happened to end moves it; a level with fewer than `min_core_points` (3) such
+//     points keeps the median of all its plateau points, so that no single raw point sets it. The boundaries are
+//     found once from the plateaus' medians, then again from these latencies.
 //  5. Names: L1, L2, ... in order; the last level is "memory" when there are at least two and it lasts to the
 //     largest size measured (points after its last plateau that stay within level_ratio of it only drift, and
 //     belong to it). If the sweep stops before the last cache overflows, that level is in fact the last cache:
@@ -56,6 +57,7 @@ struct RegimeOptions {
     double level_ratio = 1.5;         ///< plateaus closer than this are the same level
     double minor_step_ratio = 1.1;    ///< steps inside a level at least this big are reported
     bool smooth = true;               ///< median of three before looking for plateaus
+    std::size_t min_core_points = 3;  ///< a level's latency from the points well inside it needs this many
 };
 
 /// Where the latency crosses from one regime to the next.
@@ -269,7 +271,9 @@ inline Regimes detect_regimes(std::vector<CurvePoint> points, const RegimeOption
         if (g + 1 == groups.size() && open_ended)
             for (std::size_t k = last_run.last + 1; k < n; ++k)
                 if (points[k].size >= lo) core.push_back(points[k].latency);
-        if (!core.empty()) out.levels[g].latency = detail::median_of(core);
+        // Too few points well inside (a narrow level): one raw point could set the level's latency; the median
+        // over its whole plateau stays.
+        if (core.size() >= options.min_core_points) out.levels[g].latency = detail::median_of(core);
     }
     boundaries();
 

@@ -209,3 +209,24 @@ TEST_CASE("options: a wider plateau band merges what a narrow one splits") {
     REQUIRE(two.levels.size() == 2);
     CHECK(two.levels[1].name == "memory");
 }
+
+TEST_CASE("a narrow level's latency is its plateau's median, not one raw point") {
+    // L2 from 32 KiB to 144 KiB: between twice its lower boundary (~68 KiB) and half its upper one (~76 KiB) lies
+    // one measured size, 72 KiB, and that run was disturbed (5 ns instead of 3; smoothing keeps the plateau whole).
+    auto latency = [](double s) {
+        if (s <= 32 * 1024) return 1.0;
+        if (s <= 144 * 1024) return s == 72 * 1024 ? 5.0 : 3.0;
+        if (s <= 8 * 1024 * 1024) return 15.0;
+        return 100.0;
+    };
+    const auto points = curve(grid(), latency);
+    const Regimes r = detect_regimes(points);
+    REQUIRE(r.levels.size() == 4);
+    CHECK(r.levels[1].name == "L2");
+    CHECK(r.levels[1].latency == Approx(3));
+    CHECK(within_step(r.levels[1].boundary->size, 144 * 1024));
+    // With a single point allowed, that point would be the level's latency.
+    pmc_mem::RegimeOptions one;
+    one.min_core_points = 1;
+    CHECK(detect_regimes(points, one).levels.at(1).latency == Approx(5));
+}
