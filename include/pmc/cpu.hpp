@@ -4,7 +4,9 @@
 // fields) to a named microarchitecture, the hardware-interrupt event instructions-minus-irqs subtracts, and the
 // quirks that matter (AMD's SpecLockMap, hybrid cores). It is a pure function, so every row of the tables is
 // tested without the CPU; this_cpu() feeds it the running CPU's cpuid. A model the tables do not know is a named
-// outcome: pmc assumes the newest microarchitecture of that family and says so in CpuModel::warning.
+// outcome, explained in CpuModel::warning: above a family's highest known model pmc assumes the family's newest
+// microarchitecture; an unknown model below it (a gap in the tables, or an old part) stays "unknown", with no
+// interrupt event.
 //
 // Sources: Intel models from the kernel's arch/x86/include/asm/intel-family.h; AMD Zen generations from the
 // kernel's bsp_init_amd(); interrupt events from measureme, rr and the kernel's perf event tables (see
@@ -89,7 +91,7 @@ struct CpuModel {
     /// "AMD family 0x1a model 0x02 stepping 1 (Zen 5)"
     std::string description() const {
         char buf[96];
-        std::snprintf(buf, sizeof buf, "%s family %#x model %#04x stepping %u", to_string(signature.vendor),
+        std::snprintf(buf, sizeof buf, "%s family 0x%x model 0x%02x stepping %u", to_string(signature.vendor),
                       signature.family, signature.model, signature.stepping);
         return std::string(buf) + " (" + uarch + ")";
     }
@@ -154,7 +156,7 @@ inline constexpr ModelRow intel_models[] = {
     {6, 0xbf, 0xbf, "Raptor Lake (Raptor Cove + Gracemont)", S::documented, true},
     {6, 0xaa, 0xaa, "Meteor Lake (Redwood Cove + Crestmont)", S::documented, true},
     {6, 0xac, 0xac, "Meteor Lake (Redwood Cove + Crestmont)", S::documented, true},
-    {6, 0xb5, 0xb5, "Arrow Lake (Lion Cove + Skymont)", S::documented, true},
+    {6, 0xb5, 0xb5, "Arrow Lake-U (Meteor Lake refresh: Redwood Cove + Crestmont)", S::documented, true},
     {6, 0xc5, 0xc6, "Arrow Lake (Lion Cove + Skymont)", S::documented, true},
     {6, 0xbd, 0xbd, "Lunar Lake (Lion Cove + Skymont)", S::documented, true},
     {6, 0xcc, 0xcc, "Panther Lake (Cougar Cove + Darkmont)", S::assumed, true},
@@ -186,23 +188,32 @@ inline constexpr ModelRow intel_models[] = {
     {19, 0x01, 0x01, "Diamond Rapids (Panther Cove)", S::assumed, false},
 };
 
-// The model a family's unknown models are assumed to be: its newest entry above.
+// The model a family's unknown models above its highest known model are assumed to be: its newest core above.
 inline constexpr ModelRow intel_newest[] = {
     {6, 0, 0xff, "Panther Lake (Cougar Cove + Darkmont)", S::assumed, true},
     {18, 0, 0xff, "Nova Lake (Coyote Cove + Arctic Wolf)", S::assumed, true},
     {19, 0, 0xff, "Diamond Rapids (Panther Cove)", S::assumed, false},
 };
 
+/// The highest model number intel_models lists for `family` (0 if none).
+inline constexpr unsigned intel_highest_model(unsigned family) {
+    unsigned highest = 0;
+    for (const auto& row : intel_models)
+        if (row.family == family && row.model_hi > highest) highest = row.model_hi;
+    return highest;
+}
+
 struct ZenRow {
     unsigned family, model_lo, model_hi;
     int zen;
 };
-// The kernel's bsp_init_amd(): Zen generation by family and model range.
+// The kernel's bsp_init_amd(): Zen generation by family and model range (Zen 6 from 0x80: upstream commit 847ebc4476
+// "x86/CPU/AMD: Extend Zen6 model range" widened 0x90-0xaf to 0x80-0xaf).
 inline constexpr ZenRow zen_models[] = {
     {0x17, 0x00, 0x2f, 1}, {0x17, 0x50, 0x5f, 1}, {0x17, 0x30, 0x4f, 2}, {0x17, 0x60, 0x7f, 2},
     {0x17, 0x90, 0x91, 2}, {0x17, 0xa0, 0xaf, 2}, {0x19, 0x00, 0x0f, 3}, {0x19, 0x20, 0x5f, 3},
     {0x19, 0x10, 0x1f, 4}, {0x19, 0x60, 0xaf, 4}, {0x1a, 0x00, 0x2f, 5}, {0x1a, 0x40, 0x4f, 5},
-    {0x1a, 0x60, 0x7f, 5}, {0x1a, 0x50, 0x5f, 6}, {0x1a, 0x90, 0xaf, 6}, {0x1a, 0xc0, 0xcf, 6},
+    {0x1a, 0x60, 0x7f, 5}, {0x1a, 0x50, 0x5f, 6}, {0x1a, 0x80, 0xaf, 6}, {0x1a, 0xc0, 0xcf, 6},
 };
 // A family's newest generation, assumed for models the table does not list.
 inline int zen_newest(unsigned family) { return family == 0x17 ? 2 : family == 0x19 ? 4 : family == 0x1a ? 6 : 0; }
@@ -236,7 +247,7 @@ inline CpuModel identify(const CpuSignature& sig) {
     m.signature = sig;
     m.uarch = "unknown";
     char fm[64];
-    std::snprintf(fm, sizeof fm, "family %#x model %#04x", sig.family, sig.model);
+    std::snprintf(fm, sizeof fm, "family 0x%x model 0x%02x", sig.family, sig.model);
     if (sig.vendor == Vendor::intel) {
         for (const auto& row : detail::intel_models)
             if (row.family == sig.family && sig.model >= row.model_lo && sig.model <= row.model_hi) {
@@ -245,15 +256,25 @@ inline CpuModel identify(const CpuSignature& sig) {
                 detail::set_intel_irq(m, row.irq);
                 return m;
             }
-        for (const auto& row : detail::intel_newest)
-            if (row.family == sig.family) {
-                m.uarch = row.uarch;
-                m.hybrid = row.hybrid;
-                detail::set_intel_irq(m, IrqEventStatus::assumed);
-                m.warning = std::string("Intel ") + fm + " is not in pmc's tables; assuming the family's newest known "
-                            "core, " + row.uarch + ", and its interrupt event r01cb (unverified)";
+        const unsigned highest = detail::intel_highest_model(sig.family);
+        for (const auto& row : detail::intel_newest) {
+            if (row.family != sig.family) continue;
+            if (sig.model < highest) {
+                // A gap in the tables or a part older than them: its core cannot be inferred from the newest.
+                char top[16];
+                std::snprintf(top, sizeof top, "0x%02x", highest);
+                m.warning = std::string("Intel ") + fm + " is not in pmc's tables and is below the family's highest "
+                            "known model (" + top + "), so pmc does not guess its core and knows no interrupt event "
+                            "for it (instructions-minus-irqs is not available; instructions:u is)";
                 return m;
             }
+            m.uarch = row.uarch;
+            m.hybrid = row.hybrid;
+            detail::set_intel_irq(m, IrqEventStatus::assumed);
+            m.warning = std::string("Intel ") + fm + " is not in pmc's tables; assuming the family's newest known "
+                        "core, " + row.uarch + ", and its interrupt event r01cb (unverified)";
+            return m;
+        }
         m.warning = std::string("Intel ") + fm + " is not a family pmc knows (6, 18, 19)";
         return m;
     }

@@ -5,6 +5,8 @@
 #include <pmc/cpu.hpp>
 #include <pmc/event.hpp>
 
+#include <algorithm>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -51,6 +53,7 @@ const Row rows[] = {
     {"GenuineIntel", 0x000B0671, 6, 0xb7, "Raptor Lake", "r01cb", S::documented, false, true},
     {"GenuineIntel", 0x000B06A2, 6, 0xba, "Raptor Lake", "r01cb", S::documented, false, true},
     {"GenuineIntel", 0x000A06A4, 6, 0xaa, "Meteor Lake", "r01cb", S::documented, false, true},
+    {"GenuineIntel", 0x000B0650, 6, 0xb5, "Arrow Lake-U (Meteor Lake refresh", "r01cb", S::documented, false, true},
     {"GenuineIntel", 0x000C0652, 6, 0xc5, "Arrow Lake", "r01cb", S::documented, false, true},
     {"GenuineIntel", 0x000C0662, 6, 0xc6, "Arrow Lake", "r01cb", S::documented, false, true},
     {"GenuineIntel", 0x000B06D1, 6, 0xbd, "Lunar Lake", "r01cb", S::documented, false, true},
@@ -67,9 +70,15 @@ const Row rows[] = {
     {"GenuineIntel", 0x000A06F3, 6, 0xaf, "Crestmont", "r01cb", S::assumed, false, false},
     {"GenuineIntel", 0x000D06D0, 6, 0xdd, "Darkmont", "r01cb", S::assumed, false, false},
     {"GenuineIntel", 0x00050671, 6, 0x57, "Knights Landing", "", S::none, false, false},
-    // Intel models the tables do not know: the family's newest, with a warning
+    // Intel models the tables do not know, above the family's highest known model: the family's newest, warned
     {"GenuineIntel", 0x000F06F0, 6, 0xff, "Panther Lake", "r01cb", S::assumed, true, true},
+    {"GenuineIntel", 0x000D06E0, 6, 0xde, "Panther Lake", "r01cb", S::assumed, true, true},
     {"GenuineIntel", 0x00350F00, 18, 0x50, "Nova Lake", "r01cb", S::assumed, true, true},
+    // ... and below it (older parts, gaps in the tables): unknown, no interrupt event, warned
+    {"GenuineIntel", 0x000006D8, 6, 0x0d, "unknown", "", S::none, true, false}, // Pentium M (Dothan)
+    {"GenuineIntel", 0x000006E8, 6, 0x0e, "unknown", "", S::none, true, false}, // Core Duo (Yonah)
+    {"GenuineIntel", 0x000D0660, 6, 0xd6, "unknown", "", S::none, true, false}, // between Wildcat and Bartlett Lake
+    {"GenuineIntel", 0x00300F20, 18, 0x02, "unknown", "", S::none, true, false},
     {"GenuineIntel", 0x00000F29, 15, 0x02, "unknown", "", S::none, true, false},
     // AMD before Zen
     {"AuthenticAMD", 0x00020F32, 0x0f, 0x23, "K8", "r00cf", S::documented, false, false},
@@ -97,6 +106,8 @@ const Row rows[] = {
     {"AuthenticAMD", 0x00B40F40, 0x1a, 0x44, "Zen 5", "r002c", S::documented, false, false},
     {"AuthenticAMD", 0x00B70F00, 0x1a, 0x70, "Zen 5", "r002c", S::documented, false, false},
     {"AuthenticAMD", 0x00B50F00, 0x1a, 0x50, "Zen 6", "r002c", S::assumed, false, false},
+    {"AuthenticAMD", 0x00B80F00, 0x1a, 0x80, "Zen 6", "r002c", S::assumed, false, false}, // the kernel's 0x80-0xaf
+    {"AuthenticAMD", 0x00B80FF0, 0x1a, 0x8f, "Zen 6", "r002c", S::assumed, false, false},
     {"AuthenticAMD", 0x00BA0F00, 0x1a, 0xa0, "Zen 6", "r002c", S::assumed, false, false},
     // AMD models the tables do not know
     {"AuthenticAMD", 0x008B0F00, 0x17, 0xb0, "Zen 2", "r002c", S::assumed, true, false},
@@ -139,17 +150,70 @@ TEST_CASE("Zen generations and the description", "[cpu]") {
     CHECK_THAT(unknown.warning, ContainsSubstring("family 0x1a model 0x35 is not in pmc's tables"));
 }
 
-TEST_CASE("this machine's CPU is identified from its own cpuid", "[cpu]") {
-    const pmc::CpuModel& m = pmc::this_cpu();
+TEST_CASE("model 0 prints as 0x00, not 0000", "[cpu]") {
+    CHECK(pmc::identify(pmc::decode_signature("AuthenticAMD", 0x00700F01)).description() ==
+          "AMD family 0x16 model 0x00 stepping 1 (Jaguar / Puma)");
+    auto unknown_family = pmc::identify(pmc::decode_signature("AuthenticAMD", 0x00C00F00));
+    CHECK_THAT(unknown_family.warning, ContainsSubstring("family 0x1b model 0x00 is not a family"));
+    CHECK(pmc::identify(pmc::CpuSignature{}).description() == "other family 0x0 model 0x00 stepping 0 (unknown)");
+}
+
+TEST_CASE("an unknown Intel model below the family's highest is not given the newest core's name", "[cpu]") {
+    auto yonah = pmc::identify(pmc::decode_signature("GenuineIntel", 0x000006E8));
+    CHECK(yonah.uarch == "unknown");
+    CHECK(yonah.irq_event.empty());
+    CHECK(yonah.irq_status == S::none);
+    CHECK_THAT(yonah.warning, ContainsSubstring("family 0x6 model 0x0e is not in pmc's tables"));
+    CHECK_THAT(yonah.warning, ContainsSubstring("below the family's highest known model (0xdd)"));
+    CHECK_THAT(yonah.warning, ContainsSubstring("no interrupt event"));
+    auto newer = pmc::identify(pmc::decode_signature("GenuineIntel", 0x000D06E0));
+    CHECK_THAT(newer.warning, ContainsSubstring("assuming the family's newest known core, Panther Lake"));
+    CHECK(pmc::detail::intel_highest_model(6) == 0xdd);
+    CHECK(pmc::detail::intel_highest_model(18) == 0x03);
+    CHECK(pmc::detail::intel_highest_model(19) == 0x01);
+}
+
+namespace {
+/// A field of /proc/cpuinfo's first processor ("vendor_id", "cpu family", "model", "stepping"); "" if absent.
+std::string cpuinfo_field(const std::string& name) {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty()) break; // the end of the first processor
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string key = line.substr(0, colon);
+        while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+        if (key == name) return line.substr(std::min(line.size(), colon + 2));
+    }
+    return "";
+}
+} // namespace
+
+TEST_CASE("this machine's cpuid decodes to the vendor, family, model and stepping the kernel reports", "[cpu]") {
+    // The kernel decodes the same leaf-1 EAX with its own code (x86_family(), x86_model()): an independent check of
+    // decode_signature() on a real CPU.
     const pmc::CpuSignature sig = pmc::cpu_signature();
-    CHECK(m.signature.family == sig.family);
-    CHECK(m.uarch == pmc::identify(sig).uarch);
+    const std::string vendor = cpuinfo_field("vendor_id"), family = cpuinfo_field("cpu family"),
+                      model = cpuinfo_field("model"), stepping = cpuinfo_field("stepping");
 #if PMC_ARCH_X86_64
-    CHECK(m.signature.vendor != pmc::Vendor::other);
-    if (sig.vendor == pmc::Vendor::amd && sig.family == 0x1a && sig.model == 0x02) CHECK(m.uarch == "Zen 5");
+    if (vendor.empty() || family.empty() || model.empty()) {
+        WARN("/proc/cpuinfo has no vendor_id/cpu family/model here: nothing to compare with");
+        return;
+    }
+    INFO("cpuinfo: " << vendor << " family " << family << " model " << model << " stepping " << stepping
+                     << "; pmc: " << pmc::this_cpu().description());
+    CHECK(sig.vendor_id == vendor);
+    CHECK(sig.family == std::stoul(family));
+    CHECK(sig.model == std::stoul(model));
+    if (!stepping.empty() && stepping != "unknown") CHECK(sig.stepping == std::stoul(stepping));
+    CHECK(pmc::this_cpu().signature.model == sig.model);
+    if (sig.vendor == pmc::Vendor::amd && sig.family == 0x1a && sig.model == 0x02)
+        CHECK(pmc::this_cpu().uarch == "Zen 5"); // this project's VMs
+#else
+    CHECK(sig.family == 0);
+    CHECK(pmc::this_cpu().uarch == "unknown");
 #endif
-    INFO("this CPU: " << m.description());
-    SUCCEED();
 }
 
 TEST_CASE("instructions-minus-irqs:u subtracts the CPU's interrupt event", "[cpu][parser]") {
