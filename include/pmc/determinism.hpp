@@ -16,11 +16,14 @@
 #include <pmc/cpu.hpp>
 #include <pmc/detail/text.hpp>
 #include <pmc/error.hpp>
+#include <pmc/hybrid.hpp>
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +33,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 extern char** environ;
@@ -80,6 +84,66 @@ inline std::optional<std::uint64_t> read_msr(int cpu, std::uint32_t msr) {
     return value;
 }
 
+/// "0-3,8" for {0, 1, 2, 3, 8}.
+inline std::string cpu_ranges(std::vector<int> cpus) {
+    std::sort(cpus.begin(), cpus.end());
+    std::string out;
+    for (std::size_t i = 0; i < cpus.size();) {
+        std::size_t j = i;
+        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+        out += (out.empty() ? "" : ",") + std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
+        i = j + 1;
+    }
+    return out;
+}
+
+/// The online CPUs (/sys/devices/system/cpu/online); {0} if that cannot be read.
+inline std::vector<int> online_cpus() {
+    if (auto text = read_file("/sys/devices/system/cpu/online")) {
+        auto cpus = parse_cpu_list(*text);
+        if (!cpus.empty()) return cpus;
+    }
+    return {0};
+}
+
+/// MSR 0xc0011020 as read on one CPU (nullopt: not readable there).
+struct MsrReading {
+    int cpu = 0;
+    std::optional<std::uint64_t> value;
+};
+
+/// Pure: SpecLockMap's state from bit 54 of MSR 0xc0011020 on each online CPU. The bit is per CPU, so a machine
+/// where the fix reached only some CPUs counts differently depending on where the thread runs: that is reported as
+/// present, naming both sets. nullopt when no CPU's MSR could be read.
+inline std::optional<HazardReport> speclockmap_from_msrs(const std::vector<MsrReading>& readings) {
+    std::vector<int> set, clear, unreadable;
+    for (const auto& r : readings) (r.value ? ((*r.value >> 54) & 1 ? set : clear) : unreadable).push_back(r.cpu);
+    if (set.empty() && clear.empty()) return std::nullopt;
+    HazardReport h;
+    const std::string not_read =
+        unreadable.empty() ? "" : "; it cannot be read on CPUs " + cpu_ranges(unreadable);
+    if (!clear.empty()) {
+        h.state = Hazard::present;
+        h.detail = set.empty() ? "MSR 0xc0011020 bit 54 is clear on CPUs " + cpu_ranges(clear) +
+                                     ": SpecLockMap is active and locked instructions over-count"
+                               : "MSR 0xc0011020 bit 54 is mixed: set on CPUs " + cpu_ranges(set) + ", clear on CPUs " +
+                                     cpu_ranges(clear) + ": SpecLockMap is active on the latter, so counts depend on "
+                                     "where the thread runs";
+        h.detail += not_read;
+        h.fix = speclockmap_fix;
+    } else if (!unreadable.empty()) {
+        h.state = Hazard::unknown;
+        h.detail = "MSR 0xc0011020 bit 54 is set on CPUs " + cpu_ranges(set) + not_read;
+        h.fix = "read it on every CPU as root with the msr module loaded, or apply the fix on every CPU: " +
+                std::string(speclockmap_fix);
+    } else {
+        h.state = Hazard::absent;
+        h.detail = "MSR 0xc0011020 bit 54 is set on every online CPU (" + cpu_ranges(set) +
+                   "): SpecLockMap is disabled";
+    }
+    return h;
+}
+
 inline void locked_increment(volatile long* p) {
 #if PMC_ARCH_X86_64
     long one = 1;
@@ -91,9 +155,9 @@ inline void locked_increment(volatile long* p) {
 } // namespace detail
 
 /// Whether AMD's SpecLockMap speculation (which over-counts retired instructions around locked instructions) is
-/// active. Reads the MSR where possible; otherwise, on Zen 1-3, counts raw event 0x0825 (SpecLockMapCommit; Zen
-/// 2/3 SpecLockHiSpec) around one `lock xadd`: any count means active. Zen 4/5 list no such umask, so without the
-/// MSR it cannot be checked there.
+/// active. Reads the MSR on every online CPU where possible (the bit is per CPU); otherwise, on Zen 1-3, counts raw
+/// event 0x0825 (SpecLockMapCommit; Zen 2/3 SpecLockHiSpec) around one `lock xadd`: any count means active. Zen 4/5
+/// list no such umask, so without the MSR it cannot be checked there.
 inline HazardReport speclockmap_status(const CpuModel& cpu = this_cpu()) {
     HazardReport r;
     if (cpu.zen == 0) {
@@ -101,15 +165,10 @@ inline HazardReport speclockmap_status(const CpuModel& cpu = this_cpu()) {
         r.detail = "only AMD Zen cores speculate past locked instructions this way (" + cpu.uarch + ")";
         return r;
     }
-    if (auto msr = detail::read_msr(0, detail::amd_msr_ls_cfg2)) {
-        const bool disabled = (*msr >> 54) & 1;
-        r.state = disabled ? Hazard::absent : Hazard::present;
-        r.detail = std::string("MSR 0xc0011020 bit 54 is ") + (disabled ? "set: SpecLockMap is disabled" : "clear: "
-                   "SpecLockMap is active and locked instructions over-count");
-        if (!disabled) r.fix = detail::speclockmap_fix;
-        return r;
-    }
-    const std::string no_msr = "MSR 0xc0011020 cannot be read here (/dev/cpu/0/msr needs root and the msr module)";
+    std::vector<detail::MsrReading> readings;
+    for (int c : detail::online_cpus()) readings.push_back({c, detail::read_msr(c, detail::amd_msr_ls_cfg2)});
+    if (auto from_msrs = detail::speclockmap_from_msrs(readings)) return *from_msrs;
+    const std::string no_msr = "MSR 0xc0011020 cannot be read here (/dev/cpu/N/msr needs root and the msr module)";
     if (cpu.zen >= 4) {
         r.state = Hazard::unknown;
         r.detail = no_msr + ", and " + cpu.uarch + "'s event tables list no SpecLockMap umask for event 0x25";
@@ -167,12 +226,66 @@ inline HazardReport aslr_status() {
     return r;
 }
 
+namespace detail {
+/// Set in the environment of the re-executed program (to the name the program had, which the exec through
+/// /proc/self/exe replaces with "exe"); removed again as soon as reexec_without_aslr() sees it.
+inline constexpr const char* aslr_reexec_marker = "PMC_ASLR_REEXEC";
+
+/// The calling thread's name (comm), as the kernel set it at exec: the basename of the executed path, 15 bytes.
+inline std::string thread_name() {
+    char name[17] = {};
+    if (::prctl(PR_GET_NAME, name) != 0) return {};
+    return name;
+}
+
+/// The target of /proc/self/exe; "" if unreadable.
+inline std::string self_exe() {
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf);
+    return n > 0 && static_cast<std::size_t>(n) < sizeof buf ? std::string(buf, static_cast<std::size_t>(n)) : "";
+}
+
+/// Pure: whether an executable path is the dynamic loader (ld-linux-x86-64.so.2, ld-linux-aarch64.so.1,
+/// ld64.so.2, ld-musl-x86_64.so.1, ld.so): then the program was started as `LOADER PROGRAM ARGS` and
+/// /proc/self/exe is the loader, not the program.
+inline bool is_dynamic_loader(std::string_view path) {
+    const auto slash = path.rfind('/');
+    const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+    const bool ld_name = base.substr(0, 3) == "ld-" || base.substr(0, 4) == "ld64" || base.substr(0, 5) == "ld.so";
+    return ld_name && base.find(".so") != std::string_view::npos;
+}
+} // namespace detail
+
 /// Re-executes this program with address-space randomization off (personality ADDR_NO_RANDOMIZE), same arguments
 /// and environment, so every run sees the same addresses. Call it first thing in main: it does not return when it
-/// re-executes; it returns nullopt when randomization is already off (including in the re-executed program), and
-/// the failure if it cannot be turned off.
+/// re-executes; it returns nullopt when randomization is already off (including in the re-executed program, whose
+/// name, which the exec through /proc/self/exe turns into "exe", it restores), and the failure if it cannot be
+/// turned off. It re-executes at most once: the kernel clears ADDR_NO_RANDOMIZE when it executes a setuid or setgid
+/// program (or one with file capabilities), so a program that finds randomization still on after its re-exec (the
+/// environment variable PMC_ASLR_REEXEC says it was re-executed) returns that failure instead of looping. A program
+/// started through the dynamic loader (`ld-linux-x86-64.so.2 ./prog`) is not re-executed either: /proc/self/exe is
+/// the loader there.
 [[nodiscard]] inline std::optional<Failure> reexec_without_aslr(char** argv) {
-    if (!aslr_state().randomized) return std::nullopt;
+    const char* marker = std::getenv(detail::aslr_reexec_marker);
+    const bool reexecuted = marker != nullptr;
+    const std::string name = marker ? marker : "";
+    if (reexecuted) ::unsetenv(detail::aslr_reexec_marker); // this program's own children do not see it
+    if (!aslr_state().randomized) {
+        if (reexecuted && !name.empty()) ::prctl(PR_SET_NAME, name.c_str());
+        return std::nullopt;
+    }
+    if (reexecuted)
+        return make_failure(EPERM, "cannot turn address randomization off: it is still on after re-executing with "
+                                   "personality(ADDR_NO_RANDOMIZE), so the kernel cleared that flag at exec (a setuid "
+                                   "or setgid program, or one with file capabilities, loses it). Fix: set "
+                                   "kernel.randomize_va_space=0 (sudo sysctl kernel.randomize_va_space=0; setarch -R "
+                                   "does not survive such an exec either), or run a copy without the setuid bit");
+    const std::string exe = detail::self_exe();
+    if (detail::is_dynamic_loader(exe))
+        return make_failure(ENOEXEC, "cannot re-execute without address randomization: this program was started "
+                                     "through the dynamic loader (" + exe + "), and re-executing /proc/self/exe "
+                                     "would run the loader without the program. Fix: run the program directly, or "
+                                     "run the loader command under `setarch -R`");
     const int persona = ::personality(0xffffffff);
     if (persona == -1 || ::personality(static_cast<unsigned long>(persona) | ADDR_NO_RANDOMIZE) == -1) {
         const int err = errno;
@@ -180,8 +293,12 @@ inline HazardReport aslr_status() {
                                      std::strerror(err) + ". Fix: run under `setarch -R`, or set "
                                      "kernel.randomize_va_space=0");
     }
+    std::string current = detail::thread_name();
+    if (current.empty()) current = "?";
+    ::setenv(detail::aslr_reexec_marker, current.c_str(), 1);
     ::execve("/proc/self/exe", argv, environ);
     const int err = errno;
+    ::unsetenv(detail::aslr_reexec_marker);
     ::personality(static_cast<unsigned long>(persona));
     return make_failure(err, std::string("cannot re-execute without address randomization: execve(/proc/self/exe) "
                                          "failed: ") + std::strerror(err) + ". Fix: run under `setarch -R`");

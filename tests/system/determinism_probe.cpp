@@ -1,6 +1,7 @@
 // A separate program for tests/system/test_determinism.cpp: what only a fresh process can show.
 //   determinism_probe aslr [--keep-aslr]   re-execute without randomization (unless --keep-aslr), then print the
-//                                          addresses of a stack variable, a heap block and a function
+//                                          addresses of a stack variable, a heap block and a function, the
+//                                          process's name (comm) and PMC_ASLR_REEXEC ("-" when unset)
 //   determinism_probe allocator            print the allocator pmc detects and its hazards, one per line
 //   determinism_probe allocations          print "PID:size,size,..." for the allocations pmc makes to open, read
 //                                          and close counters (this program replaces operator new to trace them;
@@ -48,8 +49,17 @@ int main(int argc, char** argv) {
         }
         int local = 0;
         void* heap = std::malloc(64);
-        std::printf("stack %p heap %p code %p randomized %d\n", static_cast<void*>(&local), heap,
-                    reinterpret_cast<void*>(&some_function), pmc::aslr_state().randomized ? 1 : 0);
+        char comm[64] = {};
+        if (FILE* f = std::fopen("/proc/self/comm", "r")) {
+            if (!std::fgets(comm, sizeof comm, f)) comm[0] = 0;
+            std::fclose(f);
+        }
+        for (char* c = comm; *c; ++c)
+            if (*c == '\n') *c = 0;
+        const char* marker = std::getenv("PMC_ASLR_REEXEC");
+        std::printf("stack %p heap %p code %p randomized %d name %s marker %s\n", static_cast<void*>(&local), heap,
+                    reinterpret_cast<void*>(&some_function), pmc::aslr_state().randomized ? 1 : 0, comm,
+                    marker ? marker : "-");
         std::free(heap);
         return 0;
     }

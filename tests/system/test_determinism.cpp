@@ -6,7 +6,10 @@
 #include <pmc/counter.hpp>
 #include <pmc/determinism.hpp>
 
+#include <elf.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,6 +31,49 @@ std::string run(const std::string& command) {
 }
 
 const std::string probe = PMC_DETERMINISM_PROBE;
+
+struct Exit {
+    std::string out; ///< stdout and stderr
+    int status = -1;
+};
+Exit run_status(const std::string& command) {
+    Exit r;
+    if (FILE* p = ::popen((command + " 2>&1").c_str(), "r")) {
+        char buf[4096];
+        std::size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+        const int st = ::pclose(p);
+        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    return r;
+}
+
+/// Whether a program started from here runs with randomized addresses (the re-exec has something to do).
+bool aslr_on_here() {
+    const auto s = pmc::aslr_state();
+    return s.randomize_va_space != 0 && !s.personality_disabled;
+}
+
+/// The name (comm) the kernel gives a program executed from `path`: its basename, cut to 15 bytes.
+std::string comm_of(const std::string& path) { return path.substr(path.rfind('/') + 1).substr(0, 15); }
+
+/// The ELF interpreter (dynamic loader) of a 64-bit executable; "" for none.
+std::string elf_interpreter(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    Elf64_Ehdr eh{};
+    if (!in.read(reinterpret_cast<char*>(&eh), sizeof eh) || eh.e_ident[EI_CLASS] != ELFCLASS64) return "";
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+        Elf64_Phdr ph{};
+        in.seekg(static_cast<std::streamoff>(eh.e_phoff + i * eh.e_phentsize));
+        if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph)) return "";
+        if (ph.p_type != PT_INTERP) continue;
+        std::string interp(ph.p_filesz, '\0');
+        in.seekg(static_cast<std::streamoff>(ph.p_offset));
+        if (!in.read(&interp[0], static_cast<std::streamsize>(interp.size()))) return "";
+        return interp.c_str();
+    }
+    return "";
+}
 
 } // namespace
 
@@ -56,6 +102,76 @@ TEST_CASE("re-executing without ASLR gives the same addresses in every run", "[s
         CHECK(c != d);
         CHECK_THAT(c, ContainsSubstring("randomized 1"));
     }
+}
+
+TEST_CASE("the re-executed program keeps its name and does not pass the marker on", "[system][determinism]") {
+    if (!aslr_on_here()) {
+        WARN("address randomization is off here: nothing is re-executed, so there is no name to restore");
+        return;
+    }
+    // An exec through /proc/self/exe names the process "exe"; reexec_without_aslr() restores the name it had.
+    const std::string out = run(probe + " aslr");
+    INFO(out);
+    CHECK_THAT(out, ContainsSubstring("randomized 0 name " + comm_of(probe) + " marker -"));
+}
+
+TEST_CASE("still randomized after the re-exec: a failure, not another exec", "[system][determinism]") {
+    if (!aslr_on_here()) {
+        WARN("address randomization is off here: reexec_without_aslr() returns before looking at the marker");
+        return;
+    }
+    // The second entry: the marker says this process is the re-executed copy, yet ASLR is on (the kernel dropped
+    // ADDR_NO_RANDOMIZE at exec). Without the check this would exec again (forever, for a setuid program).
+    const auto r = run_status("PMC_ASLR_REEXEC=pmc-determinism " + probe + " aslr");
+    INFO(r.out);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, ContainsSubstring("still on after re-executing"));
+    CHECK_THAT(r.out, ContainsSubstring("kernel.randomize_va_space=0"));
+    CHECK_THAT(r.out, !ContainsSubstring("stack 0x"));
+}
+
+TEST_CASE("a setuid program re-executes once and then reports that ASLR stays on", "[system][determinism]") {
+    if (!aslr_on_here()) {
+        WARN("address randomization is off here: nothing to re-execute");
+        return;
+    }
+    char dir[] = "/tmp/pmc-setuid-probe-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    const std::string copy = std::string(dir) + "/probe";
+    REQUIRE(run_status("cp " + probe + " " + copy).status == 0);
+    REQUIRE(::chmod(copy.c_str(), 04755) == 0);
+    // The kernel clears ADDR_NO_RANDOMIZE when it executes a setuid program (PER_CLEAR_ON_SETID), so before the
+    // marker this re-executed itself forever; `timeout` turns that into status 124.
+    const auto r = run_status("timeout 20 " + copy + " aslr");
+    run_status(std::string("rm -rf ") + dir);
+    INFO(r.out);
+    CHECK(r.status != 124);
+    if (r.out.find("randomized 0") != std::string::npos) {
+        WARN("the setuid bit is not honoured here (nosuid mount or no_new_privs): the re-exec kept ASLR off");
+        return;
+    }
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, ContainsSubstring("still on after re-executing"));
+}
+
+TEST_CASE("a program started through the dynamic loader is not re-executed as the loader", "[system][determinism]") {
+    CHECK(pmc::detail::is_dynamic_loader("/lib64/ld-linux-x86-64.so.2"));
+    CHECK(pmc::detail::is_dynamic_loader("/lib/ld-linux-aarch64.so.1"));
+    CHECK(pmc::detail::is_dynamic_loader("/lib64/ld64.so.2"));
+    CHECK(pmc::detail::is_dynamic_loader("/lib/ld-musl-x86_64.so.1"));
+    CHECK_FALSE(pmc::detail::is_dynamic_loader(probe));
+    CHECK_FALSE(pmc::detail::is_dynamic_loader("/usr/bin/ld"));
+    CHECK_FALSE(pmc::detail::is_dynamic_loader("/usr/bin/ld-wrapper"));
+    const std::string loader = elf_interpreter(probe);
+    if (loader.empty() || !aslr_on_here()) {
+        WARN("no dynamic loader for the probe, or address randomization is off here: nothing to re-execute");
+        return;
+    }
+    // Re-executing /proc/self/exe (the loader) with the program's argv would make the loader run "aslr".
+    const auto r = run_status(loader + " " + probe + " aslr");
+    INFO(r.out);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, ContainsSubstring("started through the dynamic loader"));
 }
 
 TEST_CASE("glibc's moving mmap threshold is reported until it is fixed", "[system][determinism]") {
@@ -114,6 +230,32 @@ TEST_CASE("SpecLockMap: not applicable off Zen, and never a silent guess on Zen"
     const auto here = pmc::speclockmap_status();
     INFO("this machine: " << pmc::to_string(here.state) << ": " << here.detail);
     if (pmc::this_cpu().zen == 0) CHECK(here.state == pmc::Hazard::not_applicable);
+}
+
+TEST_CASE("SpecLockMap's MSR is judged on every online CPU", "[system][determinism]") {
+    using pmc::detail::MsrReading;
+    using pmc::detail::speclockmap_from_msrs;
+    const std::uint64_t set = std::uint64_t{1} << 54, clear = 0x1234;
+    CHECK(pmc::detail::cpu_ranges({3, 0, 1, 2, 8, 10, 11}) == "0-3,8,10-11");
+    CHECK_FALSE(speclockmap_from_msrs({{0, std::nullopt}, {1, std::nullopt}}).has_value());
+    auto all_set = speclockmap_from_msrs({{0, set}, {1, set | clear}});
+    REQUIRE(all_set);
+    CHECK(all_set->state == pmc::Hazard::absent);
+    CHECK_THAT(all_set->detail, ContainsSubstring("set on every online CPU (0-1)"));
+    auto all_clear = speclockmap_from_msrs({{0, clear}, {1, clear}});
+    REQUIRE(all_clear);
+    CHECK(all_clear->state == pmc::Hazard::present);
+    CHECK_THAT(all_clear->detail, ContainsSubstring("clear on CPUs 0-1"));
+    CHECK_THAT(all_clear->fix, ContainsSubstring("every CPU"));
+    // The fix applied to CPU 0 only (the old check read CPU 0 and called it absent).
+    auto mixed = speclockmap_from_msrs({{0, set}, {1, clear}, {2, clear}, {3, set}});
+    REQUIRE(mixed);
+    CHECK(mixed->state == pmc::Hazard::present);
+    CHECK_THAT(mixed->detail, ContainsSubstring("mixed: set on CPUs 0,3, clear on CPUs 1-2"));
+    auto partial = speclockmap_from_msrs({{0, set}, {1, std::nullopt}});
+    REQUIRE(partial);
+    CHECK(partial->state == pmc::Hazard::unknown);
+    CHECK_THAT(partial->detail, ContainsSubstring("cannot be read on CPUs 1"));
 }
 
 // ---- pmc's own allocations do not depend on the PID ----------------------------------------------------------
