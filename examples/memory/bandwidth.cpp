@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -552,6 +553,13 @@ BandwidthPoint measure_bandwidth(const KernelInfo& kernel, std::uint64_t size, u
     return p;
 }
 
+std::vector<std::uint64_t> bandwidth_sizes(const BandwidthOptions& o) {
+    if (o.min_size == 0) throw UsageError("--min must be at least 1 byte");
+    if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
+    const std::uint64_t granule = 1024 * std::max(1u, o.threads);
+    return sweep_sizes(std::max<std::uint64_t>(o.min_size, granule), o.max_size, o.per_octave, granule);
+}
+
 BandwidthResult run_bandwidth(const BandwidthOptions& o, Clock& clock, Progress& progress,
                               const std::string& pin_note) {
     BandwidthResult r;
@@ -575,8 +583,7 @@ BandwidthResult run_bandwidth(const BandwidthOptions& o, Clock& clock, Progress&
             chosen.push_back(*it);
         }
     }
-    const std::vector<std::uint64_t> sizes =
-        size_grid(std::max<std::uint64_t>(o.min_size, 1024 * o.threads), o.max_size, o.per_octave, 1024 * o.threads);
+    const std::vector<std::uint64_t> sizes = bandwidth_sizes(o);
     buffers_for(o.max_size);
     // Side by side: at each size every kernel in turn, so that kernels are compared under the same conditions
     // and a burst of interference bends one size of every curve rather than a stretch of one.
@@ -603,15 +610,12 @@ BandwidthResult run_bandwidth(const BandwidthOptions& o, Clock& clock, Progress&
 std::vector<LevelBandwidth> bandwidth_per_level(const BandwidthResult& r, const Regimes& regimes) {
     std::vector<LevelBandwidth> out;
     const auto& levels = regimes.levels;
-    for (std::size_t i = 0; i < levels.size(); ++i) {
-        LevelBandwidth lb;
-        lb.level = levels[i].name;
-        const double lower = i == 0 ? 0 : levels[i - 1].boundary->size;
-        const double upper = levels[i].boundary ? levels[i].boundary->size : 1e300;
-        const bool memory = !levels[i].boundary;
-        const double lo = memory ? 4 * lower : 2 * lower, hi = upper / 2;
+    // The sizes of the curves in [lo, hi]: the kernels' figures (median of the best runs), or none.
+    auto over = [&](LevelBandwidth& lb, double lo, double hi) {
         lb.from = 1e300;
         lb.to = 0;
+        lb.gbps.clear();
+        bool any = false;
         for (const auto& c : r.curves) {
             std::vector<double> v;
             for (const auto& p : c.points) {
@@ -622,9 +626,27 @@ std::vector<LevelBandwidth> bandwidth_per_level(const BandwidthResult& r, const 
                     lb.to = std::max(lb.to, s);
                 }
             }
+            any = any || !v.empty();
             lb.gbps.emplace_back(c.kernel.name, v.empty() ? 0.0 : median_of(v));
         }
         if (lb.to == 0) lb.from = 0;
+        return any;
+    };
+    for (std::size_t i = 0; i < levels.size(); ++i) {
+        LevelBandwidth lb;
+        lb.level = levels[i].name;
+        const double lower = i == 0 ? 0 : levels[i - 1].boundary->size;
+        const double upper = levels[i].boundary ? levels[i].boundary->size : 1e300;
+        const bool memory = !levels[i].boundary;
+        const double lo = memory ? 4 * lower : 2 * lower, hi = upper / 2;
+        if (!over(lb, lo, hi)) {
+            // A level too narrow for a size well inside it (the bandwidth grid is coarse): the sizes of its
+            // plateau in the latency curve, or (levels given as boundaries have none) the sizes between its
+            // boundaries.
+            lb.plateau = true;
+            if (!(levels[i].last_size > 0 && over(lb, levels[i].first_size, levels[i].last_size)))
+                over(lb, lower, upper);
+        }
         out.push_back(lb);
     }
     return out;
@@ -688,6 +710,7 @@ void write_bandwidth_json(pmc::JsonWriter& json, const BandwidthResult& r, const
             json.field("level", lb.level);
             json.field("from_bytes", lb.from);
             json.field("to_bytes", lb.to);
+            json.field("sizes_from_plateau", lb.plateau);
             json.key("gbps").begin_object();
             for (const auto& [k, v] : lb.gbps) {
                 json.key(k);
@@ -714,7 +737,9 @@ std::string level_bandwidth_markdown(const std::vector<LevelBandwidth>& levels) 
     out += "\n" + rule + "\n";
     for (const auto& lb : levels) {
         out += "| " + lb.level + " | " +
-               (lb.to > 0 ? size_label(lb.from) + " .. " + size_label(lb.to) : std::string("(none)")) + " |";
+               (lb.to > 0 ? size_label(lb.from) + " .. " + size_label(lb.to) + (lb.plateau ? " (plateau)" : "")
+                          : std::string("(none)")) +
+               " |";
         for (const auto& [k, v] : lb.gbps) out += " " + (v > 0 ? fmt::format("{:.1f}", v) : std::string("-")) + " |";
         out += "\n";
     }
@@ -728,10 +753,16 @@ std::string level_bandwidth_text(const std::vector<LevelBandwidth>& levels) {
     out += "\n";
     for (const auto& lb : levels) {
         out += fmt::format("{:<7} {:<14}", lb.level,
-                           lb.to > 0 ? size_label(lb.from) + ".." + size_label(lb.to) : std::string("(none)"));
+                           lb.to > 0 ? size_label(lb.from) + ".." + size_label(lb.to) + (lb.plateau ? "*" : "")
+                                     : std::string("(none)"));
         for (const auto& [k, v] : lb.gbps) out += fmt::format(" {:>9}", v > 0 ? fmt::format("{:.1f}", v) : "-");
         out += "\n";
     }
+    for (const auto& lb : levels)
+        if (lb.plateau) {
+            out += "*: no measured size well inside the level; the sizes of its plateau instead\n";
+            break;
+        }
     return out;
 }
 
@@ -747,7 +778,9 @@ Regimes regimes_from_boundaries(const std::string& list) {
         start = comma + 1;
     }
     if (b.empty()) throw UsageError("--boundaries needs sizes, e.g. 48K,1M,32M");
-    if (!std::is_sorted(b.begin(), b.end())) throw UsageError("--boundaries must be in increasing order");
+    if (b.front() <= 0) throw UsageError("--boundaries: a boundary of 0 bytes (sizes, e.g. 48K,1M,32M)");
+    if (std::adjacent_find(b.begin(), b.end(), std::greater_equal<double>()) != b.end())
+        throw UsageError("--boundaries must be in strictly increasing order, e.g. 48K,1M,32M");
     for (std::size_t i = 0; i <= b.size(); ++i) {
         Level l;
         l.name = i < b.size() ? "L" + std::to_string(i + 1) : "memory";

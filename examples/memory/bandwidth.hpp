@@ -70,7 +70,12 @@ struct BandwidthResult {
     double seconds = 0;
 };
 
-/// Runs every kernel over every size; the calling thread should be pinned already. With options.threads > 1,
+/// The sizes a sweep measures. Throws UsageError for --min 0, --max below --min, or a range with no size of the
+/// grid in it (the message names the range and what to change).
+std::vector<std::uint64_t> bandwidth_sizes(const BandwidthOptions& options);
+
+/// Runs every kernel over every size (throws UsageError as bandwidth_sizes() does); the calling thread should be
+/// pinned already. With options.threads > 1,
 /// each size is split among that many threads, each pinned to its own CPU, started together; the time is from
 /// the first start to the last finish.
 BandwidthResult run_bandwidth(const BandwidthOptions& options, Clock& clock, Progress& progress,
@@ -82,10 +87,13 @@ BandwidthPoint measure_bandwidth(const KernelInfo& kernel, std::uint64_t size, u
 
 /// Bandwidth per level: for each level of `regimes` and each kernel, the median of the best GB/s over the sizes
 /// well inside the level (at least twice its lower boundary, at most half its upper one; for memory at least four
-/// times the last boundary, as STREAM asks).
+/// times the last boundary, as STREAM asks). A level with no size well inside it falls back to the sizes of its
+/// plateau in the latency curve (first_size..last_size; for levels from --boundaries, the sizes between its
+/// boundaries), and says so (`plateau`).
 struct LevelBandwidth {
     std::string level;
     double from = 0, to = 0; ///< the sizes used
+    bool plateau = false;    ///< no size well inside the level: its plateau's sizes were used
     std::vector<std::pair<std::string, double>> gbps; ///< kernel -> GB/s (0: no size qualified)
 };
 std::vector<LevelBandwidth> bandwidth_per_level(const BandwidthResult& r, const Regimes& regimes);

@@ -37,7 +37,8 @@ libc memcpy/memset on the same buffers).
   --no-pin             do not pin
   --out DIR            report folder (default pmc-memory-report)
   --no-plot            do not run gnuplot
-  --quick              a short run for tests: 4K..8M, 1 point per octave, read/write/copy-vec/memcpy, 3 runs
+  --quick              a short run for tests: 4K..8M, 1 point per octave, 3 runs, and (without --kernels)
+                       read/write/copy-vec/memcpy; not with --min, --max, --per-octave, --runs, --run-ms
   --quiet              no progress lines
   -h, --help           this text
 
@@ -65,25 +66,32 @@ int run(int argc, char** argv) {
     std::string out = "pmc-memory-report";
     std::optional<Regimes> regimes;
     int cpu = -1;
-    bool pin = true, plot = true, quiet = false;
+    bool pin = true, plot = true, quiet = false, quick = false;
+    std::string sized; // the options --quick sets, if given too
     Args args(argc, argv);
     while (args.next()) {
         if (args.is("--help") || args.is("-h")) {
             std::fputs(usage, stdout);
             return 0;
         } else if (args.is("--min")) {
+            sized = args.current();
             o.min_size = args.size_value();
         } else if (args.is("--max")) {
+            sized = args.current();
             o.max_size = args.size_value();
         } else if (args.is("--per-octave")) {
+            sized = args.current();
             o.per_octave = static_cast<unsigned>(args.integer_value(1, 64));
         } else if (args.is("--kernels")) {
             o.kernels = split(args.value());
+            if (o.kernels.empty()) throw UsageError("--kernels needs kernel names, e.g. read,copy-vec,memcpy");
         } else if (args.is("--threads")) {
             o.threads = static_cast<unsigned>(args.integer_value(1, 1024));
         } else if (args.is("--runs")) {
+            sized = args.current();
             o.reps = static_cast<unsigned>(args.integer_value(1, 1000));
         } else if (args.is("--run-ms")) {
+            sized = args.current();
             o.rep_ms = args.number_value(0.01, 10000);
         } else if (args.is("--boundaries")) {
             regimes = regimes_from_boundaries(args.value());
@@ -96,23 +104,39 @@ int run(int argc, char** argv) {
         } else if (args.is("--no-plot")) {
             plot = false;
         } else if (args.is("--quick")) {
-            o.min_size = 4096;
-            o.max_size = 8u << 20;
-            o.per_octave = 1;
-            o.reps = 3;
-            o.rep_ms = 1;
-            if (o.kernels.empty()) {
-                o.kernels = {"read", "write", "memcpy"};
-                if (!vector_isa().empty()) o.kernels.insert(o.kernels.begin() + 2, "copy-vec");
-            }
+            quick = true;
         } else if (args.is("--quiet")) {
             quiet = true;
         } else {
             args.unknown();
         }
     }
+    if (quick) { // its kernels only where --kernels chose none (in either order)
+        if (!sized.empty()) throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
+        o.min_size = 4096;
+        o.max_size = 8u << 20;
+        o.per_octave = 1;
+        o.reps = 3;
+        o.rep_ms = 1;
+        if (o.kernels.empty()) {
+            o.kernels = {"read", "write", "memcpy"};
+            if (!vector_isa().empty()) o.kernels.insert(o.kernels.begin() + 2, "copy-vec");
+        }
+    }
+    if (o.min_size == 0) throw UsageError("--min must be at least 1 byte");
     if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
     if (o.max_size < 1024u * o.threads) throw UsageError("--max must give each thread at least 1 KiB");
+    bandwidth_sizes(o); // a range with no size in it: a usage error now, not after pinning
+    for (const auto& name : o.kernels) { // an unknown kernel too
+        bool known = false;
+        for (const auto& k : available_kernels()) known = known || k.name == name;
+        if (!known) {
+            std::string list;
+            for (const auto& k : available_kernels()) list += (list.empty() ? "" : ", ") + k.name;
+            throw UsageError("unknown or unavailable kernel '" + name + "' (here: " + list + ")");
+        }
+    }
+    probe_output_dir(out);
     if (o.threads > process_cpus().size())
         std::fprintf(stderr, "pmc-mem-bandwidth: warning: %u threads on %zu CPUs: threads will share CPUs\n",
                      o.threads, process_cpus().size());

@@ -89,6 +89,29 @@ std::vector<std::uint64_t> size_grid(std::uint64_t min, std::uint64_t max, unsig
     return out;
 }
 
+std::vector<std::uint64_t> sweep_sizes(std::uint64_t min, std::uint64_t max, unsigned per_octave,
+                                       std::uint64_t granule) {
+    std::vector<std::uint64_t> sizes = size_grid(min, max, per_octave, granule);
+    if (!sizes.empty() || min == 0 || max < min || per_octave == 0 || granule == 0) return sizes;
+    const std::vector<std::uint64_t> below = size_grid(granule, min, per_octave, granule);
+    const std::vector<std::uint64_t> above = size_grid(max, 2 * max + 2 * granule, per_octave, granule);
+    std::string nearest, fix;
+    if (!below.empty() && below.back() < min) {
+        nearest = size_text(static_cast<double>(below.back()));
+        fix = "lower --min to " + size_label(static_cast<double>(below.back()));
+    }
+    if (!above.empty()) {
+        nearest += (nearest.empty() ? "" : " and ") + size_text(static_cast<double>(above.front()));
+        fix += (fix.empty() ? "" : " or ") + std::string("raise --max to ") +
+               size_label(static_cast<double>(above.front()));
+    }
+    throw UsageError(fmt::format("no working-set size to measure between --min {} and --max {}: the sweep measures "
+                                 "2^n * (1 + k/{}) bytes rounded to {} B, and the nearest are {}; {}",
+                                 size_text(static_cast<double>(min)), size_text(static_cast<double>(max)),
+                                 per_octave, granule, nearest.empty() ? "none" : nearest,
+                                 fix.empty() ? "widen the range" : fix));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Command line
 
@@ -284,6 +307,19 @@ void make_directories(const std::string& path) {
     }
 }
 
+void probe_output_dir(const std::string& dir) {
+    const std::string shown = dir.empty() ? "." : dir;
+    try {
+        make_directories(dir);
+        const std::string probe = join_path(dir, fmt::format(".pmc-write-test-{}", ::getpid()));
+        write_text(probe, "pmc: a test that the report folder can be written; removed at once\n");
+        std::remove(probe.c_str());
+    } catch (const std::exception& e) {
+        throw std::runtime_error("the report folder " + shown + " cannot be written (" + e.what() +
+                                 "); nothing was measured: choose another folder with --out");
+    }
+}
+
 void write_text(const std::string& path, const std::string& text) {
     std::FILE* f = std::fopen(path.c_str(), "w");
     if (!f) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
@@ -416,7 +452,11 @@ MachineFacts machine_facts() {
     sysfs_caches(m);
     if (m.caches.empty()) m.notes.push_back("no cache information in /sys/devices/system/cpu/cpu0/cache");
 #if defined(__x86_64__)
-    cpuid_caches(m);
+    // cpuid only for the caches sysfs does not list: one entry per cache (the kernel's view first).
+    MachineFacts from_cpuid;
+    cpuid_caches(from_cpuid);
+    for (const auto& c : from_cpuid.caches)
+        if (m.cache_bytes(c.name) == 0) m.caches.push_back(c);
 #endif
     if (!m.hypervisor.empty() && m.cache_bytes("L3") > 0)
         m.notes.push_back("under a hypervisor the L3 size the CPU reports can be the host's total, not what one "

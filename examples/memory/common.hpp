@@ -40,6 +40,10 @@ std::string size_text(double bytes);
 /// steps (so 1.5 * 2^n, a common cache size, is a point whenever per_octave is even); rounded to `granule`.
 std::vector<std::uint64_t> size_grid(std::uint64_t min, std::uint64_t max, unsigned per_octave,
                                      std::uint64_t granule);
+/// size_grid() for a sweep the user asked for with --min and --max: throws UsageError, naming the range, the
+/// nearest sizes the grid has and which option to change, when no size falls in [min, max].
+std::vector<std::uint64_t> sweep_sizes(std::uint64_t min, std::uint64_t max, unsigned per_octave,
+                                       std::uint64_t granule);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Command line
@@ -163,6 +167,10 @@ private:
 
 /// mkdir -p. Throws std::runtime_error with the path and reason.
 void make_directories(const std::string& path);
+/// Before measuring: creates the report folder and writes (and removes) a test file in it, so that a folder that
+/// cannot be written fails at once instead of after the measurement. Throws std::runtime_error naming the folder,
+/// the reason and --out.
+void probe_output_dir(const std::string& dir);
 /// Writes `text` to `path` (replacing it). Throws std::runtime_error with the path and reason.
 void write_text(const std::string& path, const std::string& text);
 std::string join_path(const std::string& dir, const std::string& name);
@@ -172,7 +180,7 @@ std::string num(double v, int digits = 4);
 // ---------------------------------------------------------------------------------------------------------------
 // The machine
 
-/// A cache as the CPU (cpuid) or the kernel (sysfs) describes it.
+/// A cache as the kernel (sysfs) or the CPU (cpuid) describes it.
 struct ReportedCache {
     std::string name;   ///< "L1d", "L2", "L3"
     std::uint64_t bytes = 0;
@@ -188,7 +196,7 @@ struct MachineFacts {
     long page_size = 4096;
     std::string thp;         ///< /sys/kernel/mm/transparent_hugepage/enabled, the chosen value
     int online_cpus = 0;
-    std::vector<ReportedCache> caches;
+    std::vector<ReportedCache> caches; ///< one per name: sysfs's, and cpuid's for a cache sysfs does not list
     std::vector<std::string> notes;
     /// The reported size of `name` ("L1d", "L2", "L3"), 0 if not reported.
     std::uint64_t cache_bytes(const std::string& name) const;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -54,7 +55,8 @@ public:
         const bool advised = ::madvise(data_, bytes_, advice) == 0;
         std::memset(data_, 0x5a, bytes_);
         if (!hugepages) {
-            note_ = fmt::format("base pages ({}; madvise MADV_NOHUGEPAGE{})", size_text(4096),
+            note_ = fmt::format("base pages ({}; madvise MADV_NOHUGEPAGE{})",
+                                size_text(static_cast<double>(::sysconf(_SC_PAGESIZE))),
                                 advised ? "" : " refused");
         } else {
             note_ = fmt::format("transparent huge pages requested (madvise MADV_HUGEPAGE{}); {} of the process's "
@@ -164,9 +166,29 @@ PMC_MEM_KERNEL void* chase(void* start, std::size_t blocks) {
 #undef PMC_MEM_LOAD10
 #undef PMC_MEM_LOAD
 
+std::vector<std::vector<std::uint64_t>> latency_grids(const LatencyOptions& o) {
+    if (o.min_size == 0) throw UsageError("--min must be at least 1 byte");
+    if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
+    std::vector<std::vector<std::uint64_t>> grids;
+    for (std::size_t c = 0; c < o.chains.size(); ++c) {
+        unsigned per = c < o.chain_per_octave.size() && o.chain_per_octave[c] ? o.chain_per_octave[c] : o.per_octave;
+        grids.push_back(sweep_sizes(std::max(o.min_size, 2 * o.stride), o.max_size, per, o.stride));
+    }
+    return grids;
+}
+
+const Level* main_memory_level(const Regimes& regimes) {
+    const Level* l = memory_level(regimes);
+    return l && l->last_size >= static_cast<double>(memory_sweep_bytes) ? l : nullptr;
+}
+
 LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progress, const std::string& pin_note) {
+    // The sizes first: a range with no size in it is a usage error, found before anything is allocated or timed.
+    const std::vector<std::vector<std::uint64_t>> grids = latency_grids(o);
     LatencyResult r;
     r.options = o;
+    // What the sweep really does: at most one sweep per run (the JSON, the figure and the summary report this).
+    r.options.sweeps = std::clamp(o.sweeps, 1u, o.reps);
     r.pin_note = pin_note;
     r.wall_note = clock.wall_note();
     r.cycles_note = clock.cycles_note();
@@ -190,18 +212,13 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
         r.l1_ns_per_load = min_of(l1) / (blocks * 100.0);
     }
 
-    std::vector<std::vector<std::uint64_t>> grids;
     std::size_t total = 0;
-    for (std::size_t c = 0; c < o.chains.size(); ++c) {
-        unsigned per = c < o.chain_per_octave.size() && o.chain_per_octave[c] ? o.chain_per_octave[c] : o.per_octave;
-        grids.push_back(size_grid(std::max(o.min_size, 2 * o.stride), o.max_size, per, o.stride));
-        total += grids.back().size();
-    }
+    for (const auto& g : grids) total += g.size();
 
     // Side by side: `sweeps` passes over all sizes of all chains, each taking its share of the runs, so that a
     // burst of interference on the host spreads over many sizes instead of bending a few.
     const double target_ns = o.rep_ms * 1e6;
-    const unsigned sweeps = std::clamp(o.sweeps, 1u, o.reps);
+    const unsigned sweeps = r.options.sweeps;
     std::size_t done = 0;
     for (std::size_t c = 0; c < o.chains.size(); ++c) {
         r.curves.push_back(LatencyCurve{o.chains[c], {}});
@@ -279,7 +296,7 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
         for (const auto& p : source->points) pts.push_back({static_cast<double>(p.size), p.latency_ns()});
         r.regimes = detect_regimes(pts);
         // The detector knows only the curve; the sweep's end is worth a word when it is short of today's caches.
-        if (o.max_size < (64ull << 20) && !r.regimes.levels.empty() && r.regimes.levels.back().name == "memory")
+        if (o.max_size < memory_sweep_bytes && !r.regimes.levels.empty() && r.regimes.levels.back().name == "memory")
             r.regimes.notes.push_back("the sweep ends at " + size_text(static_cast<double>(o.max_size)) +
                                       ": the level called memory may be a cache that did not overflow (use --max "
                                       "256M or more)");

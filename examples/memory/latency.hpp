@@ -72,7 +72,13 @@ struct LatencyResult {
     double seconds = 0;
 };
 
-/// Runs the sweep. The calling thread should be pinned already (pin_note is copied into the result).
+/// The sizes each chain measures (options.chains, in order). Throws UsageError for --min 0, --max below --min,
+/// or a range with no size of the grid in it (the message names the range and what to change).
+std::vector<std::vector<std::uint64_t>> latency_grids(const LatencyOptions& options);
+
+/// Runs the sweep. The calling thread should be pinned already (pin_note is copied into the result). Throws
+/// UsageError as latency_grids() does. The result's options.sweeps is the number of sweeps made (at most one per
+/// run).
 LatencyResult run_latency(const LatencyOptions& options, Clock& clock, Progress& progress,
                           const std::string& pin_note);
 
@@ -95,7 +101,13 @@ std::string regimes_text(const Regimes& regimes, const MachineFacts& m);
 std::string regimes_markdown(const Regimes& regimes, const MachineFacts& m);
 /// The reported cache that corresponds to a found level ("L1" -> "L1d"), or nullptr.
 const ReportedCache* reported_for(const Level& level, const MachineFacts& m);
-/// The level called "memory" (or the last level), or nullptr when none was found.
+/// The level called "memory", or nullptr when none was found.
 const Level* memory_level(const Regimes& regimes);
+/// A sweep shorter than this may end in the last cache, whatever the detector calls its last level.
+constexpr std::uint64_t memory_sweep_bytes = 64ull << 20;
+/// The level called "memory" when it is main memory: it lasts to a size of at least memory_sweep_bytes (past
+/// the last cache of today's CPUs); otherwise nullptr (a short sweep's last level may be a cache that did not
+/// overflow: measure the memory latency on its own, as measure_memory_latency does).
+const Level* main_memory_level(const Regimes& regimes);
 
 } // namespace pmc_mem

@@ -39,7 +39,8 @@ Load latency against working-set size (lmbench's lat_mem_rd), and the cache leve
   --no-pin             do not pin
   --out DIR            report folder (default pmc-memory-report)
   --no-plot            do not run gnuplot
-  --quick              a short run for tests: 512 B..4 MiB, 15 runs in 5 sweeps
+  --quick              a short run for tests: 512 B..4 MiB, 15 runs in 5 sweeps (not with --min, --max,
+                       --per-octave, --runs, --sweeps)
   --quiet              no progress lines
   -h, --help           this text
 
@@ -52,17 +53,21 @@ int run(int argc, char** argv) {
     LatencyOptions o;
     std::string out = "pmc-memory-report";
     int cpu = -1;
-    bool pin = true, plot = true, quiet = false;
+    bool pin = true, plot = true, quiet = false, quick = false;
+    std::string sized; // the options --quick sets, if given too
     Args args(argc, argv);
     while (args.next()) {
         if (args.is("--help") || args.is("-h")) {
             std::fputs(usage, stdout);
             return 0;
         } else if (args.is("--min")) {
+            sized = args.current();
             o.min_size = args.size_value();
         } else if (args.is("--max")) {
+            sized = args.current();
             o.max_size = args.size_value();
         } else if (args.is("--per-octave")) {
+            sized = args.current();
             o.per_octave = static_cast<unsigned>(args.integer_value(1, 64));
         } else if (args.is("--stride")) {
             o.stride = args.size_value();
@@ -77,10 +82,12 @@ int run(int argc, char** argv) {
                 start = comma + 1;
             }
         } else if (args.is("--runs")) {
+            sized = args.current();
             o.reps = static_cast<unsigned>(args.integer_value(1, 1000));
         } else if (args.is("--run-ms")) {
             o.rep_ms = args.number_value(0.01, 10000);
         } else if (args.is("--sweeps")) {
+            sized = args.current();
             o.sweeps = static_cast<unsigned>(args.integer_value(1, 1000));
         } else if (args.is("--seed")) {
             o.seed = static_cast<std::uint64_t>(args.integer_value(0, INT64_MAX));
@@ -95,22 +102,29 @@ int run(int argc, char** argv) {
         } else if (args.is("--no-plot")) {
             plot = false;
         } else if (args.is("--quick")) {
-            o.min_size = 512;
-            o.max_size = 4u << 20;
-            o.per_octave = 8;
-            o.reps = 15;
-            o.sweeps = 5;
+            quick = true;
         } else if (args.is("--quiet")) {
             quiet = true;
         } else {
             args.unknown();
         }
     }
+    if (quick) {
+        if (!sized.empty()) throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
+        o.min_size = 512;
+        o.max_size = 4u << 20;
+        o.per_octave = 8;
+        o.reps = 15;
+        o.sweeps = 5;
+    }
+    if (o.min_size == 0) throw UsageError("--min must be at least 1 byte");
     if (o.stride < sizeof(void*) || o.stride % sizeof(void*) != 0)
         throw UsageError("--stride must be a multiple of " + std::to_string(sizeof(void*)) + " bytes");
     if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
     if (o.max_size < 4 * o.stride) throw UsageError("--max must hold at least 4 chain elements");
     if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
+    latency_grids(o); // a range with no size in it: a usage error now, not after pinning
+    probe_output_dir(out);
 
     std::string pin_note = "Not pinned (--no-pin)";
     if (pin) pin_to_cpu(cpu, pin_note);
@@ -123,7 +137,7 @@ int run(int argc, char** argv) {
 
     std::printf("Levels found in the %s-chain latency curve (%u runs per size), beside what the CPU "
                 "reports:\n\n%s\n",
-                chain_name(r.regimes_chain), o.reps, regimes_text(r.regimes, machine).c_str());
+                chain_name(r.regimes_chain), r.options.reps, regimes_text(r.regimes, machine).c_str());
     std::printf("loop overhead: %.4f ns per load (an empty loop of the same trip count) = %.2g %% of an L1 hit "
                 "(%.3g ns); %s; %s\n",
                 r.loop_ns_per_load, 100 * r.loop_ns_per_load / r.l1_ns_per_load, r.l1_ns_per_load, pin_note.c_str(),

@@ -86,7 +86,7 @@ int run(int argc, char** argv) {
     Clock clock;
     Progress progress(quiet);
     const MachineFacts machine = machine_facts();
-    make_directories(out);
+    probe_output_dir(out);
     const std::uint64_t t0 = clock.now_ns();
     progress.note("pmc-memory: report in " + out + "/; " + pin_note + "; " + clock.cycles_note());
     Written written;
@@ -162,7 +162,9 @@ int run(int argc, char** argv) {
             o.file_size = 4u << 20;
             o.runs = 2;
         }
-        if (const Level* mem = do_latency ? memory_level(latency.regimes) : nullptr) {
+        // The latency curve's last level is main memory only when the sweep went past the caches (--quick stops
+        // at 8 MiB, inside an L3): otherwise run_pagefault measures a load from memory on its own.
+        if (const Level* mem = do_latency ? main_memory_level(latency.regimes) : nullptr) {
             o.memory_latency_ns = mem->latency;
             o.memory_latency_source = "the memory level found by the latency experiment (" +
                                       size_label(mem->first_size) + ".." + size_label(mem->last_size) +

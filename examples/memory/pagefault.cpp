@@ -109,16 +109,17 @@ PMC_MEM_KERNEL FaultRun touch_pages(char* base, const std::vector<std::size_t>& 
     return run;
 }
 
-double median_over(const std::vector<FaultRun>& runs, double (FaultRun::*f)() const) {
-    std::vector<double> v;
-    for (const auto& r : runs) v.push_back((r.*f)());
-    return median_of(v);
-}
-
 } // namespace
 
-double FaultCase::median_ns_per_fault() const { return median_over(runs, &FaultRun::ns_per_fault); }
-double FaultCase::median_ns_per_page() const { return median_over(runs, &FaultRun::ns_per_page); }
+std::size_t FaultCase::median_run_index() const {
+    if (runs.empty()) return 0;
+    std::vector<std::size_t> order(runs.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return runs[a].ns_per_fault() < runs[b].ns_per_fault();
+    });
+    return order[(order.size() - 1) / 2];
+}
 
 std::string FileSystemInfo::text() const {
     std::string out = path + " is on " + fs_type;
@@ -208,6 +209,7 @@ PagefaultResult run_pagefault(const PagefaultOptions& o, Clock& clock, Progress&
     r.options = o;
     const std::uint64_t t0 = clock.now_ns();
     const long page = ::sysconf(_SC_PAGESIZE);
+    r.page_size = page;
     const std::size_t bytes = static_cast<std::size_t>(o.file_size / static_cast<std::uint64_t>(page)) *
                               static_cast<std::size_t>(page);
     const std::size_t pages = bytes / static_cast<std::size_t>(page);
@@ -406,7 +408,7 @@ std::string pagefault_csv(const PagefaultResult& r) {
     std::string out = "case,run,pages,touched,total_ns,ns_per_fault,ns_per_page,ns_per_byte,major_faults,minor_faults,"
                       "disk_read_bytes,resident_before,resident_after,touch_median_ns,touch_p10_ns,touch_p90_ns,"
                       "touch_max_ns\n";
-    const double page = 4096;
+    const double page = static_cast<double>(r.page_size);
     for (const auto& c : r.cases)
         for (std::size_t i = 0; i < c.runs.size(); ++i) {
             const FaultRun& f = c.runs[i];
@@ -444,6 +446,9 @@ void write_pagefault_json(pmc::JsonWriter& json, const PagefaultResult& r, const
     json.field("disk_bytes", "/proc/self/io read_bytes before and after the touches");
     json.field("order", r.options.random_order ? "random" : "address");
     json.field("runs", r.options.runs);
+    json.field("page_size", r.page_size);
+    json.field("statistic", "median_*: the figures of the median run by ns per fault (median_run; of an even "
+                            "number of runs, the faster middle one)");
     json.end_object();
     json.key("cases").begin_array();
     for (const auto& c : r.cases) {
@@ -452,10 +457,12 @@ void write_pagefault_json(pmc::JsonWriter& json, const PagefaultResult& r, const
         json.field("description", c.description);
         json.field("verified", c.verified);
         json.field("check", c.check);
+        // Every median_* figure is from one run, the median run by ns per fault (index in "runs", from 0).
+        json.field("median_run", c.median_run_index());
         json.field("median_ns_per_fault", c.median_ns_per_fault());
         json.field("median_ns_per_page", c.median_ns_per_page());
-        json.field("median_ns_per_byte", c.median_ns_per_page() / 4096);
-        json.field("faults_per_memory_load", c.median_ns_per_fault() / r.memory_latency_ns);
+        json.field("median_ns_per_byte", c.median_ns_per_page() / static_cast<double>(r.page_size));
+        json.field("memory_loads_per_fault", c.median_ns_per_fault() / r.memory_latency_ns);
         json.key("runs").begin_array();
         for (const auto& f : c.runs) {
             json.begin_object();
@@ -503,13 +510,16 @@ std::string pagefault_text(const PagefaultResult& r) {
     out += fmt::format("{:<10} {:>11} {:>11} {:>11} {:>14} {:>10} {:>10}  {}\n", "case", "per fault", "per page",
                        "per byte", "= memory loads", "majors", "minors", "touch median (p10..p90)");
     for (const auto& c : r.cases) {
-        const FaultRun& f = c.runs.front();
+        if (c.runs.empty()) continue;
+        const FaultRun& f = c.median_run();
         out += fmt::format("{:<10} {:>11} {:>11} {:>11} {:>14.0f} {:>10} {:>10}  {} ({}..{})\n", c.name,
-                           duration_text(c.median_ns_per_fault()), duration_text(c.median_ns_per_page()),
-                           duration_text(c.median_ns_per_page() / 4096), c.median_ns_per_fault() / r.memory_latency_ns,
-                           f.major_faults, f.minor_faults, duration_text(f.touch_median_ns),
-                           duration_text(f.touch_p10_ns), duration_text(f.touch_p90_ns));
+                           duration_text(f.ns_per_fault()), duration_text(f.ns_per_page()),
+                           duration_text(f.ns_per_page() / static_cast<double>(r.page_size)),
+                           f.ns_per_fault() / r.memory_latency_ns, f.major_faults, f.minor_faults,
+                           duration_text(f.touch_median_ns), duration_text(f.touch_p10_ns),
+                           duration_text(f.touch_p90_ns));
     }
+    out += fmt::format("each row is one run of {}: the median run by time per fault\n", r.options.runs);
     out += fmt::format("memory load latency for the comparison: {:.3g} ns ({})\n", r.memory_latency_ns,
                        r.memory_latency_source);
     for (const auto& c : r.cases) out += "check " + c.name + ": " + c.check + "\n";
@@ -521,12 +531,14 @@ std::string pagefault_markdown(const PagefaultResult& r) {
     std::string out = "| case | per fault | per page | per byte | a fault = N loads from memory | faults (major + minor) "
                       "per run | touches: median (p10..p90) |\n|---|---|---|---|---|---|---|\n";
     for (const auto& c : r.cases) {
-        const FaultRun& f = c.runs.front();
+        if (c.runs.empty()) continue;
+        const FaultRun& f = c.median_run();
         out += fmt::format("| {} | {} | {} | {} | {:.0f} | {} + {} for {} pages | {} ({}..{}) |\n", c.name,
-                           duration_text(c.median_ns_per_fault()), duration_text(c.median_ns_per_page()),
-                           duration_text(c.median_ns_per_page() / 4096), c.median_ns_per_fault() / r.memory_latency_ns,
-                           f.major_faults, f.minor_faults, f.touched, duration_text(f.touch_median_ns),
-                           duration_text(f.touch_p10_ns), duration_text(f.touch_p90_ns));
+                           duration_text(f.ns_per_fault()), duration_text(f.ns_per_page()),
+                           duration_text(f.ns_per_page() / static_cast<double>(r.page_size)),
+                           f.ns_per_fault() / r.memory_latency_ns, f.major_faults, f.minor_faults, f.touched,
+                           duration_text(f.touch_median_ns), duration_text(f.touch_p10_ns),
+                           duration_text(f.touch_p90_ns));
     }
     return out;
 }

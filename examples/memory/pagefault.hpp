@@ -63,14 +63,19 @@ struct FaultCase {
     std::vector<FaultRun> runs;
     std::string check;       ///< what the counts show, for people ("every touched page was a major fault ...")
     bool verified = false;   ///< the counts show what the case claims
-    double median_ns_per_fault() const;
-    double median_ns_per_page() const;
+    /// The run the tables report, every figure from it: the median run by ns per fault (with an even number of
+    /// runs, the faster of the two middle ones). Index into `runs`; 0 when there are none.
+    std::size_t median_run_index() const;
+    const FaultRun& median_run() const { return runs.at(median_run_index()); }
+    double median_ns_per_fault() const { return runs.empty() ? 0 : median_run().ns_per_fault(); }
+    double median_ns_per_page() const { return runs.empty() ? 0 : median_run().ns_per_page(); }
 };
 
 struct PagefaultResult {
     PagefaultOptions options;
     FileSystemInfo fs;
     std::vector<FaultCase> cases;
+    long page_size = 4096; ///< sysconf(_SC_PAGESIZE), set by run_pagefault
     double memory_latency_ns = 0;
     std::string memory_latency_source;
     double timer_ns = 0; ///< what an empty timed interval costs (included in every touch)

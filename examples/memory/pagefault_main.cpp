@@ -13,6 +13,8 @@
 #include "pagefault.hpp"
 #include "report.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -26,11 +28,11 @@ with the fault counts from pmc's software counters.
   --dir DIR            where to create the test file (default: the report folder); it must be on a disk
                        filesystem (not tmpfs) for major faults; the file is unlinked at once
   --file-size SIZE     size of the file and of the anonymous mapping (default 16M)
-  --runs N             runs of each case (default 3); the median is reported
+  --runs N             runs of each case (default 3); the median run (by time per fault) is reported
   --order ORDER        address (default) or random: the order in which pages are touched
   --memory-latency-ns X  the load latency from memory to compare with (default: measured here)
   --out DIR            report folder (default pmc-memory-report)
-  --quick              a short run for tests: 4 MiB, 2 runs
+  --quick              a short run for tests: 4 MiB, 2 runs (not with --file-size, --runs)
   --quiet              no progress lines
   -h, --help           this text
 
@@ -42,7 +44,8 @@ int run(int argc, char** argv) {
     PagefaultOptions o;
     std::string out = "pmc-memory-report";
     std::string dir;
-    bool quiet = false;
+    bool quiet = false, quick = false;
+    std::string sized; // the options --quick sets, if given too
     Args args(argc, argv);
     while (args.next()) {
         if (args.is("--help") || args.is("-h")) {
@@ -51,8 +54,10 @@ int run(int argc, char** argv) {
         } else if (args.is("--dir")) {
             dir = args.value();
         } else if (args.is("--file-size")) {
+            sized = args.current();
             o.file_size = args.size_value();
         } else if (args.is("--runs")) {
+            sized = args.current();
             o.runs = static_cast<unsigned>(args.integer_value(1, 1000));
         } else if (args.is("--order")) {
             const std::string v = args.value();
@@ -64,16 +69,22 @@ int run(int argc, char** argv) {
         } else if (args.is("--out")) {
             out = args.value();
         } else if (args.is("--quick")) {
-            o.file_size = 4u << 20;
-            o.runs = 2;
+            quick = true;
         } else if (args.is("--quiet")) {
             quiet = true;
         } else {
             args.unknown();
         }
     }
-    if (o.file_size < 4096) throw UsageError("--file-size must be at least one page");
-    make_directories(out);
+    if (quick) {
+        if (!sized.empty()) throw UsageError("--quick sets the file size and runs: give " + sized + " or --quick, not both");
+        o.file_size = 4u << 20;
+        o.runs = 2;
+    }
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (o.file_size < static_cast<std::uint64_t>(page))
+        throw UsageError("--file-size must be at least one page (" + std::to_string(page) + " bytes)");
+    probe_output_dir(out);
     o.dir = dir.empty() ? out : dir;
 
     Clock clock;

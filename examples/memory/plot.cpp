@@ -152,7 +152,8 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
     std::string cpu_key = "red: cache sizes the CPU reports";
     if (!off_scale.empty()) cpu_key += " (off scale: " + off_scale + ")";
     s += fmt::format("set label {} at graph 0.01,graph 0.97 left font \",9\" tc rgb \"#c0392b\"\n",
-                     gp_string("shaded: the levels found in the random-chain curve\n" + cpu_key));
+                     gp_string(std::string("shaded: the levels found in the ") + chain_name(r.regimes_chain) +
+                               "-chain curve\n" + cpu_key));
 
     std::string plots;
     auto add = [&](const std::string& p) { plots += (plots.empty() ? "plot " : ", \\\n     ") + p; };

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -87,6 +88,20 @@ const LatencyCurve* curve_of(const LatencyResult& r, Chain c) {
     return nullptr;
 }
 
+/// The smallest and largest working set measured (on any chain).
+std::uint64_t first_size(const LatencyResult& r) {
+    std::uint64_t s = 0;
+    for (const auto& c : r.curves)
+        if (!c.points.empty() && (s == 0 || c.points.front().size < s)) s = c.points.front().size;
+    return s;
+}
+std::uint64_t last_size(const LatencyResult& r) {
+    std::uint64_t s = 0;
+    for (const auto& c : r.curves)
+        if (!c.points.empty()) s = std::max(s, c.points.back().size);
+    return s;
+}
+
 } // namespace
 
 std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
@@ -101,11 +116,12 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
                          "sweeps over all sizes, each sweep with the chain on other physical pages; a point is the "
                          "median over the sweeps of each sweep's fastest run (latency.csv also has the fastest and "
                          "the median of all runs). {}. {}; {}.\n\n",
-                         l->options.stride, size_text(static_cast<double>(l->options.min_size)),
-                         size_text(static_cast<double>(l->options.max_size)), l->options.reps, num(l->options.rep_ms, 3),
+                         l->options.stride, size_text(static_cast<double>(first_size(*l))),
+                         size_text(static_cast<double>(last_size(*l))), l->options.reps, num(l->options.rep_ms, 3),
                          l->options.sweeps,
                          l->pin_note, "Pages: " + l->pages_note, l->cycles_note);
-        s += "The levels below were found from the random-chain curve alone, without cpuid or sysfs (docs/memory.md: "
+        s += "The levels below were found from the " + std::string(chain_name(l->regimes_chain)) +
+             "-chain curve alone, without cpuid or sysfs (docs/memory.md: "
              "plateaus of points within ±10 % of each other, levels at least 1.5× apart, each boundary where the "
              "curve is halfway up its step on the log-latency axis); the last column is what the CPU reports, "
              "for comparison only.\n\n";
@@ -155,7 +171,8 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
     if (const PagefaultResult* p = in.pagefault) {
         s += "## Page faults\n\n";
         s += "The file: " + p->fs.text() + ", " + size_text(static_cast<double>(p->options.file_size)) + ", " +
-             std::to_string(p->options.runs) + " runs per case; the median run below.\n\n";
+             std::to_string(p->options.runs) + " runs per case; each row is one run, the median run by time per "
+             "fault" + (p->options.runs % 2 ? "" : " (of an even number, the faster middle one)") + ".\n\n";
         s += pagefault_markdown(*p) + "\n";
         for (const auto& c : p->cases) s += "- **" + c.name + "**: " + c.description + ". Check: " + c.check + ".\n";
         s += fmt::format("- A load from memory for the comparison: {:.3g} ns ({}). Each touch is timed with "
@@ -166,7 +183,8 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
                 s += fmt::format("- So one major fault costs as much as {:.0f} dependent loads from memory; per "
                                  "byte, a page read by a fault costs {}, a 64-byte line loaded from memory {} per "
                                  "byte.\n",
-                                 c.median_ns_per_fault() / p->memory_latency_ns, ns_text(c.median_ns_per_page() / 4096),
+                                 c.median_ns_per_fault() / p->memory_latency_ns,
+                                 ns_text(c.median_ns_per_page() / static_cast<double>(p->page_size)),
                                  ns_text(p->memory_latency_ns / 64));
         for (const auto& n : p->notes) s += "- Note: " + n + ".\n";
         s += "\n";

@@ -1,11 +1,13 @@
 // The pure parts of the memory experiments: sizes and their labels, the size grid, the command-line reader,
 // statistics, the pointer chains (one cycle through every element), the chase, every bandwidth kernel (each pass
-// touches every word), bandwidth per level, and the CSV layout.
+// touches every word), bandwidth per level, the CSV layout, empty sweeps, the sweeps a latency run reports, when
+// the latency curve's last level is main memory, the page-fault tables (one run per row), the reported caches.
 #include "catch.hpp"
 
 #include "bandwidth.hpp"
 #include "common.hpp"
 #include "latency.hpp"
+#include "pagefault.hpp"
 
 #include <cstdint>
 #include <cstdlib>
@@ -208,4 +210,171 @@ TEST_CASE("latency CSV: a header and one row per chain and size") {
     std::getline(csv, line);
     CHECK(line.rfind("random,1024,1K,", 0) == 0);
     CHECK_FALSE(std::getline(csv, line));
+}
+
+TEST_CASE("a range with no size in it is a usage error that names the range and the fix") {
+    CHECK(sweep_sizes(96 * 1024, 128 * 1024, 8, 64).size() == 5);
+    CHECK_THROWS_WITH(sweep_sizes(100 * 1024, 102 * 1024, 8, 64),
+                      "no working-set size to measure between --min 100 KiB and --max 102 KiB: the sweep measures "
+                      "2^n * (1 + k/8) bytes rounded to 64 B, and the nearest are 96 KiB and 104 KiB; lower --min "
+                      "to 96K or raise --max to 104K");
+    LatencyOptions lo;
+    lo.min_size = 100 * 1024;
+    lo.max_size = 102 * 1024;
+    CHECK_THROWS_AS(latency_grids(lo), UsageError);
+    lo.min_size = 0;
+    CHECK_THROWS_WITH(latency_grids(lo), "--min must be at least 1 byte");
+    BandwidthOptions bo;
+    bo.min_size = 100 * 1024;
+    bo.max_size = 102 * 1024;
+    CHECK_THROWS_WITH(bandwidth_sizes(bo), ContainsSubstring("raise --max to 128K"));
+    bo.max_size = 128 * 1024;
+    CHECK(bandwidth_sizes(bo) == std::vector<std::uint64_t>{128 * 1024});
+    // run_latency refuses before measuring (it crashed on curve.points.front()).
+    Clock clock;
+    Progress quiet(true);
+    lo.min_size = 100 * 1024;
+    lo.max_size = 102 * 1024;
+    CHECK_THROWS_AS(run_latency(lo, clock, quiet, "test"), UsageError);
+}
+
+TEST_CASE("a latency run reports the sweeps it made and the sizes it measured") {
+    LatencyOptions o;
+    o.min_size = 512;
+    o.max_size = 4096;
+    o.per_octave = 2;
+    o.reps = 2;
+    o.sweeps = 9; // more sweeps than runs: two sweeps of one run
+    o.rep_ms = 0.01;
+    o.min_loads = 200;
+    o.warm_ms = 0.01;
+    Clock clock;
+    Progress quiet(true);
+    const LatencyResult r = run_latency(o, clock, quiet, "test");
+    CHECK(r.options.sweeps == 2);
+    REQUIRE(r.curves.size() == 1);
+    REQUIRE(r.curves[0].points.size() == 7);
+    for (const auto& p : r.curves[0].points) {
+        CHECK(p.sweep_min.size() == 2);
+        CHECK(p.ns.size() == 2);
+    }
+    pmc::JsonWriter json;
+    write_latency_json(json, r, MachineFacts{});
+    CHECK_THAT(json.str(), ContainsSubstring("\"sweeps\":2"));
+}
+
+TEST_CASE("the latency curve's last level is main memory only past 64 MiB") {
+    auto regimes_to = [](double last) {
+        Regimes r;
+        Level l1;
+        l1.name = "L1";
+        l1.boundary = Transition{};
+        l1.boundary->size = 48 * 1024;
+        Level mem;
+        mem.name = "memory";
+        mem.first_size = 4 * 1024 * 1024;
+        mem.last_size = last;
+        mem.latency = 12;
+        r.levels = {l1, mem};
+        return r;
+    };
+    const Regimes quick = regimes_to(8.0 * 1024 * 1024); // pmc-memory --quick: the "memory" is an L3 plateau
+    CHECK(memory_level(quick) != nullptr);
+    CHECK(main_memory_level(quick) == nullptr);
+    const Regimes full = regimes_to(256.0 * 1024 * 1024);
+    REQUIRE(main_memory_level(full) != nullptr);
+    CHECK(main_memory_level(full)->latency == 12);
+    Regimes no_memory = full;
+    no_memory.levels.back().name = "L2";
+    CHECK(main_memory_level(no_memory) == nullptr);
+}
+
+TEST_CASE("bandwidth per level: a level with no size well inside it uses its plateau's sizes") {
+    BandwidthResult r;
+    BandwidthCurve c;
+    c.kernel = KernelInfo{"read", "", 2, false};
+    // Two points per octave; an L2 from 48 KiB to 128 KiB has none in 2x..1/2x of its boundaries.
+    for (std::uint64_t s : {16384, 32768, 49152, 65536, 98304, 131072, 196608, 262144}) {
+        BandwidthPoint p;
+        p.size = s;
+        p.gbps = {s <= 32768 ? 100.0 : s <= 131072 ? 50.0 : 20.0};
+        c.points.push_back(p);
+    }
+    r.curves.push_back(c);
+    Regimes regimes;
+    Level l1, l2, l3;
+    l1.name = "L1";
+    l1.first_size = 512;
+    l1.last_size = 32768;
+    l1.boundary = Transition{};
+    l1.boundary->size = 40000;
+    l2.name = "L2";
+    l2.first_size = 65536;
+    l2.last_size = 131072;
+    l2.boundary = Transition{};
+    l2.boundary->size = 140000;
+    l3.name = "memory";
+    l3.first_size = 196608;
+    l3.last_size = 262144;
+    regimes.levels = {l1, l2, l3};
+    const auto levels = bandwidth_per_level(r, regimes);
+    REQUIRE(levels.size() == 3);
+    CHECK_FALSE(levels[0].plateau);
+    CHECK(levels[0].gbps[0].second == 100);
+    CHECK(levels[1].plateau);
+    CHECK(levels[1].from == 65536);
+    CHECK(levels[1].to == 131072);
+    CHECK(levels[1].gbps[0].second == 50);
+    CHECK_THAT(level_bandwidth_text(levels), ContainsSubstring("its plateau"));
+    CHECK_THAT(level_bandwidth_markdown(levels), ContainsSubstring("64K .. 128K (plateau)"));
+    // Levels given as boundaries have no plateau: the sizes between the boundaries.
+    const auto given = bandwidth_per_level(r, regimes_from_boundaries("40000,140000"));
+    CHECK(given[1].plateau);
+    CHECK(given[1].gbps[0].second == 50);
+    CHECK_THROWS_AS(regimes_from_boundaries("0,0"), UsageError);
+    CHECK_THROWS_AS(regimes_from_boundaries("1M,1M"), UsageError);
+}
+
+namespace {
+FaultRun fault_run(double us_per_fault, std::uint64_t majors) {
+    FaultRun f;
+    f.pages = f.touched = f.major_faults = majors;
+    f.total_ns = us_per_fault * 1e3 * static_cast<double>(majors);
+    f.touch_median_ns = us_per_fault * 1e3;
+    return f;
+}
+} // namespace
+
+TEST_CASE("page-fault tables: every figure of a row from the median run") {
+    PagefaultResult r;
+    r.memory_latency_ns = 100;
+    r.page_size = 4096;
+    r.options.runs = 3;
+    FaultCase c;
+    c.name = "major";
+    c.runs = {fault_run(80, 1000), fault_run(60, 1001), fault_run(100, 1002)};
+    r.cases.push_back(c);
+    CHECK(r.cases[0].median_run_index() == 0);
+    CHECK(r.cases[0].median_ns_per_fault() == Approx(80000));
+    const std::string md = pagefault_markdown(r);
+    CHECK_THAT(md, ContainsSubstring("| major | 80 us | 80 us | 19.5 ns | 800 | 1000 + 0 for 1000 pages | 80 us"));
+    CHECK_THAT(pagefault_text(r), ContainsSubstring("1000"));
+    CHECK_THAT(pagefault_text(r), !ContainsSubstring("1001"));
+    // Of two runs, the faster; the page size is the result's.
+    r.cases[0].runs = {fault_run(100, 1002), fault_run(60, 1001)};
+    r.page_size = 16384;
+    CHECK(r.cases[0].median_run_index() == 1);
+    CHECK_THAT(pagefault_markdown(r), ContainsSubstring("| major | 60 us | 60 us | 3.66 ns | 600 | 1001 + 0 for 1001"));
+    pmc::JsonWriter json;
+    write_pagefault_json(json, r, MachineFacts{});
+    CHECK_THAT(json.str(), ContainsSubstring("\"memory_loads_per_fault\":600"));
+    CHECK_THAT(json.str(), !ContainsSubstring("faults_per_memory_load"));
+    CHECK_THAT(json.str(), ContainsSubstring("\"median_run\":1"));
+    CHECK_THAT(pagefault_csv(r), ContainsSubstring(",3.66211,")); // ns per byte: 60 us / 16 KiB
+}
+
+TEST_CASE("the reported caches: one entry per cache") {
+    const MachineFacts m = machine_facts();
+    std::set<std::string> names;
+    for (const auto& c : m.caches) CHECK(names.insert(c.name).second);
 }
