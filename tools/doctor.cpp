@@ -1,7 +1,9 @@
 // pmc doctor: one screen that says what this machine can count, how precisely, what stands in the way, and the
 // exact fix for each. Every line has a verdict: ok, degraded (works, but less precisely or less repeatably than it
-// could) or impossible. Exit status: 0 exact user-mode instruction counts are possible; 2 hardware counts, but not
-// exact ones; 3 only software events and clocks; 4 no perf events at all.
+// could), impossible, or advisory (ASLR, the allocator: a property of the measured program, not of this machine or
+// of the doctor's own process; not counted as degraded). Exit status: 0 exact user-mode instruction counts are
+// possible; 2 hardware counts, but not exact ones; 3 only software events (task-clock opens) and clocks; 4 no perf
+// events at all (task-clock does not open).
 #include "commands.hpp"
 
 #include <pmc/counter.hpp>
@@ -70,10 +72,10 @@ int kernel_hz(const std::string& release) {
     return pos == std::string::npos ? 0 : std::atoi(config.c_str() + pos + 11);
 }
 
-Trial trial(const std::string& event) {
+Trial trial(const std::string& event, const pmc::OpenOptions& options) {
     Trial t;
     t.event = event;
-    auto c = pmc::Counter::try_open(event);
+    auto c = pmc::Counter::try_open(event, options);
     if (c) {
         t.ok = true;
         t.path = pmc::to_string(c->path());
@@ -207,18 +209,51 @@ int cmd_doctor(const Options& o) {
     if (!core && speclock.verdict != "ok") // it skews hardware counts, and there are none here
         speclock = {"ok", "SpecLockMap", "irrelevant here (no hardware counting); " + speclock.finding, ""};
     checks.push_back(speclock);
-    checks.push_back(hazard_check("ASLR", pmc::aslr_status(), "off for this process"));
-    const auto alloc = pmc::allocator_status();
-    for (const auto& h : alloc.hazards) checks.push_back(hazard_check("allocator", h));
+    // ASLR and the allocator belong to the measured program, not to this machine: what the doctor's own process
+    // does says nothing about them. The machine-wide part is kernel.randomize_va_space; the rest is advice.
+    const auto aslr = pmc::aslr_state();
+    if (aslr.randomize_va_space == 0)
+        checks.push_back({"ok", "ASLR", "off system-wide (kernel.randomize_va_space = 0)", ""});
+    else
+        checks.push_back({"advisory", "ASLR",
+                          (aslr.randomize_va_space < 0
+                               ? std::string("kernel.randomize_va_space cannot be read")
+                               : fmt::format("on system-wide (kernel.randomize_va_space = {})", aslr.randomize_va_space)) +
+                              ": each measured program must turn it off itself",
+                          "pmc::reexec_without_aslr(argv) in main, setarch -R, or sudo sysctl "
+                          "kernel.randomize_va_space=0"});
+    checks.push_back({"advisory", "allocator",
+                      "up to the measured program: glibc's moving mmap threshold, jemalloc's 10 s purge timer "
+                      "(pmc::allocator_status() reports a program's own)",
+                      "pmc::stabilize_malloc() in main (glibc); MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 "
+                      "(jemalloc)"});
     const auto clock = pmc::wall_time_clock();
     checks.push_back({clock.uses_tsc ? "ok" : "degraded", "wall-time clock",
                       clock.uses_tsc ? fmt::format("TSC at {:.3f} MHz, from {}", clock.tsc_hz / 1e6, clock.source)
                                      : clock.source,
                       ""});
 
-    // Trial opens, from the most precise counter down.
-    std::vector<Trial> trials = {trial("instructions-minus-irqs:u"), trial("instructions:u"), trial("task-clock"),
-                                 trial("wall-time")};
+    // Trial opens, from the most precise counter down, against the same sysfs tree as the checks above. On a hybrid
+    // CPU a hardware counter opens only on a thread confined to one core type, so the trials run as a measured
+    // program should: pinned to the performance cores (unless the doctor already runs on one core type).
+    std::string pinning;
+    if (!hybrid.empty()) {
+        if (auto choice = pmc::choose_core_pmu(hybrid, pmc::thread_affinity()); choice.pmu) {
+            pinning = fmt::format("already confined to the {} cores ({}, CPUs {})",
+                                  pmc::to_string(choice.pmu->core_type), choice.pmu->pmu, choice.pmu->cpus_text);
+        } else if (auto failure = pmc::pin_this_thread(pmc::CoreType::performance, o.sysfs)) {
+            pinning = "not pinned: " + first_line(failure->message);
+        } else {
+            for (const auto& h : hybrid)
+                if (h.core_type == pmc::CoreType::performance)
+                    pinning = fmt::format("pinned to the performance cores ({}, CPUs {})", h.pmu, h.cpus_text);
+        }
+    }
+    pmc::OpenOptions open_options;
+    open_options.sysfs_root = o.sysfs;
+    std::vector<Trial> trials;
+    for (const char* event : {"instructions-minus-irqs:u", "instructions:u", "task-clock", "wall-time"})
+        trials.push_back(trial(event, open_options));
     const Trial& exact = trials[0];
     const Trial& instructions = trials[1];
     std::string precision, summary;
@@ -233,7 +268,7 @@ int cmd_doctor(const Options& o) {
                   (exact.ok ? "instructions-minus-irqs:u is read through the kernel (rdpmc is off)"
                             : "instructions:u works but instructions-minus-irqs:u does not (" + exact.why + ")");
         status = 2;
-    } else if (trials[2].ok || trials[3].ok) {
+    } else if (trials[2].ok) { // task-clock: a perf software event (wall-time needs no perf event at all)
         precision = "time-only";
         summary = "time and software events only: " +
                   (core ? instructions.why
@@ -241,11 +276,17 @@ int cmd_doctor(const Options& o) {
         status = 3;
     } else {
         precision = "none";
-        summary = "no perf events can be opened here: " + trials[2].why;
+        std::string why = trials[2].why;
+        while (!why.empty() && why.back() == '.') why.pop_back();
+        summary = "no perf events can be opened here: task-clock: " + why +
+                  (trials[3].ok ? "; pmc's wall-time clock still works (it needs no perf event)" : "");
         status = 4;
     }
-    int hazards = 0;
-    for (auto& c : checks) hazards += c.verdict == "degraded" && !c.fix.empty();
+    int hazards = 0, advice = 0; // advisory lines are about the measured program: not counted as degraded
+    for (auto& c : checks) {
+        hazards += c.verdict == "degraded" && !c.fix.empty();
+        advice += c.verdict == "advisory";
+    }
 
     if (o.json) {
         pmc::JsonWriter j;
@@ -259,7 +300,9 @@ int cmd_doctor(const Options& o) {
             if (t.ok) j.field("read_path", t.path); else j.field("errno", t.err).field("why", t.why);
             j.end_object();
         }
-        j.end_array().field("precision", precision).field("summary", summary).field("exit_status", status);
+        j.end_array();
+        if (!pinning.empty()) j.field("trial_pinning", pinning);
+        j.field("precision", precision).field("summary", summary).field("exit_status", status);
         j.end_object();
         fmt::print("{}\n", j.str());
         return status;
@@ -270,13 +313,14 @@ int cmd_doctor(const Options& o) {
         print_wrapped(fmt::format("  {:<11}{:<22}", c.verdict, c.name), c.finding);
         if (!c.fix.empty() && c.verdict != "ok") print_wrapped(std::string(35, ' '), "fix: " + c.fix);
     }
-    fmt::print("\n  trial opens on this thread:\n");
+    fmt::print("\n  trial opens on this thread{}:\n", pinning.empty() ? "" : ", " + pinning);
     for (auto& t : trials)
         fmt::print("  {:<11}{:<28}{}\n", t.ok ? "ok" : "impossible", t.event, t.ok ? "read with " + t.path : t.why);
     fmt::print("\n  best precision here: {}\n", summary);
-    if (status <= 2 && hazards)
-        fmt::print("  for repeatable counts, also fix the {} degraded line{} above (docs/exact-counts.md)\n", hazards,
-                   hazards == 1 ? "" : "s");
+    if (status <= 2 && (hazards || advice))
+        fmt::print("  for repeatable counts, also {}{}{} (docs/exact-counts.md)\n",
+                   hazards ? fmt::format("fix the {} degraded line{} above", hazards, hazards == 1 ? "" : "s") : "",
+                   hazards && advice ? " and " : "", advice ? "follow the advisory lines in the measured program" : "");
     return status;
 }
 

@@ -87,6 +87,136 @@ TEST_CASE("pmc doctor: one screen, a verdict per line, and the documented exit s
     CHECK_THAT(json.out, ContainsSubstring("\"exit_status\":" + std::to_string(doctor.status)));
 }
 
+namespace {
+/// Runs `prefix pmc args` (stdout and stderr) and its exit status.
+Run run_under(const std::string& prefix, const std::string& args) {
+    Run r;
+    const std::string command = prefix + " " + PMC_TOOL_PATH + " " + args + " 2>&1";
+    if (FILE* p = ::popen(command.c_str(), "r")) {
+        char buf[4096];
+        std::size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+        const int st = ::pclose(p);
+        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    return r;
+}
+
+bool have_strace() { return std::system("command -v strace >/dev/null 2>&1") == 0; }
+
+/// A sysfs tree of a hybrid machine: cpu_core (type 4) on CPU 0, cpu_atom (type 10) on CPU 1, and software.
+class HybridTree {
+public:
+    HybridTree() {
+        char tmpl[] = "/tmp/pmc-doctor-hybrid-XXXXXX";
+        if (::mkdtemp(tmpl)) root_ = tmpl;
+        write("cpu_core/type", "4");
+        write("cpu_core/cpus", "0");
+        write("cpu_atom/type", "10");
+        write("cpu_atom/cpus", "1");
+        write("software/type", "1");
+    }
+    ~HybridTree() {
+        if (!root_.empty() && std::system(("rm -rf '" + root_ + "'").c_str()) != 0) {
+        }
+    }
+    HybridTree(const HybridTree&) = delete;
+    HybridTree& operator=(const HybridTree&) = delete;
+    const std::string& root() const { return root_; }
+
+private:
+    void write(const std::string& rel, const std::string& text) {
+        const std::string path = root_ + "/" + rel;
+        if (std::system(("mkdir -p '" + path.substr(0, path.rfind('/')) + "'").c_str()) != 0) return;
+        if (FILE* f = std::fopen(path.c_str(), "w")) {
+            std::fprintf(f, "%s\n", text.c_str());
+            std::fclose(f);
+        }
+    }
+    std::string root_;
+};
+} // namespace
+
+TEST_CASE("pmc doctor on a hybrid machine runs its trials pinned to the performance cores", "[tool][doctor][hybrid]") {
+    HybridTree tree;
+    REQUIRE_FALSE(tree.root().empty());
+    // Free to run on both CPUs, an unpinned trial would be refused ("may run on both core types") and the doctor
+    // would report time-only on a machine that counts instructions.
+    auto r = run_under("taskset -c 0,1", "--sysfs " + tree.root() + " doctor");
+    INFO(r.out);
+    CHECK_THAT(r.out, ContainsSubstring("trial opens on this thread, pinned to the performance cores (cpu_core, CPUs 0)"));
+    CHECK_THAT(r.out, !ContainsSubstring("may run on both core types"));
+    auto json = run_under("taskset -c 0,1", "--sysfs " + tree.root() + " doctor --json");
+    CHECK(pmc_test::JsonCheck::valid(json.out));
+    CHECK_THAT(json.out, ContainsSubstring("\"trial_pinning\":\"pinned to the performance cores (cpu_core, CPUs 0)\""));
+    // Already on one core type: left there, and said so.
+    auto atom = run_under("taskset -c 1", "--sysfs " + tree.root() + " doctor");
+    CHECK_THAT(atom.out, ContainsSubstring("already confined to the efficiency cores (cpu_atom, CPUs 1)"));
+    // The trials read the doctor's --sysfs tree: the instructions trial goes to the fake cpu_core PMU (its type in
+    // the upper half of config, which strace shows as 0x4<<32).
+    if (!have_strace()) {
+        WARN("strace is not installed: which PMU the trial opened is not checked (scripts/install-deps installs it)");
+        return;
+    }
+    const std::string trace_file = tree.root() + "/perf_event_open.strace"; // not a PMU: no type file
+    run_under("taskset -c 0,1 strace -f -e trace=perf_event_open -o " + trace_file, "--sysfs " + tree.root() + " doctor");
+    std::string trace;
+    if (FILE* f = std::fopen(trace_file.c_str(), "r")) {
+        char buf[4096];
+        std::size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) trace.append(buf, n);
+        std::fclose(f);
+    }
+    INFO(trace);
+    // strace 5.x+ decodes the extended type as "0x4<<32|PERF_COUNT_HW_INSTRUCTIONS"; older ones print the number.
+    CHECK((trace.find("config=0x4<<32|PERF_COUNT_HW_INSTRUCTIONS") != std::string::npos ||
+           trace.find("config=0x400000001") != std::string::npos));
+}
+
+TEST_CASE("pmc doctor exits 4 when no perf event opens at all, and says why", "[tool][doctor]") {
+    if (!have_strace()) {
+        WARN("strace is not installed: the no-perf-events case is not checked (scripts/install-deps installs it)");
+        return;
+    }
+    // Every perf_event_open fails as under a seccomp profile or perf_event_paranoid=4; wall-time, which needs no
+    // perf event, still works, and must not turn the verdict into time-only.
+    const std::string inject = "strace -f -o /dev/null -e inject=perf_event_open:error=EACCES";
+    auto r = run_under(inject, "doctor");
+    INFO(r.out);
+    CHECK(r.status == 4);
+    CHECK_THAT(r.out, ContainsSubstring("impossible task-clock"));
+    CHECK_THAT(r.out, ContainsSubstring("best precision here: no perf events can be opened here: task-clock:"));
+    CHECK_THAT(r.out, ContainsSubstring("EACCES"));
+    auto json = run_under(inject, "doctor --json");
+    CHECK(json.status == 4);
+    CHECK(pmc_test::JsonCheck::valid(json.out));
+    CHECK_THAT(json.out, ContainsSubstring("\"precision\":\"none\""));
+    CHECK_THAT(json.out, ContainsSubstring("\"exit_status\":4"));
+}
+
+TEST_CASE("pmc doctor judges ASLR system-wide and the allocator as advice, not its own process", "[tool][doctor]") {
+    // Under setarch -R the doctor itself runs without randomization; the programs it advises about do not.
+    int setting = -1;
+    if (FILE* f = std::fopen("/proc/sys/kernel/randomize_va_space", "r")) {
+        if (std::fscanf(f, "%d", &setting) != 1) setting = -1;
+        std::fclose(f);
+    }
+    for (const std::string prefix : {"", "setarch -R"}) {
+        if (!prefix.empty() && std::system("command -v setarch >/dev/null 2>&1") != 0) continue;
+        auto r = run_under(prefix, "doctor");
+        INFO(prefix << ":\n" << r.out);
+        if (setting == 0)
+            CHECK_THAT(r.out, ContainsSubstring("ok         ASLR                  off system-wide"));
+        else
+            CHECK_THAT(r.out, ContainsSubstring("advisory   ASLR                  on system-wide"));
+        CHECK_THAT(r.out, ContainsSubstring("advisory   allocator"));
+        CHECK_THAT(r.out, !ContainsSubstring("off for this process"));
+        auto json = run_under(prefix, "doctor --json");
+        CHECK(pmc_test::JsonCheck::valid(json.out));
+        CHECK_THAT(json.out, ContainsSubstring("{\"verdict\":\"advisory\",\"check\":\"allocator\""));
+    }
+}
+
 TEST_CASE("pmc count runs a command, counts it from exec to exit, and returns its exit status", "[tool][count]") {
     auto r = run("count -e page-faults -e task-clock -- sh -c 'exit 3'");
     CHECK(r.status == 3);
