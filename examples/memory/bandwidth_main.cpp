@@ -112,7 +112,8 @@ int run(int argc, char** argv) {
         }
     }
     if (quick) { // its kernels only where --kernels chose none (in either order)
-        if (!sized.empty()) throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
+        if (!sized.empty())
+            throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
         o.min_size = 4096;
         o.max_size = 8u << 20;
         o.per_octave = 1;

@@ -110,7 +110,8 @@ int run(int argc, char** argv) {
         }
     }
     if (quick) {
-        if (!sized.empty()) throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
+        if (!sized.empty())
+            throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
         o.min_size = 512;
         o.max_size = 4u << 20;
         o.per_octave = 8;

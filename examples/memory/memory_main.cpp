@@ -1,12 +1,14 @@
-// pmc-memory: the memory hierarchy of this machine in about a minute -- load latency against working-set size
-// with the levels found in the curve (pmc-mem-latency), bandwidth per level (pmc-mem-bandwidth) and page-fault
-// costs (pmc-mem-pagefault) -- written to a report folder: CSV and JSON data, figures, and summary.md.
+// pmc-memory: the memory hierarchy of this machine in about 20 s (15-30 s on a 2-CPU VM; --quick 1.5 s) -- load
+// latency against working-set size with the levels found in the curve (pmc-mem-latency), bandwidth per level
+// (pmc-mem-bandwidth) and page-fault costs (pmc-mem-pagefault) -- written to a report folder: CSV and JSON data,
+// figures, and summary.md.
 //
 // How: it runs the three experiments in turn with their defaults (the random chain at 8 points per octave from
 // 512 B to 256 MiB plus lmbench3's forward chain at 4; twelve bandwidth kernels at 2 points per octave, then the
 // memory bandwidth with every CPU; 16 MiB of page faults three times), pinned to one CPU, timed with pmc's
 // wall-time counter and counted with pmc's software counters. The bandwidth table is split by the levels the
-// latency experiment found, and the page-fault cost is compared with the memory latency it measured. Each
+// latency experiment found, and the page-fault cost is compared with the memory latency it measured (when its
+// sweep reached 64 MiB; otherwise, as with --quick, a random chain over 256 MiB measures it). Each
 // experiment also runs alone (pmc-mem-latency, pmc-mem-bandwidth, pmc-mem-pagefault; --help).
 #include "bandwidth.hpp"
 #include "common.hpp"
@@ -25,10 +27,12 @@ const char* usage = R"(usage: pmc-memory [options]
 
 Measures this machine's memory hierarchy -- load latency and the levels found in it, bandwidth per level, page
 fault costs -- and writes a report folder: latency/bandwidth/pagefault .csv and .json, latency.png and
-bandwidth.png (.svg, with their gnuplot scripts) and summary.md. About a minute with the defaults.
+bandwidth.png (.svg, with their gnuplot scripts) and summary.md. About 20 s with the defaults (15-30 s on a
+2-CPU VM, with the load).
 
   --out DIR       report folder (default pmc-memory-report)
-  --quick         a short run (about 10 s) with fewer sizes and runs
+  --quick         a short run (about 1.5 s there) with fewer sizes and runs: latency and bandwidth to
+                  8 MiB (read, write, copy-vec, memcpy), page faults on 4 MiB twice, a load from memory on its own
   --skip LIST     comma-separated experiments to leave out: latency, bandwidth, pagefault
   --dir DIR       where the page-fault test file goes (default: the report folder; not tmpfs)
   --cpu N         pin to CPU N (default: the last CPU this process may use)

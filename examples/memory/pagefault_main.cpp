@@ -77,7 +77,8 @@ int run(int argc, char** argv) {
         }
     }
     if (quick) {
-        if (!sized.empty()) throw UsageError("--quick sets the file size and runs: give " + sized + " or --quick, not both");
+        if (!sized.empty())
+            throw UsageError("--quick sets the file size and runs: give " + sized + " or --quick, not both");
         o.file_size = 4u << 20;
         o.runs = 2;
     }
