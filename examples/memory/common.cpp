@@ -91,8 +91,11 @@ std::vector<std::uint64_t> size_grid(std::uint64_t min, std::uint64_t max, unsig
 
 std::vector<std::uint64_t> sweep_sizes(std::uint64_t min, std::uint64_t max, unsigned per_octave,
                                        std::uint64_t granule) {
+    if (min == 0) throw UsageError("--min must be at least 1 byte");
+    if (max < min) throw UsageError("--max is smaller than --min");
+    if (per_octave == 0 || granule == 0) throw UsageError("--per-octave must be at least 1");
     std::vector<std::uint64_t> sizes = size_grid(min, max, per_octave, granule);
-    if (!sizes.empty() || min == 0 || max < min || per_octave == 0 || granule == 0) return sizes;
+    if (!sizes.empty()) return sizes;
     const std::vector<std::uint64_t> below = size_grid(granule, min, per_octave, granule);
     const std::vector<std::uint64_t> above = size_grid(max, 2 * max + 2 * granule, per_octave, granule);
     std::string nearest, fix;

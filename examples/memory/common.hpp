@@ -41,7 +41,8 @@ std::string size_text(double bytes);
 std::vector<std::uint64_t> size_grid(std::uint64_t min, std::uint64_t max, unsigned per_octave,
                                      std::uint64_t granule);
 /// size_grid() for a sweep the user asked for with --min and --max: throws UsageError, naming the range, the
-/// nearest sizes the grid has and which option to change, when no size falls in [min, max].
+/// nearest sizes the grid has and which option to change, when no size falls in [min, max] (and for min 0,
+/// max < min, per_octave 0): never empty.
 std::vector<std::uint64_t> sweep_sizes(std::uint64_t min, std::uint64_t max, unsigned per_octave,
                                        std::uint64_t granule);
 

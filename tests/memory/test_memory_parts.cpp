@@ -218,6 +218,9 @@ TEST_CASE("a range with no size in it is a usage error that names the range and 
                       "no working-set size to measure between --min 100 KiB and --max 102 KiB: the sweep measures "
                       "2^n * (1 + k/8) bytes rounded to 64 B, and the nearest are 96 KiB and 104 KiB; lower --min "
                       "to 96K or raise --max to 104K");
+    CHECK_THROWS_AS(sweep_sizes(0, 1024, 8, 64), UsageError);
+    CHECK_THROWS_AS(sweep_sizes(4096, 1024, 8, 64), UsageError);
+    CHECK_THROWS_AS(sweep_sizes(512, 1024, 0, 64), UsageError);
     LatencyOptions lo;
     lo.min_size = 100 * 1024;
     lo.max_size = 102 * 1024;
