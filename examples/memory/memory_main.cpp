@@ -172,7 +172,8 @@ int run(int argc, char** argv) {
             o.memory_latency_ns = mem->latency;
             o.memory_latency_source = "the memory level found by the latency experiment (" +
                                       size_label(mem->first_size) + ".." + size_label(mem->last_size) +
-                                      "; the median of its points from 4x the last cache boundary up)";
+                                      "; the median of its points from 4x the last cache boundary up, or of its whole plateau if "
+                                      "fewer than 3 lie there)";
         }
         pagefault = run_pagefault(o, clock, progress);
         written.add(save_pagefault(out, pagefault, machine));
