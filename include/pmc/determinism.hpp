@@ -271,7 +271,7 @@ inline bool is_dynamic_loader(std::string_view path) {
     const std::string name = marker ? marker : "";
     if (reexecuted) ::unsetenv(detail::aslr_reexec_marker); // this program's own children do not see it
     if (!aslr_state().randomized) {
-        if (reexecuted && !name.empty()) ::prctl(PR_SET_NAME, name.c_str());
+        if (reexecuted && !name.empty() && detail::thread_name() == "exe") ::prctl(PR_SET_NAME, name.c_str());
         return std::nullopt;
     }
     if (reexecuted)
