@@ -35,6 +35,7 @@
 #include <pmc/event.hpp>
 #include <pmc/hybrid.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -214,7 +215,7 @@ struct CounterCore {
         a = std::exchange(o.a, RdpmcCache{});
         owner = std::exchange(o.owner, UINT64_MAX);
         b = std::exchange(o.b, RdpmcCache{});
-        any_thread = o.any_thread;
+        any_thread = std::exchange(o.any_thread, false); // a moved-from counter is read by no thread
         fd = std::move(o.fd);
         fd_b = std::move(o.fd_b);
         map = std::move(o.map);
@@ -243,16 +244,27 @@ struct CounterCore {
                                                    "counter per thread."));
 }
 
+/// read(2) of a perf fd, retried on EINTR, and on ECHILD: from Linux 6.6 a PERF_FORMAT_GROUP read of a group that
+/// counts children (inherit) fails with ECHILD while a counted thread or process exits, because its copy of the
+/// group is taken apart member by member and the kernel refuses to add up a half-removed copy. That is transient:
+/// let the exit finish and read again (bounded, in case it is not).
+inline ssize_t read_perf_fd(int fd, void* buf, std::size_t want) {
+    for (int exiting = 0;;) {
+        const ssize_t got = system_calls().read(fd, buf, want);
+        if (got >= 0) return got;
+        if (errno == EINTR) continue;
+        if (errno != ECHILD || ++exiting > 100000) return got;
+        ::sched_yield();
+    }
+}
+
 /// read(2) of one perf fd: the count plus time enabled/running. With `group` (a difference counter's leader), one
 /// read of the group (PERF_FORMAT_GROUP: nr, enabled, running, then one value per member) gives both counts at the
 /// same instant, and the value is the first minus the second.
 inline Reading read_fd(int fd, bool group, const CounterInfo* info) {
     std::uint64_t buf[5] = {0, 0, 0, 0, 0};
     const std::size_t want = group ? sizeof buf : 3 * sizeof(std::uint64_t);
-    ssize_t n;
-    do {
-        n = system_calls().read(fd, buf, want);
-    } while (n < 0 && errno == EINTR);
+    const ssize_t n = read_perf_fd(fd, buf, want);
     if (n != static_cast<ssize_t>(want) || (group && buf[0] != 2)) {
         const int err = n < 0 ? errno : EIO;
         const std::string name = info ? info->spec.text : "?";
@@ -485,15 +497,18 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     c.any_thread = options.count_children || options.pid != 0;
 
     const auto hybrid = spec.core_pmu && spec.pmu.empty() ? hybrid_pmus(options.sysfs_root) : std::vector<CoreTypePmu>{};
-    if (!hybrid.empty() && options.hybrid == HybridPolicy::sum_core_types && !difference) {
-        // One event per core type, each counting while the thread runs there; read() both and add.
+    // With a single core-type PMU (the other's CPUs offline) there is nothing to sum: it is placed like any event.
+    if (hybrid.size() >= 2 && options.hybrid == HybridPolicy::sum_core_types && !difference) {
+        // One event per core type, each counting while the thread runs there; read() both and add. (Two PMUs:
+        // cpu_core and cpu_atom, the only core types hybrid_pmus() knows.)
         perf_event_attr second = attr;
         attr = on_core_pmu(attr, hybrid[0]);
         second = on_core_pmu(second, hybrid[1]);
         attr.read_format = second.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
-        auto fd = open_event(spec, attr, -1, c.info->notes);
+        // As below: opened disabled when enable_on_exec is to start them, on options.pid's process.
+        auto fd = open_event(spec, attr, -1, c.info->notes, options.enable_on_exec, options.pid);
         if (!fd) return fd.failure();
-        auto fd_b = open_event(spec, second, -1, c.info->notes);
+        auto fd_b = open_event(spec, second, -1, c.info->notes, options.enable_on_exec, options.pid);
         if (!fd_b) return fd_b.failure();
         c.fd = std::move(*fd);
         c.fd_b = std::move(*fd_b);

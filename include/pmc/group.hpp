@@ -72,6 +72,9 @@ inline void difference(const GroupReading& start, const GroupReading& stop, std:
     }
 }
 
+/// The most events one pmc group holds.
+inline constexpr std::size_t max_group_events = 64;
+
 namespace detail {
 
 struct GroupMember {
@@ -100,8 +103,7 @@ struct GroupCore {
     std::uint64_t time_enabled = 0, time_running = 0, time_offset = 0;
     std::uint32_t time_mult = 0;
     std::uint16_t time_shift = 0;
-    std::vector<GroupMember> members;      ///< members[0] is the leader
-    std::vector<std::uint64_t> buffer;     ///< for read(2): nr, enabled, running, one value per member
+    std::vector<GroupMember> members;      ///< members[0] is the leader; at most max_group_events
     std::unique_ptr<GroupInfo> info;
 
     GroupCore() = default;
@@ -111,14 +113,14 @@ struct GroupCore {
         path = std::exchange(o.path, ReadPath::syscall);
         fast_owner = std::exchange(o.fast_owner, UINT64_MAX);
         owner = std::exchange(o.owner, UINT64_MAX);
-        any_thread = o.any_thread;
+        any_thread = std::exchange(o.any_thread, false); // a moved-from group is read by no thread
         time_enabled = o.time_enabled;
         time_running = o.time_running;
         time_offset = o.time_offset;
         time_mult = o.time_mult;
         time_shift = o.time_shift;
         members = std::move(o.members);
-        buffer = std::move(o.buffer);
+        o.members.clear(); // (a moved-from vector is only "valid but unspecified")
         info = std::move(o.info);
         return *this;
     }
@@ -133,24 +135,27 @@ struct GroupCore {
                               "thread that opened it. Open one group per thread."));
 }
 
-/// One read(2) of the leader with PERF_FORMAT_GROUP: every count and both times at the same instant.
-BOOST_NOINLINE inline void group_read_syscall(GroupCore& g, GroupReading& out) {
+/// One read(2) of the leader with PERF_FORMAT_GROUP: every count and both times at the same instant. The buffer is
+/// on the stack: a group that counts children may be read from several threads at once.
+BOOST_NOINLINE inline void group_read_syscall(const GroupCore& g, GroupReading& out) {
     const std::size_t n = g.members.size();
+    if (n == 0) group_wrong_thread(g); // moved from
+    std::uint64_t buffer[3 + max_group_events]; // nr, enabled, running, one value per member
     const std::size_t want = (3 + n) * sizeof(std::uint64_t);
-    ssize_t got;
-    do {
-        got = system_calls().read(g.members[0].fd.get(), g.buffer.data(), want);
-    } while (got < 0 && errno == EINTR);
-    if (got != static_cast<ssize_t>(want) || g.buffer[0] != n) {
+    const ssize_t got = read_perf_fd(g.members[0].fd.get(), buffer, want); // retries EINTR and ECHILD
+    if (got != static_cast<ssize_t>(want) || buffer[0] != n) {
         const int err = got < 0 ? errno : EIO;
+        const bool pinned = g.info && !g.info->attrs.empty() && g.info->attrs[0].pinned;
         raise(make_failure(err, std::string("read() of a pmc group failed: ") +
-                                    (got < 0 ? std::strerror(err)
-                                     : got == 0 ? "the group is in an error state (pinned, and its PMU is full)"
-                                                : "short read")));
+                                    (got < 0   ? std::strerror(err)
+                                     : got > 0 ? "short read"
+                                     : pinned  ? "the group is in an error state: it is pinned (':D' on its first "
+                                                 "event) and its PMU could not hold it. Drop ':D' or free counters."
+                                               : "the group is in an error state (the kernel could not schedule it)")));
     }
-    out.time_enabled = g.buffer[1];
-    out.time_running = g.buffer[2];
-    for (std::size_t i = 0; i < n; ++i) out.values[i] = g.buffer[3 + i];
+    out.time_enabled = buffer[1];
+    out.time_running = buffer[2];
+    for (std::size_t i = 0; i < n; ++i) out.values[i] = buffer[3 + i];
 }
 
 /// The group's pages moved on (or were never cached): re-read all of them and the leader's times under their
@@ -161,7 +166,7 @@ BOOST_NOINLINE PMC_COLD void group_refresh(GroupCore& g, GroupReading& out) {
     const std::size_t n = g.members.size();
     for (;;) {
         bool stable = true, on_counters = true, allowed = true;
-        std::uint32_t seqs[64];
+        std::uint32_t seqs[max_group_events];
         for (std::size_t i = 0; i < n; ++i) {
             const PageState s = page_state(*g.members[i].cache.page);
             seqs[i] = s.seq;
@@ -212,7 +217,8 @@ BOOST_NOINLINE PMC_COLD void group_refresh(GroupCore& g, GroupReading& out) {
 /// Parses `texts` and opens them as one group.
 inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const OpenOptions& options) {
     if (texts.empty()) return make_failure(EINVAL, "a pmc group needs at least one event");
-    if (texts.size() > 64) return make_failure(E2BIG, "a pmc group holds at most 64 events");
+    if (texts.size() > max_group_events)
+        return make_failure(E2BIG, "a pmc group holds at most " + std::to_string(max_group_events) + " events");
     GroupCore g;
     g.info = std::make_unique<GroupInfo>();
     for (const auto& text : texts) {
@@ -227,11 +233,24 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
             if (name == spec->name)
                 return make_failure(EINVAL, "'" + text + "' is in the group twice; give one a name= term to tell "
                                                 "them apart");
+        if (!g.info->specs.empty() && (spec->attr.pinned || spec->attr.exclusive))
+            return make_failure(EINVAL, "'" + text + "' cannot be a group member: ':D' (pinned) and ':e' (exclusive) "
+                                            "apply to a whole group, so the kernel takes them only on its first "
+                                            "event. Put the modifier on the first event ('" +
+                                            g.info->specs[0].text + "'), or count '" + text + "' in a group of its "
+                                            "own.");
         g.info->names.push_back(spec->name);
         g.info->specs.push_back(std::move(*spec));
     }
     const std::size_t n = g.info->specs.size();
-    g.buffer.assign(3 + n, 0);
+    if (options.hybrid == HybridPolicy::sum_core_types && !hybrid_pmus(options.sysfs_root).empty())
+        for (const auto& spec : g.info->specs)
+            if (spec.core_pmu && spec.pmu.empty())
+                return make_failure(EINVAL, "cannot open '" + spec.text + "' in a pmc group with "
+                                            "HybridPolicy::sum_core_types: a group goes onto one PMU, and summing "
+                                            "core types needs one event per core type. Pin the thread to one core "
+                                            "type (pmc::pin_this_thread) and keep HybridPolicy::require_pinned, or "
+                                            "open the event as a pmc::Counter with sum_core_types.");
     const bool other_process = options.pid != 0;
     bool allowed = !options.count_children && !other_process;
     for (std::size_t i = 0; i < n; ++i) {
@@ -393,8 +412,9 @@ private:
     }
 
     BOOST_NOINLINE void read_slow(GroupReading& out) {
-        if (core_.path == ReadPath::rdpmc || (detail::thread_token != core_.owner && !core_.any_thread))
-            detail::group_wrong_thread(core_);
+        if (core_.path == ReadPath::rdpmc || (detail::thread_token != core_.owner && !core_.any_thread) ||
+            core_.members.empty())
+            detail::group_wrong_thread(core_); // another thread, a fork() child, or moved from (EBADF)
         detail::group_read_syscall(core_, out);
     }
 
@@ -439,7 +459,8 @@ struct GroupAccess {
         g.info = std::make_unique<GroupInfo>();
         g.info->names = names;
         g.info->pid = ::getpid();
-        g.buffer.assign(3 + pages.size(), 0);
+        if (pages.empty() || pages.size() > max_group_events)
+            return make_failure(E2BIG, "a pmc group holds 1 to " + std::to_string(max_group_events) + " events");
         bool allowed = true;
         for (std::size_t i = 0; i < pages.size(); ++i) {
             GroupMember m;

@@ -18,6 +18,8 @@
 #include <pmc/counter.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,8 +39,11 @@ struct CrossThreadRead {
 };
 } // namespace detail
 
-/// One counter per thread, summed on request. The PerThread object may be destroyed before the threads that
-/// used it; each thread's counter closes when that thread exits.
+/// One counter per thread, summed on request. Each thread's counter closes (fd and control page) when that thread
+/// exits or when the PerThread object is destroyed, whichever comes first. So the object may be destroyed before
+/// the threads that used it, but only once none of them is using its counters: the references local() returned
+/// must not be used after that. What stays behind in such a thread is a few dozen bytes of bookkeeping, freed at
+/// its next first call of local() on any PerThread, or at its exit.
 template <class C = Counter>
 class PerThread {
 public:
@@ -52,12 +57,24 @@ public:
     }
     PerThread(const PerThread&) = delete;
     PerThread& operator=(const PerThread&) = delete;
+    /// Closes every thread's counter now (their fds and control pages), not at each thread's exit.
+    ~PerThread() {
+        std::vector<C> closing; // destroyed after the lock is released
+        std::lock_guard<std::mutex> lock(registry_->mutex);
+        registry_->closed.store(true, std::memory_order_release);
+        for (Slot* s : registry_->live) closing.push_back(std::move(s->counter));
+        registry_->live.clear();
+    }
 
     /// This thread's counter, opened on its first call in this thread (throws pmc::error if it cannot be).
     C& local() {
         auto& slots = thread_slots();
         auto it = slots.find(registry_.get());
         if (it != slots.end()) return it->second->counter;
+        // First use of this PerThread here: drop what destroyed PerThreads left in this thread. (A live Slot keeps
+        // its Registry alive, so a new Registry never reuses the address of one still in the map.)
+        for (auto i = slots.begin(); i != slots.end();)
+            i = i->second->registry->closed.load(std::memory_order_acquire) ? slots.erase(i) : std::next(i);
         auto slot = std::make_unique<Slot>(C(event_, options_), registry_);
         C& counter = slot->counter;
         {
@@ -88,6 +105,7 @@ private:
     struct Slot;
     struct Registry {
         std::mutex mutex;
+        std::atomic<bool> closed{false}; ///< the PerThread was destroyed: its counters are closed
         std::vector<Slot*> live;
         std::uint64_t retired = 0;
         std::size_t threads = 0;
@@ -95,7 +113,10 @@ private:
     struct Slot {
         Slot(C c, std::shared_ptr<Registry> r) : counter(std::move(c)), start(counter.read()), registry(std::move(r)) {}
         ~Slot() {
-            // Runs in the owning thread at its exit: its last read is its own.
+            // Runs in the owning thread (at its exit, or when local() drops a closed PerThread's slot): its last
+            // read is its own. Under the lock: ~PerThread may be closing the counter from another thread.
+            std::lock_guard<std::mutex> lock(registry->mutex);
+            if (registry->closed.load(std::memory_order_relaxed)) return; // the counter is closed already
             std::uint64_t final_count = start;
 #if !defined(BOOST_NO_EXCEPTIONS)
             try {
@@ -105,7 +126,6 @@ private:
 #else
             final_count = counter.read();
 #endif
-            std::lock_guard<std::mutex> lock(registry->mutex);
             registry->retired += final_count - start;
             auto& live = registry->live;
             live.erase(std::remove(live.begin(), live.end(), this), live.end());
