@@ -1,20 +1,28 @@
 // The pmc command as a user runs it: exit statuses, --help, and --json that is valid JSON.
 #include "catch.hpp"
+#include "fake_sysfs.hpp"
 #include "json_check.hpp"
 
 #include <pmc/cpu.hpp>
+#include <pmc/hybrid.hpp>
 #include <pmc/pmu.hpp>
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <tuple>
 
 namespace {
 struct Run {
     std::string out;
-    int status = -1;
+    int status = -1; ///< exit status, or -1 if the shell running pmc was killed by a signal
+    int signal = 0;  ///< that signal
 };
 Run run(const std::string& args) {
     Run r;
@@ -25,6 +33,7 @@ Run run(const std::string& args) {
         while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
         const int st = ::pclose(p);
         r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        r.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     }
     return r;
 }
@@ -236,6 +245,70 @@ TEST_CASE("pmc count runs a command, counts it from exec to exit, and returns it
     CHECK_THAT(bad.out, ContainsSubstring("given twice"));
     CHECK(run("count").status == 1);
     CHECK(run("list -e page-faults").status == 1); // -e belongs to count
+}
+
+TEST_CASE("pmc count still reports when the command is interrupted (Ctrl-C reaches pmc and the command)", "[tool][count]") {
+    // What a terminal's Ctrl-C does: SIGINT to every process in the foreground group, here pmc (the command's
+    // parent) and the command itself, which dies of it.
+    auto r = run("count -e task-clock,page-faults -- sh -c 'kill -INT $PPID; kill -INT $$; sleep 5'");
+    INFO(r.out);
+    CHECK_THAT(r.out, ContainsSubstring("exit status 130"));
+    CHECK_THAT(r.out, ContainsSubstring("page-faults"));
+    // pmc then dies of SIGINT itself, as the command did: the shell that ran it reports 130 (or is killed too).
+    CHECK((r.status == 130 || r.signal == SIGINT));
+    // The command gets SIGINT's default back: this sh dies of it (with pmc's SIG_IGN it would sleep, then exit 4).
+    auto sent = run("count --csv -e task-clock -- sh -c 'kill -INT $$; sleep 5; exit 4'");
+    INFO(sent.out);
+    CHECK_THAT(sent.out, ContainsSubstring("task-clock,"));
+    CHECK((sent.status == 130 || sent.signal == SIGINT));
+}
+
+TEST_CASE("pmc count splits -e lists at commas outside PMU term lists only", "[tool][count]") {
+    // A breakpoint's "mem:ADDR/LEN" has one slash, which is not a term list.
+    auto bp = run("count --csv -e 'mem:0x1000/8:w,page-faults' -- true");
+    INFO(bp.out);
+    CHECK(bp.status == 0);
+    CHECK_THAT(bp.out, ContainsSubstring("\nmem:0x1000/8:w,"));
+    CHECK_THAT(bp.out, ContainsSubstring("\npage-faults,"));
+    // A term list's commas stay inside; events after it, and after a breakpoint, still split.
+    auto terms = run("count --csv -e 'software/config=2,name=faults-too/,mem:0x1000/8,minor-faults' -- true");
+    INFO(terms.out);
+    CHECK(terms.status == 0);
+    CHECK_THAT(terms.out, ContainsSubstring("\nfaults-too,"));
+    CHECK_THAT(terms.out, ContainsSubstring("\nmem:0x1000/8,"));
+    CHECK_THAT(terms.out, ContainsSubstring("\nminor-faults,"));
+}
+
+TEST_CASE("pmc count refuses ':D' on a group member with the reason, not a counter-shortage hint", "[tool][count]") {
+    auto r = run("count -e 'page-faults,minor-faults:D' -- true");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("first event"));
+    CHECK_THAT(r.out, !ContainsSubstring("may not fit"));
+    CHECK(run("count --csv -e 'page-faults:D,minor-faults' -- true").status == 0); // on the leader it is fine
+}
+
+TEST_CASE("pmc count on an unpinned hybrid machine pins the command to one core type and says so", "[tool][count][hybrid]") {
+    const auto cpus = pmc::thread_affinity();
+    if (std::find(cpus.begin(), cpus.end(), 0) == cpus.end() || std::find(cpus.begin(), cpus.end(), 1) == cpus.end()) {
+        WARN("this test needs CPUs 0 and 1 in its affinity");
+        return;
+    }
+    pmc_test::FakeSysfs tree(false); // cpu_core on CPU 0, cpu_atom on CPU 1: pmc may run on both
+    for (auto [name, type, list] : {std::tuple{"cpu_core", 4, "0"}, std::tuple{"cpu_atom", 10, "1"}}) {
+        const std::string dir = tree.root() + "/" + name;
+        ::mkdir(dir.c_str(), 0755);
+        std::ofstream(dir + "/type") << type << "\n";
+        std::ofstream(dir + "/cpus") << list << "\n";
+    }
+    // The command prints the CPUs it may run on; the hardware event may then fail to open on a machine without
+    // that PMU (here), but the pinning happened first and was announced.
+    auto r = run("--sysfs " + tree.root() + " count -e instructions:u,task-clock -- sh -c 'grep Cpus_allowed_list /proc/self/status'");
+    INFO(r.out);
+    CHECK_THAT(r.out, ContainsSubstring("pinned to the performance cores (cpu_core, CPUs 0)"));
+    if (r.status == 0) CHECK_THAT(r.out, ContainsSubstring("Cpus_allowed_list:\t0\n"));
+    // Software events only: nothing to pin.
+    auto soft = run("--sysfs " + tree.root() + " count -e task-clock -- true");
+    CHECK_THAT(soft.out, !ContainsSubstring("pinned"));
 }
 
 TEST_CASE("pmc count agrees with perf stat on the page faults of the same command", "[tool][count]") {
