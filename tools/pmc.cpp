@@ -44,10 +44,11 @@ Commands:
   doctor            One screen on what this machine can count and how precisely: kernel and timer,
                     perf_event_paranoid, PMUs, hypervisor, rdpmc, CPU and its interrupt event, hybrid
                     cores, NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock, and trial
-                    opens; each line a verdict (ok / degraded / impossible) and the exact fix.
+                    opens; each line a verdict (ok / advisory / degraded / impossible) and the exact fix.
 
 Options:
-  --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode).
+  --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode,
+                    doctor, count).
   --json            Machine-readable output (list, encode, doctor, count).
   --csv             count: CSV output.
   -e EVENT[,EVENT]  count: an event to count (repeatable).
