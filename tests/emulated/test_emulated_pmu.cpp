@@ -10,6 +10,7 @@
 #include <pmc/group.hpp>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <fcntl.h>
@@ -33,6 +34,7 @@ std::atomic<std::uint64_t> g_traps{0};            // rdpmc instructions executed
 std::atomic<std::uint64_t> g_kernel_count{0};     // what read(2) of the perf fd returns
 std::atomic<std::uint64_t> g_kernel_count_b{0};   // a group's second member, for difference counters
 std::vector<std::uint64_t> g_group_read;          // what a PERF_FORMAT_GROUP read returns, when set
+std::atomic<std::uint64_t> g_tsc{0};              // what rdtsc returns while TrappedTsc is alive
 constexpr std::uint64_t poison = 0x5a5a5a5a5a5aull;
 
 #if PMC_ARCH_X86_64
@@ -46,6 +48,13 @@ void on_sigsegv(int, siginfo_t*, void* context) {
         ctx->uc_mcontext.gregs[REG_RDX] = static_cast<greg_t>(v >> 32);
         ctx->uc_mcontext.gregs[REG_RIP] += 2;
         g_traps.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    if (rip[0] == 0x0f && rip[1] == 0x31) { // rdtsc, trapped by TrappedTsc
+        const std::uint64_t v = g_tsc.load(std::memory_order_acquire);
+        ctx->uc_mcontext.gregs[REG_RAX] = static_cast<greg_t>(v & 0xffffffffu);
+        ctx->uc_mcontext.gregs[REG_RDX] = static_cast<greg_t>(v >> 32);
+        ctx->uc_mcontext.gregs[REG_RIP] += 2;
         return;
     }
     ::signal(SIGSEGV, SIG_DFL); // a real crash: re-executing the instruction now kills the process
@@ -570,6 +579,105 @@ TEST_CASE("a group that never ran in an interval is 'not counted', not zero", "[
     CHECK_FALSE(counts[0].counted);
     CHECK_FALSE(counts[1].counted);
     CHECK_FALSE(counts[0].multiplexed());
+}
+
+namespace {
+/// While alive, rdtsc in this thread raises SIGSEGV (prctl PR_TSC_SIGSEGV) and the handler returns g_tsc: the TSC
+/// becomes as scriptable as the counters. Keep it short-lived: the vDSO's clock_gettime reads the TSC too.
+struct TrappedTsc {
+    bool ok = false;
+    TrappedTsc() {
+#if PMC_ARCH_X86_64
+        ok = ::prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) == 0;
+#endif
+    }
+    ~TrappedTsc() {
+#if PMC_ARCH_X86_64
+        if (ok) ::prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+#endif
+    }
+};
+
+/// Publishes a leader page's times with a real conversion of TSC ticks (time_offset + ticks * mult >> shift).
+void set_time_conversion(FakePage& leader, std::uint64_t enabled, std::uint64_t running, std::uint64_t offset,
+                         std::uint32_t mult, std::uint16_t shift) {
+    leader.begin_update();
+    leader.page.cap_user_time = 1;
+    leader.page.time_mult = mult;
+    leader.page.time_shift = shift;
+    leader.page.time_offset = offset;
+    leader.page.time_enabled = enabled;
+    leader.page.time_running = running;
+    leader.end_update();
+}
+} // namespace
+
+TEST_CASE("a group's times add the TSC ticks since the page's update, converted with time_mult, time_shift and time_offset", "[emulated][group][time]") {
+    // The kernel's conversion (linux/perf_event.h): delta = time_offset + quot * time_mult + (rem * time_mult >>
+    // time_shift), quot and rem the ticks >> shift and below it; enabled = time_enabled + delta, and running too
+    // while the event is on a counter. Numbers chosen so that ticks * mult overflows 64 bits (a 64-bit product
+    // would be wrong) and time_offset is "negative" (mod 2^64), as the kernel's often is:
+    //   mult 1500, shift 10: 1500/1024 ns per tick.
+    //   start: ticks t1 = 2^54:         t1 * 1500 >> 10 = 2^44 * 1500 = 26,388,279,066,624,000; offset 100 - that.
+    //          delta1 = 100;  enabled = 5000 + 100 = 5100,  running = 4000 + 100 = 4100.
+    //   stop:  ticks t2 = 2^54 + 2^20:  2^20 more ticks = 2^10 * 1500 = 1,536,000 ns more; the kernel has updated
+    //          the page meanwhile (enabled 10,000, running 6000, a new offset) with offset 3100 - t2 * 1500 >> 10.
+    //          delta2 = 3100; enabled = 13,100, running = 9100.
+    //   Over the interval: enabled 8000 ns, running 5000 ns: counted 62.5 % of the time; 300 events -> 480.
+    Emulation emu;
+    const std::uint64_t t1 = std::uint64_t{1} << 54, t2 = t1 + (std::uint64_t{1} << 20);
+    const std::uint64_t at_t1 = 26388279066624000ull, at_t2 = at_t1 + 1536000;
+    FakePage a, b;
+    a.place(0, 0, 1000);
+    b.place(1, 0, 2000);
+    set_time_conversion(a, 5000, 4000, 100 - at_t1, 1500, 10);
+    auto g = attach_group({&a, &b});
+    REQUIRE(g.path() == pmc::ReadPath::rdpmc);
+    auto start = g.make_reading(), stop = g.make_reading();
+    {
+        TrappedTsc tsc;
+        if (!tsc.ok) {
+            WARN("rdtsc cannot be trapped here (prctl PR_SET_TSC): the time conversion is not tested");
+            return;
+        }
+        g_tsc.store(t1);
+        g.read(start);
+        a.place(0, 0, 1300);
+        b.place(1, 0, 2100);
+        set_time_conversion(a, 10000, 6000, 3100 - at_t2, 1500, 10);
+        g_tsc.store(t2);
+        g.read(stop);
+    }
+    CHECK(start.time_enabled == 5100);
+    CHECK(start.time_running == 4100);
+    CHECK(stop.time_enabled == 13100);
+    CHECK(stop.time_running == 9100);
+    std::vector<pmc::EventCount> counts;
+    pmc::difference(start, stop, counts);
+    CHECK(counts[0].raw == 300);
+    CHECK(counts[0].running_fraction == Approx(0.625));
+    CHECK(counts[0].estimate == Approx(480.0));
+    CHECK(counts[1].raw == 100);
+    CHECK(counts[1].estimate == Approx(160.0));
+    CHECK(counts[1].multiplexed());
+}
+
+TEST_CASE("ticks_to_ns agrees with the kernel's quotient-and-remainder conversion, time_zero included", "[emulated][time]") {
+    // The wall-time read: ns = time_zero + ticks * time_mult >> time_shift with a 128-bit product; the kernel
+    // documents time_zero + quot * mult + ((rem * mult) >> shift). Equal for every input; checked by hand at one.
+    //   ticks 10,000,000,007, mult 2,796,202,667 (about 2^32 / 1.536 GHz), shift 32, zero 1,000:
+    //   10,000,000,007 * 2,796,202,667 = 27,962,026,689,573,418,669; >> 32 = 6,510,416,672; + 1,000.
+    CHECK(pmc::detail::ticks_to_ns(10000000007ull, 2796202667ull, 32, 1000) == 6510417672ull);
+    std::mt19937_64 rng(99);
+    for (int i = 0; i < 1000; ++i) {
+        const std::uint64_t ticks = rng(), zero = rng();
+        const std::uint32_t mult = static_cast<std::uint32_t>(rng());
+        const std::uint32_t shift = static_cast<std::uint32_t>(rng() % 32);
+        const std::uint64_t quot = ticks >> shift, rem = ticks & ((std::uint64_t{1} << shift) - 1);
+        const std::uint64_t kernel = zero + quot * mult + ((rem * mult) >> shift);
+        INFO("ticks " << ticks << " mult " << mult << " shift " << shift);
+        CHECK(pmc::detail::ticks_to_ns(ticks, mult, shift, zero) == kernel);
+    }
 }
 
 TEST_CASE("a group whose leader publishes no time conversion is read with read()", "[emulated][group]") {
