@@ -14,9 +14,10 @@
 // 128 + the signal number. If the counters cannot be read after the command ran, pmc says why and exits with the
 // command's status.
 //
-// Hybrid CPUs: a hardware event counts on one core type. If the events include a generic hardware event and pmc
-// may run on both core types, pmc pins itself (and so the command) to the performance cores before it starts the
-// command, and says so; pin it yourself (taskset -c CPUS pmc count ...) to choose otherwise.
+// Hybrid CPUs: a hardware event counts on one core type. If the events include a hardware event and pmc may run on
+// both core types, pmc pins itself (and so the command) to the performance cores (to the efficiency cores if the
+// events name only cpu_atom/) before it starts the command, and says so; pin it yourself (taskset -c CPUS pmc
+// count ...) to choose otherwise.
 #include "commands.hpp"
 
 #include <pmc/group.hpp>
@@ -98,8 +99,9 @@ int wait_for(pid_t child) {
     return status;
 }
 
-/// Hybrid CPUs: if a generic hardware event is wanted and this process may run on both core types, pins it (and so
-/// the command, which inherits the affinity) to one core type. Returns what it did ("" if nothing), or a failure.
+/// Hybrid CPUs: if a hardware event is wanted and this process may run on both core types, pins it (and so the
+/// command, which inherits the affinity) to one core type: the one the events name (cpu_atom/...), else the
+/// performance cores. Returns what it did ("" if nothing), or a failure.
 pmc::Result<std::string> pin_for_hybrid(const std::vector<std::string>& events, const std::string& sysfs) {
     const auto hybrid = pmc::hybrid_pmus(sysfs);
     if (hybrid.size() < 2) return std::string();
@@ -111,7 +113,9 @@ pmc::Result<std::string> pin_for_hybrid(const std::vector<std::string>& events, 
         want_atom = want_atom || spec->pmu == "cpu_atom";
         want_core = want_core || spec->pmu == "cpu_core";
     }
-    if (!generic || pmc::choose_core_pmu(hybrid, pmc::thread_affinity()).pmu) return std::string();
+    // Both core types named explicitly cannot share a group anyway: leave that to the group's refusal.
+    if (!(generic || want_atom || want_core) || (want_atom && want_core)) return std::string();
+    if (pmc::choose_core_pmu(hybrid, pmc::thread_affinity()).pmu) return std::string(); // already on one type
     const pmc::CoreType type = want_atom && !want_core ? pmc::CoreType::efficiency : pmc::CoreType::performance;
     if (auto failure = pmc::pin_this_thread(type, sysfs)) return std::move(*failure);
     for (const auto& p : hybrid)

@@ -297,8 +297,10 @@ TEST_CASE("pmc count on an unpinned hybrid machine pins the command to one core 
     for (auto [name, type, list] : {std::tuple{"cpu_core", 4, "0"}, std::tuple{"cpu_atom", 10, "1"}}) {
         const std::string dir = tree.root() + "/" + name;
         ::mkdir(dir.c_str(), 0755);
+        ::mkdir((dir + "/format").c_str(), 0755);
         std::ofstream(dir + "/type") << type << "\n";
         std::ofstream(dir + "/cpus") << list << "\n";
+        std::ofstream(dir + "/format/event") << "config:0-7\n";
     }
     // The command prints the CPUs it may run on; the hardware event may then fail to open on a machine without
     // that PMU (here), but the pinning happened first and was announced.
@@ -306,6 +308,10 @@ TEST_CASE("pmc count on an unpinned hybrid machine pins the command to one core 
     INFO(r.out);
     CHECK_THAT(r.out, ContainsSubstring("pinned to the performance cores (cpu_core, CPUs 0)"));
     if (r.status == 0) CHECK_THAT(r.out, ContainsSubstring("Cpus_allowed_list:\t0\n"));
+    // An event that names the efficiency cores' PMU: pinned there.
+    auto atom = run("--sysfs " + tree.root() + " count -e cpu_atom/event=0xc0/u -- true");
+    INFO(atom.out);
+    CHECK_THAT(atom.out, ContainsSubstring("pinned to the efficiency cores (cpu_atom, CPUs 1)"));
     // Software events only: nothing to pin.
     auto soft = run("--sysfs " + tree.root() + " count -e task-clock -- true");
     CHECK_THAT(soft.out, !ContainsSubstring("pinned"));
