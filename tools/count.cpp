@@ -191,7 +191,14 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         fmt::print(stderr, "pmc: {}\n", group.failure().message);
         return 1;
     }
-    if (::write(go[1], "x", 1) != 1) {
+    // (SIGPIPE ignored for this write: a child already ended by a Ctrl-C must not end pmc silently.)
+    struct sigaction ignore_pipe {}, old_pipe {};
+    ignore_pipe.sa_handler = SIG_IGN;
+    sigemptyset(&ignore_pipe.sa_mask);
+    ::sigaction(SIGPIPE, &ignore_pipe, &old_pipe);
+    const bool started = ::write(go[1], "x", 1) == 1;
+    ::sigaction(SIGPIPE, &old_pipe, nullptr);
+    if (!started) {
         ::kill(child, SIGKILL);
         wait_for(child);
         fmt::print(stderr, "pmc: count: cannot start the command\n");
