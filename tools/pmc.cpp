@@ -37,8 +37,8 @@ Commands:
                     the names and layout `perf stat -vv -e EVENT` uses, so the two can be diffed.
   count [-e EVENT]... -- COMMAND [ARGS]
                     Run COMMAND and count its events from its exec to its exit, children included,
-                    as one group (like perf stat): counts scaled where the kernel multiplexed, each
-                    with the share of time it was counted. Default events: task-clock,
+                    as one group (perf stat opens each event alone unless given a {group}): counts
+                    scaled where the kernel multiplexed, each with the share of time it was counted. Default events: task-clock,
                     context-switches, page-faults (and instructions:u, cycles:u with a PMU). The
                     table goes to stderr (or -o FILE); the exit status is COMMAND's.
   doctor            One screen on what this machine can count and how precisely: kernel and timer,
