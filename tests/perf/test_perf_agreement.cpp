@@ -5,6 +5,7 @@
 // PMU with multi-range formats, an uncore PMU) run against the fake tree of fake_sysfs.hpp, bind-mounted over
 // /sys/bus/event_source/devices in a private mount namespace so that perf reads it too (needs root and unshare).
 #include "catch.hpp"
+#include "command.hpp"
 #include "fake_sysfs.hpp"
 
 #include <pmc/event.hpp>
@@ -20,16 +21,7 @@
 
 namespace {
 
-std::string run(const std::string& command) {
-    std::string out;
-    if (FILE* p = ::popen(command.c_str(), "r")) {
-        char buf[4096];
-        std::size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-        ::pclose(p);
-    }
-    return out;
-}
+std::string run(const std::string& command) { return pmc_test::run_command(command).out; }
 
 struct PerfAttr {
     bool found = false;

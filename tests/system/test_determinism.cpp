@@ -1,6 +1,7 @@
 // Determinism hazards on the real machine: ASLR and its re-exec (for real, in fresh processes), SpecLockMap,
 // allocator settings, and pmc's own allocations not depending on the PID.
 #include "catch.hpp"
+#include "command.hpp"
 #include "test_support.hpp"
 
 #include <pmc/counter.hpp>
@@ -19,34 +20,13 @@
 
 namespace {
 
-std::string run(const std::string& command) {
-    std::string out;
-    if (FILE* p = ::popen(command.c_str(), "r")) {
-        char buf[4096];
-        std::size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-        ::pclose(p);
-    }
-    return out;
-}
+/// The command's stdout.
+std::string run(const std::string& command) { return pmc_test::run_command(command).out; }
 
 const std::string probe = PMC_DETERMINISM_PROBE;
 
-struct Exit {
-    std::string out; ///< stdout and stderr
-    int status = -1;
-};
-Exit run_status(const std::string& command) {
-    Exit r;
-    if (FILE* p = ::popen((command + " 2>&1").c_str(), "r")) {
-        char buf[4096];
-        std::size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-        const int st = ::pclose(p);
-        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
-    return r;
-}
+/// The command's stdout and stderr, and its exit status.
+pmc_test::CommandResult run_status(const std::string& command) { return pmc_test::run_command(command + " 2>&1"); }
 
 /// Whether a program started from here runs with randomized addresses (the re-exec has something to do).
 bool aslr_on_here() {

@@ -1,5 +1,6 @@
 // The pmc command as a user runs it: exit statuses, --help, and --json that is valid JSON.
 #include "catch.hpp"
+#include "command.hpp"
 #include "fake_sysfs.hpp"
 #include "json_check.hpp"
 
@@ -19,24 +20,8 @@
 #include <tuple>
 
 namespace {
-struct Run {
-    std::string out;
-    int status = -1; ///< exit status, or -1 if the shell running pmc was killed by a signal
-    int signal = 0;  ///< that signal
-};
-Run run(const std::string& args) {
-    Run r;
-    const std::string command = std::string(PMC_TOOL_PATH) + " " + args + " 2>&1";
-    if (FILE* p = ::popen(command.c_str(), "r")) {
-        char buf[4096];
-        std::size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-        const int st = ::pclose(p);
-        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        r.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-    }
-    return r;
-}
+using Run = pmc_test::CommandResult;
+Run run(const std::string& args) { return pmc_test::run_command(std::string(PMC_TOOL_PATH) + " " + args + " 2>&1"); }
 } // namespace
 
 TEST_CASE("the JSON validator itself", "[tool]") {
@@ -100,17 +85,8 @@ namespace {
 /// Runs `prefix pmc args` (stdout and stderr) and its exit status. LeakSanitizer cannot run under ptrace (strace),
 /// so in the sanitizer build its leak check is turned off for the traced pmc; the other checks stay.
 Run run_under(const std::string& prefix, const std::string& args) {
-    Run r;
-    const std::string command = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" " + prefix + " " +
-                                PMC_TOOL_PATH + " " + args + " 2>&1";
-    if (FILE* p = ::popen(command.c_str(), "r")) {
-        char buf[4096];
-        std::size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-        const int st = ::pclose(p);
-        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
-    return r;
+    return pmc_test::run_command("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" " + prefix + " " +
+                                 PMC_TOOL_PATH + " " + args + " 2>&1");
 }
 
 bool have_strace() { return std::system("command -v strace >/dev/null 2>&1") == 0; }
