@@ -9,10 +9,15 @@
 //
 // Signals: like system(), pmc ignores SIGINT and SIGQUIT while the command runs (the command gets them as it
 // would without pmc: a Ctrl-C at the terminal reaches the whole foreground process group), so the report is
-// still printed when the command is interrupted. If the command died of SIGINT, pmc then ends itself with SIGINT
-// too, so that a calling shell script stops as it would have without pmc; other signals give exit status
-// 128 + the signal number. If the counters cannot be read after the command ran, pmc says why and exits with the
-// command's status.
+// still printed when the command is interrupted. Unlike system(), they are blocked across the fork, so a Ctrl-C
+// that arrives just then is not lost: the command does not run or is ended by it. If the command died of SIGINT,
+// pmc then ends itself with SIGINT too, so that a calling shell script stops as it would have without pmc; other
+// signals give exit status 128 + the signal number. SIGCHLD is at its default while pmc waits, so the exit status
+// is the command's even if pmc was started with SIGCHLD ignored. If the counters cannot be read after the command
+// ran, pmc says why and exits with the command's status.
+//
+// Output: -o FILE is opened before the command runs; if writing it fails at the end, the counts go to stderr and
+// the exit status is 1 where the command's was 0.
 //
 // Hybrid CPUs: a hardware event counts on one core type. If the events include a hardware event and pmc may run on
 // both core types, pmc pins itself (and so the command) to the performance cores (to the efficiency cores if the
@@ -68,35 +73,78 @@ std::vector<std::string> split_event_list(const std::string& list) {
 
 namespace {
 
-/// While alive, SIGINT and SIGQUIT are ignored (as system() does while its command runs); restores them after.
-class IgnoreInterrupts {
+/// SIGINT and SIGQUIT around the fork, as system() handles them but without its window: blocked before the fork, so
+/// that a Ctrl-C arriving around it stays pending instead of being discarded by a disposition of SIG_IGN. The child
+/// unblocks them with pmc's original dispositions (a pending Ctrl-C then ends it before it runs anything); pmc
+/// ignores them until the command has ended, and learns whether one arrived before that.
+class InterruptGuard {
 public:
-    IgnoreInterrupts() {
+    InterruptGuard() {
+        sigset_t both;
+        sigemptyset(&both);
+        sigaddset(&both, SIGINT);
+        sigaddset(&both, SIGQUIT);
+        ::sigprocmask(SIG_BLOCK, &both, &old_mask_);
+        ::sigaction(SIGINT, nullptr, &old_int_);
+        ::sigaction(SIGQUIT, nullptr, &old_quit_);
+        // waitpid must see the command's exit status: not so if pmc was started with SIGCHLD ignored.
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        ::sigaction(SIGCHLD, &dfl, &old_chld_);
+    }
+    ~InterruptGuard() { restore(); }
+    InterruptGuard(const InterruptGuard&) = delete;
+    InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+    /// In the child, before exec: the signal mask and SIGCHLD as pmc was started with.
+    void in_child() noexcept {
+        ::sigaction(SIGCHLD, &old_chld_, nullptr);
+        ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    }
+    /// In pmc after the fork (or after a failed fork): SIGINT/SIGQUIT ignored from now on; returns the signal
+    /// that arrived while they were blocked (0 if none). It reached pmc, and the command only if after the fork.
+    int in_parent() noexcept {
+        sigset_t pending;
+        sigemptyset(&pending);
+        ::sigpending(&pending);
+        const int early = sigismember(&pending, SIGINT) ? SIGINT : sigismember(&pending, SIGQUIT) ? SIGQUIT : 0;
         struct sigaction ignore {};
         ignore.sa_handler = SIG_IGN;
         sigemptyset(&ignore.sa_mask);
-        ::sigaction(SIGINT, &ignore, &old_int_);
-        ::sigaction(SIGQUIT, &ignore, &old_quit_);
+        ::sigaction(SIGINT, &ignore, nullptr); // discards the pending ones
+        ::sigaction(SIGQUIT, &ignore, nullptr);
+        ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+        return early;
     }
-    ~IgnoreInterrupts() { restore(); }
-    IgnoreInterrupts(const IgnoreInterrupts&) = delete;
-    IgnoreInterrupts& operator=(const IgnoreInterrupts&) = delete;
-    /// Puts back the dispositions pmc was started with (in the child, before exec; in pmc, after the wait).
+    /// Puts back the dispositions and mask pmc was started with.
     void restore() noexcept {
         ::sigaction(SIGINT, &old_int_, nullptr);
         ::sigaction(SIGQUIT, &old_quit_, nullptr);
+        ::sigaction(SIGCHLD, &old_chld_, nullptr);
+        ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
     }
 
 private:
-    struct sigaction old_int_ {}, old_quit_ {};
+    sigset_t old_mask_{};
+    struct sigaction old_int_ {}, old_quit_ {}, old_chld_ {};
 };
 
-/// Waits for the child, retrying on EINTR.
-int wait_for(pid_t child) {
-    int status = 0;
-    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+/// Waits for the child, retrying on EINTR. False if it cannot be waited for (the status is then unknown).
+bool wait_for(pid_t child, int& status) {
+    status = 0;
+    for (;;) {
+        if (::waitpid(child, &status, 0) == child) return true;
+        if (errno != EINTR) return false;
     }
-    return status;
+}
+
+/// Ends pmc with `sig` (after the report) when pmc was started with its default disposition, so that a shell
+/// script running pmc stops as it would have without pmc.
+void die_of(int sig) {
+    std::fflush(nullptr);
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) ::raise(sig);
 }
 
 /// Hybrid CPUs: if a hardware event is wanted and this process may run on both core types, pins it (and so the
@@ -136,6 +184,11 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     std::vector<std::string> events;
     for (const auto& e : events_in)
         for (auto& one : split_event_list(e)) events.push_back(one);
+    if (events.empty() && !events_in.empty()) {
+        fmt::print(stderr, "pmc: count: -e '{}' names no event: give an event, e.g. -e page-faults (or no -e for "
+                           "the default events)\n", events_in.front());
+        return 1;
+    }
     if (events.empty()) {
         events = {"task-clock", "context-switches", "page-faults"};
         if (pmc::has_core_pmu(o.sysfs)) events.insert(events.begin(), {"instructions:u", "cycles:u"});
@@ -148,24 +201,38 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     }
     if (!pinned->empty()) fmt::print(stderr, "pmc: count: {}\n", *pinned);
 
+    // The output file is opened before the command runs (as perf stat -o does): a bad path costs no run.
+    FILE* out_file = nullptr;
+    if (!o.output.empty() && !(out_file = std::fopen(o.output.c_str(), "w"))) {
+        fmt::print(stderr, "pmc: count: cannot write {}: {} (nothing was run)\n", o.output, std::strerror(errno));
+        return 1;
+    }
+    struct CloseFile {
+        FILE*& f;
+        ~CloseFile() {
+            if (f) std::fclose(f);
+        }
+    } close_out{out_file};
+
     int go[2];
     if (::pipe(go) != 0) {
         fmt::print(stderr, "pmc: count: pipe failed: {}\n", std::strerror(errno));
         return 1;
     }
     std::fflush(nullptr);
-    // Ignored from before the fork, so that no Ctrl-C can end pmc between the fork and the wait; the child puts
-    // the original dispositions back before it executes the command.
-    IgnoreInterrupts ignore_interrupts;
+    // No Ctrl-C may end pmc between the fork and the wait, nor be lost on the way to the command.
+    InterruptGuard interrupts;
     const pid_t child = ::fork();
     if (child < 0) {
-        fmt::print(stderr, "pmc: count: fork failed: {}\n", std::strerror(errno));
+        const int err = errno;
+        interrupts.restore();
+        fmt::print(stderr, "pmc: count: fork failed: {}\n", std::strerror(err));
         ::close(go[0]);
         ::close(go[1]);
         return 1;
     }
     if (child == 0) {
-        ignore_interrupts.restore();
+        interrupts.in_child();
         ::close(go[1]);
         char byte;
         if (::read(go[0], &byte, 1) != 1) _exit(126); // pmc could not open the counters
@@ -178,6 +245,8 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         _exit(127);
     }
     ::close(go[0]);
+    // A Ctrl-C that came before the fork reached pmc only: pass it on, the command is not to run.
+    if (const int early = interrupts.in_parent()) ::kill(child, early);
 
     pmc::OpenOptions options;
     options.pid = child;
@@ -185,9 +254,19 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     options.enable_on_exec = true;
     options.sysfs_root = o.sysfs;
     auto group = pmc::Group::try_open(events, options);
+    int status = 0;
+    // A Ctrl-C (or SIGQUIT) ended the child before it ran the command: say so, and end as the command would have.
+    auto interrupted_before_start = [&](bool waited) {
+        if (!waited || !WIFSIGNALED(status) || (WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGQUIT))
+            return false;
+        interrupts.restore();
+        fmt::print(stderr, "pmc: count: interrupted before the command started\n");
+        die_of(WTERMSIG(status));
+        return true;
+    };
     if (!group) {
         ::close(go[1]); // the child exits without running the command
-        wait_for(child);
+        if (interrupted_before_start(wait_for(child, status))) return 128 + WTERMSIG(status);
         fmt::print(stderr, "pmc: {}\n", group.failure().message);
         return 1;
     }
@@ -200,13 +279,20 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     ::sigaction(SIGPIPE, &old_pipe, nullptr);
     if (!started) {
         ::kill(child, SIGKILL);
-        wait_for(child);
+        const bool waited = wait_for(child, status);
+        ::close(go[1]);
+        if (interrupted_before_start(waited)) return 128 + WTERMSIG(status);
         fmt::print(stderr, "pmc: count: cannot start the command\n");
         return 1;
     }
     ::close(go[1]);
-    const int status = wait_for(child);
-    ignore_interrupts.restore();
+    if (!wait_for(child, status)) {
+        const int err = errno;
+        interrupts.restore();
+        fmt::print(stderr, "pmc: count: cannot wait for the command: {}\n", std::strerror(err));
+        return 1;
+    }
+    interrupts.restore();
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     const bool interrupted = WIFSIGNALED(status) && WTERMSIG(status) == SIGINT;
     std::string shown;
@@ -246,24 +332,20 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
                fmt::format("\n {:.3f} ms enabled, {:.3f} ms on the counters\n",
                            static_cast<double>(end.time_enabled) / 1e6, static_cast<double>(end.time_running) / 1e6);
     }
-    if (!o.output.empty()) {
-        if (FILE* f = std::fopen(o.output.c_str(), "w")) {
-            std::fputs(text.c_str(), f);
-            std::fclose(f);
-        } else {
-            fmt::print(stderr, "pmc: count: cannot write {}: {}\n", o.output, std::strerror(errno));
-            return 1;
+    if (out_file) {
+        const bool written = std::fputs(text.c_str(), out_file) >= 0;
+        const int closed = std::fclose(out_file);
+        out_file = nullptr;
+        if (!written || closed != 0) {
+            // The counts are not lost: they go to stderr instead.
+            fmt::print(stderr, "pmc: count: cannot write {}: {}; the counts:\n{}", o.output, std::strerror(errno),
+                       text);
+            if (exit_status == 0) return 1;
         }
     } else {
         std::fputs(text.c_str(), stderr); // like perf stat: the command's own output stays on stdout
     }
-    if (interrupted) {
-        // Die of the same SIGINT, so that a shell script running pmc stops as it would without pmc.
-        // (Unless pmc itself was started with SIGINT ignored.)
-        std::fflush(nullptr);
-        struct sigaction now {};
-        if (::sigaction(SIGINT, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) ::raise(SIGINT);
-    }
+    if (interrupted) die_of(SIGINT); // unless pmc itself was started with SIGINT ignored
     return exit_status;
 }
 

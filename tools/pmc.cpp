@@ -38,9 +38,10 @@ Commands:
   count [-e EVENT]... -- COMMAND [ARGS]
                     Run COMMAND and count its events from its exec to its exit, children included,
                     as one group (perf stat opens each event alone unless given a {group}): counts
-                    scaled where the kernel multiplexed, each with the share of time it was counted. Default events: task-clock,
-                    context-switches, page-faults (and instructions:u, cycles:u with a PMU). The
-                    table goes to stderr (or -o FILE); the exit status is COMMAND's.
+                    scaled where the kernel multiplexed, each with the share of time it was counted.
+                    Default events: task-clock, context-switches, page-faults (and instructions:u,
+                    cycles:u with a PMU). The table goes to stderr (or -o FILE, opened before COMMAND
+                    runs); the exit status is COMMAND's, and a Ctrl-C still gives the report.
   doctor            One screen on what this machine can count and how precisely: kernel and timer,
                     perf_event_paranoid, PMUs, hypervisor, rdpmc, CPU and its interrupt event, hybrid
                     cores, NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock, and trial

@@ -323,6 +323,25 @@ void probe_output_dir(const std::string& dir) {
     }
 }
 
+void probe_test_file_dir(const std::string& dir) {
+    struct stat st {};
+    std::string why;
+    if (::stat(dir.c_str(), &st) != 0) why = std::strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) why = "not a directory";
+    else {
+        const std::string probe = join_path(dir, fmt::format(".pmc-write-test-{}", ::getpid()));
+        try {
+            write_text(probe, "pmc: a test that the page-fault file can be created here; removed at once\n");
+            std::remove(probe.c_str());
+        } catch (const std::exception& e) {
+            why = e.what();
+        }
+    }
+    if (!why.empty())
+        throw std::runtime_error("the folder for the page-fault test file, " + dir + ", cannot be used (" + why +
+                                 "); nothing was measured: choose an existing, writable folder on a disk with --dir");
+}
+
 void write_text(const std::string& path, const std::string& text) {
     std::FILE* f = std::fopen(path.c_str(), "w");
     if (!f) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));

@@ -172,6 +172,8 @@ void make_directories(const std::string& path);
 /// cannot be written fails at once instead of after the measurement. Throws std::runtime_error naming the folder,
 /// the reason and --out.
 void probe_output_dir(const std::string& dir);
+/// The same for --dir, where the page-fault experiment creates its file: it must exist (it is not created).
+void probe_test_file_dir(const std::string& dir);
 /// Writes `text` to `path` (replacing it). Throws std::runtime_error with the path and reason.
 void write_text(const std::string& path, const std::string& text);
 std::string join_path(const std::string& dir, const std::string& name);

@@ -91,6 +91,7 @@ int run(int argc, char** argv) {
     Progress progress(quiet);
     const MachineFacts machine = machine_facts();
     probe_output_dir(out);
+    if (!pf_dir.empty() && do_pagefault) probe_test_file_dir(pf_dir);
     const std::uint64_t t0 = clock.now_ns();
     progress.note("pmc-memory: report in " + out + "/; " + pin_note + "; " + clock.cycles_note());
     Written written;

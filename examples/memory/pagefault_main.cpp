@@ -86,6 +86,7 @@ int run(int argc, char** argv) {
     if (o.file_size < static_cast<std::uint64_t>(page))
         throw UsageError("--file-size must be at least one page (" + std::to_string(page) + " bytes)");
     probe_output_dir(out);
+    if (!dir.empty()) probe_test_file_dir(dir);
     o.dir = dir.empty() ? out : dir;
 
     Clock clock;

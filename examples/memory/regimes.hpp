@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -282,9 +283,11 @@ inline Regimes detect_regimes(std::vector<CurvePoint> points, const RegimeOption
         out.levels[g].name = "L" + std::to_string(g + 1);
     if (out.levels.size() >= 2 && open_ended)
         out.levels.back().name = "memory";
-    if (out.levels.size() == 1)
-        out.notes.push_back("a single level: no step of " + std::to_string(options.level_ratio) +
-                            "x or more in the measured range");
+    if (out.levels.size() == 1) {
+        char ratio[32];
+        std::snprintf(ratio, sizeof ratio, "%g", options.level_ratio); // 1.5, not 1.500000
+        out.notes.push_back(std::string("a single level: no step of ") + ratio + "x or more in the measured range");
+    }
     if (!open_ended)
         out.notes.push_back("the latency still changes after the last plateau: the sweep may end before memory");
     return out;

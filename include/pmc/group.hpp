@@ -243,7 +243,8 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         g.info->specs.push_back(std::move(*spec));
     }
     const std::size_t n = g.info->specs.size();
-    if (options.hybrid == HybridPolicy::sum_core_types && !hybrid_pmus(options.sysfs_root).empty())
+    // (With a single core-type PMU there is nothing to sum: the group is placed as under require_pinned.)
+    if (options.hybrid == HybridPolicy::sum_core_types && hybrid_pmus(options.sysfs_root).size() >= 2)
         for (const auto& spec : g.info->specs)
             if (spec.core_pmu && spec.pmu.empty())
                 return make_failure(EINVAL, "cannot open '" + spec.text + "' in a pmc group with "

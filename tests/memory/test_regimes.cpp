@@ -164,7 +164,7 @@ TEST_CASE("a single level") {
     CHECK(r.levels[0].latency == Approx(1.07));
     CHECK_FALSE(r.levels[0].boundary);
     REQUIRE(r.notes.size() == 1);
-    CHECK_THAT(r.notes[0], ContainsSubstring("single level"));
+    CHECK_THAT(r.notes[0], ContainsSubstring("a single level: no step of 1.5x or more"));
 }
 
 TEST_CASE("no level: a curve that never settles") {

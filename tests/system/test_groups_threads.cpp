@@ -381,4 +381,12 @@ TEST_CASE("hybrid CPUs: sum_core_types with a single core-type PMU places the ev
     CHECK(c->path() != pmc::ReadPath::syscall_sum);
     REQUIRE(g_opened.size() == 1);
     CHECK(g_opened[0].config == 0x0000000400000001ull); // on cpu_core
+    // A group likewise: nothing to sum, so it is not refused as it is where both core types exist.
+    inject.calls().ioctl = [](int, unsigned long, unsigned long) { return 0; };
+    g_opened.clear();
+    auto g = pmc::Group::try_open({"instructions:u", "cycles:u"}, options);
+    INFO((g.ok() ? std::string() : g.failure().message));
+    REQUIRE(g.ok());
+    REQUIRE(g_opened.size() == 2);
+    CHECK(g_opened[0].config == 0x0000000400000001ull);
 }
