@@ -121,14 +121,24 @@ inline perf_event_attr on_core_pmu(perf_event_attr attr, const CoreTypePmu& pmu)
     return attr;
 }
 
-/// Confines the calling thread to the CPUs of one core type (hybrid machines only).
+/// Confines the calling thread to the CPUs of one core type (hybrid machines only), among those it may already
+/// use: `taskset -c 0,15 program` pinned to the performance cores stays on whichever of 0 and 15 is one.
 inline std::optional<Failure> pin_this_thread(CoreType type, std::string_view root = default_sysfs_root) {
     for (const auto& p : hybrid_pmus(root)) {
         if (p.core_type != type) continue;
+        const std::vector<int> allowed = thread_affinity();
         cpu_set_t set;
         CPU_ZERO(&set);
+        int chosen = 0;
         for (int c : p.cpus)
-            if (c < CPU_SETSIZE) CPU_SET(c, &set);
+            if (c < CPU_SETSIZE && (allowed.empty() || std::find(allowed.begin(), allowed.end(), c) != allowed.end())) {
+                CPU_SET(c, &set);
+                ++chosen;
+            }
+        if (chosen == 0)
+            return make_failure(EINVAL, "cannot pin this thread to the " + std::string(to_string(type)) + " cores (" +
+                                            p.cpus_text + "): it may not run on any of them (its CPU affinity "
+                                            "excludes them; see taskset -p)");
         if (::sched_setaffinity(0, sizeof set, &set) != 0) {
             const int err = errno;
             return make_failure(err, "cannot pin this thread to the " + std::string(to_string(type)) + " cores (" +

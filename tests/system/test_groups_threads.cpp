@@ -390,3 +390,37 @@ TEST_CASE("hybrid CPUs: sum_core_types with a single core-type PMU places the ev
     REQUIRE(g_opened.size() == 2);
     CHECK(g_opened[0].config == 0x0000000400000001ull);
 }
+
+TEST_CASE("hybrid CPUs: pin_this_thread keeps to the CPUs the thread may already use", "[system][hybrid]") {
+    const std::vector<int> mine = pmc::thread_affinity();
+    if (mine.size() < 2) {
+        WARN("this process may run on fewer than 2 CPUs: the narrowing is not checked");
+        return;
+    }
+    // A fake hybrid machine: cpu_core on this process's first two CPUs, cpu_atom on a CPU it may not use.
+    pmc_test::FakeSysfs base{false};
+    auto pmu = [&](const std::string& name, int type, const std::string& cpus) {
+        ::mkdir((base.root() + "/" + name).c_str(), 0755);
+        std::ofstream(base.root() + "/" + name + "/type") << type << "\n";
+        std::ofstream(base.root() + "/" + name + "/cpus") << cpus << "\n";
+    };
+    pmu("cpu_core", 4, std::to_string(mine[0]) + "," + std::to_string(mine[1]));
+    pmu("cpu_atom", 10, std::to_string(CPU_SETSIZE - 1));
+    std::vector<int> after;
+    std::string narrowed, refused;
+    bool set_ok = false;
+    std::thread([&] { // its own thread: the test's affinity stays as it was
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(mine[1], &one);
+        set_ok = ::sched_setaffinity(0, sizeof one, &one) == 0; // as under taskset -c <second CPU>
+        if (!set_ok) return; // (Catch2's assertions belong on the test's own thread)
+        if (auto f = pmc::pin_this_thread(pmc::CoreType::performance, base.root())) narrowed = f->message;
+        after = pmc::thread_affinity();
+        if (auto f = pmc::pin_this_thread(pmc::CoreType::efficiency, base.root())) refused = f->message;
+    }).join();
+    REQUIRE(set_ok);
+    CHECK(narrowed.empty());
+    CHECK(after == std::vector<int>{mine[1]}); // not widened to both cpu_core CPUs
+    CHECK_THAT(refused, ContainsSubstring("may not run on any of them"));
+}
