@@ -183,7 +183,18 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     }
     std::vector<std::string> events;
     for (const auto& e : events_in)
-        for (auto& one : split_event_list(e)) events.push_back(one);
+        for (auto& one : split_event_list(e)) {
+            // perf stat's group braces, "{a,b}": pmc count groups all its events anyway.
+            if (!one.empty() && one.front() == '{') one.erase(0, 1);
+            if (!one.empty() && one.back() == '}') one.pop_back();
+            if (one.find_first_of("{}") != std::string::npos) {
+                fmt::print(stderr, "pmc: count: '{}': pmc count opens all its events as one group already, so braces "
+                                   "are taken only as perf's {{a,b}} with no group modifier after them; put a "
+                                   "modifier on each event instead (e.g. -e a:u,b:u)\n", e);
+                return 1;
+            }
+            events.push_back(one);
+        }
     if (events.empty() && !events_in.empty()) {
         fmt::print(stderr, "pmc: count: -e '{}' names no event: give an event, e.g. -e page-faults (or no -e for "
                            "the default events)\n", events_in.front());

@@ -295,8 +295,16 @@ TEST_CASE("pmc count: -o is opened before the command runs, and a failed write k
     pmc_test::run_command("rm -rf " + std::string(dir));
 }
 
-TEST_CASE("pmc count: an -e that names no event is refused, and a caller's ignored SIGCHLD keeps the exit status",
+TEST_CASE("pmc count: perf's {group} braces, an -e that names no event, and a caller's ignored SIGCHLD",
           "[tool][count]") {
+    auto braces = run("count --csv -e '{page-faults,task-clock}' -- true"); // perf's group syntax: one group anyway
+    INFO(braces.out);
+    CHECK(braces.status == 0);
+    CHECK_THAT(braces.out, ContainsSubstring("\npage-faults,"));
+    CHECK_THAT(braces.out, ContainsSubstring("\ntask-clock,"));
+    auto modifier = run("count -e '{page-faults,task-clock}:u' -- true");
+    CHECK(modifier.status == 1);
+    CHECK_THAT(modifier.out, ContainsSubstring("put a modifier on each event"));
     auto empty = run("count -e , -- true");
     CHECK(empty.status == 1);
     CHECK_THAT(empty.out, ContainsSubstring("names no event"));
