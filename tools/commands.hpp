@@ -1,6 +1,8 @@
 // The pmc tool's commands, shared between its source files.
 #pragma once
 
+#include <pmc/error.hpp>
+#include <pmc/hybrid.hpp>
 #include <pmc/pmu.hpp>
 
 #include <string>
@@ -18,6 +20,28 @@ struct Options {
     std::string command;
     std::vector<std::string> args;
 };
+
+/// On a hybrid CPU, where a hardware counter counts on one core type only: confines the calling thread (and what
+/// it starts later) to `type`'s cores within its current affinity, unless it is confined to one type already.
+/// `text` says which, with the CPUs it may now use; empty on a machine with fewer than two core types.
+struct CoreTypeConfinement {
+    bool pinned = false; ///< this call changed the affinity
+    std::string text;    ///< "pinned to the performance cores (cpu_core, CPUs 0-7)" or "already confined to ..."
+};
+inline pmc::Result<CoreTypeConfinement> confine_to_core_type(pmc::CoreType type, const std::string& sysfs) {
+    const auto hybrid = pmc::hybrid_pmus(sysfs);
+    if (hybrid.size() < 2) return CoreTypeConfinement{};
+    auto describe = [](const char* what, pmc::CoreType t, const std::string& pmu) {
+        return std::string(what) + " the " + pmc::to_string(t) + " cores (" + pmu + ", CPUs " +
+               pmc::format_cpu_list(pmc::thread_affinity()) + ")";
+    };
+    if (auto choice = pmc::choose_core_pmu(hybrid, pmc::thread_affinity()); choice.pmu)
+        return CoreTypeConfinement{false, describe("already confined to", choice.pmu->core_type, choice.pmu->pmu)};
+    if (auto failure = pmc::pin_this_thread(type, sysfs)) return std::move(*failure);
+    for (const auto& p : hybrid)
+        if (p.core_type == type) return CoreTypeConfinement{true, describe("pinned to", type, p.pmu)};
+    return CoreTypeConfinement{};
+}
 
 /// pmc doctor (tools/doctor.cpp): returns the documented exit status.
 int cmd_doctor(const Options& o);

@@ -163,15 +163,12 @@ pmc::Result<std::string> pin_for_hybrid(const std::vector<std::string>& events, 
     }
     // Both core types named explicitly cannot share a group anyway: leave that to the group's refusal.
     if (!(generic || want_atom || want_core) || (want_atom && want_core)) return std::string();
-    if (pmc::choose_core_pmu(hybrid, pmc::thread_affinity()).pmu) return std::string(); // already on one type
     const pmc::CoreType type = want_atom && !want_core ? pmc::CoreType::efficiency : pmc::CoreType::performance;
-    if (auto failure = pmc::pin_this_thread(type, sysfs)) return std::move(*failure);
-    for (const auto& p : hybrid)
-        if (p.core_type == type)
-            return "hybrid CPU: the command runs pinned to the " + std::string(pmc::to_string(type)) + " cores (" +
-                   p.pmu + ", CPUs " + p.cpus_text + "), since a hardware event counts on one core type only. "
-                   "To choose, pin it yourself: taskset -c CPUS pmc count ...";
-    return std::string();
+    auto confined = confine_to_core_type(type, sysfs);
+    if (!confined) return confined.failure();
+    if (!confined->pinned) return std::string(); // already on one core type
+    return "hybrid CPU: the command runs " + confined->text + ", since a hardware event counts on one core type "
+           "only. To choose, pin it yourself: taskset -c CPUS pmc count ...";
 }
 
 } // namespace

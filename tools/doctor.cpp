@@ -236,19 +236,8 @@ int cmd_doctor(const Options& o) {
     // Trial opens, from the most precise counter down, against the same sysfs tree as the checks above. On a hybrid
     // CPU a hardware counter opens only on a thread confined to one core type, so the trials run as a measured
     // program should: pinned to the performance cores (unless the doctor already runs on one core type).
-    std::string pinning;
-    if (!hybrid.empty()) {
-        if (auto choice = pmc::choose_core_pmu(hybrid, pmc::thread_affinity()); choice.pmu) {
-            pinning = fmt::format("already confined to the {} cores ({}, CPUs {})",
-                                  pmc::to_string(choice.pmu->core_type), choice.pmu->pmu, choice.pmu->cpus_text);
-        } else if (auto failure = pmc::pin_this_thread(pmc::CoreType::performance, o.sysfs)) {
-            pinning = "not pinned: " + first_line(failure->message);
-        } else {
-            for (const auto& h : hybrid)
-                if (h.core_type == pmc::CoreType::performance)
-                    pinning = fmt::format("pinned to the performance cores ({}, CPUs {})", h.pmu, h.cpus_text);
-        }
-    }
+    const auto confined = confine_to_core_type(pmc::CoreType::performance, o.sysfs);
+    const std::string pinning = confined ? confined->text : "not pinned: " + first_line(confined.failure().message);
     pmc::OpenOptions open_options;
     open_options.sysfs_root = o.sysfs;
     std::vector<Trial> trials;

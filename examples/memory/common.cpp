@@ -310,33 +310,39 @@ void make_directories(const std::string& path) {
     }
 }
 
+namespace {
+/// Writes (and removes) a small file in `dir`: "" if that works, else why not.
+std::string write_probe(const std::string& dir) {
+    const std::string probe = join_path(dir, fmt::format(".pmc-write-test-{}", ::getpid()));
+    try {
+        write_text(probe, "pmc: a test that this folder can be written; removed at once\n");
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    std::remove(probe.c_str());
+    return "";
+}
+} // namespace
+
 void probe_output_dir(const std::string& dir) {
-    const std::string shown = dir.empty() ? "." : dir;
+    std::string why;
     try {
         make_directories(dir);
-        const std::string probe = join_path(dir, fmt::format(".pmc-write-test-{}", ::getpid()));
-        write_text(probe, "pmc: a test that the report folder can be written; removed at once\n");
-        std::remove(probe.c_str());
+        why = write_probe(dir);
     } catch (const std::exception& e) {
-        throw std::runtime_error("the report folder " + shown + " cannot be written (" + e.what() +
-                                 "); nothing was measured: choose another folder with --out");
+        why = e.what();
     }
+    if (!why.empty())
+        throw std::runtime_error("the report folder " + (dir.empty() ? std::string(".") : dir) +
+                                 " cannot be written (" + why + "); nothing was measured: choose another folder with "
+                                 "--out");
 }
 
 void probe_test_file_dir(const std::string& dir) {
     struct stat st {};
-    std::string why;
-    if (::stat(dir.c_str(), &st) != 0) why = std::strerror(errno);
-    else if (!S_ISDIR(st.st_mode)) why = "not a directory";
-    else {
-        const std::string probe = join_path(dir, fmt::format(".pmc-write-test-{}", ::getpid()));
-        try {
-            write_text(probe, "pmc: a test that the page-fault file can be created here; removed at once\n");
-            std::remove(probe.c_str());
-        } catch (const std::exception& e) {
-            why = e.what();
-        }
-    }
+    const std::string why = ::stat(dir.c_str(), &st) != 0 ? std::strerror(errno)
+                            : !S_ISDIR(st.st_mode)        ? "not a directory"
+                                                          : write_probe(dir);
     if (!why.empty())
         throw std::runtime_error("the folder for the page-fault test file, " + dir + ", cannot be used (" + why +
                                  "); nothing was measured: choose an existing, writable folder on a disk with --dir");

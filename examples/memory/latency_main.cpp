@@ -118,13 +118,11 @@ int run(int argc, char** argv) {
         o.reps = 15;
         o.sweeps = 5;
     }
-    if (o.min_size == 0) throw UsageError("--min must be at least 1 byte");
     if (o.stride < sizeof(void*) || o.stride % sizeof(void*) != 0)
         throw UsageError("--stride must be a multiple of " + std::to_string(sizeof(void*)) + " bytes");
-    if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
     if (o.max_size < 4 * o.stride) throw UsageError("--max must hold at least 4 chain elements");
     if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
-    latency_grids(o); // a range with no size in it: a usage error now, not after pinning
+    latency_grids(o); // --min 0, --max below --min, a range with no size in it: usage errors now, not after pinning
     probe_output_dir(out);
 
     std::string pin_note = "Not pinned (--no-pin)";

@@ -84,19 +84,6 @@ inline std::optional<std::uint64_t> read_msr(int cpu, std::uint32_t msr) {
     return value;
 }
 
-/// "0-3,8" for {0, 1, 2, 3, 8}.
-inline std::string cpu_ranges(std::vector<int> cpus) {
-    std::sort(cpus.begin(), cpus.end());
-    std::string out;
-    for (std::size_t i = 0; i < cpus.size();) {
-        std::size_t j = i;
-        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-        out += (out.empty() ? "" : ",") + std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
-        i = j + 1;
-    }
-    return out;
-}
-
 /// The online CPUs (/sys/devices/system/cpu/online); {0} if that cannot be read.
 inline std::vector<int> online_cpus() {
     if (auto text = read_file("/sys/devices/system/cpu/online")) {
@@ -121,24 +108,24 @@ inline std::optional<HazardReport> speclockmap_from_msrs(const std::vector<MsrRe
     if (set.empty() && clear.empty()) return std::nullopt;
     HazardReport h;
     const std::string not_read =
-        unreadable.empty() ? "" : "; it cannot be read on CPUs " + cpu_ranges(unreadable);
+        unreadable.empty() ? "" : "; it cannot be read on CPUs " + format_cpu_list(unreadable);
     if (!clear.empty()) {
         h.state = Hazard::present;
-        h.detail = set.empty() ? "MSR 0xc0011020 bit 54 is clear on CPUs " + cpu_ranges(clear) +
+        h.detail = set.empty() ? "MSR 0xc0011020 bit 54 is clear on CPUs " + format_cpu_list(clear) +
                                      ": SpecLockMap is active and locked instructions over-count"
-                               : "MSR 0xc0011020 bit 54 is mixed: set on CPUs " + cpu_ranges(set) + ", clear on CPUs " +
-                                     cpu_ranges(clear) + ": SpecLockMap is active on the latter, so counts depend on "
-                                     "where the thread runs";
+                               : "MSR 0xc0011020 bit 54 is mixed: set on CPUs " + format_cpu_list(set) +
+                                     ", clear on CPUs " + format_cpu_list(clear) + ": SpecLockMap is active on the "
+                                     "latter, so counts depend on where the thread runs";
         h.detail += not_read;
         h.fix = speclockmap_fix;
     } else if (!unreadable.empty()) {
         h.state = Hazard::unknown;
-        h.detail = "MSR 0xc0011020 bit 54 is set on CPUs " + cpu_ranges(set) + not_read;
+        h.detail = "MSR 0xc0011020 bit 54 is set on CPUs " + format_cpu_list(set) + not_read;
         h.fix = "read it on every CPU as root with the msr module loaded, or apply the fix on every CPU: " +
                 std::string(speclockmap_fix);
     } else {
         h.state = Hazard::absent;
-        h.detail = "MSR 0xc0011020 bit 54 is set on every online CPU (" + cpu_ranges(set) +
+        h.detail = "MSR 0xc0011020 bit 54 is set on every online CPU (" + format_cpu_list(set) +
                    "): SpecLockMap is disabled";
     }
     return h;

@@ -413,8 +413,7 @@ private:
     }
 
     BOOST_NOINLINE void read_slow(GroupReading& out) {
-        if (core_.path == ReadPath::rdpmc || (detail::thread_token != core_.owner && !core_.any_thread) ||
-            core_.members.empty())
+        if (core_.path == ReadPath::rdpmc || (detail::thread_token != core_.owner && !core_.any_thread))
             detail::group_wrong_thread(core_); // another thread, a fork() child, or moved from (EBADF)
         detail::group_read_syscall(core_, out);
     }
@@ -456,12 +455,14 @@ struct GroupAccess {
     template <class G>
     static Result<G> attach(const std::vector<const perf_event_mmap_page*>& pages, const std::vector<std::string>& names,
                             int read_fd) {
+        if (pages.empty() || pages.size() > max_group_events) {
+            FileDescriptor owned(read_fd); // closed: attach() owns it either way
+            return make_failure(E2BIG, "a pmc group holds 1 to " + std::to_string(max_group_events) + " events");
+        }
         GroupCore g;
         g.info = std::make_unique<GroupInfo>();
         g.info->names = names;
         g.info->pid = ::getpid();
-        if (pages.empty() || pages.size() > max_group_events)
-            return make_failure(E2BIG, "a pmc group holds 1 to " + std::to_string(max_group_events) + " events");
         bool allowed = true;
         for (std::size_t i = 0; i < pages.size(); ++i) {
             GroupMember m;

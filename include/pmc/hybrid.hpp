@@ -51,6 +51,19 @@ inline std::vector<int> parse_cpu_list(std::string_view text) {
     return cpus;
 }
 
+/// The inverse: "0-3,8" for {0, 1, 2, 3, 8} (in any order).
+inline std::string format_cpu_list(std::vector<int> cpus) {
+    std::sort(cpus.begin(), cpus.end());
+    std::string out;
+    for (std::size_t i = 0; i < cpus.size();) {
+        std::size_t j = i;
+        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+        out += (out.empty() ? "" : ",") + std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
+        i = j + 1;
+    }
+    return out;
+}
+
 /// The core-type PMUs of a hybrid machine; empty when the machine is not hybrid.
 inline std::vector<CoreTypePmu> hybrid_pmus(std::string_view root = default_sysfs_root) {
     std::vector<CoreTypePmu> out;

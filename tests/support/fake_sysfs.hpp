@@ -62,6 +62,13 @@ public:
 
     const std::string& root() const { return root_; }
 
+    /// A hybrid CPU's core-type PMU (cpu_core or cpu_atom) covering `cpus`, a kernel CPU list such as "0-3".
+    void core_type_pmu(const std::string& name, int type, const std::string& cpus) {
+        pmu(name, type);
+        file(name + "/cpus", cpus);
+        format(name, "event", "config:0-7");
+    }
+
 private:
     void mkdir(const std::string& rel) { ::mkdir((root_ + "/" + rel).c_str(), 0755); }
     void file(const std::string& rel, const std::string& text) { std::ofstream(root_ + "/" + rel) << text << "\n"; }

@@ -216,7 +216,6 @@ TEST_CASE("SpecLockMap's MSR is judged on every online CPU", "[system][determini
     using pmc::detail::MsrReading;
     using pmc::detail::speclockmap_from_msrs;
     const std::uint64_t set = std::uint64_t{1} << 54, clear = 0x1234;
-    CHECK(pmc::detail::cpu_ranges({3, 0, 1, 2, 8, 10, 11}) == "0-3,8,10-11");
     CHECK_FALSE(speclockmap_from_msrs({{0, std::nullopt}, {1, std::nullopt}}).has_value());
     auto all_set = speclockmap_from_msrs({{0, set}, {1, set | clear}});
     REQUIRE(all_set);

@@ -285,13 +285,8 @@ namespace {
 struct HybridTree {
     pmc_test::FakeSysfs base{false};
     explicit HybridTree(const std::string& core_cpus, const std::string& atom_cpus) {
-        for (auto [name, type, cpus] :
-             {std::tuple{"cpu_core", 4, core_cpus}, std::tuple{"cpu_atom", 10, atom_cpus}}) {
-            const std::string dir = base.root() + "/" + name;
-            ::mkdir(dir.c_str(), 0755);
-            std::ofstream(dir + "/type") << type << "\n";
-            std::ofstream(dir + "/cpus") << cpus << "\n";
-        }
+        base.core_type_pmu("cpu_core", 4, core_cpus);
+        base.core_type_pmu("cpu_atom", 10, atom_cpus);
     }
 };
 std::map<int, std::uint64_t> g_fake_counts; // fd -> count, for the injected perf_event_open/read below
@@ -358,12 +353,7 @@ TEST_CASE("hybrid CPUs: a generic event refuses an unpinned thread, or sums both
 
 TEST_CASE("hybrid CPUs: sum_core_types with a single core-type PMU places the event like any other", "[system][hybrid]") {
     pmc_test::FakeSysfs base{false}; // only cpu_core, on every CPU this thread may use (cpu_atom offline)
-    const std::string dir = base.root() + "/cpu_core";
-    ::mkdir(dir.c_str(), 0755);
-    std::ofstream(dir + "/type") << 4 << "\n";
-    std::string cpus;
-    for (int c : pmc::thread_affinity()) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
-    std::ofstream(dir + "/cpus") << cpus << "\n";
+    base.core_type_pmu("cpu_core", 4, pmc::format_cpu_list(pmc::thread_affinity()));
     pmc_test::SystemCallOverride inject;
     inject.calls().perf_event_open = [](perf_event_attr* attr, pid_t, int, int, unsigned long) {
         g_opened.push_back(*attr);
@@ -399,13 +389,8 @@ TEST_CASE("hybrid CPUs: pin_this_thread keeps to the CPUs the thread may already
     }
     // A fake hybrid machine: cpu_core on this process's first two CPUs, cpu_atom on a CPU it may not use.
     pmc_test::FakeSysfs base{false};
-    auto pmu = [&](const std::string& name, int type, const std::string& cpus) {
-        ::mkdir((base.root() + "/" + name).c_str(), 0755);
-        std::ofstream(base.root() + "/" + name + "/type") << type << "\n";
-        std::ofstream(base.root() + "/" + name + "/cpus") << cpus << "\n";
-    };
-    pmu("cpu_core", 4, std::to_string(mine[0]) + "," + std::to_string(mine[1]));
-    pmu("cpu_atom", 10, std::to_string(CPU_SETSIZE - 1));
+    base.core_type_pmu("cpu_core", 4, std::to_string(mine[0]) + "," + std::to_string(mine[1]));
+    base.core_type_pmu("cpu_atom", 10, std::to_string(CPU_SETSIZE - 1));
     std::vector<int> after;
     std::string narrowed, refused;
     bool set_ok = false;

@@ -347,14 +347,8 @@ TEST_CASE("pmc count on an unpinned hybrid machine pins the command to one core 
         return;
     }
     pmc_test::FakeSysfs tree(false); // cpu_core on CPU 0, cpu_atom on CPU 1: pmc may run on both
-    for (auto [name, type, list] : {std::tuple{"cpu_core", 4, "0"}, std::tuple{"cpu_atom", 10, "1"}}) {
-        const std::string dir = tree.root() + "/" + name;
-        ::mkdir(dir.c_str(), 0755);
-        ::mkdir((dir + "/format").c_str(), 0755);
-        std::ofstream(dir + "/type") << type << "\n";
-        std::ofstream(dir + "/cpus") << list << "\n";
-        std::ofstream(dir + "/format/event") << "config:0-7\n";
-    }
+    tree.core_type_pmu("cpu_core", 4, "0");
+    tree.core_type_pmu("cpu_atom", 10, "1");
     // The command prints the CPUs it may run on; the hardware event may then fail to open on a machine without
     // that PMU (here), but the pinning happened first and was announced.
     auto r = run("--sysfs " + tree.root() + " count -e instructions:u,task-clock -- sh -c 'grep Cpus_allowed_list /proc/self/status'");

@@ -12,14 +12,8 @@ namespace {
 struct HybridSysfs {
     pmc_test::FakeSysfs base{false};
     HybridSysfs() {
-        for (auto [name, type, cpus] : {std::tuple{"cpu_core", 4, "0-3"}, std::tuple{"cpu_atom", 10, "4-7"}}) {
-            const std::string dir = base.root() + "/" + name;
-            ::mkdir(dir.c_str(), 0755);
-            ::mkdir((dir + "/format").c_str(), 0755);
-            std::ofstream(dir + "/type") << type << "\n";
-            std::ofstream(dir + "/cpus") << cpus << "\n";
-            std::ofstream(dir + "/format/event") << "config:0-7\n";
-        }
+        base.core_type_pmu("cpu_core", 4, "0-3");
+        base.core_type_pmu("cpu_atom", 10, "4-7");
     }
 };
 } // namespace
@@ -27,6 +21,9 @@ struct HybridSysfs {
 TEST_CASE("kernel CPU lists", "[hybrid]") {
     CHECK(pmc::parse_cpu_list("0-3,8,10-11\n") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
     CHECK(pmc::parse_cpu_list("5") == std::vector<int>{5});
+    CHECK(pmc::format_cpu_list({3, 0, 1, 2, 8, 10, 11}) == "0-3,8,10-11"); // and back
+    CHECK(pmc::format_cpu_list({5}) == "5");
+    CHECK(pmc::format_cpu_list({}).empty());
     CHECK(pmc::parse_cpu_list("").empty());
     CHECK(pmc::parse_cpu_list("3-1").empty());
     CHECK(pmc::parse_cpu_list("a-b").empty());
