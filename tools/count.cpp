@@ -36,7 +36,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -171,6 +174,61 @@ pmc::Result<std::string> pin_for_hybrid(const std::vector<std::string>& events, 
            "only. To choose, pin it yourself: taskset -c CPUS pmc count ...";
 }
 
+/// Why `event` is one of pmc's in-process readings that a count of another command cannot use, said for someone
+/// at the command line; "" for a perf event (or a bad string, which the group's open reports).
+std::string not_countable_here(const std::string& event, const std::string& sysfs) {
+    auto spec = pmc::try_parse_event(event, sysfs);
+    if (!spec) return "";
+    if (spec->kind == pmc::EventKind::wall_time)
+        return "'" + event + "' is pmc's in-process clock, for programs that read it themselves; pmc count always "
+               "prints the command's elapsed time (\"seconds time elapsed\"). For its CPU time, count task-clock "
+               "(the default).";
+    if (spec->kind == pmc::EventKind::tsc)
+        return "'" + event + "' is pmc's in-process TSC clock, for programs that read it themselves; pmc count "
+               "always prints the command's elapsed time. To count TSC ticks, use perf's msr/tsc/ (pmc list shows "
+               "whether this machine has the msr PMU).";
+    if (spec->kind == pmc::EventKind::difference)
+        return "'" + event + "' is pmc's composite of two counters read in-process (instructions:u minus " +
+               spec->minus_text + ", " + spec->minus_name + "); pmc count reports its parts: -e instructions:u," +
+               spec->minus_text;
+    return "";
+}
+
+/// perf stat's clock events (task-clock, cpu-clock): counted in ns, shown in msec with the CPUs they kept busy.
+bool is_clock_event(const std::string& name, const std::string& sysfs) {
+    auto spec = pmc::try_parse_event(name, sysfs);
+    return spec && spec->kind == pmc::EventKind::perf && spec->attr.type == PERF_TYPE_SOFTWARE &&
+           (spec->attr.config == PERF_COUNT_SW_TASK_CLOCK || spec->attr.config == PERF_COUNT_SW_CPU_CLOCK);
+}
+
+/// The text report's table, in perf stat's units: clock events in msec with "CPUs utilized" (their time over the
+/// elapsed time), the raw (unscaled) count beside each, and the share of the time each was counted.
+std::string count_text_table(const std::vector<std::string>& names, const std::vector<pmc::EventCount>& counts,
+                             const std::string& sysfs, std::uint64_t elapsed_ns) {
+    std::size_t width = 5;
+    for (const auto& n : names) width = std::max(width, n.size());
+    std::string out = fmt::format("{:<{}}  {:>18}  {:>18}  {:>8}\n", "event", width, "count", "raw", "counted");
+    for (std::size_t i = 0; i < counts.size() && i < names.size(); ++i) {
+        const pmc::EventCount& c = counts[i];
+        if (!c.counted) {
+            out += fmt::format("{:<{}}  {:>18}  {:>18}  {:>8}\n", names[i], width, "not counted", "-", "0 %");
+            continue;
+        }
+        const std::string scaled = c.multiplexed() ? "  (scaled)" : "";
+        if (is_clock_event(names[i], sysfs)) {
+            const std::string busy =
+                elapsed_ns ? fmt::format("  # {:.3f} CPUs utilized", c.estimate / static_cast<double>(elapsed_ns)) : "";
+            out += fmt::format("{:<{}}  {:>18}  {:>18}  {:>7.1f}%{}{}\n", names[i], width,
+                               fmt::format("{:.2f} msec", c.estimate / 1e6), fmt::format("{} ns", c.raw),
+                               100.0 * c.running_fraction, scaled, busy);
+        } else {
+            out += fmt::format("{:<{}}  {:>18.0f}  {:>18}  {:>7.1f}%{}\n", names[i], width, c.estimate, c.raw,
+                               100.0 * c.running_fraction, scaled);
+        }
+    }
+    return out;
+}
+
 } // namespace
 
 int cmd_count(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& events_in) {
@@ -197,6 +255,11 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
                            "the default events)\n", events_in.front());
         return 1;
     }
+    for (const auto& e : events)
+        if (auto why = not_countable_here(e, o.sysfs); !why.empty()) {
+            fmt::print(stderr, "pmc: count: {}\n", why);
+            return 1;
+        }
     if (events.empty()) {
         events = {"task-clock", "context-switches", "page-faults"};
         if (pmc::has_core_pmu(o.sysfs)) events.insert(events.begin(), {"instructions:u", "cycles:u"});
@@ -283,6 +346,8 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     ignore_pipe.sa_handler = SIG_IGN;
     sigemptyset(&ignore_pipe.sa_mask);
     ::sigaction(SIGPIPE, &ignore_pipe, &old_pipe);
+    // Elapsed time as perf stat measures it: from the go-ahead to the command's exec until its exit is reaped.
+    const auto go_time = std::chrono::steady_clock::now();
     const bool started = ::write(go[1], "x", 1) == 1;
     ::sigaction(SIGPIPE, &old_pipe, nullptr);
     if (!started) {
@@ -294,7 +359,10 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         return 1;
     }
     ::close(go[1]);
-    if (!wait_for(child, status)) {
+    const bool reaped = wait_for(child, status);
+    const auto elapsed_ns = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
+    if (!reaped) {
         const int err = errno;
         interrupts.restore();
         fmt::print(stderr, "pmc: count: cannot wait for the command: {}\n", std::strerror(err));
@@ -326,7 +394,8 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         pmc::JsonWriter j;
         j.begin_object().key("command").begin_array();
         for (const auto& a : command) j.value(a);
-        j.end_array().field("exit_status", exit_status).field("time_enabled_ns", end.time_enabled)
+        j.end_array().field("exit_status", exit_status).field("elapsed_ns", elapsed_ns)
+            .field("time_enabled_ns", end.time_enabled)
             .field("time_running_ns", end.time_running).key("counts");
         pmc::write_counts_json(j, names, counts);
         j.end_object();
@@ -336,8 +405,9 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     } else {
         text = fmt::format("\n pmc count of '{}' (exit status {}; from exec to exit, children included):\n\n", shown,
                            exit_status) +
-               pmc::count_table(names, counts) +
-               fmt::format("\n {:.3f} ms enabled, {:.3f} ms on the counters\n",
+               count_text_table(names, counts, o.sysfs, elapsed_ns) +
+               fmt::format("\n {:>14.9f} seconds time elapsed\n", static_cast<double>(elapsed_ns) / 1e9) +
+               fmt::format(" {:.3f} ms enabled, {:.3f} ms on the counters (summed over the command's threads)\n",
                            static_cast<double>(end.time_enabled) / 1e6, static_cast<double>(end.time_running) / 1e6);
     }
     if (out_file) {

@@ -227,6 +227,42 @@ TEST_CASE("pmc count runs a command, counts it from exec to exit, and returns it
     CHECK(run("list -e page-faults").status == 1); // -e belongs to count
 }
 
+TEST_CASE("pmc count shows perf stat's units: elapsed seconds, task-clock in msec and CPUs utilized", "[tool][count]") {
+    auto r = run("count -e task-clock,page-faults -- sleep 0.05");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    // "    0.051234567 seconds time elapsed": at least the 50 ms the command slept.
+    const auto at = r.out.find(" seconds time elapsed");
+    REQUIRE(at != std::string::npos);
+    const auto start = r.out.find_last_of(" \n", at - 1) + 1;
+    CHECK(std::stod(r.out.substr(start, at - start)) >= 0.05);
+    // "task-clock   0.50 msec   497163 ns   100.0%  # 0.413 CPUs utilized": the same time in both units.
+    const auto line_at = r.out.find("\ntask-clock ");
+    REQUIRE(line_at != std::string::npos);
+    const std::string line = r.out.substr(line_at + 1, r.out.find('\n', line_at + 1) - line_at - 1);
+    double msec = 0, ns = 0, cpus = 0;
+    REQUIRE(std::sscanf(line.c_str(), "task-clock %lf msec %lf ns %*f%% # %lf CPUs utilized", &msec, &ns, &cpus) == 3);
+    CHECK(msec == Approx(ns / 1e6).margin(0.006));
+    CHECK(cpus > 0);
+    auto json = run("count --json -e task-clock -- true");
+    CHECK(pmc_test::JsonCheck::valid(json.out));
+    CHECK_THAT(json.out, ContainsSubstring("\"elapsed_ns\":"));
+}
+
+TEST_CASE("pmc count answers pmc's in-process readings with advice for the command line", "[tool][count]") {
+    // wall-time, tsc and the composites are read inside a program; the library's "use a pmc::Counter" helps no one
+    // at a shell prompt.
+    for (const char* event : {"wall-time", "tsc", "instructions-minus-irqs:u"}) {
+        auto r = run(std::string("count -e ") + event + " -- true");
+        INFO(r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, !ContainsSubstring("pmc::Counter"));
+        CHECK_THAT(r.out, ContainsSubstring(std::string("pmc count") ));
+    }
+    CHECK_THAT(run("count -e wall-time -- true").out, ContainsSubstring("seconds time elapsed"));
+    CHECK_THAT(run("count -e instructions-minus-irqs:u -- true").out, ContainsSubstring("-e instructions:u,"));
+}
+
 TEST_CASE("pmc count still reports when the command is interrupted (Ctrl-C reaches pmc and the command)", "[tool][count]") {
     // What a terminal's Ctrl-C does: SIGINT to every process in the foreground group, here pmc (the command's
     // parent) and the command itself, which dies of it.
