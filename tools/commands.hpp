@@ -45,6 +45,9 @@ inline pmc::Result<CoreTypeConfinement> confine_to_core_type(pmc::CoreType type,
 
 /// pmc doctor (tools/doctor.cpp): returns the documented exit status.
 int cmd_doctor(const Options& o);
+/// `pmc doctor --help` and `pmc count --help`.
+extern const char* const doctor_help;
+extern const char* const count_help;
 
 /// pmc count (tools/count.cpp): counts `command` with `events`; returns the command's exit status.
 int cmd_count(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& events);

@@ -47,6 +47,32 @@
 
 namespace pmc_tool {
 
+const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
+                 [--] COMMAND [ARGS]
+
+Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
+as one group (perf stat opens each event alone unless given a {group}): counts are scaled where the
+kernel multiplexed, each with the share of the time it was counted. Default events: task-clock,
+context-switches, page-faults (and instructions:u, cycles:u where there is a cpu PMU).
+
+The report shows the counts, task-clock in msec with the CPUs it kept busy, and the seconds of time
+elapsed, as perf stat does. pmc's in-process readings (wall-time, tsc, instructions-minus-irqs:u) are
+not counted here; pmc says what to count instead.
+
+Options:
+  -e EVENT[,EVENT]  An event to count (repeatable); commas inside a PMU's terms stay in the event,
+                    and perf's {a,b} braces are accepted. `pmc list` shows the events.
+  --csv             CSV: event,count,raw,running_fraction,counted (counts in the events' units).
+  --json            JSON: command, exit_status, elapsed_ns, time_enabled_ns, time_running_ns, counts.
+  -o FILE           Write the report to FILE (opened before COMMAND runs) instead of stderr.
+  --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
+  -h, --help        Show this help.
+
+Ctrl-C reaches COMMAND; pmc still prints the report, then ends with SIGINT as COMMAND did.
+Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
+command line or an event is wrong or the counters cannot be opened (COMMAND does not run then).
+)";
+
 /// Splits "a,cpu/event=1,umask=2/,b,mem:0x1000/8:w" at the commas that are not inside a PMU's term list. A '/'
 /// opens a term list only right after a PMU name at the start of an event (the next '/' closes it); the slash of a
 /// breakpoint's "mem:ADDR/LEN" and those after a term list are ordinary characters.

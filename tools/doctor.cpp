@@ -25,6 +25,30 @@
 #include <vector>
 
 namespace pmc_tool {
+
+const char* const doctor_help = R"(usage: pmc [--sysfs DIR] doctor [--json]
+
+One screen on what this machine can count, how precisely, and what stands in the way: kernel and
+timer, perf_event_paranoid, PMUs and their rdpmc settings, hypervisor, CPU and its interrupt event,
+hybrid cores, NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock, then trial opens of
+instructions-minus-irqs:u, instructions:u, task-clock and wall-time. Each line has a verdict and,
+where it is not ok, the exact fix:
+  ok          works as well as it can
+  advisory    up to the measured program (ASLR, the allocator), not this machine
+  degraded    works, but less precisely or less repeatably than it could
+  impossible  cannot work here
+The last line is the best precision available here.
+
+Options:
+  --json       One JSON object: checks (verdict, check, finding, fix), trials (event, ok, read_path
+               or errno and why), precision, summary and exit_status.
+  --sysfs DIR  Read PMUs from DIR instead of /sys/bus/event_source/devices.
+  -h, --help   Show this help.
+
+Exit status: 0 exact user-mode instruction counts are possible here (instructions-minus-irqs:u with
+rdpmc); 2 hardware counts, but not exact ones; 3 only software events and clocks; 4 no perf events.
+)";
+
 namespace {
 
 struct Check {

@@ -67,6 +67,38 @@ user-mode instruction counts are possible here (instructions-minus-irqs:u with r
 counts, but not exact ones; 3 only software events and clocks; 4 no perf events at all.
 )";
 
+constexpr const char* list_help = R"(usage: pmc [--sysfs DIR] list [--json]
+
+List the events this machine offers: perf's generic hardware, software and hardware-cache events
+(with their other spellings), pmc's clocks (wall-time, tsc) and composites
+(instructions-minus-irqs:u), and every PMU in sysfs with its type, rdpmc setting, CPUs, format
+fields and named events. Hardware events are marked where this machine has no cpu PMU.
+
+Options:
+  --json       One JSON object: named_events (name, aliases as a list, category, note for pmc's
+               own) and pmus (name, type, rdpmc, cpus, formats, events).
+  --sysfs DIR  Read PMUs from DIR instead of /sys/bus/event_source/devices.
+  -h, --help   Show this help.
+)";
+
+constexpr const char* encode_help = R"(usage: pmc [--sysfs DIR] encode [--like-perf-stat] [--json] EVENT...
+
+Print the perf_event_attr pmc builds for each event string, field by field in the names and layout
+`perf stat -vv -e EVENT` prints, so the two can be diffed. A composite (instructions-minus-irqs:u)
+shows both of its attrs; pmc's clocks (wall-time, tsc) are not perf events, and say so.
+
+Options:
+  --like-perf-stat  Add the fields perf stat itself sets (sample_type, read_format, disabled,
+                    inherit, enable_on_exec), so the output matches perf's -vv block line for line;
+                    where this user may not count kernel mode, the attr perf stat falls back to
+                    (exclude_kernel=1, exclude_hv=1: its ':u' event).
+  --json            A JSON array, one object per event: its kind and attr, or the error.
+  --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
+  -h, --help        Show this help.
+
+Exit status: 0 every EVENT was encoded; 1 one was not (the error says where and why), or none given.
+)";
+
 using pmc_tool::Options;
 
 int usage_error(const std::string& why) {
@@ -75,6 +107,17 @@ int usage_error(const std::string& why) {
 }
 
 // ---- list -------------------------------------------------------------------------------------------------------
+
+/// NamedEvent::aliases ("a, b") as a list.
+std::vector<std::string> split_aliases(const std::string& aliases) {
+    std::vector<std::string> out;
+    for (std::size_t at = 0; at < aliases.size();) {
+        const std::size_t comma = aliases.find(", ", at);
+        out.push_back(aliases.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+        at = comma == std::string::npos ? aliases.size() : comma + 2;
+    }
+    return out;
+}
 
 int cmd_list(const Options& o) {
     const bool core = pmc::has_core_pmu(o.sysfs);
@@ -87,8 +130,13 @@ int cmd_list(const Options& o) {
         pmc::JsonWriter j;
         j.begin_object().field("sysfs", o.sysfs).field("core_pmu", core);
         j.key("named_events").begin_array();
-        for (auto& e : named)
-            j.begin_object().field("name", e.name).field("aliases", e.aliases).field("category", e.category).end_object();
+        for (auto& e : named) {
+            j.begin_object().field("name", e.name).key("aliases").begin_array();
+            for (auto& alias : split_aliases(e.aliases)) j.value(alias);
+            j.end_array().field("category", e.category);
+            if (!e.note.empty()) j.field("note", e.note);
+            j.end_object();
+        }
         j.end_array();
         j.key("pmus").begin_array();
         for (auto& p : pmus) {
@@ -116,12 +164,14 @@ int cmd_list(const Options& o) {
         if (category == "hardware") return core ? "[Hardware event]" : "[Hardware event: no cpu PMU here]";
         if (category == "hardware-cache") return core ? "[Hardware cache event]" : "[Hardware cache event: no cpu PMU here]";
         if (category == "software") return "[Software event]";
+        if (category == "pmc composite") return core ? "[pmc composite]" : "[pmc composite: no cpu PMU here]";
         return "[pmc clock]";
     };
     fmt::print("Named events\n");
     for (auto& e : named) {
-        std::string shown = e.aliases.empty() ? e.name : e.name + " OR " + e.aliases;
-        fmt::print("  {:<50} {}\n", shown, tag(e.category));
+        std::string shown = e.name;
+        for (auto& alias : split_aliases(e.aliases)) shown += " OR " + alias;
+        fmt::print("  {:<50} {}{}\n", shown, tag(e.category), e.note.empty() ? "" : "  " + e.note);
     }
     fmt::print("  raw events: rNNNN (hex config, core PMU), TYPE:CONFIG, mem:ADDR[/LEN][:rwx] (breakpoints)\n");
     fmt::print("\nPMUs in {}\n", o.sysfs);
@@ -257,8 +307,15 @@ int main(int argc, char** argv) {
             break;
         } else o.args.emplace_back(a);
     }
+    // `pmc COMMAND --help` and `pmc help COMMAND`: that command's own help.
+    const std::string help_for = o.command == "help" ? (o.args.empty() ? "" : o.args.front()) : o.command;
     if (o.help || o.command == "help") {
-        fmt::print("{}", usage_text);
+        const char* text = help_for == "list"     ? list_help
+                           : help_for == "encode" ? encode_help
+                           : help_for == "doctor" ? pmc_tool::doctor_help
+                           : help_for == "count"  ? pmc_tool::count_help
+                                                  : usage_text;
+        fmt::print("{}", text);
         return 0;
     }
     if (o.command.empty()) {

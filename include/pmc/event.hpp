@@ -765,11 +765,12 @@ private:
 } // namespace detail
 
 /// A named event pmc knows without sysfs: perf's generic hardware, software and hardware-cache events (canonical
-/// spellings), and pmc's own clocks.
+/// spellings), pmc's own clocks and its composite counters.
 struct NamedEvent {
     std::string name;
-    std::string aliases;  ///< other spellings, e.g. "cycles" for cpu-cycles
-    std::string category; ///< "hardware", "software", "hardware-cache" or "pmc clock"
+    std::string aliases;  ///< other spellings, ", "-separated, e.g. "cycles" for cpu-cycles
+    std::string category; ///< "hardware", "software", "hardware-cache", "pmc clock" or "pmc composite"
+    std::string note = {}; ///< for pmc's own: what it is, in a few words
 };
 
 inline std::vector<NamedEvent> named_events() {
@@ -794,10 +795,12 @@ inline std::vector<NamedEvent> named_events() {
             out.push_back({t + "-" + op_plural[op], "", "hardware-cache"});
             out.push_back({t + "-" + detail::cache_op_names[op] + "-misses", "", "hardware-cache"});
         }
-    out.push_back({"wall-time", "", "pmc clock"});
-    out.push_back({"tsc", "", "pmc clock"});
-    out.push_back({"instructions-minus-irqs:u", "", "pmc composite"});
-    out.push_back({"instructions-minus-r0420:u", "", "pmc composite (AMD Zen)"});
+    out.push_back({"wall-time", "", "pmc clock", "nanoseconds from the TSC (clock_gettime without an invariant one)"});
+    out.push_back({"tsc", "", "pmc clock", "serialized rdtsc ticks"});
+    out.push_back({"instructions-minus-irqs:u", "", "pmc composite",
+                   "instructions:u minus this CPU's hardware-interrupt event, one group"});
+    out.push_back({"instructions-minus-r0420:u", "", "pmc composite",
+                   "AMD Zen: instructions:u minus r0420:u (interrupts and, it appears, exceptions)"});
     return out;
 }
 

@@ -39,7 +39,17 @@ TEST_CASE("pmc --help, and usage errors", "[tool]") {
     auto help = run("--help");
     CHECK(help.status == 0);
     CHECK_THAT(help.out, ContainsSubstring("usage: pmc"));
-    for (const char* cmd : {"list --help", "encode --help", "doctor --help"}) CHECK(run(cmd).status == 0);
+    // Each command has its own help, not the global one: its usage line, and its own options.
+    for (const char* cmd : {"list", "encode", "doctor", "count"}) {
+        auto own = run(std::string(cmd) + " --help");
+        INFO(own.out);
+        CHECK(own.status == 0);
+        CHECK(own.out.rfind(std::string("usage: pmc [--sysfs DIR] ") + cmd, 0) == 0);
+        CHECK(own.out.find("Commands:") == std::string::npos);
+        CHECK(run(std::string("help ") + cmd).out == own.out);
+    }
+    CHECK_THAT(run("doctor --help").out, ContainsSubstring("4 no perf events"));
+    CHECK_THAT(run("count --help").out, ContainsSubstring("seconds of time"));
     CHECK(run("").status == 1);
     CHECK(run("frobnicate").status == 1);
     CHECK(run("--bogus-option list").status == 1);
@@ -56,6 +66,18 @@ TEST_CASE("pmc list and encode, as text and JSON", "[tool]") {
     auto list_json = run("list --json");
     CHECK(list_json.status == 0);
     CHECK(pmc_test::JsonCheck::valid(list_json.out));
+    // The composites are labelled as what they are, the same in text and JSON; aliases are a list.
+    for (const char* composite : {"instructions-minus-irqs:u", "instructions-minus-r0420:u"}) {
+        const auto at = list.out.find(std::string("  ") + composite + " ");
+        REQUIRE(at != std::string::npos);
+        const std::string line = list.out.substr(at, list.out.find('\n', at) - at);
+        CHECK_THAT(line, ContainsSubstring("[pmc composite"));
+        CHECK_THAT(list_json.out, ContainsSubstring(std::string("{\"name\":\"") + composite +
+                                                    "\",\"aliases\":[],\"category\":\"pmc composite\""));
+    }
+    CHECK_THAT(list.out, ContainsSubstring("  cpu-cycles OR cycles "));
+    CHECK_THAT(list_json.out, ContainsSubstring("{\"name\":\"cpu-cycles\",\"aliases\":[\"cycles\"],"));
+    CHECK_THAT(list_json.out, ContainsSubstring("{\"name\":\"wall-time\",\"aliases\":[],\"category\":\"pmc clock\""));
     auto encode = run("encode --json instructions:u 'bad:::' wall-time");
     CHECK(encode.status == 1); // one string was bad
     CHECK(pmc_test::JsonCheck::valid(encode.out));

@@ -231,7 +231,11 @@ TEST_CASE("the list of named events covers every generic name the parser knows",
         INFO(e.name);
         auto spec = pmc::try_parse_event(e.name, pmc::default_sysfs_root, zen5);
         REQUIRE(spec.ok());
-        if (e.category == "pmc clock") CHECK(spec->kind != pmc::EventKind::perf);
+        // The category says what the event is: pmc's clocks and composites are never labelled as each other.
+        const bool clock = spec->kind == pmc::EventKind::wall_time || spec->kind == pmc::EventKind::tsc;
+        CHECK((e.category == "pmc clock") == clock);
+        CHECK((e.category == "pmc composite") == (spec->kind == pmc::EventKind::difference));
+        CHECK(e.note.empty() == (spec->kind == pmc::EventKind::perf));
     }
     bool cycles_alias = false;
     for (auto& e : events) cycles_alias = cycles_alias || (e.name == "cpu-cycles" && e.aliases == "cycles");
