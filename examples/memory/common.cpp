@@ -362,8 +362,27 @@ std::string join_path(const std::string& dir, const std::string& name) {
 
 std::string num(double v, int digits) {
     if (!std::isfinite(v)) return "";
-    if (std::fabs(v) >= std::pow(10.0, digits)) return fmt::format("{:.0f}", v);
-    return fmt::format("{:.{}g}", v, digits);
+    if (v == 0) return "0";
+    const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(v))));
+    if (magnitude < -4) return fmt::format("{:.{}g}", v, digits); // tiny: the exponent is the readable form
+    // Fixed notation: what rounds up to the next power of ten (999.7 -> "1000") keeps its digits instead of
+    // becoming "1e+03"; trailing zeros after the point go, as with %g.
+    std::string s = fmt::format("{:.{}f}", v, std::max(0, digits - 1 - magnitude));
+    if (s.find('.') != std::string::npos) {
+        s.erase(s.find_last_not_of('0') + 1);
+        if (s.back() == '.') s.pop_back();
+    }
+    return s;
+}
+
+std::string duration_text(double ns) {
+    static const char* units[] = {"ns", "us", "ms", "s"};
+    int u = 0;
+    while (std::fabs(ns) >= 999.5 && u < 3) { // 999.7 ns is "1 us", not "1e+03 ns"
+        ns /= 1000;
+        ++u;
+    }
+    return num(ns, 3) + " " + units[u];
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -179,6 +179,8 @@ void write_text(const std::string& path, const std::string& text);
 std::string join_path(const std::string& dir, const std::string& name);
 /// A double for CSV/markdown: up to `digits` significant digits, no exponent for ordinary magnitudes.
 std::string num(double v, int digits = 4);
+/// A duration in ns as "512 ns", "1.02 us", "54.3 ms": three significant digits, in the unit that keeps them.
+std::string duration_text(double ns);
 
 // ---------------------------------------------------------------------------------------------------------------
 // The machine

@@ -182,6 +182,33 @@ const Level* main_memory_level(const Regimes& regimes) {
     return l && l->last_size >= static_cast<double>(memory_sweep_bytes) ? l : nullptr;
 }
 
+void compare_with_memory(LatencyResult& r, double memory_ns, const std::string& source) {
+    r.memory_apart_ns = memory_ns;
+    r.memory_apart_source = source;
+    auto& levels = r.regimes.levels;
+    if (levels.empty() || memory_ns <= 0 || main_memory_level(r.regimes) || levels.back().name != "memory") return;
+    Level& last = levels.back();
+    // This replaces the sweep's "may be a cache" note with the answer.
+    auto& notes = r.regimes.notes;
+    notes.erase(std::remove_if(notes.begin(), notes.end(),
+                               [](const std::string& n) { return n.rfind("the sweep ends at", 0) == 0; }),
+                notes.end());
+    const std::string sweep_end = size_text(static_cast<double>(r.options.max_size));
+    if (last.latency * cache_below_memory_ratio < memory_ns) {
+        last.name = "L" + std::to_string(levels.size());
+        notes.push_back(fmt::format("the sweep ends at {} inside a cache: its last level ({}) is {}, not memory, since "
+                                    "a load from memory measured on its own takes {} ({}x; {})",
+                                    sweep_end, duration_text(last.latency), last.name, duration_text(memory_ns),
+                                    num(memory_ns / last.latency, 2), source));
+    } else {
+        notes.push_back(fmt::format("the sweep ends at {}: its last level ({}) is memory, as a load from memory measured "
+                                    "on its own takes {} ({}; less than {}x the level: TLB misses add page walks at "
+                                    "the larger size)",
+                                    sweep_end, duration_text(last.latency), duration_text(memory_ns), source,
+                                    num(cache_below_memory_ratio, 2)));
+    }
+}
+
 LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progress, const std::string& pin_note) {
     // The sizes first: a range with no size in it is a usage error, found before anything is allocated or timed.
     const std::vector<std::vector<std::uint64_t>> grids = latency_grids(o);
@@ -434,6 +461,11 @@ void write_latency_json(pmc::JsonWriter& json, const LatencyResult& r, const Mac
     for (const auto& n : r.regimes.notes) json.value(n);
     json.end_array();
     json.end_object();
+    if (r.memory_apart_ns > 0) {
+        json.key("memory_measured_apart").begin_object();
+        json.field("latency_ns", r.memory_apart_ns).field("source", r.memory_apart_source);
+        json.end_object();
+    }
     json.field("seconds", r.seconds);
     json.end_object();
 }
@@ -454,9 +486,9 @@ std::vector<RegimeRow> regime_rows(const Regimes& regimes, const MachineFacts& m
         } else {
             row.boundary = l.name == "memory" ? "(beyond the caches)" : "-";
         }
-        row.latency = fmt::format("{:.3g} ns", l.latency);
-        row.range = fmt::format("{:.3g}..{:.3g} ns, {}..{}", l.latency_low, l.latency_high, size_label(l.first_size),
-                                size_label(l.last_size));
+        row.latency = duration_text(l.latency);
+        row.range = fmt::format("{}..{} ns, {}..{}", num(l.latency_low, 3), num(l.latency_high, 3),
+                                size_label(l.first_size), size_label(l.last_size));
         if (const ReportedCache* c = reported_for(l, m))
             row.reported = c->name + " " + size_text(static_cast<double>(c->bytes)) + " (" + c->source + ")";
         else
@@ -474,8 +506,8 @@ std::string regimes_text(const Regimes& regimes, const MachineFacts& m) {
         out += fmt::format("{:<7} {:<11} {:<14} {:<9} {:<32} {}\n", row.level, row.boundary, row.bracket, row.latency,
                            row.range, row.reported);
     for (const auto& s : regimes.minor_steps)
-        out += fmt::format("minor step (not a new level): x{:.2f} ({:.3g} -> {:.3g} ns) near {} (between {} and {})\n",
-                           s.ratio(), s.latency_from, s.latency_to, size_text(s.size), size_label(s.below),
+        out += fmt::format("minor step (not a new level): x{:.2f} ({} -> {}) near {} (between {} and {})\n",
+                           s.ratio(), duration_text(s.latency_from), duration_text(s.latency_to), size_text(s.size), size_label(s.below),
                            size_label(s.above));
     for (const auto& n : regimes.notes) out += "note: " + n + "\n";
     return out;

@@ -70,6 +70,9 @@ struct LatencyResult {
     std::string wall_note;
     std::string cycles_note;
     double seconds = 0;
+    /// A load from memory measured on its own beside a short sweep (compare_with_memory), for the figure; 0: none.
+    double memory_apart_ns = 0;
+    std::string memory_apart_source;
 };
 
 /// The sizes each chain measures (options.chains, in order). Throws UsageError for --min 0, --max below --min,
@@ -109,5 +112,16 @@ constexpr std::uint64_t memory_sweep_bytes = 64ull << 20;
 /// the last cache of today's CPUs); otherwise nullptr (a short sweep's last level may be a cache that did not
 /// overflow: measure the memory latency on its own, as measure_memory_latency does).
 const Level* main_memory_level(const Regimes& regimes);
+
+/// A short sweep's last level is memory only if a load from memory, measured on its own, is not much slower: more
+/// than this many times faster, it is a cache that did not overflow. On our VMs a cache level sits 6x or more
+/// below memory (L3 14-17 ns, memory 100-180 ns), while memory itself cost 2.5-3.1x more at 256 MiB than at
+/// 4-8 MiB, as TLB misses add page walks (nested ones in a VM): 5 lies between.
+constexpr double cache_below_memory_ratio = 5;
+/// Names a short sweep's last level from `memory_ns` (a load from memory measured on its own, as
+/// measure_memory_latency does; `source` says how): "L<n>" when it is a cache by the ratio above, else it stays
+/// "memory"; the regimes' note says which and why, and `r` keeps the figure for the plot. A sweep that went past
+/// memory_sweep_bytes, or whose last level is not called memory, keeps its names.
+void compare_with_memory(LatencyResult& r, double memory_ns, const std::string& source);
 
 } // namespace pmc_mem

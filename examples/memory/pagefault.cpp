@@ -497,14 +497,6 @@ void write_pagefault_json(pmc::JsonWriter& json, const PagefaultResult& r, const
     json.end_object();
 }
 
-namespace {
-std::string duration_text(double ns) {
-    if (ns >= 1e6) return fmt::format("{:.3g} ms", ns / 1e6);
-    if (ns >= 1e3) return fmt::format("{:.3g} us", ns / 1e3);
-    return fmt::format("{:.3g} ns", ns);
-}
-} // namespace
-
 std::string pagefault_text(const PagefaultResult& r) {
     std::string out = "file: " + r.fs.text() + "\n";
     out += fmt::format("{:<10} {:>11} {:>11} {:>11} {:>14} {:>10} {:>10}  {}\n", "case", "per fault", "per page",
@@ -520,7 +512,7 @@ std::string pagefault_text(const PagefaultResult& r) {
                            duration_text(f.touch_p90_ns));
     }
     out += fmt::format("each row is one run of {}: the median run by time per fault\n", r.options.runs);
-    out += fmt::format("memory load latency for the comparison: {:.3g} ns ({})\n", r.memory_latency_ns,
+    out += fmt::format("memory load latency for the comparison: {} ({})\n", duration_text(r.memory_latency_ns),
                        r.memory_latency_source);
     for (const auto& c : r.cases) out += "check " + c.name + ": " + c.check + "\n";
     for (const auto& n : r.notes) out += "note: " + n + "\n";

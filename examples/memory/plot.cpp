@@ -94,8 +94,11 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
         }
     if (xmax == 0) return PlotOutcome{false, {}, "no data to plot"};
     const double x0 = xmin / 1.25, x1 = xmax * 1.25;
-    const double y0 = std::pow(10, std::floor(std::log10(ymin / 1.2) * 2) / 2);
-    const double y1 = ymax * 2.6;
+    const double y1 = std::max(ymax, r.memory_apart_ns) * 2.6;
+    // The lowest point at least 15 % up the log axis: the strip under it holds the red cache-size labels (at graph
+    // 0.035), which would otherwise be drawn over the L1 plateau.
+    const double lowest_bottom = std::exp((std::log(ymin) - 0.15 * std::log(y1)) / 0.85);
+    const double y0 = std::pow(10, std::floor(std::log10(std::min(ymin / 1.2, lowest_bottom)) * 2) / 2);
 
     std::string s;
     const std::string chip = m.cpu_model.empty() ? "this CPU" : m.cpu_model;
@@ -109,7 +112,7 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
     s += "set logscale x 2\nset logscale y 10\n";
     s += fmt::format("set xrange [{}:{}]\nset yrange [{}:{}]\n", x0, x1, y0, y1);
     s += "set xtics " + size_tics(xmin, xmax) + " font \",9\"\n";
-    s += "set ytics (\"0.5\" 0.5, \"1\" 1, \"2\" 2, \"5\" 5, \"10\" 10, \"20\" 20, \"50\" 50, \"100\" 100, \"200\" "
+    s += "set ytics (\"0.1\" 0.1, \"0.2\" 0.2, \"0.5\" 0.5, \"1\" 1, \"2\" 2, \"5\" 5, \"10\" 10, \"20\" 20, \"50\" 50, \"100\" 100, \"200\" "
          "200, \"500\" 500, \"1000\" 1000, \"2000\" 2000)\n";
     s += "set grid xtics ytics lc rgb \"#e4e4e4\" lt 1\n";
     s += "set xlabel \"working set (bytes, log scale)\"\nset ylabel \"ns per load (log scale)\"\n";
@@ -127,7 +130,7 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
                          obj++, from, to, band_colors[i % 6]);
         const double mid = std::sqrt(std::max(from, xmin) * std::min(to, xmax));
         s += fmt::format("set label {} at {},{} center font \",11\"\n",
-                         gp_string(levels[i].name + "\n" + fmt::format("{:.3g} ns", levels[i].latency)), mid,
+                         gp_string(levels[i].name + "\n" + duration_text(levels[i].latency)), mid,
                          levels[i].latency_high * 1.75);
         if (levels[i].boundary) {
             const double b = levels[i].boundary->size;
@@ -173,6 +176,12 @@ PlotOutcome plot_latency(const std::string& dir, const LatencyResult& r, const M
             add("'' every ::1 using 2:" + filter + "8 : NaN) with points pt 1 ps 0.6 lc rgb \"#6c8ebf\" title "
                 "\"random chain, median of all runs\"");
     }
+    // A load from memory measured on its own beside a short sweep: the level the report compares with (a line
+    // across, named in the key, where no label can cover the data or the boundaries' labels).
+    if (r.memory_apart_ns > 0)
+        add(fmt::format("{} with lines dt 3 lw 1.5 lc rgb \"#8e44ad\" title {}", r.memory_apart_ns,
+                        gp_string("a load from memory measured on its own: " + duration_text(r.memory_apart_ns) + " (" +
+                                  r.memory_apart_source.substr(0, r.memory_apart_source.find(',')) + ")")));
     s += plots + "\n";
     return draw(dir, "latency", s);
 }

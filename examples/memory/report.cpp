@@ -76,10 +76,39 @@ int report_exception(const char* program) {
 
 namespace {
 
-std::string ns_text(double ns) {
-    if (ns >= 1e6) return fmt::format("{:.3g} ms", ns / 1e6);
-    if (ns >= 1e3) return fmt::format("{:.3g} µs", ns / 1e3);
-    return fmt::format("{:.3g} ns", ns);
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+/// The figure `name`.png embedded where it was drawn; where only its script was written, how to draw it.
+std::string figure_markdown(const SummaryInput& in, const std::string& name, const std::string& alt) {
+    auto wrote = [&](const std::string& file) {
+        return std::any_of(in.files.begin(), in.files.end(), [&](const std::string& f) { return base_name(f) == file; });
+    };
+    if (wrote(name + ".png")) return "![" + alt + "](" + name + ".png)\n\n";
+    if (wrote(name + ".gp"))
+        return "(No figure was drawn: see the notes below. `gnuplot " + name + ".gp` in this folder draws it from " +
+               name + ".csv.)\n\n";
+    return "";
+}
+
+/// The "Files" section: what this run wrote, with what each holds.
+std::string files_markdown(const std::vector<std::string>& files) {
+    auto what = [](const std::string& f) -> std::string {
+        const std::string ext = f.substr(f.rfind('.') + 1);
+        const std::string stem = f.substr(0, f.rfind('.'));
+        if (f == "latency.csv" || f == "latency.json") return "every point: min, median, max of the runs; the regimes";
+        if (ext == "csv" || ext == "json") return "the " + stem + " data";
+        if (ext == "png" || ext == "svg") return "the figure";
+        if (ext == "gp") return "the gnuplot script of the figure: run `gnuplot " + f + "` here to redraw it";
+        if (f == "summary.md") return "this page";
+        return "";
+    };
+    std::string s;
+    for (const auto& path : files) {
+        const std::string f = base_name(path);
+        const std::string w = what(f);
+        s += "- `" + f + "`" + (w.empty() ? "" : ": " + w) + "\n";
+    }
+    return s;
 }
 
 const LatencyCurve* curve_of(const LatencyResult& r, Chain c) {
@@ -109,7 +138,7 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
     s += "`" + in.command + "` took " + fmt::format("{:.0f}", in.seconds) + " s. " + machine_text(m) + "\n\n";
 
     if (const LatencyResult* l = in.latency) {
-        s += "## Load latency and the levels found in it\n\n![load latency](latency.png)\n\n";
+        s += "## Load latency and the levels found in it\n\n" + figure_markdown(in, "latency", "load latency");
         s += fmt::format("Back-to-back dependent loads (`p = *p`, 100 per loop iteration) through a circular chain "
                          "with one element every {} bytes, over working sets from {} to {}, timed in {} runs of about {} ms "
                          "per size (short, so that most runs miss the periodic interruptions of a VM) spread over {} "
@@ -127,27 +156,29 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
              "for comparison only.\n\n";
         s += regimes_markdown(l->regimes, m) + "\n";
         for (const auto& st : l->regimes.minor_steps)
-            s += fmt::format("- Minor step inside a level (not a new level, ratio below 1.5): ×{:.2f} ({:.3g} → "
-                             "{:.3g} ns) near {}, between the measured sizes {} and {}.\n",
-                             st.ratio(), st.latency_from, st.latency_to, size_text(st.size), size_label(st.below),
+            s += fmt::format("- Minor step inside a level (not a new level, ratio below 1.5): ×{:.2f} ({} → "
+                             "{}) near {}, between the measured sizes {} and {}.\n",
+                             st.ratio(), duration_text(st.latency_from), duration_text(st.latency_to), size_text(st.size), size_label(st.below),
                              size_label(st.above));
         for (const auto& n : l->regimes.notes) s += "- Note: " + n + ".\n";
-        s += fmt::format("- Loop overhead: an empty loop with the same trip count costs {:.4f} ns per load, {:.2g} % "
-                         "of an L1 hit through a one-element chain ({:.3g} ns): not subtracted.\n",
-                         l->loop_ns_per_load, 100 * l->loop_ns_per_load / l->l1_ns_per_load, l->l1_ns_per_load);
+        s += fmt::format("- Loop overhead: an empty loop with the same trip count costs {:.4f} ns per load, {} % "
+                         "of an L1 hit through a one-element chain ({}): not subtracted.\n",
+                         l->loop_ns_per_load, num(100 * l->loop_ns_per_load / l->l1_ns_per_load, 2),
+                         duration_text(l->l1_ns_per_load));
         const LatencyCurve* fwd = curve_of(*l, Chain::forward);
         const LatencyCurve* rnd = curve_of(*l, Chain::random);
         if (fwd && rnd && !fwd->points.empty() && !rnd->points.empty())
             s += fmt::format("- The forward chain (lmbench3's `lat_mem_rd` pattern, which prefetchers follow) costs "
-                             "{:.3g} ns per load at {} where the random chain costs {:.3g} ns: sequential "
+                             "{} per load at {} where the random chain costs {}: sequential "
                              "strides measure the prefetcher, not the latency.\n",
-                             fwd->points.back().latency_ns(),
-                             size_label(static_cast<double>(fwd->points.back().size)), rnd->points.back().latency_ns());
+                             duration_text(fwd->points.back().latency_ns()),
+                             size_label(static_cast<double>(fwd->points.back().size)),
+                             duration_text(rnd->points.back().latency_ns()));
         s += "\n";
     }
 
     if (const BandwidthResult* b = in.bandwidth) {
-        s += "## Bandwidth\n\n![bandwidth](bandwidth.png)\n\n";
+        s += "## Bandwidth\n\n" + figure_markdown(in, "bandwidth", "bandwidth");
         s += fmt::format("One thread, {} runs of about {} ms per kernel and size, the best run shown (the median "
                          "is in bandwidth.csv). GB/s = 10⁹ bytes counted per second. Bytes counted per pass over a "
                          "working set of W bytes: read W, write W, read-modify-write 2W, copy W (W/2 read + W/2 "
@@ -175,27 +206,23 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
              "fault" + (p->options.runs % 2 ? "" : " (of an even number, the faster middle one)") + ".\n\n";
         s += pagefault_markdown(*p) + "\n";
         for (const auto& c : p->cases) s += "- **" + c.name + "**: " + c.description + ". Check: " + c.check + ".\n";
-        s += fmt::format("- A load from memory for the comparison: {:.3g} ns ({}). Each touch is timed with "
+        s += fmt::format("- A load from memory for the comparison: {} ({}). Each touch is timed with "
                          "pmc's wall-time (an empty interval costs {:.0f} ns, included).\n",
-                         p->memory_latency_ns, p->memory_latency_source, p->timer_ns);
+                         duration_text(p->memory_latency_ns), p->memory_latency_source, p->timer_ns);
         for (const auto& c : p->cases)
             if (c.name == "major")
                 s += fmt::format("- So one major fault costs as much as {:.0f} dependent loads from memory; per "
                                  "byte, a page read by a fault costs {}, a 64-byte line loaded from memory {} per "
                                  "byte.\n",
                                  c.median_ns_per_fault() / p->memory_latency_ns,
-                                 ns_text(c.median_ns_per_page() / static_cast<double>(p->page_size)),
-                                 ns_text(p->memory_latency_ns / 64));
+                                 duration_text(c.median_ns_per_page() / static_cast<double>(p->page_size)),
+                                 duration_text(p->memory_latency_ns / 64));
         for (const auto& n : p->notes) s += "- Note: " + n + ".\n";
         s += "\n";
     }
 
     for (const auto& n : in.notes) s += "- " + n + "\n";
-    s += "\n## Files\n\n";
-    s += "latency.csv / .json (every point: min, median, max of the runs; the regimes), bandwidth.csv / .json, "
-         "pagefault.csv / .json, the figures latency.png / .svg and bandwidth.png / .svg, and the gnuplot scripts "
-         "that drew them (latency.gp, bandwidth.gp: run `gnuplot latency.gp` here to redraw). How each experiment "
-         "works: docs/memory.md in pmc's source.\n";
+    s += "\n## Files\n\n" + files_markdown(in.files) + "\nHow each experiment works: docs/memory.md in pmc's source.\n";
     return s;
 }
 

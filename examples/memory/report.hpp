@@ -45,6 +45,7 @@ struct SummaryInput {
     const PagefaultResult* pagefault = nullptr;
     const AllCpuBandwidth* all_cpus = nullptr;
     std::vector<std::string> notes;
+    std::vector<std::string> files; ///< what was written into the report folder: only these are shown or listed
 };
 
 /// summary.md: the found regimes, bandwidth per level, page-fault costs, and how they were measured.

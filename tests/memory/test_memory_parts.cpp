@@ -1,7 +1,8 @@
 // The pure parts of the memory experiments: sizes and their labels, the size grid, the command-line reader,
 // statistics, the pointer chains (one cycle through every element), the chase, every bandwidth kernel (each pass
 // touches every word), bandwidth per level, the CSV layout, empty sweeps, the sweeps a latency run reports, when
-// the latency curve's last level is main memory, the page-fault tables (one run per row), the reported caches.
+// the latency curve's last level is main memory, and what a short sweep's last level is, the page-fault tables (one
+// run per row), the reported caches, numbers without exponents.
 #include "catch.hpp"
 
 #include "bandwidth.hpp"
@@ -380,4 +381,68 @@ TEST_CASE("the reported caches: one entry per cache") {
     const MachineFacts m = machine_facts();
     std::set<std::string> names;
     for (const auto& c : m.caches) CHECK(names.insert(c.name).second);
+}
+
+TEST_CASE("a short sweep's last level is named by a load from memory measured on its own") {
+    // pmc-memory --quick stops at 8 MiB. On a Zen 5 VM its last plateau was the L3 (16.2 ns) and the detector
+    // called it memory while the same report measured memory at 148 ns.
+    auto quick = [](double last_latency) {
+        LatencyResult r;
+        r.options.max_size = 8u << 20;
+        Level l1, l2, last;
+        l1.name = "L1";
+        l1.latency = 1.1;
+        l2.name = "L2";
+        l2.latency = 3.8;
+        last.name = "memory";
+        last.first_size = 2 << 20;
+        last.last_size = 8 << 20;
+        last.latency = last_latency;
+        r.regimes.levels = {l1, l2, last};
+        r.regimes.notes = {"the sweep ends at 8 MiB: the level called memory may be a cache that did not overflow"};
+        return r;
+    };
+    LatencyResult l3 = quick(16.2);
+    compare_with_memory(l3, 148, "random pointer chain over 256 MiB");
+    CHECK(l3.regimes.levels.back().name == "L3");
+    CHECK(memory_level(l3.regimes) == nullptr);
+    REQUIRE(l3.regimes.notes.size() == 1); // the question replaced by its answer
+    CHECK_THAT(l3.regimes.notes[0], ContainsSubstring("148 ns"));
+    CHECK(l3.memory_apart_ns == 148);
+    // Memory at 8 MiB (few TLB misses) is slower at 256 MiB, but not like a cache: it stays memory.
+    LatencyResult mem = quick(127);
+    compare_with_memory(mem, 398, "random pointer chain over 256 MiB");
+    CHECK(mem.regimes.levels.back().name == "memory");
+    CHECK_THAT(mem.regimes.notes.back(), ContainsSubstring("is memory"));
+    // A sweep past 64 MiB keeps its names.
+    LatencyResult full = quick(16.2);
+    full.regimes.levels.back().last_size = 256.0 * 1024 * 1024;
+    compare_with_memory(full, 148, "x");
+    CHECK(full.regimes.levels.back().name == "memory");
+}
+
+TEST_CASE("numbers in the reports never print with an exponent") {
+    CHECK(num(999.7, 3) == "1000");
+    CHECK(num(9999.7, 4) == "10000");
+    CHECK(num(0.0903, 3) == "0.0903");
+    CHECK(num(23.0, 3) == "23");
+    CHECK(duration_text(999.7) == "1 us");
+    CHECK(duration_text(1234567) == "1.23 ms");
+    CHECK(duration_text(80) == "80 ns");
+    // The table cell that printed "1e+03 ns": a zero-page fault of 999.7 ns.
+    PagefaultResult r;
+    r.memory_latency_ns = 100;
+    r.page_size = 4096;
+    r.options.runs = 1;
+    FaultCase c;
+    c.name = "zero-page";
+    FaultRun f = fault_run(0.9997, 1000);
+    f.minor_faults = f.major_faults;
+    f.major_faults = 0;
+    f.touch_p10_ns = f.touch_p90_ns = f.touch_median_ns;
+    c.runs = {f};
+    r.cases.push_back(c);
+    CHECK_THAT(pagefault_markdown(r), !ContainsSubstring("e+"));
+    CHECK_THAT(pagefault_markdown(r), ContainsSubstring("| zero-page | 1 us | 1 us |"));
+    CHECK_THAT(pagefault_text(r), !ContainsSubstring("e+"));
 }
