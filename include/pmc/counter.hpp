@@ -8,15 +8,16 @@
 // How a read works. At open pmc calls perf_event_open (this thread, any CPU) and maps the event's control page.
 // If the page says user-space rdpmc is allowed (cap_user_rdpmc) and the event sits on a hardware counter
 // (index != 0), pmc caches the counter number, the offset and the counter width under the page's seqlock. A read
-// is then: check the owner thread, fence, rdpmc, compare the page's lock word with the cached one, sign-extend
-// the raw value by the page's pmc_width and add the cached offset. The kernel rewrites the page, bumping the lock,
-// whenever it schedules the event in again, possibly on another counter or with a new offset (after a context
-// switch, multiplexing, or a counter overflow). A changed lock sends the read to a cold path that re-reads the
-// page under the seqlock, re-caches it and returns that consistent value; if the event is not on a counter at that
-// moment (index 0) it is read with read(). So the common read costs one extra load and compare over a bare rdpmc,
-// and a moved event is never read from its old counter. The reading is the kernel's 64-bit count, so intervals
-// are plain differences modulo 2^64; counter wrap-around within pmc_width bits is absorbed by the sign extension
-// plus the offset the kernel adjusts on overflow (see tests/emulated).
+// is then: check the owner thread, compare the page's lock word with the cached one, fence, rdpmc, compare the
+// lock word again, sign-extend the raw value by the page's pmc_width and add the cached offset. The kernel
+// rewrites the page, bumping the lock, whenever it schedules the event in again, possibly on another counter or
+// with a new offset (after a context switch, multiplexing, or a counter overflow). A changed lock sends the read
+// to a cold path that re-reads the page under the seqlock, re-caches it and returns that consistent value; if the
+// event is not on a counter at that moment (index 0) it is read with read(). So the common read costs two loads
+// and compares of one word over a bare rdpmc, and rdpmc runs only with a counter number that the page published
+// and has not changed since (never counter "index 0 - 1": on arm64 that read traps). The reading is the kernel's
+// 64-bit count, so intervals are plain differences modulo 2^64; counter wrap-around within pmc_width bits is
+// absorbed by the sign extension plus the offset the kernel adjusts on overflow (see tests/emulated).
 //
 // Events the kernel does not put on a user-readable counter (software events, msr/tsc/, or rdpmc disabled) are
 // read with read(2). "wall-time" and "tsc" are read with rdtsc and never enter the kernel.
@@ -38,6 +39,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -149,9 +151,69 @@ struct OpenOptions {
     pid_t pid = 0;
     /// Start counting when the counted process next calls exec (with `pid`: the command pmc count starts).
     bool enable_on_exec = false;
+    /// perf's fallback for a user the kernel does not let count kernel mode (perf_event_paranoid above 1 without
+    /// CAP_PERFMON, the kernel's default for non-root users): an event whose string chose no mode (no u, k or h
+    /// modifier) is opened again with exclude_kernel=1 and exclude_hv=1, counting user mode only, as perf does
+    /// (perf then shows it as 'page-faults:u': see name_as_opened()); notes() says so. false: fail instead.
+    bool exclude_kernel_fallback = true;
     /// Where the PMUs are described (tests point this at a fake tree).
     std::string sysfs_root{default_sysfs_root};
 };
+
+/// Whether perf's exclude_kernel fallback may apply to `attr`, the attr of `spec` about to be opened: it counts
+/// kernel mode and the string chose no mode. An explicit mode ('page-faults:k', ':uk') is kept, and refused.
+inline bool kernel_fallback_applies(const EventSpec& spec, const perf_event_attr& attr) {
+    return !attr.exclude_kernel && !attr.exclude_user && spec.modifiers.find_first_of("ukh") == std::string::npos;
+}
+
+/// `attr` as perf opens it again after the kernel refused kernel-mode counting: user mode only.
+inline perf_event_attr without_kernel_mode(perf_event_attr attr) {
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    return attr;
+}
+
+/// The name perf shows for `spec` opened as `opened`: spec.name, plus perf's 'u' suffix when the exclude_kernel
+/// fallback made it count user mode only ("page-faults:u"; just "u" after a name with a ':' or '/', as perf
+/// writes "cpu/event=0x3c/u").
+inline std::string name_as_opened(const EventSpec& spec, const perf_event_attr& opened) {
+    if (!opened.exclude_kernel || !kernel_fallback_applies(spec, spec.attr)) return spec.name;
+    return spec.name + (spec.name.find_first_of(":/") == std::string::npos ? ":u" : "u");
+}
+
+namespace detail {
+/// perf applies the fallback only when perf_event_paranoid is above 1 (or unreadable): at 1 and below the kernel
+/// refuses for another reason (a security policy), which user-mode counting does not get around.
+inline bool paranoid_allows_kernel_fallback() {
+    const auto level = perf_event_paranoid();
+    return !level || *level > 1;
+}
+} // namespace detail
+
+/// Whether this process may count kernel mode of its own threads. false where the kernel refuses (a software event
+/// that counts kernel mode fails to open with EACCES or EPERM): pmc and perf then open events that chose no mode in
+/// user mode only. One perf_event_open, closed at once.
+inline bool kernel_counting_allowed() {
+    perf_event_attr probe{};
+    probe.size = sizeof probe;
+    probe.type = PERF_TYPE_SOFTWARE;
+    probe.config = PERF_COUNT_SW_DUMMY;
+    probe.disabled = 1;
+    const int fd = detail::system_calls().perf_event_open(&probe, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd >= 0) {
+        detail::FileDescriptor close_it(fd);
+        return true;
+    }
+    return errno != EACCES && errno != EPERM;
+}
+
+/// The attr perf stat ends up opening for `spec` as this user: `attr`, or with perf's exclude_kernel fallback
+/// where it applies (see OpenOptions::exclude_kernel_fallback) and this user may not count kernel mode.
+inline perf_event_attr as_this_user_opens_it(const EventSpec& spec, const perf_event_attr& attr) {
+    if (kernel_fallback_applies(spec, attr) && detail::paranoid_allows_kernel_fallback() && !kernel_counting_allowed())
+        return without_kernel_mode(attr);
+    return attr;
+}
 
 namespace detail {
 
@@ -185,7 +247,8 @@ struct RdpmcCache {
     }
 };
 
-/// Everything a counter holds. The first 64 bytes are all that the rdpmc and wall-time reads touch.
+/// Everything a counter holds. The first 64 bytes are all that the rdpmc read touches; wall-time also reads
+/// time_ticks, just past them.
 struct CounterCore {
     ReadPath path = ReadPath::syscall;
     std::uint32_t time_shift = 0;          ///< wall-time: ns = time_zero + (ticks * time_mult) >> time_shift
@@ -194,6 +257,7 @@ struct CounterCore {
     std::uint64_t fast_owner = UINT64_MAX; ///< `owner` while an rdpmc fast path may run, else never matches:
                                            ///< one compare checks both the thread and the path
     RdpmcCache a;                          ///< the counter (for a difference: the event subtracted from)
+    ShortTicks time_ticks;                 ///< wall-time: a narrower-than-64-bit timer's wrap (identity on x86)
     std::uint64_t owner = UINT64_MAX;      ///< opener's thread token; never matches when closed or moved from
     RdpmcCache b;                          ///< difference counters: the subtracted event
 
@@ -211,6 +275,7 @@ struct CounterCore {
         time_shift = o.time_shift;
         time_mult = o.time_mult;
         time_zero = o.time_zero;
+        time_ticks = o.time_ticks;
         fast_owner = std::exchange(o.fast_owner, UINT64_MAX);
         a = std::exchange(o.a, RdpmcCache{});
         owner = std::exchange(o.owner, UINT64_MAX);
@@ -357,17 +422,45 @@ BOOST_NOINLINE PMC_COLD inline std::uint64_t read_off_fast_path(CounterCore& c) 
     return read_slow(c);
 }
 
+/// AArch64: why user-space counter reads are off system-wide, or nothing. The kernel then still sets
+/// cap_user_rdpmc for an event that asks (config1 bit 1) but publishes index 0, and an mrs of a counter traps.
+inline std::optional<std::string> user_counter_access_off(std::string_view proc_root = "/proc") {
+    if (!PMC_ARCH_AARCH64) return std::nullopt;
+    const auto value = read_file(std::string(proc_root) + "/sys/kernel/perf_user_access");
+    if (!value)
+        return std::string("read with read(): this kernel has no kernel.perf_user_access (Linux 5.17+ lets user "
+                           "space read Arm PMU counters)");
+    if (trim(*value) != "0") return std::nullopt;
+    return std::string("read with read(): kernel.perf_user_access is 0, so user-space counter reads (mrs) are off; "
+                       "enable them with: sudo sysctl kernel.perf_user_access=1");
+}
+
 inline bool may_use_rdpmc(const perf_event_attr& attr) {
     return has_user_counters && attr.type != PERF_TYPE_SOFTWARE && attr.type != PERF_TYPE_TRACEPOINT &&
            attr.type != PERF_TYPE_BREAKPOINT;
 }
 
-inline std::string rdpmc_setting_hint(const EventSpec& spec) {
-    std::string pmu = spec.pmu.empty() ? "cpu" : spec.pmu;
-    std::string path = std::string(default_sysfs_root) + "/" + pmu + "/rdpmc";
-    auto value = read_file(path);
-    std::string hint = path + (value ? " is " + std::string(trim(*value)) : " cannot be read");
-    return hint + " (0: rdpmc off, 1: on while mmapped, 2: always); enable with: echo 1 | sudo tee " + path;
+/// Why an event is kept from user-space rdpmc and what setting governs it, naming only files that exist.
+inline std::string rdpmc_setting_hint(const EventSpec& spec, std::string_view sysfs_root = default_sysfs_root) {
+    if (!spec.core_pmu)
+        return (spec.pmu.empty() ? std::string("this event") : "the " + spec.pmu + " PMU") +
+               " is not counted on the CPU's core PMU counters, the only ones rdpmc reads: read() is the way to read "
+               "it, whatever the settings";
+    std::string hint;
+    for (const auto& pmu : pmu_names(sysfs_root)) {
+        if (pmu != "cpu" && pmu != "cpu_core" && pmu != "cpu_atom") continue;
+        const std::string path = std::string(sysfs_root) + "/" + pmu + "/rdpmc";
+        const auto value = read_file(path);
+        if (!value) continue;
+        const std::string v(trim(*value));
+        hint += (hint.empty() ? "" : "; ") + path + " is " + v + " (0: rdpmc off, 1: on while mmapped, 2: always)";
+        if (v == "0") hint += "; enable with: echo 1 | sudo tee " + path;
+    }
+    if (!hint.empty()) return hint;
+    if (PMC_ARCH_AARCH64)
+        return "Arm PMU counters are readable in user space only with: sudo sysctl kernel.perf_user_access=1";
+    return "the CPU's PMU in " + std::string(sysfs_root) + " has no rdpmc setting: the kernel does not offer rdpmc "
+           "for it";
 }
 
 /// Fills `cache` from a control page if the page allows user rdpmc with a width pmc trusts. `allowed` says whether
@@ -396,7 +489,8 @@ inline std::optional<Failure> attach_page(const std::string& name, RdpmcCache& c
 }
 
 /// Chooses the read path once the pages are attached: rdpmc only when every page allows it.
-inline void choose_rdpmc_path(CounterCore& c, bool allowed, bool difference) {
+inline void choose_rdpmc_path(CounterCore& c, bool allowed, bool difference,
+                              std::string_view sysfs_root = default_sysfs_root) {
     if (allowed) {
         c.path = difference ? ReadPath::rdpmc_difference : ReadPath::rdpmc;
         c.info->notes.push_back(std::string("read in user space with ") + (difference ? "two rdpmc" : "rdpmc") +
@@ -404,23 +498,56 @@ inline void choose_rdpmc_path(CounterCore& c, bool allowed, bool difference) {
     } else {
         c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
         c.info->notes.push_back("read with read(): the kernel does not allow user-space rdpmc for this event "
-                                "(cap_user_rdpmc = 0); " + rdpmc_setting_hint(c.info->spec));
+                                "(cap_user_rdpmc = 0); " + rdpmc_setting_hint(c.info->spec, sysfs_root));
     }
+}
+
+/// What notes() says when perf's exclude_kernel fallback opened `spec` as `attr`.
+inline std::string kernel_fallback_note(const EventSpec& spec, const perf_event_attr& attr) {
+    const auto level = perf_event_paranoid();
+    std::string note = "'" + spec.text + "' opened with exclude_kernel=1 as perf does (perf_event_paranoid " +
+                       (level ? std::to_string(*level) : std::string("unreadable")) +
+                       ": this user may not count kernel mode): it counts user mode only, as perf's '" +
+                       name_as_opened(spec, attr) + "'";
+    // The scheduler's events happen in kernel mode only: perf, too, shows 0 for cs:u.
+    if (attr.type == PERF_TYPE_SOFTWARE &&
+        (attr.config == PERF_COUNT_SW_CONTEXT_SWITCHES || attr.config == PERF_COUNT_SW_CPU_MIGRATIONS ||
+         attr.config == 11 /* PERF_COUNT_SW_CGROUP_SWITCHES */))
+        note += ", which for this event is always 0 (it happens in kernel mode)";
+    return note + ". To count every mode: CAP_PERFMON, or sudo sysctl kernel.perf_event_paranoid=1; "
+                  "OpenOptions::exclude_kernel_fallback = false fails instead";
 }
 
 /// perf_event_open with perf's own fallbacks, explaining the final failure. A group leader is opened disabled
 /// (`start_disabled`) and enabled with enable_group() once its members are in: the kernel does not schedule a
-/// member added to a running leader until the thread is next scheduled in.
+/// member added to a running leader until the thread is next scheduled in. `kernel_fallback`: perf's retry in user
+/// mode only when the kernel refuses kernel-mode counting (OpenOptions::exclude_kernel_fallback).
 inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr& attr, int group_fd,
                                          std::vector<std::string>& notes, bool start_disabled = false,
-                                         pid_t pid = 0) {
+                                         pid_t pid = 0, bool kernel_fallback = true) {
     attr.size = sizeof attr;
     attr.disabled = start_disabled;
     if (spec.precise_max) attr.precise_ip = 3;
+    std::optional<perf_event_attr> refused; // the attr the kernel refused kernel-mode counting for, once retried
+    int refused_err = 0;
     for (;;) {
         int fd = system_calls().perf_event_open(&attr, pid, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
-        if (fd >= 0) return FileDescriptor(fd);
+        if (fd >= 0) {
+            if (refused) {
+                std::string note = kernel_fallback_note(spec, attr);
+                if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(std::move(note));
+            }
+            return FileDescriptor(fd);
+        }
         const int err = errno;
+        // perf's fallback (evsel__fallback): where the paranoid level refuses kernel mode, count user mode only.
+        if ((err == EACCES || err == EPERM) && kernel_fallback && !refused && kernel_fallback_applies(spec, attr) &&
+            paranoid_allows_kernel_fallback()) {
+            refused = attr;
+            refused_err = err;
+            attr = without_kernel_mode(attr);
+            continue;
+        }
         if ((err == EINVAL || err == EOPNOTSUPP) && spec.precise_max && attr.precise_ip > 0) {
             --attr.precise_ip;
             continue;
@@ -432,7 +559,19 @@ inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr&
                             "does");
             continue;
         }
-        return explain_open_failure(err, spec, attr);
+        if (refused && (err == EINVAL || err == EOPNOTSUPP)) {
+            // The PMU cannot count user mode alone (msr, uncore): the first refusal is the one to explain.
+            Failure f = explain_open_failure(refused_err, spec, *refused);
+            f.message += std::string("\n(pmc retried with exclude_kernel=1, user mode only, as perf does; this PMU "
+                                     "refused that with ") + errno_name(err) + ": it cannot count user mode alone, "
+                         "so ':u' does not help either.)";
+            return f;
+        }
+        Failure f = explain_open_failure(err, spec, attr);
+        if (refused && (err == EACCES || err == EPERM))
+            f.message += "\n(The kernel refused kernel-mode counting first; pmc retried with exclude_kernel=1, user "
+                         "mode only, as perf does, and was refused again.)";
+        return f;
     }
 }
 
@@ -506,9 +645,11 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         second = on_core_pmu(second, hybrid[1]);
         attr.read_format = second.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
         // As below: opened disabled when enable_on_exec is to start them, on options.pid's process.
-        auto fd = open_event(spec, attr, -1, c.info->notes, options.enable_on_exec, options.pid);
+        auto fd = open_event(spec, attr, -1, c.info->notes, options.enable_on_exec, options.pid,
+                             options.exclude_kernel_fallback);
         if (!fd) return fd.failure();
-        auto fd_b = open_event(spec, second, -1, c.info->notes, options.enable_on_exec, options.pid);
+        auto fd_b = open_event(spec, second, -1, c.info->notes, options.enable_on_exec, options.pid,
+                               options.exclude_kernel_fallback);
         if (!fd_b) return fd_b.failure();
         c.fd = std::move(*fd);
         c.fd_b = std::move(*fd_b);
@@ -527,7 +668,7 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING |
                        (difference ? std::uint64_t{PERF_FORMAT_GROUP} : 0u);
     auto fd = open_event(spec, attr, -1, c.info->notes, /*start_disabled=*/difference || options.enable_on_exec,
-                         options.pid);
+                         options.pid, options.exclude_kernel_fallback);
     if (!fd) return fd.failure();
     c.fd = std::move(*fd);
     c.info->attr = attr;
@@ -536,7 +677,8 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         minus.read_format = attr.read_format;
         EventSpec minus_spec = spec;
         minus_spec.text = spec.text + " (its " + spec.minus_text + " member)";
-        auto fd_b = open_event(minus_spec, minus, c.fd.get(), c.info->notes, false, options.pid);
+        auto fd_b = open_event(minus_spec, minus, c.fd.get(), c.info->notes, false, options.pid,
+                               options.exclude_kernel_fallback);
         if (!fd_b) return fd_b.failure();
         c.fd_b = std::move(*fd_b);
         c.info->minus_attr = minus;
@@ -557,6 +699,9 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
                                                     "counter"
                                                   : "read with read(): no user-space counter access on this "
                                                     "architecture");
+    } else if (auto off = user_counter_access_off()) {
+        c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
+        c.info->notes.push_back(std::move(*off));
     } else {
         auto map = map_control_page(c.fd, spec);
         if (!map) return map.failure();
@@ -573,7 +718,7 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
                                            fixed_width, allowed_b, c.info->width))
                 return std::move(*failure);
         }
-        choose_rdpmc_path(c, allowed && allowed_b, difference);
+        choose_rdpmc_path(c, allowed && allowed_b, difference, options.sysfs_root);
     }
     if (req == Requirement::rdpmc && c.path != ReadPath::rdpmc)
         return make_failure(EOPNOTSUPP, "cannot open counter '" + spec.text + "' for source::rdpmc: " +
@@ -615,11 +760,12 @@ inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, uns
         c.info->notes.push_back("serialized rdtsc, in TSC ticks");
         return c;
     }
-    const TscConversion& conv = tsc_conversion();
+    const TscConversion conv = tsc_conversion();
     c.path = conv.usable ? ReadPath::wall_time : ReadPath::clock;
     c.time_mult = conv.mult;
     c.time_shift = conv.shift;
     c.time_zero = conv.zero;
+    c.time_ticks = conv.ticks;
     c.info->notes.push_back(std::string("nanoseconds from ") + conv.source);
     return c;
 }
@@ -642,7 +788,11 @@ struct CrossThreadRead; // pmc::PerThread's totals
 
 template <class Counter>
 class Interval;
-template <class Counter, class Callback>
+/// ScopedInterval's default failure callback: ignores the failure (on_exit is not called either).
+struct ignore_failure {
+    void operator()(const Failure&) const noexcept {}
+};
+template <class Counter, class Callback, class OnFailure = ignore_failure>
 class ScopedInterval;
 
 /// A counter. Template choices: Serialize (serialize::lfence, mfence, cpuid, none), Source (source::any, rdpmc,
@@ -705,10 +855,17 @@ public:
 
     /// Starts an interval now.
     Interval<BasicCounter> interval() { return Interval<BasicCounter>(*this); }
-    /// Starts an interval that calls `on_exit(elapsed)` when it leaves scope.
+    /// Starts an interval that calls `on_exit(elapsed)` when it leaves scope; if that last read fails, it calls
+    /// `on_failure(const pmc::Failure&)` instead (see ScopedInterval).
     template <class Callback>
     ScopedInterval<BasicCounter, std::decay_t<Callback>> scoped(Callback&& on_exit) {
         return ScopedInterval<BasicCounter, std::decay_t<Callback>>(*this, std::forward<Callback>(on_exit));
+    }
+    template <class Callback, class OnFailure>
+    ScopedInterval<BasicCounter, std::decay_t<Callback>, std::decay_t<OnFailure>> scoped(Callback&& on_exit,
+                                                                                        OnFailure&& on_failure) {
+        return ScopedInterval<BasicCounter, std::decay_t<Callback>, std::decay_t<OnFailure>>(
+            *this, std::forward<Callback>(on_exit), std::forward<OnFailure>(on_failure));
     }
 
     const EventSpec& event() const { return info().spec; }
@@ -737,8 +894,14 @@ private:
         else return cache.shift;
     }
 
+    // The cached counter number is used only while the page still holds the state it was cached from (the same
+    // lock word), checked before the rdpmc as the ABI reads the index before it: a counter that was never on the
+    // hardware, or that the kernel has taken off it, is never read (on arm64 such a read traps). After the rdpmc
+    // the same check catches a move that raced with it.
     BOOST_FORCEINLINE std::uint64_t read_rdpmc() {
         if (BOOST_UNLIKELY(detail::thread_token != core_.fast_owner)) return detail::read_off_fast_path(core_);
+        if (BOOST_UNLIKELY(detail::load_once(core_.a.page->lock) != core_.a.seq))
+            return detail::refresh_rdpmc<Serialize>(core_);
         Serialize::before();
         const std::uint64_t raw = detail::rdpmc(core_.a.index);
         if (BOOST_UNLIKELY(detail::load_once(core_.a.page->lock) != core_.a.seq))
@@ -749,14 +912,18 @@ private:
     // instructions-minus-irqs: both counters under one fence, back to back, each validated by its page's lock.
     BOOST_FORCEINLINE std::uint64_t read_rdpmc_difference() {
         if (BOOST_UNLIKELY(detail::thread_token != core_.fast_owner)) return detail::read_off_fast_path(core_);
+        if (BOOST_UNLIKELY(!cached_pair_valid())) return detail::refresh_rdpmc<Serialize>(core_);
         Serialize::before();
         const std::uint64_t raw_a = detail::rdpmc(core_.a.index);
         const std::uint64_t raw_b = detail::rdpmc(core_.b.index);
-        // XOR-OR: one branch for both checks (a '|' of two comparisons draws clang's bitwise-on-bool warning).
-        if (BOOST_UNLIKELY(((detail::load_once(core_.a.page->lock) ^ core_.a.seq) |
-                            (detail::load_once(core_.b.page->lock) ^ core_.b.seq)) != 0))
-            return detail::refresh_rdpmc<Serialize>(core_);
+        if (BOOST_UNLIKELY(!cached_pair_valid())) return detail::refresh_rdpmc<Serialize>(core_);
         return static_cast<std::uint64_t>(core_.a.count(raw_a, shift(core_.a)) - core_.b.count(raw_b, shift(core_.b)));
+    }
+
+    // XOR-OR: one branch for both pages (a '|' of two comparisons draws clang's bitwise-on-bool warning).
+    BOOST_FORCEINLINE bool cached_pair_valid() const noexcept {
+        return ((detail::load_once(core_.a.page->lock) ^ core_.a.seq) |
+                (detail::load_once(core_.b.page->lock) ^ core_.b.seq)) == 0;
     }
 
     BOOST_FORCEINLINE std::uint64_t read_tsc() noexcept {
@@ -766,7 +933,8 @@ private:
 
     BOOST_FORCEINLINE std::uint64_t read_wall_time() noexcept {
         Serialize::before();
-        return detail::ticks_to_ns(detail::rdtsc(), core_.time_mult, core_.time_shift, core_.time_zero);
+        return detail::ticks_to_ns(core_.time_ticks(detail::rdtsc()), core_.time_mult, core_.time_shift,
+                                   core_.time_zero);
     }
 
     detail::CounterCore core_;
@@ -838,24 +1006,55 @@ private:
 };
 
 /// An interval that hands its count to a callback when it leaves scope (or at stop()).
-/// The callback runs in a destructor: it must not throw.
-template <class Counter, class Callback>
+///
+/// The destructor never throws. When its last read fails (the scope outlived a fork() and ends in the child, its
+/// counter was moved away, or read() failed), there is no count to hand over: `on_exit` is not called, since a
+/// made-up count would be recorded as a measurement, and `on_failure` receives the pmc::Failure instead (by
+/// default it is ignored). So exactly one of the two is called, once. An explicit stop() raises the failure as
+/// pmc::error instead, and then calls neither. (Built without exceptions, a failure aborts, as everywhere in pmc.)
+/// The callbacks run in a destructor: they must not throw.
+template <class Counter, class Callback, class OnFailure>
 class ScopedInterval {
 public:
-    ScopedInterval(Counter& counter, Callback on_exit) : on_exit_(std::move(on_exit)), interval_(counter) {}
+    ScopedInterval(Counter& counter, Callback on_exit, OnFailure on_failure = OnFailure{})
+        : on_exit_(std::move(on_exit)), on_failure_(std::move(on_failure)), interval_(counter) {}
     ScopedInterval(const ScopedInterval&) = delete;
     ScopedInterval& operator=(const ScopedInterval&) = delete;
-    ~ScopedInterval() { stop(); }
+    ~ScopedInterval() {
+        if (finished_) return;
+        finished_ = true;
+        std::uint64_t count = 0;
+#if !defined(BOOST_NO_EXCEPTIONS)
+        try {
+            count = interval_.stop();
+        } catch (const error& e) {
+            on_failure_(Failure{e.code(), e.what()});
+            return;
+        } catch (const std::exception& e) { // std::bad_alloc while building a failure's message
+            on_failure_(make_failure(ENOMEM, std::string("the scoped interval's last read failed: ") + e.what()));
+            return;
+        }
+#else
+        count = interval_.stop();
+#endif
+        on_exit_(count);
+    }
 
-    /// Ends the interval now and calls the callback (once).
+    /// Ends the interval now and calls on_exit (once); later calls return the same count. Raises pmc::error if the
+    /// read fails (and calls neither callback).
     std::uint64_t stop() {
-        if (!interval_.stopped()) on_exit_(interval_.stop());
-        return interval_.stop();
+        if (finished_) return interval_.stop();
+        finished_ = true;
+        const std::uint64_t count = interval_.stop();
+        on_exit_(count);
+        return count;
     }
     std::uint64_t elapsed() { return interval_.elapsed(); }
 
 private:
     Callback on_exit_;
+    OnFailure on_failure_;
+    bool finished_ = false;      // a callback was called, or stop() raised: the destructor does nothing
     Interval<Counter> interval_; // constructed last: its start read is the last thing before the scope's body
 };
 

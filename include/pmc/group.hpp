@@ -13,9 +13,9 @@
 // counted" — never a 0 that looks like a measurement.
 //
 // How a read works. When every event's control page allows rdpmc and the leader's page publishes a user-space time
-// conversion (cap_user_time), a read is: one owner check, one fence, one rdpmc per event, one rdtsc, and a check
-// of every page's lock word against the cache (as for pmc::Counter); the times come from the leader's page plus
-// the TSC ticks since its last update. Otherwise one read(2) of the leader with PERF_FORMAT_GROUP returns every
+// conversion (cap_user_time), a read is: one owner check, a check of every page's lock word against the cache,
+// one fence, one rdpmc per event, one rdtsc, and the lock words checked again (as for pmc::Counter); the times
+// come from the leader's page plus the TSC ticks since its last update. Otherwise one read(2) of the leader with PERF_FORMAT_GROUP returns every
 // count and the two times at the same instant.
 #pragma once
 
@@ -37,6 +37,7 @@ PMC_BEGIN_NAMESPACE
 /// One read of a group: each event's raw count since open, and the group's times.
 struct GroupReading {
     std::vector<std::uint64_t> values; ///< sized by Group::make_reading(); reading into it does not allocate
+                                       ///< (Group::read resizes a reading of another size)
     std::uint64_t time_enabled = 0;    ///< ns the group was enabled
     std::uint64_t time_running = 0;    ///< ns it was on the counters (less than enabled when multiplexed)
 };
@@ -52,6 +53,10 @@ struct EventCount {
 
 /// Fills `out` (sized like the readings) with each event's count between two readings of the same group.
 inline void difference(const GroupReading& start, const GroupReading& stop, std::vector<EventCount>& out) {
+    if (start.values.size() != stop.values.size())
+        raise(make_failure(EINVAL, "pmc::difference: the readings hold " + std::to_string(start.values.size()) +
+                                       " and " + std::to_string(stop.values.size()) + " values: they are not two "
+                                       "readings of the same group"));
     const std::uint64_t enabled = stop.time_enabled - start.time_enabled;
     const std::uint64_t running = stop.time_running - start.time_running;
     out.resize(stop.values.size());
@@ -103,6 +108,7 @@ struct GroupCore {
     std::uint64_t time_enabled = 0, time_running = 0, time_offset = 0;
     std::uint32_t time_mult = 0;
     std::uint16_t time_shift = 0;
+    ShortTicks time_ticks;                 ///< the leader page's cap_user_time_short wrap (identity on x86)
     std::vector<GroupMember> members;      ///< members[0] is the leader; at most max_group_events
     std::unique_ptr<GroupInfo> info;
 
@@ -119,6 +125,7 @@ struct GroupCore {
         time_offset = o.time_offset;
         time_mult = o.time_mult;
         time_shift = o.time_shift;
+        time_ticks = o.time_ticks;
         members = std::move(o.members);
         o.members.clear(); // (a moved-from vector is only "valid but unspecified")
         info = std::move(o.info);
@@ -183,6 +190,8 @@ BOOST_NOINLINE PMC_COLD void group_refresh(GroupCore& g, GroupReading& out) {
         g.time_offset = load_once(leader.time_offset);
         g.time_mult = load_once(leader.time_mult);
         g.time_shift = load_once(leader.time_shift);
+        g.time_ticks = short_ticks(user_time_short_allowed(load_once(leader.capabilities)),
+                                   load_once(leader.time_cycles), load_once(leader.time_mask));
         compiler_barrier();
         if (!stable) {
             cpu_relax();
@@ -207,7 +216,7 @@ BOOST_NOINLINE PMC_COLD void group_refresh(GroupCore& g, GroupReading& out) {
             g.members[i].cache.seq = seqs[i];
             out.values[i] = static_cast<std::uint64_t>(g.members[i].cache.count(out.values[i], g.members[i].cache.shift));
         }
-        const std::uint64_t delta = ticks_to_ns(ticks, g.time_mult, g.time_shift, g.time_offset);
+        const std::uint64_t delta = ticks_to_ns(g.time_ticks(ticks), g.time_mult, g.time_shift, g.time_offset);
         out.time_enabled = g.time_enabled + delta;
         out.time_running = g.time_running + delta;
         return;
@@ -253,7 +262,8 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
                                             "type (pmc::pin_this_thread) and keep HybridPolicy::require_pinned, or "
                                             "open the event as a pmc::Counter with sum_core_types.");
     const bool other_process = options.pid != 0;
-    bool allowed = !options.count_children && !other_process;
+    const auto user_access_off = user_counter_access_off();
+    bool allowed = !options.count_children && !other_process && !user_access_off;
     for (std::size_t i = 0; i < n; ++i) {
         const EventSpec& spec = g.info->specs[i];
         perf_event_attr attr = spec.attr;
@@ -265,7 +275,7 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
             return std::move(*failure);
         GroupMember m;
         auto fd = open_event(spec, attr, i == 0 ? -1 : g.members[0].fd.get(), g.info->notes,
-                             /*start_disabled=*/i == 0, options.pid);
+                             /*start_disabled=*/i == 0, options.pid, options.exclude_kernel_fallback);
         if (!fd) {
             Failure f = fd.failure();
             if (i > 0 && (f.code.value() == EINVAL || f.code.value() == ENOSPC))
@@ -305,6 +315,7 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         g.info->notes.push_back(
             other_process          ? "counts process " + std::to_string(options.pid) + ": read with one read()"
             : options.count_children ? "counts children (inherit): read with one read() of the group"
+            : user_access_off      ? *user_access_off
             : allowed              ? "read with one read() of the group: the kernel publishes no user-space time "
                                      "conversion here (cap_user_time = 0), which multiplexing scaling needs"
                                    : "read with one read() of the group: not every event is on a user-readable "
@@ -360,6 +371,9 @@ public:
     ReadPath path() const noexcept { return core_.path; }
     const std::vector<std::string>& notes() const { return info().notes; }
     const EventSpec& event(std::size_t i) const { return info().specs.at(i); }
+    /// Event i's perf_event_attr as opened (after any fallback: pmc::name_as_opened(event(i), attr(i)) is the name
+    /// perf shows for it).
+    const perf_event_attr& attr(std::size_t i) const { return info().attrs.at(i); }
 
     /// A reading sized for this group: reading into it does not allocate.
     GroupReading make_reading() const {
@@ -368,23 +382,28 @@ public:
         return r;
     }
     /// Reads every event and the group's times into `out` (made by make_reading()). No system call, allocation
-    /// or exception on the rdpmc path.
+    /// or exception on the rdpmc path. A reading of another size (default-constructed, or another group's) is
+    /// resized first, which allocates.
     void read(GroupReading& out) {
+        if (BOOST_UNLIKELY(out.values.size() != core_.members.size())) return read_resized(out);
         if (BOOST_LIKELY(detail::thread_token == core_.fast_owner)) {
             const std::size_t n = core_.members.size();
+            // As for pmc::Counter: the cached counter numbers are used only while every page is unchanged since
+            // they were cached (checked before the rdpmc and again after it).
+            if (BOOST_UNLIKELY(!caches_valid(n))) {
+                detail::group_refresh<Serialize>(core_, out);
+                return;
+            }
             Serialize::before();
             for (std::size_t i = 0; i < n; ++i) out.values[i] = detail::rdpmc(core_.members[i].cache.index);
             const std::uint64_t ticks = detail::rdtsc();
-            bool moved = false;
-            for (std::size_t i = 0; i < n; ++i)
-                moved |= detail::load_once(core_.members[i].cache.page->lock) != core_.members[i].cache.seq;
-            if (BOOST_LIKELY(!moved)) {
+            if (BOOST_LIKELY(caches_valid(n))) {
                 for (std::size_t i = 0; i < n; ++i) {
                     const auto& c = core_.members[i].cache;
                     out.values[i] = static_cast<std::uint64_t>(c.count(out.values[i], c.shift));
                 }
-                const std::uint64_t delta =
-                    detail::ticks_to_ns(ticks, core_.time_mult, core_.time_shift, core_.time_offset);
+                const std::uint64_t delta = detail::ticks_to_ns(core_.time_ticks(ticks), core_.time_mult,
+                                                                core_.time_shift, core_.time_offset);
                 out.time_enabled = core_.time_enabled + delta;
                 out.time_running = core_.time_running + delta;
                 return;
@@ -410,6 +429,19 @@ private:
     const detail::GroupInfo& info() const {
         if (!core_.info) raise(make_failure(EBADF, "use of a pmc group that was moved from"));
         return *core_.info;
+    }
+
+    BOOST_FORCEINLINE bool caches_valid(std::size_t n) const noexcept {
+        bool moved = false;
+        for (std::size_t i = 0; i < n; ++i)
+            moved |= detail::load_once(core_.members[i].cache.page->lock) != core_.members[i].cache.seq;
+        return !moved;
+    }
+
+    // Every read writes one value per member: a reading of another size is resized first (off the fast path).
+    BOOST_NOINLINE PMC_COLD void read_resized(GroupReading& out) {
+        out.values.resize(core_.members.size());
+        read(out);
     }
 
     BOOST_NOINLINE void read_slow(GroupReading& out) {

@@ -1,10 +1,15 @@
 // pmc/detail/clock.hpp: converting TSC ticks to nanoseconds for the "wall-time" counter.
 //
 // Preferred source: the kernel's own conversion, published in a perf event's mmap page (time_mult, time_shift,
-// time_zero) when cap_user_time_zero is set; wall-time then equals the perf clock. Virtual machines whose kernel
-// does not use the TSC as sched_clock (kvm-clock guests, like our CI machines) leave that bit clear; pmc then
-// calibrates the TSC once per process against CLOCK_MONOTONIC_RAW over ~20 ms (error ~ a few ppm) and aligns
-// the result to CLOCK_MONOTONIC. Without an invariant TSC (or off x86-64) wall-time reads clock_gettime.
+// time_zero, and time_cycles/time_mask for a counter narrower than 64 bits) when cap_user_time_zero is set;
+// wall-time then equals the perf clock. Every wall-time open reads it afresh, under the page's seqlock, from the
+// page of a dummy software event opened for the purpose (3 system calls), so a counter opened after the kernel
+// changed its conversion gets the new one; a counter keeps the conversion it opened with. Virtual machines whose
+// kernel does not use the TSC as sched_clock (kvm-clock guests, like our CI machines) leave that bit clear; pmc
+// then stops asking, and calibrates the TSC once per process against CLOCK_MONOTONIC_RAW over ~20 ms (error ~ a
+// few ppm; only the first wall-time open pays it) and aligns the result to CLOCK_MONOTONIC. AArch64's generic
+// timer states its frequency and needs no calibration. Without an invariant TSC (or off x86-64 and AArch64)
+// wall-time reads clock_gettime.
 #pragma once
 
 #include <pmc/config.hpp>
@@ -14,6 +19,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <cstdint>
 
 PMC_BEGIN_NAMESPACE
@@ -24,6 +30,7 @@ struct TscConversion {
     std::uint64_t mult = 0;  ///< ns = zero + (ticks * mult) >> shift, with a 128-bit product
     std::uint32_t shift = 0;
     std::uint64_t zero = 0;
+    ShortTicks ticks;        ///< applied to the raw ticks first (cap_user_time_short); identity otherwise
     double ticks_per_second = 0;
     const char* source = ""; ///< how the conversion was obtained, for `pmc doctor` and docs
 };
@@ -41,7 +48,20 @@ inline std::uint64_t clock_ns(clockid_t clock) noexcept {
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-/// The kernel's conversion from a perf mmap page, if it publishes one.
+/// The kernel's conversion from a control page, read under its seqlock, if the page publishes one.
+inline bool conversion_from_page(const perf_event_mmap_page& page, TscConversion& out) {
+    const PageSnapshot s = snapshot(page);
+    if (!s.user_time_zero() || s.time_mult == 0) return false;
+    out.mult = s.time_mult;
+    out.shift = s.time_shift;
+    out.zero = s.time_zero;
+    out.ticks = short_ticks(s.user_time_short(), s.time_cycles, s.time_mask);
+    out.ticks_per_second = 1e9 * static_cast<double>(std::uint64_t{1} << s.time_shift) / s.time_mult;
+    out.source = "the kernel's perf clock conversion (mmap page time_mult/time_shift/time_zero)";
+    return true;
+}
+
+/// The kernel's conversion as of now, from the control page of a dummy software event opened for the purpose.
 inline bool conversion_from_perf_page(TscConversion& out) {
     perf_event_attr attr{};
     attr.size = sizeof attr;
@@ -54,14 +74,7 @@ inline bool conversion_from_perf_page(TscConversion& out) {
     void* addr = system_calls().mmap(nullptr, page_size(), PROT_READ, MAP_SHARED, fd.get(), 0);
     if (addr == MAP_FAILED) return false;
     Mapping map(addr, page_size());
-    PageSnapshot s = snapshot(*static_cast<const perf_event_mmap_page*>(addr));
-    if (!s.user_time_zero() || s.time_mult == 0) return false;
-    out.mult = s.time_mult;
-    out.shift = s.time_shift;
-    out.zero = s.time_zero;
-    out.ticks_per_second = 1e9 * static_cast<double>(std::uint64_t{1} << s.time_shift) / s.time_mult;
-    out.source = "the kernel's perf clock conversion (mmap page time_mult/time_shift/time_zero)";
-    return true;
+    return conversion_from_page(*static_cast<const perf_event_mmap_page*>(addr), out);
 }
 
 /// One (tsc, ns) pair taken as close together as possible: the tightest of several brackets.
@@ -99,8 +112,9 @@ inline void calibrate(TscConversion& out) {
     out.source = "a 20 ms calibration against CLOCK_MONOTONIC_RAW (the kernel publishes no TSC conversion here)";
 }
 
-/// The process-wide conversion, computed once (thread-safe).
-inline const TscConversion& tsc_conversion() {
+/// A conversion that never needs the kernel's page: the generic timer's stated frequency (AArch64) or a one-time
+/// calibration (x86-64), computed once per process (thread-safe), or clock_gettime where neither is possible.
+inline const TscConversion& own_tsc_conversion() {
     static const TscConversion conversion = [] {
         TscConversion c;
         if (!has_user_counters || !has_invariant_tsc()) {
@@ -108,25 +122,37 @@ inline const TscConversion& tsc_conversion() {
                                          : "clock_gettime(CLOCK_MONOTONIC): no user-readable TSC on this architecture";
             return c;
         }
-        if (!conversion_from_perf_page(c)) {
 #if PMC_ARCH_AARCH64
-            // The generic timer states its own frequency: no calibration needed.
-            const double hz = static_cast<double>(timer_frequency());
-            c.shift = 32;
-            c.mult = static_cast<std::uint64_t>(1e9 * 4294967296.0 / hz + 0.5);
-            c.ticks_per_second = hz;
-            std::uint64_t now_ticks = 0, now_ns = 0;
-            paired_sample(CLOCK_MONOTONIC, now_ticks, now_ns);
-            c.zero = now_ns - ticks_to_ns(now_ticks, c.mult, c.shift, 0);
-            c.source = "the generic timer CNTVCT_EL0 at its stated CNTFRQ_EL0";
+        const double hz = static_cast<double>(timer_frequency());
+        c.shift = 32;
+        c.mult = static_cast<std::uint64_t>(1e9 * 4294967296.0 / hz + 0.5);
+        c.ticks_per_second = hz;
+        std::uint64_t now_ticks = 0, now_ns = 0;
+        paired_sample(CLOCK_MONOTONIC, now_ticks, now_ns);
+        c.zero = now_ns - ticks_to_ns(now_ticks, c.mult, c.shift, 0);
+        c.source = "the generic timer CNTVCT_EL0 at its stated CNTFRQ_EL0";
 #else
-            calibrate(c);
+        calibrate(c);
 #endif
-        }
         c.usable = true;
         return c;
     }();
     return conversion;
+}
+
+/// The conversion a wall-time counter opened now uses: the kernel's, read afresh from its page, where it publishes
+/// one; pmc's own otherwise.
+inline TscConversion tsc_conversion() {
+    static std::atomic<bool> kernel_publishes{true}; // until a page says otherwise: then never ask again
+    if (has_user_counters && kernel_publishes.load(std::memory_order_relaxed) && has_invariant_tsc()) {
+        TscConversion c;
+        if (conversion_from_perf_page(c)) {
+            c.usable = true;
+            return c;
+        }
+        kernel_publishes.store(false, std::memory_order_relaxed);
+    }
+    return own_tsc_conversion();
 }
 
 } // namespace detail

@@ -40,6 +40,11 @@ inline bool user_time_allowed(std::uint64_t capabilities) {
     return (capabilities & cap_bit0_is_deprecated_bit) && (capabilities & cap_user_time_bit);
 }
 
+/// Whether the page's time counter is narrower than 64 bits (see ShortTicks).
+inline bool user_time_short_allowed(std::uint64_t capabilities) {
+    return (capabilities & cap_bit0_is_deprecated_bit) && (capabilities & cap_user_time_short_bit);
+}
+
 struct PageSnapshot {
     std::uint32_t version = 0;
     std::uint32_t lock = 0;
@@ -50,13 +55,30 @@ struct PageSnapshot {
     std::uint16_t time_shift = 0;
     std::uint32_t time_mult = 0;
     std::uint64_t time_zero = 0;
+    std::uint64_t time_cycles = 0, time_mask = 0; ///< meaningful with cap_user_time_short (see short_ticks)
     std::uint64_t time_enabled = 0, time_running = 0;
 
     bool user_rdpmc() const { return user_rdpmc_allowed(capabilities); }
     bool user_time_zero() const {
         return (capabilities & cap_bit0_is_deprecated_bit) && (capabilities & cap_user_time_zero_bit);
     }
+    bool user_time_short() const { return user_time_short_allowed(capabilities); }
 };
+
+/// The counter behind the page's time conversion may be narrower than 64 bits (cap_user_time_short: arm64's
+/// generic timer always, x86 never). The ABI then reads ticks as time_cycles + ((ticks - time_cycles) &
+/// time_mask), so a counter that wrapped since the kernel's last update still converts right. Without the bit,
+/// cycles 0 and an all-ones mask leave the ticks as they are: no branch on the read.
+struct ShortTicks {
+    std::uint64_t cycles = 0;
+    std::uint64_t mask = ~std::uint64_t{0};
+    BOOST_FORCEINLINE std::uint64_t operator()(std::uint64_t ticks) const noexcept {
+        return cycles + ((ticks - cycles) & mask);
+    }
+};
+inline ShortTicks short_ticks(bool time_short, std::uint64_t time_cycles, std::uint64_t time_mask) noexcept {
+    return time_short ? ShortTicks{time_cycles, time_mask} : ShortTicks{};
+}
 
 /// Reads the page's fields consistently (retrying while the writer is mid-update or moved on).
 inline PageSnapshot snapshot(const perf_event_mmap_page& page) noexcept {
@@ -76,6 +98,8 @@ inline PageSnapshot snapshot(const perf_event_mmap_page& page) noexcept {
         s.time_shift = load_once(page.time_shift);
         s.time_mult = load_once(page.time_mult);
         s.time_zero = load_once(page.time_zero);
+        s.time_cycles = load_once(page.time_cycles);
+        s.time_mask = load_once(page.time_mask);
         s.time_enabled = load_once(page.time_enabled);
         s.time_running = load_once(page.time_running);
         compiler_barrier();
