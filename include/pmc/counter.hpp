@@ -247,8 +247,8 @@ struct RdpmcCache {
     }
 };
 
-/// Everything a counter holds. The first 64 bytes are all that the rdpmc read touches; wall-time also reads
-/// time_ticks, just past them.
+/// Everything a counter holds. The first 64 bytes are all that the rdpmc and wall-time reads touch (AArch64's
+/// wall-time also reads time_ticks, just past them).
 struct CounterCore {
     ReadPath path = ReadPath::syscall;
     std::uint32_t time_shift = 0;          ///< wall-time: ns = time_zero + (ticks * time_mult) >> time_shift
@@ -933,8 +933,9 @@ private:
 
     BOOST_FORCEINLINE std::uint64_t read_wall_time() noexcept {
         Serialize::before();
-        return detail::ticks_to_ns(core_.time_ticks(detail::rdtsc()), core_.time_mult, core_.time_shift,
-                                   core_.time_zero);
+        std::uint64_t ticks = detail::rdtsc();
+        if constexpr (detail::timer_may_be_short) ticks = core_.time_ticks(ticks); // see detail/clock.hpp
+        return detail::ticks_to_ns(ticks, core_.time_mult, core_.time_shift, core_.time_zero);
     }
 
     detail::CounterCore core_;

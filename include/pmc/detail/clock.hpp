@@ -140,13 +140,18 @@ inline const TscConversion& own_tsc_conversion() {
     return conversion;
 }
 
+/// Whether wall-time reads apply a page's cap_user_time_short wrap (3 instructions, ~1 ns): only where a kernel
+/// publishes it (arm64's generic timer). x86 kernels never set it (the TSC is 64 bits); if one did, pmc would
+/// use its own conversion instead of a page whose ticks it does not unwrap.
+inline constexpr bool timer_may_be_short = PMC_ARCH_AARCH64 != 0;
+
 /// The conversion a wall-time counter opened now uses: the kernel's, read afresh from its page, where it publishes
 /// one; pmc's own otherwise.
 inline TscConversion tsc_conversion() {
     static std::atomic<bool> kernel_publishes{true}; // until a page says otherwise: then never ask again
     if (has_user_counters && kernel_publishes.load(std::memory_order_relaxed) && has_invariant_tsc()) {
         TscConversion c;
-        if (conversion_from_perf_page(c)) {
+        if (conversion_from_perf_page(c) && (timer_may_be_short || c.ticks.mask == ShortTicks{}.mask)) {
             c.usable = true;
             return c;
         }
