@@ -208,14 +208,40 @@ int cmd_doctor(const Options& o) {
                                           : "2: user-space rdpmc always allowed",
                           *p.rdpmc ? "" : "echo 1 | sudo tee " + path});
     }
-    checks.push_back({cpu.warning.empty() ? "ok" : "degraded", "CPU", cpu.description(), cpu.warning});
+    // AArch64's rdpmc switch. Off (0, the default), hardware counts still work, through read(): degraded, not
+    // impossible. Absent on x86 (no line); absent on AArch64, a kernel without user counter access.
+    if (const auto access = pmc::perf_user_access(); access || PMC_ARCH_AARCH64) {
+        const auto m = pmc::perf_user_access_meaning(access);
+        if (!core && !m.user_reads) // it only matters for hardware counters, and there are none here
+            checks.push_back({"ok", "perf_user_access", "irrelevant here (no hardware PMU); " + m.meaning, ""});
+        else
+            checks.push_back({m.user_reads ? "ok" : "degraded", "perf_user_access", m.meaning, m.fix});
+    }
+    // On AArch64 the CPU is named by MIDR_EL1, for every CPU (big.LITTLE has several kinds); an Arm core missing
+    // from the tables changes nothing pmc does, so it is not degraded.
+    const pmc::ArmCpus arm = PMC_ARCH_AARCH64 ? pmc::arm_cpus() : pmc::ArmCpus{};
+    if (!PMC_ARCH_AARCH64)
+        checks.push_back({cpu.warning.empty() ? "ok" : "degraded", "CPU", cpu.description(), cpu.warning});
+    else if (arm.kinds.empty())
+        checks.push_back({"ok", "CPU", "unknown: no MIDR_EL1 in sysfs, /proc/cpuinfo or (mrs) from the kernel", ""});
+    else {
+        std::string finding = arm.description();
+        for (const auto& k : arm.kinds)
+            if (!k.cpu.warning.empty()) finding += "; " + k.cpu.warning;
+        checks.push_back({"ok", "CPU", finding, ""});
+    }
     checks.push_back({cpu.irq_status == pmc::IrqEventStatus::none ? "impossible" : "ok", "interrupt event",
                       cpu.irq_status == pmc::IrqEventStatus::none
                           ? "none known for this CPU: instructions-minus-irqs is not available"
                           : cpu.irq_event + " " + cpu.irq_event_name + ": " + pmc::to_string(cpu.irq_status),
                       ""});
     const auto hybrid = pmc::hybrid_pmus(o.sysfs);
-    if (hybrid.empty()) {
+    if (arm.heterogeneous()) {
+        checks.push_back({"degraded", "hybrid cores",
+                          arm.layout() + ": a hardware counter counts only while its thread runs on the cores of "
+                                         "the PMU it was opened on",
+                          "pin the measured thread to one kind of core: " + arm.pinning()});
+    } else if (hybrid.empty()) {
         checks.push_back({"ok", "hybrid cores", "no: one core type", ""});
     } else {
         std::string types;
@@ -253,8 +279,7 @@ int cmd_doctor(const Options& o) {
                       "(jemalloc)"});
     const auto clock = pmc::wall_time_clock();
     checks.push_back({clock.uses_tsc ? "ok" : "degraded", "wall-time clock",
-                      clock.uses_tsc ? fmt::format("TSC at {:.3f} MHz, from {}", clock.tsc_hz / 1e6, clock.source)
-                                     : clock.source,
+                      clock.uses_tsc ? clock.counter + ", from " + clock.source : clock.source,
                       ""});
 
     // Trial opens, from the most precise counter down, against the same sysfs tree as the checks above. On a hybrid

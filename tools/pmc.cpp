@@ -43,9 +43,10 @@ Commands:
                     cycles:u with a PMU). The table goes to stderr (or -o FILE, opened before COMMAND
                     runs); the exit status is COMMAND's, and a Ctrl-C still gives the report.
   doctor            One screen on what this machine can count and how precisely: kernel and timer,
-                    perf_event_paranoid, PMUs, hypervisor, rdpmc, CPU and its interrupt event, hybrid
-                    cores, NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock, and trial
-                    opens; each line a verdict (ok / advisory / degraded / impossible) and the exact fix.
+                    perf_event_paranoid, PMUs, hypervisor, rdpmc (AArch64: perf_user_access), CPU and
+                    its interrupt event, hybrid cores, NMI watchdog, SpecLockMap, ASLR, allocator, the
+                    wall-time clock, and trial opens; each line a verdict (ok / advisory / degraded /
+                    impossible) and the exact fix.
 
 Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode,

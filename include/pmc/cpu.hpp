@@ -6,7 +6,8 @@
 // tested without the CPU; this_cpu() feeds it the running CPU's cpuid. A model the tables do not know is a named
 // outcome, explained in CpuModel::warning: above a family's highest known model pmc assumes the family's newest
 // microarchitecture; an unknown model below it (a gap in the tables, or an old part) stays "unknown", with no
-// interrupt event.
+// interrupt event. On AArch64 the CPU is named by MIDR_EL1 instead (decode_midr(): implementer and part, from
+// the kernel's arch/arm64/include/asm/cputype.h); no interrupt event is known there.
 //
 // Sources: Intel models from the kernel's arch/x86/include/asm/intel-family.h; AMD Zen generations from the
 // kernel's bsp_init_amd(); interrupt events from measureme, rr and the kernel's perf event tables (see
@@ -15,12 +16,20 @@
 
 #include <pmc/config.hpp>
 #include <pmc/detail/arch.hpp>
+#include <pmc/detail/text.hpp>
+
+#if PMC_ARCH_AARCH64
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 PMC_BEGIN_NAMESPACE
 
@@ -36,11 +45,13 @@ inline const char* to_string(Vendor v) {
     return "?";
 }
 
-/// The cpuid signature: vendor, and family/model/stepping with the extended fields folded in.
+/// The cpuid signature: vendor, and family/model/stepping with the extended fields folded in. On AArch64 the CPU
+/// is named by its MIDR_EL1 instead (vendor other, family 0).
 struct CpuSignature {
     Vendor vendor = Vendor::other;
     std::string vendor_id; ///< the 12-character cpuid vendor string, e.g. "AuthenticAMD"
     unsigned family = 0, model = 0, stepping = 0;
+    std::uint32_t midr = 0; ///< AArch64: MIDR_EL1 (never 0: its architecture field is 0xf); 0 elsewhere
 };
 
 /// Decodes leaf 1 EAX as the SDM and APM define it: the extended family is added when the base family is 0xF; the
@@ -57,6 +68,206 @@ inline CpuSignature decode_signature(std::string_view vendor_id, std::uint32_t l
     s.family = base_family == 0xf ? base_family + ((leaf1_eax >> 20) & 0xff) : base_family;
     s.model = (base_family == 6 || base_family == 0xf) ? (((leaf1_eax >> 16) & 0xf) << 4) | base_model : base_model;
     return s;
+}
+
+/// An AArch64 CPU as its MIDR_EL1 names it: implementer, variant, part number and revision (Arm's "rVpR").
+struct ArmCpu {
+    std::uint32_t midr = 0;
+    unsigned implementer = 0, variant = 0, part = 0, revision = 0;
+    std::string implementer_name; ///< "Arm", "Apple", "Ampere", ...; "implementer 0x4b" when not in the tables
+    std::string core;             ///< "Neoverse N1", "M1 Firestorm (performance core)"; "unknown" when not in them
+    std::string warning;          ///< set when the implementer or part is not in pmc's tables
+
+    /// "Arm Neoverse N1"
+    std::string name() const { return implementer_name + " " + core; }
+    /// "Arm Neoverse N1 r3p1 (MIDR 0x413fd0c1)"; QEMU's max CPU has no revision to speak of.
+    std::string description() const {
+        char buf[48];
+        if (implementer == 0)
+            std::snprintf(buf, sizeof buf, " (MIDR 0x%08x)", midr);
+        else
+            std::snprintf(buf, sizeof buf, " r%up%u (MIDR 0x%08x)", variant, revision, midr);
+        return name() + buf;
+    }
+};
+
+namespace detail {
+
+struct ArmImplementerRow {
+    unsigned implementer;
+    const char* name;
+};
+// The kernel's ARM_CPU_IMP_* (arch/arm64/include/asm/cputype.h); 0 is "reserved for software use" (QEMU).
+inline constexpr ArmImplementerRow arm_implementers[] = {
+    {0x00, "QEMU"},      {0x41, "Arm"},      {0x42, "Broadcom"},  {0x43, "Cavium"},
+    {0x46, "Fujitsu"},   {0x48, "HiSilicon"}, {0x4e, "NVIDIA"},   {0x50, "Applied Micro (Ampere)"},
+    {0x51, "Qualcomm"},  {0x61, "Apple"},    {0x6d, "Microsoft"}, {0xc0, "Ampere"},
+};
+
+struct ArmPartRow {
+    unsigned implementer, part;
+    int variant; ///< -1: any; otherwise only this variant (APM's X-Gene generations share part 0)
+    const char* core;
+};
+// Part numbers from the kernel's cputype.h (the *_CPU_PART_* macros). Ampere's Altra and Altra Max are Neoverse
+// N1 cores and report Arm's implementer; only AmpereOne reports Ampere's. QEMU's "-cpu max" under TCG reports
+// implementer 0, part 'Q' (target/arm/cpu64.c, aarch64_max_tcg_initfn); under KVM it reports the host's MIDR.
+inline constexpr ArmPartRow arm_parts[] = {
+    {0x00, 0x051, -1, "max CPU (TCG emulation)"},
+    {0x41, 0xd00, -1, "Foundation model"},
+    {0x41, 0xd0f, -1, "AEM v8 model"},
+    {0x41, 0xd03, -1, "Cortex-A53"},
+    {0x41, 0xd04, -1, "Cortex-A35"},
+    {0x41, 0xd05, -1, "Cortex-A55"},
+    {0x41, 0xd07, -1, "Cortex-A57"},
+    {0x41, 0xd08, -1, "Cortex-A72"},
+    {0x41, 0xd09, -1, "Cortex-A73"},
+    {0x41, 0xd0a, -1, "Cortex-A75"},
+    {0x41, 0xd0b, -1, "Cortex-A76"},
+    {0x41, 0xd0c, -1, "Neoverse N1"},
+    {0x41, 0xd0d, -1, "Cortex-A77"},
+    {0x41, 0xd0e, -1, "Cortex-A76AE"},
+    {0x41, 0xd40, -1, "Neoverse V1"},
+    {0x41, 0xd41, -1, "Cortex-A78"},
+    {0x41, 0xd42, -1, "Cortex-A78AE"},
+    {0x41, 0xd44, -1, "Cortex-X1"},
+    {0x41, 0xd46, -1, "Cortex-A510"},
+    {0x41, 0xd47, -1, "Cortex-A710"},
+    {0x41, 0xd48, -1, "Cortex-X2"},
+    {0x41, 0xd49, -1, "Neoverse N2"},
+    {0x41, 0xd4b, -1, "Cortex-A78C"},
+    {0x41, 0xd4c, -1, "Cortex-X1C"},
+    {0x41, 0xd4d, -1, "Cortex-A715"},
+    {0x41, 0xd4e, -1, "Cortex-X3"},
+    {0x41, 0xd4f, -1, "Neoverse V2"},
+    {0x41, 0xd80, -1, "Cortex-A520"},
+    {0x41, 0xd81, -1, "Cortex-A720"},
+    {0x41, 0xd82, -1, "Cortex-X4"},
+    {0x41, 0xd83, -1, "Neoverse V3AE"},
+    {0x41, 0xd84, -1, "Neoverse V3"},
+    {0x41, 0xd85, -1, "Cortex-X925"},
+    {0x41, 0xd87, -1, "Cortex-A725"},
+    {0x41, 0xd8e, -1, "Neoverse N3"},
+    {0x42, 0x100, -1, "Brahma-B53"},
+    {0x42, 0x516, -1, "Vulcan"},
+    {0x43, 0x0a1, -1, "ThunderX"},
+    {0x43, 0x0a2, -1, "ThunderX 81xx"},
+    {0x43, 0x0a3, -1, "ThunderX 83xx"},
+    {0x43, 0x0af, -1, "ThunderX2"},
+    {0x43, 0x0b1, -1, "OcteonTX2 98xx"},
+    {0x43, 0x0b2, -1, "OcteonTX2 96xx"},
+    {0x43, 0x0b3, -1, "OcteonTX2 95xx"},
+    {0x43, 0x0b4, -1, "OcteonTX2 95xxN"},
+    {0x43, 0x0b5, -1, "OcteonTX2 95xxMM"},
+    {0x43, 0x0b6, -1, "OcteonTX2 95xxO"},
+    {0x46, 0x001, -1, "A64FX"},
+    {0x48, 0xd01, -1, "TSV110 (Kunpeng 920)"},
+    {0x48, 0xd02, -1, "HIP09"},
+    {0x48, 0xd06, -1, "HIP12"},
+    {0x4e, 0x003, -1, "Denver"},
+    {0x4e, 0x004, -1, "Carmel"},
+    {0x50, 0x000, 3, "eMAG (X-Gene 3)"}, // the kernel: X-Gene 1 reports 0x500f0000, eMAG 0x503f0002
+    {0x50, 0x000, -1, "X-Gene"},
+    {0x51, 0x001, -1, "Oryon (X1)"},
+    {0x51, 0x200, -1, "Kryo"},
+    {0x51, 0x800, -1, "Falkor V1 / Kryo 2xx Gold"}, // the kernel gives both names to part 0x800
+    {0x51, 0x801, -1, "Kryo 2xx Silver"},
+    {0x51, 0x802, -1, "Kryo 3xx Gold"},
+    {0x51, 0x803, -1, "Kryo 3xx Silver"},
+    {0x51, 0x804, -1, "Kryo 4xx Gold"},
+    {0x51, 0x805, -1, "Kryo 4xx Silver"},
+    {0x51, 0xc00, -1, "Falkor"},
+    {0x61, 0x022, -1, "M1 Icestorm (efficiency core)"},
+    {0x61, 0x023, -1, "M1 Firestorm (performance core)"},
+    {0x61, 0x024, -1, "M1 Pro Icestorm (efficiency core)"},
+    {0x61, 0x025, -1, "M1 Pro Firestorm (performance core)"},
+    {0x61, 0x028, -1, "M1 Max Icestorm (efficiency core)"},
+    {0x61, 0x029, -1, "M1 Max Firestorm (performance core)"},
+    {0x61, 0x032, -1, "M2 Blizzard (efficiency core)"},
+    {0x61, 0x033, -1, "M2 Avalanche (performance core)"},
+    {0x61, 0x034, -1, "M2 Pro Blizzard (efficiency core)"},
+    {0x61, 0x035, -1, "M2 Pro Avalanche (performance core)"},
+    {0x61, 0x038, -1, "M2 Max Blizzard (efficiency core)"},
+    {0x61, 0x039, -1, "M2 Max Avalanche (performance core)"},
+    {0x6d, 0xd49, -1, "Azure Cobalt 100 (Neoverse N2)"},
+    {0xc0, 0xac3, -1, "AmpereOne"},
+    {0xc0, 0xac4, -1, "AmpereOne A"},
+};
+
+} // namespace detail
+
+/// Names the CPU a MIDR_EL1 value describes. Pure: tested row by row with the values real CPUs report.
+inline ArmCpu decode_midr(std::uint32_t midr) {
+    ArmCpu a;
+    a.midr = midr;
+    a.implementer = midr >> 24;
+    a.variant = (midr >> 20) & 0xf;
+    a.part = (midr >> 4) & 0xfff;
+    a.revision = midr & 0xf;
+    a.core = "unknown";
+    char id[64];
+    std::snprintf(id, sizeof id, "implementer 0x%02x", a.implementer);
+    a.implementer_name = id;
+    for (const auto& row : detail::arm_implementers)
+        if (row.implementer == a.implementer) a.implementer_name = row.name;
+    for (const auto& row : detail::arm_parts)
+        if (row.implementer == a.implementer && row.part == a.part &&
+            (row.variant < 0 || static_cast<unsigned>(row.variant) == a.variant)) {
+            a.core = row.core;
+            return a;
+        }
+    if (a.implementer == 0) a.implementer_name = "software-defined (implementer 0x00)"; // not QEMU's part 'Q'
+    std::snprintf(id, sizeof id, "MIDR 0x%08x: %s part 0x%03x", midr, a.implementer_name.c_str(), a.part);
+    a.warning = std::string(id) + " is not in pmc's tables (on AArch64 nothing pmc does depends on them)";
+    return a;
+}
+
+/// MIDR_EL1 from the text of /sys/devices/system/cpu/cpuN/regs/identification/midr_el1 ("0x00000000410fd083");
+/// nullopt if it is not one.
+inline std::optional<std::uint32_t> parse_midr(std::string_view text) {
+    auto v = detail::parse_number(detail::trim(text));
+    if (!v || *v > UINT32_MAX) return std::nullopt;
+    return static_cast<std::uint32_t>(*v);
+}
+
+/// One processor of /proc/cpuinfo and the MIDR_EL1 its arm64 fields make up.
+struct CpuMidr {
+    int cpu = -1;
+    std::uint32_t midr = 0;
+};
+
+/// Each processor's MIDR_EL1, rebuilt from the arm64 kernel's /proc/cpuinfo fields "CPU implementer", "CPU
+/// variant", "CPU part" and "CPU revision" (its "CPU architecture: 8" stands for MIDR's 0xf). Processors without
+/// the implementer and part (an x86 cpuinfo) are left out.
+inline std::vector<CpuMidr> midrs_from_cpuinfo(std::string_view text) {
+    std::vector<CpuMidr> out;
+    struct Fields {
+        int cpu = -1;
+        std::optional<std::uint64_t> implementer, variant, part, revision;
+    } f;
+    auto flush = [&] {
+        if (f.cpu >= 0 && f.implementer && f.part && *f.implementer <= 0xff && *f.part <= 0xfff)
+            out.push_back({f.cpu, static_cast<std::uint32_t>(*f.implementer << 24 | (f.variant.value_or(0) & 0xf) << 20 |
+                                                             0xfu << 16 | *f.part << 4 | (f.revision.value_or(0) & 0xf))});
+        f = Fields{};
+    };
+    while (!text.empty()) {
+        const auto eol = text.find('\n');
+        std::string_view line = text.substr(0, eol);
+        text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+        const auto colon = line.find(':');
+        if (colon == std::string_view::npos) continue;
+        const std::string_view key = detail::trim(line.substr(0, colon)), value = detail::trim(line.substr(colon + 1));
+        if (key == "processor") {
+            flush();
+            if (auto n = detail::parse_number(value); n && *n < 65536) f.cpu = static_cast<int>(*n);
+        } else if (key == "CPU implementer") f.implementer = detail::parse_number(value);
+        else if (key == "CPU variant") f.variant = detail::parse_number(value);
+        else if (key == "CPU part") f.part = detail::parse_number(value);
+        else if (key == "CPU revision") f.revision = detail::parse_number(value);
+    }
+    flush();
+    return out;
 }
 
 /// How much is known about a CPU's hardware-interrupt event.
@@ -88,8 +299,9 @@ struct CpuModel {
     std::string irq_event_name; ///< its vendor name, e.g. "HW_INTERRUPTS.RECEIVED"
     IrqEventStatus irq_status = IrqEventStatus::none;
 
-    /// "AMD family 0x1a model 0x02 stepping 1 (Zen 5)"
+    /// "AMD family 0x1a model 0x02 stepping 1 (Zen 5)"; on AArch64 "Arm Neoverse N1 r3p1 (MIDR 0x413fd0c1)"
     std::string description() const {
+        if (signature.midr) return decode_midr(signature.midr).description();
         char buf[96];
         std::snprintf(buf, sizeof buf, "%s family 0x%x model 0x%02x stepping %u", to_string(signature.vendor),
                       signature.family, signature.model, signature.stepping);
@@ -246,6 +458,12 @@ inline CpuModel identify(const CpuSignature& sig) {
     CpuModel m;
     m.signature = sig;
     m.uarch = "unknown";
+    if (sig.midr) { // AArch64: no interrupt event known (instructions-minus-irqs is x86-only)
+        const ArmCpu arm = decode_midr(sig.midr);
+        m.uarch = arm.name();
+        m.warning = arm.warning;
+        return m;
+    }
     char fm[64];
     std::snprintf(fm, sizeof fm, "family 0x%x model 0x%02x", sig.family, sig.model);
     if (sig.vendor == Vendor::intel) {
@@ -314,7 +532,7 @@ inline CpuModel identify(const CpuSignature& sig) {
     return m;
 }
 
-/// The signature of the CPU this code runs on (vendor "" and family 0 off x86).
+/// The signature of the CPU this code runs on (vendor "" and family 0 off x86; on AArch64 its MIDR_EL1).
 inline CpuSignature cpu_signature() {
 #if PMC_ARCH_X86_64
     auto leaf0 = detail::cpuid(0);
@@ -323,6 +541,21 @@ inline CpuSignature cpu_signature() {
     std::memcpy(vendor + 4, &leaf0.edx, 4);
     std::memcpy(vendor + 8, &leaf0.ecx, 4);
     return decode_signature(vendor, detail::cpuid(1).eax);
+#elif PMC_ARCH_AARCH64
+    // The running CPU's MIDR_EL1, as cpuid gives x86's: the kernel emulates the mrs where it says so (HWCAP_CPUID,
+    // Linux 4.11+); else the first CPU's, from sysfs or /proc/cpuinfo.
+    CpuSignature s;
+    if (::getauxval(AT_HWCAP) & HWCAP_CPUID) {
+        std::uint64_t midr;
+        asm volatile("mrs %0, midr_el1" : "=r"(midr));
+        s.midr = static_cast<std::uint32_t>(midr);
+    } else if (auto text = detail::read_file("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1")) {
+        s.midr = parse_midr(*text).value_or(0);
+    } else if (auto info = detail::read_file("/proc/cpuinfo")) {
+        const auto cpus = midrs_from_cpuinfo(*info);
+        if (!cpus.empty()) s.midr = cpus.front().midr;
+    }
+    return s;
 #else
     return CpuSignature{};
 #endif

@@ -6,6 +6,7 @@
 
 #include <pmc/cpu.hpp>
 #include <pmc/hybrid.hpp>
+#include <pmc/machine.hpp>
 #include <pmc/pmu.hpp>
 
 #include <signal.h>
@@ -446,4 +447,71 @@ TEST_CASE("pmc count agrees with perf stat on the page faults of the same comman
     const double perf_faults = std::stod(perf.substr(start == std::string::npos ? 0 : start + 1));
     INFO("pmc count " << pmc_faults << ", perf stat " << perf_faults);
     CHECK(pmc_faults == Approx(perf_faults).epsilon(0.05));
+}
+
+namespace {
+/// The doctor's line for `check` ("  VERDICT    CHECK   finding"), with its wrapped continuation lines; "" if none.
+std::string doctor_line(const std::string& out, const std::string& check) {
+    std::size_t at = 0;
+    while ((at = out.find(check, at)) != std::string::npos) {
+        const std::size_t start = out.rfind('\n', at) + 1; // npos + 1 == 0
+        if (at - start == 13 && out.compare(at + check.size(), 1, " ") == 0) {
+            std::size_t end = out.find('\n', at);
+            while (end != std::string::npos && out.compare(end + 1, 35, std::string(35, ' ')) == 0)
+                end = out.find('\n', end + 1);
+            std::string line = out.substr(start, end == std::string::npos ? std::string::npos : end - start);
+            std::string joined; // continuation lines joined with single spaces
+            bool space = false;
+            for (char c : line) {
+                if (c == '\n' || c == ' ') space = !joined.empty();
+                else {
+                    if (space) joined += ' ';
+                    joined += c;
+                    space = false;
+                }
+            }
+            return joined;
+        }
+        at += check.size();
+    }
+    return "";
+}
+} // namespace
+
+TEST_CASE("pmc doctor names the CPU and its clock for the architecture; perf_user_access on AArch64",
+          "[tool][doctor]") {
+    const auto doctor = run("doctor");
+    INFO(doctor.out);
+    const auto clock = pmc::wall_time_clock();
+    const std::string clock_line = doctor_line(doctor.out, "wall-time clock");
+    REQUIRE_FALSE(clock_line.empty());
+    const std::string access_line = doctor_line(doctor.out, "perf_user_access");
+    const std::string cpu_line = doctor_line(doctor.out, "CPU");
+    CHECK_THAT(cpu_line, ContainsSubstring(pmc::this_cpu().uarch));
+#if PMC_ARCH_AARCH64
+    // The generic timer, named as such; every kind of core by its MIDR; perf_user_access with its verdict and fix.
+    if (clock.uses_tsc) CHECK_THAT(clock_line, ContainsSubstring("ok wall-time clock " + clock.counter)); // exact rate
+    CHECK(clock_line.find("TSC") == std::string::npos);
+    CHECK_THAT(cpu_line, ContainsSubstring("(MIDR 0x"));
+    const auto access = pmc::perf_user_access();
+    const bool core = pmc::has_core_pmu();
+    INFO("perf_user_access " << (access ? std::to_string(*access) : "absent") << ", core PMU " << core);
+    if (!core)
+        CHECK_THAT(access_line, ContainsSubstring("ok perf_user_access irrelevant here (no hardware PMU)"));
+    else if (access == 1)
+        CHECK_THAT(access_line, ContainsSubstring("ok perf_user_access 1: "));
+    else {
+        CHECK_THAT(access_line, ContainsSubstring("degraded perf_user_access"));
+        CHECK_THAT(access_line, ContainsSubstring("fix: sudo sysctl kernel.perf_user_access=1"));
+        // Hardware counts still work, through read(): not "time and software events only".
+        if (access == 0) CHECK(doctor.status == 2);
+    }
+    const auto json = run("doctor --json");
+    CHECK_THAT(json.out, ContainsSubstring("\"check\":\"perf_user_access\""));
+#else
+    // x86: rdpmc is the switch, and the TSC the clock; perf_user_access is an arm64 setting.
+    CHECK(access_line.empty());
+    if (clock.uses_tsc) CHECK_THAT(clock_line, ContainsSubstring("ok wall-time clock TSC at ")); // calibrated anew
+    CHECK_THAT(cpu_line, ContainsSubstring(pmc::this_cpu().description()));
+#endif
 }
