@@ -29,9 +29,12 @@ namespace pmc_tool {
 const char* const doctor_help = R"(usage: pmc [--sysfs DIR] doctor [--json]
 
 One screen on what this machine can count, how precisely, and what stands in the way: kernel and
-timer, perf_event_paranoid, PMUs and their rdpmc settings, hypervisor, CPU and its interrupt event,
-hybrid cores, NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock, then trial opens of
-instructions-minus-irqs:u, instructions:u, task-clock and wall-time. Each line has a verdict and,
+timer, perf_event_paranoid, PMUs and their rdpmc settings (AArch64: kernel.perf_user_access),
+hypervisor, CPU and its interrupt event (AArch64: each kind of core, from MIDR_EL1), hybrid cores,
+NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock (the TSC, or AArch64's generic
+timer), then trial opens of instructions-minus-irqs:u, instructions:u, task-clock and wall-time.
+On AArch64 perf_user_access 0 is degraded, not impossible: hardware counts still work, read with
+read(). Each line has a verdict and,
 where it is not ok, the exact fix:
   ok          works as well as it can
   advisory    up to the measured program (ASLR, the allocator), not this machine
