@@ -33,6 +33,9 @@ using KernelFn = std::uint64_t (*)(char* dst, const char* src, std::size_t bytes
 
 #if defined(__x86_64__)
 
+// What the write kernels store (the *-0 probes store zeros instead).
+constexpr std::uint64_t nonzero_pattern = 0x0123456789abcdefull;
+
 // Every operand the asm changes is early-clobber ("+&r"): it is written before the inputs (begin, end) are read
 // for the last time, so it must not share their register (GCC would otherwise give p and begin one register,
 // both holding src at entry).
@@ -146,9 +149,10 @@ PMC_MEM_KERNEL std::uint64_t read_avx512(char*, const char* src, std::size_t byt
     return sum;
 }
 
+template <std::uint64_t V = nonzero_pattern>
 PMC_MEM_KERNEL std::uint64_t write_avx512(char* dst, const char*, std::size_t bytes, std::size_t passes) {
     char* p = dst;
-    const std::uint64_t v = 0x0123456789abcdefull;
+    const std::uint64_t v = V;
     asm volatile("vpbroadcastq %[v], %%zmm4\n\t"
                  "1:\n\t" PMC_VW(
                      "vmovdqa64", zmm, 0) PMC_VW("vmovdqa64", zmm, 64) PMC_VW("vmovdqa64", zmm, 128)
@@ -160,9 +164,10 @@ PMC_MEM_KERNEL std::uint64_t write_avx512(char* dst, const char*, std::size_t by
     return 0;
 }
 
+template <std::uint64_t V = nonzero_pattern>
 PMC_MEM_KERNEL std::uint64_t write_nt_avx512(char* dst, const char*, std::size_t bytes, std::size_t passes) {
     char* p = dst;
-    const std::uint64_t v = 0x0123456789abcdefull;
+    const std::uint64_t v = V;
     asm volatile("vpbroadcastq %[v], %%zmm4\n\t"
                  "1:\n\t" PMC_VW("vmovntdq", zmm, 0) PMC_VW("vmovntdq", zmm, 64) PMC_VW("vmovntdq", zmm, 128)
                      PMC_VW("vmovntdq", zmm, 192) PMC_VW("vmovntdq", zmm, 256) PMC_VW("vmovntdq", zmm, 320)
@@ -234,9 +239,10 @@ PMC_MEM_KERNEL std::uint64_t read_avx2(char*, const char* src, std::size_t bytes
     return sum;
 }
 
+template <std::uint64_t V = nonzero_pattern>
 PMC_MEM_KERNEL std::uint64_t write_avx2(char* dst, const char*, std::size_t bytes, std::size_t passes) {
     char* p = dst;
-    const std::uint64_t v = 0x0123456789abcdefull;
+    const std::uint64_t v = V;
     asm volatile("vmovq %[v], %%xmm4\n\tvpbroadcastq %%xmm4, %%ymm4\n\t"
                  "1:\n\t" PMC_VW("vmovdqa", ymm, 0) PMC_VW("vmovdqa", ymm, 32) PMC_VW("vmovdqa", ymm, 64)
                      PMC_VW("vmovdqa", ymm, 96) PMC_VW("vmovdqa", ymm, 128) PMC_VW("vmovdqa", ymm, 160)
@@ -247,9 +253,10 @@ PMC_MEM_KERNEL std::uint64_t write_avx2(char* dst, const char*, std::size_t byte
     return 0;
 }
 
+template <std::uint64_t V = nonzero_pattern>
 PMC_MEM_KERNEL std::uint64_t write_nt_avx2(char* dst, const char*, std::size_t bytes, std::size_t passes) {
     char* p = dst;
-    const std::uint64_t v = 0x0123456789abcdefull;
+    const std::uint64_t v = V;
     asm volatile("vmovq %[v], %%xmm4\n\tvpbroadcastq %%xmm4, %%ymm4\n\t"
                  "1:\n\t" PMC_VW("vmovntdq", ymm, 0) PMC_VW("vmovntdq", ymm, 32) PMC_VW("vmovntdq", ymm, 64)
                      PMC_VW("vmovntdq", ymm, 96) PMC_VW("vmovntdq", ymm, 128) PMC_VW("vmovntdq", ymm, 160)
@@ -357,18 +364,60 @@ PMC_MEM_KERNEL std::uint64_t libc_memcpy(char* dst, const char* src, std::size_t
     return 0;
 }
 
+// memset writes what it is given, and some machines store zeros faster (docs/memory.md): `Zero` writes zeros,
+// else a non-zero byte that changes with each pass (1..128).
+template <bool Zero>
 PMC_MEM_KERNEL std::uint64_t libc_memset(char* dst, const char*, std::size_t bytes, std::size_t passes) {
     for (std::size_t k = 0; k < passes; ++k) {
-        std::memset(dst, static_cast<int>(k & 0x7f) + 1, bytes);
+        std::memset(dst, Zero ? 0 : static_cast<int>(k & 0x7f) + 1, bytes);
         asm volatile("" ::: "memory");
     }
     return 0;
 }
 
+#if defined(__x86_64__)
+// rep stosb, as glibc's memset runs it above 2 KiB (glibc 2.36: __x86_rep_stosb_threshold), without glibc.
+template <bool Zero>
+PMC_MEM_KERNEL std::uint64_t rep_stosb(char* dst, const char*, std::size_t bytes, std::size_t passes) {
+    for (std::size_t k = 0; k < passes; ++k) {
+        char* d = dst;
+        std::size_t n = bytes;
+        asm volatile("rep stosb" : "+D"(d), "+c"(n) : "a"(Zero ? 0 : static_cast<int>(k & 0x7f) + 1) : "memory");
+    }
+    return 0;
+}
+#endif
+
 struct Kernel {
     KernelInfo info;
     KernelFn fn;
 };
+
+/// The value probe's kernels: the same stores with zeros and with other bytes (measure_value_dependence).
+struct ProbeKernels {
+    std::string method, path;
+    Kernel zeros, other;
+};
+std::vector<ProbeKernels> probe_kernels() {
+    std::vector<ProbeKernels> out;
+    auto pair = [&](std::string method, std::string path, KernelFn zeros, KernelFn other) {
+        out.push_back({method, path, {{method + "-0", method + " storing zeros", 2, false}, zeros},
+                       {{method, method + " storing non-zero bytes", 2, false}, other}});
+    };
+    pair("memset", "libc memset (glibc: rep stosb above 2 KiB)", libc_memset<true>, libc_memset<false>);
+#if defined(__x86_64__)
+    pair("rep-stosb", "rep stosb: a microcoded string store, which may write whole lines without reading them",
+         rep_stosb<true>, rep_stosb<false>);
+    const bool avx512 = cpu_has("avx512f"), avx2 = cpu_has("avx2");
+    if (avx512 || avx2) {
+        pair("write-vec", "cached vector stores: each line is read first (write-allocate)",
+             avx512 ? write_avx512<0> : write_avx2<0>, avx512 ? write_avx512<> : write_avx2<>);
+        pair("write-nt", "non-temporal vector stores: whole lines, not read first",
+             avx512 ? write_nt_avx512<0> : write_nt_avx2<0>, avx512 ? write_nt_avx512<> : write_nt_avx2<>);
+    }
+#endif
+    return out;
+}
 
 std::vector<Kernel> kernels() {
     std::vector<Kernel> out = {
@@ -382,23 +431,29 @@ std::vector<Kernel> kernels() {
     if (avx512 || avx2) {
         const std::string w = avx512 ? "64-byte AVX-512" : "32-byte AVX2";
         out.push_back({{"read-vec", w + " loads (vpaddq)", 2, false}, avx512 ? read_avx512 : read_avx2});
-        out.push_back({{"write-vec", w + " stores", 2, false}, avx512 ? write_avx512 : write_avx2});
+        out.push_back({{"write-vec", w + " stores", 2, false}, avx512 ? write_avx512<> : write_avx2<>});
         out.push_back({{"rmw-vec", w + " load, add, store", 4, false}, avx512 ? rmw_avx512 : rmw_avx2});
         out.push_back({{"copy-vec", w + " loads and stores", 2, true}, avx512 ? copy_avx512 : copy_avx2});
         out.push_back({{"write-nt", w + " non-temporal stores (vmovntdq), no read for ownership", 2, false},
-                       avx512 ? write_nt_avx512 : write_nt_avx2});
+                       avx512 ? write_nt_avx512<> : write_nt_avx2<>});
         out.push_back({{"copy-nt", w + " loads, non-temporal stores", 2, true},
                        avx512 ? copy_nt_avx512 : copy_nt_avx2});
     }
 #endif
     out.push_back({{"memcpy", "libc memcpy of W/2 bytes", 2, true}, libc_memcpy});
-    out.push_back({{"memset", "libc memset of W bytes", 2, false}, libc_memset});
+    out.push_back({{"memset", "libc memset of W bytes, a non-zero byte", 2, false}, libc_memset<false>});
+    out.push_back({{"memset-0", "libc memset of W bytes with zeros (what bzero and calloc write)", 2, false},
+                   libc_memset<true>});
     return out;
 }
 
+/// The sweep's kernels and the value probe's, by name.
 KernelFn kernel_fn(const std::string& name) {
     for (const auto& k : kernels())
         if (k.info.name == name) return k.fn;
+    for (const auto& p : probe_kernels())
+        for (const Kernel* k : {&p.zeros, &p.other})
+            if (k->info.name == name) return k->fn;
     return nullptr;
 }
 
@@ -553,6 +608,85 @@ BandwidthPoint measure_bandwidth(const KernelInfo& kernel, std::uint64_t size, u
     return p;
 }
 
+std::vector<KernelInfo> value_probe_kernels() {
+    std::vector<KernelInfo> out;
+    for (const auto& p : probe_kernels()) {
+        out.push_back(p.zeros.info);
+        out.push_back(p.other.info);
+    }
+    return out;
+}
+
+ValueProbe measure_value_dependence(std::uint64_t size, unsigned reps, double rep_ms, Clock& clock) {
+    ValueProbe probe;
+    probe.size = size;
+    buffers_for(size); // allocated and touched before any fault is counted
+    // Page faults in the user's own accesses (:u opens for any user): 0 means the kernel took no part.
+    auto faults = pmc::Counter::try_open("page-faults:u");
+    probe.faults_note = faults ? "page-faults:u counted around each measurement (warm-up pass included)"
+                               : "page faults not counted: " + faults.failure().message;
+    auto measure = [&](const Kernel& k, long long& counted) {
+        if (!faults) return measure_bandwidth(k.info, size, 1, reps, rep_ms, clock);
+        auto iv = faults->interval();
+        BandwidthPoint p = measure_bandwidth(k.info, size, 1, reps, rep_ms, clock);
+        counted = static_cast<long long>(iv.stop());
+        return p;
+    };
+    for (const auto& pk : probe_kernels()) {
+        ValueProbeRow row;
+        row.method = pk.method;
+        row.path = pk.path;
+        row.zeros = measure(pk.zeros, row.faults_zeros);
+        row.other = measure(pk.other, row.faults_other);
+        probe.rows.push_back(row);
+    }
+    return probe;
+}
+
+std::string value_probe_markdown(const ValueProbe& probe) {
+    std::string out = "| stores | how they reach memory | zeros GB/s | non-zero GB/s | zeros / non-zero | page faults "
+                      "(zeros, non-zero) |\n|---|---|---|---|---|---|\n";
+    for (const auto& r : probe.rows)
+        out += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f} | {} |\n", r.method, r.path, r.zeros.best(),
+                           r.other.best(), r.ratio(),
+                           r.faults_zeros < 0 ? std::string("-") : fmt::format("{}, {}", r.faults_zeros, r.faults_other));
+    return out;
+}
+
+std::string value_probe_findings(const ValueProbe& probe) {
+    // 1.3: well above the run-to-run spread of a best-of-runs figure here (a few %).
+    std::string faster, same, slower;
+    long long faults = 0;
+    bool counted = true;
+    for (const auto& r : probe.rows) {
+        std::string& list = r.ratio() >= 1.3 ? faster : r.ratio() <= 1 / 1.3 ? slower : same;
+        list += (list.empty() ? "" : ", ") + fmt::format("{} ({:.2f}x)", r.method, r.ratio());
+        if (r.faults_zeros < 0) counted = false;
+        else faults += r.faults_zeros + r.faults_other;
+    }
+    std::string s = "Zeros were faster (by 1.3x or more) with " + (faster.empty() ? std::string("none") : faster) +
+                    "; about as fast with " + (same.empty() ? std::string("none") : same) +
+                    (slower.empty() ? std::string() : "; slower with " + slower) + ".";
+    if (counted)
+        s += fmt::format(" {} page fault{} in all these measurements together (the buffer was touched beforehand): "
+                         "{}.", faults, faults == 1 ? "" : "s",
+                         faults <= static_cast<long long>(probe.rows.size())
+                             ? "the kernel's page-fault handling plays no part in a difference"
+                             : "the kernel took part; compare the counts per row");
+    return s;
+}
+
+std::string value_probe_text(const ValueProbe& probe) {
+    std::string out = fmt::format("{:<10} {:>10} {:>13} {:>7} {:>14}  {}\n", "stores", "zeros GB/s", "non-zero GB/s",
+                                  "ratio", "page faults", "how they reach memory");
+    for (const auto& r : probe.rows)
+        out += fmt::format("{:<10} {:>10.1f} {:>13.1f} {:>7.2f} {:>14}  {}\n", r.method, r.zeros.best(), r.other.best(),
+                           r.ratio(),
+                           r.faults_zeros < 0 ? std::string("-") : fmt::format("{}, {}", r.faults_zeros, r.faults_other),
+                           r.path);
+    return out;
+}
+
 std::vector<std::uint64_t> bandwidth_sizes(const BandwidthOptions& o) {
     if (o.min_size == 0) throw UsageError("--min must be at least 1 byte");
     if (o.max_size < o.min_size) throw UsageError("--max is smaller than --min");
@@ -599,6 +733,13 @@ BandwidthResult run_bandwidth(const BandwidthOptions& o, Clock& clock, Progress&
             line += fmt::format(" {} {:.1f}", curve.kernel.name, curve.points.back().best());
         }
         if (!progress.tty()) progress.note(line);
+    }
+    const bool memset_chosen = std::any_of(chosen.begin(), chosen.end(),
+                                           [](const KernelInfo& k) { return k.name.rfind("memset", 0) == 0; });
+    if (o.value_probe && memset_chosen && o.threads == 1) {
+        r.values = measure_value_dependence(sizes.back(), o.reps, o.rep_ms, clock);
+        progress.note("bandwidth: zeros against other bytes at " + size_text(static_cast<double>(sizes.back())) +
+                      ":\n" + value_probe_text(r.values));
     }
     r.seconds = static_cast<double>(clock.now_ns() - t0) / 1e9;
     progress.note(fmt::format("bandwidth: {} kernels x {} sizes from {} to {}, {:.1f} s", chosen.size(), sizes.size(),
@@ -721,6 +862,20 @@ void write_bandwidth_json(pmc::JsonWriter& json, const BandwidthResult& r, const
             json.end_object();
         }
         json.end_array();
+    }
+    if (r.values.size > 0) {
+        json.key("value_dependence").begin_object();
+        json.field("size_bytes", r.values.size).field("page_faults", r.values.faults_note);
+        json.key("rows").begin_array();
+        for (const auto& v : r.values.rows) {
+            json.begin_object().field("stores", v.method).field("path", v.path);
+            json.field("zeros_gbps_best", v.zeros.best()).field("zeros_gbps_median", v.zeros.median());
+            json.field("other_gbps_best", v.other.best()).field("other_gbps_median", v.other.median());
+            json.field("zeros_over_other", v.ratio());
+            if (v.faults_zeros >= 0) json.field("page_faults_zeros", v.faults_zeros).field("page_faults_other", v.faults_other);
+            json.end_object();
+        }
+        json.end_array().end_object();
     }
     json.field("seconds", r.seconds);
     json.end_object();

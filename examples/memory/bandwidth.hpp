@@ -43,6 +43,7 @@ struct BandwidthOptions {
     double rep_ms = 0.5; ///< short runs miss most of a VM's periodic interruptions (at least one pass, though)
     std::vector<std::string> kernels; ///< empty: all available
     unsigned threads = 1;
+    bool value_probe = true; ///< with a memset kernel and one thread: measure_value_dependence at the largest size
 };
 
 struct BandwidthPoint {
@@ -60,6 +61,31 @@ struct BandwidthCurve {
     std::vector<BandwidthPoint> points;
 };
 
+/// memset is value-dependent on some machines (our Zen 3 VM: zeros about twice as fast to memory; docs/memory.md):
+/// the same stores with zeros and with non-zero bytes, side by side at one size, with the page faults taken
+/// meanwhile, to show where the difference arises.
+struct ValueProbeRow {
+    std::string method;          ///< "memset", "rep-stosb", "write-vec", "write-nt"
+    std::string path;            ///< how its stores reach memory
+    BandwidthPoint zeros, other; ///< other: non-zero bytes
+    long long faults_zeros = -1, faults_other = -1; ///< page faults in the measurements; -1: not counted
+    double ratio() const { return zeros.best() / other.best(); }
+};
+struct ValueProbe {
+    std::uint64_t size = 0; ///< 0: not measured
+    std::vector<ValueProbeRow> rows;
+    std::string faults_note; ///< how page faults were counted, or why they were not
+};
+/// Runs each pair once (warm-up and `reps` runs each, as measure_bandwidth), zeros first, on one thread.
+ValueProbe measure_value_dependence(std::uint64_t size, unsigned reps, double rep_ms, Clock& clock);
+/// The probe's kernels ("memset-0", "memset", "rep-stosb-0", ...), for tests through run_kernel.
+std::vector<KernelInfo> value_probe_kernels();
+/// The probe as a markdown table and as plain text.
+std::string value_probe_markdown(const ValueProbe& probe);
+std::string value_probe_text(const ValueProbe& probe);
+/// What the probe shows, in words: which stores were faster with zeros (1.3x or more), and the page faults.
+std::string value_probe_findings(const ValueProbe& probe);
+
 struct BandwidthResult {
     BandwidthOptions options;
     std::vector<BandwidthCurve> curves;
@@ -67,6 +93,7 @@ struct BandwidthResult {
     std::string pin_note;
     std::string wall_note;
     std::string levels_caption = "shaded: levels found by the latency experiment"; ///< when levels are drawn
+    ValueProbe values; ///< zeros against other bytes (options.value_probe)
     double seconds = 0;
 };
 

@@ -9,7 +9,10 @@
 // all kernels run in turn (side by side). Bytes counted per pass over W bytes: read W, write W, rmw 2W, copy W (W/2 read +
 // W/2 written, as STREAM counts), memcpy W, memset W; GB/s = 10^9 bytes per second. The thread is pinned; with
 // --threads N each size is split among N threads pinned to distinct CPUs and timed from the first start to the
-// last finish.
+// last finish. memset runs twice, with a non-zero byte (memset) and with zeros (memset-0): what is written can
+// change the speed (docs/memory.md); with a memset kernel, the largest size is then measured once more with the
+// same stores of zeros and of other bytes (memset, rep stosb, cached and non-temporal vector stores), counting the
+// page faults taken meanwhile, to show where the difference arises.
 #include "bandwidth.hpp"
 #include "common.hpp"
 #include "report.hpp"
@@ -28,7 +31,9 @@ libc memcpy/memset on the same buffers).
   --max SIZE           largest working set (default 256M; memory wants at least 4x the last cache)
   --per-octave N       points per octave (default 2)
   --kernels LIST       comma-separated subset of: read write rmw copy read-vec write-vec rmw-vec copy-vec
-                       write-nt copy-nt memcpy memset (default: all this CPU can run)
+                       write-nt copy-nt memcpy memset memset-0 (default: all this CPU can run); memset
+                       writes a non-zero byte, memset-0 zeros (as bzero does)
+  --no-value-probe     with a memset kernel, do not measure zeros against other bytes at the largest size
   --threads N          split each working set among N threads on N CPUs (default 1)
   --runs N             timed runs per kernel and size (default 7); best and median are kept
   --run-ms MS          length of one run (default 0.5, but at least one pass over the working set)
@@ -38,12 +43,15 @@ libc memcpy/memset on the same buffers).
   --out DIR            report folder (default pmc-memory-report)
   --no-plot            do not run gnuplot
   --quick              a short run for tests: 4K..8M, 1 point per octave, 3 runs, and (without --kernels)
-                       read/write/copy-vec/memcpy; not with --min, --max, --per-octave, --runs, --run-ms
+                       read/write/copy-vec/memcpy/memset/memset-0; not with --min, --max, --per-octave,
+                       --runs, --run-ms
   --quiet              no progress lines
   -h, --help           this text
 
 Bytes counted per pass over a working set of W bytes: read W, write W, rmw 2W, copy W (W/2 read + W/2
-written), memcpy W, memset W. GB/s = 10^9 bytes per second. Writes DIR/bandwidth.csv, bandwidth.json and
+written), memcpy W, memset W. GB/s = 10^9 bytes per second. With a memset kernel (and one thread), the
+largest size is measured again with zeros and with other bytes, by memset, rep stosb, and cached and
+non-temporal vector stores, with the page faults taken meanwhile (value_dependence in bandwidth.json). Writes DIR/bandwidth.csv, bandwidth.json and
 bandwidth.png (.svg, and the gnuplot script).
 )";
 
@@ -103,6 +111,8 @@ int run(int argc, char** argv) {
             out = args.value();
         } else if (args.is("--no-plot")) {
             plot = false;
+        } else if (args.is("--no-value-probe")) {
+            o.value_probe = false;
         } else if (args.is("--quick")) {
             quick = true;
         } else if (args.is("--quiet")) {
@@ -120,7 +130,7 @@ int run(int argc, char** argv) {
         o.reps = 3;
         o.rep_ms = 1;
         if (o.kernels.empty()) {
-            o.kernels = {"read", "write", "memcpy"};
+            o.kernels = {"read", "write", "memcpy", "memset", "memset-0"};
             if (!vector_isa().empty()) o.kernels.insert(o.kernels.begin() + 2, "copy-vec");
         }
     }
@@ -160,6 +170,9 @@ int run(int argc, char** argv) {
                         size_label(static_cast<double>(c.points.front().size)).c_str(), c.points.front().best(),
                         size_label(static_cast<double>(c.points.back().size)).c_str(), c.points.back().best(),
                         c.kernel.description.c_str());
+    if (r.values.size > 0)
+        std::printf("Zeros against other bytes at %s (best GB/s):\n%s", size_text(static_cast<double>(r.values.size)).c_str(),
+                    (value_probe_text(r.values) + value_probe_findings(r.values) + "\n").c_str());
     print_written(w);
     return 0;
 }

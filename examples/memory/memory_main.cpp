@@ -32,7 +32,8 @@ bandwidth.png (.svg, with their gnuplot scripts) and summary.md. About 20 s with
 
   --out DIR       report folder (default pmc-memory-report)
   --quick         a short run (about 1.5 s there) with fewer sizes and runs: latency and bandwidth to
-                  8 MiB (read, write, copy-vec, memcpy), page faults on 4 MiB twice, a load from memory on its own
+                  8 MiB (read, write, copy-vec, memcpy, memset with a non-zero byte and with zeros), page
+                  faults on 4 MiB twice, a load from memory on its own
   --skip LIST     comma-separated experiments to leave out: latency, bandwidth, pagefault
   --dir DIR       where the page-fault test file goes (default: the report folder; not tmpfs)
   --cpu N         pin to CPU N (default: the last CPU this process may use)
@@ -137,7 +138,7 @@ int run(int argc, char** argv) {
             o.per_octave = 1;
             o.reps = 3;
             o.rep_ms = 1;
-            o.kernels = {"read", "write", "memcpy"};
+            o.kernels = {"read", "write", "memcpy", "memset", "memset-0"};
             if (!vector_isa().empty()) o.kernels.insert(o.kernels.begin() + 2, "copy-vec");
         }
         bandwidth = run_bandwidth(o, clock, progress, pin_note);

@@ -243,6 +243,7 @@ PlotOutcome plot_bandwidth(const std::string& dir, const BandwidthResult& r, con
         if (k.find("copy") != std::string::npos) color = "#2ca02c";
         if (k == "memcpy") color = "#17becf";
         if (k == "memset") color = "#ff7f0e";
+        if (k == "memset-0") color = "#8c564b";
         std::string dash = "1";
         if (k.find("-vec") != std::string::npos) dash = "2";
         if (k.find("-nt") != std::string::npos) dash = "3";

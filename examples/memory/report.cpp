@@ -189,6 +189,16 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
             s += "GB/s per level (median over the sizes well inside each level found above):\n\n";
             s += level_bandwidth_markdown(bandwidth_per_level(*b, in.latency->regimes)) + "\n";
         }
+        if (b->values.size > 0) {
+            s += fmt::format("memset writes what it is given, and what is written can change the speed: memset-0 "
+                             "writes zeros (as bzero and calloc do), memset a non-zero byte. The same stores with "
+                             "zeros and with other bytes at W = {} (best GB/s; {}):\n\n",
+                             size_text(static_cast<double>(b->values.size)), b->values.faults_note);
+            s += value_probe_markdown(b->values) + "\n" + value_probe_findings(b->values) +
+                 " Where only the stores that write whole lines without reading them first are faster with zeros, "
+                 "the difference arises below the core, on the way to memory, where no core PMU event sees it "
+                 "(docs/memory.md, section 3).\n\n";
+        }
         if (in.all_cpus && !in.all_cpus->gbps.empty()) {
             s += fmt::format("With {} threads on {} CPUs at W = {} (memory): ", in.all_cpus->threads,
                              in.all_cpus->threads, size_text(static_cast<double>(in.all_cpus->size)));
