@@ -34,8 +34,7 @@ hypervisor, CPU and its interrupt event (AArch64: each kind of core, from MIDR_E
 NMI watchdog, SpecLockMap, ASLR, allocator, the wall-time clock (the TSC, or AArch64's generic
 timer), then trial opens of instructions-minus-irqs:u, instructions:u, task-clock and wall-time.
 On AArch64 perf_user_access 0 is degraded, not impossible: hardware counts still work, read with
-read(). Each line has a verdict and,
-where it is not ok, the exact fix:
+read(). Each line has a verdict and, where it is not ok, the exact fix:
   ok          works as well as it can
   advisory    up to the measured program (ASLR, the allocator), not this machine
   degraded    works, but less precisely or less repeatably than it could
