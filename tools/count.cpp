@@ -408,7 +408,9 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         const pmc::GroupReading zero = group->make_reading();
         end = group->read();
         pmc::difference(zero, end, counts);
-        names = pmc::event_names(*group);
+        // perf's names: 'page-faults:u' where the kernel refused kernel mode and the event fell back to user mode.
+        for (std::size_t i = 0; i < group->size(); ++i)
+            names.push_back(pmc::name_as_opened(group->event(i), group->attr(i)));
     } catch (const std::exception& e) {
         fmt::print(stderr, "pmc: count: '{}' ran (exit status {}), but its counts cannot be read: {}\n", shown,
                    exit_status, e.what());

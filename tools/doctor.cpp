@@ -43,7 +43,8 @@ The last line is the best precision available here.
 
 Options:
   --json       One JSON object: checks (verdict, check, finding, fix), trials (event, ok, read_path
-               or errno and why), precision, summary and exit_status.
+               or errno and why, opened_as where it fell back to user mode: "task-clock:u"),
+               precision, summary and exit_status.
   --sysfs DIR  Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help   Show this help.
 
@@ -66,6 +67,7 @@ struct Trial {
     std::string path;
     std::string why;
     int err = 0;
+    std::string opened_as; ///< perf's name when it differs: "task-clock:u" where kernel mode was refused
 };
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
@@ -105,6 +107,8 @@ Trial trial(const std::string& event, const pmc::OpenOptions& options) {
     if (c) {
         t.ok = true;
         t.path = pmc::to_string(c->path());
+        // As a user's program opens it, with perf's fallback to user mode where kernel mode is refused.
+        if (auto shown = pmc::name_as_opened(c->event(), c->attr()); shown != c->event().name) t.opened_as = shown;
         auto iv = c->interval();
         (void)iv.stop();
     } else {
@@ -338,6 +342,7 @@ int cmd_doctor(const Options& o) {
         for (auto& t : trials) {
             j.begin_object().field("event", t.event).field("ok", t.ok);
             if (t.ok) j.field("read_path", t.path); else j.field("errno", t.err).field("why", t.why);
+            if (!t.opened_as.empty()) j.field("opened_as", t.opened_as);
             j.end_object();
         }
         j.end_array();
@@ -355,7 +360,11 @@ int cmd_doctor(const Options& o) {
     }
     fmt::print("\n  trial opens on this thread{}:\n", pinning.empty() ? "" : ", " + pinning);
     for (auto& t : trials)
-        fmt::print("  {:<11}{:<28}{}\n", t.ok ? "ok" : "impossible", t.event, t.ok ? "read with " + t.path : t.why);
+        fmt::print("  {:<11}{:<28}{}\n", t.ok ? "ok" : "impossible", t.event,
+                   !t.ok                 ? t.why
+                   : t.opened_as.empty() ? "read with " + t.path
+                                         : "read with " + t.path + "; opened as " + t.opened_as +
+                                               " (user mode only, as perf does: kernel mode is refused to this user)");
     fmt::print("\n  best precision here: {}\n", summary);
     if (status <= 2 && (hazards || advice))
         fmt::print("  for repeatable counts, also {}{}{} (docs/exact-counts.md)\n",

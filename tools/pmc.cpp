@@ -56,7 +56,9 @@ Options:
   -e EVENT[,EVENT]  count: an event to count (repeatable).
   -o FILE           count: write the counts to FILE instead of stderr.
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
-                    inherit, enable_on_exec), so the output matches perf's -vv block line for line.
+                    inherit, enable_on_exec), so the output matches perf's -vv block line for line;
+                    where this user may not count kernel mode, the attr perf stat falls back to
+                    (exclude_kernel=1, exclude_hv=1: its ':u' event).
   -h, --help        Show this help (also: pmc COMMAND --help).
   --version         Print pmc's version.
 
@@ -216,7 +218,17 @@ int cmd_encode(const Options& o) {
         const char* clock_text = spec->kind == pmc::EventKind::wall_time
                                      ? "pmc's own clock: nanoseconds from the TSC; not a perf event"
                                      : "pmc's own clock: serialized rdtsc ticks; not a perf event (perf's tsc is msr/tsc/)";
-        perf_event_attr attr = o.like_perf_stat ? pmc::as_perf_stat_opens_it(spec->attr) : spec->attr;
+        // As perf stat opens it for this user: with perf's exclude_kernel fallback where the kernel refuses
+        // kernel-mode counting (perf -vv prints the refused attr first, then this one).
+        const perf_event_attr user_attr =
+            o.like_perf_stat && !clock ? pmc::as_this_user_opens_it(*spec, spec->attr) : spec->attr;
+        const bool user_mode_only = user_attr.exclude_kernel && !spec->attr.exclude_kernel;
+        if (user_mode_only && !o.json)
+            fmt::print(stderr, "# {}: this user may not count kernel mode (perf_event_paranoid {}): perf stat opens it "
+                               "with exclude_kernel=1 and exclude_hv=1, as {} (so does pmc)\n", text,
+                       pmc::perf_event_paranoid() ? std::to_string(*pmc::perf_event_paranoid()) : "unreadable",
+                       pmc::name_as_opened(*spec, user_attr));
+        perf_event_attr attr = o.like_perf_stat ? pmc::as_perf_stat_opens_it(user_attr) : spec->attr;
         perf_event_attr minus_attr = o.like_perf_stat ? pmc::as_perf_stat_opens_it(spec->minus_attr) : spec->minus_attr;
         if (o.json) {
             j.begin_object().field("event", text).field("ok", true);
@@ -225,6 +237,7 @@ int cmd_encode(const Options& o) {
                             : spec->kind == pmc::EventKind::tsc        ? "tsc"
                                                                        : "wall-time");
             j.field("name", spec->name).field("pmu", spec->pmu).field("modifiers", spec->modifiers);
+            if (user_mode_only) j.field("opened_as", pmc::name_as_opened(*spec, user_attr));
             if (clock) {
                 j.field("note", clock_text);
             } else {

@@ -137,8 +137,9 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         }
         if (counts_kernel) msg += " This event also counts kernel mode (no ':u').";
         msg += "\nFix:";
-        if (counts_kernel && (!level || *level <= 2)) msg += " count user mode only by adding ':u' (e.g. 'instructions:u');";
-        msg += " or lower the setting: sudo sysctl kernel.perf_event_paranoid=";
+        if (counts_kernel && (!level || *level <= 2))
+            msg += " count user mode only by adding ':u' (e.g. 'instructions:u'); or";
+        msg += " lower the setting: sudo sysctl kernel.perf_event_paranoid=";
         msg += counts_kernel ? "1" : "2";
         msg += "; or give the program CAP_PERFMON: sudo setcap cap_perfmon+ep ./your-program. Inside a container, "
                "the seccomp profile may block perf_event_open (Docker: --cap-add PERFMON or a profile that allows "
