@@ -7,6 +7,7 @@
 
 #include <pmc/config.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -76,13 +77,20 @@ public:
     T* operator->() { return &value(); }
     const T* operator->() const { return &value(); }
     T& operator*() & { return value(); }
+    const T& operator*() const& { return value(); }
+    T&& operator*() && { return std::move(*this).value(); }
 
-    /// The failure; only meaningful when !ok().
-    const Failure& failure() const { return std::get<1>(state_); }
+    /// The failure; raises pmc::error (EINVAL, saying so) when there is none: check ok() first.
+    const Failure& failure() const {
+        if (ok())
+            raise(make_failure(EINVAL, "pmc::Result::failure() was called on a result that holds a value, not a "
+                                       "failure: check ok() (or the result's bool) before asking for the failure"));
+        return *std::get_if<1>(&state_);
+    }
 
 private:
     void check() const {
-        if (!ok()) raise(std::get<1>(state_));
+        if (!ok()) raise(*std::get_if<1>(&state_));
     }
     std::variant<T, Failure> state_;
 };

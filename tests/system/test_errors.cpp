@@ -2,6 +2,7 @@
 // this machine can produce them (no PMU, paranoid as an unprivileged user, too many files); injected errnos
 // for the rest.
 #include "catch.hpp"
+#include "fake_sysfs.hpp"
 #include "inject.hpp"
 #include "test_support.hpp"
 
@@ -11,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <fstream>
 #include <vector>
 
 using pmc_test::FailingPerfEventOpen;
@@ -79,10 +81,8 @@ TEST_CASE("permission refused: paranoid level, its meaning, and three fixes", "[
 
 TEST_CASE("permission refused for real: an unprivileged user at paranoid >= 2", "[system][errors]") {
     auto level = pmc::perf_event_paranoid();
-    if (::geteuid() != 0 || !level || *level < 2) {
-        WARN("needs root (to become an unprivileged user) and perf_event_paranoid >= 2; covered by injection above");
-        return;
-    }
+    if (::geteuid() != 0 || !level || *level < 2)
+        PMC_SKIP("needs root (to become an unprivileged user) and perf_event_paranoid >= 2; covered by injection");
     const int status = pmc_test::in_child([] {
         if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 10;
         auto kernel = pmc::Counter::try_open("page-faults");
@@ -106,7 +106,10 @@ TEST_CASE("too many open files, for real and injected", "[system][errors]") {
             if (!r) {
                 if (r.failure().code.value() != EMFILE) return 1;
                 if (r.failure().message.find("RLIMIT_NOFILE = 32") == std::string::npos) return 2;
-                if (r.failure().message.find("ulimit -n") == std::string::npos) return 3;
+                if (r.failure().message.find("hard limit 32") == std::string::npos) return 3;
+                // Soft = hard: only root can raise it, so no `ulimit -n` beyond the hard limit is suggested.
+                if (r.failure().message.find("65536") != std::string::npos) return 5;
+                if (r.failure().message.find("needs root") == std::string::npos) return 6;
                 return 0;
             }
             counters.push_back(std::move(r.value()));
@@ -114,6 +117,25 @@ TEST_CASE("too many open files, for real and injected", "[system][errors]") {
         return 4; // never hit the limit
     });
     CHECK(status == 0);
+    // Below the hard limit: raise the soft limit to exactly the hard limit, which needs no privilege.
+    const int below_hard = pmc_test::in_child([] {
+        rlimit lim{32, 48};
+        if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return 10;
+        std::vector<pmc::Counter> counters;
+        for (int i = 0; i < 64; ++i) {
+            auto r = pmc::Counter::try_open("task-clock");
+            if (!r) {
+                const std::string& m = r.failure().message;
+                if (m.find("RLIMIT_NOFILE = 32, hard limit 48") == std::string::npos) return 1;
+                if (m.find("`ulimit -n 48`") == std::string::npos) return 2;
+                if (m.find("65536") != std::string::npos) return 3;
+                return 0;
+            }
+            counters.push_back(std::move(r.value()));
+        }
+        return 4;
+    });
+    CHECK(below_hard == 0);
     FailingPerfEventOpen<EMFILE> inject;
     CHECK_THAT(open_failure("task-clock"), ContainsSubstring("every counter holds one file descriptor"));
 }
@@ -128,14 +150,15 @@ TEST_CASE("invalid attributes name the fields that were set", "[system][errors]"
         CHECK_THAT(m, ContainsSubstring("exclude_hv=1"));
         CHECK_THAT(open_failure("instructions:pp"), ContainsSubstring("precise_ip=2"));
     }
-    // For real: the msr PMU cannot filter by mode.
-    if (pmc::load_pmu("msr")) {
-        const std::string m = open_failure("msr/tsc/u");
-        CHECK_THAT(m, ContainsSubstring("EINVAL"));
-        CHECK_THAT(m, ContainsSubstring("msr PMU counts in every mode"));
-        // An explicit H keeps exclude_guest, so perf's fallback does not apply and the kernel refuses it.
-        CHECK_THAT(open_failure("msr/tsc/H"), ContainsSubstring("drop the ':G'/':H' modifier"));
-    }
+}
+
+TEST_CASE("invalid attributes for real: the msr PMU cannot filter by mode", "[system][errors]") {
+    if (!pmc::load_pmu("msr")) PMC_SKIP("this kernel has no msr PMU (msr/tsc/)");
+    const std::string m = open_failure("msr/tsc/u");
+    CHECK_THAT(m, ContainsSubstring("EINVAL"));
+    CHECK_THAT(m, ContainsSubstring("msr PMU counts in every mode"));
+    // An explicit H keeps exclude_guest, so perf's fallback does not apply and the kernel refuses it.
+    CHECK_THAT(open_failure("msr/tsc/H"), ContainsSubstring("drop the ':G'/':H' modifier"));
 }
 
 TEST_CASE("other errnos get their own explanation", "[system][errors]") {
@@ -162,7 +185,7 @@ TEST_CASE("other errnos get their own explanation", "[system][errors]") {
 }
 
 TEST_CASE("a failed mmap of the control page is reported, and the fd is not leaked", "[system][errors]") {
-    if (!pmc::load_pmu("msr")) return; // msr/tsc/ is the event here that gets a control page
+    if (!pmc::load_pmu("msr")) PMC_SKIP("no msr PMU here: msr/tsc/ is the event here that gets a control page");
     const int before = pmc_test::open_fd_count();
     {
         pmc_test::SystemCallOverride inject;
@@ -191,4 +214,59 @@ TEST_CASE("a failing read() raises with the reason", "[system][errors]") {
         return -1;
     };
     CHECK_THROWS_AS(c.read(), pmc::error);
+}
+
+namespace {
+/// Every sysfs path a hint names (".../rdpmc") must exist: a fix that points at a missing file misleads.
+void check_named_rdpmc_files_exist(const std::string& hint) {
+    for (std::size_t at = hint.find("/rdpmc"); at != std::string::npos; at = hint.find("/rdpmc", at + 1)) {
+        const std::size_t start = hint.rfind(' ', at) + 1;
+        const std::string path = hint.substr(start, at + 6 - start);
+        INFO(hint);
+        CHECK(::access(path.c_str(), F_OK) == 0);
+    }
+}
+} // namespace
+
+TEST_CASE("the rdpmc hint names only settings that exist, and none for events rdpmc never reads", "[system][errors]") {
+    pmc_test::FakeSysfs sysfs;
+    const std::string root = sysfs.root();
+    // msr/tsc/ is not on the core PMU: no setting makes it rdpmc-readable, so none is named.
+    const std::string msr = pmc::detail::rdpmc_setting_hint(pmc::parse_event("msr/tsc/", root), root);
+    CHECK_THAT(msr, ContainsSubstring("the msr PMU"));
+    CHECK_THAT(msr, ContainsSubstring("read() is the way"));
+    CHECK_THAT(msr, !ContainsSubstring("rdpmc is"));
+    CHECK_THAT(msr, !ContainsSubstring("sudo"));
+    check_named_rdpmc_files_exist(msr);
+    // A core event: the cpu PMU's setting, with the fix only when it is off.
+    const pmc::EventSpec instructions = pmc::parse_event("instructions:u", root);
+    const std::string on = pmc::detail::rdpmc_setting_hint(instructions, root);
+    CHECK_THAT(on, ContainsSubstring(root + "/cpu/rdpmc is 1"));
+    CHECK_THAT(on, !ContainsSubstring("enable with"));
+    check_named_rdpmc_files_exist(on);
+    std::ofstream(root + "/cpu/rdpmc") << "0\n";
+    const std::string off = pmc::detail::rdpmc_setting_hint(instructions, root);
+    CHECK_THAT(off, ContainsSubstring(root + "/cpu/rdpmc is 0"));
+    CHECK_THAT(off, ContainsSubstring("enable with: echo 1 | sudo tee " + root + "/cpu/rdpmc"));
+    check_named_rdpmc_files_exist(off);
+    // A hybrid machine's core-type PMUs: their files are named, and only those that exist (cpu/rdpmc removed).
+    pmc_test::FakeSysfs hybrid(false);
+    hybrid.core_type_pmu("cpu_core", 10, "0-3");
+    hybrid.core_type_pmu("cpu_atom", 11, "4-7");
+    std::ofstream(hybrid.root() + "/cpu_core/rdpmc") << "1\n";
+    ::unlink((hybrid.root() + "/cpu/rdpmc").c_str());
+    const std::string both = pmc::detail::rdpmc_setting_hint(instructions, hybrid.root());
+    CHECK_THAT(both, ContainsSubstring(hybrid.root() + "/cpu_core/rdpmc is 1"));
+    CHECK_THAT(both, !ContainsSubstring("cpu_atom/rdpmc"));
+    check_named_rdpmc_files_exist(both);
+}
+
+TEST_CASE("a real msr/tsc/ counter's notes name no rdpmc file that does not exist", "[system][errors]") {
+    if (!pmc::load_pmu("msr")) PMC_SKIP("this kernel has no msr PMU (msr/tsc/)");
+    pmc::Counter c{"msr/tsc/"};
+    std::string notes;
+    for (const auto& n : c.notes()) notes += n + "\n";
+    INFO(notes);
+    CHECK_THAT(notes, !ContainsSubstring("msr/rdpmc"));
+    check_named_rdpmc_files_exist(notes);
 }

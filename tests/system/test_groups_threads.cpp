@@ -97,6 +97,24 @@ TEST_CASE("a moved-from group refuses reads with EBADF, also one that counted ch
     CHECK(pmc_test::open_fd_count() == fds_before);
 }
 
+TEST_CASE("reading into a GroupReading of the wrong size resizes it instead of writing past its end", "[system][group]") {
+    pmc::Group g{"page-faults", "minor-faults", "task-clock"};
+    pmc::GroupReading empty; // default-constructed: no values at all
+    g.read(empty);
+    CHECK(empty.values.size() == 3);
+    pmc::GroupReading big;
+    big.values.assign(8, 0);
+    g.read(big);
+    CHECK(big.values.size() == 3);
+    pmc::Group other{"page-faults"};
+    auto small = other.make_reading();
+    g.read(small); // another group's reading
+    CHECK(small.values.size() == 3);
+    // Two readings of different groups cannot be subtracted: refused, not read past the shorter one.
+    std::vector<pmc::EventCount> counts;
+    CHECK_THROWS_AS(pmc::difference(other.make_reading(), g.make_reading(), counts), pmc::error);
+}
+
 TEST_CASE("a group that counts children may be read from several threads at once", "[system][group][threads]") {
     // Each reader's readings must be whole: counts and times that never go back, running <= enabled. A read()
     // into a buffer shared between the readers could hand one reader a mix of two reads (ThreadSanitizer flags
@@ -311,7 +329,8 @@ TEST_CASE("hybrid CPUs: a generic event refuses an unpinned thread, or sums both
     };
     pmc::OpenOptions options;
     options.sysfs_root = tree.base.root();
-    if (pmc::thread_affinity().size() < 2) return; // a one-CPU machine is pinned by definition
+    if (pmc::thread_affinity().size() < 2)
+        PMC_SKIP("this process may run on one CPU only: a one-CPU machine is pinned by definition");
     auto refused = pmc::Counter::try_open("instructions:u", options);
     REQUIRE_FALSE(refused.ok());
     CHECK_THAT(refused.failure().message, ContainsSubstring("hybrid CPU"));
@@ -383,10 +402,7 @@ TEST_CASE("hybrid CPUs: sum_core_types with a single core-type PMU places the ev
 
 TEST_CASE("hybrid CPUs: pin_this_thread keeps to the CPUs the thread may already use", "[system][hybrid]") {
     const std::vector<int> mine = pmc::thread_affinity();
-    if (mine.size() < 2) {
-        WARN("this process may run on fewer than 2 CPUs: the narrowing is not checked");
-        return;
-    }
+    if (mine.size() < 2) PMC_SKIP("this process may run on fewer than 2 CPUs: there is nothing to narrow");
     // A fake hybrid machine: cpu_core on this process's first two CPUs, cpu_atom on a CPU it may not use.
     pmc_test::FakeSysfs base{false};
     base.core_type_pmu("cpu_core", 4, std::to_string(mine[0]) + "," + std::to_string(mine[1]));

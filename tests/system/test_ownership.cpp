@@ -68,3 +68,87 @@ TEST_CASE("per-thread counters count their own thread only", "[system][ownership
               static_cast<std::uint64_t>(64 * (i + 1) + 32) + pmc_test::sanitizer_fault_slack(64 * (i + 1)));
     }
 }
+
+TEST_CASE("a scoped interval that ends in a fork() child neither throws nor reports a count", "[system][ownership][interval]") {
+    pmc::Counter c{"page-faults"};
+    std::fflush(nullptr);
+    bool counted = false, failed = false, plain_counted = false;
+    int failure_code = 0;
+    pid_t pid = -1;
+    {
+        auto plain = c.scoped([&](std::uint64_t) { plain_counted = true; });
+        auto told = c.scoped([&](std::uint64_t) { counted = true; },
+                             [&](const pmc::Failure& f) {
+                                 failed = true;
+                                 failure_code = f.code.value();
+                             });
+        pid = ::fork();
+        // Both scopes end here, in the child too: their last read fails there (the counter is the parent's).
+    }
+    if (pid == 0) {
+        // Exit 0 only if neither destructor threw (that would have been std::terminate), neither callback got a
+        // count, and the failure callback heard ECHILD.
+        _exit(!counted && !plain_counted && failed && failure_code == ECHILD ? 0 : 1);
+    }
+    REQUIRE(pid > 0);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    INFO("child status " << status);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(counted); // in the parent, the counts were reported as usual
+    CHECK(plain_counted);
+    CHECK_FALSE(failed);
+}
+
+TEST_CASE("a scoped interval whose counter was moved away reports the failure, not a count", "[system][ownership][interval]") {
+    pmc::Counter c{"page-faults"};
+    bool counted = false;
+    std::string failure;
+    int code = 0;
+    {
+        auto scope = c.scoped([&](std::uint64_t) { counted = true; },
+                              [&](const pmc::Failure& f) {
+                                  failure = f.message;
+                                  code = f.code.value();
+                              });
+        pmc::Counter moved = std::move(c); // the scope's counter is now a moved-from shell
+        (void)moved;
+    } // must not throw (that would be std::terminate)
+    CHECK_FALSE(counted);
+    CHECK(code == EBADF);
+    CHECK_THAT(failure, ContainsSubstring("moved from"));
+    // Without a failure callback: neither a count nor an exception.
+    pmc::Counter d{"page-faults"};
+    bool d_counted = false;
+    CHECK_NOTHROW([&] {
+        auto scope = d.scoped([&](std::uint64_t) { d_counted = true; });
+        pmc::Counter gone = std::move(d);
+    }());
+    CHECK_FALSE(d_counted);
+}
+
+TEST_CASE("an explicit stop() of a scoped interval raises the failure and calls neither callback", "[system][ownership][interval]") {
+    pmc::Counter c{"page-faults"};
+    int calls = 0;
+    {
+        auto scope = c.scoped([&](std::uint64_t) { ++calls; }, [&](const pmc::Failure&) { ++calls; });
+        pmc::Counter moved = std::move(c);
+        CHECK_THROWS_AS(scope.stop(), pmc::error);
+    } // and the destructor stays quiet
+    CHECK(calls == 0);
+    // On success, stop() calls on_exit once and the destructor does not call it again.
+    pmc::Counter d{"page-faults"};
+    std::uint64_t seen = 0;
+    calls = 0;
+    {
+        auto scope = d.scoped([&](std::uint64_t n) {
+            seen = n;
+            ++calls;
+        });
+        const std::uint64_t n = scope.stop();
+        CHECK(n == seen);
+        CHECK(scope.stop() == n);
+    }
+    CHECK(calls == 1);
+}

@@ -154,3 +154,32 @@ TEST_CASE("Result holds a value or a failure", "[errors]") {
     CHECK(bad.failure().code == std::errc::too_many_files_open);
     CHECK_THROWS_AS(bad.value(), pmc::error);
 }
+
+TEST_CASE("Result's accessors on the wrong alternative raise pmc::error that says so", "[errors]") {
+    pmc::Result<int> good(7);
+    try {
+        (void)good.failure();
+        FAIL("failure() of a success returned");
+    } catch (const pmc::error& e) {
+        CHECK(e.code().value() == EINVAL);
+        CHECK_THAT(std::string(e.what()), ContainsSubstring("holds a value"));
+        CHECK_THAT(std::string(e.what()), ContainsSubstring("check ok()"));
+    }
+    pmc::Result<std::string> bad(pmc::make_failure(EMFILE, "too many"));
+    for (int how = 0; how < 4; ++how) {
+        INFO("accessor " << how);
+        try {
+            if (how == 0) (void)bad.value();
+            if (how == 1) (void)bad->size();
+            if (how == 2) (void)*bad;
+            if (how == 3) (void)*std::move(bad);
+            FAIL("the value of a failure was returned");
+        } catch (const pmc::error& e) {
+            CHECK(e.code().value() == EMFILE); // the failure itself, not std::bad_variant_access
+            CHECK(std::string(e.what()) == "too many");
+        }
+    }
+    const pmc::Result<std::string> text(std::string("x"));
+    CHECK(*text == "x");
+    CHECK(*pmc::Result<std::string>(std::string("y")) == "y");
+}

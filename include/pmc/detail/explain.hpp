@@ -149,10 +149,20 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
     case EMFILE: {
         rlimit lim{};
         ::getrlimit(RLIMIT_NOFILE, &lim);
-        msg += "This process has reached its limit of open files (RLIMIT_NOFILE = " + std::to_string(lim.rlim_cur) +
-               "); every counter holds one file descriptor.\nFix: close counters you no longer read, or raise the "
-               "limit (ulimit -n 65536, or setrlimit(RLIMIT_NOFILE) up to the hard limit " +
-               std::to_string(lim.rlim_max) + ").";
+        auto count = [](rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v); };
+        msg += "This process has reached its limit of open files (RLIMIT_NOFILE = " + count(lim.rlim_cur) +
+               ", hard limit " + count(lim.rlim_max) + "); every counter holds one file descriptor.\nFix: close "
+               "counters you no longer read";
+        if (lim.rlim_cur < lim.rlim_max) {
+            // Anyone may raise the soft limit up to the hard one.
+            const std::string to = lim.rlim_max == RLIM_INFINITY ? "N` (up to fs.nr_open)" : count(lim.rlim_max) + "`";
+            msg += ", or raise the limit up to the hard limit: `ulimit -n " + to + " in the shell that starts the "
+                   "program, or setrlimit(RLIMIT_NOFILE) in it.";
+        } else {
+            msg += ". The hard limit is reached too: raising it needs root (CAP_SYS_RESOURCE): the nofile entry in "
+                   "/etc/security/limits.conf, LimitNOFILE= for a systemd service, or --ulimit nofile=N:N for a "
+                   "container; then ulimit -n N.";
+        }
         break;
     }
     case ENFILE:
