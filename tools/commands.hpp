@@ -52,4 +52,8 @@ extern const char* const count_help;
 /// pmc count (tools/count.cpp): counts `command` with `events`; returns the command's exit status.
 int cmd_count(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& events);
 
+/// pmc summarize (tools/summarize.cpp): parses its own arguments (those after "summarize").
+int cmd_summarize(int argc, char** argv);
+extern const char* const summarize_help;
+
 } // namespace pmc_tool

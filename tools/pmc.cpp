@@ -47,6 +47,8 @@ Commands:
                     its interrupt event, hybrid cores, NMI watchdog, SpecLockMap, ASLR, allocator, the
                     wall-time clock, and trial opens; each line a verdict (ok / advisory / degraded /
                     impossible) and the exact fix.
+  summarize FILE    Summarize a profile written by a program embedding pmc::Profiler
+                    (PMC_PROFILE=FILE): per label count, self, total, min/median/max.
 
 Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode,
@@ -279,6 +281,8 @@ int cmd_encode(const Options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
+    // summarize parses its own options (pmc summarize --help).
+    if (argc >= 2 && std::string_view(argv[1]) == "summarize") return pmc_tool::cmd_summarize(argc - 2, argv + 2);
     Options o;
     std::vector<std::string> events, command;
     std::vector<std::string_view> argv_views(argv + 1, argv + argc);
@@ -328,6 +332,7 @@ int main(int argc, char** argv) {
                            : help_for == "encode" ? encode_help
                            : help_for == "doctor" ? pmc_tool::doctor_help
                            : help_for == "count"  ? pmc_tool::count_help
+                           : help_for == "summarize" ? pmc_tool::summarize_help
                                                   : usage_text;
         fmt::print("{}", text);
         return 0;

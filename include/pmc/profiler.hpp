@@ -1,0 +1,821 @@
+// pmc/profiler.hpp: a query-level profiler that programs embed, with exact counters on every thread.
+//
+//     auto prof = pmc::Profiler::from_env();        // PMC_PROFILE=out.pmcprof turns it on; absent: off
+//     auto typeck = prof.label("typeck");           // interned once; events store its id
+//     {
+//         auto s = prof.scope(typeck, prof.label("fn main"));   // an interval, with an optional argument
+//         ...                                                   // nested scopes, on any thread
+//     }
+//     prof.instant(prof.label("cache-hit"));
+//     prof.integer(prof.label("artifact-size"), 12345);
+//
+// Each thread records into its own page buffer with its own counters, opened on the thread's first event (a perf
+// counter counts only the thread that opened it): no lock and no allocation per event. A full page is written to the
+// file with one write(2) (O_APPEND) by the thread that filled it, so memory stays bounded; a SIGKILL loses at most
+// each thread's unwritten page. A thread's exit, the profiler's destruction, exit() and the fatal signals (SIGSEGV,
+// SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGINT, SIGTERM, SIGQUIT, SIGHUP, where the program left them at their default)
+// write what is buffered. The format is docs/profile-format.md; pmc/profile_format.hpp reads it, `pmc summarize`
+// shows it.
+//
+// The Profiler must outlive every scope and every thread's recording: destroy it after joining its threads. A
+// profiler that is off (from_env without PMC_PROFILE) costs a predictable branch per event.
+#pragma once
+
+#include <pmc/config.hpp>
+#include <pmc/counter.hpp>
+#include <pmc/cpu.hpp>
+#include <pmc/determinism.hpp>
+#include <pmc/error.hpp>
+#include <pmc/group.hpp>
+#include <pmc/machine.hpp>
+#include <pmc/profile_format.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+PMC_BEGIN_NAMESPACE
+
+/// An interned string: a label or an argument. Label{} (id 0) means none.
+struct Label {
+    std::uint32_t id = 0;
+    explicit operator bool() const noexcept { return id != 0; }
+};
+
+/// How to build a Profiler.
+struct ProfilerOptions {
+    std::string path;                             ///< the profile file (created or truncated)
+    std::vector<std::string> counters{"wall-time"}; ///< the first is the primary value; up to 3 more ride along
+    std::size_t page_bytes = 64 * 1024;           ///< per thread: the memory held and what a SIGKILL can lose
+    bool flush_on_fatal_signals = true;           ///< install handlers for signals left at their default
+    bool measure_cost = true;                     ///< measure what one scope adds to its parent (header)
+};
+
+namespace detail {
+
+struct ProfilerShared;
+
+/// One thread's recording state: its counters and its page. Written only by its thread, except when the
+/// process ends (exit(), a fatal signal) and what it committed is written out by another.
+struct ProfilerThread {
+    ProfilerShared* shared = nullptr;
+    std::uint32_t index = 0;
+    std::uint32_t depth = 0;
+    std::uint32_t sequence = 0;  ///< the next events page's number
+    std::size_t ncounters = 1;
+    unsigned char* page = nullptr; ///< page header space + payload
+    std::uint32_t capacity = 0;    ///< payload bytes
+    std::atomic<std::uint64_t> committed{0}; ///< payload bytes (low 32 bits) and records (high): one store per event
+    bool broken = false;         ///< its counters failed: records hold zeros
+    bool discard = false;        ///< measuring the cost: pages are not written
+    std::optional<Counter> primary;
+    std::vector<Counter> clocks;   ///< ride-along counters that cannot be group members (clocks, composites)
+    std::optional<Group> group;    ///< ride-along perf events, read together
+    GroupReading reading;
+    std::array<std::int8_t, profile_format::max_counters> slot{}; ///< for counter i > 0: group member (>= 0) or ~clock
+    std::string name, error;
+    pid_t tid = 0;
+    std::atomic<ProfilerThread*> next{nullptr};
+
+    ~ProfilerThread() {
+        if (page) ::munmap(page, capacity + profile_format::page_header_bytes);
+    }
+
+    BOOST_FORCEINLINE void read_all(std::uint64_t* out) noexcept {
+        if (BOOST_UNLIKELY(broken)) {
+            for (std::size_t i = 0; i < ncounters; ++i) out[i] = 0;
+            return;
+        }
+#if !defined(BOOST_NO_EXCEPTIONS)
+        try {
+#endif
+            if (BOOST_LIKELY(ncounters == 1)) {
+                out[0] = primary->read();
+                return;
+            }
+            read_rest(out);
+            out[0] = primary->read();
+#if !defined(BOOST_NO_EXCEPTIONS)
+        } catch (...) { // a read in a fork() child, or read() failing: stop recording on this thread
+            broken = true;
+            for (std::size_t i = 0; i < ncounters; ++i) out[i] = 0;
+        }
+#endif
+    }
+    BOOST_NOINLINE void read_rest(std::uint64_t* out) {
+        if (group) group->read(reading);
+        for (std::size_t i = 1; i < ncounters; ++i)
+            out[i] = slot[i] >= 0 ? reading.values[static_cast<std::size_t>(slot[i])]
+                                  : clocks[static_cast<std::size_t>(~slot[i])].read();
+    }
+
+    /// Room for `bytes` in the page: writes the page out first if it is full.
+    BOOST_FORCEINLINE unsigned char* reserve(std::uint32_t bytes) noexcept {
+        const std::uint64_t c = committed.load(std::memory_order_relaxed);
+        if (BOOST_UNLIKELY(static_cast<std::uint32_t>(c) + bytes > capacity)) {
+            flush();
+            return page + profile_format::page_header_bytes;
+        }
+        return page + profile_format::page_header_bytes + static_cast<std::uint32_t>(c);
+    }
+    BOOST_FORCEINLINE void commit(std::uint32_t bytes) noexcept {
+        const std::uint64_t c = committed.load(std::memory_order_relaxed);
+        committed.store(c + bytes + (std::uint64_t{1} << 32), std::memory_order_release);
+    }
+
+    inline void flush() noexcept; // defined after ProfilerShared
+};
+
+/// What every thread of one profiler shares.
+struct ProfilerShared {
+    int fd = -1;
+    std::string path;
+    std::size_t ncounters = 1;
+    std::vector<std::string> counters; ///< the event strings actually recorded
+    std::uint32_t page_bytes = 0;
+    std::uint64_t generation = 0;
+    std::mutex mutex; ///< labels, thread registration, closing
+    std::unordered_map<std::string, std::uint32_t> labels;
+    std::uint32_t next_label = 1;
+    std::uint32_t next_thread = 0;
+    std::vector<std::unique_ptr<ProfilerThread>> threads;
+    std::atomic<ProfilerThread*> head{nullptr}; ///< the same threads, for the signal handler (no lock there)
+    std::atomic<bool> closed{false};
+    bool header_written = false; ///< thread pages wait for the header (under `mutex`)
+    std::atomic<std::uint64_t> write_errors{0};
+    std::atomic<int> last_errno{0};
+
+    /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole). Async-signal-safe.
+    void write_all(const unsigned char* p, std::size_t n) noexcept {
+        while (n > 0) {
+            const ssize_t got = ::write(fd, p, n);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) {
+                last_errno.store(got < 0 ? errno : EIO, std::memory_order_relaxed);
+                write_errors.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
+            p += got;
+            n -= static_cast<std::size_t>(got);
+        }
+    }
+
+    /// Writes a page of `kind` holding `payload`, through a buffer of its own (not the signal path).
+    void write_page(profile_format::PageKind kind, std::uint32_t thread, const std::string& payload,
+                    std::uint32_t records) {
+        std::string out(profile_format::page_header_bytes, '\0');
+        out += payload;
+        auto* bytes = reinterpret_cast<unsigned char*>(&out[0]);
+        profile_format::write_page_header(bytes, kind, thread, 0, bytes + profile_format::page_header_bytes,
+                                          static_cast<std::uint32_t>(payload.size()), records);
+        write_all(bytes, out.size());
+    }
+
+    void write_thread_page(const ProfilerThread& t) {
+        std::string payload;
+        auto put32 = [&](std::uint32_t v) { payload.append(reinterpret_cast<const char*>(&v), 4); };
+        const std::uint64_t tid = static_cast<std::uint64_t>(t.tid);
+        payload.append(reinterpret_cast<const char*>(&tid), 8);
+        put32(0);
+        put32(static_cast<std::uint32_t>(t.name.size()));
+        payload += t.name;
+        put32(static_cast<std::uint32_t>(t.error.size()));
+        payload += t.error;
+        write_page(profile_format::PageKind::thread, t.index, payload, 0);
+    }
+
+    /// Writes every thread's committed events (exit(), a fatal signal). Async-signal-safe.
+    void flush_all_committed() noexcept {
+        if (closed.load(std::memory_order_acquire)) return;
+        for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire))
+            if (!t->discard) flush_committed(*t);
+    }
+    /// Writes a thread's committed events as its current page, without resetting it: if the thread goes on to
+    /// write the page itself, readers keep the longer copy (same page number).
+    void flush_committed(ProfilerThread& t) noexcept {
+        const std::uint64_t c = t.committed.load(std::memory_order_acquire);
+        const auto used = static_cast<std::uint32_t>(c);
+        if (used == 0) return;
+        // The header goes into a copy: the page's own header space may be in use by its thread right now.
+        unsigned char header[profile_format::page_header_bytes];
+        const unsigned char* payload = t.page + profile_format::page_header_bytes;
+        profile_format::write_page_header(header, profile_format::PageKind::events, t.index, t.sequence, payload, used,
+                                          static_cast<std::uint32_t>(c >> 32));
+        iovec parts[2] = {{header, sizeof header}, {const_cast<unsigned char*>(payload), used}};
+        const std::size_t want = sizeof header + used;
+        ssize_t got;
+        do got = ::writev(fd, parts, 2);
+        while (got < 0 && errno == EINTR);
+        if (got != static_cast<ssize_t>(want)) write_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+};
+
+inline void ProfilerThread::flush() noexcept {
+    const std::uint64_t c = committed.load(std::memory_order_relaxed);
+    const auto used = static_cast<std::uint32_t>(c);
+    if (used == 0) return;
+    if (!discard) {
+        profile_format::write_page_header(page, profile_format::PageKind::events, index, sequence,
+                                          page + profile_format::page_header_bytes, used,
+                                          static_cast<std::uint32_t>(c >> 32));
+        shared->write_all(page, profile_format::page_header_bytes + used);
+        ++sequence;
+    }
+    committed.store(0, std::memory_order_release);
+}
+
+/// Live profilers, for exit() and the fatal signals. Fixed slots: the signal handler takes no lock.
+inline std::array<std::atomic<ProfilerShared*>, 16>& live_profilers() {
+    static std::array<std::atomic<ProfilerShared*>, 16> slots{};
+    return slots;
+}
+
+inline void flush_live_profilers() noexcept {
+    for (auto& slot : live_profilers())
+        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->flush_all_committed();
+}
+
+inline constexpr int profiler_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGINT, SIGTERM, SIGQUIT, SIGHUP};
+
+extern "C" inline void pmc_profiler_on_signal(int sig) {
+    const int saved = errno;
+    flush_live_profilers();
+    // SA_RESETHAND put the default back: raised again (or, for a fault, the instruction re-executed), it ends the
+    // process as it would have without the profiler.
+    errno = saved;
+    ::raise(sig);
+}
+
+inline void install_profiler_handlers_once(bool signals) {
+    static std::once_flag exit_once;
+    std::call_once(exit_once, [] { std::atexit([] { flush_live_profilers(); }); });
+    if (!signals) return;
+    // At every profiler's start: a signal reset to its default since (or in a fork() child) is covered again.
+    for (int sig : profiler_signals) {
+        struct sigaction old {};
+        if (::sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+            continue; // the program handles it (or ignores it, or this handler is in place): leave it alone
+        struct sigaction sa {};
+        sa.sa_handler = pmc_profiler_on_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        ::sigaction(sig, &sa, nullptr);
+    }
+}
+
+/// The unit of a counter's values, for readers: never "ns" for a count.
+inline std::string counter_unit(const EventSpec& spec) {
+    if (spec.kind == EventKind::wall_time) return "ns";
+    if (spec.kind == EventKind::tsc) return "TSC ticks";
+    if (spec.attr.type == PERF_TYPE_SOFTWARE &&
+        (spec.attr.config == PERF_COUNT_SW_TASK_CLOCK || spec.attr.config == PERF_COUNT_SW_CPU_CLOCK))
+        return "ns";
+    return "events";
+}
+
+inline std::uint32_t counter_flags(const EventSpec& spec) {
+    std::uint32_t f = 0;
+    const bool time = counter_unit(spec) != "events";
+    if (!time) f |= profile_format::exact;
+    if (spec.kind == EventKind::difference) f |= profile_format::irq_corrected;
+    if (spec.core_pmu) f |= profile_format::may_multiplex;
+    return f;
+}
+
+/// The thread-local cache of this thread's state in the profiler used last.
+struct ProfilerTls {
+    std::uint64_t generation = 0;
+    ProfilerThread* state = nullptr;
+};
+inline thread_local ProfilerTls profiler_tls;
+
+/// At a thread's exit: writes its page and closes its counters, for every profiler it recorded into.
+struct ProfilerThreadExit {
+    std::vector<std::pair<std::shared_ptr<ProfilerShared>, ProfilerThread*>> entries;
+    ~ProfilerThreadExit() {
+        for (auto& [shared, t] : entries) {
+            std::lock_guard<std::mutex> lock(shared->mutex);
+            if (shared->closed.load(std::memory_order_relaxed)) continue;
+            t->flush();
+            t->primary.reset();
+            t->clocks.clear();
+            t->group.reset();
+            t->broken = true; // nothing more from this thread (a late destructor's scope records zeros)
+        }
+        profiler_tls = {};
+    }
+};
+inline thread_local ProfilerThreadExit profiler_thread_exit;
+
+inline std::vector<std::string> split_counter_list(std::string_view text) {
+    std::vector<std::string> out;
+    int in_pmu = 0; // commas inside cpu/event=..,umask=../ separate terms, not events
+    std::string cur;
+    for (char ch : text) {
+        if (ch == '/') in_pmu ^= 1;
+        if (ch == ',' && !in_pmu) {
+            out.push_back(std::string(trim(cur)));
+            cur.clear();
+        } else {
+            cur += ch;
+        }
+    }
+    out.push_back(std::string(trim(cur)));
+    out.erase(std::remove(out.begin(), out.end(), std::string()), out.end());
+    return out;
+}
+
+} // namespace detail
+
+class Profiler;
+
+/// An interval being recorded: from construction to destruction (or end()). Not copyable or movable: it ends on
+/// the thread and in the scope where it began.
+class ProfilerScope {
+public:
+    ProfilerScope(const ProfilerScope&) = delete;
+    ProfilerScope& operator=(const ProfilerScope&) = delete;
+    ~ProfilerScope() { end(); }
+
+    /// Ends the interval now (later calls and the destructor do nothing).
+    BOOST_FORCEINLINE void end() noexcept {
+        if (BOOST_LIKELY(t_ == nullptr)) return;
+        detail::ProfilerThread& t = *t_;
+        t_ = nullptr;
+        std::uint64_t stop[profile_format::max_counters];
+        t.read_all(stop);
+        --t.depth;
+        const auto n = t.ncounters;
+        const auto bytes = static_cast<std::uint32_t>(8 + 16 * n);
+        unsigned char* p = t.reserve(bytes);
+        std::memcpy(p, &word_, 4);
+        std::memcpy(p + 4, &arg_, 4);
+        for (std::size_t i = 0; i < n; ++i) {
+            std::memcpy(p + 8 + 16 * i, &start_[i], 8);
+            std::memcpy(p + 16 + 16 * i, &stop[i], 8);
+        }
+        t.commit(bytes);
+    }
+
+private:
+    friend class Profiler;
+    ProfilerScope() noexcept = default;
+    BOOST_FORCEINLINE ProfilerScope(detail::ProfilerThread* t, Label label, Label arg) noexcept
+        : t_(t), word_(profile_format::record_word(profile_format::RecordKind::interval, t->depth, label.id)),
+          arg_(arg.id) {
+        ++t->depth;
+        t->read_all(start_); // last: the interval starts as close to the scope's body as possible
+    }
+
+    detail::ProfilerThread* t_ = nullptr;
+    std::uint32_t word_ = 0;
+    std::uint32_t arg_ = 0;
+    std::uint64_t start_[profile_format::max_counters];
+};
+
+/// The profiler. Move-only; a default-constructed or from_env() profiler without PMC_PROFILE is off.
+class Profiler {
+public:
+    /// Off: records nothing, costs a branch per event.
+    Profiler() = default;
+
+    /// Opens the counters on this thread (a failure throws pmc::error saying which and why), measures the cost of
+    /// one scope, and writes the header to `options.path`.
+    explicit Profiler(ProfilerOptions options) { start(std::move(options), {}, false); }
+
+    /// PMC_PROFILE=PATH turns profiling on and names the file; PMC_PROFILE_COUNTERS (comma-separated event
+    /// strings) overrides `defaults.counters`. Nothing here stops the program: a counter that cannot be opened is
+    /// replaced (wall-time for the primary, dropped otherwise), a file that cannot be created leaves the profiler
+    /// off; each with one line on stderr, and the fallback is written in the file's header.
+    static Profiler from_env(ProfilerOptions defaults = {}) {
+        Profiler p;
+        const char* path = std::getenv("PMC_PROFILE");
+        if (!path || !*path) return p;
+        defaults.path = path;
+        if (const char* list = std::getenv("PMC_PROFILE_COUNTERS"); list && *list)
+            defaults.counters = detail::split_counter_list(list);
+#if !defined(BOOST_NO_EXCEPTIONS)
+        try {
+            p.start(std::move(defaults), {}, true);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "pmc profiler: profiling is off: %s\n", e.what());
+            p = Profiler();
+        }
+#else
+        p.start(std::move(defaults), {}, true);
+#endif
+        return p;
+    }
+
+    Profiler(Profiler&&) noexcept = default;
+    Profiler& operator=(Profiler&& o) noexcept {
+        if (this != &o) {
+            close();
+            shared_ = std::move(o.shared_);
+        }
+        return *this;
+    }
+    Profiler(const Profiler&) = delete;
+    Profiler& operator=(const Profiler&) = delete;
+    /// Writes every thread's buffered events and closes the file (call it after the threads finished recording).
+    ~Profiler() { close(); }
+
+    bool enabled() const noexcept { return shared_ != nullptr; }
+    /// The event strings recorded (after any fallback), the primary first.
+    std::vector<std::string> counters() const { return shared_ ? shared_->counters : std::vector<std::string>{}; }
+    /// Pages that could not be written (a full disk...).
+    std::uint64_t write_errors() const noexcept { return shared_ ? shared_->write_errors.load() : 0; }
+
+    /// Interns `name` (a lock and a lookup: do it once, not per event). Label{} when off.
+    Label label(std::string_view name) {
+        if (!shared_) return Label{};
+        auto& s = *shared_;
+        std::lock_guard<std::mutex> lock(s.mutex);
+        auto it = s.labels.find(std::string(name));
+        if (it != s.labels.end()) return Label{it->second};
+        if (s.next_label > profile_format::max_label)
+            raise(make_failure(E2BIG, "pmc profiler: more than " + std::to_string(profile_format::max_label) +
+                                          " distinct labels; intern arguments that vary less, or fewer of them"));
+        const std::uint32_t id = s.next_label++;
+        s.labels.emplace(std::string(name), id);
+        // Written at once, so any event that refers to it comes after it in the file.
+        std::string payload;
+        const auto len = static_cast<std::uint32_t>(name.size());
+        payload.append(reinterpret_cast<const char*>(&id), 4);
+        payload.append(reinterpret_cast<const char*>(&len), 4);
+        payload.append(name.data(), name.size());
+        s.write_page(profile_format::PageKind::strings, 0, payload, 1);
+        return Label{id};
+    }
+
+    /// Starts an interval on this thread; it ends when the returned scope is destroyed.
+    BOOST_FORCEINLINE ProfilerScope scope(Label label, Label arg = {}) {
+        if (BOOST_UNLIKELY(!shared_)) return ProfilerScope();
+        return ProfilerScope(local(), label, arg);
+    }
+    /// The same with an argument interned now (a lock per call: prefer an interned Label for frequent events).
+    ProfilerScope scope(Label label, std::string_view arg) {
+        if (!shared_) return ProfilerScope();
+        return ProfilerScope(local(), label, this->label(arg));
+    }
+
+    /// An instant event: the primary counter's reading now.
+    BOOST_FORCEINLINE void instant(Label label, Label arg = {}) {
+        if (BOOST_UNLIKELY(!shared_)) return;
+        detail::ProfilerThread& t = *local();
+        std::uint64_t v[profile_format::max_counters];
+        t.read_all(v);
+        const std::uint32_t word = profile_format::record_word(profile_format::RecordKind::instant, t.depth, label.id);
+        unsigned char* p = t.reserve(16);
+        std::memcpy(p, &word, 4);
+        std::memcpy(p + 4, &arg.id, 4);
+        std::memcpy(p + 8, &v[0], 8);
+        t.commit(16);
+    }
+
+    /// An integer event (a size, a count): `value` with the primary counter's reading now.
+    BOOST_FORCEINLINE void integer(Label label, std::uint64_t value, Label arg = {}) {
+        if (BOOST_UNLIKELY(!shared_)) return;
+        detail::ProfilerThread& t = *local();
+        std::uint64_t v[profile_format::max_counters];
+        t.read_all(v);
+        const std::uint32_t word = profile_format::record_word(profile_format::RecordKind::integer, t.depth, label.id);
+        unsigned char* p = t.reserve(24);
+        std::memcpy(p, &word, 4);
+        std::memcpy(p + 4, &arg.id, 4);
+        std::memcpy(p + 8, &v[0], 8);
+        std::memcpy(p + 16, &value, 8);
+        t.commit(24);
+    }
+
+    /// Names the calling thread in the profile (written at once).
+    void thread_name(std::string_view name) {
+        if (!shared_) return;
+        detail::ProfilerThread& t = *local();
+        t.name = std::string(name);
+        shared_->write_thread_page(t);
+    }
+
+    /// Writes this thread's buffered events now (a system call; the page starts afresh).
+    void flush() {
+        if (shared_) local()->flush();
+    }
+
+private:
+    BOOST_FORCEINLINE detail::ProfilerThread* local() {
+        const detail::ProfilerTls& c = detail::profiler_tls;
+        if (BOOST_LIKELY(c.generation == shared_->generation)) return c.state;
+        return local_slow();
+    }
+
+    BOOST_NOINLINE detail::ProfilerThread* local_slow() {
+        auto& entries = detail::profiler_thread_exit.entries;
+        for (auto& e : entries)
+            if (e.first.get() == shared_.get()) {
+                detail::profiler_tls = {shared_->generation, e.second};
+                return e.second;
+            }
+        detail::ProfilerThread* t = register_thread();
+        entries.emplace_back(shared_, t);
+        detail::profiler_tls = {shared_->generation, t};
+        return t;
+    }
+
+    /// A state for the calling thread: its page (touched now, so its page faults are not counted in its first
+    /// events) and its counters. A counter that fails here is reported in the file, not thrown.
+    detail::ProfilerThread* register_thread(bool throw_on_failure = false) {
+        auto& s = *shared_;
+        auto t = std::make_unique<detail::ProfilerThread>();
+        t->shared = &s;
+        t->ncounters = s.ncounters;
+        t->tid = static_cast<pid_t>(::syscall(SYS_gettid));
+        t->name = detail::thread_name();
+        t->capacity = s.page_bytes;
+        void* mem = ::mmap(nullptr, s.page_bytes + profile_format::page_header_bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) raise(make_failure(errno, "pmc profiler: cannot allocate a thread's page buffer"));
+        t->page = static_cast<unsigned char*>(mem);
+        std::memset(t->page, 0, s.page_bytes + profile_format::page_header_bytes);
+        auto opened = open_counters(*t);
+        if (opened) {
+            if (throw_on_failure) raise(*opened);
+            t->broken = true;
+            t->error = opened->message;
+        }
+        std::lock_guard<std::mutex> lock(s.mutex);
+        t->index = s.next_thread++;
+        detail::ProfilerThread* raw = t.get();
+        raw->next.store(s.head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        s.head.store(raw, std::memory_order_release);
+        s.threads.push_back(std::move(t));
+        if (s.header_written) s.write_thread_page(*raw);
+        return raw;
+    }
+
+    std::optional<Failure> open_counters(detail::ProfilerThread& t) {
+        const auto& names = shared_->counters;
+        auto primary = Counter::try_open(names[0]);
+        if (!primary) return primary.failure();
+        t.primary.emplace(std::move(*primary));
+        std::vector<std::string> members;
+        for (std::size_t i = 1; i < names.size(); ++i) {
+            auto spec = try_parse_event(names[i]);
+            if (!spec) return spec.failure();
+            if (spec->kind == EventKind::perf) {
+                t.slot[i] = static_cast<std::int8_t>(members.size());
+                members.push_back(names[i]);
+            } else {
+                auto c = Counter::try_open(*spec);
+                if (!c) return c.failure();
+                t.slot[i] = static_cast<std::int8_t>(~t.clocks.size());
+                t.clocks.push_back(std::move(*c));
+            }
+        }
+        if (!members.empty()) {
+            auto g = Group::try_open(members);
+            if (!g) return g.failure();
+            t.group.emplace(std::move(*g));
+            t.reading = t.group->make_reading();
+        }
+        return std::nullopt;
+    }
+
+    void start(ProfilerOptions o, std::vector<std::string> warnings, bool lenient) {
+        namespace pf = profile_format;
+        if (o.counters.empty()) o.counters = {"wall-time"};
+        if (o.counters.size() > pf::max_counters)
+            raise(make_failure(E2BIG, "pmc profiler: " + std::to_string(o.counters.size()) + " counters asked for; "
+                                      "it records at most " + std::to_string(pf::max_counters) +
+                                      " (the primary and three riding along)"));
+        o.page_bytes = std::clamp<std::size_t>(o.page_bytes, 4096, pf::max_page_payload);
+        std::vector<std::uint32_t> flags(o.counters.size(), 0);
+        if (lenient) {
+            // Try each counter on this thread now; replace what fails, and say so.
+            std::vector<std::string> kept;
+            for (std::size_t i = 0; i < o.counters.size(); ++i) {
+                auto c = Counter::try_open(o.counters[i]);
+                if (c) {
+                    kept.push_back(o.counters[i]);
+                    continue;
+                }
+                const std::string why = c.failure().message.substr(0, c.failure().message.find('\n'));
+                std::string w = "counter '" + o.counters[i] + "' could not be opened (" + why + "); " +
+                                (i == 0 ? std::string("recording wall-time instead as the primary value")
+                                        : std::string("recorded without it"));
+                std::fprintf(stderr, "pmc profiler: %s\n", w.c_str());
+                warnings.push_back(std::move(w));
+                if (i == 0) kept.push_back("wall-time");
+            }
+            flags.assign(kept.size(), 0);
+            if (kept[0] == "wall-time" && o.counters[0] != "wall-time") flags[0] |= pf::fallback;
+            o.counters = std::move(kept);
+        }
+        auto s = std::make_shared<detail::ProfilerShared>();
+        static std::atomic<std::uint64_t> generations{0};
+        s->generation = ++generations;
+        s->path = o.path;
+        s->counters = o.counters;
+        s->ncounters = o.counters.size();
+        s->page_bytes = static_cast<std::uint32_t>(o.page_bytes);
+        s->fd = ::open(o.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (s->fd < 0) {
+            const int err = errno;
+            raise(make_failure(err, "pmc profiler: cannot create the profile '" + o.path + "': " + std::strerror(err)));
+        }
+        shared_ = s;
+        // This thread's counters: a failure here throws (the caller asked for these counters).
+        detail::ProfilerThread* t = nullptr;
+#if !defined(BOOST_NO_EXCEPTIONS)
+        try {
+#endif
+            t = register_thread(true);
+#if !defined(BOOST_NO_EXCEPTIONS)
+        } catch (...) {
+            ::close(s->fd);
+            ::unlink(o.path.c_str());
+            s->fd = -1;
+            shared_.reset();
+            throw;
+        }
+#endif
+        detail::profiler_thread_exit.entries.emplace_back(shared_, t);
+        detail::profiler_tls = {s->generation, t};
+        std::vector<std::array<double, 2>> cost(s->ncounters, {0.0, 0.0});
+        if (o.measure_cost) cost = measure_cost(*t);
+        write_header(o, warnings, flags, cost, *t);
+        for (auto& slot : detail::live_profilers()) {
+            detail::ProfilerShared* expected = nullptr;
+            if (slot.compare_exchange_strong(expected, s.get())) break;
+        }
+        detail::install_profiler_handlers_once(o.flush_on_fatal_signals);
+    }
+
+    /// Per counter: what one scope adds to its parent, and what an empty scope records, as medians of rounds of
+    /// 64 scopes on this thread (its page is discarded meanwhile).
+    std::vector<std::array<double, 2>> measure_cost(detail::ProfilerThread& t) {
+        const std::size_t n = t.ncounters;
+        constexpr int rounds = 31, per_round = 64;
+        std::vector<std::vector<double>> added(n), inner(n);
+        t.discard = true;
+        const Label probe{profile_format::max_label}; // never written
+        std::uint64_t a[profile_format::max_counters], b[profile_format::max_counters];
+        for (int r = 0; r < rounds; ++r) {
+            std::uint64_t with[profile_format::max_counters], without[profile_format::max_counters];
+            t.committed.store(0, std::memory_order_relaxed);
+            t.read_all(a);
+            for (int k = 0; k < per_round; ++k) ProfilerScope s(&t, probe, Label{});
+            t.read_all(b);
+            for (std::size_t i = 0; i < n; ++i) with[i] = b[i] - a[i];
+            t.read_all(a);
+            for (int k = 0; k < per_round; ++k) detail::compiler_barrier();
+            t.read_all(b);
+            for (std::size_t i = 0; i < n; ++i) without[i] = b[i] - a[i];
+            const unsigned char* rec = t.page + profile_format::page_header_bytes;
+            for (std::size_t i = 0; i < n; ++i) {
+                added[i].push_back((static_cast<double>(with[i]) - static_cast<double>(without[i])) / per_round);
+                std::vector<double> own;
+                for (int k = 0; k < per_round; ++k) {
+                    std::uint64_t s0, s1;
+                    std::memcpy(&s0, rec + k * (8 + 16 * n) + 8 + 16 * i, 8);
+                    std::memcpy(&s1, rec + k * (8 + 16 * n) + 16 + 16 * i, 8);
+                    own.push_back(static_cast<double>(s1 - s0));
+                }
+                std::nth_element(own.begin(), own.begin() + per_round / 2, own.end());
+                inner[i].push_back(own[per_round / 2]);
+            }
+        }
+        t.committed.store(0, std::memory_order_relaxed);
+        t.discard = false;
+        std::vector<std::array<double, 2>> out(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            std::nth_element(added[i].begin(), added[i].begin() + rounds / 2, added[i].end());
+            std::nth_element(inner[i].begin(), inner[i].begin() + rounds / 2, inner[i].end());
+            out[i] = {std::max(0.0, added[i][rounds / 2]), inner[i][rounds / 2]};
+        }
+        return out;
+    }
+
+    void write_header(const ProfilerOptions& o, const std::vector<std::string>& warnings,
+                      const std::vector<std::uint32_t>& extra_flags, const std::vector<std::array<double, 2>>& cost,
+                      detail::ProfilerThread& t) {
+        namespace pf = profile_format;
+        std::string fields;
+        auto field = [&](pf::Tag tag, const void* data, std::size_t len) {
+            const auto tg = static_cast<std::uint16_t>(tag);
+            const std::uint16_t zero = 0;
+            const auto l = static_cast<std::uint32_t>(len);
+            fields.append(reinterpret_cast<const char*>(&tg), 2);
+            fields.append(reinterpret_cast<const char*>(&zero), 2);
+            fields.append(reinterpret_cast<const char*>(&l), 4);
+            fields.append(static_cast<const char*>(data), len);
+        };
+        auto text = [&](pf::Tag tag, const std::string& s) { field(tag, s.data(), s.size()); };
+        auto u64 = [&](pf::Tag tag, std::uint64_t v) { field(tag, &v, 8); };
+        text(pf::Tag::pmc_version, PMC_VERSION_STRING);
+        u64(pf::Tag::pid, static_cast<std::uint64_t>(::getpid()));
+        text(pf::Tag::command_line, detail::read_file("/proc/self/cmdline").value_or(""));
+        timespec now{};
+        ::clock_gettime(CLOCK_REALTIME, &now);
+        u64(pf::Tag::start_time, static_cast<std::uint64_t>(now.tv_sec) * 1000000000ull +
+                                     static_cast<std::uint64_t>(now.tv_nsec));
+        text(pf::Tag::cpu, this_cpu().description() + (under_hypervisor() ? ", under a hypervisor" : ""));
+        text(pf::Tag::kernel, kernel_release());
+        const AslrState aslr = aslr_state();
+        text(pf::Tag::aslr, std::string(aslr.randomized ? "on" : "off") + " (kernel.randomize_va_space = " +
+                                std::to_string(aslr.randomize_va_space) +
+                                (aslr.personality_disabled ? "; ADDR_NO_RANDOMIZE" : "") + ")");
+        u64(pf::Tag::page_bytes, o.page_bytes);
+        for (const auto& w : warnings) text(pf::Tag::warning, w);
+        for (std::size_t i = 0; i < shared_->counters.size(); ++i) {
+            const std::string& name = shared_->counters[i];
+            const Counter* c = nullptr;
+            if (i == 0) c = &*t.primary;
+            else if (t.slot[i] < 0) c = &t.clocks[static_cast<std::size_t>(~t.slot[i])];
+            const EventSpec spec = c ? c->event() : t.group->event(static_cast<std::size_t>(t.slot[i]));
+            std::string path = c ? to_string(c->path()) : to_string(t.group->path());
+            std::string note;
+            for (const auto& s : c ? c->notes() : t.group->notes()) note += (note.empty() ? "" : "; ") + s;
+            if (i > 0 && !c) note = "read with the other ride-along events as one group; " + note;
+            std::string v;
+            auto put32 = [&](std::uint32_t x) { v.append(reinterpret_cast<const char*>(&x), 4); };
+            auto put64 = [&](std::int64_t x) { v.append(reinterpret_cast<const char*>(&x), 8); };
+            auto str = [&](const std::string& s) {
+                put32(static_cast<std::uint32_t>(s.size()));
+                v += s;
+            };
+            put32(detail::counter_flags(spec) | (i < extra_flags.size() ? extra_flags[i] : 0));
+            put32(0);
+            put64(static_cast<std::int64_t>(cost[i][0] * 1000.0 + 0.5));
+            put64(static_cast<std::int64_t>(cost[i][1] * 1000.0 + 0.5));
+            str(name);
+            str(detail::counter_unit(spec));
+            str(path);
+            str(note);
+            field(pf::Tag::counter, v.data(), v.size());
+        }
+        std::uint64_t starts[pf::max_counters];
+        t.read_all(starts);
+        field(pf::Tag::start_values, starts, 8 * shared_->ncounters);
+        std::string out(pf::file_magic, 8);
+        const std::uint32_t version = pf::version;
+        const auto total = static_cast<std::uint32_t>(pf::file_header_fixed + fields.size());
+        const std::uint32_t sum =
+            pf::checksum(reinterpret_cast<const unsigned char*>(fields.data()), fields.size(), total);
+        const std::uint32_t zero = 0;
+        out.append(reinterpret_cast<const char*>(&version), 4);
+        out.append(reinterpret_cast<const char*>(&total), 4);
+        out.append(reinterpret_cast<const char*>(&sum), 4);
+        out.append(reinterpret_cast<const char*>(&zero), 4);
+        out += fields;
+        shared_->write_all(reinterpret_cast<const unsigned char*>(out.data()), out.size());
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        shared_->header_written = true;
+        shared_->write_thread_page(t); // held back until the header was out
+    }
+
+    void close() noexcept {
+        if (!shared_) return;
+        auto& s = *shared_;
+        for (auto& slot : detail::live_profilers()) {
+            detail::ProfilerShared* expected = &s;
+            slot.compare_exchange_strong(expected, nullptr);
+        }
+        {
+            std::lock_guard<std::mutex> lock(s.mutex);
+            for (auto& t : s.threads) t->flush();
+            s.closed.store(true, std::memory_order_release);
+            if (s.write_errors.load() > 0)
+                std::fprintf(stderr, "pmc profiler: %llu page(s) could not be written to %s (%s): the profile is "
+                                     "incomplete\n",
+                             static_cast<unsigned long long>(s.write_errors.load()), s.path.c_str(),
+                             std::strerror(s.last_errno.load()));
+            ::close(s.fd);
+            s.fd = -1;
+        }
+        if (detail::profiler_tls.generation == s.generation) detail::profiler_tls = {};
+        shared_.reset();
+    }
+
+    std::shared_ptr<detail::ProfilerShared> shared_;
+};
+
+PMC_END_NAMESPACE

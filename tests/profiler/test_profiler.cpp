@@ -1,0 +1,519 @@
+// The embedded profiler (pmc/profiler.hpp), its file (pmc/profile_format.hpp) and `pmc summarize`: round trips,
+// damaged files, crashes, and exact per-thread counts with the page-faults software event (no PMU needed).
+#include <pmc/profile_format.hpp>
+#include <pmc/profiler.hpp>
+
+#include "catch.hpp"
+#include "command.hpp"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace pf = pmc::profile_format;
+
+/// A fresh temporary directory, removed with its files at the end.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/pmc-profiler-test-XXXXXX";
+        const char* p = ::mkdtemp(tmpl);
+        REQUIRE(p != nullptr);
+        path = p;
+    }
+    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    std::string file(const std::string& name) const { return path + "/" + name; }
+};
+
+std::vector<unsigned char> slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<unsigned char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// Anonymous pages never touched: one minor fault each when written.
+struct Fresh {
+    char* p;
+    std::size_t pages, size;
+    explicit Fresh(std::size_t n) : pages(n), size(n * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))) {
+        p = static_cast<char*>(::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        REQUIRE(p != MAP_FAILED);
+        ::madvise(p, size, MADV_NOHUGEPAGE);
+    }
+    ~Fresh() { ::munmap(p, size); }
+    void touch() {
+        const std::size_t step = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+        for (std::size_t off = 0; off < size; off += step) static_cast<volatile char*>(p)[off] = 1;
+    }
+};
+
+/// The sum of self values and the sum of outermost totals of one thread, for counter c (as summarize computes).
+std::pair<std::uint64_t, std::uint64_t> self_and_run(const pmc::Profile& p, const pmc::ProfileThread& t, std::size_t c) {
+    std::vector<std::uint64_t> child(pf::max_depth + 2, 0);
+    std::uint64_t self = 0, run = 0;
+    for (const auto& r : t.records) {
+        if (r.kind != pf::RecordKind::interval) continue;
+        const std::uint64_t total = p.values[r.first_value + 2 * c + 1] - p.values[r.first_value + 2 * c];
+        self += total - child[r.depth + 1u];
+        child[r.depth + 1u] = 0;
+        child[r.depth] += total;
+        if (r.depth == 0) run += total;
+    }
+    return {self, run};
+}
+
+std::string tool() { return PMC_TOOL_PATH; }
+
+} // namespace
+
+TEST_CASE("profiler round trip: labels, arguments, nesting, threads, every counter, instants, integers") {
+    TempDir dir;
+    const std::string path = dir.file("round.pmcprof");
+    constexpr std::size_t threads = 3;
+    {
+        pmc::Profiler prof{pmc::ProfilerOptions{path, {"page-faults", "wall-time", "minor-faults"}}};
+        REQUIRE(prof.enabled());
+        const auto parse = prof.label("parse"), check = prof.label("typeck"), leaf = prof.label("leaf");
+        const auto hit = prof.label("cache-hit"), size = prof.label("artifact-size");
+        auto work = [&](std::size_t i) {
+            prof.thread_name("worker " + std::to_string(i));
+            Fresh pages(3 * (i + 1));
+            auto outer = prof.scope(parse, prof.label("file" + std::to_string(i) + ".rs"));
+            {
+                auto s = prof.scope(check);
+                for (int k = 0; k < 2; ++k) {
+                    auto l = prof.scope(leaf);
+                    prof.instant(hit);
+                }
+                pages.touch(); // in typeck's self value
+            }
+            prof.integer(size, 1000 + i);
+        };
+        std::vector<std::thread> pool;
+        for (std::size_t i = 0; i < threads; ++i) pool.emplace_back(work, i);
+        for (auto& t : pool) t.join();
+    }
+    auto read = pmc::read_profile(path);
+    REQUIRE(read.ok());
+    const pmc::Profile& p = *read;
+    CHECK(p.problems.empty());
+    REQUIRE(p.counters.size() == 3);
+    CHECK(p.counters[0].name == "page-faults");
+    CHECK(p.counters[0].unit == "events");
+    CHECK(p.counters[0].exact());
+    CHECK(p.counters[1].unit == "ns");
+    CHECK(!p.counters[1].exact());
+    CHECK(p.pid == static_cast<std::uint64_t>(::getpid()));
+    CHECK(!p.command_line.empty());
+    CHECK(!p.kernel.empty());
+    CHECK(!p.aslr.empty());
+    CHECK(p.start_time_ns > 1600000000ull * 1000000000ull);
+    // The constructing thread registered first (it recorded nothing) and each worker after it.
+    REQUIRE(p.threads.size() == threads + 1);
+    std::size_t named = 0;
+    for (const auto& t : p.threads) {
+        if (t.records.empty()) continue;
+        ++named;
+        CHECK(t.name.rfind("worker ", 0) == 0);
+        const std::size_t i = std::stoul(t.name.substr(7));
+        // In the order they ended: the instant inside leaf, leaf, again, typeck, the integer, parse.
+        REQUIRE(t.records.size() == 7);
+        const std::vector<std::string> labels{"cache-hit", "leaf", "cache-hit", "leaf", "typeck", "artifact-size", "parse"};
+        const std::vector<int> depths{3, 2, 3, 2, 1, 1, 0};
+        for (std::size_t k = 0; k < 7; ++k) {
+            CHECK(p.string(t.records[k].label) == labels[k]);
+            CHECK(t.records[k].depth == depths[k]);
+        }
+        CHECK(p.string(t.records[6].arg) == "file" + std::to_string(i) + ".rs");
+        CHECK(t.records[1].arg == 0);
+        CHECK(t.records[0].kind == pf::RecordKind::instant);
+        CHECK(t.records[5].kind == pf::RecordKind::integer);
+        CHECK(p.values[t.records[5].first_value + 1] == 1000 + i);
+        // Each thread's own faults, exactly, in both fault counters; typeck's children faulted nothing.
+        for (std::size_t c : {std::size_t{0}, std::size_t{2}}) {
+            const auto& tr = t.records[4];
+            CHECK(p.values[tr.first_value + 2 * c + 1] - p.values[tr.first_value + 2 * c] == 3 * (i + 1));
+            const auto [self, run] = self_and_run(p, t, c);
+            CHECK(self == run);
+        }
+        const auto [self, run] = self_and_run(p, t, 1);
+        CHECK(self == run);
+        CHECK(run > 0);
+    }
+    CHECK(named == threads);
+}
+
+TEST_CASE("profiler: four threads count their own page faults, exactly") {
+    TempDir dir;
+    const std::string path = dir.file("faults.pmcprof");
+    constexpr std::size_t threads = 4, rounds = 400;
+    {
+        // Small pages: several page writes happen inside scopes, which must not count as the thread's faults.
+        pmc::ProfilerOptions o{path, {"page-faults"}};
+        o.page_bytes = 4096;
+        pmc::Profiler prof{o};
+        const auto touch = prof.label("touch");
+        std::vector<std::thread> pool;
+        for (std::size_t i = 0; i < threads; ++i)
+            pool.emplace_back([&, i] {
+                prof.thread_name("t" + std::to_string(i));
+                for (std::size_t r = 0; r < rounds; ++r) {
+                    Fresh pages(5 * (i + 1) + r % 3);
+                    auto s = prof.scope(touch);
+                    pages.touch();
+                }
+            });
+        for (auto& t : pool) t.join();
+    }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    std::size_t seen = 0;
+    for (const auto& t : p->threads) {
+        if (t.records.empty()) continue;
+        ++seen;
+        const std::size_t i = std::stoul(t.name.substr(1));
+        REQUIRE(t.records.size() == rounds);
+        CHECK(t.pages > 1); // pages were written while the threads ran
+        for (std::size_t r = 0; r < rounds; ++r) {
+            const auto& rec = t.records[r];
+            CHECK(p->values[rec.first_value + 1] - p->values[rec.first_value] == 5 * (i + 1) + r % 3);
+        }
+    }
+    CHECK(seen == threads);
+}
+
+TEST_CASE("profiler: a file cut at every length is read up to its last whole record, with a message") {
+    TempDir dir;
+    const std::string path = dir.file("cut.pmcprof");
+    {
+        pmc::ProfilerOptions o{path, {"wall-time", "page-faults"}};
+        o.page_bytes = 4096;
+        o.measure_cost = false;
+        pmc::Profiler prof{o};
+        const auto a = prof.label("a"), b = prof.label("b");
+        for (int i = 0; i < 300; ++i) {
+            auto s = prof.scope(a);
+            auto t = prof.scope(b, a);
+            if (i % 7 == 0) prof.instant(b);
+        }
+    }
+    const auto bytes = slurp(path);
+    auto whole = pmc::parse_profile(bytes.data(), bytes.size());
+    REQUIRE(whole.ok());
+    REQUIRE(whole->problems.empty());
+    const std::size_t all = whole->threads.at(0).records.size();
+    REQUIRE(all == 600 + 43);
+    // Where pages end: a file cut there is whole pages, indistinguishable from a shorter complete file.
+    std::vector<bool> boundary(bytes.size() + 1, false);
+    std::uint32_t at = 0;
+    std::memcpy(&at, bytes.data() + 12, 4); // the header's length
+    while (at + 32 <= bytes.size()) {
+        boundary[at] = true;
+        std::uint32_t len = 0;
+        std::memcpy(&len, bytes.data() + at + 16, 4);
+        at += 32 + len;
+    }
+    REQUIRE(at == bytes.size());
+    std::size_t header_failures = 0, last_records = 0;
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        auto p = pmc::parse_profile(bytes.data(), n);
+        if (!p) {
+            ++header_failures;
+            CHECK_THAT(p.failure().message, ContainsSubstring("not a readable pmc profile"));
+            continue;
+        }
+        // Something was lost, and it says so, unless the cut fell between pages; the records read are a prefix
+        // of the whole file's.
+        INFO("cut at " << n << " of " << bytes.size());
+        REQUIRE(p->problems.empty() == boundary[n]);
+        const std::size_t got = p->threads.empty() ? 0 : p->threads[0].records.size();
+        CHECK(got <= all);
+        CHECK(got >= last_records); // a longer file never reads fewer records
+        last_records = got;
+        // The last whole record before the cut is there: at most one record's bytes are lost at the end.
+        if (got > 0) {
+            const auto& r = p->threads[0].records[got - 1];
+            const auto& w = whole->threads[0].records[got - 1];
+            CHECK(r.label == w.label);
+            CHECK(p->values[r.first_value] == whole->values[w.first_value]);
+        }
+    }
+    CHECK(header_failures > 0);
+    CHECK(last_records >= all - 1);
+}
+
+TEST_CASE("profiler: random byte flips never crash the reader, and are reported") {
+    TempDir dir;
+    const std::string path = dir.file("flip.pmcprof");
+    {
+        pmc::ProfilerOptions o{path, {"wall-time"}};
+        o.page_bytes = 4096;
+        o.measure_cost = false;
+        pmc::Profiler prof{o};
+        const auto a = prof.label("a");
+        for (int i = 0; i < 2000; ++i) {
+            auto s = prof.scope(a);
+            prof.integer(a, static_cast<std::uint64_t>(i));
+        }
+    }
+    const auto bytes = slurp(path);
+    std::mt19937 rng(12345);
+    std::size_t reported = 0, failed = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+        auto copy = bytes;
+        const int flips = 1 + trial % 8;
+        for (int f = 0; f < flips; ++f) copy[rng() % copy.size()] ^= static_cast<unsigned char>(1 + rng() % 255);
+        auto p = pmc::parse_profile(copy.data(), copy.size());
+        if (!p) {
+            ++failed; // the header was hit
+            CHECK(!p.failure().message.empty());
+            continue;
+        }
+        if (!p->problems.empty()) ++reported;
+        for (const auto& t : p->threads)
+            for (const auto& r : t.records) CHECK(r.first_value + p->values_per_record(r.kind) <= p->values.size());
+    }
+    CHECK(reported + failed == 400); // every byte is checked: by a checksum, or as a field that must hold one value
+    // The tool on damaged files: a message and status 2 (or 1 for a broken header), never a crash.
+    for (int trial = 0; trial < 20; ++trial) {
+        auto copy = bytes;
+        copy[bytes.size() / 2 + static_cast<std::size_t>(trial) * 37] ^= 0x5a;
+        const std::string damaged = dir.file("damaged" + std::to_string(trial));
+        std::ofstream(damaged, std::ios::binary).write(reinterpret_cast<const char*>(copy.data()),
+                                                       static_cast<std::streamsize>(copy.size()));
+        auto r = pmc_test::run_command(tool() + " summarize '" + damaged + "' 2>&1");
+        CHECK(r.signal == 0);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.out, ContainsSubstring("is incomplete"));
+    }
+    std::uint32_t header = 0;
+    std::memcpy(&header, bytes.data() + 12, 4);
+    auto cut = pmc_test::run_command("head -c " + std::to_string(header + 10) + " '" + path + "' > '" + dir.file("cut") + "'; " + tool() +
+                                     " summarize '" + dir.file("cut") + "' 2>&1");
+    CHECK(cut.status == 2);
+    CHECK_THAT(cut.out, ContainsSubstring("the file ends inside"));
+    auto empty = pmc_test::run_command(": > '" + dir.file("empty") + "'; " + tool() + " summarize '" +
+                                       dir.file("empty") + "' 2>&1");
+    CHECK(empty.status == 1);
+    CHECK_THAT(empty.out, ContainsSubstring("less than the 24-byte fixed header"));
+}
+
+namespace {
+/// Forks a child that records from two threads, numbering its integer events, until `stop` says how: the child is
+/// SIGKILLed, calls exit(), or raises SIGSEGV. `progress[t]` is how many events thread t recorded.
+struct CrashRun {
+    std::string path;
+    std::uint64_t* progress = nullptr;
+    std::size_t page_records = 0;
+};
+
+pid_t start_recording_child(const std::string& path, std::uint64_t* progress, int how) {
+    const pid_t pid = ::fork();
+    if (pid != 0) return pid;
+    ::signal(SIGSEGV, SIG_DFL); // (the test framework's handler, inherited, would report instead)
+    pmc::ProfilerOptions o{path, {"wall-time"}};
+    o.page_bytes = 4096;
+    o.measure_cost = false;
+    pmc::Profiler prof{o};
+    const auto n = prof.label("n");
+    auto record = [&](int t, std::uint64_t limit) {
+        for (std::uint64_t i = 0; i < limit; ++i) {
+            prof.integer(n, i);
+            __atomic_store_n(&progress[t], i + 1, __ATOMIC_RELEASE);
+        }
+    };
+    if (how == SIGKILL) {
+        std::thread other([&] { record(1, UINT64_MAX); });
+        record(0, UINT64_MAX); // until killed
+    }
+    std::thread other([&] { record(1, 1000); });
+    other.join();
+    record(0, 1000);
+    if (how == SIGSEGV) ::raise(SIGSEGV);
+    std::exit(0); // leaves main's profiler undestroyed
+}
+} // namespace
+
+TEST_CASE("profiler: a child SIGKILLed mid-run leaves a readable profile missing at most a page per thread") {
+    TempDir dir;
+    const std::string path = dir.file("killed.pmcprof");
+    auto* progress = static_cast<std::uint64_t*>(
+        ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(progress != MAP_FAILED);
+    const pid_t child = start_recording_child(path, progress, SIGKILL);
+    REQUIRE(child > 0);
+    // Let both threads fill several pages.
+    for (int i = 0; i < 20000 && (__atomic_load_n(&progress[0], __ATOMIC_ACQUIRE) < 5000 ||
+                                  __atomic_load_n(&progress[1], __ATOMIC_ACQUIRE) < 5000);
+         ++i)
+        ::usleep(1000);
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    REQUIRE(WIFSIGNALED(status));
+    const std::uint64_t done[2] = {progress[0], progress[1]};
+    REQUIRE(done[0] >= 5000);
+    REQUIRE(done[1] >= 5000);
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    const std::size_t per_page = (4096) / 24; // integer records in a 4 KiB page
+    std::size_t threads_seen = 0;
+    for (const auto& t : p->threads) {
+        if (t.records.empty()) continue;
+        ++threads_seen;
+        // The values are 0, 1, 2, ...: nothing missing in between.
+        for (std::size_t i = 0; i < t.records.size(); ++i) REQUIRE(p->values[t.records[i].first_value + 1] == i);
+        CHECK(t.missing_pages == 0);
+    }
+    CHECK(threads_seen == 2);
+    // Each thread lost at most its page in memory (plus a record being written when the kill came).
+    std::vector<std::size_t> counts;
+    for (const auto& t : p->threads)
+        if (!t.records.empty()) counts.push_back(t.records.size());
+    std::sort(counts.begin(), counts.end());
+    std::vector<std::uint64_t> recorded{done[0], done[1]};
+    std::sort(recorded.begin(), recorded.end());
+    // Match by which thread: compare each thread's count with both and require one within a page.
+    for (auto c : counts) {
+        bool within = false;
+        for (auto d : recorded) within = within || (c <= d + 1 && d <= c + per_page + 1);
+        CHECK(within);
+    }
+    ::munmap(progress, 4096);
+}
+
+TEST_CASE("profiler: exit() and a fatal signal write every thread's buffered events") {
+    for (int how : {0, SIGSEGV}) {
+        TempDir dir;
+        const std::string path = dir.file("end.pmcprof");
+        auto* progress = static_cast<std::uint64_t*>(
+            ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+        REQUIRE(progress != MAP_FAILED);
+        const pid_t child = start_recording_child(path, progress, how);
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        if (how == 0) CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+        else CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)); // the handler re-raised it
+        auto p = pmc::read_profile(path);
+        REQUIRE(p.ok());
+        CHECK(p->problems.empty());
+        std::size_t full = 0;
+        for (const auto& t : p->threads)
+            if (t.records.size() == 1000) ++full;
+        INFO("how = " << how);
+        CHECK(full == 2);
+        ::munmap(progress, 4096);
+    }
+}
+
+TEST_CASE("profiler: off costs nothing and writes nothing; from_env reads PMC_PROFILE and PMC_PROFILE_COUNTERS") {
+    TempDir dir;
+    ::unsetenv("PMC_PROFILE");
+    {
+        auto prof = pmc::Profiler::from_env();
+        CHECK(!prof.enabled());
+        auto s = prof.scope(prof.label("x"));
+        prof.instant(prof.label("y"));
+    }
+    const std::string path = dir.file("env.pmcprof");
+    ::setenv("PMC_PROFILE", path.c_str(), 1);
+    ::setenv("PMC_PROFILE_COUNTERS", "page-faults,nosuchpmu/event=1/", 1);
+    {
+        auto prof = pmc::Profiler::from_env();
+        REQUIRE(prof.enabled());
+        CHECK(prof.counters() == std::vector<std::string>{"page-faults"});
+    }
+    ::setenv("PMC_PROFILE_COUNTERS", "nosuchpmu/event=1/", 1);
+    {
+        auto prof = pmc::Profiler::from_env();
+        REQUIRE(prof.enabled());
+        CHECK(prof.counters() == std::vector<std::string>{"wall-time"});
+        auto s = prof.scope(prof.label("x"));
+    }
+    ::unsetenv("PMC_PROFILE");
+    ::unsetenv("PMC_PROFILE_COUNTERS");
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    REQUIRE(p->counters.size() == 1);
+    CHECK(p->counters[0].name == "wall-time");
+    CHECK((p->counters[0].flags & pf::fallback) != 0); // never a silent change of unit
+    REQUIRE(p->warnings.size() == 1);
+    CHECK_THAT(p->warnings[0], ContainsSubstring("nosuchpmu/event=1/"));
+    CHECK_THAT(p->warnings[0], ContainsSubstring("recording wall-time instead"));
+    // Asked for explicitly, a counter that cannot be opened is an error at construction.
+    try {
+        pmc::Profiler prof{pmc::ProfilerOptions{dir.file("x.pmcprof"), {"nosuchpmu/event=1/"}}};
+        FAIL("constructed a profiler with a counter that cannot be opened");
+    } catch (const pmc::error& e) {
+        CHECK_THAT(std::string(e.what()), ContainsSubstring("nosuchpmu"));
+    }
+}
+
+TEST_CASE("profiler: the cost of one scope is measured and stored in the header") {
+    TempDir dir;
+    const std::string path = dir.file("cost.pmcprof");
+    { pmc::Profiler prof{pmc::ProfilerOptions{path, {"wall-time", "page-faults"}}}; }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->counters[0].cost_to_parent > 0);      // time: the recording takes some
+    CHECK(p->counters[0].cost_in_scope > 0);
+    CHECK(p->counters[1].cost_to_parent == 0);     // recording a scope faults no page (its page is pre-touched)
+    CHECK(p->counters[1].cost_in_scope == 0);
+}
+
+TEST_CASE("pmc summarize: the profile's labels, self values and events, as text and JSON") {
+    TempDir dir;
+    const std::string path = dir.file("sum.pmcprof");
+    {
+        pmc::Profiler prof{pmc::ProfilerOptions{path, {"page-faults", "wall-time"}}};
+        const auto outer = prof.label("outer"), inner = prof.label("inner"), hit = prof.label("hit");
+        Fresh a(7), b(3);
+        auto s = prof.scope(outer);
+        a.touch();
+        for (int i = 0; i < 3; ++i) {
+            auto t = prof.scope(inner);
+            if (i == 0) b.touch();
+            prof.instant(hit);
+        }
+        prof.integer(prof.label("size"), 40);
+        prof.integer(prof.label("size"), 2);
+    }
+    auto r = pmc_test::run_command(tool() + " summarize --json '" + path + "'");
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring(R"("label":"outer","count":1,"self":7,)"));
+    CHECK_THAT(r.out, ContainsSubstring(R"("label":"inner","count":3,"self":3,"self_percent":30,"total":3,"min":0,"median":0,"max":3})"));
+    CHECK_THAT(r.out, ContainsSubstring(R"("run":10,)"));
+    CHECK_THAT(r.out, ContainsSubstring(R"({"label":"hit","count":3})"));
+    CHECK_THAT(r.out, ContainsSubstring(R"({"label":"size","count":2,"sum":42,"min":2,"max":40})"));
+    CHECK_THAT(r.out, ContainsSubstring(R"("unit":"events")"));
+    auto text = pmc_test::run_command(tool() + " summarize '" + path + "'");
+    REQUIRE(text.status == 0);
+    CHECK_THAT(text.out, ContainsSubstring("primary counter page-faults: a count (exact)"));
+    CHECK_THAT(text.out, ContainsSubstring("run (outermost scopes): 10 page-faults"));
+    auto wall = pmc_test::run_command(tool() + " summarize --counter wall-time '" + path + "'");
+    REQUIRE(wall.status == 0);
+    CHECK_THAT(wall.out, ContainsSubstring("showing: wall-time (ns)"));
+    auto bad = pmc_test::run_command(tool() + " summarize --counter cycles '" + path + "' 2>&1");
+    CHECK(bad.status == 1);
+    CHECK_THAT(bad.out, ContainsSubstring("recorded no counter 'cycles'; it has: page-faults, wall-time"));
+    auto help = pmc_test::run_command(tool() + " summarize --help");
+    CHECK(help.status == 0);
+    CHECK_THAT(help.out, ContainsSubstring("usage: pmc summarize"));
+    auto missing = pmc_test::run_command(tool() + " summarize '" + dir.file("nope") + "' 2>&1");
+    CHECK(missing.status == 1);
+    CHECK_THAT(missing.out, ContainsSubstring("cannot open profile"));
+}

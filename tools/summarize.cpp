@@ -1,0 +1,379 @@
+// pmc summarize FILE: what a profile written by pmc::Profiler says, per label, in the counter's own unit.
+//
+// Self (exclusive) values come from each thread's nesting: records are stored as scopes end, children before their
+// parent, each with its depth, so a parent's self value is its total minus the totals of the scopes one level
+// deeper that ended since the last record at its own depth.
+#include <pmc/profile_format.hpp>
+#include <pmc/report.hpp>
+
+#include "commands.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pmc_tool {
+
+const char* const summarize_help = R"(usage: pmc summarize [--counter NAME] [--per-thread | --thread N] [--without-overhead]
+                     [--top N] [--json] FILE
+
+Summarize a profile written by a program that embeds pmc::Profiler (PMC_PROFILE=FILE): one line
+per label with its count, total (inclusive), self (exclusive), self as a % of the run, and the
+min / median / max of one call's total, sorted by self. Values are in the counter's own unit:
+times in ns (shown scaled), counts as counts. Instant events (count) and integer events (count,
+sum, min, max) have tables of their own. The run is the sum of the outermost scopes' totals.
+
+A truncated or corrupt file is read up to its last whole record; what was lost is said on
+stderr (with --json, in "problems"), and the exit status is 2.
+
+Options:
+  --counter NAME      Summarize this recorded counter instead of the primary (the first one).
+  --per-thread        One table per thread instead of all threads together.
+  --thread N          Only thread N (the profiler's thread number, as listed in the header).
+  --without-overhead  Subtract from each scope's self value what recording its child scopes added
+                      (the cost measured when the profile started, in the header), and say so.
+  --top N             Show the N labels with the most self value (default: all).
+  --json              One JSON object instead of tables.
+  -h, --help          Show this help.
+
+Exit status: 0 the whole file was read; 2 it was read, but part of it was lost or corrupt (see
+the messages); 1 it could not be read at all, or the command line was wrong.
+)";
+
+namespace {
+
+struct LabelStats {
+    std::uint32_t label = 0;
+    std::uint64_t count = 0;
+    std::int64_t self = 0;
+    std::uint64_t total = 0; ///< inclusive (a recursive label's nested calls are in its outer calls' totals too)
+    std::vector<std::uint64_t> calls;
+};
+
+struct EventStats {
+    std::uint32_t label = 0;
+    std::uint64_t count = 0, sum = 0, min = UINT64_MAX, max = 0;
+};
+
+struct Summary {
+    std::vector<LabelStats> labels;
+    std::vector<EventStats> instants, integers;
+    std::uint64_t run = 0;          ///< sum of the outermost scopes' totals
+    std::uint64_t scopes = 0;
+    std::uint64_t children = 0;     ///< scopes with a parent (what --without-overhead subtracts for)
+    std::uint64_t unclosed_depth = 0; ///< records deeper than any parent that followed (their parent was lost)
+};
+
+/// Walks the selected threads' records for counter `c`.
+Summary summarize(const pmc::Profile& p, std::size_t c, const std::vector<const pmc::ProfileThread*>& threads,
+                  bool without_overhead) {
+    namespace pf = pmc::profile_format;
+    Summary s;
+    std::map<std::uint32_t, LabelStats> labels;
+    std::map<std::uint32_t, EventStats> instants, integers;
+    const double cost = p.counters[c].cost_to_parent;
+    for (const pmc::ProfileThread* t : threads) {
+        std::vector<std::uint64_t> child_sum(pf::max_depth + 2, 0), child_count(pf::max_depth + 2, 0);
+        for (const auto& r : t->records) {
+            if (r.first_value + p.values_per_record(r.kind) > p.values.size()) continue;
+            const std::uint64_t* v = &p.values[r.first_value];
+            if (r.kind == pf::RecordKind::instant || r.kind == pf::RecordKind::integer) {
+                auto& e = (r.kind == pf::RecordKind::instant ? instants : integers)[r.label];
+                e.label = r.label;
+                ++e.count;
+                if (r.kind == pf::RecordKind::integer) {
+                    e.sum += v[1];
+                    e.min = std::min(e.min, v[1]);
+                    e.max = std::max(e.max, v[1]);
+                }
+                continue;
+            }
+            const std::uint64_t total = v[2 * c + 1] - v[2 * c];
+            const std::size_t d = r.depth;
+            std::int64_t self = static_cast<std::int64_t>(total - child_sum[d + 1]);
+            if (without_overhead)
+                self -= static_cast<std::int64_t>(std::llround(cost * static_cast<double>(child_count[d + 1])));
+            s.children += child_count[d + 1];
+            child_sum[d + 1] = 0;
+            child_count[d + 1] = 0;
+            child_sum[d] += total;
+            ++child_count[d];
+            if (d == 0) s.run += total;
+            ++s.scopes;
+            auto& l = labels[r.label];
+            l.label = r.label;
+            ++l.count;
+            l.self += self;
+            l.total += total;
+            l.calls.push_back(total);
+        }
+        for (std::size_t d = 1; d < child_count.size(); ++d) s.unclosed_depth += child_count[d];
+    }
+    for (auto& [id, l] : labels) s.labels.push_back(std::move(l));
+    std::sort(s.labels.begin(), s.labels.end(), [](const LabelStats& a, const LabelStats& b) {
+        return a.self != b.self ? a.self > b.self : a.label < b.label;
+    });
+    for (auto& [id, e] : instants) s.instants.push_back(e);
+    for (auto& [id, e] : integers) s.integers.push_back(e);
+    return s;
+}
+
+/// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.
+std::string show(double v, const std::string& unit) {
+    if (unit != "ns") return std::fabs(v) >= 1e15 ? fmt::format("{:.3e}", v) : fmt::format("{:.0f}", v);
+    const double a = std::fabs(v);
+    if (a < 1e3) return fmt::format("{:.0f} ns", v);
+    if (a < 1e6) return fmt::format("{:.2f} us", v / 1e3);
+    if (a < 1e9) return fmt::format("{:.2f} ms", v / 1e6);
+    return fmt::format("{:.3f} s", v / 1e9);
+}
+
+std::uint64_t median(std::vector<std::uint64_t>& v) {
+    if (v.empty()) return 0;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+}
+
+std::string start_time_text(std::uint64_t ns) {
+    const std::time_t t = static_cast<std::time_t>(ns / 1000000000ull);
+    std::tm tm{};
+    if (!::gmtime_r(&t, &tm)) return std::to_string(ns) + " ns";
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    return buf;
+}
+
+std::string thread_title(const pmc::ProfileThread& t) {
+    return fmt::format("thread {}{}{}", t.index, t.name.empty() ? "" : " \"" + t.name + "\"",
+                       t.tid ? fmt::format(" (tid {})", t.tid) : "");
+}
+
+void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCounter& counter, std::size_t top) {
+    const std::string unit = counter.unit == "events" ? counter.name : counter.unit;
+    std::size_t width = 5;
+    for (const auto& l : s.labels) width = std::max(width, p.string(l.label).size());
+    width = std::min<std::size_t>(width, 48);
+    fmt::print("{:<{}}  {:>9}  {:>12}  {:>7}  {:>12}  {:>11}  {:>11}  {:>11}\n", "label", width, "count", "self",
+               "self %", "total", "min", "median", "max");
+    std::size_t shown = 0;
+    for (auto l : s.labels) {
+        if (top && shown++ >= top) break;
+        const auto [mn_at, mx_at] = std::minmax_element(l.calls.begin(), l.calls.end());
+        const std::uint64_t mn = *mn_at, mx = *mx_at; // before median() reorders the calls
+        const double pct = s.run ? 100.0 * static_cast<double>(l.self) / static_cast<double>(s.run) : 0.0;
+        fmt::print("{:<{}}  {:>9}  {:>12}  {:>6.2f}%  {:>12}  {:>11}  {:>11}  {:>11}\n", p.string(l.label), width,
+                   l.count, show(static_cast<double>(l.self), counter.unit), pct,
+                   show(static_cast<double>(l.total), counter.unit), show(static_cast<double>(mn), counter.unit),
+                   show(static_cast<double>(median(l.calls)), counter.unit), show(static_cast<double>(mx), counter.unit));
+    }
+    if (s.labels.empty()) fmt::print("(no scopes)\n");
+    fmt::print("run (outermost scopes): {}{}; {} scopes\n", show(static_cast<double>(s.run), counter.unit),
+               counter.unit == "ns" ? "" : " " + unit, s.scopes);
+    if (!s.instants.empty()) {
+        fmt::print("\n{:<{}}  {:>9}\n", "instant event", width, "count");
+        for (const auto& e : s.instants) fmt::print("{:<{}}  {:>9}\n", p.string(e.label), width, e.count);
+    }
+    if (!s.integers.empty()) {
+        fmt::print("\n{:<{}}  {:>9}  {:>14}  {:>12}  {:>12}\n", "integer event", width, "count", "sum", "min", "max");
+        for (const auto& e : s.integers)
+            fmt::print("{:<{}}  {:>9}  {:>14}  {:>12}  {:>12}\n", p.string(e.label), width, e.count, e.sum, e.min,
+                       e.max);
+    }
+}
+
+void json_summary(pmc::JsonWriter& j, const pmc::Profile& p, Summary& s) {
+    j.field("run", s.run).field("scopes", s.scopes);
+    j.key("labels").begin_array();
+    for (auto& l : s.labels) {
+        const auto [mn_at, mx_at] = std::minmax_element(l.calls.begin(), l.calls.end());
+        const std::uint64_t mn = *mn_at, mx = *mx_at; // before median() reorders the calls
+        j.begin_object().field("label", p.string(l.label)).field("count", l.count).field("self", l.self);
+        j.field("self_percent", s.run ? 100.0 * static_cast<double>(l.self) / static_cast<double>(s.run) : 0.0);
+        j.field("total", l.total).field("min", mn).field("median", median(l.calls)).field("max", mx).end_object();
+    }
+    j.end_array().key("instants").begin_array();
+    for (const auto& e : s.instants) j.begin_object().field("label", p.string(e.label)).field("count", e.count).end_object();
+    j.end_array().key("integers").begin_array();
+    for (const auto& e : s.integers)
+        j.begin_object().field("label", p.string(e.label)).field("count", e.count).field("sum", e.sum)
+            .field("min", e.min).field("max", e.max).end_object();
+    j.end_array();
+}
+
+int summarize_usage_error(const std::string& why) {
+    fmt::print(stderr, "pmc summarize: {}\nRun 'pmc summarize --help' for usage.\n", why);
+    return 1;
+}
+
+} // namespace
+
+int cmd_summarize(int argc, char** argv) {
+    std::string file, counter_name;
+    bool json = false, per_thread = false, without_overhead = false;
+    std::optional<std::uint32_t> only_thread;
+    std::size_t top = 0;
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        auto number = [&](const char* what) -> std::optional<unsigned long> {
+            if (i + 1 >= argc) return std::nullopt;
+            char* end = nullptr;
+            const std::string text = argv[++i];
+            const unsigned long v = std::strtoul(text.c_str(), &end, 10);
+            if (text.empty() || *end || text[0] == '-') return std::nullopt;
+            (void)what;
+            return v;
+        };
+        if (a == "-h" || a == "--help") {
+            fmt::print("{}", summarize_help);
+            return 0;
+        } else if (a == "--json") json = true;
+        else if (a == "--per-thread") per_thread = true;
+        else if (a == "--without-overhead") without_overhead = true;
+        else if (a == "--counter") {
+            if (i + 1 >= argc) return summarize_usage_error("--counter needs a counter name");
+            counter_name = argv[++i];
+        } else if (a == "--thread") {
+            auto v = number("--thread");
+            if (!v || *v > UINT32_MAX) return summarize_usage_error("--thread needs a thread number");
+            only_thread = static_cast<std::uint32_t>(*v);
+        } else if (a == "--top") {
+            auto v = number("--top");
+            if (!v) return summarize_usage_error("--top needs a number");
+            top = *v;
+        } else if (a.size() > 1 && a[0] == '-') return summarize_usage_error(fmt::format("unknown option '{}'", a));
+        else if (file.empty()) file = std::string(a);
+        else return summarize_usage_error("one FILE at a time");
+    }
+    if (file.empty()) return summarize_usage_error("which profile? (pmc summarize FILE)");
+    if (per_thread && only_thread) return summarize_usage_error("--per-thread and --thread exclude each other");
+
+    auto read = pmc::read_profile(file);
+    if (!read) {
+        fmt::print(stderr, "pmc summarize: {}\n", read.failure().message);
+        return 1;
+    }
+    const pmc::Profile& p = *read;
+    std::size_t c = 0;
+    if (!counter_name.empty()) {
+        auto it = std::find_if(p.counters.begin(), p.counters.end(),
+                               [&](const pmc::ProfileCounter& k) { return k.name == counter_name; });
+        if (it == p.counters.end()) {
+            std::string names;
+            for (const auto& k : p.counters) names += (names.empty() ? "" : ", ") + k.name;
+            fmt::print(stderr, "pmc summarize: '{}' recorded no counter '{}'; it has: {}\n", file, counter_name, names);
+            return 1;
+        }
+        c = static_cast<std::size_t>(it - p.counters.begin());
+    }
+    const pmc::ProfileCounter& counter = p.counters[c];
+    std::vector<const pmc::ProfileThread*> threads;
+    for (const auto& t : p.threads)
+        if (!only_thread || t.index == *only_thread) threads.push_back(&t);
+    if (only_thread && threads.empty()) {
+        fmt::print(stderr, "pmc summarize: '{}' has no thread {} (it has {})\n", file, *only_thread, p.threads.size());
+        return 1;
+    }
+    const int status = p.problems.empty() ? 0 : 2;
+
+    if (json) {
+        pmc::JsonWriter j;
+        j.begin_object().field("file", file).field("format_version", p.version).field("pmc_version", p.pmc_version);
+        j.field("pid", p.pid).key("command_line").begin_array();
+        for (const auto& a : p.command_line) j.value(a);
+        j.end_array().field("start_time_ns", p.start_time_ns).field("cpu", p.cpu).field("kernel", p.kernel);
+        j.field("aslr", p.aslr).key("counters").begin_array();
+        for (const auto& k : p.counters)
+            j.begin_object().field("name", k.name).field("unit", k.unit).field("read_path", k.read_path)
+                .field("exact", k.exact()).field("irq_corrected", (k.flags & pmc::profile_format::irq_corrected) != 0)
+                .field("may_multiplex", (k.flags & pmc::profile_format::may_multiplex) != 0)
+                .field("fallback", (k.flags & pmc::profile_format::fallback) != 0)
+                .field("cost_to_parent", k.cost_to_parent).field("cost_in_scope", k.cost_in_scope)
+                .field("note", k.note).end_object();
+        j.end_array().field("counter", counter.name).field("unit", counter.unit);
+        j.field("without_overhead", without_overhead);
+        j.key("warnings").begin_array();
+        for (const auto& w : p.warnings) j.value(w);
+        j.end_array().key("problems").begin_array();
+        for (const auto& w : p.problems) j.value(w);
+        j.end_array().key("threads").begin_array();
+        for (const auto* t : threads) {
+            j.begin_object().field("index", t->index).field("tid", t->tid).field("name", t->name);
+            j.field("events", t->records.size()).field("missing_pages", t->missing_pages);
+            if (!t->error.empty()) j.field("error", t->error);
+            if (per_thread) {
+                Summary s = summarize(p, c, {t}, without_overhead);
+                json_summary(j, p, s);
+            }
+            j.end_object();
+        }
+        j.end_array();
+        if (!per_thread) {
+            Summary s = summarize(p, c, threads, without_overhead);
+            json_summary(j, p, s);
+        }
+        j.end_object();
+        fmt::print("{}\n", j.str());
+        if (!p.problems.empty())
+            fmt::print(stderr, "pmc summarize: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
+                       file, p.bytes_lost);
+        return status;
+    }
+
+    std::string command;
+    for (const auto& a : p.command_line) command += (command.empty() ? "" : " ") + a;
+    fmt::print("profile {}: pmc {} (format {}), pid {}, started {}\n", file, p.pmc_version, p.version, p.pid,
+               start_time_text(p.start_time_ns));
+    if (!command.empty()) fmt::print("command: {}\n", command);
+    fmt::print("cpu: {}; kernel {}; ASLR {}\n", p.cpu, p.kernel, p.aslr);
+    for (std::size_t i = 0; i < p.counters.size(); ++i) {
+        const auto& k = p.counters[i];
+        fmt::print("{} {}: {}{}, read with {}{}; one scope adds {} to its parent, an empty one records {}\n",
+                   i == 0 ? "primary counter" : "riding along   ", k.name, k.unit == "events" ? "a count" : k.unit,
+                   k.exact() ? " (exact)" : "", k.read_path,
+                   (k.flags & pmc::profile_format::irq_corrected) ? ", interrupts subtracted" : "",
+                   k.unit == "events" ? fmt::format("{:.3g}", k.cost_to_parent) : show(k.cost_to_parent, k.unit),
+                   k.unit == "events" ? fmt::format("{:.3g}", k.cost_in_scope) : show(k.cost_in_scope, k.unit));
+    }
+    for (const auto& w : p.warnings) fmt::print("warning (from the profiled program): {}\n", w);
+    for (const auto& t : p.threads)
+        if (!t.error.empty())
+            fmt::print("warning: {}: its counters could not be opened, its values are 0: {}\n", thread_title(t),
+                       t.error);
+    fmt::print("threads: ");
+    for (std::size_t i = 0; i < p.threads.size(); ++i)
+        fmt::print("{}{}: {} events", i ? "; " : "", thread_title(p.threads[i]), p.threads[i].records.size());
+    fmt::print("\nshowing: {} ({}), {}{}\n\n", counter.name, counter.unit == "events" ? "a count" : counter.unit,
+               only_thread ? fmt::format("thread {} only", *only_thread)
+               : per_thread ? std::string("each thread")
+                            : std::string("all threads together"),
+               without_overhead ? fmt::format("; self values without the recording's cost ({} per child scope "
+                                              "subtracted)",
+                                              counter.unit == "events" ? fmt::format("{:.3g}", counter.cost_to_parent)
+                                                                       : show(counter.cost_to_parent, counter.unit))
+                                : "");
+    if (per_thread) {
+        for (const auto* t : threads) {
+            fmt::print("== {}\n", thread_title(*t));
+            print_tables(p, summarize(p, c, {t}, without_overhead), counter, top);
+            fmt::print("\n");
+        }
+    } else {
+        print_tables(p, summarize(p, c, threads, without_overhead), counter, top);
+    }
+    if (!p.problems.empty()) {
+        fmt::print(stderr, "pmc summarize: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",
+                   file, p.bytes_lost);
+        for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);
+        if (p.problems.size() > 20) fmt::print(stderr, "  ... and {} more (--json lists them all)\n", p.problems.size() - 20);
+    }
+    return status;
+}
+
+} // namespace pmc_tool
