@@ -1,6 +1,10 @@
 // The reads whose machine code tests/system/test_hot_path.cpp inspects (and docs/hot-path.md shows): one
 // out-of-line function per counter flavour, compiled with -O2 and without sanitizers (see tests/CMakeLists.txt).
 #include <pmc/counter.hpp>
+#include <pmc/group.hpp>
+
+#include <sched.h>
+#include <unistd.h>
 
 #define PMC_HOT extern "C" __attribute__((noinline, used))
 
@@ -14,3 +18,20 @@ PMC_HOT std::uint64_t pmc_hot_read_rdpmc(RdpmcCounter& c) { return c.read(); }
 PMC_HOT std::uint64_t pmc_hot_read_rdpmc_fixed48(Rdpmc48Counter& c) { return c.read(); }
 PMC_HOT std::uint64_t pmc_hot_read_wall_time(WallTimeCounter& c) { return c.read(); }
 PMC_HOT std::uint64_t pmc_hot_read_tsc(TscCounter& c) { return c.read(); }
+PMC_HOT void pmc_hot_read_group(pmc::Group& g, pmc::GroupReading& r) { g.read(r); }
+
+// Broken reads, for the check's own test: what test_hot_path.cpp must reject.
+// read() replaced by read_slow (one read(2) per call), as a tail jump and as a call.
+PMC_HOT std::uint64_t pmc_mutant_read_slow_tail(pmc::detail::CounterCore& c) { return pmc::detail::read_slow(c); }
+PMC_HOT std::uint64_t pmc_mutant_read_slow_call(pmc::detail::CounterCore& c) { return pmc::detail::read_slow(c) + 1; }
+// A system call (through libc) before the rdpmc.
+PMC_HOT std::uint64_t pmc_mutant_getpid_first(RdpmcCounter& c) {
+    if (::getpid() == 1) return 0;
+    return c.read();
+}
+// A libc call on a branch after the rdpmc (the fast path itself is clean).
+PMC_HOT std::uint64_t pmc_mutant_libc_call(RdpmcCounter& c) {
+    const std::uint64_t v = c.read();
+    if (v == 12345) ::sched_yield();
+    return v;
+}
