@@ -833,11 +833,11 @@ TEST_CASE("a thread playing the kernel moves the event around while reads never 
     if (const char* env = std::getenv("PMC_EMULATED_READS")) reads = std::strtoull(env, nullptr, 10);
     const std::uint64_t traps_before = traps();
     // Judged by what happened, not by how fast: read on (up to 20 times as long) until the kernel thread has moved
-    // the event `need` times and as many reads raced with a move (the page's lock changed during the read). Under
-    // load either thread may be starved for a while; neither count depends on the machine's speed.
+    // the event `need` times and a tenth as many reads raced with a move (the page's lock changed during the
+    // read). Under load either thread may be starved for a while; neither count depends on the machine's speed.
     const std::uint64_t need = std::max<std::uint64_t>(10, std::min<std::uint64_t>(1000, reads / 100));
     std::uint64_t last = 0, bad = 0, first_bad_value = 0, first_bad_hi = 0, raced = 0, done = 0;
-    for (; done < reads || ((updates.load() < need || raced < need) && done < 20 * reads); ++done) {
+    for (; done < reads || ((updates.load() < need || raced < need / 10) && done < 20 * reads); ++done) {
         const std::uint32_t lock_before = __atomic_load_n(&fake.page.lock, __ATOMIC_ACQUIRE);
         const std::uint64_t v = c.read();
         raced += __atomic_load_n(&fake.page.lock, __ATOMIC_ACQUIRE) != lock_before;
@@ -860,7 +860,7 @@ TEST_CASE("a thread playing the kernel moves the event around while reads never 
     INFO("first bad value " << first_bad_value << " with published count " << first_bad_hi << " after " << last);
     CHECK(bad == 0);
     CHECK(updates.load() >= need); // the kernel thread really did move the event while we read
-    CHECK(raced >= need);          // and reads really did race with those moves
+    CHECK(raced >= need / 10);     // and reads really did race with those moves
     // and the reads really ran on the rdpmc path between the moves (a lock change is now seen before the rdpmc,
     // so there is no second rdpmc to count; many reads go to read() while the event is off the hardware)
     CHECK(traps() - traps_before > done / 10);

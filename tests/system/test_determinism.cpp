@@ -85,10 +85,8 @@ TEST_CASE("re-executing without ASLR gives the same addresses in every run", "[s
 }
 
 TEST_CASE("the re-executed program keeps its name and does not pass the marker on", "[system][determinism]") {
-    if (!aslr_on_here()) {
-        WARN("address randomization is off here: nothing is re-executed, so there is no name to restore");
-        return;
-    }
+    if (!aslr_on_here())
+        PMC_SKIP("address randomization is off here: nothing is re-executed, so there is no name to restore");
     // An exec through /proc/self/exe names the process "exe"; reexec_without_aslr() restores the name it had.
     const std::string out = run(probe + " aslr");
     INFO(out);
@@ -96,10 +94,8 @@ TEST_CASE("the re-executed program keeps its name and does not pass the marker o
 }
 
 TEST_CASE("still randomized after the re-exec: a failure, not another exec", "[system][determinism]") {
-    if (!aslr_on_here()) {
-        WARN("address randomization is off here: reexec_without_aslr() returns before looking at the marker");
-        return;
-    }
+    if (!aslr_on_here())
+        PMC_SKIP("address randomization is off here: reexec_without_aslr() returns before looking at the marker");
     // The second entry: the marker says this process is the re-executed copy, yet ASLR is on (the kernel dropped
     // ADDR_NO_RANDOMIZE at exec). Without the check this would exec again (forever, for a setuid program).
     const auto r = run_status("PMC_ASLR_REEXEC=pmc-determinism " + probe + " aslr");
@@ -111,10 +107,7 @@ TEST_CASE("still randomized after the re-exec: a failure, not another exec", "[s
 }
 
 TEST_CASE("a setuid program re-executes once and then reports that ASLR stays on", "[system][determinism]") {
-    if (!aslr_on_here()) {
-        WARN("address randomization is off here: nothing to re-execute");
-        return;
-    }
+    if (!aslr_on_here()) PMC_SKIP("address randomization is off here: nothing to re-execute");
     char dir[] = "/tmp/pmc-setuid-probe-XXXXXX";
     REQUIRE(::mkdtemp(dir));
     const std::string copy = std::string(dir) + "/probe";
@@ -125,11 +118,9 @@ TEST_CASE("a setuid program re-executes once and then reports that ASLR stays on
     const auto r = run_status("timeout 20 " + copy + " aslr");
     run_status(std::string("rm -rf ") + dir);
     INFO(r.out);
-    CHECK(r.status != 124);
-    if (r.out.find("randomized 0") != std::string::npos) {
-        WARN("the setuid bit is not honoured here (nosuid mount or no_new_privs): the re-exec kept ASLR off");
-        return;
-    }
+    REQUIRE(r.status != 124);
+    if (r.out.find("randomized 0") != std::string::npos)
+        PMC_SKIP("the setuid bit is not honoured here (nosuid mount or no_new_privs): the re-exec kept ASLR off");
     CHECK(r.status == 2);
     CHECK_THAT(r.out, ContainsSubstring("still on after re-executing"));
 }
@@ -142,11 +133,12 @@ TEST_CASE("a program started through the dynamic loader is not re-executed as th
     CHECK_FALSE(pmc::detail::is_dynamic_loader(probe));
     CHECK_FALSE(pmc::detail::is_dynamic_loader("/usr/bin/ld"));
     CHECK_FALSE(pmc::detail::is_dynamic_loader("/usr/bin/ld-wrapper"));
+}
+
+TEST_CASE("a program run as `ld.so PROGRAM` is not re-executed as the loader", "[system][determinism]") {
     const std::string loader = elf_interpreter(probe);
-    if (loader.empty() || !aslr_on_here()) {
-        WARN("no dynamic loader for the probe, or address randomization is off here: nothing to re-execute");
-        return;
-    }
+    if (loader.empty()) PMC_SKIP("the probe has no dynamic loader (a static build): nothing to start it through");
+    if (!aslr_on_here()) PMC_SKIP("address randomization is off here: nothing to re-execute");
     // Re-executing /proc/self/exe (the loader) with the program's argv would make the loader run "aslr".
     const auto r = run_status(loader + " " + probe + " aslr");
     INFO(r.out);
@@ -173,11 +165,9 @@ TEST_CASE("jemalloc's timed purging is reported, and its fix recognised", "[syst
     for (const char* candidate : {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
                                   "/usr/lib64/libjemalloc.so.2"})
         if (::access(candidate, R_OK) == 0) lib = candidate;
-    if (lib.empty()) {
-        WARN("libjemalloc2 is not installed: jemalloc detection checked only where it is (scripts/install-deps "
-             "installs it)");
-        return;
-    }
+    if (lib.empty())
+        PMC_SKIP("libjemalloc2 is not installed: jemalloc detection is checked only where it is (scripts/install-deps "
+                 "installs it)");
     const std::string with_decay = run("LD_PRELOAD=" + lib + " " + probe + " allocator");
     CHECK_THAT(with_decay, ContainsSubstring("allocator jemalloc"));
     CHECK_THAT(with_decay, ContainsSubstring("present: jemalloc opt.dirty_decay_ms = 10000"));
@@ -269,10 +259,8 @@ std::string allocation_trace_with_pid_after(int last_pid) {
 } // namespace
 
 TEST_CASE("pmc allocates the same sizes whatever the length of the PID", "[system][determinism]") {
-    if (::geteuid() != 0 || ::access("/proc/sys/kernel/ns_last_pid", W_OK) != 0) {
-        WARN("needs root to choose PIDs through /proc/sys/kernel/ns_last_pid");
-        return;
-    }
+    if (::geteuid() != 0 || ::access("/proc/sys/kernel/ns_last_pid", W_OK) != 0)
+        PMC_SKIP("needs root to choose PIDs through /proc/sys/kernel/ns_last_pid");
     const std::string four = allocation_trace_with_pid_after(4000);
     const std::string five = allocation_trace_with_pid_after(30000);
     const auto colon4 = four.find(':'), colon5 = five.find(':');

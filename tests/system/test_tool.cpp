@@ -164,12 +164,15 @@ TEST_CASE("pmc doctor on a hybrid machine runs its trials pinned to the performa
     // Already on one core type: left there, and said so.
     auto atom = run_under("taskset -c 1", "--sysfs " + tree.root() + " doctor");
     CHECK_THAT(atom.out, ContainsSubstring("already confined to the efficiency cores (cpu_atom, CPUs 1)"));
+}
+
+TEST_CASE("pmc doctor's trials on a hybrid machine open on the --sysfs tree's core-type PMU", "[tool][doctor][hybrid]") {
     // The trials read the doctor's --sysfs tree: the instructions trial goes to the fake cpu_core PMU (its type in
     // the upper half of config, which strace shows as 0x4<<32).
-    if (!have_strace()) {
-        WARN("strace is not installed: which PMU the trial opened is not checked (scripts/install-deps installs it)");
-        return;
-    }
+    if (!have_strace())
+        PMC_SKIP("strace is not installed: which PMU the trial opened is not checked (scripts/install-deps installs it)");
+    HybridTree tree;
+    REQUIRE_FALSE(tree.root().empty());
     const std::string trace_file = tree.root() + "/perf_event_open.strace"; // not a PMU: no type file
     run_under("taskset -c 0,1 strace -f -e trace=perf_event_open -o " + trace_file, "--sysfs " + tree.root() + " doctor");
     std::string trace;
@@ -186,10 +189,8 @@ TEST_CASE("pmc doctor on a hybrid machine runs its trials pinned to the performa
 }
 
 TEST_CASE("pmc doctor exits 4 when no perf event opens at all, and says why", "[tool][doctor]") {
-    if (!have_strace()) {
-        WARN("strace is not installed: the no-perf-events case is not checked (scripts/install-deps installs it)");
-        return;
-    }
+    if (!have_strace())
+        PMC_SKIP("strace is not installed: the no-perf-events case is not checked (scripts/install-deps installs it)");
     // Every perf_event_open fails as under a seccomp profile or perf_event_paranoid=4; wall-time, which needs no
     // perf event, still works, and must not turn the verdict into time-only.
     const std::string inject = "strace -f -o /dev/null -e inject=perf_event_open:error=EACCES";
@@ -401,10 +402,8 @@ TEST_CASE("pmc count refuses ':D' on a group member with the reason, not a count
 
 TEST_CASE("pmc count on an unpinned hybrid machine pins the command to one core type and says so", "[tool][count][hybrid]") {
     const auto cpus = pmc::thread_affinity();
-    if (std::find(cpus.begin(), cpus.end(), 0) == cpus.end() || std::find(cpus.begin(), cpus.end(), 1) == cpus.end()) {
-        WARN("this test needs CPUs 0 and 1 in its affinity");
-        return;
-    }
+    if (std::find(cpus.begin(), cpus.end(), 0) == cpus.end() || std::find(cpus.begin(), cpus.end(), 1) == cpus.end())
+        PMC_SKIP("this test needs CPUs 0 and 1 in its affinity");
     pmc_test::FakeSysfs tree(false); // cpu_core on CPU 0, cpu_atom on CPU 1: pmc may run on both
     tree.core_type_pmu("cpu_core", 4, "0");
     tree.core_type_pmu("cpu_atom", 10, "1");
@@ -424,10 +423,8 @@ TEST_CASE("pmc count on an unpinned hybrid machine pins the command to one core 
 }
 
 TEST_CASE("pmc count agrees with perf stat on the page faults of the same command", "[tool][count]") {
-    if (::system("command -v perf >/dev/null 2>&1") != 0) {
-        WARN("perf is not installed: the comparison with perf stat is skipped");
-        return;
-    }
+    if (::system("command -v perf >/dev/null 2>&1") != 0)
+        PMC_SKIP("perf is not installed (Debian: apt-get install linux-perf): no comparison with perf stat");
     const std::string work = "dd if=/dev/zero of=/dev/null bs=8M count=4";
     auto ours = run("count --csv -e page-faults -- " + work);
     REQUIRE(ours.status == 0);
