@@ -340,8 +340,15 @@ pid_t start_recording_child(const std::string& path, std::uint64_t* progress, in
         std::thread other([&] { record(1, UINT64_MAX); });
         record(0, UINT64_MAX); // until killed
     }
-    std::thread other([&] { record(1, 1000); });
-    other.join();
+    // The other thread is still alive at the end: only exit()'s or the signal's flush can write its page.
+    std::atomic<bool> other_done{false};
+    std::thread other([&] {
+        record(1, 1000);
+        other_done = true;
+        for (;;) ::pause();
+    });
+    other.detach();
+    while (!other_done) std::this_thread::yield();
     record(0, 1000);
     if (how == SIGSEGV) ::raise(SIGSEGV);
     std::exit(0); // leaves main's profiler undestroyed
