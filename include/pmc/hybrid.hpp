@@ -88,7 +88,7 @@ inline std::vector<int> thread_affinity() {
     CPU_ZERO(&set);
     if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
     for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &set)) cpus.push_back(c);
+        if (CPU_ISSET(static_cast<std::size_t>(c), &set)) cpus.push_back(c);
     return cpus;
 }
 
@@ -144,8 +144,9 @@ inline std::optional<Failure> pin_this_thread(CoreType type, std::string_view ro
         CPU_ZERO(&set);
         int chosen = 0;
         for (int c : p.cpus)
-            if (c < CPU_SETSIZE && (allowed.empty() || std::find(allowed.begin(), allowed.end(), c) != allowed.end())) {
-                CPU_SET(c, &set);
+            if (c >= 0 && c < CPU_SETSIZE &&
+                (allowed.empty() || std::find(allowed.begin(), allowed.end(), c) != allowed.end())) {
+                CPU_SET(static_cast<std::size_t>(c), &set);
                 ++chosen;
             }
         if (chosen == 0)

@@ -277,7 +277,7 @@ inline void install_profiler_handlers_once(bool signals) {
         struct sigaction sa {};
         sa.sa_handler = pmc_profiler_on_signal;
         sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sa.sa_flags = static_cast<int>(SA_RESETHAND | SA_NODEFER);
         ::sigaction(sig, &sa, nullptr);
     }
 }
@@ -695,8 +695,9 @@ private:
                 std::vector<double> own;
                 for (int k = 0; k < per_round; ++k) {
                     std::uint64_t s0, s1;
-                    std::memcpy(&s0, rec + k * (8 + 16 * n) + 8 + 16 * i, 8);
-                    std::memcpy(&s1, rec + k * (8 + 16 * n) + 16 + 16 * i, 8);
+                    const std::size_t at = static_cast<std::size_t>(k) * (8 + 16 * n) + 16 * i;
+                    std::memcpy(&s0, rec + at + 8, 8);
+                    std::memcpy(&s1, rec + at + 16, 8);
                     own.push_back(static_cast<double>(s1 - s0));
                 }
                 std::nth_element(own.begin(), own.begin() + per_round / 2, own.end());

@@ -237,7 +237,8 @@ private:
     }
     void append_string(std::string_view s) {
         out_ += '"';
-        for (unsigned char c : s) {
+        for (const char ch : s) {
+            const auto c = static_cast<unsigned char>(ch);
             switch (c) {
             case '"': out_ += "\\\""; break;
             case '\\': out_ += "\\\\"; break;

@@ -8,6 +8,9 @@
 #   STEP=version           find_package(pmc VERSION) against WORK_DIR/prefix accepts PMC_ACCEPT, rejects PMC_REJECT
 #                          (comma-separated versions)
 #   STEP=plain             compile project/main.cpp with a bare `CXX -std=c++17 -I<pmc>/include` and run it
+#   STEP=strict            compile every header under include/ on its own, and strict/instantiate.cpp (pmc's
+#                          templates instantiated), with STRICT_CXX and the strict warnings below, -Werror: a
+#                          header-only library's warnings are every user's warnings. "SKIPPED:" without STRICT_CXX.
 #
 # Other variables: CONSUMER_DIR (tests/consumer), WORK_DIR (scratch, under the build tree), CXX (the compiler),
 # GENERATOR, MAKE_PROGRAM. Every command and its output is printed; the first failure ends the step with
@@ -133,6 +136,51 @@ elseif(STEP STREQUAL "plain")
   run("compile with a bare ${CXX} -std=c++17 -I${PMC_SOURCE_DIR}/include" "${CXX}" -std=c++17 -Wall -Wextra
       -Werror "-I${PMC_SOURCE_DIR}/include" "${CONSUMER_DIR}/project/main.cpp" -o "${dir}/consumer" -pthread)
   run_consumer("${dir}/consumer")
+
+elseif(STEP STREQUAL "strict")
+  if(NOT STRICT_CXX)
+    message("SKIPPED: ${STRICT_NAME} is not installed, so pmc's headers are not compiled with it")
+    return()
+  endif()
+  # What a demanding consumer turns on (both compilers know every one of these).
+  set(warnings -Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion -Wshadow -Wold-style-cast -Wcast-qual
+      -Wnon-virtual-dtor -Woverloaded-virtual -Wdouble-promotion -Wformat=2 -Wundef -Wnull-dereference
+      -Wimplicit-fallthrough -Wextra-semi -Werror)
+  set(dir "${WORK_DIR}/strict-${STRICT_NAME}")
+  file(REMOVE_RECURSE "${dir}")
+  file(MAKE_DIRECTORY "${dir}")
+  file(GLOB_RECURSE headers RELATIVE "${PMC_SOURCE_DIR}/include" "${PMC_SOURCE_DIR}/include/*.hpp")
+  list(SORT headers)
+  set(failed "")
+  foreach(h IN LISTS headers)
+    # Each header on its own: it must also be self-contained.
+    string(MAKE_C_IDENTIFIER "${h}" name)
+    file(WRITE "${dir}/${name}.cpp" "#include <${h}>\n")
+    execute_process(COMMAND "${STRICT_CXX}" -std=c++17 ${warnings} "-I${PMC_SOURCE_DIR}/include" -fsyntax-only
+                            "${dir}/${name}.cpp"
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    if(rc STREQUAL "0")
+      message("-- ok: ${h}")
+    else()
+      message("-- FAILED: ${h}\n${out}")
+      list(APPEND failed "${h}")
+    endif()
+  endforeach()
+  # Templates warn only where they are instantiated; -O2 for the warnings that need the optimizer's analysis.
+  list(JOIN warnings " " shown)
+  message("-- instantiate pmc's templates: ${STRICT_CXX} -std=c++17 -O2 ${shown} -c strict/instantiate.cpp")
+  execute_process(COMMAND "${STRICT_CXX}" -std=c++17 -O2 ${warnings} "-I${PMC_SOURCE_DIR}/include" -c
+                          "${CONSUMER_DIR}/strict/instantiate.cpp" -o "${dir}/instantiate.o"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc STREQUAL "0")
+    message("-- FAILED: strict/instantiate.cpp\n${out}")
+    list(APPEND failed "strict/instantiate.cpp")
+  endif()
+  if(failed)
+    message(FATAL_ERROR "FAILED (strict, ${STRICT_NAME}): warnings (as errors) in: ${failed}")
+  endif()
+  list(LENGTH headers n)
+  message("-- ok: ${n} headers and the instantiated templates compile without a warning under ${STRICT_CXX}")
 
 else()
   message(FATAL_ERROR "run.cmake: unknown STEP '${STEP}'")
