@@ -1,6 +1,9 @@
 // Helpers for the system tests: fresh memory to fault on, fd counting, child processes.
 #pragma once
 
+#include <pmc/counter.hpp>
+#include <pmc/machine.hpp>
+
 #include <dirent.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -10,6 +13,7 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <string>
 
 namespace pmc_test {
 
@@ -70,6 +74,15 @@ inline int in_child(const std::function<int()>& body) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Why this process cannot open msr/tsc/, or "" where it can: the msr PMU counts every mode or none, and an
+/// unprivileged user at perf_event_paranoid >= 2 may not count kernel mode (the suite's unprivileged run).
+inline std::string msr_refused_reason() {
+    if (pmc::kernel_counting_allowed()) return {};
+    const auto level = pmc::perf_event_paranoid();
+    return "msr/tsc/ counts every mode or none, and this user may not count kernel mode (perf_event_paranoid " +
+           (level ? std::to_string(*level) : std::string("unreadable")) + ")";
 }
 
 /// A timespec as nanoseconds.

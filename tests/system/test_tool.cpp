@@ -4,6 +4,7 @@
 #include "fake_sysfs.hpp"
 #include "json_check.hpp"
 
+#include <pmc/counter.hpp>
 #include <pmc/cpu.hpp>
 #include <pmc/hybrid.hpp>
 #include <pmc/machine.hpp>
@@ -25,6 +26,14 @@
 namespace {
 using Run = pmc_test::CommandResult;
 Run run(const std::string& args) { return pmc_test::run_command(std::string(PMC_TOOL_PATH) + " " + args + " 2>&1"); }
+
+/// The name pmc count shows for an event written without a mode: perf's, with its "u" suffix where this user may
+/// not count kernel mode (the suite's unprivileged run), the event then counting user mode only.
+std::string shown(const std::string& event) {
+    static const bool user_mode_only = !pmc::kernel_counting_allowed();
+    if (!user_mode_only) return event;
+    return event + (event.find_first_of(":/") == std::string::npos ? ":u" : "u");
+}
 } // namespace
 
 TEST_CASE("the JSON validator itself", "[tool]") {
@@ -238,9 +247,10 @@ TEST_CASE("pmc count runs a command, counts it from exec to exit, and returns it
     auto json = run("count --json -e 'page-faults,minor-faults' -- true");
     CHECK(json.status == 0);
     CHECK(pmc_test::JsonCheck::valid(json.out));
-    CHECK_THAT(json.out, ContainsSubstring("\"event\":\"minor-faults\""));
+    CHECK_THAT(json.out, ContainsSubstring("\"event\":\"" + shown("minor-faults") + "\""));
     auto csv = run("count --csv -e context-switches -- true");
-    CHECK_THAT(csv.out, ContainsSubstring("event,count,raw,running_fraction,counted\ncontext-switches,"));
+    CHECK_THAT(csv.out,
+               ContainsSubstring("event,count,raw,running_fraction,counted\n" + shown("context-switches") + ","));
     auto missing = run("count -e page-faults -- /nonexistent/program");
     CHECK(missing.status == 127);
     CHECK_THAT(missing.out, ContainsSubstring("cannot run"));
@@ -261,11 +271,12 @@ TEST_CASE("pmc count shows perf stat's units: elapsed seconds, task-clock in mse
     const auto start = r.out.find_last_of(" \n", at - 1) + 1;
     CHECK(std::stod(r.out.substr(start, at - start)) >= 0.05);
     // "task-clock   0.50 msec   497163 ns   100.0%  # 0.413 CPUs utilized": the same time in both units.
-    const auto line_at = r.out.find("\ntask-clock ");
+    const auto line_at = r.out.find("\n" + shown("task-clock") + " ");
     REQUIRE(line_at != std::string::npos);
     const std::string line = r.out.substr(line_at + 1, r.out.find('\n', line_at + 1) - line_at - 1);
     double msec = 0, ns = 0, cpus = 0;
-    REQUIRE(std::sscanf(line.c_str(), "task-clock %lf msec %lf ns %*f%% # %lf CPUs utilized", &msec, &ns, &cpus) == 3);
+    const std::string format = shown("task-clock") + " %lf msec %lf ns %*f%% # %lf CPUs utilized";
+    REQUIRE(std::sscanf(line.c_str(), format.c_str(), &msec, &ns, &cpus) == 3);
     CHECK(msec == Approx(ns / 1e6).margin(0.006));
     CHECK(cpus > 0);
     auto json = run("count --json -e task-clock -- true");
@@ -299,7 +310,7 @@ TEST_CASE("pmc count still reports when the command is interrupted (Ctrl-C reach
     // The command gets SIGINT's default back: this sh dies of it (with pmc's SIG_IGN it would sleep, then exit 4).
     auto sent = run("count --csv -e task-clock -- sh -c 'kill -INT $$; sleep 5; exit 4'");
     INFO(sent.out);
-    CHECK_THAT(sent.out, ContainsSubstring("task-clock,"));
+    CHECK_THAT(sent.out, ContainsSubstring(shown("task-clock") + ","));
     CHECK((sent.status == 130 || sent.signal == SIGINT));
 }
 
@@ -310,14 +321,23 @@ TEST_CASE("pmc count: a Ctrl-C just as the command starts is not lost", "[tool][
     int lost = 0;
     for (int i = 0; i < 30; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
+        // Until its exec the child runs this test's code, and Catch's SIGINT handler would report a failure from
+        // it: SIGINT is blocked across the fork and the child takes the default action before unblocking it.
+        sigset_t interrupt, before;
+        sigemptyset(&interrupt);
+        sigaddset(&interrupt, SIGINT);
+        ::sigprocmask(SIG_BLOCK, &interrupt, &before);
         const pid_t pid = ::fork();
-        REQUIRE(pid >= 0);
         if (pid == 0) {
+            ::signal(SIGINT, SIG_DFL);
             ::setpgid(0, 0);
             std::freopen("/dev/null", "w", stderr);
+            ::sigprocmask(SIG_SETMASK, &before, nullptr);
             ::execl(PMC_TOOL_PATH, "pmc", "count", "-e", "page-faults", "--", "sleep", "3", static_cast<char*>(nullptr));
             _exit(126);
         }
+        ::sigprocmask(SIG_SETMASK, &before, nullptr);
+        REQUIRE(pid >= 0);
         ::setpgid(pid, pid);
         ::usleep(static_cast<useconds_t>(std::rand() % 3500));
         ::kill(-pid, SIGINT);
@@ -360,8 +380,8 @@ TEST_CASE("pmc count: perf's {group} braces, an -e that names no event, and a ca
     auto braces = run("count --csv -e '{page-faults,task-clock}' -- true"); // perf's group syntax: one group anyway
     INFO(braces.out);
     CHECK(braces.status == 0);
-    CHECK_THAT(braces.out, ContainsSubstring("\npage-faults,"));
-    CHECK_THAT(braces.out, ContainsSubstring("\ntask-clock,"));
+    CHECK_THAT(braces.out, ContainsSubstring("\n" + shown("page-faults") + ","));
+    CHECK_THAT(braces.out, ContainsSubstring("\n" + shown("task-clock") + ","));
     auto modifier = run("count -e '{page-faults,task-clock}:u' -- true");
     CHECK(modifier.status == 1);
     CHECK_THAT(modifier.out, ContainsSubstring("put a modifier on each event"));
@@ -381,15 +401,15 @@ TEST_CASE("pmc count splits -e lists at commas outside PMU term lists only", "[t
     auto bp = run("count --csv -e 'mem:0x1000/8:w,page-faults' -- true");
     INFO(bp.out);
     CHECK(bp.status == 0);
-    CHECK_THAT(bp.out, ContainsSubstring("\nmem:0x1000/8:w,"));
-    CHECK_THAT(bp.out, ContainsSubstring("\npage-faults,"));
+    CHECK_THAT(bp.out, ContainsSubstring("\n" + shown("mem:0x1000/8:w") + ","));
+    CHECK_THAT(bp.out, ContainsSubstring("\n" + shown("page-faults") + ","));
     // A term list's commas stay inside; events after it, and after a breakpoint, still split.
     auto terms = run("count --csv -e 'software/config=2,name=faults-too/,mem:0x1000/8,minor-faults' -- true");
     INFO(terms.out);
     CHECK(terms.status == 0);
-    CHECK_THAT(terms.out, ContainsSubstring("\nfaults-too,"));
-    CHECK_THAT(terms.out, ContainsSubstring("\nmem:0x1000/8,"));
-    CHECK_THAT(terms.out, ContainsSubstring("\nminor-faults,"));
+    CHECK_THAT(terms.out, ContainsSubstring("\n" + shown("faults-too") + ","));
+    CHECK_THAT(terms.out, ContainsSubstring("\n" + shown("mem:0x1000/8") + ","));
+    CHECK_THAT(terms.out, ContainsSubstring("\n" + shown("minor-faults") + ","));
 }
 
 TEST_CASE("pmc count refuses ':D' on a group member with the reason, not a counter-shortage hint", "[tool][count]") {
@@ -426,11 +446,14 @@ TEST_CASE("pmc count agrees with perf stat on the page faults of the same comman
     if (::system("command -v perf >/dev/null 2>&1") != 0)
         PMC_SKIP("perf is not installed (Debian: apt-get install linux-perf): no comparison with perf stat");
     const std::string work = "dd if=/dev/zero of=/dev/null bs=8M count=4";
-    auto ours = run("count --csv -e page-faults -- " + work);
+    // The same environment for both: under LC_ALL=C (which perf's -x output needs) dd loads no locale, 17 fewer
+    // faults, which in user mode only (an unprivileged user: about 60 faults in all) is well over 5 %.
+    auto ours = pmc_test::run_command("LC_ALL=C " PMC_TOOL_PATH " count --csv -e page-faults -- " + work + " 2>&1");
     REQUIRE(ours.status == 0);
-    const auto at = ours.out.find("page-faults,");
+    const std::string faults = shown("page-faults") + ",";
+    const auto at = ours.out.find(faults);
     REQUIRE(at != std::string::npos);
-    const double pmc_faults = std::stod(ours.out.substr(at + 12));
+    const double pmc_faults = std::stod(ours.out.substr(at + faults.size()));
     std::string perf;
     if (FILE* p = ::popen(("LC_ALL=C perf stat -x, -e page-faults -- " + work + " 2>&1 >/dev/null").c_str(), "r")) {
         char buf[4096];
@@ -511,4 +534,57 @@ TEST_CASE("pmc doctor names the CPU and its clock for the architecture; perf_use
     if (clock.uses_tsc) CHECK_THAT(clock_line, ContainsSubstring("ok wall-time clock TSC at ")); // calibrated anew
     CHECK_THAT(cpu_line, ContainsSubstring(pmc::this_cpu().description()));
 #endif
+}
+
+TEST_CASE("as an unprivileged user, pmc count, doctor and encode --like-perf-stat do what perf does",
+          "[tool][unprivileged]") {
+    const auto level = pmc::perf_event_paranoid();
+    if (!level || *level < 2) PMC_SKIP("perf_event_paranoid is not 2 or more: users may count kernel mode here");
+    // Root drops to nobody for each command; an unprivileged run of this suite is that user already.
+    std::string as_user;
+    if (::geteuid() == 0) {
+        as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+        if (pmc_test::run_command(as_user + "test -x " PMC_TOOL_PATH " 2>&1").status != 0)
+            PMC_SKIP("cannot run " PMC_TOOL_PATH " as uid 65534 (no setpriv, or a directory others cannot enter)");
+    } else if (pmc::kernel_counting_allowed()) {
+        PMC_SKIP("this user may count kernel mode (CAP_PERFMON?): nothing to fall back from");
+    }
+    auto tool = [&](const std::string& args) {
+        return pmc_test::run_command(as_user + PMC_TOOL_PATH + " " + args + " 2>&1");
+    };
+    // perf stat shows "46 page-faults:u" here: pmc count counts the same, by the same name.
+    auto count = tool("count --csv -e page-faults,task-clock -- true");
+    INFO(count.out);
+    CHECK(count.status == 0);
+    CHECK_THAT(count.out, ContainsSubstring("\npage-faults:u,"));
+    CHECK_THAT(count.out, ContainsSubstring("\ntask-clock:u,"));
+    auto defaults = tool("count -- true");
+    INFO(defaults.out);
+    CHECK(defaults.status == 0);
+    CHECK_THAT(defaults.out, ContainsSubstring("page-faults:u"));
+
+    // The doctor's trials try what this user can open: task-clock, in user mode only.
+    auto doctor = tool("doctor");
+    INFO(doctor.out);
+    CHECK(doctor.status != 4);
+    CHECK_THAT(doctor.out, !ContainsSubstring("no perf events can be opened here"));
+    CHECK_THAT(doctor.out, ContainsSubstring("opened as task-clock:u"));
+    auto json = tool("doctor --json");
+    CHECK(pmc_test::JsonCheck::valid(json.out));
+    CHECK_THAT(json.out, ContainsSubstring("\"opened_as\":\"task-clock:u\""));
+
+    // encode --like-perf-stat prints the attr perf stat ends up opening for this user (perf -vv prints it last).
+    const std::string dashes = "------------------------------------------------------------\n";
+    auto encoded = pmc_test::run_command(as_user + PMC_TOOL_PATH + " encode --like-perf-stat page-faults 2>/dev/null");
+    CHECK(encoded.status == 0);
+    CHECK_THAT(encoded.out, ContainsSubstring("\n  exclude_kernel                   1\n"));
+    CHECK_THAT(encoded.out, ContainsSubstring("\n  exclude_hv                       1\n"));
+    CHECK_THAT(tool("encode --like-perf-stat page-faults").out, ContainsSubstring("as page-faults:u (so does pmc)"));
+    CHECK_THAT(tool("encode --like-perf-stat page-faults:k").out, !ContainsSubstring("exclude_kernel "));
+    CHECK_THAT(tool("encode page-faults").out, !ContainsSubstring("exclude_kernel ")); // the encoding itself
+    if (::system("command -v perf >/dev/null 2>&1") != 0) return; // (the lines above are checked without perf)
+    const std::string perf = pmc_test::run_command(as_user + "env LC_ALL=C perf stat -vv -e page-faults true 2>&1").out;
+    const auto last = perf.rfind("perf_event_attr:\n");
+    REQUIRE(last != std::string::npos);
+    CHECK(encoded.out == dashes + perf.substr(last, perf.find("------", last) - last) + dashes);
 }
