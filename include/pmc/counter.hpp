@@ -313,7 +313,12 @@ struct CounterCore {
 /// counts children (inherit) fails with ECHILD while a counted thread or process exits, because its copy of the
 /// group is taken apart member by member and the kernel refuses to add up a half-removed copy. That is transient:
 /// let the exit finish and read again (bounded, in case it is not).
-inline ssize_t read_perf_fd(int fd, void* buf, std::size_t want) {
+///
+/// read_perf_fd, read_fd and read_with_syscall are inlined into their callers (read_slow): every call frame around
+/// a system call costs a mispredicted return afterwards where the kernel clears the return-stack predictor on
+/// entry (SRSO "Safe RET" on AMD Zen), 8-20 ns each here; three such frames made pmc's read(2) path 1.05-1.17x a
+/// bare read(2) (docs/hot-path.md).
+BOOST_FORCEINLINE ssize_t read_perf_fd(int fd, void* buf, std::size_t want) {
     for (int exiting = 0;;) {
         const ssize_t got = system_calls().read(fd, buf, want);
         if (got >= 0) return got;
@@ -326,25 +331,25 @@ inline ssize_t read_perf_fd(int fd, void* buf, std::size_t want) {
 /// read(2) of one perf fd: the count plus time enabled/running. With `group` (a difference counter's leader), one
 /// read of the group (PERF_FORMAT_GROUP: nr, enabled, running, then one value per member) gives both counts at the
 /// same instant, and the value is the first minus the second.
-inline Reading read_fd(int fd, bool group, const CounterInfo* info) {
+[[noreturn]] BOOST_NOINLINE PMC_COLD inline void read_fd_failed(ssize_t n, int err, const CounterInfo* info) {
+    const std::string name = info ? info->spec.text : "?";
+    if (n == 0)
+        raise(make_failure(EIO, "counter '" + name + "' is in an error state: the kernel could not schedule it "
+                                "(a pinned ':D' event whose PMU is full). Drop ':D' or free counters."));
+    raise(make_failure(err, "read() of counter '" + name + "' failed: " + (n < 0 ? std::strerror(err) : "short read")));
+}
+BOOST_FORCEINLINE Reading read_fd(int fd, bool group, const CounterInfo* info) {
     std::uint64_t buf[5] = {0, 0, 0, 0, 0};
     const std::size_t want = group ? sizeof buf : 3 * sizeof(std::uint64_t);
     const ssize_t n = read_perf_fd(fd, buf, want);
-    if (n != static_cast<ssize_t>(want) || (group && buf[0] != 2)) {
-        const int err = n < 0 ? errno : EIO;
-        const std::string name = info ? info->spec.text : "?";
-        if (n == 0)
-            raise(make_failure(EIO, "counter '" + name + "' is in an error state: the kernel could not schedule it "
-                                    "(a pinned ':D' event whose PMU is full). Drop ':D' or free counters."));
-        raise(make_failure(err, "read() of counter '" + name + "' failed: " +
-                                    (n < 0 ? std::strerror(err) : "short read")));
-    }
+    if (BOOST_UNLIKELY(n != static_cast<ssize_t>(want) || (group && buf[0] != 2)))
+        read_fd_failed(n, n < 0 ? errno : EIO, info);
     if (group) return Reading{buf[3] - buf[4], buf[1], buf[2]};
     return Reading{buf[0], buf[1], buf[2]};
 }
 
 /// The kernel's count of a counter via read(2).
-BOOST_NOINLINE inline Reading read_with_syscall(const CounterCore& c) {
+BOOST_FORCEINLINE Reading read_with_syscall(const CounterCore& c) {
     if (c.path == ReadPath::syscall_sum) {
         // Each core type's event counts while the thread runs there: the sum is the thread's count.
         const Reading a = read_fd(c.fd.get(), false, c.info.get());
