@@ -17,10 +17,41 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+// Allocations per thread, counted by a replaced operator new (not under AddressSanitizer, which replaces it too).
+#if defined(__SANITIZE_ADDRESS__)
+#define PMC_TEST_COUNTS_ALLOCATIONS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PMC_TEST_COUNTS_ALLOCATIONS 0
+#endif
+#endif
+#ifndef PMC_TEST_COUNTS_ALLOCATIONS
+#define PMC_TEST_COUNTS_ALLOCATIONS 1
+#endif
+#if PMC_TEST_COUNTS_ALLOCATIONS
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete" // free() of what this operator new got from malloc()
+#endif
+namespace {
+thread_local std::size_t allocations = 0;
+}
+void* operator new(std::size_t n) {
+    ++allocations;
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#endif
 
 namespace {
 
@@ -468,6 +499,33 @@ TEST_CASE("profiler: off costs nothing and writes nothing; from_env reads PMC_PR
     } catch (const pmc::error& e) {
         CHECK_THAT(std::string(e.what()), ContainsSubstring("nosuchpmu"));
     }
+}
+
+TEST_CASE("profiler: once a thread is warm, recording allocates nothing, page writes included") {
+#if !PMC_TEST_COUNTS_ALLOCATIONS
+    PMC_SKIP("built with AddressSanitizer, which replaces operator new itself: allocations are not counted");
+#else
+    TempDir dir;
+    pmc::ProfilerOptions o{dir.file("alloc.pmcprof"), {"wall-time", "page-faults"}};
+    o.page_bytes = 4096; // many page writes in the loop
+    o.measure_cost = false;
+    pmc::Profiler prof{o};
+    const auto a = prof.label("a"), b = prof.label("b");
+    std::size_t during = 0;
+    std::thread worker([&] {
+        { auto warm = prof.scope(a); } // this thread's first event: its page and counters
+        const std::size_t before = allocations;
+        for (int i = 0; i < 5000; ++i) {
+            auto s = prof.scope(a, b);
+            auto t = prof.scope(b);
+            prof.instant(a);
+            prof.integer(b, static_cast<std::uint64_t>(i));
+        }
+        during = allocations - before;
+    });
+    worker.join();
+    CHECK(during == 0);
+#endif
 }
 
 TEST_CASE("profiler: the cost of one scope is measured and stored in the header") {
