@@ -216,6 +216,28 @@ TEST_CASE("pmc doctor exits 4 when no perf event opens at all, and says why", "[
     CHECK_THAT(json.out, ContainsSubstring("\"exit_status\":4"));
 }
 
+TEST_CASE("pmc doctor calibrates the TSC at most once", "[tool][doctor]") {
+    // Where the kernel publishes no TSC conversion, wall-time's first open sleeps 20 ms to calibrate; the doctor's
+    // wall-time clock line and its wall-time trial must share that one calibration.
+    if (!have_strace())
+        PMC_SKIP("strace is not installed: the doctor's calibrations are not counted (scripts/install-deps installs it)");
+    char trace_file[] = "/tmp/pmc-doctor-sleeps-XXXXXX";
+    const int fd = ::mkstemp(trace_file);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    run_under(std::string("strace -f -e trace=nanosleep,clock_nanosleep -o ") + trace_file, "doctor");
+    std::ifstream in(trace_file);
+    std::string line;
+    int calibrations = 0, lines = 0;
+    while (std::getline(in, line)) {
+        ++lines;
+        calibrations += line.find("tv_nsec=20000000") != std::string::npos;
+    }
+    std::remove(trace_file);
+    INFO(lines << " lines of strace output");
+    CHECK(calibrations <= 1);
+}
+
 TEST_CASE("pmc doctor judges ASLR system-wide and the allocator as advice, not its own process", "[tool][doctor]") {
     // Under setarch -R the doctor itself runs without randomization; the programs it advises about do not.
     int setting = -1;
