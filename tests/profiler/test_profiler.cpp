@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -581,4 +582,48 @@ TEST_CASE("pmc summarize: the profile's labels, self values and events, as text 
     auto missing = pmc_test::run_command(tool() + " summarize '" + dir.file("nope") + "' 2>&1");
     CHECK(missing.status == 1);
     CHECK_THAT(missing.out, ContainsSubstring("cannot open profile"));
+}
+
+TEST_CASE("pmc summarize: --without-overhead, --per-thread, --thread and --top") {
+    TempDir dir;
+    const std::string path = dir.file("options.pmcprof");
+    {
+        pmc::Profiler prof{pmc::ProfilerOptions{path, {"wall-time"}}};
+        const auto outer = prof.label("outer"), inner = prof.label("inner");
+        {
+            auto s = prof.scope(outer);
+            for (int i = 0; i < 3; ++i) auto t = prof.scope(inner);
+        }
+        std::thread([&] { prof.thread_name("second"); auto s = prof.scope(inner); }).join();
+    }
+    auto number = [](const std::string& text, const std::string& key) {
+        const auto at = text.find(key);
+        REQUIRE(at != std::string::npos);
+        return std::stod(text.substr(at + key.size()));
+    };
+    auto plain = pmc_test::run_command(tool() + " summarize --json --thread 0 '" + path + "'");
+    auto bare = pmc_test::run_command(tool() + " summarize --json --thread 0 --without-overhead '" + path + "'");
+    REQUIRE(plain.status == 0);
+    REQUIRE(bare.status == 0);
+    const double cost = number(plain.out, R"("cost_to_parent":)");
+    CHECK(cost > 0);
+    const double self = number(plain.out, R"("label":"outer","count":1,"self":)");
+    const double self_bare = number(bare.out, R"("label":"outer","count":1,"self":)");
+    CHECK(self - self_bare == static_cast<double>(std::llround(3 * cost))); // three children, each adding the measured cost
+    CHECK_THAT(bare.out, ContainsSubstring(R"("without_overhead":true)"));
+    auto per = pmc_test::run_command(tool() + " summarize --per-thread '" + path + "'");
+    CHECK(per.status == 0);
+    CHECK_THAT(per.out, ContainsSubstring("== thread 0"));
+    CHECK_THAT(per.out, ContainsSubstring("== thread 1 \"second\""));
+    auto one = pmc_test::run_command(tool() + " summarize --thread 1 '" + path + "'");
+    CHECK_THAT(one.out, ContainsSubstring("thread 1 only"));
+    CHECK(one.out.find("outer ") == std::string::npos);
+    auto top = pmc_test::run_command(tool() + " summarize --top 1 --thread 0 '" + path + "'");
+    CHECK(top.out.find("\nouter ") != std::string::npos);
+    CHECK(top.out.find("\ninner ") == std::string::npos);
+    auto none = pmc_test::run_command(tool() + " summarize --thread 7 '" + path + "' 2>&1");
+    CHECK(none.status == 1);
+    CHECK_THAT(none.out, ContainsSubstring("has no thread 7"));
+    auto both = pmc_test::run_command(tool() + " summarize --thread 0 --per-thread '" + path + "' 2>&1");
+    CHECK(both.status == 1);
 }
