@@ -330,6 +330,15 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
 
 struct GroupAccess; // lets tests build a group around fake control pages
 
+/// An event index checked against the group's size: pmc::error saying so, not std::out_of_range's library text.
+inline std::size_t event_index(std::size_t i, std::size_t events) {
+    if (i >= events)
+        raise(make_failure(ERANGE, "no event " + std::to_string(i) + " in this group: it holds " +
+                                       std::to_string(events) + " event" + (events == 1 ? "" : "s") +
+                                       ", numbered from 0 in the order they were given"));
+    return i;
+}
+
 } // namespace detail
 
 template <class Group>
@@ -356,7 +365,7 @@ public:
 
     std::size_t size() const { return info().names.size(); }
     /// The event's display name: its text, or its name= term.
-    const std::string& name(std::size_t i) const { return info().names.at(i); }
+    const std::string& name(std::size_t i) const { return info().names[detail::event_index(i, info().names.size())]; }
     std::optional<std::size_t> find(std::string_view name) const {
         const auto& names = info().names;
         auto it = std::find(names.begin(), names.end(), name);
@@ -370,10 +379,12 @@ public:
     }
     ReadPath path() const noexcept { return core_.path; }
     const std::vector<std::string>& notes() const { return info().notes; }
-    const EventSpec& event(std::size_t i) const { return info().specs.at(i); }
+    const EventSpec& event(std::size_t i) const { return info().specs[detail::event_index(i, info().specs.size())]; }
     /// Event i's perf_event_attr as opened (after any fallback: pmc::name_as_opened(event(i), attr(i)) is the name
     /// perf shows for it).
-    const perf_event_attr& attr(std::size_t i) const { return info().attrs.at(i); }
+    const perf_event_attr& attr(std::size_t i) const {
+        return info().attrs[detail::event_index(i, info().attrs.size())];
+    }
 
     /// A reading sized for this group: reading into it does not allocate.
     GroupReading make_reading() const {
@@ -470,7 +481,7 @@ public:
         difference(start_, stop_, counts_);
         return counts_;
     }
-    const EventCount& operator[](std::size_t i) const { return counts_.at(i); }
+    const EventCount& operator[](std::size_t i) const { return counts_[detail::event_index(i, counts_.size())]; }
     const EventCount& operator[](std::string_view name) const { return counts_.at(group_->index(name)); }
     const GroupReading& start_reading() const { return start_; }
 

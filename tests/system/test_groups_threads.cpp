@@ -62,6 +62,25 @@ TEST_CASE("group members are addressed by name, and bad groups are refused", "[s
                    ContainsSubstring("no hardware PMU"));
 }
 
+TEST_CASE("an event index beyond the group raises pmc::error saying so", "[system][group]") {
+    pmc::Group g{"page-faults", "task-clock"};
+    auto iv = g.interval();
+    for (int which = 0; which < 4; ++which) {
+        INFO("accessor " << which);
+        try {
+            if (which == 0) (void)g.name(2);
+            if (which == 1) (void)g.event(2);
+            if (which == 2) (void)g.attr(2);
+            if (which == 3) (void)iv[2];
+            FAIL("an index past the last event was accepted");
+        } catch (const pmc::error& e) { // not std::out_of_range's "vector::_M_range_check: __n (which is 2)..."
+            CHECK(e.code().value() == ERANGE);
+            CHECK_THAT(std::string(e.what()), ContainsSubstring("no event 2 in this group: it holds 2 events"));
+        }
+    }
+    CHECK(g.name(1) == "task-clock");
+}
+
 namespace {
 int error_code_of(const std::function<void()>& f) {
     try {
