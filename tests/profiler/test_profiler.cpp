@@ -24,17 +24,18 @@
 #include <thread>
 #include <vector>
 
-// Allocations per thread, counted by a replaced operator new (not under AddressSanitizer, which replaces it too).
 #if defined(__SANITIZE_ADDRESS__)
-#define PMC_TEST_COUNTS_ALLOCATIONS 0
+#define PMC_TEST_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define PMC_TEST_COUNTS_ALLOCATIONS 0
+#define PMC_TEST_ASAN 1
 #endif
 #endif
-#ifndef PMC_TEST_COUNTS_ALLOCATIONS
-#define PMC_TEST_COUNTS_ALLOCATIONS 1
+#ifndef PMC_TEST_ASAN
+#define PMC_TEST_ASAN 0
 #endif
+// Allocations per thread, counted by a replaced operator new (not under AddressSanitizer, which replaces it too).
+#define PMC_TEST_COUNTS_ALLOCATIONS (!PMC_TEST_ASAN)
 #if PMC_TEST_COUNTS_ALLOCATIONS
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete" // free() of what this operator new got from malloc()
@@ -57,6 +58,13 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 namespace {
 
 namespace pf = pmc::profile_format;
+
+/// A thread's page faults for touching `pages` fresh pages: exactly that, or under AddressSanitizer up to the faults
+/// of their shadow memory (1/8) on top.
+bool faults_match(std::uint64_t got, std::uint64_t pages) {
+    const std::uint64_t slack = PMC_TEST_ASAN ? pages / 8 + 8 : 0;
+    return got >= pages && got <= pages + slack;
+}
 
 /// A fresh temporary directory, removed with its files at the end.
 struct TempDir {
@@ -177,7 +185,7 @@ TEST_CASE("profiler round trip: labels, arguments, nesting, threads, every count
         // Each thread's own faults, exactly, in both fault counters; typeck's children faulted nothing.
         for (std::size_t c : {std::size_t{0}, std::size_t{2}}) {
             const auto& tr = t.records[4];
-            CHECK(p.values[tr.first_value + 2 * c + 1] - p.values[tr.first_value + 2 * c] == 3 * (i + 1));
+            CHECK(faults_match(p.values[tr.first_value + 2 * c + 1] - p.values[tr.first_value + 2 * c], 3 * (i + 1)));
             const auto [self, run] = self_and_run(p, t, c);
             CHECK(self == run);
         }
@@ -222,7 +230,7 @@ TEST_CASE("profiler: four threads count their own page faults, exactly") {
         CHECK(t.pages > 1); // pages were written while the threads ran
         for (std::size_t r = 0; r < rounds; ++r) {
             const auto& rec = t.records[r];
-            CHECK(p->values[rec.first_value + 1] - p->values[rec.first_value] == 5 * (i + 1) + r % 3);
+            CHECK(faults_match(p->values[rec.first_value + 1] - p->values[rec.first_value], 5 * (i + 1) + r % 3));
         }
     }
     CHECK(seen == threads);
@@ -542,6 +550,9 @@ TEST_CASE("profiler: the cost of one scope is measured and stored in the header"
 }
 
 TEST_CASE("pmc summarize: the profile's labels, self values and events, as text and JSON") {
+    if (PMC_TEST_ASAN)
+        PMC_SKIP("built with AddressSanitizer, whose shadow memory adds page faults: the exact counts this test "
+                 "reads back cannot be known");
     TempDir dir;
     const std::string path = dir.file("sum.pmcprof");
     {
