@@ -148,6 +148,7 @@ struct ProfilerThread {
 /// What every thread of one profiler shares.
 struct ProfilerShared {
     int fd = -1;
+    pid_t pid = 0; ///< the process that opened the file: a fork() child writes nothing into it
     std::string path;
     std::size_t ncounters = 1;
     std::vector<std::string> counters; ///< the event strings actually recorded
@@ -166,6 +167,7 @@ struct ProfilerShared {
 
     /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole). Async-signal-safe.
     void write_all(const unsigned char* p, std::size_t n) noexcept {
+        if (::getpid() != pid) return; // a fork() child: its copies of the parent's pages would clash with them
         while (n > 0) {
             const ssize_t got = ::write(fd, p, n);
             if (got < 0 && errno == EINTR) continue;
@@ -205,7 +207,7 @@ struct ProfilerShared {
 
     /// Writes every thread's committed events (exit(), a fatal signal). Async-signal-safe.
     void flush_all_committed() noexcept {
-        if (closed.load(std::memory_order_acquire)) return;
+        if (closed.load(std::memory_order_acquire) || ::getpid() != pid) return;
         for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire))
             if (!t->discard) flush_committed(*t);
     }
@@ -633,6 +635,7 @@ private:
         static std::atomic<std::uint64_t> generations{0};
         s->generation = ++generations;
         s->path = o.path;
+        s->pid = ::getpid();
         s->counters = o.counters;
         s->ncounters = o.counters.size();
         s->page_bytes = static_cast<std::uint32_t>(o.page_bytes);

@@ -638,3 +638,35 @@ TEST_CASE("pmc summarize: --without-overhead, --per-thread, --thread and --top")
     auto both = pmc_test::run_command(tool() + " summarize --thread 0 --per-thread '" + path + "' 2>&1");
     CHECK(both.status == 1);
 }
+
+TEST_CASE("profiler: a fork() child writes nothing into its parent's profile") {
+    TempDir dir;
+    const std::string path = dir.file("fork.pmcprof");
+    {
+        pmc::ProfilerOptions o{path, {"wall-time"}};
+        o.page_bytes = 4096;
+        o.measure_cost = false;
+        pmc::Profiler prof{o};
+        const auto n = prof.label("n");
+        for (std::uint64_t i = 0; i < 100; ++i) prof.integer(n, i); // buffered, not yet written
+        const pid_t child = ::fork();
+        if (child == 0) {
+            for (std::uint64_t i = 0; i < 1000; ++i) prof.integer(n, 1000000 + i); // fills pages in the child
+            std::exit(0); // exit()'s flush, too
+        }
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+        for (std::uint64_t i = 100; i < 200; ++i) prof.integer(n, i);
+    }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    std::size_t records = 0;
+    for (const auto& t : p->threads)
+        for (std::size_t i = 0; i < t.records.size(); ++i) {
+            CHECK(p->values[t.records[i].first_value + 1] == i); // the parent's 0..199, nothing of the child's
+            ++records;
+        }
+    CHECK(records == 200);
+}
