@@ -18,7 +18,8 @@
 // shows it.
 //
 // The Profiler must outlive every scope and every thread's recording: destroy it after joining its threads. A
-// profiler that is off (from_env without PMC_PROFILE) costs a predictable branch per event.
+// profiler that is off (from_env without PMC_PROFILE) costs a predictable branch per event. A fork() child records
+// nothing into the parent's file (its counters count the parent's threads, and its pages would clash).
 #pragma once
 
 #include <pmc/config.hpp>
