@@ -83,7 +83,7 @@ std::vector<KernelInfo> value_probe_kernels();
 /// The probe as a markdown table and as plain text.
 std::string value_probe_markdown(const ValueProbe& probe);
 std::string value_probe_text(const ValueProbe& probe);
-/// What the probe shows, in words: which stores were faster with zeros (1.3x or more), and the page faults.
+/// What the probe shows, in words: which stores were faster with zeros (1.15x or more), and the page faults.
 std::string value_probe_findings(const ValueProbe& probe);
 
 struct BandwidthResult {
