@@ -204,7 +204,15 @@ pmc::Result<std::string> pin_for_hybrid(const std::vector<std::string>& events, 
 /// at the command line; "" for a perf event (or a bad string, which the group's open reports).
 std::string not_countable_here(const std::string& event, const std::string& sysfs) {
     auto spec = pmc::try_parse_event(event, sysfs);
-    if (!spec) return "";
+    if (!spec) {
+        // A composite this CPU cannot form (no known interrupt event, e.g. on Arm): still advice, not a parse error.
+        const std::string why = spec.failure().message;
+        if (event.rfind("instructions-minus-", 0) == 0)
+            return "'" + event + "' is pmc's composite of two counters read in-process, and this CPU cannot form "
+                   "it here (" + why.substr(0, why.find('\n')) + "). pmc count reports the counts it is made of "
+                   "where they exist: -e instructions:u,<the CPU's interrupt event>";
+        return "";
+    }
     if (spec->kind == pmc::EventKind::wall_time)
         return "'" + event + "' is pmc's in-process clock, for programs that read it themselves; pmc count always "
                "prints the command's elapsed time (\"seconds time elapsed\"). For its CPU time, count task-clock "
