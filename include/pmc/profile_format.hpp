@@ -312,25 +312,41 @@ inline std::optional<Failure> parse_profile_header(const unsigned char* p, std::
     return std::nullopt;
 }
 
+/// A page header's fields as write_page_header lays them out; all zero when fewer than its 32 bytes remain.
+struct PageHeader {
+    std::uint32_t magic = 0, thread = 0, seq = 0, len = 0, records = 0, sum = 0, reserved = 0;
+    std::uint16_t kind = 0, header = 0;
+
+    /// Magic, header size, kind and payload size make sense (checksum and reserved word not checked).
+    bool sane() const {
+        namespace pf = profile_format;
+        return magic == pf::page_magic && header == pf::page_header_bytes && kind >= 1 && kind <= 3 &&
+               len <= pf::max_page_payload;
+    }
+};
+
+inline PageHeader read_page_header(const unsigned char* p, std::size_t n) {
+    PageHeader h;
+    if (n < profile_format::page_header_bytes) return h;
+    std::memcpy(&h.magic, p, 4);
+    std::memcpy(&h.kind, p + 4, 2);
+    std::memcpy(&h.header, p + 6, 2);
+    std::memcpy(&h.thread, p + 8, 4);
+    std::memcpy(&h.seq, p + 12, 4);
+    std::memcpy(&h.len, p + 16, 4);
+    std::memcpy(&h.records, p + 20, 4);
+    std::memcpy(&h.sum, p + 24, 4);
+    std::memcpy(&h.reserved, p + 28, 4);
+    return h;
+}
+
 /// Whether a whole, valid page starts at `p` (magic, sane sizes, checksum).
 inline bool valid_page_at(const unsigned char* p, std::size_t n) {
     namespace pf = profile_format;
-    if (n < pf::page_header_bytes) return false;
-    std::uint32_t magic, thread, seq, len, records, sum, reserved;
-    std::uint16_t kind, header;
-    std::memcpy(&magic, p, 4);
-    std::memcpy(&kind, p + 4, 2);
-    std::memcpy(&header, p + 6, 2);
-    std::memcpy(&thread, p + 8, 4);
-    std::memcpy(&seq, p + 12, 4);
-    std::memcpy(&len, p + 16, 4);
-    std::memcpy(&records, p + 20, 4);
-    std::memcpy(&sum, p + 24, 4);
-    std::memcpy(&reserved, p + 28, 4);
-    if (magic != pf::page_magic || header != pf::page_header_bytes || kind < 1 || kind > 3 || reserved != 0 ||
-        len > pf::max_page_payload || n - pf::page_header_bytes < len)
-        return false;
-    return pf::checksum(p + pf::page_header_bytes, len, pf::page_seed(kind, thread, seq, len, records)) == sum;
+    const PageHeader h = read_page_header(p, n);
+    if (!h.sane() || h.reserved != 0 || n - pf::page_header_bytes < h.len) return false;
+    return pf::checksum(p + pf::page_header_bytes, h.len, pf::page_seed(h.kind, h.thread, h.seq, h.len, h.records)) ==
+           h.sum;
 }
 
 } // namespace detail
@@ -391,20 +407,10 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
     while (at < n) {
         const std::size_t remaining = n - at;
         const unsigned char* page = p + at;
-        std::uint32_t magic = 0, thread_index = 0, seq = 0, len = 0, records = 0;
-        std::uint16_t kind = 0, header = 0;
-        if (remaining >= pf::page_header_bytes) {
-            std::memcpy(&magic, page, 4);
-            std::memcpy(&kind, page + 4, 2);
-            std::memcpy(&header, page + 6, 2);
-            std::memcpy(&thread_index, page + 8, 4);
-            std::memcpy(&seq, page + 12, 4);
-            std::memcpy(&len, page + 16, 4);
-            std::memcpy(&records, page + 20, 4);
-        }
-        const bool header_sane = remaining >= pf::page_header_bytes && magic == pf::page_magic &&
-                                 header == pf::page_header_bytes && kind >= 1 && kind <= 3 &&
-                                 len <= pf::max_page_payload;
+        const detail::PageHeader h = detail::read_page_header(page, remaining);
+        const std::uint32_t thread_index = h.thread, seq = h.seq, len = h.len;
+        const std::uint16_t kind = h.kind;
+        const bool header_sane = h.sane(); // false too when fewer than a header's bytes remain
         if (header_sane && remaining - pf::page_header_bytes < len) {
             // The last page, cut short (the program was killed while writing it, or the file was truncated): its
             // whole records are kept, unverified.
