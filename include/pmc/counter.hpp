@@ -526,17 +526,18 @@ inline std::string kernel_fallback_note(const EventSpec& spec, const perf_event_
 /// perf_event_open with perf's own fallbacks, explaining the final failure. A group leader is opened disabled
 /// (`start_disabled`) and enabled with enable_group() once its members are in: the kernel does not schedule a
 /// member added to a running leader until the thread is next scheduled in. `kernel_fallback`: perf's retry in user
-/// mode only when the kernel refuses kernel-mode counting (OpenOptions::exclude_kernel_fallback).
+/// mode only when the kernel refuses kernel-mode counting (OpenOptions::exclude_kernel_fallback). `cpu`: -1 (any
+/// CPU) for counters; pmc::Sampler opens an inherited event once per CPU (the kernel maps no per-task inherit ring).
 inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr& attr, int group_fd,
                                          std::vector<std::string>& notes, bool start_disabled = false,
-                                         pid_t pid = 0, bool kernel_fallback = true) {
+                                         pid_t pid = 0, bool kernel_fallback = true, int cpu = -1) {
     attr.size = sizeof attr;
     attr.disabled = start_disabled;
     if (spec.precise_max) attr.precise_ip = 3;
     std::optional<perf_event_attr> refused; // the attr the kernel refused kernel-mode counting for, once retried
     int refused_err = 0;
     for (;;) {
-        int fd = system_calls().perf_event_open(&attr, pid, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
+        int fd = system_calls().perf_event_open(&attr, pid, cpu, group_fd, PERF_FLAG_FD_CLOEXEC);
         if (fd >= 0) {
             if (refused) {
                 std::string note = kernel_fallback_note(spec, attr);
