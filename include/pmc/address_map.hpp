@@ -1,0 +1,492 @@
+// pmc/address_map.hpp: address attribution — which variable, named heap block or process region a data address
+// (a sample's ADDR) belongs to, and a data summary by variable and by region, after HP Caliper's.
+//
+// Three sources, most specific first:
+//   1. variables: global and static data symbols of the executable and its libraries. Reading ELF symbol tables
+//      needs libelf: include <pmc/symbols.hpp> and link pmc::symbols, then call pmc::load_symbols(map). Without it
+//      the map still attributes by region and says that symbols are unavailable.
+//   2. named blocks: memory the program names itself (pmc::NamedRegion, or AddressMap::name_block), e.g. heap
+//      blocks, which no symbol table can know.
+//   3. regions: the lines of /proc/PID/maps — stack, heap, anonymous, file-mapped (by path), kernel-provided.
+// Nothing here is on a hot path: a map is built once, after sampling, and queried per sample.
+#pragma once
+
+#include <pmc/config.hpp>
+#include <pmc/error.hpp>
+#include <pmc/detail/text.hpp>
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+PMC_BEGIN_NAMESPACE
+
+/// What a line of /proc/PID/maps is.
+enum class RegionKind {
+    stack,     ///< [stack]: the main thread's stack (other threads' stacks are anonymous mappings)
+    heap,      ///< [heap]: the brk heap (large malloc blocks are anonymous mappings)
+    anonymous, ///< no file: mmap(MAP_ANONYMOUS), thread stacks, large malloc blocks, a big .bss
+    file,      ///< a mapped file, by path (executable, libraries, data files)
+    kernel,    ///< [vdso], [vvar], [vsyscall] and other bracketed names the kernel gives
+};
+
+inline const char* region_kind_name(RegionKind k) {
+    switch (k) {
+    case RegionKind::stack: return "stack";
+    case RegionKind::heap: return "heap";
+    case RegionKind::anonymous: return "anonymous";
+    case RegionKind::file: return "file";
+    case RegionKind::kernel: return "kernel";
+    }
+    return "?";
+}
+
+/// One line of /proc/PID/maps.
+struct MappedRegion {
+    std::uint64_t begin = 0, end = 0; ///< [begin, end)
+    std::string perms;                ///< "rw-p"
+    std::uint64_t offset = 0;         ///< file offset of begin
+    std::uint64_t inode = 0;
+    std::string path;                 ///< file path, or "[heap]", "[stack]", "[anon:NAME]", "" ...
+    RegionKind kind = RegionKind::anonymous;
+    /// Set for an anonymous region that starts where a writable mapping of a file ends: most likely that file's
+    /// .bss (zero-initialized globals beyond the file's last page). The file's path; empty otherwise.
+    std::string follows_file;
+
+    /// The name the data summary groups by: "stack", "heap", "anonymous", the file's path, "[vdso]"...
+    std::string label() const {
+        switch (kind) {
+        case RegionKind::file:
+        case RegionKind::kernel: return path;
+        case RegionKind::anonymous:
+            if (!path.empty()) return path; // [anon:NAME] (prctl PR_SET_VMA_ANON_NAME)
+            if (!follows_file.empty()) return "anonymous after " + follows_file + " (its .bss?)";
+            return "anonymous";
+        default: return region_kind_name(kind);
+        }
+    }
+};
+
+namespace detail {
+inline RegionKind region_kind_of(std::string_view path) {
+    if (path.empty()) return RegionKind::anonymous;
+    if (path == "[stack]" || starts_with(path, "[stack:")) return RegionKind::stack;
+    if (path == "[heap]") return RegionKind::heap;
+    if (starts_with(path, "[anon:") || starts_with(path, "[anon_shmem:")) return RegionKind::anonymous;
+    if (path.front() == '[') return RegionKind::kernel;
+    return RegionKind::file;
+}
+
+inline bool parse_hex(std::string_view s, std::uint64_t& out) {
+    if (s.empty() || s.size() > 16) return false;
+    std::uint64_t v = 0;
+    for (char c : s) {
+        unsigned d;
+        if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
+        else if (c >= 'a' && c <= 'f') d = static_cast<unsigned>(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') d = static_cast<unsigned>(c - 'A' + 10);
+        else return false;
+        v = v * 16 + d;
+    }
+    out = v;
+    return true;
+}
+
+/// Splits off the next space-separated field of a maps line.
+inline std::string_view next_field(std::string_view& s) {
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    std::size_t n = s.find(' ');
+    std::string_view f = s.substr(0, n);
+    s.remove_prefix(n == std::string_view::npos ? s.size() : n);
+    return f;
+}
+} // namespace detail
+
+/// Parses the text of /proc/PID/maps. `source` names it in errors ("/proc/123/maps"). A malformed line is a
+/// failure naming the line and what is wrong with it; nothing is guessed.
+inline Result<std::vector<MappedRegion>> parse_maps(std::string_view text, std::string_view source = "maps") {
+    std::vector<MappedRegion> out;
+    std::size_t line_no = 0;
+    auto bad = [&](const char* what, std::string_view line) {
+        return make_failure(EINVAL, std::string(source) + " line " + std::to_string(line_no) + ": " + what +
+                                        " in \"" + std::string(line.substr(0, 120)) +
+                                        "\" (expected /proc/PID/maps lines: BEGIN-END PERMS OFFSET DEV INODE [PATH])");
+    };
+    while (!text.empty()) {
+        std::size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        ++line_no;
+        if (detail::trim(line).empty()) continue;
+        std::string_view rest = line;
+        MappedRegion r;
+        std::string_view range = detail::next_field(rest);
+        std::size_t dash = range.find('-');
+        if (dash == std::string_view::npos || !detail::parse_hex(range.substr(0, dash), r.begin) ||
+            !detail::parse_hex(range.substr(dash + 1), r.end))
+            return bad("no BEGIN-END address range", line);
+        if (r.end <= r.begin) return bad("an empty or reversed address range", line);
+        std::string_view perms = detail::next_field(rest);
+        if (perms.size() != 4) return bad("permissions that are not 4 characters (rwxp)", line);
+        r.perms = std::string(perms);
+        if (!detail::parse_hex(detail::next_field(rest), r.offset)) return bad("no hexadecimal offset", line);
+        std::string_view dev = detail::next_field(rest);
+        if (dev.find(':') == std::string_view::npos) return bad("no MAJOR:MINOR device", line);
+        std::string_view inode = detail::next_field(rest);
+        auto ino = detail::parse_number(inode);
+        if (!ino || inode.find_first_not_of("0123456789") != std::string_view::npos) return bad("no decimal inode", line);
+        r.inode = *ino;
+        while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+        r.path = std::string(rest); // may contain spaces, and end in " (deleted)"
+        r.kind = detail::region_kind_of(r.path);
+        if (!out.empty() && r.begin < out.back().end) return bad("a range that overlaps or precedes the line before", line);
+        if (r.kind == RegionKind::anonymous && r.path.empty() && !out.empty() && out.back().end == r.begin &&
+            out.back().kind == RegionKind::file && out.back().perms[1] == 'w' && out.back().perms[3] == 'p')
+            r.follows_file = out.back().path;
+        out.push_back(std::move(r));
+    }
+    if (out.empty()) return make_failure(EINVAL, std::string(source) + ": no mappings in it (an empty file?)");
+    return out;
+}
+
+/// Reads /proc/PID/maps (pid 0: this process).
+inline Result<std::vector<MappedRegion>> read_maps(pid_t pid = 0) {
+    std::string path = pid == 0 ? "/proc/self/maps" : "/proc/" + std::to_string(pid) + "/maps";
+    auto text = detail::read_file(path);
+    if (!text) {
+        int e = errno ? errno : ENOENT;
+        return make_failure(e, "cannot read " + path + ": " + std::generic_category().message(e) +
+                                   (pid ? " (is the process still running, and are you allowed to trace it? reading "
+                                          "another user's maps needs ptrace access)"
+                                        : ""));
+    }
+    return parse_maps(*text, path);
+}
+
+/// A global or static variable: a data symbol at its run-time address.
+struct DataSymbol {
+    std::uint64_t begin = 0, size = 0;
+    std::string name; ///< demangled where it was a C++ name
+    std::string file; ///< the ELF file it came from
+    bool local = false; ///< a static (STB_LOCAL) symbol: only .symtab has these
+};
+
+/// What was learnt about one ELF file's symbol tables (filled by pmc::load_symbols).
+struct SymbolFile {
+    std::string path;
+    std::size_t symtab_objects = 0; ///< data symbols from .symtab (all, statics included)
+    std::size_t dynsym_objects = 0; ///< data symbols from .dynsym (exported ones only)
+    bool stripped = false;          ///< no .symtab: statics and unexported globals cannot be named
+    std::string error;              ///< why the file could not be read, if it could not
+};
+
+/// A heap (or any) block the program names.
+struct NamedBlock {
+    std::uint64_t begin = 0, size = 0;
+    std::string name;
+};
+
+namespace detail {
+struct NamedRegistry {
+    std::mutex mutex;
+    std::map<std::uint64_t, NamedBlock> blocks; // by begin
+};
+inline NamedRegistry& named_registry() {
+    static NamedRegistry r;
+    return r;
+}
+} // namespace detail
+
+/// Names [begin, begin + size) for every AddressMap of this process made afterwards (AddressMap::of_process(0)).
+/// A later name for the same begin replaces the earlier one. Thread-safe; allocates (not for a hot path).
+inline void name_region(const void* begin, std::size_t size, std::string name) {
+    auto& r = detail::named_registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto b = reinterpret_cast<std::uint64_t>(begin);
+    r.blocks[b] = NamedBlock{b, size, std::move(name)};
+}
+/// Removes the name given to the block that begins at `begin`; false if there was none.
+inline bool unname_region(const void* begin) noexcept {
+    auto& r = detail::named_registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    return r.blocks.erase(reinterpret_cast<std::uint64_t>(begin)) != 0;
+}
+/// The blocks named now, in address order.
+inline std::vector<NamedBlock> named_regions() {
+    auto& r = detail::named_registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    std::vector<NamedBlock> out;
+    for (const auto& kv : r.blocks) out.push_back(kv.second);
+    return out;
+}
+
+/// RAII: names a block for its lifetime (name it right after allocating, destroy before freeing).
+class NamedRegion {
+public:
+    NamedRegion(const void* begin, std::size_t size, std::string name) : begin_(begin) {
+        name_region(begin, size, std::move(name));
+    }
+    ~NamedRegion() { unname_region(begin_); }
+    NamedRegion(const NamedRegion&) = delete;
+    NamedRegion& operator=(const NamedRegion&) = delete;
+
+private:
+    const void* begin_;
+};
+
+/// Where an address belongs.
+enum class AttributionKind { variable, named_block, region, unmapped };
+
+struct Attribution {
+    AttributionKind kind = AttributionKind::unmapped;
+    std::string_view name;        ///< the variable or block ("" for region/unmapped); valid while the map lives
+    const MappedRegion* region = nullptr; ///< the maps line holding the address (null when unmapped)
+    std::uint64_t offset = 0;     ///< address - begin of the variable, block or region
+
+    /// "variable NAME", "block NAME", the region's label, or "unmapped".
+    std::string label() const {
+        switch (kind) {
+        case AttributionKind::variable: return std::string(name);
+        case AttributionKind::named_block: return std::string(name);
+        case AttributionKind::region: return region->label();
+        case AttributionKind::unmapped: return "unmapped";
+        }
+        return "?";
+    }
+};
+
+/// The address map of one process at one moment: regions, named blocks and (when loaded) data symbols.
+class AddressMap {
+public:
+    explicit AddressMap(std::vector<MappedRegion> regions, int pid = 0) : regions_(std::move(regions)), pid_(pid) {
+        std::sort(regions_.begin(), regions_.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+    }
+
+    /// The map of process `pid` (0: this one, with the blocks named by pmc::name_region) now.
+    static Result<AddressMap> try_of_process(pid_t pid = 0) {
+        auto regions = read_maps(pid);
+        if (!regions) return regions.failure();
+        AddressMap map(std::move(*regions), pid);
+        if (pid == 0)
+            for (auto& b : named_regions()) map.name_block(b.begin, b.size, b.name);
+        return map;
+    }
+    static AddressMap of_process(pid_t pid = 0) { return std::move(try_of_process(pid).value()); }
+
+    /// Names [begin, begin + size) in this map only (e.g. a block another process told you about).
+    void name_block(std::uint64_t begin, std::uint64_t size, std::string name) {
+        if (size == 0) return;
+        forget_block(begin);
+        auto it = std::lower_bound(blocks_.begin(), blocks_.end(), begin,
+                                   [](const NamedBlock& b, std::uint64_t a) { return b.begin < a; });
+        blocks_.insert(it, NamedBlock{begin, size, std::move(name)});
+    }
+    void name_block(const void* begin, std::size_t size, std::string name) {
+        name_block(reinterpret_cast<std::uint64_t>(begin), size, std::move(name));
+    }
+    bool forget_block(std::uint64_t begin) {
+        auto it = std::find_if(blocks_.begin(), blocks_.end(), [&](const NamedBlock& b) { return b.begin == begin; });
+        if (it == blocks_.end()) return false;
+        blocks_.erase(it);
+        return true;
+    }
+
+    /// Adds variables (pmc::load_symbols does this from the ELF files in the map) and what was learnt per file.
+    void add_symbols(std::vector<DataSymbol> symbols, SymbolFile file) {
+        for (auto& s : symbols)
+            if (s.size) symbols_.push_back(std::move(s));
+        std::sort(symbols_.begin(), symbols_.end(), [](auto& a, auto& b) {
+            return a.begin != b.begin ? a.begin < b.begin : a.size > b.size;
+        });
+        // The same variable can be in .symtab and .dynsym: keep one.
+        symbols_.erase(std::unique(symbols_.begin(), symbols_.end(),
+                                   [](auto& a, auto& b) { return a.begin == b.begin && a.name == b.name; }),
+                       symbols_.end());
+        max_symbol_size_ = 0;
+        for (auto& s : symbols_) max_symbol_size_ = std::max(max_symbol_size_, s.size);
+        if (!file.path.empty()) files_.push_back(std::move(file));
+        symbols_loaded_ = true;
+    }
+
+    /// Attributes one address: the variable, else the named block, else the region, else unmapped.
+    Attribution attribute(std::uint64_t addr) const {
+        Attribution a;
+        a.region = region_of(addr);
+        if (const DataSymbol* s = symbol_of(addr)) {
+            a.kind = AttributionKind::variable;
+            a.name = s->name;
+            a.offset = addr - s->begin;
+            return a;
+        }
+        if (const NamedBlock* b = block_of(addr)) {
+            a.kind = AttributionKind::named_block;
+            a.name = b->name;
+            a.offset = addr - b->begin;
+            return a;
+        }
+        if (a.region) {
+            a.kind = AttributionKind::region;
+            a.offset = addr - a.region->begin;
+        }
+        return a;
+    }
+    Attribution attribute(const void* p) const { return attribute(reinterpret_cast<std::uint64_t>(p)); }
+
+    const MappedRegion* region_of(std::uint64_t addr) const {
+        auto it = std::upper_bound(regions_.begin(), regions_.end(), addr,
+                                   [](std::uint64_t a, const MappedRegion& r) { return a < r.begin; });
+        if (it == regions_.begin()) return nullptr;
+        --it;
+        return addr < it->end ? &*it : nullptr;
+    }
+    const DataSymbol* symbol_of(std::uint64_t addr) const {
+        // Symbols sorted by begin; one can only contain addr if it begins within max_symbol_size_ below it.
+        auto it = std::upper_bound(symbols_.begin(), symbols_.end(), addr,
+                                   [](std::uint64_t a, const DataSymbol& s) { return a < s.begin; });
+        const DataSymbol* best = nullptr;
+        while (it != symbols_.begin()) {
+            --it;
+            if (addr - it->begin >= max_symbol_size_) break;
+            if (addr - it->begin < it->size && (!best || it->size < best->size)) best = &*it; // innermost
+        }
+        return best;
+    }
+    const NamedBlock* block_of(std::uint64_t addr) const {
+        const NamedBlock* best = nullptr;
+        for (const auto& b : blocks_)
+            if (addr >= b.begin && addr - b.begin < b.size && (!best || b.size < best->size)) best = &b;
+        return best;
+    }
+
+    const std::vector<MappedRegion>& regions() const { return regions_; }
+    const std::vector<NamedBlock>& blocks() const { return blocks_; }
+    const std::vector<DataSymbol>& symbols() const { return symbols_; }
+    const std::vector<SymbolFile>& symbol_files() const { return files_; }
+    int pid() const { return pid_; }
+    bool symbols_loaded() const { return symbols_loaded_; }
+
+    /// One line for a report: where variable names come from, which files are stripped, or why there are none.
+    std::string symbols_note() const {
+        if (!symbols_loaded_)
+            return "variables: symbols unavailable (pmc built without libelf: link pmc::symbols and call "
+                   "pmc::load_symbols; Debian: apt-get install libelf-dev); attributed by region only";
+        std::string stripped, failed;
+        for (const auto& f : files_) {
+            if (!f.error.empty()) failed += (failed.empty() ? "" : ", ") + f.path + " (" + f.error + ")";
+            else if (f.stripped) stripped += (stripped.empty() ? "" : ", ") + f.path;
+        }
+        std::string note = "variables: from the ELF symbol tables of " + std::to_string(files_.size()) + " files";
+        if (!stripped.empty())
+            note += "; stripped (no .symtab: only exported variables are named, statics fall to their region): " +
+                    stripped;
+        if (!failed.empty()) note += "; not read: " + failed;
+        return note;
+    }
+
+private:
+    std::vector<MappedRegion> regions_;
+    std::vector<NamedBlock> blocks_;
+    std::vector<DataSymbol> symbols_;
+    std::vector<SymbolFile> files_;
+    std::uint64_t max_symbol_size_ = 0;
+    int pid_ = 0;
+    bool symbols_loaded_ = false;
+};
+
+/// A data summary: samples (and their summed weights) by variable or block, and by region — HP Caliper's.
+class DataSummary {
+public:
+    struct Row {
+        std::string name;
+        std::string kind; ///< "variable", "block", or a region kind ("stack", "file", ...), "unmapped"
+        std::uint64_t samples = 0;
+        double weight = 0;  ///< summed sample weights (latency), 0 when samples have none
+    };
+
+    /// Adds one sample. `weight` is its latency weight where it has one.
+    void add(const Attribution& a, double weight = 0) {
+        ++total_;
+        total_weight_ += weight;
+        std::string region = a.region ? a.region->label() : std::string("unmapped");
+        std::string region_kind = a.region ? region_kind_name(a.region->kind) : "unmapped";
+        bump(by_region_, region, region_kind, weight);
+        switch (a.kind) {
+        case AttributionKind::variable: bump(by_object_, std::string(a.name), "variable", weight); break;
+        case AttributionKind::named_block: bump(by_object_, std::string(a.name), "block", weight); break;
+        default: bump(by_object_, "(no variable) " + region, region_kind, weight); break;
+        }
+    }
+
+    std::uint64_t total() const { return total_; }
+    double total_weight() const { return total_weight_; }
+    /// Rows by variable or named block (addresses in neither fall to "(no variable) REGION"), most samples first.
+    std::vector<Row> by_variable() const { return sorted(by_object_); }
+    /// Rows by region (maps line label), most samples first.
+    std::vector<Row> by_region() const { return sorted(by_region_); }
+    /// Samples of one row by name (0 when absent).
+    std::uint64_t samples_of(std::string_view name) const {
+        auto it = by_object_.find(std::string(name));
+        if (it != by_object_.end()) return it->second.samples;
+        it = by_region_.find(std::string(name));
+        return it != by_region_.end() ? it->second.samples : 0;
+    }
+
+    /// A plain-text table of both summaries. `scale` multiplies sample counts into event estimates (the period),
+    /// shown as "estimated events" only when it is not 1: the bias check belongs beside it.
+    std::string text(double scale = 1) const {
+        std::string out;
+        auto table = [&](const char* title, const std::vector<Row>& rows) {
+            char line[512];
+            std::snprintf(line, sizeof line, "%s\n  %10s %7s %12s  %-10s %s\n", title, "samples", "%",
+                          scale != 1 ? "est. events" : "", "kind", "name");
+            out += line;
+            for (const auto& r : rows) {
+                double pct = total_ ? 100.0 * static_cast<double>(r.samples) / static_cast<double>(total_) : 0;
+                char est[32] = "";
+                if (scale != 1) std::snprintf(est, sizeof est, "%.0f", static_cast<double>(r.samples) * scale);
+                std::snprintf(line, sizeof line, "  %10llu %6.2f%% %12s  %-10s %s", static_cast<unsigned long long>(r.samples),
+                              pct, est, r.kind.c_str(), r.name.c_str());
+                out += line;
+                if (total_weight_ > 0) {
+                    std::snprintf(line, sizeof line, "  (mean weight %.1f)",
+                                  r.samples ? r.weight / static_cast<double>(r.samples) : 0.0);
+                    out += line;
+                }
+                out += '\n';
+            }
+        };
+        table("by variable:", by_variable());
+        table("by region:", by_region());
+        return out;
+    }
+
+private:
+    static void bump(std::map<std::string, Row>& m, const std::string& name, const std::string& kind, double w) {
+        Row& r = m[name];
+        if (r.name.empty()) {
+            r.name = name;
+            r.kind = kind;
+        }
+        ++r.samples;
+        r.weight += w;
+    }
+    static std::vector<Row> sorted(const std::map<std::string, Row>& m) {
+        std::vector<Row> rows;
+        for (const auto& kv : m) rows.push_back(kv.second);
+        std::stable_sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.samples > b.samples; });
+        return rows;
+    }
+    std::map<std::string, Row> by_object_, by_region_;
+    std::uint64_t total_ = 0;
+    double total_weight_ = 0;
+};
+
+PMC_END_NAMESPACE
