@@ -155,6 +155,25 @@ std::string thread_title(const pmc::ProfileThread& t) {
                        t.tid ? fmt::format(" (tid {})", t.tid) : "");
 }
 
+/// Which threads' counters the kernel multiplexed, and by how much: one line per such thread and counter, or a
+/// line saying every known counter counted all along. Nothing for a file without times (an older writer).
+void print_multiplexing(const pmc::Profile& p) {
+    bool known = false, multiplexed = false;
+    for (const auto& t : p.threads)
+        for (std::size_t i = 0; i < t.times.size() && i < p.counters.size(); ++i) {
+            const auto& ct = t.times[i];
+            known = known || ct.known();
+            if (!ct.multiplexed()) continue;
+            multiplexed = true;
+            fmt::print("warning: {}: {} was multiplexed: it counted {:.1f}% of the {} it was enabled; its values "
+                       "cover only that share of the time\n",
+                       thread_title(t), p.counters[i].name, 100.0 * ct.running_fraction(),
+                       show(static_cast<double>(ct.enabled), "ns"));
+        }
+    if (known && !multiplexed)
+        fmt::print("multiplexing: none (every perf counter counted all the time it was enabled, on every thread)\n");
+}
+
 void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCounter& counter, std::size_t top) {
     const std::string unit = counter.unit == "events" ? counter.name : counter.unit;
     std::size_t width = 5;
@@ -307,6 +326,19 @@ int cmd_summarize(int argc, char** argv) {
             j.begin_object().field("index", t->index).field("tid", t->tid).field("name", t->name);
             j.field("events", t->records.size()).field("missing_pages", t->missing_pages);
             if (!t->error.empty()) j.field("error", t->error);
+            // Per counter: how long it was enabled and running on this thread (null: not known, e.g. a clock).
+            j.key("counter_times").begin_array();
+            for (std::size_t i = 0; i < p.counters.size(); ++i) {
+                if (i >= t->times.size() || !t->times[i].known()) {
+                    j.null();
+                    continue;
+                }
+                const auto& ct = t->times[i];
+                j.begin_object().field("counter", p.counters[i].name).field("enabled_ns", ct.enabled);
+                j.field("running_ns", ct.running).field("running_fraction", ct.running_fraction());
+                j.field("multiplexed", ct.multiplexed()).end_object();
+            }
+            j.end_array();
             if (per_thread) {
                 Summary s = summarize(p, c, {t}, without_overhead);
                 json_summary(j, p, s);
@@ -346,6 +378,7 @@ int cmd_summarize(int argc, char** argv) {
         if (!t.error.empty())
             fmt::print("warning: {}: its counters could not be opened, its values are 0: {}\n", thread_title(t),
                        t.error);
+    print_multiplexing(p);
     fmt::print("threads: ");
     for (std::size_t i = 0; i < p.threads.size(); ++i)
         fmt::print("{}{}: {} events", i ? "; " : "", thread_title(p.threads[i]), p.threads[i].records.size());

@@ -159,12 +159,28 @@ struct ProfileRecord {
     std::size_t first_value = 0;
 };
 
+/// How long one thread's counter was enabled and how long it was actually counting (the kernel's time_enabled and
+/// time_running, in ns). They differ when the kernel multiplexed it: its values then count only part of the time.
+struct ProfileCounterTimes {
+    std::uint64_t enabled = 0; ///< 0: not known (a clock such as wall-time, or not read yet)
+    std::uint64_t running = 0;
+    bool known() const noexcept { return enabled != 0; }
+    /// running / enabled: 1 = counted all along; less = multiplexed, its counts cover only that share of the time.
+    double running_fraction() const noexcept {
+        return known() ? std::min(1.0, static_cast<double>(running) / static_cast<double>(enabled)) : 1.0;
+    }
+    bool multiplexed() const noexcept { return known() && running < enabled; }
+};
+
 /// One thread that recorded events. Its records are in the order they ended (postorder: children before parents).
 struct ProfileThread {
     std::uint32_t index = 0; ///< the profiler's number for it (0: the thread that created the profiler)
     std::uint64_t tid = 0;   ///< the kernel's thread id
     std::string name;        ///< as set with Profiler::thread_name (the last one set), or the kernel's comm
     std::string error;       ///< why its counters could not be opened ("" when they were): its values are 0
+    /// Per counter, as of the thread's last page (written at each page flush and at the thread's end): empty when the
+    /// file does not say (an older writer: the thread page had no times yet).
+    std::vector<ProfileCounterTimes> times;
     std::vector<ProfileRecord> records;
     std::uint32_t pages = 0;        ///< event pages read
     std::uint32_t missing_pages = 0; ///< event pages whose sequence numbers are absent (lost or corrupt)
@@ -463,9 +479,22 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
             r.get<std::uint32_t>();
             std::string name = r.lstr();
             std::string error = r.lstr();
+            // Newer writers append: u32 counters, u32 reserved, per counter u64 time enabled, u64 time running.
+            std::vector<ProfileCounterTimes> times;
+            if (r.ok && r.at < len) {
+                const auto count = r.get<std::uint32_t>();
+                r.get<std::uint32_t>();
+                for (std::uint32_t i = 0; r.ok && i < count && i < pf::max_counters; ++i) {
+                    ProfileCounterTimes ct;
+                    ct.enabled = r.get<std::uint64_t>();
+                    ct.running = r.get<std::uint64_t>();
+                    if (r.ok) times.push_back(ct);
+                }
+            }
             if (r.ok) {
                 t.name = std::move(name);
                 t.error = std::move(error);
+                if (!times.empty()) t.times = std::move(times);
                 t.seen_info = true;
             } else {
                 out.problems.push_back("a thread page at byte " + std::to_string(at) + " is malformed");

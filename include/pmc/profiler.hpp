@@ -96,6 +96,11 @@ struct ProfilerThread {
     std::string name, error;
     pid_t tid = 0;
     std::atomic<ProfilerThread*> next{nullptr};
+    /// Per counter, time enabled and time running (ns) at the last look: how much of the time it counted.
+    std::array<std::uint64_t, 2 * profile_format::max_counters> times{};
+    /// This thread's thread page, ready to send with the times filled in at each flush (built where the name
+    /// changes, so that a flush allocates nothing).
+    std::vector<unsigned char> info_page;
 
     ~ProfilerThread() {
         if (page) ::munmap(page, capacity + profile_format::page_header_bytes);
@@ -143,7 +148,67 @@ struct ProfilerThread {
         committed.store(c + bytes + (std::uint64_t{1} << 32), std::memory_order_release);
     }
 
-    inline void flush() noexcept; // defined after ProfilerShared
+    /// Writes the page (and, on the thread itself, its thread page with its counters' times).
+    inline void flush(bool on_own_thread = true) noexcept; // defined after ProfilerShared
+
+    /// The thread page: header space, tid, name, error, and room for the times.
+    void build_info_page() {
+        info_page.assign(profile_format::page_header_bytes, 0);
+        auto put = [&](const void* p, std::size_t n) {
+            info_page.insert(info_page.end(), static_cast<const unsigned char*>(p),
+                             static_cast<const unsigned char*>(p) + n);
+        };
+        auto put32 = [&](std::uint32_t v) { put(&v, 4); };
+        const std::uint64_t id = static_cast<std::uint64_t>(tid);
+        put(&id, 8);
+        put32(0);
+        put32(static_cast<std::uint32_t>(name.size()));
+        put(name.data(), name.size());
+        put32(static_cast<std::uint32_t>(error.size()));
+        put(error.data(), error.size());
+        put32(static_cast<std::uint32_t>(ncounters));
+        put32(0);
+        put(times.data(), 16 * ncounters);
+    }
+
+    /// Refreshes `times` with read(2) of each perf counter (a system call per counter: at flushes only). On the
+    /// owning thread only; clocks keep 0 (they are never multiplexed).
+    void read_times() noexcept {
+        if (broken || !primary) return;
+        auto from_fd = [](const Counter& c, std::uint64_t* out) noexcept {
+            if (c.fd() < 0) return;
+            // {value, enabled, running} or, for a difference's group, {nr, enabled, running, value, value}
+            std::uint64_t buf[5] = {0, 0, 0, 0, 0};
+            const std::size_t want = (c.attr().read_format & PERF_FORMAT_GROUP) ? sizeof buf : 3 * 8;
+            if (read_perf_fd(c.fd(), buf, want) != static_cast<ssize_t>(want)) return;
+            out[0] = buf[1];
+            out[1] = buf[2];
+        };
+        from_fd(*primary, &times[0]);
+        for (std::size_t i = 1; i < ncounters; ++i)
+            if (slot[i] < 0) from_fd(clocks[static_cast<std::size_t>(~slot[i])], &times[2 * i]);
+        if (!group) return;
+#if !defined(BOOST_NO_EXCEPTIONS)
+        try {
+#endif
+            group->read(reading);
+            for (std::size_t i = 1; i < ncounters; ++i)
+                if (slot[i] >= 0) times[2 * i] = reading.time_enabled, times[2 * i + 1] = reading.time_running;
+#if !defined(BOOST_NO_EXCEPTIONS)
+        } catch (...) { // a fork() child: keep the last times
+        }
+#endif
+    }
+
+    /// Fills the thread page's times and header; returns its bytes.
+    std::size_t finish_info_page() noexcept {
+        const std::size_t n = info_page.size();
+        std::memcpy(&info_page[n - 16 * ncounters], times.data(), 16 * ncounters);
+        const auto payload = static_cast<std::uint32_t>(n - profile_format::page_header_bytes);
+        profile_format::write_page_header(info_page.data(), profile_format::PageKind::thread, index, 0,
+                                          info_page.data() + profile_format::page_header_bytes, payload, 0);
+        return n;
+    }
 };
 
 /// What every thread of one profiler shares.
@@ -193,17 +258,32 @@ struct ProfilerShared {
         write_all(bytes, out.size());
     }
 
-    void write_thread_page(const ProfilerThread& t) {
-        std::string payload;
-        auto put32 = [&](std::uint32_t v) { payload.append(reinterpret_cast<const char*>(&v), 4); };
-        const std::uint64_t tid = static_cast<std::uint64_t>(t.tid);
-        payload.append(reinterpret_cast<const char*>(&tid), 8);
-        put32(0);
-        put32(static_cast<std::uint32_t>(t.name.size()));
-        payload += t.name;
-        put32(static_cast<std::uint32_t>(t.error.size()));
-        payload += t.error;
-        write_page(profile_format::PageKind::thread, t.index, payload, 0);
+    /// Writes the buffers as one writev(2) (O_APPEND: the pages stay whole and together). Async-signal-safe.
+    void write_parts(iovec* parts, int n) noexcept {
+        if (::getpid() != pid) return;
+        std::size_t want = 0;
+        for (int i = 0; i < n; ++i) want += parts[i].iov_len;
+        ssize_t got;
+        do got = ::writev(fd, parts, n);
+        while (got < 0 && errno == EINTR);
+        if (got == static_cast<ssize_t>(want)) return;
+        if (got < 0) {
+            last_errno.store(errno, std::memory_order_relaxed);
+            write_errors.fetch_add(1, std::memory_order_relaxed);
+            return;
+        }
+        auto done = static_cast<std::size_t>(got); // a short write (a full disk, a signal): the rest one by one
+        for (int i = 0; i < n; ++i) {
+            const std::size_t skip = std::min(done, parts[i].iov_len);
+            done -= skip;
+            write_all(static_cast<const unsigned char*>(parts[i].iov_base) + skip, parts[i].iov_len - skip);
+        }
+    }
+
+    /// Writes the calling thread's thread page (its name, error and its counters' times, read now).
+    void write_thread_page(ProfilerThread& t) {
+        t.read_times();
+        write_all(t.info_page.data(), t.finish_info_page());
     }
 
     /// Writes every thread's committed events (exit(), a fatal signal). Async-signal-safe.
@@ -232,17 +312,29 @@ struct ProfilerShared {
     }
 };
 
-inline void ProfilerThread::flush() noexcept {
+inline void ProfilerThread::flush(bool on_own_thread) noexcept {
     const std::uint64_t c = committed.load(std::memory_order_relaxed);
     const auto used = static_cast<std::uint32_t>(c);
-    if (used == 0) return;
-    if (!discard) {
+    if (discard) {
+        committed.store(0, std::memory_order_release);
+        return;
+    }
+    iovec parts[2];
+    int n = 0;
+    if (used > 0) {
         profile_format::write_page_header(page, profile_format::PageKind::events, index, sequence,
                                           page + profile_format::page_header_bytes, used,
                                           static_cast<std::uint32_t>(c >> 32));
-        shared->write_all(page, profile_format::page_header_bytes + used);
-        ++sequence;
+        parts[n++] = {page, profile_format::page_header_bytes + used};
     }
+    // The counters' times go with every page (only their thread can read them): a reader sees how much of the
+    // time each counter counted, up to the thread's last page.
+    if (on_own_thread && !info_page.empty()) {
+        read_times();
+        parts[n++] = {info_page.data(), finish_info_page()};
+    }
+    if (n > 0) shared->write_parts(parts, n);
+    if (used > 0) ++sequence;
     committed.store(0, std::memory_order_release);
 }
 
@@ -515,6 +607,7 @@ public:
         if (!shared_) return;
         detail::ProfilerThread& t = *local();
         t.name = std::string(name);
+        t.build_info_page();
         shared_->write_thread_page(t);
     }
 
@@ -564,6 +657,7 @@ private:
             t->broken = true;
             t->error = opened->message;
         }
+        t->build_info_page();
         std::lock_guard<std::mutex> lock(s.mutex);
         t->index = s.next_thread++;
         detail::ProfilerThread* raw = t.get();
@@ -806,7 +900,8 @@ private:
         }
         {
             std::lock_guard<std::mutex> lock(s.mutex);
-            for (auto& t : s.threads) t->flush();
+            const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
+            for (auto& t : s.threads) t->flush(t->tid == me);
             s.closed.store(true, std::memory_order_release);
             if (s.write_errors.load() > 0)
                 std::fprintf(stderr, "pmc profiler: %llu page(s) could not be written to %s (%s): the profile is "

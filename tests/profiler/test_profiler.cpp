@@ -670,3 +670,97 @@ TEST_CASE("profiler: a fork() child writes nothing into its parent's profile") {
         }
     CHECK(records == 200);
 }
+
+namespace {
+
+/// Rewrites the times of counter `c` in every thread page of profiler thread `thread` (as if the kernel had
+/// multiplexed it), with the page's checksum redone.
+void fake_multiplexing(std::vector<unsigned char>& bytes, std::uint32_t thread, std::size_t c, std::uint64_t enabled,
+                       std::uint64_t running, std::uint32_t ncounters_hint) {
+    std::uint32_t at = 0;
+    std::memcpy(&at, &bytes[12], 4); // the header's length
+    int patched = 0;
+    while (at + pf::page_header_bytes <= bytes.size()) {
+        const auto h = pmc::detail::read_page_header(&bytes[at], bytes.size() - at);
+        REQUIRE(h.sane());
+        unsigned char* payload = &bytes[at + pf::page_header_bytes];
+        if (h.kind == static_cast<std::uint16_t>(pf::PageKind::thread) && h.thread == thread) {
+            // The times end the page: N counters' {enabled, running}, after u32 N and a reserved word.
+            std::uint32_t ncounters = 0;
+            REQUIRE(h.len >= 8);
+            std::memcpy(&ncounters, payload + h.len - 16 * ncounters_hint - 8, 4);
+            REQUIRE(ncounters == ncounters_hint);
+            const std::size_t times_at = h.len - 16 * (ncounters - c);
+            std::memcpy(payload + times_at, &enabled, 8);
+            std::memcpy(payload + times_at + 8, &running, 8);
+            pf::write_page_header(&bytes[at], pf::PageKind::thread, h.thread, h.seq, payload, h.len, h.records);
+            ++patched;
+        }
+        at += static_cast<std::uint32_t>(pf::page_header_bytes) + h.len;
+    }
+    REQUIRE(patched > 0);
+}
+
+} // namespace
+
+TEST_CASE("profiler: each thread's counters' time enabled and running are in the file; summarize names the "
+          "multiplexed ones") {
+    TempDir dir;
+    const std::string path = dir.file("times.pmcprof");
+    {
+        pmc::ProfilerOptions o{path, {"page-faults", "wall-time"}};
+        o.page_bytes = 4096; // several pages, each with the thread's times
+        pmc::Profiler prof{o};
+        const auto spin = prof.label("spin"), tick = prof.label("tick");
+        std::thread([&] {
+            prof.thread_name("sleeper");
+            for (int i = 0; i < 1000; ++i) prof.instant(tick);
+            auto s = prof.scope(spin);
+            // 30 ms on the CPU: a thread's perf times advance only while it runs (sleeping would not do).
+            timespec start{}, now{};
+            ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+            do ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+            while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 30000000L);
+        }).join();
+    }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    REQUIRE(p->threads.size() == 2);
+    const pmc::ProfileThread& t = p->threads[1];
+    REQUIRE(t.times.size() == 2);
+    // page-faults, a software event, counts whenever its thread runs; the times were read at the thread's end,
+    // after its 30 ms scope (not only with its first pages). 25 ms: the kernel's and the CPU clock's accounting of
+    // the thread's run time may differ slightly.
+    CHECK(t.times[0].known());
+    CHECK(t.times[0].enabled >= 25000000);
+    CHECK(t.times[0].running == t.times[0].enabled);
+    CHECK(!t.times[0].multiplexed());
+    CHECK(!t.times[1].known()); // wall-time is a clock: no times
+    CHECK(p->threads[0].times.size() == 2);
+    CHECK(p->threads[0].times[0].known()); // the creating thread's, written when the profiler closed
+
+    auto plain = pmc_test::run_command(tool() + " summarize '" + path + "'");
+    CHECK(plain.status == 0);
+    CHECK_THAT(plain.out, ContainsSubstring("multiplexing: none"));
+
+    auto bytes = slurp(path);
+    fake_multiplexing(bytes, 1, 0, 40000000, 10000000, 2);
+    const std::string muxed = dir.file("muxed.pmcprof");
+    std::ofstream(muxed, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                  static_cast<std::streamsize>(bytes.size()));
+    auto q = pmc::read_profile(muxed);
+    REQUIRE(q.ok());
+    CHECK(q->problems.empty());
+    REQUIRE(q->threads[1].times.size() == 2);
+    CHECK(q->threads[1].times[0].multiplexed());
+    CHECK(std::fabs(q->threads[1].times[0].running_fraction() - 0.25) < 1e-6);
+    auto text = pmc_test::run_command(tool() + " summarize '" + muxed + "'");
+    CHECK(text.status == 0);
+    CHECK_THAT(text.out, ContainsSubstring("thread 1 \"sleeper\""));
+    CHECK_THAT(text.out, ContainsSubstring("page-faults was multiplexed: it counted 25.0% of the 40.00 ms it was enabled"));
+    auto json = pmc_test::run_command(tool() + " summarize --json '" + muxed + "'");
+    CHECK(json.status == 0);
+    CHECK_THAT(json.out, ContainsSubstring(R"("running_fraction":0.25,"multiplexed":true})"));
+    CHECK_THAT(json.out, ContainsSubstring(R"("counter_times":[{"counter":"page-faults","enabled_ns":40000000,"running_ns":10000000,)"));
+}
