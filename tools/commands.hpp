@@ -56,4 +56,14 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
 int cmd_summarize(int argc, char** argv);
 extern const char* const summarize_help;
 
+/// pmc critical (tools/critical.cpp): the costliest nesting path; parses its own arguments (those after "critical").
+int cmd_critical(int argc, char** argv);
+extern const char* const critical_help;
+
+/// pmc diff and pmc aggregate (tools/diff.cpp, tools/aggregate.cpp): parse their own arguments.
+int cmd_diff(int argc, char** argv);
+extern const char* const diff_help;
+int cmd_aggregate(int argc, char** argv);
+extern const char* const aggregate_help;
+
 } // namespace pmc_tool

@@ -90,3 +90,92 @@ TEST_CASE("profile builder: the real reader reads back its labels, nesting, valu
     // Byte-identical run to run (fixed start time, pid, string order): tests may compare files.
     CHECK(b.bytes() == bytes);
 }
+
+namespace {
+
+std::string tool() { return PMC_TOOL_PATH; }
+
+/// `text` with every run of spaces made one: table rows compared without their column widths.
+std::string squeeze(const std::string& text) {
+    std::string out;
+    for (char ch : text)
+        if (ch != ' ' || (!out.empty() && out.back() != ' ' && out.back() != '\n')) out += ch;
+    return out;
+}
+
+/// The command's stdout and stderr together (spaces squeezed), and its exit status.
+pmc_test::CommandResult critical(const std::string& args) {
+    auto r = pmc_test::run_command("'" + tool() + "' critical " + args + " 2>&1");
+    r.out = squeeze(r.out);
+    return r;
+}
+
+/// One main call: A twice (each 5 of its own, x 10, y 10: A costs 50 in all) and B four times (1 of its own; C
+/// twice in the first call, once in the second, never in the others; each C holds a D). Greedy takes main > A (50
+/// beats B's 44) and ends at x or y with 20; the chain main > B > C > D carries 40 to its end.
+void greedy_trap(pmc_test::ProfileBuilder& b, std::uint32_t thread = 0) {
+    auto& t = b.thread(thread, "main");
+    t.scope("main", 0, [&] {
+        for (int i = 0; i < 2; ++i)
+            t.scope("A", 5, [&] {
+                t.scope("x", 10);
+                t.scope("y", 10);
+            });
+        t.scope("B", 1, [&] {
+            t.scope("C", 0, [&] { t.scope("D", 10); });
+            t.scope("C", 0, [&] { t.scope("D", 10); });
+        });
+        t.scope("B", 1, [&] { t.scope("C", 0, [&] { t.scope("D", 20); }); });
+        t.scope("B", 1);
+        t.scope("B", 1);
+    });
+}
+
+} // namespace
+
+TEST_CASE("pmc critical: the chain that carries the most cost to its end, not the greedy one, with its numbers") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b;
+    greedy_trap(b);
+    const std::string file = dir.file("trap.pmcprof");
+    REQUIRE(b.write(file));
+    const auto r = critical("'" + file + "'");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("path: main > B > C > D\n"));
+    CHECK_THAT(r.out, ContainsSubstring("costliest path: 40 page-faults reaches the end of this chain (42.55% of its root's 94)"));
+    CHECK_THAT(r.out, ContainsSubstring("exact: the same program and input give this path on every run"));
+    // Each step: cost, share of the root, share of the label, frequency, per parent call, probability.
+    CHECK_THAT(r.out, ContainsSubstring("\nmain 94 100.00% 100.00% 1 (root)\n"));
+    CHECK_THAT(r.out, ContainsSubstring("\nB 44 46.81% 100.00% 4 4.00 100.00%\n"));
+    CHECK_THAT(r.out, ContainsSubstring("\nC 40 42.55% 100.00% 3 0.75 50.00%\n"));
+    CHECK_THAT(r.out, ContainsSubstring("\nD 40 42.55% 100.00% 3 1.00 100.00% (sink)\n"));
+
+    const auto j = pmc_test::run_command("'" + tool() + "' critical --json '" + file + "'");
+    REQUIRE(j.status == 0);
+    CHECK(pmc_test::JsonCheck::valid(j.out));
+    CHECK_THAT(j.out, ContainsSubstring(R"("text":"main > B > C > D")"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("bottleneck":40,)"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("parent":"B","child":"C","cost":40,"frequency":3,"per_parent_call":0.75,"parent_calls_with":2,"parent_calls":4,"probability":0.5,)"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("parent":"main","child":"A","cost":50,"frequency":2,)"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("parent":"A","child":"x","cost":20,"frequency":2,"per_parent_call":1,"parent_calls_with":2,"parent_calls":2,"probability":1,)"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("label":"main","calls":1,"top_level_calls":1,"cost":94,"self":0,"root":true,"sink":false)"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("label":"D","calls":3,"top_level_calls":0,"cost":40,"self":40,"root":false,"sink":true)"));
+}
+
+TEST_CASE("pmc critical: the path's value is its smallest step, not the sum of its steps") {
+    // main > X carries 90 to its end; main > Y > Z > W carries 50 through three steps (150 summed).
+    TempDir dir;
+    pmc_test::ProfileBuilder b;
+    auto& t = b.thread(0);
+    t.scope("main", 0, [&] {
+        t.scope("X", 90);
+        t.scope("Y", 0, [&] { t.scope("Z", 0, [&] { t.scope("W", 50); }); });
+    });
+    const std::string file = dir.file("sum.pmcprof");
+    REQUIRE(b.write(file));
+    const auto r = critical("'" + file + "'");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("path: main > X\n"));
+}

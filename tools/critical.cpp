@@ -1,0 +1,654 @@
+// pmc critical FILE: the costliest nesting path through a profile, after llvm-mca's bottleneck view.
+//
+// The graph has one node per label. Each time a scope labelled C runs directly inside a scope labelled P, the edge
+// P -> C gains C's inclusive value (its cost) and one occurrence; the share of P's calls that contain a C at least
+// once is the edge's probability. A node's cost is what its outermost calls carry: its calls at the top of a thread
+// plus the costs of its incoming edges. A scope nested in a scope of its own label (recursion, directly or through
+// others) adds a recursion edge instead: its value is already inside the outer call's, so counting it again would
+// double it.
+//
+// The costliest path is the root-to-sink chain whose smallest step is largest (a maximum-bottleneck path): the most
+// cost that reaches the end of one chain of nestings. Computed in one pass over the graph (a depth-first search for
+// a topological order, then dynamic programming from the sinks up): linear in labels plus edges.
+#include <pmc/profile_format.hpp>
+#include <pmc/report.hpp>
+
+#include "commands.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace pmc_tool {
+
+const char* const critical_help = R"(usage: pmc critical [--counter NAME] [--per-thread | --thread N] [--graph] [--json]
+                    [--color WHEN] FILE
+
+The costliest nesting path through a profile written by pmc::Profiler (PMC_PROFILE=FILE), after
+llvm-mca's bottleneck view. The profile becomes a graph with one node per label (not per call)
+and an edge PARENT -> CHILD for each nesting seen. Each edge carries:
+  cost         the CHILD scopes' inclusive values summed over the times CHILD ran directly inside
+               PARENT (in the counter's unit);
+  frequency    how many times that happened, and per PARENT call on average;
+  probability  the fraction of PARENT's calls that ran CHILD at least once (llvm-mca's
+               "interference probability").
+A label's cost is the inclusive value of its outermost calls (those at the top of a thread plus its
+incoming edges' costs). A root is a label no other label encloses; a sink encloses none.
+
+The costliest path is the root-to-sink chain whose smallest step is largest: its value is the most
+cost that flows through every step of one chain, root to sink (a maximum-bottleneck path). A step's
+cost is its edge's cost (the root's is the root's cost). This is not the path that takes the
+costliest child at each step: that greedy walk can enter a costly label whose cost then splits
+among many children, and end at a cheap sink while another chain carries more all the way down.
+Ties are broken by the larger step cost, then by label name, so that on an exact counter
+(page-faults, instructions-minus-irqs:u) the path is the same on every run and CI can compare it.
+Each step shows its cost, its share of the root's cost, its share of the label's cost (a label
+reached from several parents gets only part of its cost through this one), its frequency and its
+probability.
+
+Recursion (a label nested in itself, directly or through other labels) is said, with the chain:
+such a nested call's value is already inside the outer call's, so it is counted once, at the
+outermost call, and its edge is not part of any path. A cycle without recursion (A inside B in some
+calls, B inside A in others) is said too; the edge that closes it is not followed.
+
+Options:
+  --counter NAME  Use this recorded counter instead of the primary (the first one).
+  --per-thread    One graph and path per thread instead of all threads together.
+  --thread N      Only thread N (the profiler's thread number).
+  --graph         Also list every label and every edge.
+  --json          One JSON object: the counter, each graph's labels, edges, recursion and path.
+  --color WHEN    auto (default: on a terminal, unless NO_COLOR is set), always or never.
+  -h, --help      Show this help.
+
+Exit status: 0 the whole file was read; 2 it was read, but part of it was lost or corrupt (what was
+lost is said on stderr, or in "problems" with --json); 1 it could not be read at all, or the
+command line was wrong.
+)";
+
+namespace {
+
+constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+
+// ---- nesting: each thread's calls as a tree (postorder records with their depths) -------------------------------
+
+/// One interval (one call of a scope) with its place in its thread's nesting.
+struct Call {
+    std::uint32_t label = 0;
+    std::uint64_t inclusive = 0;
+    std::uint32_t first_child = none, next_sibling = none;
+};
+
+struct CallTree {
+    std::vector<Call> calls;
+    std::vector<std::uint32_t> roots; ///< calls at the top of the thread, in the order they ended
+    std::uint64_t orphans = 0;        ///< calls whose enclosing scope was never written (lost, or still open)
+};
+
+/// Rebuilds one thread's nesting for counter `c`: the children of an interval at depth d are the intervals at
+/// depth d + 1 written since the previous interval at depth <= d (docs/profile-format.md).
+CallTree call_tree(const pmc::Profile& p, const pmc::ProfileThread& t, std::size_t c) {
+    namespace pf = pmc::profile_format;
+    CallTree tree;
+    std::vector<std::vector<std::uint32_t>> pending(1); // per depth: calls waiting for their parent
+    std::size_t deepest = 0;
+    for (const auto& r : t.records) {
+        if (r.kind != pf::RecordKind::interval) continue;
+        if (r.first_value + p.values_per_record(r.kind) > p.values.size()) continue;
+        const std::size_t d = r.depth;
+        if (pending.size() < d + 2) pending.resize(d + 2);
+        Call call;
+        call.label = r.label;
+        call.inclusive = p.values[r.first_value + 2 * c + 1] - p.values[r.first_value + 2 * c];
+        const auto self = static_cast<std::uint32_t>(tree.calls.size());
+        // Children in the order they ran: pending[d + 1] holds them in the order they ended, which is the same.
+        auto& kids = pending[d + 1];
+        for (std::size_t i = kids.size(); i-- > 0;) {
+            tree.calls[kids[i]].next_sibling = call.first_child;
+            call.first_child = kids[i];
+        }
+        kids.clear();
+        // Deeper calls still waiting lost their parent (a page is missing): they stay at the top.
+        for (std::size_t e = d + 2; e <= deepest && e < pending.size(); ++e) {
+            for (auto k : pending[e]) tree.roots.push_back(k), ++tree.orphans;
+            pending[e].clear();
+        }
+        deepest = std::max(deepest, d);
+        tree.calls.push_back(call);
+        pending[d].push_back(self);
+    }
+    for (std::size_t d = 0; d < pending.size(); ++d)
+        for (auto k : pending[d]) {
+            tree.roots.push_back(k);
+            if (d > 0) ++tree.orphans;
+        }
+    return tree;
+}
+
+// ---- the label graph ---------------------------------------------------------------------------------------------
+
+struct Edge {
+    std::uint32_t from = 0, to = 0;       ///< node indices
+    std::uint64_t cost = 0;               ///< the child's inclusive values, summed (non-recursive nestings)
+    std::uint64_t count = 0;              ///< non-recursive nestings
+    std::uint64_t parent_calls_with = 0;  ///< parent calls that ran the child at least once
+    std::uint64_t recursive_count = 0;    ///< nestings in which the child's label was already open above
+    std::string recursion_chain;          ///< the first such chain, outermost first: "a -> b -> a"
+    bool closes_cycle = false;            ///< a cycle without recursion: not followed by the path
+    std::uint32_t last_parent_call = none; // for parent_calls_with
+    std::uint32_t next_out = none;        // the parent's next outgoing edge
+};
+
+struct Node {
+    std::uint32_t label = 0; ///< string id
+    std::string name;
+    std::uint64_t calls = 0, top_calls = 0;
+    std::uint64_t cost = 0;  ///< the outermost calls' inclusive values
+    std::int64_t self = 0;   ///< summed self values (inclusive minus the children's inclusive)
+    std::uint32_t first_out = none;
+    std::uint64_t in_edges = 0; ///< non-recursive incoming edges
+};
+
+struct Step {
+    std::uint32_t node = 0;
+    std::uint32_t edge = none; ///< none for the root
+};
+
+struct Graph {
+    std::vector<Node> nodes;
+    std::vector<Edge> edges;
+    std::uint64_t orphans = 0, calls = 0;
+    std::vector<Step> path;
+    std::uint64_t bottleneck = 0;
+};
+
+class GraphBuilder {
+public:
+    explicit GraphBuilder(const pmc::Profile& p) : p_(p) {}
+
+    void add(const CallTree& tree) {
+        g_.orphans += tree.orphans;
+        g_.calls += tree.calls.size();
+        std::vector<std::uint32_t> stack; // node indices of the open calls, outermost first
+        for (auto root : tree.roots) {
+            const std::uint32_t n = node(tree.calls[root].label);
+            ++g_.nodes[n].top_calls;
+            g_.nodes[n].cost += tree.calls[root].inclusive;
+            visit(tree, root, stack);
+        }
+    }
+
+    Graph finish() {
+        // Edges in a fixed order (by the labels' names) so that everything after is deterministic.
+        std::vector<std::uint32_t> order(g_.edges.size());
+        for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+            const Edge &x = g_.edges[a], &y = g_.edges[b];
+            if (x.from != y.from) return g_.nodes[x.from].name < g_.nodes[y.from].name;
+            return g_.nodes[x.to].name < g_.nodes[y.to].name;
+        });
+        std::vector<Edge> sorted;
+        for (auto i : order) sorted.push_back(g_.edges[i]);
+        g_.edges = std::move(sorted);
+        for (auto& n : g_.nodes) n.first_out = none;
+        for (std::size_t i = g_.edges.size(); i-- > 0;) {
+            Edge& e = g_.edges[i];
+            e.next_out = g_.nodes[e.from].first_out;
+            g_.nodes[e.from].first_out = static_cast<std::uint32_t>(i);
+            if (e.count) {
+                ++g_.nodes[e.to].in_edges;
+                g_.nodes[e.to].cost += e.cost; // costs propagate to nodes
+            }
+        }
+        break_cycles();
+        find_path();
+        return std::move(g_);
+    }
+
+private:
+    std::uint32_t node(std::uint32_t label) {
+        auto [it, fresh] = node_of_.emplace(label, static_cast<std::uint32_t>(g_.nodes.size()));
+        if (fresh) {
+            Node n;
+            n.label = label;
+            n.name = p_.string(label);
+            g_.nodes.push_back(std::move(n));
+            open_.push_back(0);
+        }
+        return it->second;
+    }
+
+    std::uint32_t edge(std::uint32_t from, std::uint32_t to) {
+        const std::uint64_t key = (std::uint64_t{from} << 32) | to;
+        auto [it, fresh] = edge_of_.emplace(key, static_cast<std::uint32_t>(g_.edges.size()));
+        if (fresh) {
+            Edge e;
+            e.from = from;
+            e.to = to;
+            g_.edges.push_back(e);
+        }
+        return it->second;
+    }
+
+    // Depth-first over one call and its descendants. A thread's nesting is at most 1024 deep (the format's depth
+    // field), so the recursion here is bounded.
+    void visit(const CallTree& tree, std::uint32_t at, std::vector<std::uint32_t>& stack) {
+        const Call& call = tree.calls[at];
+        const std::uint32_t n = node(call.label);
+        Node& me = g_.nodes[n];
+        ++me.calls;
+        std::uint64_t children = 0;
+        for (auto k = call.first_child; k != none; k = tree.calls[k].next_sibling) children += tree.calls[k].inclusive;
+        me.self += static_cast<std::int64_t>(call.inclusive - children);
+        stack.push_back(n);
+        ++open_[n];
+        for (auto k = call.first_child; k != none; k = tree.calls[k].next_sibling) {
+            const Call& child = tree.calls[k];
+            const std::uint32_t cn = node(child.label);
+            const std::uint32_t e = edge(n, cn);
+            Edge& ed = g_.edges[e];
+            if (open_[cn] > 0) {
+                // Recursion: this call's value is inside its outer namesake's already.
+                if (ed.recursive_count++ == 0) {
+                    std::size_t from = stack.size();
+                    while (from-- > 0 && stack[from] != cn) {}
+                    for (std::size_t i = from; i < stack.size(); ++i) ed.recursion_chain += g_.nodes[stack[i]].name + " -> ";
+                    ed.recursion_chain += g_.nodes[cn].name;
+                }
+            } else {
+                ed.cost += child.inclusive;
+                ++ed.count;
+                if (ed.last_parent_call != at) {
+                    ed.last_parent_call = at;
+                    ++ed.parent_calls_with;
+                }
+            }
+            visit(tree, k, stack);
+        }
+        --open_[n];
+        stack.pop_back();
+    }
+
+    /// Follows edges in name order from the roots (then from any label not reached, in name order) and marks each
+    /// edge back into the search's current chain: a cycle without recursion. What remains is acyclic.
+    void break_cycles() {
+        const std::size_t n = g_.nodes.size();
+        std::vector<std::uint32_t> by_name(n);
+        for (std::uint32_t i = 0; i < n; ++i) by_name[i] = i;
+        std::sort(by_name.begin(), by_name.end(),
+                  [&](std::uint32_t a, std::uint32_t b) { return g_.nodes[a].name < g_.nodes[b].name; });
+        std::vector<std::uint32_t> starts;
+        for (auto i : by_name)
+            if (g_.nodes[i].in_edges == 0) starts.push_back(i);
+        for (auto i : by_name)
+            if (g_.nodes[i].in_edges != 0) starts.push_back(i);
+        enum : std::uint8_t { white, grey, black };
+        std::vector<std::uint8_t> colour(n, white);
+        struct Frame {
+            std::uint32_t node, next_edge;
+        };
+        std::vector<Frame> frames;
+        postorder_.clear();
+        for (auto s : starts) {
+            if (colour[s] != white) continue;
+            colour[s] = grey;
+            frames.push_back({s, g_.nodes[s].first_out});
+            while (!frames.empty()) {
+                Frame& f = frames.back();
+                if (f.next_edge == none) {
+                    colour[f.node] = black;
+                    postorder_.push_back(f.node);
+                    frames.pop_back();
+                    continue;
+                }
+                Edge& e = g_.edges[f.next_edge];
+                f.next_edge = e.next_out;
+                if (!e.count) continue; // recursion only
+                if (colour[e.to] == grey) {
+                    e.closes_cycle = true;
+                    --g_.nodes[e.to].in_edges;
+                } else if (colour[e.to] == white) {
+                    colour[e.to] = grey;
+                    frames.push_back({e.to, g_.nodes[e.to].first_out});
+                }
+            }
+        }
+    }
+
+    bool followed(const Edge& e) const { return e.count > 0 && !e.closes_cycle; }
+
+    /// best[v]: the largest bottleneck of a chain from v down to a sink, over the acyclic edges; sinks are
+    /// unbounded. Children come before parents in the search's postorder, so one pass suffices.
+    void find_path() {
+        constexpr std::uint64_t unbounded = std::numeric_limits<std::uint64_t>::max();
+        const std::size_t n = g_.nodes.size();
+        std::vector<std::uint64_t> best(n, unbounded);
+        std::vector<std::uint32_t> next(n, none);
+        for (auto v : postorder_) {
+            std::uint64_t b = 0;
+            for (auto i = g_.nodes[v].first_out; i != none; i = g_.edges[i].next_out) {
+                const Edge& e = g_.edges[i];
+                if (!followed(e)) continue;
+                const std::uint64_t through = std::min(e.cost, best[e.to]);
+                // Edges come in name order: a later one wins only when strictly better.
+                if (next[v] == none || through > b || (through == b && e.cost > g_.edges[next[v]].cost)) {
+                    b = through;
+                    next[v] = i;
+                }
+            }
+            if (next[v] != none) best[v] = b;
+        }
+        std::uint32_t root = none;
+        std::uint64_t root_value = 0;
+        for (auto v : postorder_) {
+            if (g_.nodes[v].in_edges != 0) continue;
+            const std::uint64_t value = std::min(g_.nodes[v].cost, best[v]);
+            const bool better = root == none || value > root_value ||
+                                (value == root_value && (g_.nodes[v].cost > g_.nodes[root].cost ||
+                                                         (g_.nodes[v].cost == g_.nodes[root].cost &&
+                                                          g_.nodes[v].name < g_.nodes[root].name)));
+            if (better) root = v, root_value = value;
+        }
+        if (root == none) return;
+        g_.bottleneck = root_value;
+        g_.path.push_back({root, none});
+        for (std::uint32_t v = root; next[v] != none;) {
+            const std::uint32_t e = next[v];
+            v = g_.edges[e].to;
+            g_.path.push_back({v, e});
+        }
+    }
+
+    const pmc::Profile& p_;
+    Graph g_;
+    std::unordered_map<std::uint32_t, std::uint32_t> node_of_;
+    std::unordered_map<std::uint64_t, std::uint32_t> edge_of_;
+    std::vector<std::uint32_t> open_;      // per node: how many of its calls are open in the current walk
+    std::vector<std::uint32_t> postorder_; // nodes, children before parents
+};
+
+Graph build_graph(const pmc::Profile& p, std::size_t c, const std::vector<const pmc::ProfileThread*>& threads) {
+    GraphBuilder b(p);
+    for (const auto* t : threads) b.add(call_tree(p, *t, c));
+    return b.finish();
+}
+
+// ---- output ------------------------------------------------------------------------------------------------------
+
+struct Style {
+    bool on = false;
+    std::string operator()(const char* code, const std::string& s) const {
+        return on ? fmt::format("\x1b[{}m{}\x1b[0m", code, s) : s;
+    }
+};
+
+/// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.
+std::string show(double v, const std::string& unit) {
+    if (unit != "ns") return std::fabs(v) >= 1e15 ? fmt::format("{:.3e}", v) : fmt::format("{:.0f}", v);
+    const double a = std::fabs(v);
+    if (a < 1e3) return fmt::format("{:.0f} ns", v);
+    if (a < 1e6) return fmt::format("{:.2f} us", v / 1e3);
+    if (a < 1e9) return fmt::format("{:.2f} ms", v / 1e6);
+    return fmt::format("{:.3f} s", v / 1e9);
+}
+
+double ratio(std::uint64_t a, std::uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+
+std::string path_line(const Graph& g) {
+    std::string s;
+    for (const auto& step : g.path) s += (s.empty() ? "" : " > ") + g.nodes[step.node].name;
+    return s;
+}
+
+void print_graph(const Graph& g, const pmc::ProfileCounter& counter, bool list_all, const Style& style) {
+    const std::string& unit = counter.unit;
+    const std::string unit_name = unit == "events" ? counter.name : unit;
+    fmt::print("graph: {} labels, {} edges ({} calls)", g.nodes.size(), g.edges.size(), g.calls);
+    if (g.orphans)
+        fmt::print("; {} calls whose enclosing scope is not in the file (lost, or still open at the end) are "
+                   "taken as top-level",
+                   g.orphans);
+    fmt::print("\n");
+    if (g.path.empty()) {
+        fmt::print("no scopes: no path\n");
+        return;
+    }
+    const Node& root = g.nodes[g.path.front().node];
+    fmt::print("{} {} reaches the end of this chain ({:.2f}% of its root's {}):\n",
+               style("1", "costliest path:"), show(static_cast<double>(g.bottleneck), unit) +
+               (unit == "ns" ? "" : " " + unit_name), 100 * ratio(g.bottleneck, root.cost),
+               show(static_cast<double>(root.cost), unit));
+    std::size_t width = 5;
+    for (std::size_t i = 0; i < g.path.size(); ++i) width = std::max(width, g.nodes[g.path[i].node].name.size() + 2 * i);
+    width = std::min<std::size_t>(width, 60);
+    fmt::print("  {:<{}}  {:>12}  {:>7}  {:>8}  {:>10}  {:>9}  {:>11}\n", "label", width, "cost", "of root",
+               "of label", "frequency", "per call", "probability");
+    for (std::size_t i = 0; i < g.path.size(); ++i) {
+        const Node& n = g.nodes[g.path[i].node];
+        const std::string name = std::string(2 * i, ' ') + n.name;
+        const bool last = i + 1 == g.path.size();
+        const std::string shown = fmt::format("{:<{}}", name, width);
+        if (g.path[i].edge == none) {
+            fmt::print("  {}  {:>12}  {:>6.2f}%  {:>7.2f}%  {:>10}  {:>9}  {:>11}\n", style("1", shown),
+                       show(static_cast<double>(n.cost), unit), 100.0, 100.0, n.calls, "", "(root)");
+            continue;
+        }
+        const Edge& e = g.edges[g.path[i].edge];
+        const Node& parent = g.nodes[e.from];
+        const double share = ratio(e.cost, root.cost);
+        fmt::print("  {}  {:>12}  {}  {:>7.2f}%  {:>10}  {:>9.2f}  {:>10.2f}%{}\n",
+                   last ? style("1;31", shown) : shown, show(static_cast<double>(e.cost), unit),
+                   style(share >= 0.5 ? "31" : share >= 0.1 ? "33" : "0", fmt::format("{:>6.2f}%", 100 * share)),
+                   100 * ratio(e.cost, n.cost), e.count, ratio(e.count, parent.calls),
+                   100 * ratio(e.parent_calls_with, parent.calls), last ? "  (sink)" : "");
+    }
+    fmt::print("path: {}\n", path_line(g));
+    for (const auto& e : g.edges) {
+        if (e.recursive_count)
+            fmt::print("{} {} ({} nested call{}; counted once, in the outermost call; not on any path)\n",
+                       style("33", "recursion:"), e.recursion_chain, e.recursive_count,
+                       e.recursive_count == 1 ? "" : "s");
+        if (e.closes_cycle)
+            fmt::print("{} {} -> {} closes a cycle without recursion (each runs inside the other in different calls); "
+                       "the path does not follow it\n",
+                       style("33", "cycle:"), g.nodes[e.from].name, g.nodes[e.to].name);
+    }
+    if (!list_all) return;
+    std::vector<std::uint32_t> order(g.nodes.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return g.nodes[a].cost != g.nodes[b].cost ? g.nodes[a].cost > g.nodes[b].cost : g.nodes[a].name < g.nodes[b].name;
+    });
+    std::size_t w = 5;
+    for (const auto& n : g.nodes) w = std::max(w, n.name.size());
+    w = std::min<std::size_t>(w, 48);
+    fmt::print("\n{:<{}}  {:>9}  {:>12}  {:>12}  {}\n", "label", w, "calls", "cost", "self", "children: cost, frequency, probability");
+    for (auto i : order) {
+        const Node& n = g.nodes[i];
+        fmt::print("{:<{}}  {:>9}  {:>12}  {:>12}  {}\n", n.name, w, n.calls, show(static_cast<double>(n.cost), unit),
+                   show(static_cast<double>(n.self), unit), n.in_edges == 0 ? "(root)" : "");
+        for (auto k = n.first_out; k != none; k = g.edges[k].next_out) {
+            const Edge& e = g.edges[k];
+            fmt::print("    -> {}: {}, {}x, {:.2f}%{}{}\n", g.nodes[e.to].name, show(static_cast<double>(e.cost), unit),
+                       e.count, 100 * ratio(e.parent_calls_with, n.calls),
+                       e.recursive_count ? fmt::format(", {} recursive", e.recursive_count) : "",
+                       e.closes_cycle ? ", closes a cycle" : "");
+        }
+    }
+}
+
+void json_graph(pmc::JsonWriter& j, const Graph& g) {
+    j.field("calls", g.calls).field("orphans", g.orphans);
+    j.key("labels").begin_array();
+    for (const auto& n : g.nodes)
+        j.begin_object().field("label", n.name).field("calls", n.calls).field("top_level_calls", n.top_calls)
+            .field("cost", n.cost).field("self", n.self).field("root", n.in_edges == 0)
+            .field("sink", n.first_out == none).end_object();
+    j.end_array().key("edges").begin_array();
+    for (const auto& e : g.edges) {
+        const Node& parent = g.nodes[e.from];
+        j.begin_object().field("parent", parent.name).field("child", g.nodes[e.to].name).field("cost", e.cost)
+            .field("frequency", e.count).field("per_parent_call", ratio(e.count, parent.calls))
+            .field("parent_calls_with", e.parent_calls_with).field("parent_calls", parent.calls)
+            .field("probability", ratio(e.parent_calls_with, parent.calls))
+            .field("recursive", e.recursive_count).field("closes_cycle", e.closes_cycle);
+        if (e.recursive_count) j.field("recursion", e.recursion_chain);
+        j.end_object();
+    }
+    j.end_array().key("path").begin_object();
+    j.field("definition", "the root-to-sink chain whose smallest step cost is largest (maximum bottleneck)");
+    j.field("bottleneck", g.bottleneck).field("text", path_line(g)).key("steps").begin_array();
+    const std::uint64_t root_cost = g.path.empty() ? 0 : g.nodes[g.path.front().node].cost;
+    for (const auto& s : g.path) {
+        const Node& n = g.nodes[s.node];
+        j.begin_object().field("label", n.name);
+        if (s.edge == none) {
+            j.field("cost", n.cost).field("share_of_root", 1.0).field("calls", n.calls);
+        } else {
+            const Edge& e = g.edges[s.edge];
+            const Node& parent = g.nodes[e.from];
+            j.field("cost", e.cost).field("share_of_root", ratio(e.cost, root_cost))
+                .field("share_of_label", ratio(e.cost, n.cost)).field("frequency", e.count)
+                .field("per_parent_call", ratio(e.count, parent.calls))
+                .field("probability", ratio(e.parent_calls_with, parent.calls));
+        }
+        j.end_object();
+    }
+    j.end_array().end_object();
+}
+
+int critical_usage_error(const std::string& why) {
+    fmt::print(stderr, "pmc critical: {}\nRun 'pmc critical --help' for usage.\n", why);
+    return 1;
+}
+
+} // namespace
+
+int cmd_critical(int argc, char** argv) {
+    std::string file, counter_name, color = "auto";
+    bool json = false, per_thread = false, list_all = false;
+    std::optional<std::uint32_t> only_thread;
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "-h" || a == "--help") {
+            fmt::print("{}", critical_help);
+            return 0;
+        } else if (a == "--json") json = true;
+        else if (a == "--per-thread") per_thread = true;
+        else if (a == "--graph") list_all = true;
+        else if (a == "--counter") {
+            if (i + 1 >= argc) return critical_usage_error("--counter needs a counter name");
+            counter_name = argv[++i];
+        } else if (a == "--color" || a.rfind("--color=", 0) == 0) {
+            if (a == "--color" && i + 1 >= argc) return critical_usage_error("--color needs auto, always or never");
+            color = a == "--color" ? argv[++i] : std::string(a.substr(8));
+            if (color != "auto" && color != "always" && color != "never")
+                return critical_usage_error(fmt::format("--color {}: auto, always or never", color));
+        } else if (a == "--thread") {
+            const std::string text = i + 1 < argc ? argv[++i] : "";
+            char* end = nullptr;
+            const unsigned long v = std::strtoul(text.c_str(), &end, 10);
+            if (text.empty() || *end || text[0] == '-' || v > UINT32_MAX)
+                return critical_usage_error("--thread needs a thread number");
+            only_thread = static_cast<std::uint32_t>(v);
+        } else if (a.size() > 1 && a[0] == '-') return critical_usage_error(fmt::format("unknown option '{}'", a));
+        else if (file.empty()) file = std::string(a);
+        else return critical_usage_error("one FILE at a time");
+    }
+    if (file.empty()) return critical_usage_error("which profile? (pmc critical FILE)");
+    if (per_thread && only_thread) return critical_usage_error("--per-thread and --thread exclude each other");
+
+    auto read = pmc::read_profile(file);
+    if (!read) {
+        fmt::print(stderr, "pmc critical: {}\n", read.failure().message);
+        return 1;
+    }
+    const pmc::Profile& p = *read;
+    std::size_t c = 0;
+    if (!counter_name.empty()) {
+        auto it = std::find_if(p.counters.begin(), p.counters.end(),
+                               [&](const pmc::ProfileCounter& k) { return k.name == counter_name; });
+        if (it == p.counters.end()) {
+            std::string names;
+            for (const auto& k : p.counters) names += (names.empty() ? "" : ", ") + k.name;
+            fmt::print(stderr, "pmc critical: '{}' recorded no counter '{}'; it has: {}\n", file, counter_name, names);
+            return 1;
+        }
+        c = static_cast<std::size_t>(it - p.counters.begin());
+    }
+    const pmc::ProfileCounter& counter = p.counters[c];
+    std::vector<const pmc::ProfileThread*> threads;
+    for (const auto& t : p.threads)
+        if (!only_thread || t.index == *only_thread) threads.push_back(&t);
+    if (only_thread && threads.empty()) {
+        fmt::print(stderr, "pmc critical: '{}' has no thread {} (it has {})\n", file, *only_thread, p.threads.size());
+        return 1;
+    }
+    const int status = p.problems.empty() ? 0 : 2;
+    const bool exact = counter.exact() && status == 0;
+    const std::string exactness =
+        counter.exact() ? (status == 0 ? "exact: the same program and input give this path on every run"
+                                       : "exact, but part of the file is lost: the path may differ from a whole file's")
+                        : "not exact (a time or a scaled count): the path may differ run to run when costs are close";
+
+    if (json) {
+        pmc::JsonWriter j;
+        j.begin_object().field("file", file).field("counter", counter.name).field("unit", counter.unit);
+        j.field("exact", counter.exact()).field("deterministic", exact);
+        j.key("problems").begin_array();
+        for (const auto& w : p.problems) j.value(w);
+        j.end_array().key("graphs").begin_array();
+        auto one = [&](const std::vector<const pmc::ProfileThread*>& ts, std::optional<std::uint32_t> index) {
+            j.begin_object();
+            if (index) j.field("thread", *index);
+            else j.field("thread", "all");
+            json_graph(j, build_graph(p, c, ts));
+            j.end_object();
+        };
+        if (per_thread)
+            for (const auto* t : threads) one({t}, t->index);
+        else one(threads, only_thread);
+        j.end_array().end_object();
+        fmt::print("{}\n", j.str());
+        if (status)
+            fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
+                       file, p.bytes_lost);
+        return status;
+    }
+
+    const char* no_color = std::getenv("NO_COLOR");
+    Style style;
+    style.on = color == "always" || (color == "auto" && ::isatty(1) && !(no_color && *no_color));
+    fmt::print("profile {}: counter {} ({}), {}\n", file, counter.name,
+               counter.unit == "events" ? "a count" : counter.unit, exactness);
+    if (per_thread) {
+        for (const auto* t : threads) {
+            fmt::print("\n== thread {}{}\n", t->index, t->name.empty() ? "" : " \"" + t->name + "\"");
+            print_graph(build_graph(p, c, {t}), counter, list_all, style);
+        }
+    } else {
+        fmt::print("{}\n", only_thread ? fmt::format("thread {} only", *only_thread)
+                       : threads.size() == 1 ? std::string("its one thread")
+                                             : fmt::format("all {} threads together", threads.size()));
+        print_graph(build_graph(p, c, threads), counter, list_all, style);
+    }
+    if (status) {
+        fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",
+                   file, p.bytes_lost);
+        for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);
+        if (p.problems.size() > 20)
+            fmt::print(stderr, "  ... and {} more (--json lists them all)\n", p.problems.size() - 20);
+    }
+    return status;
+}
+
+} // namespace pmc_tool
