@@ -60,4 +60,14 @@ extern const char* const summarize_help;
 int cmd_critical(int argc, char** argv);
 extern const char* const critical_help;
 
+/// pmc sample (tools/sample.cpp): parses its own arguments (those after "sample").
+int cmd_sample(int argc, char** argv);
+extern const char* const sample_help;
+
+/// pmc diff and pmc aggregate (tools/diff.cpp, tools/aggregate.cpp): parse their own arguments.
+int cmd_diff(int argc, char** argv);
+extern const char* const diff_help;
+int cmd_aggregate(int argc, char** argv);
+extern const char* const aggregate_help;
+
 } // namespace pmc_tool

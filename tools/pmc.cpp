@@ -52,6 +52,15 @@ Commands:
   critical FILE     The costliest nesting path through a profile: a graph of labels with each
                     nesting's cost, frequency and probability, and the root-to-sink chain that
                     carries the most cost all the way down (recursion found and said).
+  sample [-e EVENT] [-c PERIOD | -F FREQ] -- COMMAND [ARGS]
+                    Sample COMMAND (and its children) and print the bias check, the estimate
+                    beside the exact count of the same event, and where the samples fell: by
+                    variable and by memory region (default: every page fault, with its address).
+  diff BASE NEW     Compare profiles per label (self, total, calls, events): "unchanged" or
+                    "changed by N" with an exact counter; with several runs a side
+                    (A1 A2 -- B1 B2) a change beyond the runs' noise, the rule stated.
+  aggregate FILE... Several runs' profiles lined up: per label and interval min/median/max and
+                    the spread, the noisiest and the largest intervals; says if the counter is exact.
 
 Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode,
@@ -287,6 +296,9 @@ int main(int argc, char** argv) {
     // summarize parses its own options (pmc summarize --help).
     if (argc >= 2 && std::string_view(argv[1]) == "summarize") return pmc_tool::cmd_summarize(argc - 2, argv + 2);
     if (argc >= 2 && std::string_view(argv[1]) == "critical") return pmc_tool::cmd_critical(argc - 2, argv + 2);
+    if (argc >= 2 && std::string_view(argv[1]) == "sample") return pmc_tool::cmd_sample(argc - 2, argv + 2);
+    if (argc >= 2 && std::string_view(argv[1]) == "diff") return pmc_tool::cmd_diff(argc - 2, argv + 2);
+    if (argc >= 2 && std::string_view(argv[1]) == "aggregate") return pmc_tool::cmd_aggregate(argc - 2, argv + 2);
     Options o;
     std::vector<std::string> events, command;
     std::vector<std::string_view> argv_views(argv + 1, argv + argc);
@@ -338,6 +350,9 @@ int main(int argc, char** argv) {
                            : help_for == "count"  ? pmc_tool::count_help
                            : help_for == "summarize" ? pmc_tool::summarize_help
                            : help_for == "critical" ? pmc_tool::critical_help
+                           : help_for == "sample" ? pmc_tool::sample_help
+                           : help_for == "diff" ? pmc_tool::diff_help
+                           : help_for == "aggregate" ? pmc_tool::aggregate_help
                                                   : usage_text;
         fmt::print("{}", text);
         return 0;

@@ -3,11 +3,15 @@
 //     PMC_PROFILE=query.pmcprof ./pmc-example-profiler            # wall-time
 //     PMC_PROFILE=query.pmcprof PMC_PROFILE_COUNTERS=page-faults,wall-time ./pmc-example-profiler
 //     pmc summarize query.pmcprof
+//     ./pmc-example-profiler --plant optimize   # extra work in one query, for trying pmc diff
 //
 // A worker pool compiles functions. Compiling one runs nested queries: typeck needs the signatures of the
 // functions it calls (type_of, memoized: a cache hit is an instant event), then optimize and codegen (whose output
 // size is an integer event). Without PMC_PROFILE the profiler is off and costs a branch per query.
 #include <pmc/profiler.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -22,7 +26,7 @@
 
 namespace {
 
-constexpr const char* help = R"(usage: pmc-example-profiler [--threads N] [--functions N]
+constexpr const char* help = R"(usage: pmc-example-profiler [--threads N] [--functions N] [--plant QUERY]
 
 A toy compiler with nested, memoized queries and a worker pool, profiled by pmc::Profiler when
 PMC_PROFILE names a file (PMC_PROFILE_COUNTERS chooses the counters; default wall-time).
@@ -31,6 +35,9 @@ Then: pmc summarize FILE.
 Options:
   --threads N    Worker threads (default 2).
   --functions N  Functions to compile (default 400).
+  --plant QUERY  Extra work in every call of QUERY (parse, typeck, type_of, optimize or
+                 codegen): more busy work and 16 fresh pages touched (16 more page faults per
+                 call), a change for pmc diff to find in that query and no other.
   -h, --help     Show this help.
 )";
 
@@ -41,9 +48,22 @@ std::uint64_t churn(std::uint64_t seed, std::uint64_t n) {
     return x;
 }
 
+/// --plant's extra work: busy work and 16 fresh anonymous pages, each touched once (one page fault each: anonymous
+/// memory has no fault-around, and 16 pages are too few for a huge page).
+std::uint64_t planted_work(std::uint64_t seed) {
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)), bytes = 16 * page;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    std::uint64_t x = churn(seed, 4000);
+    if (p == MAP_FAILED) return x;
+    for (std::size_t at = 0; at < bytes; at += page) static_cast<volatile char*>(p)[at] = static_cast<char>(x >> 7);
+    ::munmap(p, bytes);
+    return x;
+}
+
 struct Compiler {
     pmc::Profiler& prof;
     std::size_t functions;
+    std::string plant; // --plant: the query that does extra work
     // The query kinds, interned once.
     pmc::Label compile_fn = prof.label("compile"), parse = prof.label("parse"), typeck = prof.label("typeck"), type_of = prof.label("type_of"),
                optimize = prof.label("optimize"), codegen = prof.label("codegen"),
@@ -70,7 +90,7 @@ struct Compiler {
             }
         }
         auto s = prof.scope(type_of, names[f]);
-        const std::uint64_t sig = churn(f, 2000);
+        const std::uint64_t sig = churn(f, 2000) ^ (plant == "type_of" ? planted_work(f) : 0);
         std::lock_guard<std::mutex> lock(memo_mutex);
         signatures.emplace(f, sig);
         return sig;
@@ -82,21 +102,25 @@ struct Compiler {
         {
             auto s = prof.scope(parse, names[f]);
             h ^= churn(f, 3000 + 50 * (f % 17));
+            if (plant == "parse") h ^= planted_work(h);
         }
         {
             auto s = prof.scope(typeck, names[f]);
             for (std::size_t c : callees(f)) h ^= query_type_of(c);
             h ^= churn(h, 1500);
+            if (plant == "typeck") h ^= planted_work(h);
         }
         {
             auto s = prof.scope(optimize, names[f]);
             h ^= churn(h, 8000 + 400 * (f % 5));
+            if (plant == "optimize") h ^= planted_work(h);
         }
         {
             auto s = prof.scope(codegen, names[f]);
             // 256 to 544 KiB: above malloc's mmap threshold, so fresh pages that fault in (see page-faults)
             std::vector<std::uint64_t> ir(32768 + 4096 * (f % 9));
             for (std::size_t i = 0; i < ir.size(); i += 512) ir[i] = h = churn(h, 4);
+            if (plant == "codegen") h ^= planted_work(h);
             prof.integer(ir_size, ir.size() * sizeof(std::uint64_t), names[f]);
         }
         return h;
@@ -107,6 +131,7 @@ struct Compiler {
 
 int main(int argc, char** argv) {
     std::size_t threads = 2, functions = 400;
+    std::string plant;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto number = [&](std::size_t& out) {
@@ -122,6 +147,14 @@ int main(int argc, char** argv) {
             return 0;
         }
         if ((a == "--threads" && number(threads)) || (a == "--functions" && number(functions))) continue;
+        if (a == "--plant" && i + 1 < argc) {
+            plant = argv[++i];
+            if (plant == "parse" || plant == "typeck" || plant == "type_of" || plant == "optimize" || plant == "codegen")
+                continue;
+            std::fprintf(stderr, "pmc-example-profiler: --plant '%s': not a query (parse, typeck, type_of, optimize or "
+                                 "codegen)\n", plant.c_str());
+            return 1;
+        }
         std::fprintf(stderr, "pmc-example-profiler: bad argument '%s' (a number from 1 to 100000 after --threads or "
                              "--functions)\nRun 'pmc-example-profiler --help' for usage.\n", a.c_str());
         return 1;
@@ -129,6 +162,7 @@ int main(int argc, char** argv) {
 
     auto prof = pmc::Profiler::from_env(); // PMC_PROFILE=FILE turns it on
     Compiler compiler(prof, functions);
+    compiler.plant = plant;
     std::atomic<std::size_t> next{0};
     std::atomic<std::uint64_t> result{0};
     std::vector<std::thread> pool;

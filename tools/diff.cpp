@@ -1,0 +1,365 @@
+// pmc diff BASE NEW, or pmc diff A1 A2 A3 -- B1 B2 B3: what changed between two builds or runs of one program, per
+// label, in the counter's own unit, and whether each change is real: with an exact counter a difference of 1 is a
+// change; with a noisy one a change counts only when it is beyond the spread the runs of each side show.
+#include <pmc/report.hpp>
+
+#include "commands.hpp"
+#include "profile_runs.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace pmc_tool {
+
+const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] BASE NEW
+       pmc diff [--counter NAME] [--top N] [--json] BASE... -- NEW...
+
+Compare profiles of two builds or runs of one program (PMC_PROFILE=FILE), per label: calls, self
+(exclusive) and total (inclusive) before and after, the delta and delta %, sorted by the largest
+|self delta|; then instant events (cache hits) and integer events, before, after and delta.
+Values are in the counter's unit. With several runs a side, "before" and "after" are the medians.
+
+Each label gets a verdict on its self value (so a change shows at the query that changed, not at
+its callers) and its calls:
+  - exact counter (the file says: a count read whole, never multiplexed or replaced) and each
+    side's runs agree: "unchanged" when equal, else "changed by N";
+  - otherwise (wall-time, or runs that differ): "beyond the noise" only when the min-max ranges
+    of the two sides' runs do not overlap, else "within the noise". Two sets of n and m runs of
+    the same program fail to overlap by chance with probability 2 n! m! / (n+m)! (10% for 3 and
+    3 runs, 0.8% for 5 and 5); the output states it. One run a side gives no noise estimate;
+  - "new" / "gone": a label only one side has.
+
+Options:
+  --counter NAME  Compare this recorded counter (default: the first file's primary); every file
+                  must have recorded it.
+  --top N         Show only the N labels with the largest |self delta|.
+  --json          One JSON object instead of tables.
+  -h, --help      Show this help.
+
+A truncated or corrupt file is used up to its last whole record; what was lost is said on stderr
+and the exit status is 2.
+
+Exit status: 0 every file was read whole; 2 read, but part of a file was lost or corrupt; 1 a file
+could not be read at all, or the command line was wrong.
+)";
+
+namespace {
+
+using runs::Run;
+using runs::Spread;
+
+int diff_usage_error(const std::string& why) {
+    fmt::print(stderr, "pmc diff: {}\nRun 'pmc diff --help' for usage.\n", why);
+    return 1;
+}
+
+/// The chance that the ranges of n and m exchangeable runs do not overlap: 2 / C(n + m, n).
+double chance_apart(std::size_t n, std::size_t m) {
+    double c = 1;
+    for (std::size_t i = 1; i <= n; ++i) c = c * static_cast<double>(m + i) / static_cast<double>(i);
+    return std::min(1.0, 2.0 / c);
+}
+
+/// One side's values for one label: one entry per run (0 where the run does not have it).
+struct Side {
+    std::vector<double> calls, self, total;
+    Spread c, s, t;
+    bool present() const { return c.max > 0; }
+};
+
+enum class Verdict { unchanged, changed, beyond_noise, within_noise, no_estimate, added, removed };
+
+const char* verdict_key(Verdict v) {
+    switch (v) {
+    case Verdict::unchanged: return "unchanged";
+    case Verdict::changed: return "changed";
+    case Verdict::beyond_noise: return "beyond the noise";
+    case Verdict::within_noise: return "within the noise";
+    case Verdict::no_estimate: return "no noise estimate";
+    case Verdict::added: return "new";
+    case Verdict::removed: return "gone";
+    }
+    return "";
+}
+
+struct Row {
+    std::string label;
+    Side before, after;
+    double self_delta = 0, total_delta = 0;
+    Verdict verdict = Verdict::unchanged;
+    std::string text; ///< the verdict in words
+};
+
+double pct(double delta, double base) { return base != 0 ? 100.0 * delta / std::fabs(base) : (delta != 0 ? std::copysign(HUGE_VAL, delta) : 0.0); }
+
+std::string signed_value(double v, const std::string& unit) { return (v > 0 ? "+" : "") + runs::show(v, unit); }
+
+std::string signed_pct(double p) {
+    if (std::isinf(p)) return p > 0 ? "+inf" : "-inf";
+    return fmt::format("{:+.1f}%", p);
+}
+
+} // namespace
+
+int cmd_diff(int argc, char** argv) {
+    std::vector<std::string> before_files, after_files;
+    std::string counter_name;
+    bool json = false, separated = false;
+    std::size_t top = 0;
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "-h" || a == "--help") {
+            fmt::print("{}", diff_help);
+            return 0;
+        } else if (a == "--") {
+            if (separated) return diff_usage_error("one '--' between the BASE runs and the NEW runs");
+            separated = true;
+        } else if (a == "--json") json = true;
+        else if (a == "--counter") {
+            if (i + 1 >= argc) return diff_usage_error("--counter needs a counter name");
+            counter_name = argv[++i];
+        } else if (a == "--top") {
+            char* end = nullptr;
+            const std::string text = i + 1 < argc ? argv[++i] : "";
+            const unsigned long v = std::strtoul(text.c_str(), &end, 10);
+            if (text.empty() || *end || text[0] == '-') return diff_usage_error("--top needs a number");
+            top = v;
+        } else if (a.size() > 1 && a[0] == '-') return diff_usage_error(fmt::format("unknown option '{}'", a));
+        else (separated ? after_files : before_files).emplace_back(a);
+    }
+    if (!separated) {
+        if (before_files.size() != 2)
+            return diff_usage_error("give BASE and NEW (pmc diff BASE NEW), or several runs a side with '--' between "
+                                    "them (pmc diff A1 A2 A3 -- B1 B2 B3)");
+        after_files.push_back(before_files.back());
+        before_files.pop_back();
+    }
+    if (before_files.empty() || after_files.empty())
+        return diff_usage_error("each side needs at least one profile (BASE... -- NEW...)");
+
+    std::vector<Run> before, after;
+    for (auto [files, side] : {std::pair{&before_files, &before}, std::pair{&after_files, &after}})
+        if (auto failure = runs::load(*files, *side)) {
+            fmt::print(stderr, "pmc diff: {}\n", *failure);
+            return 1;
+        }
+    // One counter, in every file of both sides.
+    std::vector<Run> all;
+    for (auto* side : {&before, &after})
+        for (auto& r : *side) all.push_back(std::move(r));
+    if (auto failure = runs::choose_counter(all, counter_name)) {
+        fmt::print(stderr, "pmc diff: {}\n", *failure);
+        return 1;
+    }
+    const std::size_t nb = before_files.size(), na = after_files.size();
+    const pmc::ProfileCounter counter = all[0].profile.counters[all[0].counter];
+    const std::string unit = counter.unit;
+    const runs::Exactness exact = runs::exactness(all);
+
+    // Per label and side: each run's sums.
+    std::map<std::string, Row> rows;
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> instants; // per run, before / after
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> integer_counts, integer_sums;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+        const bool is_after = r >= nb;
+        const std::size_t at = is_after ? r - nb : r, n = is_after ? na : nb;
+        for (auto& [label, sums] : runs::label_sums(runs::intervals(all[r].profile, all[r].counter))) {
+            Row& row = rows[label];
+            row.label = label;
+            Side& side = is_after ? row.after : row.before;
+            for (auto* v : {&side.calls, &side.self, &side.total}) v->resize(n, 0.0);
+            side.calls[at] = static_cast<double>(sums.calls);
+            side.self[at] = static_cast<double>(sums.self);
+            side.total[at] = static_cast<double>(sums.total);
+        }
+        const runs::EventSums events = runs::event_sums(all[r].profile);
+        auto put = [&](auto& table, const std::string& name, double value) {
+            auto& [b, a] = table[name];
+            b.resize(nb, 0.0);
+            a.resize(na, 0.0);
+            (is_after ? a : b)[at] = value;
+        };
+        for (const auto& [name, count] : events.instants) put(instants, name, static_cast<double>(count));
+        for (const auto& [name, cs] : events.integers) {
+            put(integer_counts, name, static_cast<double>(cs.first));
+            put(integer_sums, name, static_cast<double>(cs.second));
+        }
+    }
+    const double chance = chance_apart(nb, na);
+    std::vector<Row> table;
+    for (auto& [label, row] : rows) {
+        for (auto [side, n] : {std::pair{&row.before, nb}, std::pair{&row.after, na}}) {
+            for (auto* v : {&side->calls, &side->self, &side->total}) v->resize(n, 0.0);
+            side->c = runs::spread(side->calls);
+            side->s = runs::spread(side->self);
+            side->t = runs::spread(side->total);
+        }
+        const Side &b = row.before, &a = row.after;
+        row.self_delta = a.s.median - b.s.median;
+        row.total_delta = a.t.median - b.t.median;
+        const bool sides_agree = b.s.range() == 0 && a.s.range() == 0 && b.c.range() == 0 && a.c.range() == 0;
+        const std::string calls_note =
+            b.c.median != a.c.median ? fmt::format("; calls {:.0f} -> {:.0f}", b.c.median, a.c.median) : "";
+        if (!b.present() || !a.present()) {
+            row.verdict = b.present() ? Verdict::removed : Verdict::added;
+            row.text = b.present() ? "gone (not in NEW)" : "new (not in BASE)";
+        } else if (exact.exact && sides_agree) {
+            const bool same = row.self_delta == 0 && b.c.median == a.c.median;
+            row.verdict = same ? Verdict::unchanged : Verdict::changed;
+            row.text = same ? "unchanged" : fmt::format("changed by {}{}", signed_value(row.self_delta, unit), calls_note);
+        } else if (nb < 2 || na < 2) {
+            row.verdict = Verdict::no_estimate;
+            row.text = "no noise estimate (one run a side)";
+        } else if (b.s.max < a.s.min || a.s.max < b.s.min) {
+            row.verdict = Verdict::beyond_noise;
+            row.text = fmt::format("beyond the noise: {}{}", signed_value(row.self_delta, unit), calls_note);
+        } else {
+            row.verdict = Verdict::within_noise;
+            row.text = "within the noise" + calls_note;
+        }
+        table.push_back(std::move(row));
+    }
+    std::stable_sort(table.begin(), table.end(), [](const Row& x, const Row& y) {
+        return std::fabs(x.self_delta) > std::fabs(y.self_delta);
+    });
+    const std::size_t shown = top ? std::min(top, table.size()) : table.size();
+
+    std::string rule;
+    if (exact.exact)
+        rule = "exact counter: equal self values and calls are \"unchanged\", any difference \"changed by N\"";
+    if (!exact.exact || std::any_of(table.begin(), table.end(), [](const Row& r) {
+            return r.verdict == Verdict::beyond_noise || r.verdict == Verdict::within_noise;
+        }))
+        rule += fmt::format("{}a change is \"beyond the noise\" only when the min-max ranges of the {} BASE and {} NEW "
+                            "runs' self values do not overlap (by chance, for runs of one program: {:.1f}% per label)",
+                            rule.empty() ? "" : "; where runs of one side differ: ", nb, na, 100.0 * chance);
+    if (!exact.exact && (nb < 2 || na < 2))
+        rule += "; with one run a side there is no noise estimate: run each side several times and give "
+                "pmc diff A1 A2 A3 -- B1 B2 B3";
+    std::map<Verdict, std::size_t> verdicts;
+    for (const auto& r : table) ++verdicts[r.verdict];
+    const int status =
+        std::any_of(all.begin(), all.end(), [](const Run& r) { return !r.profile.problems.empty(); }) ? 2 : 0;
+
+    if (json) {
+        pmc::JsonWriter j;
+        j.begin_object();
+        for (auto [key, from, n] : {std::tuple{"before", std::size_t{0}, nb}, std::tuple{"after", nb, na}}) {
+            j.key(key).begin_array();
+            for (std::size_t r = from; r < from + n; ++r) j.value(all[r].file);
+            j.end_array();
+        }
+        j.field("counter", counter.name).field("unit", unit).field("exact", exact.exact);
+        j.field("exact_reason", exact.why).field("rule", rule).field("chance_apart", chance);
+        auto side_json = [&](const char* key, const Side& s) {
+            j.key(key).begin_object().field("calls", s.c.median).field("self", s.s.median).field("total", s.t.median);
+            j.field("self_min", s.s.min).field("self_max", s.s.max).end_object();
+        };
+        j.key("labels").begin_array();
+        for (std::size_t i = 0; i < shown; ++i) {
+            const Row& r = table[i];
+            j.begin_object().field("label", r.label).field("verdict", verdict_key(r.verdict)).field("text", r.text);
+            side_json("before", r.before);
+            side_json("after", r.after);
+            j.field("calls_delta", r.after.c.median - r.before.c.median).field("self_delta", r.self_delta);
+            const double sp = pct(r.self_delta, r.before.s.median), tp = pct(r.total_delta, r.before.t.median);
+            if (std::isinf(sp)) j.key("self_delta_percent").null();
+            else j.field("self_delta_percent", sp);
+            j.field("total_delta", r.total_delta);
+            if (std::isinf(tp)) j.key("total_delta_percent").null();
+            else j.field("total_delta_percent", tp);
+            j.end_object();
+        }
+        j.end_array();
+        auto events_json = [&](const char* key, const auto& table_, const auto* sums) {
+            j.key(key).begin_array();
+            for (const auto& [name, sides] : table_) {
+                const double b = runs::spread(sides.first).median, a = runs::spread(sides.second).median;
+                j.begin_object().field("event", name).field("count_before", b).field("count_after", a);
+                j.field("count_delta", a - b);
+                if (sums) {
+                    const auto& s = sums->at(name);
+                    const double sb = runs::spread(s.first).median, sa = runs::spread(s.second).median;
+                    j.field("sum_before", sb).field("sum_after", sa).field("sum_delta", sa - sb);
+                }
+                j.end_object();
+            }
+            j.end_array();
+        };
+        events_json("instants", instants, static_cast<decltype(&integer_sums)>(nullptr));
+        events_json("integers", integer_counts, &integer_sums);
+        j.key("problems").begin_array();
+        for (const auto& r : all)
+            for (const auto& p : r.profile.problems) j.begin_object().field("file", r.file).field("problem", p).end_object();
+        j.end_array().end_object();
+        fmt::print("{}\n", j.str());
+        runs::report_damage("diff", all);
+        return status;
+    }
+
+    auto files_text = [&](std::size_t from, std::size_t n) {
+        std::string s;
+        for (std::size_t r = from; r < from + n; ++r) s += (s.empty() ? "" : " ") + all[r].file;
+        return s;
+    };
+    fmt::print("BASE ({} run{}): {}\nNEW  ({} run{}): {}\n", nb, nb == 1 ? "" : "s", files_text(0, nb), na,
+               na == 1 ? "" : "s", files_text(nb, na));
+    fmt::print("counter: {} ({}): {}{}\n", counter.name, counter.unit == "events" ? "a count" : counter.unit,
+               exact.exact ? "exact: " : "not exact: ", exact.why);
+    fmt::print("verdicts are on each label's self value and calls{}: {}\n",
+               nb > 1 || na > 1 ? " (before/after: the medians of each side's runs)" : "", rule);
+    std::size_t width = 5;
+    for (const auto& r : table) width = std::max(width, r.label.size());
+    for (const auto* events : {&instants, &integer_counts})
+        for (const auto& e : *events) width = std::max(width, e.first.size());
+    width = std::min<std::size_t>(width, 40);
+    auto v = [&](double x) { return runs::show(x, unit); };
+    fmt::print("\n{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", "label", width, "calls",
+               "self before", "self after", "self delta", "delta %", "total before", "total after", "total delta",
+               "verdict");
+    for (std::size_t i = 0; i < shown; ++i) {
+        const Row& r = table[i];
+        const std::string calls = r.before.c.median == r.after.c.median
+                                      ? fmt::format("{:.0f}", r.before.c.median)
+                                      : fmt::format("{:.0f}->{:.0f}", r.before.c.median, r.after.c.median);
+        fmt::print("{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", r.label, width, calls,
+                   v(r.before.s.median), v(r.after.s.median), signed_value(r.self_delta, unit),
+                   signed_pct(pct(r.self_delta, r.before.s.median)), v(r.before.t.median), v(r.after.t.median),
+                   signed_value(r.total_delta, unit), r.text);
+    }
+    if (table.empty()) fmt::print("(no scopes on either side)\n");
+    if (shown < table.size()) fmt::print("... {} more labels (--top)\n", table.size() - shown);
+    std::string counts;
+    for (const auto& [verdict, n] : verdicts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, verdict_key(verdict));
+    fmt::print("\n{} labels: {}\n", table.size(), counts);
+    auto events_text = [&](const char* title, const auto& table_, const auto* sums) {
+        if (table_.empty()) return;
+        fmt::print("\n{:<{}}  {:>12}  {:>12}  {:>12}{}\n", title, width, "before", "after", "delta",
+                   sums ? "  (sum before -> after)" : "");
+        for (const auto& [name, sides] : table_) {
+            const double b = runs::spread(sides.first).median, a = runs::spread(sides.second).median;
+            std::string extra;
+            if (sums) {
+                const auto& s = sums->at(name);
+                extra = fmt::format("  ({:.0f} -> {:.0f})", runs::spread(s.first).median, runs::spread(s.second).median);
+            }
+            fmt::print("{:<{}}  {:>12.0f}  {:>12.0f}  {:>+12.0f}{}\n", name, width, b, a, a - b, extra);
+        }
+    };
+    events_text("instant event", instants, static_cast<decltype(&integer_sums)>(nullptr));
+    events_text("integer event", integer_counts, &integer_sums);
+    runs::report_damage("diff", all);
+    return status;
+}
+
+} // namespace pmc_tool
