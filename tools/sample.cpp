@@ -1,0 +1,443 @@
+// pmc sample: sample a command's events (pmc::Sampler, inherit: its threads and children too), then print the bias
+// check (the estimate beside the exact count of the same event) and a data summary of where the samples fell.
+//
+// The command waits on a pipe until the sampler is open on it (enable_on_exec: sampling starts at its exec). While
+// it runs, pmc drains the rings whenever they are half full or every 100 ms, and reads /proc/PID/maps at each of
+// those moments (the last good reading wins; the kernel's MMAP2 records add the mappings made in between), because
+// a process's maps are gone once it has exited. Samples are attributed to variables and regions with
+// pmc/address_map.hpp (and pmc/symbols.hpp where pmc was built with libelf): by data address when the event
+// records one (page faults, memory events), by instruction address otherwise.
+#include "commands.hpp"
+
+#include <pmc/address_map.hpp>
+#include <pmc/report.hpp>
+#include <pmc/sampler.hpp>
+#if defined(PMC_HAVE_SYMBOLS)
+#include <pmc/symbols.hpp>
+#endif
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pmc_tool {
+
+const char* const sample_help = R"(usage: pmc sample [-e EVENT] [-c PERIOD | -F FREQ] [-m PAGES] [--tolerance PCT]
+                  [--top N] [--json] [-o FILE] [--] COMMAND [ARGS]
+
+Run COMMAND and sample one event in it, its threads and the processes it starts, from its exec to
+its exit. Print the bias check, then where the samples fell: by variable (global and static
+variables, from the ELF symbol tables) and by region of the process's memory map (heap, stack,
+anonymous, each mapped file). The addresses summarized are the data addresses the samples carry
+(page faults, memory-access events); for events without one, the instruction addresses.
+
+The bias check: the sampled event is also counted exactly by a second counter. pmc shows the
+estimate (samples x period; with -F, the sum of the samples' periods) beside the exact count, their
+ratio, the samples the kernel lost (ring full) and how often it throttled sampling, and warns when
+estimate and count differ by more than the tolerance plus one period. Scaled estimates per row are
+shown only when the check agrees.
+
+Options:
+  -e EVENT          The event to sample (default: page-faults). `pmc list` shows the events.
+  -c PERIOD         A sample every PERIOD events (default for page-faults: 1).
+  -F FREQ           About FREQ samples a second; the kernel adapts the period (default for other
+                    events: 1000).
+  -m PAGES          Data pages per ring buffer, a power of two (default 64; one ring per CPU).
+  --tolerance PCT   The bias check's tolerance, in percent (default 5).
+  --top N           Show the N largest rows of each summary (default 20; 0: all).
+  --json            JSON: command, exit_status, event, addresses, bias, by_variable (data
+                    addresses only), by_region, notes.
+  -o FILE           Write the report to FILE (opened before COMMAND runs) instead of stderr.
+  --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
+  -h, --help        Show this help.
+
+Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
+command line or the event is wrong or sampling cannot start (COMMAND does not run then).
+)";
+
+namespace {
+
+int sample_usage_error(const std::string& what) {
+    fmt::print(stderr, "pmc sample: {}\nTry 'pmc sample --help'.\n", what);
+    return 1;
+}
+
+std::optional<std::uint64_t> parse_positive(std::string_view s) {
+    if (s.empty() || s.size() > 19) return std::nullopt;
+    std::uint64_t v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return std::nullopt;
+        v = v * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    return v;
+}
+
+/// One sample as the summary needs it (kept until the end: the memory map is complete only then).
+struct Kept {
+    std::uint64_t addr;
+    std::uint32_t pid;
+    float weight;
+};
+
+/// The memory map of the sampled process as last seen, plus the mappings its MMAP2 records reported.
+struct MapTracker {
+    pid_t pid = 0;
+    std::vector<pmc::MappedRegion> last_maps; // the last successful, non-empty /proc/PID/maps
+    std::map<std::uint32_t, std::vector<pmc::MappedRegion>> recorded; // by pid, from MMAP2 records
+    std::size_t reads = 0;
+
+    void look() {
+        auto maps = pmc::read_maps(pid);
+        if (maps && !maps->empty()) {
+            last_maps = std::move(*maps);
+            ++reads;
+        }
+    }
+    void add(const pmc::detail::MappingRecord& m) {
+        pmc::MappedRegion r;
+        r.begin = m.start;
+        r.end = m.start + m.length;
+        r.offset = m.file_offset;
+        r.perms = m.executable ? "r-xp" : "rw-p";
+        r.path = std::string(m.name);
+        if (r.path == "//anon" || r.path == "/dev/zero (deleted)") r.path.clear();
+        r.kind = pmc::detail::region_kind_of(r.path);
+        recorded[m.pid].push_back(std::move(r));
+    }
+    /// The regions of process `p`: its maps reading (the command itself) and, where that has no region, its
+    /// recorded mappings (later records first: a mapping replaces what was there).
+    std::vector<pmc::MappedRegion> regions_of(std::uint32_t p) const {
+        std::vector<pmc::MappedRegion> out;
+        if (static_cast<pid_t>(p) == pid) out = last_maps;
+        auto it = recorded.find(p);
+        if (it != recorded.end()) {
+            for (auto r = it->second.rbegin(); r != it->second.rend(); ++r) {
+                const bool overlaps = std::any_of(out.begin(), out.end(), [&](const pmc::MappedRegion& o) {
+                    return r->begin < o.end && o.begin < r->end;
+                });
+                if (!overlaps && r->end > r->begin) out.push_back(*r);
+            }
+        }
+        std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+        return out;
+    }
+};
+
+struct SampleArgs {
+    std::string event = "page-faults";
+    bool event_given = false;
+    std::uint64_t period = 0, frequency = 0;
+    std::size_t pages = 64;
+    double tolerance = 0.05;
+    std::size_t top = 20;
+    bool json = false;
+    std::string output, sysfs{pmc::default_sysfs_root};
+    std::vector<std::string> command;
+};
+
+std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.4f}", r) : std::string("inf"); }
+
+void write_rows_json(pmc::JsonWriter& j, const char* key, const std::vector<pmc::DataSummary::Row>& rows,
+                     std::uint64_t total) {
+    j.key(key).begin_array();
+    for (const auto& r : rows) {
+        j.begin_object();
+        j.key("name").value(r.name).key("kind").value(r.kind).key("samples").value(r.samples);
+        j.key("share").value(total ? static_cast<double>(r.samples) / static_cast<double>(total) : 0.0);
+        if (r.weight > 0) j.key("mean_weight").value(r.weight / static_cast<double>(r.samples));
+        j.end_object();
+    }
+    j.end_array();
+}
+
+std::string rows_text(const char* title, const std::vector<pmc::DataSummary::Row>& rows, std::uint64_t total,
+                      std::size_t top, double scale) {
+    std::string out = fmt::format("{}\n  {:>10} {:>7}{}  {:<10} {}\n", title, "samples", "share",
+                                  scale > 0 ? fmt::format(" {:>14}", "est. events") : "", "kind", "name");
+    std::size_t shown = 0;
+    for (const auto& r : rows) {
+        if (top && shown++ == top) {
+            out += fmt::format("  ... {} more rows (--top 0 shows all)\n", rows.size() - top);
+            break;
+        }
+        const double share = total ? 100.0 * static_cast<double>(r.samples) / static_cast<double>(total) : 0;
+        out += fmt::format("  {:>10} {:>6.2f}%{}  {:<10} {}", r.samples, share,
+                           scale > 0 ? fmt::format(" {:>14.0f}", static_cast<double>(r.samples) * scale) : "", r.kind,
+                           r.name);
+        if (r.weight > 0) out += fmt::format("  (mean weight {:.1f})", r.weight / static_cast<double>(r.samples));
+        out += '\n';
+    }
+    return out;
+}
+
+} // namespace
+
+int cmd_sample(int argc, char** argv) {
+    SampleArgs a;
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        auto value = [&]() -> std::optional<std::string_view> {
+            if (i + 1 >= argc) return std::nullopt;
+            return std::string_view(argv[++i]);
+        };
+        if (arg == "--") {
+            for (++i; i < argc; ++i) a.command.emplace_back(argv[i]);
+            break;
+        }
+        if (arg == "-h" || arg == "--help") {
+            fmt::print("{}", sample_help);
+            return 0;
+        }
+        if (arg == "--json") a.json = true;
+        else if (arg == "-e" || arg == "--event") {
+            auto v = value();
+            if (!v) return sample_usage_error("-e needs an event");
+            a.event = std::string(*v);
+            a.event_given = true;
+        } else if (arg == "-c" || arg == "-F" || arg == "-m" || arg == "--top") {
+            auto v = value();
+            auto n = v ? parse_positive(*v) : std::nullopt;
+            if (!n || (*n == 0 && arg != "--top"))
+                return sample_usage_error(fmt::format("{} needs a positive whole number{}", arg,
+                                                      v ? fmt::format(", not '{}'", *v) : std::string()));
+            if (arg == "-c") a.period = *n;
+            else if (arg == "-F") a.frequency = *n;
+            else if (arg == "-m") a.pages = static_cast<std::size_t>(*n);
+            else a.top = static_cast<std::size_t>(*n);
+        } else if (arg == "--tolerance") {
+            auto v = value();
+            char* end = nullptr;
+            const std::string text(v ? *v : "");
+            const double pct = v ? std::strtod(text.c_str(), &end) : -1;
+            if (!v || text.empty() || *end != '\0' || !(pct >= 0) || pct > 1000)
+                return sample_usage_error("--tolerance needs a percentage (0 to 1000), e.g. 5");
+            a.tolerance = pct / 100;
+        } else if (arg == "-o") {
+            auto v = value();
+            if (!v) return sample_usage_error("-o needs a file");
+            a.output = std::string(*v);
+        } else if (arg == "--sysfs") {
+            auto v = value();
+            if (!v) return sample_usage_error("--sysfs needs a directory");
+            a.sysfs = std::string(*v);
+        } else if (arg.size() > 1 && arg[0] == '-') {
+            return sample_usage_error(fmt::format("unknown option '{}'", arg));
+        } else {
+            for (; i < argc; ++i) a.command.emplace_back(argv[i]);
+            break;
+        }
+    }
+    if (a.command.empty()) return sample_usage_error("no command to sample: pmc sample [-e EVENT] -- COMMAND [ARGS]");
+    if (a.period && a.frequency) return sample_usage_error("-c and -F exclude each other: give a period or a frequency");
+    if (!a.period && !a.frequency) {
+        if (a.event_given) a.frequency = 1000;
+        else a.period = 1;
+    }
+
+    std::FILE* out = stderr;
+    if (!a.output.empty()) {
+        out = std::fopen(a.output.c_str(), "w");
+        if (!out) {
+            fmt::print(stderr, "pmc sample: cannot open '{}' for the report: {}\n", a.output, std::strerror(errno));
+            return 1;
+        }
+    }
+    auto finish = [&](int status) {
+        if (out != stderr && std::fclose(out) != 0) {
+            fmt::print(stderr, "pmc sample: writing '{}' failed: {}\n", a.output, std::strerror(errno));
+            if (status == 0) status = 1;
+        }
+        return status;
+    };
+
+    // The child waits for a byte on `go`; `exec_error` (close-on-exec) carries errno if exec fails.
+    int go[2], exec_error[2];
+    if (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(exec_error, O_CLOEXEC) != 0) {
+        fmt::print(stderr, "pmc sample: pipe failed: {}\n", std::strerror(errno));
+        return finish(1);
+    }
+    struct sigaction ignore {}, old_int {}, old_quit {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    std::vector<char*> child_argv;
+    for (auto& s : a.command) child_argv.push_back(s.data());
+    child_argv.push_back(nullptr);
+    std::fflush(nullptr);
+    const pid_t child = ::fork();
+    if (child < 0) {
+        fmt::print(stderr, "pmc sample: fork failed: {}\n", std::strerror(errno));
+        return finish(1);
+    }
+    if (child == 0) {
+        ::close(go[1]);
+        ::close(exec_error[0]);
+        char byte = 0;
+        if (::read(go[0], &byte, 1) != 1) _exit(127); // pmc could not start sampling: do not run
+        ::execvp(child_argv[0], child_argv.data());
+        const int err = errno;
+        [[maybe_unused]] auto n = ::write(exec_error[1], &err, sizeof err);
+        _exit(127);
+    }
+    ::close(go[0]);
+    ::close(exec_error[1]);
+    ::sigaction(SIGINT, &ignore, &old_int); // Ctrl-C is for the command; pmc still reports
+    ::sigaction(SIGQUIT, &ignore, &old_quit);
+
+    pmc::SamplerOptions so;
+    so.period = a.period;
+    so.frequency = a.frequency;
+    so.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::addr | pmc::sample::weight;
+    so.data_pages = a.pages;
+    so.inherit = true;
+    so.pid = child;
+    so.enable_on_exec = true;
+    so.mappings = true;
+    so.tolerance = a.tolerance;
+    so.sysfs_root = a.sysfs;
+    auto opened = pmc::Sampler::try_open(a.event, so);
+    if (!opened && opened.failure().code.value() == EINVAL && (so.fields & pmc::sample::weight)) {
+        so.fields &= ~pmc::sample::weight; // PMUs without a latency weight may refuse it
+        opened = pmc::Sampler::try_open(a.event, so);
+    }
+    if (!opened) {
+        ::close(go[1]);
+        ::close(exec_error[0]);
+        ::waitpid(child, nullptr, 0);
+        fmt::print(stderr, "pmc sample: {}\n", opened.failure().message);
+        return finish(1);
+    }
+    pmc::Sampler& sampler = *opened;
+    MapTracker maps;
+    maps.pid = child;
+    std::vector<Kept> kept;
+    std::size_t with_addr = 0;
+    auto keep = [&](const pmc::Sample& s) {
+        kept.push_back(Kept{s.addr ? s.addr : s.ip, s.pid, static_cast<float>(s.weight)});
+        with_addr += s.addr != 0;
+    };
+    auto on_mapping = [&](const pmc::detail::MappingRecord& m) { maps.add(m); };
+
+    const char byte = 1;
+    [[maybe_unused]] auto w = ::write(go[1], &byte, 1);
+    ::close(go[1]);
+    int exec_errno = 0;
+    const bool exec_failed = ::read(exec_error[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+    ::close(exec_error[0]);
+    int status = 0;
+    if (!exec_failed) {
+        maps.look();
+        for (;;) {
+            sampler.wait(100);
+            sampler.drain(keep, on_mapping);
+            maps.look();
+            const pid_t r = ::waitpid(child, &status, WNOHANG);
+            if (r == child) break;
+            if (r < 0 && errno != EINTR) break;
+        }
+    } else {
+        ::waitpid(child, &status, 0);
+    }
+    const pmc::BiasCheck check = sampler.stop(keep, on_mapping);
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGQUIT, &old_quit, nullptr);
+    if (exec_failed) {
+        fmt::print(stderr, "pmc sample: cannot run '{}': {}\n", a.command[0], std::strerror(exec_errno));
+        return finish(127);
+    }
+    const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+
+    // The data summary, by data address where the samples have one.
+    const bool by_data = with_addr > 0;
+    pmc::DataSummary summary;
+    std::map<std::uint32_t, pmc::AddressMap> by_pid;
+    std::vector<std::string> notes = sampler.notes();
+    for (const Kept& k : kept) {
+        if (by_data && k.addr == 0) continue;
+        auto it = by_pid.find(k.pid);
+        if (it == by_pid.end()) {
+            pmc::AddressMap map(maps.regions_of(k.pid), static_cast<int>(k.pid));
+#if defined(PMC_HAVE_SYMBOLS)
+            pmc::load_symbols(map);
+#endif
+            it = by_pid.emplace(k.pid, std::move(map)).first;
+        }
+        summary.add(it->second.attribute(k.addr), k.weight);
+    }
+    if (!by_pid.empty()) notes.push_back(by_pid.begin()->second.symbols_note());
+    notes.push_back(fmt::format("regions: /proc/{}/maps read {} times while it ran (the last reading is used) and the "
+                                "kernel's mmap records; memory mapped and unmapped between readings shows as "
+                                "'unmapped'",
+                                child, maps.reads));
+    if (by_data && with_addr < kept.size())
+        notes.push_back(fmt::format("{} samples carried no data address and are not in the summary",
+                                    kept.size() - with_addr));
+    // Per-row estimates only where the bias check holds, and with a fixed period.
+    const double scale = check.agrees && !check.frequency_mode && check.period > 1 ? static_cast<double>(check.period) : 0;
+
+    if (a.json) {
+        pmc::JsonWriter j;
+        j.begin_object();
+        j.key("command").begin_array();
+        for (auto& c : a.command) j.value(c);
+        j.end_array();
+        j.key("exit_status").value(exit_status);
+        j.key("event").value(check.event);
+        j.key("addresses").value(by_data ? "data" : "instruction");
+        j.key("bias").begin_object();
+        j.key("mode").value(check.frequency_mode ? "frequency" : "period");
+        if (!check.frequency_mode) j.key("period").value(check.period);
+        j.key("samples").value(check.samples).key("estimated").value(check.estimated);
+        j.key("estimate_method").value(pmc::estimate_method(check));
+        j.key("exact").value(check.exact).key("ratio").value(check.ratio);
+        j.key("lost").value(check.lost).key("lost_from_kernel_count").value(check.lost_from_kernel_count);
+        j.key("throttled").value(check.throttled).key("malformed").value(check.malformed);
+        j.key("tolerance").value(check.tolerance).key("agrees").value(check.agrees);
+        j.key("warning").value(check.warning);
+        j.end_object();
+        if (by_data) write_rows_json(j, "by_variable", summary.by_variable(), summary.total());
+        write_rows_json(j, "by_region", summary.by_region(), summary.total());
+        j.key("notes").begin_array();
+        for (auto& n : notes) j.value(n);
+        j.end_array();
+        j.end_object();
+        fmt::print(out, "{}\n", j.str());
+    } else {
+        std::string text = fmt::format("pmc sample: '{}', {} over '{}' (exit status {})\n", check.event,
+                                       check.frequency_mode ? fmt::format("about {} samples a second", a.frequency)
+                                                            : check.period == 1 ? std::string("a sample at every event") : fmt::format("a sample every {} events", check.period),
+                                       a.command[0], exit_status);
+        text += fmt::format("bias check: estimated {} ({} samples, {}), exact {}, ratio {}; lost {}, throttled {}{}\n",
+                            check.estimated, check.samples, pmc::estimate_method(check), check.exact,
+                            ratio_text(check.ratio), check.lost, check.throttled,
+                            check.agrees ? fmt::format("; agrees within {:g}% + one period", check.tolerance * 100)
+                                         : std::string());
+        if (!check.agrees) text += "WARNING: " + check.warning + "\n";
+        const char* what = by_data ? "data addresses" : "instruction addresses";
+        if (by_data) // code addresses fall in functions, not variables
+            text += rows_text(fmt::format("\n{} by variable:", what).c_str(), summary.by_variable(),
+                              summary.total(), a.top, scale);
+        text += rows_text(fmt::format("\n{} by region:", what).c_str(), summary.by_region(), summary.total(), a.top,
+                          scale);
+        text += "\n";
+        for (auto& n : notes) text += "note: " + n + "\n";
+        fmt::print(out, "{}", text);
+    }
+    return finish(exit_status);
+}
+
+} // namespace pmc_tool
