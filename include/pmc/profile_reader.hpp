@@ -1,0 +1,566 @@
+// pmc/profile_reader.hpp: a profile read as a stream, and its nesting walked, without loading the file whole.
+//
+//     auto reader = pmc::ProfileReader::open("out.pmcprof");         // pmc::Result<pmc::ProfileReader>
+//     for (const auto& problem : reader->profile().problems) std::fprintf(stderr, "%s\n", problem.c_str());
+//     reader->walk([&](const pmc::NestedInterval& s) {               // every scope, with its nesting
+//         // s.path(): label ids from the outermost scope to this one; s.total(c), s.self(c) per counter
+//     });
+//
+// open() reads the file once, page by page (memory: the largest page, the strings, and a 16-byte entry per events
+// page), checking every page as pmc::read_profile does and with the same messages: a cut or corrupt file is read
+// up to its last whole record and what was lost is in profile().problems. The records themselves are read again,
+// one page at a time, by each for_each_event() or walk(). read_profile (pmc/profile_format.hpp) is simpler where
+// the whole profile fits in memory; this reader is for tools that must not assume it does.
+//
+// Why the walker reads each thread backwards: records are written as scopes end (postorder), so a scope's
+// enclosing scopes come after it in the file. Read from the end, every record's enclosing scopes have been met
+// already (a stack as deep as the nesting), and a scope is complete (its children known, so its self value) when
+// the walk leaves it. Nothing else is held, however many records the file has.
+#pragma once
+
+#include <pmc/config.hpp>
+#include <pmc/error.hpp>
+#include <pmc/profile_format.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+PMC_BEGIN_NAMESPACE
+
+/// One record as the stream reads it, with its values inline.
+struct ProfileEvent {
+    profile_format::RecordKind kind = profile_format::RecordKind::interval;
+    std::uint32_t thread = 0;  ///< the profiler's number for its thread
+    std::uint64_t ordinal = 0; ///< its position among its thread's records, in file order (0: the first written)
+    std::uint16_t depth = 0;   ///< scopes open around it on its thread (saturates at profile_format::max_depth)
+    std::uint32_t label = 0;   ///< string id
+    std::uint32_t arg = 0;     ///< string id of its argument; 0: none
+    /// Interval: start, end per counter (start0, end0, start1, end1, ...). Instant: the primary counter's reading.
+    /// Integer event: the primary counter's reading, then the integer.
+    std::uint64_t values[2 * profile_format::max_counters] = {};
+};
+
+inline constexpr std::uint64_t no_parent = std::numeric_limits<std::uint64_t>::max();
+
+/// A scope as the nesting walker reports it: once its children have all been seen.
+struct NestedInterval {
+    std::uint32_t thread = 0;
+    std::uint64_t ordinal = 0;        ///< as ProfileEvent::ordinal
+    std::uint64_t parent = no_parent; ///< the enclosing scope's ordinal (no_parent: outermost, or none was found)
+    std::uint16_t depth = 0;          ///< as recorded
+    std::uint32_t label = 0, arg = 0;
+    /// False when the enclosing scopes found are fewer than its depth says: they were lost (a cut file: the
+    /// scopes still open when the program stopped; a corrupt page). The path then starts below the loss.
+    bool path_complete = true;
+    std::size_t counters = 1;
+    std::uint64_t start[profile_format::max_counters] = {}, end[profile_format::max_counters] = {};
+    std::uint64_t children = 0;                                          ///< direct child scopes
+    std::uint64_t children_total[profile_format::max_counters] = {};     ///< the sum of their totals
+    const std::vector<std::uint32_t>* labels = nullptr;
+
+    /// Label ids from the outermost enclosing scope found to this scope (itself last; a label may repeat).
+    const std::vector<std::uint32_t>& path() const { return *labels; }
+    /// Inclusive value of counter c (differences modulo 2^64, as the counters wrap).
+    std::uint64_t total(std::size_t c = 0) const { return end[c] - start[c]; }
+    /// Exclusive value: the total less its children's totals.
+    std::int64_t self(std::size_t c = 0) const { return static_cast<std::int64_t>(total(c) - children_total[c]); }
+};
+
+/// An instant or integer event as the walker reports it, with the scopes open around it.
+struct NestedMark {
+    profile_format::RecordKind kind = profile_format::RecordKind::instant;
+    std::uint32_t thread = 0;
+    std::uint64_t ordinal = 0;
+    std::uint64_t parent = no_parent; ///< the innermost enclosing scope's ordinal
+    std::uint16_t depth = 0;
+    std::uint32_t label = 0, arg = 0;
+    bool path_complete = true;
+    std::uint64_t reading = 0; ///< the primary counter's reading when it happened
+    std::uint64_t integer = 0; ///< an integer event's value (0 for an instant)
+    const std::vector<std::uint32_t>* labels = nullptr;
+    /// Label ids of the enclosing scopes, outermost first, then this event's own label.
+    const std::vector<std::uint32_t>& path() const { return *labels; }
+};
+
+/// Per thread: what the first pass learned (for time bases and spans without a second pass).
+struct ProfileThreadSpan {
+    std::uint64_t records = 0; ///< whole records kept
+    std::uint64_t min_start = std::numeric_limits<std::uint64_t>::max(); ///< the primary's lowest reading
+    std::uint64_t max_end = 0;                                           ///< and highest
+};
+
+namespace detail {
+
+/// A read-only window on a file: the bytes asked for, read with pread, in a buffer reused and grown only to the
+/// largest single request (a page) or the read-ahead.
+class FileWindow {
+public:
+    static constexpr std::size_t read_ahead = 1u << 20;
+    int fd = -1;
+    std::uint64_t size = 0;
+
+    /// Bytes [at, at + n) of the file (n clipped at the end of the file); nullptr and errno_value set on an error.
+    const unsigned char* get(std::uint64_t at, std::size_t n) {
+        if (at >= size) return nullptr;
+        n = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - at));
+        if (at >= start_ && at + n <= start_ + filled_) return buf_.data() + (at - start_);
+        const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(std::max(n, read_ahead), size - at));
+        if (buf_.size() < want) buf_.resize(want);
+        std::size_t got = 0;
+        while (got < want) {
+            const ssize_t r = ::pread(fd, buf_.data() + got, want - got, static_cast<off_t>(at + got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                errno_value = r < 0 ? errno : EIO; // 0: the file shrank while being read
+                filled_ = 0;
+                return nullptr;
+            }
+            got += static_cast<std::size_t>(r);
+        }
+        start_ = at;
+        filled_ = got;
+        return buf_.data();
+    }
+    std::size_t bytes_held() const { return buf_.capacity(); }
+    int errno_value = 0;
+
+private:
+    std::vector<unsigned char> buf_;
+    std::uint64_t start_ = 0;
+    std::size_t filled_ = 0;
+};
+
+/// Counts the whole records of an events payload (stopping at the first that does not fit or make sense), as
+/// parse_profile's reading of it does; `span` gathers the kinds and primary readings.
+inline bool count_records(const unsigned char* q, std::size_t len, std::size_t counters, std::size_t& used,
+                          std::uint32_t& records, ProfileThreadSpan& span) {
+    namespace pf = profile_format;
+    used = 0;
+    records = 0;
+    while (used < len) {
+        if (len - used < 8) return false;
+        std::uint32_t word;
+        std::memcpy(&word, q + used, 4);
+        if ((word & 3) == 3) return false;
+        const auto kind = static_cast<pf::RecordKind>(word & 3);
+        const std::size_t size = pf::record_bytes(kind, counters);
+        if (len - used < size) return false;
+        std::uint64_t first, last;
+        std::memcpy(&first, q + used + 8, 8);
+        std::memcpy(&last, q + used + (kind == pf::RecordKind::interval ? 16 : 8), 8);
+        span.min_start = std::min(span.min_start, first);
+        span.max_end = std::max(span.max_end, last);
+        ++records;
+        used += size;
+    }
+    return true;
+}
+
+} // namespace detail
+
+/// A profile file read as a stream (see the top of this header).
+class ProfileReader {
+public:
+    /// Opens `path` and reads it through once (header, strings, threads, and where each thread's events are).
+    /// Fails only when the file cannot be opened or its header cannot be read (the message says which and why).
+    static Result<ProfileReader> open(const std::string& path) {
+        ProfileReader r;
+        r.path_ = path;
+        r.file_.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (r.file_.fd < 0) {
+            const int err = errno;
+            return make_failure(err, "cannot open profile '" + path + "': " + std::strerror(err));
+        }
+        struct stat st {};
+        if (::fstat(r.file_.fd, &st) != 0) {
+            const int err = errno;
+            return make_failure(err, "cannot read profile '" + path + "': " + std::strerror(err));
+        }
+        if (!S_ISREG(st.st_mode))
+            return make_failure(EINVAL, "cannot read profile '" + path + "': not a regular file (it is read in "
+                                        "passes, so it cannot come from a pipe: save it to a file first)");
+        r.file_.size = static_cast<std::uint64_t>(st.st_size);
+        if (auto failure = r.index())
+            return make_failure(failure->code.value(), "'" + path + "' is " + failure->message);
+        return r;
+    }
+
+    ProfileReader(ProfileReader&& o) noexcept { *this = std::move(o); }
+    ProfileReader& operator=(ProfileReader&& o) noexcept {
+        if (this != &o) {
+            close();
+            profile_ = std::move(o.profile_);
+            threads_ = std::move(o.threads_);
+            path_ = std::move(o.path_);
+            file_ = std::move(o.file_);
+            page_events_ = std::move(o.page_events_);
+            peak_ = o.peak_;
+            o.file_.fd = -1;
+        }
+        return *this;
+    }
+    ProfileReader(const ProfileReader&) = delete;
+    ProfileReader& operator=(const ProfileReader&) = delete;
+    ~ProfileReader() { close(); }
+
+    /// The header, the strings, the threads (name, tid, error, times, pages; `records` left empty: see
+    /// span()), the problems and the bytes read and lost, as read_profile gives them.
+    const Profile& profile() const { return profile_; }
+    /// What the first pass counted for thread `index` (empty for a thread with no events).
+    ProfileThreadSpan span(std::uint32_t index) const {
+        auto it = threads_.find(index);
+        return it == threads_.end() ? ProfileThreadSpan{} : it->second.span;
+    }
+    /// The most bytes this reader has held for file data and records at once (its memory bound, for tests).
+    std::size_t peak_bytes_held() const { return peak_; }
+
+    /// Calls f(const ProfileEvent&) for every record: each thread's records in the order written, threads by
+    /// number. Returns the failure if the file could not be read again (changed or shrank since open()).
+    template <class F>
+    std::optional<Failure> for_each_event(F&& f) {
+        for (const ProfileThread& t : profile_.threads) {
+            auto it = threads_.find(t.index);
+            if (it == threads_.end()) continue;
+            std::uint64_t ordinal = 0;
+            for (const PageRef& page : it->second.pages) {
+                if (auto failure = load(page, t.index)) return failure;
+                for (ProfileEvent& e : page_events_) {
+                    e.ordinal = ordinal++;
+                    f(static_cast<const ProfileEvent&>(e));
+                }
+            }
+        }
+        return std::nullopt;
+    }
+
+    /// Walks every thread's nesting (threads by number; only thread `only` when given): calls
+    /// on_interval(const NestedInterval&) for each scope once all its children have been seen, and
+    /// on_mark(const NestedMark&) for each instant and integer event. Within a thread the calls go from its last
+    /// record to its first; a scope comes after all its descendants (so, read in reverse, the calls are in
+    /// preorder: every scope before its children, siblings in time order). A record deeper than the scopes found
+    /// around it (its enclosing scopes were lost) is placed under the innermost scope found, or at the top, with
+    /// path_complete false. Memory: one page and the stack of open scopes.
+    template <class OnInterval, class OnMark>
+    std::optional<Failure> walk(OnInterval&& on_interval, OnMark&& on_mark, std::optional<std::uint32_t> only = {}) {
+        namespace pf = profile_format;
+        const std::size_t nc = profile_.counters.size();
+        std::vector<NestedInterval> stack;
+        std::vector<std::uint32_t> path;
+        auto leave = [&] {
+            on_interval(static_cast<const NestedInterval&>(stack.back()));
+            stack.pop_back();
+            path.pop_back();
+        };
+        for (const ProfileThread& t : profile_.threads) {
+            if (only && t.index != *only) continue;
+            auto it = threads_.find(t.index);
+            if (it == threads_.end()) continue;
+            stack.clear();
+            path.clear();
+            std::uint64_t ordinal = it->second.span.records;
+            const auto& pages = it->second.pages;
+            for (auto page = pages.rbegin(); page != pages.rend(); ++page) {
+                if (auto failure = load(*page, t.index)) return failure;
+                for (auto e = page_events_.rbegin(); e != page_events_.rend(); ++e) {
+                    e->ordinal = --ordinal;
+                    while (!stack.empty() && stack.back().depth >= e->depth) leave();
+                    const NestedInterval* up = stack.empty() ? nullptr : &stack.back();
+                    const bool complete = up ? up->path_complete && up->depth + 1 == e->depth : e->depth == 0;
+                    if (e->kind == pf::RecordKind::interval) {
+                        NestedInterval s;
+                        s.thread = t.index;
+                        s.ordinal = e->ordinal;
+                        s.parent = up ? up->ordinal : no_parent;
+                        s.depth = e->depth;
+                        s.label = e->label;
+                        s.arg = e->arg;
+                        s.path_complete = complete;
+                        s.counters = nc;
+                        for (std::size_t c = 0; c < nc; ++c) {
+                            s.start[c] = e->values[2 * c];
+                            s.end[c] = e->values[2 * c + 1];
+                        }
+                        s.labels = &path;
+                        if (!stack.empty()) {
+                            NestedInterval& p = stack.back();
+                            ++p.children;
+                            for (std::size_t c = 0; c < nc; ++c) p.children_total[c] += s.total(c);
+                        }
+                        stack.push_back(s);
+                        path.push_back(e->label);
+                    } else {
+                        NestedMark m;
+                        m.kind = e->kind;
+                        m.thread = t.index;
+                        m.ordinal = e->ordinal;
+                        m.parent = up ? up->ordinal : no_parent;
+                        m.depth = e->depth;
+                        m.label = e->label;
+                        m.arg = e->arg;
+                        m.path_complete = complete;
+                        m.reading = e->values[0];
+                        m.integer = e->kind == pf::RecordKind::integer ? e->values[1] : 0;
+                        path.push_back(e->label);
+                        m.labels = &path;
+                        on_mark(static_cast<const NestedMark&>(m));
+                        path.pop_back();
+                    }
+                }
+            }
+            while (!stack.empty()) leave();
+        }
+        return std::nullopt;
+    }
+
+private:
+    struct PageRef {
+        std::uint64_t at = 0;      ///< the payload's offset in the file
+        std::uint32_t bytes = 0;   ///< of whole records
+        std::uint32_t records = 0; ///< whole records
+    };
+    struct ThreadPages {
+        std::vector<PageRef> pages;
+        ProfileThreadSpan span;
+    };
+
+    ProfileReader() = default;
+    void close() noexcept {
+        if (file_.fd >= 0) ::close(file_.fd);
+        file_.fd = -1;
+    }
+    void note_held() { peak_ = std::max(peak_, file_.bytes_held() + page_events_.capacity() * sizeof(ProfileEvent)); }
+
+    /// Reads one page's records into page_events_.
+    std::optional<Failure> load(const PageRef& page, std::uint32_t thread) {
+        namespace pf = profile_format;
+        const unsigned char* q = file_.get(page.at, page.bytes);
+        if (page.bytes && !q)
+            return make_failure(file_.errno_value, "cannot read profile '" + path_ + "' again at byte " +
+                                                       std::to_string(page.at) + ": " +
+                                                       std::strerror(file_.errno_value) +
+                                                       " (was it changed or cut while being read?)");
+        const std::size_t nc = profile_.counters.size();
+        page_events_.clear();
+        std::size_t used = 0;
+        for (std::uint32_t i = 0; i < page.records; ++i) {
+            ProfileEvent e;
+            std::uint32_t word;
+            std::memcpy(&word, q + used, 4);
+            std::memcpy(&e.arg, q + used + 4, 4);
+            e.kind = static_cast<pf::RecordKind>(word & 3);
+            e.thread = thread;
+            e.depth = static_cast<std::uint16_t>((word >> 2) & pf::max_depth);
+            e.label = word >> (2 + pf::depth_bits);
+            const std::size_t size = pf::record_bytes(e.kind, nc);
+            std::memcpy(e.values, q + used + 8, size - 8);
+            used += size;
+            page_events_.push_back(e);
+        }
+        note_held();
+        return std::nullopt;
+    }
+
+    /// The first pass: parse_profile's page loop (same checks, same problems), keeping where the records are
+    /// instead of the records.
+    std::optional<Failure> index() {
+        namespace pf = profile_format;
+        using detail::bytes_text;
+        Profile& out = profile_;
+        const std::uint64_t n = file_.size;
+        // The header: as long as it says (parse_profile_header refuses more than 16 MiB).
+        std::size_t head = static_cast<std::size_t>(std::min<std::uint64_t>(n, pf::file_header_fixed));
+        const unsigned char* p = n ? file_.get(0, head) : nullptr;
+        if (p && head == pf::file_header_fixed) {
+            std::uint32_t claimed;
+            std::memcpy(&claimed, p + 12, 4);
+            head = static_cast<std::size_t>(
+                std::min<std::uint64_t>(n, std::max<std::uint64_t>(head, std::min(claimed, (1u << 24) + 1))));
+            p = file_.get(0, head);
+        }
+        if (n && !p)
+            return make_failure(file_.errno_value, std::string("unreadable: ") + std::strerror(file_.errno_value));
+        std::size_t header_bytes = 0;
+        static const unsigned char nothing = 0;
+        if (auto failure = detail::parse_profile_header(p ? p : &nothing, p ? head : 0, out, header_bytes))
+            return failure;
+        const std::size_t nc = out.counters.size();
+        std::uint64_t at = header_bytes;
+        std::unordered_map<std::uint32_t, std::uint32_t> next_seq;
+        auto thread = [&](std::uint32_t index) -> ProfileThread& {
+            for (auto& t : out.threads)
+                if (t.index == index) return t;
+            out.threads.emplace_back();
+            out.threads.back().index = index;
+            return out.threads.back();
+        };
+        auto lose = [&](std::uint64_t from, std::uint64_t to, const std::string& what) {
+            out.bytes_lost += to - from;
+            out.problems.push_back("bytes " + std::to_string(from) + "-" + std::to_string(to - 1) + " (" +
+                                   bytes_text(to - from) + "): " + what);
+        };
+        auto failed_read = [&] {
+            return make_failure(file_.errno_value, std::string("unreadable: ") + std::strerror(file_.errno_value));
+        };
+        // Whether a whole, valid page starts at `from` (detail::valid_page_at, through the window).
+        auto valid_page = [&](std::uint64_t from) {
+            const unsigned char* h = file_.get(from, pf::page_header_bytes);
+            if (!h) return false;
+            const std::uint64_t remaining = n - from;
+            const detail::PageHeader ph = detail::read_page_header(h, static_cast<std::size_t>(
+                                                                          std::min<std::uint64_t>(remaining, 32)));
+            if (!ph.sane() || ph.reserved != 0 || remaining - pf::page_header_bytes < ph.len) return false;
+            const unsigned char* whole = file_.get(from, pf::page_header_bytes + ph.len);
+            return whole && detail::valid_page_at(whole, pf::page_header_bytes + ph.len);
+        };
+        while (at < n) {
+            const std::uint64_t remaining = n - at;
+            const unsigned char* hp = file_.get(at, pf::page_header_bytes);
+            if (!hp) return failed_read();
+            const detail::PageHeader h =
+                detail::read_page_header(hp, static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 32)));
+            const std::uint32_t thread_index = h.thread, seq = h.seq, len = h.len;
+            const bool header_sane = h.sane();
+            if (header_sane && remaining - pf::page_header_bytes < len) {
+                // The last page, cut short: its whole records are kept, unverified.
+                const std::size_t avail = static_cast<std::size_t>(remaining - pf::page_header_bytes);
+                std::string what = "the file ends inside a page (thread " + std::to_string(thread_index) +
+                                   ", page " + std::to_string(seq) + ": " + bytes_text(avail) + " of " +
+                                   bytes_text(len) + ")";
+                std::size_t used = 0;
+                if (static_cast<pf::PageKind>(h.kind) == pf::PageKind::events) {
+                    thread(thread_index);
+                    const unsigned char* q = file_.get(at + pf::page_header_bytes, avail);
+                    if (avail && !q) return failed_read();
+                    ThreadPages& tp = threads_[thread_index];
+                    std::uint32_t records = 0;
+                    detail::count_records(q, avail, nc, used, records, tp.span);
+                    tp.span.records += records;
+                    if (records)
+                        tp.pages.push_back(
+                            PageRef{at + pf::page_header_bytes, static_cast<std::uint32_t>(used), records});
+                    what += "; its " + std::to_string(records) +
+                            " whole records are kept (unverified: the checksum covers the whole page), the rest of "
+                            "the page is lost";
+                } else {
+                    what += "; that page is lost";
+                }
+                out.bytes_read += pf::page_header_bytes + used;
+                lose(at + pf::page_header_bytes + used, n, what);
+                at = n;
+                break;
+            }
+            if (!header_sane || !valid_page(at)) {
+                std::uint64_t next = at + 1;
+                while (next < n && !valid_page(next)) ++next;
+                lose(at, next,
+                     remaining < pf::page_header_bytes ? "the file ends inside a page header"
+                     : !header_sane ? "not a valid page (corrupt); skipped to the next valid page"
+                                    : "a page whose checksum does not match (thread " + std::to_string(thread_index) +
+                                          ", page " + std::to_string(seq) + ": corrupt); skipped");
+                at = next;
+                continue;
+            }
+            const unsigned char* q = file_.get(at + pf::page_header_bytes, len);
+            if (len && !q) return failed_read();
+            detail::ByteReader r{q, len};
+            switch (static_cast<pf::PageKind>(h.kind)) {
+            case pf::PageKind::strings:
+                while (r.ok && r.at < len) {
+                    const auto id = r.get<std::uint32_t>();
+                    std::string s = r.lstr();
+                    if (r.ok) out.strings[id] = std::move(s);
+                }
+                if (!r.ok) out.problems.push_back("a strings page at byte " + std::to_string(at) + " is malformed");
+                break;
+            case pf::PageKind::thread: {
+                ProfileThread& t = thread(thread_index);
+                t.tid = r.get<std::uint64_t>();
+                r.get<std::uint32_t>();
+                std::string name = r.lstr();
+                std::string error = r.lstr();
+                std::vector<ProfileCounterTimes> times; // newer writers append the counters' times
+                if (r.ok && r.at < len) {
+                    const auto count = r.get<std::uint32_t>();
+                    r.get<std::uint32_t>();
+                    for (std::uint32_t i = 0; r.ok && i < count && i < pf::max_counters; ++i) {
+                        ProfileCounterTimes ct;
+                        ct.enabled = r.get<std::uint64_t>();
+                        ct.running = r.get<std::uint64_t>();
+                        if (r.ok) times.push_back(ct);
+                    }
+                }
+                if (r.ok) {
+                    t.name = std::move(name);
+                    t.error = std::move(error);
+                    if (!times.empty()) t.times = std::move(times);
+                    t.seen_info = true;
+                } else {
+                    out.problems.push_back("a thread page at byte " + std::to_string(at) + " is malformed");
+                }
+                break;
+            }
+            case pf::PageKind::events: {
+                ProfileThread& t = thread(thread_index);
+                ThreadPages& tp = threads_[thread_index];
+                auto expected = next_seq.find(thread_index);
+                const std::uint32_t want = expected == next_seq.end() ? 0 : expected->second;
+                if (want > 0 && seq == want - 1) {
+                    // The same page again, longer (flushed at exit or by a fatal signal, then by its thread).
+                    if (!tp.pages.empty()) {
+                        tp.span.records -= tp.pages.back().records;
+                        tp.pages.pop_back();
+                    }
+                    --t.pages;
+                } else if (seq > want) {
+                    t.missing_pages += seq - want;
+                    out.problems.push_back("thread " + std::to_string(thread_index) + ": " +
+                                           std::to_string(seq - want) + " event page(s) missing before page " +
+                                           std::to_string(seq) + " (lost or corrupt)");
+                } else if (seq < want) {
+                    out.problems.push_back("thread " + std::to_string(thread_index) + ": page " +
+                                           std::to_string(seq) + " appears out of order; read anyway");
+                }
+                std::size_t used = 0;
+                std::uint32_t records = 0;
+                if (!detail::count_records(q, len, nc, used, records, tp.span))
+                    out.problems.push_back("thread " + std::to_string(thread_index) + " page " + std::to_string(seq) +
+                                           ": a record does not make sense after " + std::to_string(used) + " of " +
+                                           bytes_text(len) + " (written by another version?)");
+                // An empty entry too, so that a longer copy of this page replaces this one and not the one before.
+                tp.pages.push_back(PageRef{at + pf::page_header_bytes, static_cast<std::uint32_t>(used), records});
+                tp.span.records += records;
+                ++t.pages;
+                next_seq[thread_index] = std::max(want, seq + 1);
+                break;
+            }
+            }
+            out.bytes_read += pf::page_header_bytes + len;
+            at += pf::page_header_bytes + len;
+        }
+        std::sort(out.threads.begin(), out.threads.end(),
+                  [](const ProfileThread& a, const ProfileThread& b) { return a.index < b.index; });
+        note_held();
+        return std::nullopt;
+    }
+
+    Profile profile_;
+    std::unordered_map<std::uint32_t, ThreadPages> threads_;
+    std::string path_;
+    detail::FileWindow file_;
+    std::vector<ProfileEvent> page_events_;
+    std::size_t peak_ = 0;
+};
+
+PMC_END_NAMESPACE
