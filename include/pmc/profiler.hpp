@@ -106,6 +106,21 @@ struct ProfilerThread {
         if (page) ::munmap(page, capacity + profile_format::page_header_bytes);
     }
 
+    /// The primary counter alone (one counter recorded).
+    BOOST_FORCEINLINE std::uint64_t read_primary() noexcept {
+        if (BOOST_UNLIKELY(broken)) return 0;
+#if !defined(BOOST_NO_EXCEPTIONS)
+        try {
+#endif
+            return primary->read();
+#if !defined(BOOST_NO_EXCEPTIONS)
+        } catch (...) { // as in read_all
+            broken = true;
+            return 0;
+        }
+#endif
+    }
+
     BOOST_FORCEINLINE void read_all(std::uint64_t* out) noexcept {
         if (BOOST_UNLIKELY(broken)) {
             for (std::size_t i = 0; i < ncounters; ++i) out[i] = 0;
@@ -449,13 +464,25 @@ class ProfilerScope {
 public:
     ProfilerScope(const ProfilerScope&) = delete;
     ProfilerScope& operator=(const ProfilerScope&) = delete;
-    ~ProfilerScope() { end(); }
+    // Inlined, so that an off profiler's scope folds to the one branch in Profiler::scope (t_ is known null there).
+    BOOST_FORCEINLINE ~ProfilerScope() { end(); }
 
     /// Ends the interval now (later calls and the destructor do nothing).
     BOOST_FORCEINLINE void end() noexcept {
-        if (BOOST_LIKELY(t_ == nullptr)) return;
+        if (t_ == nullptr) return;
         detail::ProfilerThread& t = *t_;
         t_ = nullptr;
+        if (BOOST_LIKELY(t.ncounters == 1)) { // the usual case: a fixed 24-byte record, no loop
+            const std::uint64_t stop = t.read_primary();
+            --t.depth;
+            unsigned char* p = t.reserve(24);
+            std::memcpy(p, &word_, 4);
+            std::memcpy(p + 4, &arg_, 4);
+            std::memcpy(p + 8, &start_[0], 8);
+            std::memcpy(p + 16, &stop, 8);
+            t.commit(24);
+            return;
+        }
         std::uint64_t stop[profile_format::max_counters];
         t.read_all(stop);
         --t.depth;
@@ -473,17 +500,19 @@ public:
 
 private:
     friend class Profiler;
-    ProfilerScope() noexcept = default;
+    BOOST_FORCEINLINE ProfilerScope() noexcept {} // off: nothing but t_ (user-provided: start_ is not zeroed)
     BOOST_FORCEINLINE ProfilerScope(detail::ProfilerThread* t, Label label, Label arg) noexcept
         : t_(t), word_(profile_format::record_word(profile_format::RecordKind::interval, t->depth, label.id)),
           arg_(arg.id) {
         ++t->depth;
-        t->read_all(start_); // last: the interval starts as close to the scope's body as possible
+        // Last: the interval starts as close to the scope's body as possible.
+        if (BOOST_LIKELY(t->ncounters == 1)) start_[0] = t->read_primary();
+        else t->read_all(start_);
     }
 
     detail::ProfilerThread* t_ = nullptr;
-    std::uint32_t word_ = 0;
-    std::uint32_t arg_ = 0;
+    std::uint32_t word_;
+    std::uint32_t arg_;
     std::uint64_t start_[profile_format::max_counters];
 };
 
