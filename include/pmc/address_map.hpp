@@ -35,7 +35,7 @@ enum class RegionKind {
     heap,      ///< [heap]: the brk heap (large malloc blocks are anonymous mappings)
     anonymous, ///< no file: mmap(MAP_ANONYMOUS), thread stacks, large malloc blocks, a big .bss
     file,      ///< a mapped file, by path (executable, libraries, data files)
-    kernel,    ///< [vdso], [vvar], [vsyscall] and other bracketed names the kernel gives
+    kernel,    ///< [vdso], [vvar], [vsyscall], anon_inode:[perf_event] and other names the kernel gives
 };
 
 inline const char* region_kind_name(RegionKind k) {
@@ -57,8 +57,9 @@ struct MappedRegion {
     std::uint64_t inode = 0;
     std::string path;                 ///< file path, or "[heap]", "[stack]", "[anon:NAME]", "" ...
     RegionKind kind = RegionKind::anonymous;
-    /// Set for an anonymous region that starts where a writable mapping of a file ends: most likely that file's
-    /// .bss (zero-initialized globals beyond the file's last page). The file's path; empty otherwise.
+    /// Set for an anonymous region that starts where a writable private mapping of a file ends (or where such a
+    /// region ends): most likely that file's .bss (zero-initialized globals beyond the file's last page). The
+    /// file's path; empty otherwise.
     std::string follows_file;
 
     /// The name the data summary groups by: "stack", "heap", "anonymous", the file's path, "[vdso]"...
@@ -81,7 +82,7 @@ inline RegionKind region_kind_of(std::string_view path) {
     if (path == "[stack]" || starts_with(path, "[stack:")) return RegionKind::stack;
     if (path == "[heap]") return RegionKind::heap;
     if (starts_with(path, "[anon:") || starts_with(path, "[anon_shmem:")) return RegionKind::anonymous;
-    if (path.front() == '[') return RegionKind::kernel;
+    if (path.front() != '/') return RegionKind::kernel; // [vdso], [vvar], anon_inode:[perf_event], ...
     return RegionKind::file;
 }
 
@@ -148,9 +149,14 @@ inline Result<std::vector<MappedRegion>> parse_maps(std::string_view text, std::
         r.path = std::string(rest); // may contain spaces, and end in " (deleted)"
         r.kind = detail::region_kind_of(r.path);
         if (!out.empty() && r.begin < out.back().end) return bad("a range that overlaps or precedes the line before", line);
-        if (r.kind == RegionKind::anonymous && r.path.empty() && !out.empty() && out.back().end == r.begin &&
-            out.back().kind == RegionKind::file && out.back().perms[1] == 'w' && out.back().perms[3] == 'p')
-            r.follows_file = out.back().path;
+        // A .bss split into several regions (madvise or mprotect on part of it) keeps the label in each part.
+        if (r.kind == RegionKind::anonymous && r.path.empty() && !out.empty() && out.back().end == r.begin) {
+            const MappedRegion& before = out.back();
+            if (before.kind == RegionKind::file && before.perms[1] == 'w' && before.perms[3] == 'p')
+                r.follows_file = before.path;
+            else if (!before.follows_file.empty() && before.perms == r.perms)
+                r.follows_file = before.follows_file;
+        }
         out.push_back(std::move(r));
     }
     if (out.empty()) return make_failure(EINVAL, std::string(source) + ": no mappings in it (an empty file?)");

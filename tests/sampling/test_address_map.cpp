@@ -35,13 +35,15 @@ const char* sample_maps =
     "55d0c0a00000-55d0c0a02000 r--p 00000000 08:01 1234       /usr/bin/prog with space\n"
     "55d0c0a02000-55d0c0a05000 r-xp 00002000 08:01 1234       /usr/bin/prog with space\n"
     "55d0c0a05000-55d0c0a06000 rw-p 00005000 08:01 1234       /usr/bin/prog with space\n"
-    "55d0c0a06000-55d0c0a46000 rw-p 00000000 00:00 0 \n"
+    "55d0c0a06000-55d0c0a26000 rw-p 00000000 00:00 0 \n"
+    "55d0c0a26000-55d0c0a46000 rw-p 00000000 00:00 0\n"
     "55d0c1000000-55d0c1021000 rw-p 00000000 00:00 0          [heap]\n"
     "7f0000000000-7f0000100000 rw-p 00000000 00:00 0          [anon:pool]\n"
     "7f0000100000-7f0000200000 rw-s 00000000 00:05 77         /memfd:buf (deleted)\n"
     "7f0000200000-7f0000300000 rw-p 00000000 00:00 0\n"
     "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0          [stack]\n"
-    "7ffd000f0000-7ffd000f2000 r-xp 00000000 00:00 0          [vdso]\n";
+    "7ffd000f0000-7ffd000f2000 r-xp 00000000 00:00 0          [vdso]\n"
+    "7ffd000f2000-7ffd000f3000 rw-s 00000000 00:0e 1055       anon_inode:[perf_event]\n";
 
 std::string self_exe() {
     char buf[PATH_MAX];
@@ -54,7 +56,7 @@ std::string self_exe() {
 TEST_CASE("maps lines: ranges, kinds and labels", "[attribution]") {
     auto regions = pmc::parse_maps(sample_maps);
     REQUIRE(regions.ok());
-    REQUIRE(regions->size() == 10);
+    REQUIRE(regions->size() == 12);
     const auto& r = *regions;
     CHECK(r[0].begin == 0x55d0c0a00000);
     CHECK(r[0].end == 0x55d0c0a02000);
@@ -66,14 +68,16 @@ TEST_CASE("maps lines: ranges, kinds and labels", "[attribution]") {
     CHECK(r[3].kind == pmc::RegionKind::anonymous);
     CHECK(r[3].follows_file == "/usr/bin/prog with space"); // a .bss after the writable data segment
     CHECK_THAT(r[3].label(), ContainsSubstring(".bss"));
-    CHECK(r[4].kind == pmc::RegionKind::heap);
-    CHECK(r[5].kind == pmc::RegionKind::anonymous);
-    CHECK(r[5].label() == "[anon:pool]");
-    CHECK(r[6].kind == pmc::RegionKind::file);
-    CHECK(r[6].label() == "/memfd:buf (deleted)");
-    CHECK(r[7].label() == "anonymous"); // follows a shared mapping of a file, not a writable private one: no .bss
-    CHECK(r[8].kind == pmc::RegionKind::stack);
-    CHECK(r[9].kind == pmc::RegionKind::kernel);
+    CHECK(r[4].follows_file == "/usr/bin/prog with space"); // the same .bss, split in two (madvise on part of it)
+    CHECK(r[5].kind == pmc::RegionKind::heap);
+    CHECK(r[6].kind == pmc::RegionKind::anonymous);
+    CHECK(r[6].label() == "[anon:pool]");
+    CHECK(r[7].kind == pmc::RegionKind::file);
+    CHECK(r[7].label() == "/memfd:buf (deleted)");
+    CHECK(r[8].label() == "anonymous"); // follows a shared mapping of a file, not a writable private one: no .bss
+    CHECK(r[9].kind == pmc::RegionKind::stack);
+    CHECK(r[10].kind == pmc::RegionKind::kernel);
+    CHECK(r[11].kind == pmc::RegionKind::kernel); // not a file: nothing to read symbols from
 
     pmc::AddressMap map(*regions);
     CHECK(map.attribute(std::uint64_t{0x55d0c0a03000}).region == &map.regions()[1]);
