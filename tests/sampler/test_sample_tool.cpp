@@ -1,0 +1,110 @@
+// pmc sample on a real command (tests/sampler/sample_target.cpp): the bias check, the data summary by variable and
+// region, the command's exit status, and bad command lines.
+#include "catch.hpp"
+#include "command.hpp"
+
+#include <pmc/detail/json.hpp>
+
+#include <string>
+
+namespace {
+
+const std::string pmc_tool = PMC_TOOL_PATH;
+const std::string target = PMC_SAMPLE_TARGET;
+
+pmc::detail::JsonValue parse(const std::string& text) {
+    auto v = pmc::detail::JsonReader::parse(text, "pmc sample --json");
+    INFO(text);
+    REQUIRE(v.ok());
+    return *v;
+}
+
+double number(const pmc::detail::JsonValue& v, const char* key) {
+    const auto* m = v.find(key);
+    INFO(key);
+    REQUIRE(m);
+    REQUIRE(m->is_number());
+    return m->number;
+}
+
+/// Samples of the row named `name` in the array `key`, 0 if absent.
+double row_samples(const pmc::detail::JsonValue& report, const char* key, const std::string& name) {
+    const auto* rows = report.find(key);
+    REQUIRE(rows);
+    for (const auto& r : rows->items)
+        if (r.find("name") && r.find("name")->string == name) return number(r, "samples");
+    return 0;
+}
+
+} // namespace
+
+TEST_CASE("pmc sample: page faults of a command, by variable and region, with an exact bias check",
+          "[sampler][tool]") {
+    for (const char* mode : {"", " --thread"}) {
+        INFO("target" << mode);
+        const std::string file = "pmc-sample-tool-report.json";
+        auto r = pmc_test::run_command(pmc_tool + " sample --json -o " + file + " -- " + target + mode + " 7");
+        REQUIRE(r.status == 7); // the command's exit status is pmc's
+        r = pmc_test::run_command("cat " + file);
+        const auto report = parse(r.out);
+        CHECK(number(report, "exit_status") == 7);
+        CHECK(report.find("event")->string == "page-faults");
+        CHECK(report.find("addresses")->string == "data");
+        const auto* bias = report.find("bias");
+        REQUIRE(bias);
+        CHECK(number(*bias, "estimated") == number(*bias, "exact"));
+        CHECK(number(*bias, "lost") == 0);
+        CHECK(bias->find("agrees")->boolean);
+        // 1024 pages each; the first page of each may have been touched before sampling began (loader, malloc).
+        const double global = row_samples(report, "by_variable", "sampled_global");
+        CHECK(global >= 1020);
+        CHECK(global <= 1024);
+        double anonymous = 0;
+        for (const auto& row : report.find("by_region")->items)
+            if (row.find("kind")->string == "anonymous") anonymous += number(row, "samples");
+        CHECK(anonymous >= 2040); // the heap block and the array (its .bss) are anonymous memory
+    }
+}
+
+TEST_CASE("pmc sample: the text report shows the bias check and warns when the ring overflows", "[sampler][tool]") {
+    // One data page per ring and no drain for 2048 faults: most samples are lost, and the report says so.
+    auto r = pmc_test::run_command(pmc_tool + " sample -m 1 -- " + target + " 2>&1");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("bias check: estimated"));
+    if (r.out.find("lost 0,") == std::string::npos) {
+        CHECK_THAT(r.out, ContainsSubstring("WARNING: sampling undercounts"));
+        CHECK_THAT(r.out, ContainsSubstring("lost because the ring buffer was full"));
+    } else {
+        // pmc drained fast enough this time (it wakes at half a page): then estimate and count agree.
+        CHECK_THAT(r.out, ContainsSubstring("agrees within"));
+    }
+    CHECK_THAT(r.out, ContainsSubstring("data addresses by region:"));
+}
+
+TEST_CASE("pmc sample: bad command lines and events are refused with the reason, the command not run",
+          "[sampler][tool]") {
+    struct Case {
+        const char* args;
+        const char* says;
+        int status;
+    };
+    for (const Case c : {Case{"", "no command to sample", 1}, Case{"-c 0 -- true", "positive whole number", 1},
+                         Case{"-c 2 -F 3 -- true", "exclude each other", 1}, Case{"-m 3 -- true", "power of two", 1},
+                         Case{"-e wall-time -- true", "only kernel perf events", 1},
+                         Case{"-e no-such-event -- true", "no-such-event", 1},
+                         Case{"--tolerance -1 -- true", "percentage", 1}, Case{"--bogus -- true", "unknown option", 1},
+                         Case{"-o /nonexistent/dir/x -- true", "cannot open", 1},
+                         Case{"-- /nonexistent/program", "cannot run", 127}}) {
+        INFO(c.args);
+        auto r = pmc_test::run_command(pmc_tool + " sample " + c.args + " 2>&1");
+        CHECK(r.status == c.status);
+        CHECK_THAT(r.out, ContainsSubstring(c.says));
+    }
+    // The command does not run when sampling cannot start.
+    auto r = pmc_test::run_command(pmc_tool + " sample -e wall-time -- touch ran-anyway; test -e ran-anyway && echo RAN");
+    CHECK_THAT(r.out, !ContainsSubstring("RAN"));
+    auto help = pmc_test::run_command(pmc_tool + " sample --help");
+    CHECK(help.status == 0);
+    CHECK_THAT(help.out, ContainsSubstring("usage: pmc sample"));
+    CHECK_THAT(help.out, ContainsSubstring("bias check"));
+}
