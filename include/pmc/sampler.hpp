@@ -91,7 +91,8 @@ struct BiasCheck {
     std::uint64_t estimated = 0;    ///< samples x period; or the sum of the samples' PERIOD where they carry it
     std::uint64_t exact = 0;        ///< the same event counted by a non-sampling counter
     double exact_running_fraction = 1; ///< < 1: the exact counter was multiplexed (and scaled)
-    std::uint64_t lost = 0;         ///< samples the kernel could not write (ring full)
+    std::uint64_t lost = 0;         ///< records the kernel could not write (ring full): samples, and with
+                                    ///< SamplerOptions::mappings also mmap records
     bool lost_from_kernel_count = false; ///< `lost` includes PERF_FORMAT_LOST (Linux 6.0+), not just LOST records
     std::uint64_t throttled = 0;    ///< times the kernel throttled the sampler (kernel.perf_event_max_sample_rate)
     std::uint64_t malformed = 0;    ///< records pmc refused (sizes that cannot be right): not counted as samples
