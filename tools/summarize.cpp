@@ -1,9 +1,8 @@
 // pmc summarize FILE: what a profile written by pmc::Profiler says, per label, in the counter's own unit.
 //
-// Self (exclusive) values come from each thread's nesting: records are stored as scopes end, children before their
-// parent, each with its depth, so a parent's self value is its total minus the totals of the scopes one level
-// deeper that ended since the last record at its own depth.
-#include <pmc/profile_format.hpp>
+// Self (exclusive) values come from each thread's nesting, as pmc::ProfileReader's walker rebuilds it (a scope's
+// total minus its children's totals); the file is read a page at a time, never whole.
+#include <pmc/profile_reader.hpp>
 #include <pmc/report.hpp>
 
 #include "commands.hpp"
@@ -12,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <optional>
@@ -68,54 +68,44 @@ struct Summary {
     std::uint64_t run = 0;          ///< sum of the outermost scopes' totals
     std::uint64_t scopes = 0;
     std::uint64_t children = 0;     ///< scopes with a parent (what --without-overhead subtracts for)
-    std::uint64_t unclosed_depth = 0; ///< records deeper than any parent that followed (their parent was lost)
+    std::optional<pmc::Failure> failure; ///< the file could not be read again (changed since it was opened)
 };
 
-/// Walks the selected threads' records for counter `c`.
-Summary summarize(const pmc::Profile& p, std::size_t c, const std::vector<const pmc::ProfileThread*>& threads,
+/// Walks the threads' nesting (thread `only`, or all) for counter `c`.
+Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::uint32_t> only,
                   bool without_overhead) {
     namespace pf = pmc::profile_format;
     Summary s;
     std::map<std::uint32_t, LabelStats> labels;
     std::map<std::uint32_t, EventStats> instants, integers;
-    const double cost = p.counters[c].cost_to_parent;
-    for (const pmc::ProfileThread* t : threads) {
-        std::vector<std::uint64_t> child_sum(pf::max_depth + 2, 0), child_count(pf::max_depth + 2, 0);
-        for (const auto& r : t->records) {
-            if (r.first_value + p.values_per_record(r.kind) > p.values.size()) continue;
-            const std::uint64_t* v = &p.values[r.first_value];
-            if (r.kind == pf::RecordKind::instant || r.kind == pf::RecordKind::integer) {
-                auto& e = (r.kind == pf::RecordKind::instant ? instants : integers)[r.label];
-                e.label = r.label;
-                ++e.count;
-                if (r.kind == pf::RecordKind::integer) {
-                    e.sum += v[1];
-                    e.min = std::min(e.min, v[1]);
-                    e.max = std::max(e.max, v[1]);
-                }
-                continue;
-            }
-            const std::uint64_t total = v[2 * c + 1] - v[2 * c];
-            const std::size_t d = r.depth;
-            std::int64_t self = static_cast<std::int64_t>(total - child_sum[d + 1]);
+    const double cost = reader.profile().counters[c].cost_to_parent;
+    s.failure = reader.walk(
+        [&](const pmc::NestedInterval& scope) {
+            const std::uint64_t total = scope.total(c);
+            std::int64_t self = scope.self(c);
             if (without_overhead)
-                self -= static_cast<std::int64_t>(std::llround(cost * static_cast<double>(child_count[d + 1])));
-            s.children += child_count[d + 1];
-            child_sum[d + 1] = 0;
-            child_count[d + 1] = 0;
-            child_sum[d] += total;
-            ++child_count[d];
-            if (d == 0) s.run += total;
+                self -= static_cast<std::int64_t>(std::llround(cost * static_cast<double>(scope.children)));
+            s.children += scope.children;
+            if (scope.depth == 0) s.run += total;
             ++s.scopes;
-            auto& l = labels[r.label];
-            l.label = r.label;
+            auto& l = labels[scope.label];
+            l.label = scope.label;
             ++l.count;
             l.self += self;
             l.total += total;
             l.calls.push_back(total);
-        }
-        for (std::size_t d = 1; d < child_count.size(); ++d) s.unclosed_depth += child_count[d];
-    }
+        },
+        [&](const pmc::NestedMark& m) {
+            auto& e = (m.kind == pf::RecordKind::instant ? instants : integers)[m.label];
+            e.label = m.label;
+            ++e.count;
+            if (m.kind == pf::RecordKind::integer) {
+                e.sum += m.integer;
+                e.min = std::min(e.min, m.integer);
+                e.max = std::max(e.max, m.integer);
+            }
+        },
+        only);
     for (auto& [id, l] : labels) s.labels.push_back(std::move(l));
     std::sort(s.labels.begin(), s.labels.end(), [](const LabelStats& a, const LabelStats& b) {
         return a.self != b.self ? a.self > b.self : a.label < b.label;
@@ -273,12 +263,13 @@ int cmd_summarize(int argc, char** argv) {
     if (file.empty()) return summarize_usage_error("which profile? (pmc summarize FILE)");
     if (per_thread && only_thread) return summarize_usage_error("--per-thread and --thread exclude each other");
 
-    auto read = pmc::read_profile(file);
+    auto read = pmc::ProfileReader::open(file);
     if (!read) {
         fmt::print(stderr, "pmc summarize: {}\n", read.failure().message);
         return 1;
     }
-    const pmc::Profile& p = *read;
+    pmc::ProfileReader& reader = *read;
+    const pmc::Profile& p = reader.profile();
     std::size_t c = 0;
     if (!counter_name.empty()) {
         auto it = std::find_if(p.counters.begin(), p.counters.end(),
@@ -292,6 +283,15 @@ int cmd_summarize(int argc, char** argv) {
         c = static_cast<std::size_t>(it - p.counters.begin());
     }
     const pmc::ProfileCounter& counter = p.counters[c];
+    // The tables, or the reason the file could not be read again (it changed while being read).
+    auto summary = [&](std::optional<std::uint32_t> only) {
+        Summary s = summarize(reader, c, only, without_overhead);
+        if (s.failure) {
+            fmt::print(stderr, "pmc summarize: {}\n", s.failure->message);
+            std::exit(1);
+        }
+        return s;
+    };
     std::vector<const pmc::ProfileThread*> threads;
     for (const auto& t : p.threads)
         if (!only_thread || t.index == *only_thread) threads.push_back(&t);
@@ -324,7 +324,7 @@ int cmd_summarize(int argc, char** argv) {
         j.end_array().key("threads").begin_array();
         for (const auto* t : threads) {
             j.begin_object().field("index", t->index).field("tid", t->tid).field("name", t->name);
-            j.field("events", t->records.size()).field("missing_pages", t->missing_pages);
+            j.field("events", reader.span(t->index).records).field("missing_pages", t->missing_pages);
             if (!t->error.empty()) j.field("error", t->error);
             // Per counter: how long it was enabled and running on this thread (null: not known, e.g. a clock).
             j.key("counter_times").begin_array();
@@ -340,14 +340,14 @@ int cmd_summarize(int argc, char** argv) {
             }
             j.end_array();
             if (per_thread) {
-                Summary s = summarize(p, c, {t}, without_overhead);
+                Summary s = summary(t->index);
                 json_summary(j, p, s);
             }
             j.end_object();
         }
         j.end_array();
         if (!per_thread) {
-            Summary s = summarize(p, c, threads, without_overhead);
+            Summary s = summary(only_thread);
             json_summary(j, p, s);
         }
         j.end_object();
@@ -381,7 +381,8 @@ int cmd_summarize(int argc, char** argv) {
     print_multiplexing(p);
     fmt::print("threads: ");
     for (std::size_t i = 0; i < p.threads.size(); ++i)
-        fmt::print("{}{}: {} events", i ? "; " : "", thread_title(p.threads[i]), p.threads[i].records.size());
+        fmt::print("{}{}: {} events", i ? "; " : "", thread_title(p.threads[i]),
+                   reader.span(p.threads[i].index).records);
     fmt::print("\nshowing: {} ({}), {}{}\n\n", counter.name, counter.unit == "events" ? "a count" : counter.unit,
                only_thread ? fmt::format("thread {} only", *only_thread)
                : per_thread ? std::string("each thread")
@@ -394,11 +395,11 @@ int cmd_summarize(int argc, char** argv) {
     if (per_thread) {
         for (const auto* t : threads) {
             fmt::print("== {}\n", thread_title(*t));
-            print_tables(p, summarize(p, c, {t}, without_overhead), counter, top);
+            print_tables(p, summary(t->index), counter, top);
             fmt::print("\n");
         }
     } else {
-        print_tables(p, summarize(p, c, threads, without_overhead), counter, top);
+        print_tables(p, summary(only_thread), counter, top);
     }
     if (!p.problems.empty()) {
         fmt::print(stderr, "pmc summarize: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",
