@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -100,6 +101,40 @@ TEST_CASE("page-fault sampling at period 1: every sample lands in the array or b
     CHECK(check.agrees);
     CHECK(check.warning.empty());
     CHECK(check.lost_from_kernel_count); // PERF_FORMAT_LOST: Linux 6.0+ (the note says so on older kernels)
+}
+
+TEST_CASE("the kernel's own records with callchain, weight and data source parse with every field in place",
+          "[sampler][system]") {
+    // A software event's samples carry weight 0 and a data source of "not available" (the kernel's PERF_MEM_NA),
+    // and the callchain starts with a context marker: if pmc misplaced a field, the addresses would not match.
+    pmc::SamplerOptions o;
+    o.period = 1;
+    o.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::addr | pmc::sample::callchain |
+               pmc::sample::weight | pmc::sample::data_src;
+    o.callchain_depth = 16;
+    char* base = static_cast<char*>(::mmap(nullptr, 64 * page(), PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(base != MAP_FAILED);
+    ::madvise(base, 64 * page(), MADV_NOHUGEPAGE);
+    const auto r = range_of(base, 64 * page());
+    pmc::Sampler s{"page-faults", o};
+    touch(base, 64 * page());
+    std::size_t in_range = 0, with_chain = 0, not_available = 0, max_depth = 0;
+    const pmc::BiasCheck check = s.stop([&](const pmc::Sample& x) {
+        if (!r.contains(x.addr)) return;
+        ++in_range;
+        with_chain += x.callchain_size >= 2 && x.callchain[0] >= PERF_CONTEXT_MAX; // a context marker first
+        not_available += x.weight == 0 && pmc::describe(x.data_source) == "n/a";
+        max_depth = std::max(max_depth, x.callchain_size);
+    });
+    ::munmap(base, 64 * page());
+    INFO(pmc::to_text(check));
+    CHECK(in_range == 64);
+    CHECK(with_chain == 64);
+    CHECK(not_available == 64);
+    CHECK(max_depth <= 16 + 8); // the depth asked for, plus the kernel's context markers
+    CHECK(s.progress().malformed == 0);
+    CHECK(check.estimated == check.exact);
 }
 
 TEST_CASE("draining while running: a one-page ring wraps many times and every record comes out whole",
