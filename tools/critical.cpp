@@ -11,6 +11,7 @@
 // cost that reaches the end of one chain of nestings. Computed in one pass over the graph (a depth-first search for
 // a topological order, then dynamic programming from the sinks up): linear in labels plus edges.
 #include <pmc/profile_format.hpp>
+#include <pmc/profile_reader.hpp>
 #include <pmc/report.hpp>
 
 #include "commands.hpp"
@@ -79,61 +80,6 @@ namespace {
 
 constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
 
-// ---- nesting: each thread's calls as a tree (postorder records with their depths) -------------------------------
-
-/// One interval (one call of a scope) with its place in its thread's nesting.
-struct Call {
-    std::uint32_t label = 0;
-    std::uint64_t inclusive = 0;
-    std::uint32_t first_child = none, next_sibling = none;
-};
-
-struct CallTree {
-    std::vector<Call> calls;
-    std::vector<std::uint32_t> roots; ///< calls at the top of the thread, in the order they ended
-    std::uint64_t orphans = 0;        ///< calls whose enclosing scope was never written (lost, or still open)
-};
-
-/// Rebuilds one thread's nesting for counter `c`: the children of an interval at depth d are the intervals at
-/// depth d + 1 written since the previous interval at depth <= d (docs/profile-format.md).
-CallTree call_tree(const pmc::Profile& p, const pmc::ProfileThread& t, std::size_t c) {
-    namespace pf = pmc::profile_format;
-    CallTree tree;
-    std::vector<std::vector<std::uint32_t>> pending(1); // per depth: calls waiting for their parent
-    std::size_t deepest = 0;
-    for (const auto& r : t.records) {
-        if (r.kind != pf::RecordKind::interval) continue;
-        if (r.first_value + p.values_per_record(r.kind) > p.values.size()) continue;
-        const std::size_t d = r.depth;
-        if (pending.size() < d + 2) pending.resize(d + 2);
-        Call call;
-        call.label = r.label;
-        call.inclusive = p.values[r.first_value + 2 * c + 1] - p.values[r.first_value + 2 * c];
-        const auto self = static_cast<std::uint32_t>(tree.calls.size());
-        // Children in the order they ran: pending[d + 1] holds them in the order they ended, which is the same.
-        auto& kids = pending[d + 1];
-        for (std::size_t i = kids.size(); i-- > 0;) {
-            tree.calls[kids[i]].next_sibling = call.first_child;
-            call.first_child = kids[i];
-        }
-        kids.clear();
-        // Deeper calls still waiting lost their parent (a page is missing): they stay at the top.
-        for (std::size_t e = d + 2; e <= deepest && e < pending.size(); ++e) {
-            for (auto k : pending[e]) tree.roots.push_back(k), ++tree.orphans;
-            pending[e].clear();
-        }
-        deepest = std::max(deepest, d);
-        tree.calls.push_back(call);
-        pending[d].push_back(self);
-    }
-    for (std::size_t d = 0; d < pending.size(); ++d)
-        for (auto k : pending[d]) {
-            tree.roots.push_back(k);
-            if (d > 0) ++tree.orphans;
-        }
-    return tree;
-}
-
 // ---- the label graph ---------------------------------------------------------------------------------------------
 
 struct Edge {
@@ -144,7 +90,6 @@ struct Edge {
     std::uint64_t recursive_count = 0;    ///< nestings in which the child's label was already open above
     std::string recursion_chain;          ///< the first such chain, outermost first: "a -> b -> a"
     bool closes_cycle = false;            ///< a cycle without recursion: not followed by the path
-    std::uint32_t last_parent_call = none; // for parent_calls_with
     std::uint32_t next_out = none;        // the parent's next outgoing edge
 };
 
@@ -166,7 +111,8 @@ struct Step {
 struct Graph {
     std::vector<Node> nodes;
     std::vector<Edge> edges;
-    std::uint64_t orphans = 0, calls = 0;
+    std::uint64_t orphans = 0; ///< calls some of whose enclosing scopes are not in the file
+    std::uint64_t calls = 0;
     std::vector<Step> path;
     std::uint64_t bottleneck = 0;
 };
@@ -175,16 +121,41 @@ class GraphBuilder {
 public:
     explicit GraphBuilder(const pmc::Profile& p) : p_(p) {}
 
-    void add(const CallTree& tree) {
-        g_.orphans += tree.orphans;
-        g_.calls += tree.calls.size();
-        std::vector<std::uint32_t> stack; // node indices of the open calls, outermost first
-        for (auto root : tree.roots) {
-            const std::uint32_t n = node(tree.calls[root].label);
-            ++g_.nodes[n].top_calls;
-            g_.nodes[n].cost += tree.calls[root].inclusive;
-            visit(tree, root, stack);
+    /// One scope from the walker (pmc/profile_reader.hpp), which reports a scope after all its descendants.
+    void add(const pmc::NestedInterval& s, std::size_t c) {
+        const auto& path = s.path(); // label ids from the outermost scope found to this one
+        const std::uint32_t n = node(s.label);
+        ++g_.calls;
+        if (!s.path_complete) ++g_.orphans;
+        Node& me = g_.nodes[n];
+        ++me.calls;
+        me.self += s.self(c);
+        // The distinct child labels of this call, gathered while its descendants were reported: one call of each
+        // edge's parent that ran the child at least once.
+        if (auto it = child_labels_.find(key(s.thread, s.ordinal)); it != child_labels_.end()) {
+            for (auto child : it->second) ++g_.edges[edge(n, child)].parent_calls_with;
+            child_labels_.erase(it);
         }
+        if (path.size() < 2) { // at the top of its thread (or everything around it was lost)
+            ++me.top_calls;
+            me.cost += s.total(c);
+            return;
+        }
+        const std::uint32_t parent = node(path[path.size() - 2]);
+        Edge& e = g_.edges[edge(parent, n)];
+        std::size_t namesake = path.size() - 1;
+        while (namesake-- > 0 && path[namesake] != s.label) {}
+        if (namesake != static_cast<std::size_t>(-1)) {
+            // Recursion: this call's value is inside its outer namesake's already.
+            if (e.recursive_count++ == 0)
+                for (std::size_t i = namesake; i < path.size(); ++i)
+                    e.recursion_chain += (i == namesake ? "" : " -> ") + g_.nodes[node(path[i])].name;
+            return;
+        }
+        e.cost += s.total(c);
+        ++e.count;
+        auto& kids = child_labels_[key(s.thread, s.parent)];
+        if (std::find(kids.begin(), kids.end(), n) == kids.end()) kids.push_back(n);
     }
 
     Graph finish() {
@@ -222,9 +193,12 @@ private:
             n.label = label;
             n.name = p_.string(label);
             g_.nodes.push_back(std::move(n));
-            open_.push_back(0);
         }
         return it->second;
+    }
+
+    static std::uint64_t key(std::uint32_t thread, std::uint64_t ordinal) {
+        return (std::uint64_t{thread} << 44) ^ ordinal; // ordinals stay far below 2^44 (16 TiB of records)
     }
 
     std::uint32_t edge(std::uint32_t from, std::uint32_t to) {
@@ -237,45 +211,6 @@ private:
             g_.edges.push_back(e);
         }
         return it->second;
-    }
-
-    // Depth-first over one call and its descendants. A thread's nesting is at most 1024 deep (the format's depth
-    // field), so the recursion here is bounded.
-    void visit(const CallTree& tree, std::uint32_t at, std::vector<std::uint32_t>& stack) {
-        const Call& call = tree.calls[at];
-        const std::uint32_t n = node(call.label);
-        Node& me = g_.nodes[n];
-        ++me.calls;
-        std::uint64_t children = 0;
-        for (auto k = call.first_child; k != none; k = tree.calls[k].next_sibling) children += tree.calls[k].inclusive;
-        me.self += static_cast<std::int64_t>(call.inclusive - children);
-        stack.push_back(n);
-        ++open_[n];
-        for (auto k = call.first_child; k != none; k = tree.calls[k].next_sibling) {
-            const Call& child = tree.calls[k];
-            const std::uint32_t cn = node(child.label);
-            const std::uint32_t e = edge(n, cn);
-            Edge& ed = g_.edges[e];
-            if (open_[cn] > 0) {
-                // Recursion: this call's value is inside its outer namesake's already.
-                if (ed.recursive_count++ == 0) {
-                    std::size_t from = stack.size();
-                    while (from-- > 0 && stack[from] != cn) {}
-                    for (std::size_t i = from; i < stack.size(); ++i) ed.recursion_chain += g_.nodes[stack[i]].name + " -> ";
-                    ed.recursion_chain += g_.nodes[cn].name;
-                }
-            } else {
-                ed.cost += child.inclusive;
-                ++ed.count;
-                if (ed.last_parent_call != at) {
-                    ed.last_parent_call = at;
-                    ++ed.parent_calls_with;
-                }
-            }
-            visit(tree, k, stack);
-        }
-        --open_[n];
-        stack.pop_back();
     }
 
     /// Follows edges in name order from the roots (then from any label not reached, in name order) and marks each
@@ -372,13 +307,17 @@ private:
     Graph g_;
     std::unordered_map<std::uint32_t, std::uint32_t> node_of_;
     std::unordered_map<std::uint64_t, std::uint32_t> edge_of_;
-    std::vector<std::uint32_t> open_;      // per node: how many of its calls are open in the current walk
+    // Per open parent call (thread, ordinal): the child labels seen under it so far. Only scopes still open in the
+    // walk have an entry, so this holds at most the nesting's depth of them.
+    std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> child_labels_;
     std::vector<std::uint32_t> postorder_; // nodes, children before parents
 };
 
-Graph build_graph(const pmc::Profile& p, std::size_t c, const std::vector<const pmc::ProfileThread*>& threads) {
-    GraphBuilder b(p);
-    for (const auto* t : threads) b.add(call_tree(p, *t, c));
+/// The graph of counter `c` over every thread, or only thread `only`; a failure if the file could not be read again.
+pmc::Result<Graph> build_graph(pmc::ProfileReader& reader, std::size_t c, std::optional<std::uint32_t> only) {
+    GraphBuilder b(reader.profile());
+    auto failure = reader.walk([&](const pmc::NestedInterval& s) { b.add(s, c); }, [](const pmc::NestedMark&) {}, only);
+    if (failure) return std::move(*failure);
     return b.finish();
 }
 
@@ -414,8 +353,8 @@ void print_graph(const Graph& g, const pmc::ProfileCounter& counter, bool list_a
     const std::string unit_name = unit == "events" ? counter.name : unit;
     fmt::print("graph: {} labels, {} edges ({} calls)", g.nodes.size(), g.edges.size(), g.calls);
     if (g.orphans)
-        fmt::print("; {} calls whose enclosing scope is not in the file (lost, or still open at the end) are "
-                   "taken as top-level",
+        fmt::print("; {} calls whose enclosing scopes are not all in the file (lost, or still open when it ended) "
+                   "are placed under the nearest enclosing scope found, or at the top",
                    g.orphans);
     fmt::print("\n");
     if (g.path.empty()) {
@@ -471,17 +410,19 @@ void print_graph(const Graph& g, const pmc::ProfileCounter& counter, bool list_a
     std::size_t w = 5;
     for (const auto& n : g.nodes) w = std::max(w, n.name.size());
     w = std::min<std::size_t>(w, 48);
-    fmt::print("\n{:<{}}  {:>9}  {:>12}  {:>12}  {}\n", "label", w, "calls", "cost", "self", "children: cost, frequency, probability");
+    fmt::print("\nevery label, costliest first (-> a child: cost, frequency, probability):\n");
+    fmt::print("{:<{}}  {:>9}  {:>12}  {:>12}\n", "label", w, "calls", "cost", "self");
     for (auto i : order) {
         const Node& n = g.nodes[i];
-        fmt::print("{:<{}}  {:>9}  {:>12}  {:>12}  {}\n", n.name, w, n.calls, show(static_cast<double>(n.cost), unit),
-                   show(static_cast<double>(n.self), unit), n.in_edges == 0 ? "(root)" : "");
+        fmt::print("{:<{}}  {:>9}  {:>12}  {:>12}{}\n", n.name, w, n.calls, show(static_cast<double>(n.cost), unit),
+                   show(static_cast<double>(n.self), unit), n.in_edges == 0 ? "  (root)" : "");
         for (auto k = n.first_out; k != none; k = g.edges[k].next_out) {
             const Edge& e = g.edges[k];
-            fmt::print("    -> {}: {}, {}x, {:.2f}%{}{}\n", g.nodes[e.to].name, show(static_cast<double>(e.cost), unit),
-                       e.count, 100 * ratio(e.parent_calls_with, n.calls),
-                       e.recursive_count ? fmt::format(", {} recursive", e.recursive_count) : "",
-                       e.closes_cycle ? ", closes a cycle" : "");
+            fmt::print("  -> {}: {}, {} time{}, in {:.2f}% of its calls{}{}\n", g.nodes[e.to].name,
+                       show(static_cast<double>(e.cost), unit), e.count, e.count == 1 ? "" : "s",
+                       100 * ratio(e.parent_calls_with, n.calls),
+                       e.recursive_count ? fmt::format("; {} recursive", e.recursive_count) : "",
+                       e.closes_cycle ? "; closes a cycle" : "");
         }
     }
 }
@@ -567,12 +508,13 @@ int cmd_critical(int argc, char** argv) {
     if (file.empty()) return critical_usage_error("which profile? (pmc critical FILE)");
     if (per_thread && only_thread) return critical_usage_error("--per-thread and --thread exclude each other");
 
-    auto read = pmc::read_profile(file);
-    if (!read) {
-        fmt::print(stderr, "pmc critical: {}\n", read.failure().message);
+    // The streaming reader: a profile larger than memory is walked page by page.
+    auto reader = pmc::ProfileReader::open(file);
+    if (!reader) {
+        fmt::print(stderr, "pmc critical: {}\n", reader.failure().message);
         return 1;
     }
-    const pmc::Profile& p = *read;
+    const pmc::Profile& p = reader->profile();
     std::size_t c = 0;
     if (!counter_name.empty()) {
         auto it = std::find_if(p.counters.begin(), p.counters.end(),
@@ -593,6 +535,23 @@ int cmd_critical(int argc, char** argv) {
         fmt::print(stderr, "pmc critical: '{}' has no thread {} (it has {})\n", file, *only_thread, p.threads.size());
         return 1;
     }
+    // One graph for all threads (or the one asked for), or one per thread.
+    std::vector<std::pair<std::optional<std::uint32_t>, Graph>> graphs;
+    auto add_graph = [&](std::optional<std::uint32_t> index) {
+        auto g = build_graph(*reader, c, index);
+        if (!g) {
+            fmt::print(stderr, "pmc critical: {}\n", g.failure().message);
+            return false;
+        }
+        graphs.emplace_back(index, std::move(*g));
+        return true;
+    };
+    if (per_thread) {
+        for (const auto* t : threads)
+            if (!add_graph(t->index)) return 1;
+    } else if (!add_graph(only_thread)) {
+        return 1;
+    }
     const int status = p.problems.empty() ? 0 : 2;
     const bool exact = counter.exact() && status == 0;
     const std::string exactness =
@@ -607,16 +566,13 @@ int cmd_critical(int argc, char** argv) {
         j.key("problems").begin_array();
         for (const auto& w : p.problems) j.value(w);
         j.end_array().key("graphs").begin_array();
-        auto one = [&](const std::vector<const pmc::ProfileThread*>& ts, std::optional<std::uint32_t> index) {
+        for (const auto& [index, g] : graphs) {
             j.begin_object();
             if (index) j.field("thread", *index);
             else j.field("thread", "all");
-            json_graph(j, build_graph(p, c, ts));
+            json_graph(j, g);
             j.end_object();
-        };
-        if (per_thread)
-            for (const auto* t : threads) one({t}, t->index);
-        else one(threads, only_thread);
+        }
         j.end_array().end_object();
         fmt::print("{}\n", j.str());
         if (status)
@@ -631,15 +587,17 @@ int cmd_critical(int argc, char** argv) {
     fmt::print("profile {}: counter {} ({}), {}\n", file, counter.name,
                counter.unit == "events" ? "a count" : counter.unit, exactness);
     if (per_thread) {
-        for (const auto* t : threads) {
+        for (std::size_t i = 0; i < threads.size(); ++i) {
+            const auto* t = threads[i];
             fmt::print("\n== thread {}{}\n", t->index, t->name.empty() ? "" : " \"" + t->name + "\"");
-            print_graph(build_graph(p, c, {t}), counter, list_all, style);
+            print_graph(graphs[i].second, counter, list_all, style);
         }
     } else {
         fmt::print("{}\n", only_thread ? fmt::format("thread {} only", *only_thread)
+                       : threads.empty()     ? std::string("no threads recorded events")
                        : threads.size() == 1 ? std::string("its one thread")
                                              : fmt::format("all {} threads together", threads.size()));
-        print_graph(build_graph(p, c, threads), counter, list_all, style);
+        print_graph(graphs.front().second, counter, list_all, style);
     }
     if (status) {
         fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",

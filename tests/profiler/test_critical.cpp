@@ -10,7 +10,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -28,7 +30,7 @@ struct TempDir {
         REQUIRE(p != nullptr);
         path = p;
     }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    ~TempDir() { if (!std::getenv("PMC_KEEP_TMP")) std::system(("rm -rf '" + path + "'").c_str()); }
     std::string file(const std::string& name) const { return path + "/" + name; }
 };
 
@@ -178,4 +180,264 @@ TEST_CASE("pmc critical: the path's value is its smallest step, not the sum of i
     INFO(r.out);
     REQUIRE(r.status == 0);
     CHECK_THAT(r.out, ContainsSubstring("path: main > X\n"));
+}
+
+TEST_CASE("pmc critical: recursion, direct and through another label, is counted once and said") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b;
+    auto& t = b.thread(0);
+    t.scope("main", 0, [&] {
+        // expand inside expand inside expand: 3 in all, not 3 + 2 + 1.
+        t.scope("expand", 1, [&] { t.scope("expand", 1, [&] { t.scope("expand", 1); }); });
+        // a > b > a: the inner a's 5 are inside the outer a's 7 already.
+        t.scope("a", 1, [&] { t.scope("b", 1, [&] { t.scope("a", 5); }); });
+    });
+    const std::string file = dir.file("recursion.pmcprof");
+    REQUIRE(b.write(file));
+    const auto r = critical("'" + file + "'");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("recursion: expand -> expand (2 nested calls; counted once, in the outermost call; not on any path)"));
+    CHECK_THAT(r.out, ContainsSubstring("recursion: a -> b -> a (1 nested call;"));
+    CHECK_THAT(r.out, ContainsSubstring("path: main > a > b\n"));
+    const auto j = pmc_test::run_command("'" + tool() + "' critical --json '" + file + "'");
+    REQUIRE(j.status == 0);
+    CHECK(pmc_test::JsonCheck::valid(j.out));
+    CHECK_THAT(j.out, ContainsSubstring(R"("label":"expand","calls":3,"top_level_calls":0,"cost":3,)"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("label":"a","calls":2,"top_level_calls":0,"cost":7,)"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("parent":"b","child":"a","cost":0,"frequency":0,)"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("recursive":1,"closes_cycle":false,"recursion":"a -> b -> a")"));
+    CHECK_THAT(j.out, ContainsSubstring(R"("label":"main","calls":1,"top_level_calls":1,"cost":10,)"));
+}
+
+TEST_CASE("pmc critical: a cycle without recursion (each label inside the other in different calls) is broken and said") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b;
+    auto& t = b.thread(0);
+    t.scope("a", 1, [&] { t.scope("b", 4); });
+    t.scope("b", 1, [&] { t.scope("a", 2); });
+    const std::string file = dir.file("cycle.pmcprof");
+    REQUIRE(b.write(file));
+    const auto r = critical("'" + file + "'");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("cycle: b -> a closes a cycle without recursion"));
+    CHECK_THAT(r.out, ContainsSubstring("path: a > b\n"));
+}
+
+TEST_CASE("pmc critical: the same path and output whatever the label ids, thread numbers and page layout") {
+    // Two chains that tie (main > P > Q and main > R > S, 30 each): the tie goes to the larger step, then the name.
+    auto build = [](pmc_test::ProfileBuilder& b, std::uint32_t first, std::uint32_t second, bool reverse_ids) {
+        if (reverse_ids)
+            for (const char* s : {"S", "R", "Q", "P", "main", "other"}) b.id(s);
+        auto& t = b.thread(first, "one");
+        t.scope("main", 0, [&] {
+            t.scope("R", 0, [&] { t.scope("S", 30); });
+            t.scope("P", 0, [&] { t.scope("Q", 30); });
+        });
+        auto& u = b.thread(second, "two");
+        u.scope("other", 3);
+    };
+    TempDir dir;
+    pmc_test::ProfileBuilder one, two;
+    build(one, 0, 1, false);
+    build(two, 5, 2, true);
+    two.page_records = 1;
+    REQUIRE(one.write(dir.file("one.pmcprof")));
+    REQUIRE(two.write(dir.file("two.pmcprof")));
+    const auto a = pmc_test::run_command("cd '" + dir.path + "' && '" + tool() + "' critical --graph one.pmcprof");
+    const auto b = pmc_test::run_command("cd '" + dir.path + "' && '" + tool() + "' critical --graph two.pmcprof");
+    INFO(a.out);
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    CHECK_THAT(a.out, ContainsSubstring("path: main > P > Q\n"));
+    CHECK(a.out.substr(a.out.find('\n')) == b.out.substr(b.out.find('\n'))); // all but the file name
+    CHECK(pmc_test::run_command("cd '" + dir.path + "' && '" + tool() + "' critical --graph one.pmcprof").out == a.out);
+}
+
+TEST_CASE("pmc critical: per thread, one thread, another counter") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b({pmc_test::exact_counter("page-faults"), pmc_test::exact_counter("minor-faults")});
+    greedy_trap(b, 0);
+    auto& w = b.thread(1, "worker");
+    w.scope("job", 1, [&] {
+        w.scope("light", 2);
+        w.begin("heavy").advance(1).advance(500, 1).end(); // heavy in minor-faults only
+    });
+    const std::string file = dir.file("threads.pmcprof");
+    REQUIRE(b.write(file));
+    auto r = critical("'" + file + "'");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("all 2 threads together"));
+    CHECK_THAT(r.out, ContainsSubstring("path: main > B > C > D\n"));
+    r = critical("--per-thread '" + file + "'");
+    CHECK_THAT(r.out, ContainsSubstring("== thread 0 \"main\""));
+    CHECK_THAT(r.out, ContainsSubstring("path: main > B > C > D\n"));
+    CHECK_THAT(r.out, ContainsSubstring("== thread 1 \"worker\""));
+    CHECK_THAT(r.out, ContainsSubstring("path: job > light\n"));
+    r = critical("--thread 1 '" + file + "'");
+    CHECK_THAT(r.out, ContainsSubstring("thread 1 only"));
+    CHECK_THAT(r.out, ContainsSubstring("path: job > light\n"));
+    CHECK(r.out.find("main") == std::string::npos);
+    r = critical("--counter minor-faults '" + file + "'");
+    CHECK_THAT(r.out, ContainsSubstring("counter minor-faults"));
+    CHECK_THAT(r.out, ContainsSubstring("path: job > heavy\n"));
+    const auto j = pmc_test::run_command("'" + tool() + "' critical --json --per-thread '" + file + "'");
+    REQUIRE(j.status == 0);
+    CHECK(pmc_test::JsonCheck::valid(j.out));
+    CHECK_THAT(j.out, ContainsSubstring(R"("thread":1,)"));
+    // Mistakes: what is wrong and what exists.
+    r = critical("--counter cycles '" + file + "'");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("recorded no counter 'cycles'; it has: page-faults, minor-faults"));
+    r = critical("--thread 9 '" + file + "'");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("has no thread 9 (it has 2)"));
+    CHECK(critical("--per-thread --thread 1 '" + file + "'").status == 1);
+    CHECK(critical("--bogus '" + file + "'").status == 1);
+    CHECK(critical("").status == 1);
+    CHECK(critical("--color sometimes '" + file + "'").status == 1);
+    r = critical("'" + dir.file("absent.pmcprof") + "'");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("cannot open profile"));
+    CHECK_THAT(r.out, ContainsSubstring("No such file or directory"));
+    r = critical("--help");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("smallest step is largest"));
+    CHECK(pmc_test::run_command("'" + tool() + "' help critical").out == pmc_test::run_command("'" + tool() + "' critical --help").out);
+}
+
+TEST_CASE("pmc critical: colour on a terminal only, and never with NO_COLOR") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b;
+    greedy_trap(b);
+    const std::string file = dir.file("colour.pmcprof");
+    REQUIRE(b.write(file));
+    const std::string esc = "\x1b[";
+    const std::string cmd = "'" + tool() + "' critical ";
+    CHECK(pmc_test::run_command("NO_COLOR= " + cmd + "'" + file + "'").out.find(esc) == std::string::npos); // a pipe
+    CHECK(pmc_test::run_command(cmd + "--color always '" + file + "'").out.find(esc) != std::string::npos);
+    CHECK(pmc_test::run_command(cmd + "--color=never '" + file + "'").out.find(esc) == std::string::npos);
+    if (pmc_test::run_command("command -v script").status != 0) PMC_SKIP("no 'script' (util-linux) to run pmc on a terminal");
+    // script(1) gives the command a pseudo-terminal.
+    const auto tty = pmc_test::run_command("NO_COLOR= script -qec \"" + cmd + "'" + file + "'\" /dev/null");
+    CHECK(tty.out.find(esc) != std::string::npos);
+    const auto no = pmc_test::run_command("NO_COLOR=1 script -qec \"" + cmd + "'" + file + "'\" /dev/null");
+    CHECK_THAT(no.out, ContainsSubstring("path: main > B > C > D"));
+    CHECK(no.out.find(esc) == std::string::npos);
+}
+
+TEST_CASE("pmc critical: scopes whose enclosing scopes are not in the file go under the nearest found, and it is said") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b;
+    auto& t = b.thread(0);
+    t.raw_interval("lost-child", 2, {1000, 1010}); // its parent at depth 1 is missing
+    t.raw_interval("top", 0, {1000, 1020});
+    t.raw_interval("open-child", 1, {1020, 1025}); // its parent never ended
+    const std::string file = dir.file("orphans.pmcprof");
+    REQUIRE(b.write(file));
+    const auto r = critical("--json '" + file + "'");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring(R"("orphans":2,)"));
+    CHECK_THAT(r.out, ContainsSubstring(R"("label":"lost-child","calls":1,"top_level_calls":0,"cost":10,)"));
+    CHECK_THAT(r.out, ContainsSubstring(R"("label":"open-child","calls":1,"top_level_calls":1,"cost":5,)"));
+    CHECK_THAT(r.out, ContainsSubstring(R"("text":"top > lost-child")"));
+    CHECK_THAT(critical("'" + file + "'").out, ContainsSubstring("2 calls whose enclosing scopes are not all in the file"));
+}
+
+TEST_CASE("pmc critical: a file cut at every length or with flipped bytes: a clear message and status, no crash") {
+    TempDir dir;
+    // Small (every length is a process run) but with all it can hold: two counters, two threads, three pages of
+    // one thread, recursion, an instant and an integer event.
+    pmc_test::ProfileBuilder b({pmc_test::exact_counter(), pmc_test::time_counter()});
+    b.page_records = 3;
+    auto& t = b.thread(0, "m");
+    t.scope("a", 1, [&] {
+        t.scope("b", 2, [&] { t.scope("a", 1); });
+        t.instant("h");
+        t.scope("c", 4);
+        t.integer("n", 7);
+    });
+    b.thread(1, "w").scope("c", 3, [&] { b.thread(1).scope("b", 1); });
+    const auto bytes = b.bytes();
+    REQUIRE(b.write(dir.file("whole.pmcprof")));
+    // One shell runs every case (a process per case, but no test-side overhead per case): it prints
+    // "N STATUS" and, where the expected message is missing, "NOMSG N".
+    auto run_all = [&](const std::string& pattern) {
+        return pmc_test::run_command(
+            "cd '" + dir.path + "' && for f in " + pattern + "; do '" + tool() +
+            "' critical \"$f\" >out 2>err; s=$?; echo \"$f $s\"; "
+            "if [ $s = 1 ]; then grep -q 'not a readable pmc profile' err || echo \"NOMSG $f\"; "
+            "elif [ $s = 2 ]; then grep -q 'is incomplete' err && grep -q 'path' out || echo \"NOMSG $f\"; fi; "
+            "done");
+    };
+    // Every cut length.
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        std::FILE* f = std::fopen(dir.file("cut-" + std::to_string(n)).c_str(), "wb");
+        REQUIRE(f);
+        std::fwrite(bytes.data(), 1, n, f);
+        std::fclose(f);
+    }
+    // Where the header and each page end, from the format's own length fields: a cut there loses whole pages
+    // that nothing in the rest of the file names, so it reads as a whole, shorter file (status 0).
+    std::vector<std::size_t> ends;
+    std::uint32_t header = 0;
+    std::memcpy(&header, bytes.data() + 12, 4);
+    for (std::size_t at = header; at <= bytes.size();) {
+        ends.push_back(at);
+        if (at == bytes.size()) break;
+        std::uint32_t payload = 0;
+        std::memcpy(&payload, bytes.data() + at + 16, 4);
+        at += pf::page_header_bytes + payload;
+    }
+    REQUIRE(ends.size() > 6);
+    auto r = run_all("cut-*");
+    REQUIRE(!r.out.empty());
+    std::size_t ran = 0, unreadable = 0, partial = 0;
+    for (std::size_t at = 0; at < r.out.size();) {
+        const std::size_t nl = r.out.find('\n', at);
+        const std::string line = r.out.substr(at, nl - at);
+        at = nl == std::string::npos ? r.out.size() : nl + 1;
+        INFO(line);
+        CHECK(line.rfind("NOMSG", 0) != 0);
+        if (line.rfind("NOMSG", 0) == 0) continue;
+        const std::string status = line.substr(line.find(' ') + 1);
+        const std::size_t n = std::stoul(line.substr(4, line.find(' ') - 4));
+        const bool at_end = std::find(ends.begin(), ends.end(), n) != ends.end();
+        CHECK(status == (at_end ? "0" : n < header ? "1" : "2")); // never a signal (128+)
+        ++ran;
+        unreadable += status == "1";
+        partial += status == "2";
+    }
+    CHECK(ran == bytes.size());
+    CHECK(partial > bytes.size() / 2); // most cuts keep a readable part
+    CHECK(unreadable > 0);
+    CHECK(critical("'" + dir.file("whole.pmcprof") + "'").status == 0);
+    // Flipped bytes: a random byte of the file set to a random other value, 300 times (seeded: reproducible).
+    std::mt19937 rng(1234);
+    for (int i = 0; i < 300; ++i) {
+        auto copy = bytes;
+        const std::size_t at = std::uniform_int_distribution<std::size_t>(0, copy.size() - 1)(rng);
+        copy[at] = static_cast<unsigned char>(copy[at] ^ std::uniform_int_distribution<int>(1, 255)(rng));
+        std::FILE* f = std::fopen(dir.file("flip-" + std::to_string(i)).c_str(), "wb");
+        REQUIRE(f);
+        std::fwrite(copy.data(), 1, copy.size(), f);
+        std::fclose(f);
+    }
+    r = run_all("flip-*");
+    std::size_t flips = 0;
+    for (std::size_t at = 0; at < r.out.size();) {
+        const std::size_t nl = r.out.find('\n', at);
+        const std::string line = r.out.substr(at, nl - at);
+        at = nl == std::string::npos ? r.out.size() : nl + 1;
+        INFO(line);
+        CHECK(line.rfind("NOMSG", 0) != 0);
+        if (line.rfind("NOMSG", 0) == 0) continue;
+        const std::string status = line.substr(line.find(' ') + 1);
+        CHECK((status == "1" || status == "2")); // every flip is noticed (the header and pages are checksummed)
+        ++flips;
+    }
+    CHECK(flips == 300);
 }
