@@ -67,7 +67,7 @@ bool parse_count(const char* s, std::uint64_t lo, std::uint64_t hi, std::uint64_
 
 int main(int argc, char** argv) {
     std::uint64_t pages = 512, period = 1;
-    for (int i = 1; i < argc; ++i) {
+    for (int i = 1; i < argc; i += 2) { // options and their values, in pairs
         std::string a = argv[i];
         if (a == "-h" || a == "--help") {
             std::fputs(usage, stdout);
@@ -83,7 +83,6 @@ int main(int argc, char** argv) {
                          a == "--pages" ? "from 1 to 65536" : "from 1", i + 1 < argc ? argv[i + 1] : "");
             return 2;
         }
-        ++i;
     }
     const std::size_t page = page_size();
     const std::size_t bytes = pages * page;
@@ -132,11 +131,10 @@ int main(int argc, char** argv) {
     }
     std::vector<std::uint64_t> addrs;
     addrs.reserve(3 * pages + 64); // no allocation in the callback while the event counts
-    for (std::size_t off = 0; off < bytes; off += page) {
-        global[off] = 1;
-        block[off] = 1;
-        (void)static_cast<volatile char*>(file)[off];
-    }
+    // One object after the other: interleaved, a period that divides the round (3) would sample one object only.
+    for (std::size_t off = 0; off < bytes; off += page) global[off] = 1;
+    for (std::size_t off = 0; off < bytes; off += page) block[off] = 1;
+    for (std::size_t off = 0; off < bytes; off += page) (void)static_cast<volatile char*>(file)[off];
     const pmc::BiasCheck check = sampler->stop([&](const pmc::Sample& s) {
         if (addrs.size() < addrs.capacity()) addrs.push_back(s.addr);
     });

@@ -31,6 +31,7 @@ struct LatencyLevel {
     std::string name;          ///< "L1", "L2", ..., "memory"
     double latency_ns = 0;     ///< its plateau
     double latency_high_ns = 0; ///< the slowest point measured within it
+    double first_size_bytes = 0, last_size_bytes = 0; ///< the working sets it spans (0: not in the file)
 };
 
 /// The levels of a latency curve, as the memory experiment (pmc-mem-latency, pmc-memory) writes them.
@@ -65,7 +66,11 @@ inline Result<LatencyCurve> parse_latency_curve(std::string_view text, std::stri
         std::string at = "regimes.levels[" + std::to_string(i) + "]";
         if (!name || !name->is_string() || name->string.empty()) return bad(at + " has no name");
         if (!lat || !lat->is_number() || !(lat->number > 0)) return bad(at + " has no positive latency_ns");
-        LatencyLevel level{name->string, lat->number, high && high->is_number() ? high->number : lat->number};
+        LatencyLevel level{name->string, lat->number, high && high->is_number() ? high->number : lat->number, 0, 0};
+        if (const auto* first = l.find("first_size_bytes"); first && first->is_number() && first->number > 0)
+            level.first_size_bytes = first->number;
+        if (const auto* last = l.find("last_size_bytes"); last && last->is_number() && last->number > 0)
+            level.last_size_bytes = last->number;
         if (level.latency_high_ns < level.latency_ns) level.latency_high_ns = level.latency_ns;
         if (!curve.levels.empty() && !(level.latency_ns > curve.levels.back().latency_ns))
             return bad(at + " (" + level.name + ", " + std::to_string(level.latency_ns) +

@@ -19,6 +19,8 @@ TEST_CASE("buckets from a curve that reached memory: one per level, edges betwee
     REQUIRE(curve->levels.size() == 4);
     CHECK(curve->reaches_memory);
     CHECK_FALSE(curve->cycles_per_ns); // that run had no cycles counter
+    CHECK(curve->levels[0].first_size_bytes == 512);
+    CHECK(curve->levels[0].last_size_bytes > curve->levels[0].first_size_bytes);
     auto b = pmc::LatencyBuckets::try_from_curve(*curve);
     REQUIRE(b.ok());
     const auto& k = b->buckets();
