@@ -70,4 +70,8 @@ extern const char* const diff_help;
 int cmd_aggregate(int argc, char** argv);
 extern const char* const aggregate_help;
 
+/// pmc export (tools/export.cpp): a profile as Chrome trace events, folded stacks or speedscope JSON.
+int cmd_export(int argc, char** argv);
+extern const char* const export_help;
+
 } // namespace pmc_tool

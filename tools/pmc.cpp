@@ -61,6 +61,10 @@ Commands:
                     (A1 A2 -- B1 B2) a change beyond the runs' noise, the rule stated.
   aggregate FILE... Several runs' profiles lined up: per label and interval min/median/max and
                     the spread, the noisiest and the largest intervals; says if the counter is exact.
+  export (--chrome | --folded | --speedscope) FILE [-o OUT] [--min-value N]
+                    A profile for real viewers: Chrome trace-event JSON (Perfetto, chrome://tracing),
+                    folded stacks (flamegraph.pl, inferno, speedscope) or speedscope's own JSON;
+                    read a page at a time, so a profile larger than memory is exported.
 
 Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode,
@@ -299,6 +303,7 @@ int main(int argc, char** argv) {
     if (argc >= 2 && std::string_view(argv[1]) == "sample") return pmc_tool::cmd_sample(argc - 2, argv + 2);
     if (argc >= 2 && std::string_view(argv[1]) == "diff") return pmc_tool::cmd_diff(argc - 2, argv + 2);
     if (argc >= 2 && std::string_view(argv[1]) == "aggregate") return pmc_tool::cmd_aggregate(argc - 2, argv + 2);
+    if (argc >= 2 && std::string_view(argv[1]) == "export") return pmc_tool::cmd_export(argc - 2, argv + 2);
     Options o;
     std::vector<std::string> events, command;
     std::vector<std::string_view> argv_views(argv + 1, argv + argc);
@@ -353,6 +358,7 @@ int main(int argc, char** argv) {
                            : help_for == "sample" ? pmc_tool::sample_help
                            : help_for == "diff" ? pmc_tool::diff_help
                            : help_for == "aggregate" ? pmc_tool::aggregate_help
+                           : help_for == "export" ? pmc_tool::export_help
                                                   : usage_text;
         fmt::print("{}", text);
         return 0;

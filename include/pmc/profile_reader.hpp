@@ -99,6 +99,10 @@ struct ProfileThreadSpan {
     std::uint64_t records = 0; ///< whole records kept
     std::uint64_t min_start = std::numeric_limits<std::uint64_t>::max(); ///< the primary's lowest reading
     std::uint64_t max_end = 0;                                           ///< and highest
+    /// Each counter's lowest start reading in its intervals (a base for the ride-along counters' tracks).
+    std::uint64_t min_reading[profile_format::max_counters] = {
+        std::numeric_limits<std::uint64_t>::max(), std::numeric_limits<std::uint64_t>::max(),
+        std::numeric_limits<std::uint64_t>::max(), std::numeric_limits<std::uint64_t>::max()};
 };
 
 namespace detail {
@@ -162,6 +166,12 @@ inline bool count_records(const unsigned char* q, std::size_t len, std::size_t c
         std::memcpy(&last, q + used + (kind == pf::RecordKind::interval ? 16 : 8), 8);
         span.min_start = std::min(span.min_start, first);
         span.max_end = std::max(span.max_end, last);
+        if (kind == pf::RecordKind::interval)
+            for (std::size_t c = 0; c < counters; ++c) {
+                std::uint64_t start;
+                std::memcpy(&start, q + used + 8 + 16 * c, 8);
+                span.min_reading[c] = std::min(span.min_reading[c], start);
+            }
         ++records;
         used += size;
     }
