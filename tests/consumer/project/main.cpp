@@ -11,6 +11,9 @@
 #if PMC_CONSUMER_HAVE_REPORT
 #include <pmc/report.hpp>
 #endif
+#if PMC_CONSUMER_HAVE_SYMBOLS
+#include <pmc/symbols.hpp> // PMC_CONSUMER_HAVE_SYMBOLS=1: the project links pmc::symbols (libelf)
+#endif
 
 #include <linux/perf_event.h>
 #include <sys/mman.h>
@@ -35,6 +38,8 @@ void expect(bool ok, const std::string& what) {
 constexpr std::size_t pages_to_touch = 64;
 
 } // namespace
+
+int pmc_consumer_global[16]; // named from the symbol table by pmc::symbols
 
 int main() {
     std::printf("pmc %s consumer\n", PMC_VERSION_STRING);
@@ -63,6 +68,12 @@ int main() {
     pmc::JsonWriter json;
     json.begin_object().field("event", spec.text).field("type", spec.attr.type).end_object();
     expect(json.str() == "{\"event\":\"page-faults:u\",\"type\":1}", "pmc::JsonWriter writes " + json.str());
+#endif
+#if PMC_CONSUMER_HAVE_SYMBOLS
+    auto map = pmc::AddressMap::of_process();
+    pmc::load_symbols(map);
+    expect(map.attribute(&pmc_consumer_global[3]).label() == "pmc_consumer_global",
+           "pmc::load_symbols (pmc::symbols) names a global: " + map.attribute(&pmc_consumer_global[3]).label());
 #endif
 
     // Two counters around touching fresh anonymous memory: every page's first write is a (minor) page fault.
