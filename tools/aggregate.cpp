@@ -82,11 +82,11 @@ struct Divergence {
 std::string step_text(const Interval& iv) { return fmt::format("{} at depth {}", iv.name, iv.depth); }
 
 /// Per thread, the first place where a run's sequence of intervals differs from the first run's; empty: same.
-std::vector<Divergence> divergences(const std::vector<Run>& rs, const std::vector<std::vector<Interval>>& ivs) {
+std::vector<Divergence> divergences(const std::vector<Run>& rs) {
     std::vector<Divergence> out;
     std::map<std::uint32_t, std::vector<std::vector<const Interval*>>> by_thread; // thread -> run -> its intervals
     for (std::size_t r = 0; r < rs.size(); ++r)
-        for (const auto& iv : ivs[r]) {
+        for (const auto& iv : rs[r].intervals) {
             auto& runs_of = by_thread[iv.thread];
             runs_of.resize(rs.size());
             runs_of[r].push_back(&iv);
@@ -153,23 +153,20 @@ int cmd_aggregate(int argc, char** argv) {
     const std::string& unit = counter.unit;
     const runs::Exactness exact = runs::exactness(rs);
 
-    std::vector<std::vector<Interval>> ivs;
-    for (const auto& r : rs) ivs.push_back(runs::intervals(r.profile, r.counter));
-
     // Line the intervals up: by position per thread when every thread's sequence is the same, else by label path.
-    const std::vector<Divergence> diverged = divergences(rs, ivs);
+    const std::vector<Divergence> diverged = divergences(rs);
     const bool by_position = diverged.empty();
     std::vector<Slot> slots;
     {
         std::unordered_map<std::string, std::size_t> slot_of;
         for (std::size_t r = 0; r < rs.size(); ++r) {
             std::unordered_map<std::string, std::size_t> seen; // path -> occurrences so far in this run
-            for (const auto& iv : ivs[r]) {
+            for (const auto& iv : rs[r].intervals) {
                 const std::string key = by_position ? fmt::format("{}:{}", iv.thread, iv.ordinal)
                                                     : fmt::format("{}#{}", iv.path, seen[iv.path]++);
                 auto [it, fresh] = slot_of.emplace(key, slots.size());
                 if (fresh) slots.push_back(Slot{iv.thread, iv.ordinal, iv.path, {}, {}});
-                slots[it->second].totals.push_back(static_cast<double>(iv.total));
+                slots[it->second].totals.push_back(static_cast<double>(iv.total[rs[r].counter]));
             }
         }
     }
@@ -202,7 +199,7 @@ int cmd_aggregate(int argc, char** argv) {
     {
         std::map<std::string, std::vector<runs::LabelSums>> per_label;
         for (std::size_t r = 0; r < rs.size(); ++r)
-            for (auto& [label, sums] : runs::label_sums(ivs[r])) per_label[label].push_back(sums);
+            for (auto& [label, sums] : runs::label_sums(rs[r])) per_label[label].push_back(sums);
         for (auto& [label, sums] : per_label) {
             std::vector<double> calls, self, total;
             for (const auto& s : sums) {
@@ -218,7 +215,7 @@ int cmd_aggregate(int argc, char** argv) {
     }
     std::map<std::string, std::vector<double>> instants;
     for (std::size_t r = 0; r < rs.size(); ++r)
-        for (auto& [name, count] : runs::event_sums(rs[r].profile).instants) {
+        for (const auto& [name, count] : rs[r].events.instants) {
             auto& v = instants[name];
             v.resize(rs.size(), 0.0); // a run without this event had none
             v[r] = static_cast<double>(count);
@@ -290,7 +287,8 @@ int cmd_aggregate(int argc, char** argv) {
                exact.exact ? "exact: " : "not exact: ", exact.why);
     for (const auto& k : rs[0].profile.counters)
         if (k.name != counter.name) {
-            const auto e = runs::exactness(rs[0].profile, static_cast<std::size_t>(&k - rs[0].profile.counters.data()));
+            const auto e = runs::exactness(rs[0].profile, static_cast<std::size_t>(&k - rs[0].profile.counters.data()),
+                                           rs[0].records);
             fmt::print("also recorded: {} ({}{}; --counter {})\n", k.name, e.exact ? "exact" : "not exact: ",
                        e.exact ? "" : e.why, k.name);
         }

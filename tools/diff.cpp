@@ -173,7 +173,7 @@ int cmd_diff(int argc, char** argv) {
     for (std::size_t r = 0; r < all.size(); ++r) {
         const bool is_after = r >= nb;
         const std::size_t at = is_after ? r - nb : r, n = is_after ? na : nb;
-        for (auto& [label, sums] : runs::label_sums(runs::intervals(all[r].profile, all[r].counter))) {
+        for (auto& [label, sums] : runs::label_sums(all[r])) {
             Row& row = rows[label];
             row.label = label;
             Side& side = is_after ? row.after : row.before;
@@ -182,7 +182,7 @@ int cmd_diff(int argc, char** argv) {
             side.self[at] = static_cast<double>(sums.self);
             side.total[at] = static_cast<double>(sums.total);
         }
-        const runs::EventSums events = runs::event_sums(all[r].profile);
+        const runs::EventSums& events = all[r].events;
         auto put = [&](auto& table, const std::string& name, double value) {
             auto& [b, a] = table[name];
             b.resize(nb, 0.0);

@@ -1,9 +1,10 @@
-// Several profiles read as runs of one program, for pmc diff and pmc aggregate: the files read (damage reported),
-// one counter chosen in all of them, whether it is exact, each run's intervals with their label paths and self
-// values, per-label sums, and min / median / max across runs.
+// Several profiles read as runs of one program, for pmc diff and pmc aggregate: the files read (damage reported) and
+// walked with pmc/profile_reader.hpp's nesting walker, one counter chosen in all of them, whether it is exact, each
+// run's intervals with their label paths and self values, per-label sums, and min / median / max across runs.
 #pragma once
 
 #include <pmc/profile_format.hpp>
+#include <pmc/profile_reader.hpp>
 
 #include <fmt/format.h>
 
@@ -17,20 +18,95 @@
 
 namespace pmc_tool::runs {
 
-/// One profile file and the index of the chosen counter in it.
+/// One interval of one run: where it is, its name and label path from its thread's outermost scope, its values.
+struct Interval {
+    std::uint32_t thread = 0;  ///< the profiler's thread number
+    std::size_t ordinal = 0;   ///< its place among its thread's intervals, in the order they ended (postorder)
+    std::string label;         ///< label text
+    std::string name;          ///< label(argument), or the label when it has no argument
+    std::uint16_t depth = 0;
+    std::string path;          ///< the labels of its enclosing scopes and its own name, joined by " / "
+    std::uint64_t total[pmc::profile_format::max_counters] = {}; ///< inclusive value per counter
+    std::int64_t self[pmc::profile_format::max_counters] = {};   ///< total minus its children's totals
+};
+
+/// Instant events (cache hits) per "label(argument)", and integer events' count and sum per label.
+struct EventSums {
+    std::map<std::string, std::uint64_t> instants;
+    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> integers; ///< count, sum
+};
+
+/// One profile file: its header, threads and problems (no records), its intervals and events as the nesting walker
+/// (pmc/profile_reader.hpp) reports them, and the index of the chosen counter.
 struct Run {
     std::string file;
     pmc::Profile profile;
+    std::vector<Interval> intervals; ///< by thread, then in the order they ended
+    EventSums events;
+    std::map<std::uint32_t, std::uint64_t> records; ///< per thread: whole records read
     std::size_t counter = 0;
 };
 
-/// Reads every file. A file whose header cannot be read is an error (the message says which and why); damage after
-/// the header is in each profile's problems.
+inline std::string name_of(const pmc::Profile& p, std::uint32_t label, std::uint32_t arg) {
+    return arg ? p.string(label) + "(" + p.string(arg) + ")" : p.string(label);
+}
+
+/// Reads one file through the streaming reader and walks its nesting (the file is closed again at the end, so that
+/// any number of files can be given). Fails when the file cannot be opened, its header read, or it changed while
+/// being read.
+inline std::optional<std::string> load(const std::string& file, Run& out) {
+    namespace pf = pmc::profile_format;
+    auto reader = pmc::ProfileReader::open(file);
+    if (!reader) return reader.failure().message;
+    out.file = file;
+    out.profile = reader->profile();
+    const pmc::Profile& p = out.profile;
+    const std::size_t nc = p.counters.size();
+    for (const auto& t : p.threads) out.records[t.index] = reader->span(t.index).records;
+    auto failure = reader->walk(
+        [&](const pmc::NestedInterval& s) {
+            Interval iv;
+            iv.thread = s.thread;
+            iv.ordinal = static_cast<std::size_t>(s.ordinal); // the record's; renumbered below
+            iv.label = p.string(s.label);
+            iv.name = name_of(p, s.label, s.arg);
+            iv.depth = s.depth;
+            iv.path = s.path_complete ? "" : "(parent lost) / ";
+            const auto& labels = s.path();
+            for (std::size_t i = 0; i + 1 < labels.size(); ++i) iv.path += p.string(labels[i]) + " / ";
+            iv.path += iv.name;
+            for (std::size_t c = 0; c < nc; ++c) {
+                iv.total[c] = s.total(c);
+                iv.self[c] = s.self(c);
+            }
+            out.intervals.push_back(std::move(iv));
+        },
+        [&](const pmc::NestedMark& m) {
+            if (m.kind == pf::RecordKind::instant) ++out.events.instants[name_of(p, m.label, m.arg)];
+            else {
+                auto& [count, sum] = out.events.integers[p.string(m.label)];
+                ++count;
+                sum += m.integer;
+            }
+        });
+    if (failure) return failure->message;
+    // The walker reports each thread from its last record back: put them in the order they ended, numbered among
+    // the thread's intervals only (so that instant events do not shift them).
+    std::sort(out.intervals.begin(), out.intervals.end(), [](const Interval& a, const Interval& b) {
+        return a.thread != b.thread ? a.thread < b.thread : a.ordinal < b.ordinal;
+    });
+    for (std::size_t i = 0, n = 0; i < out.intervals.size(); ++i, ++n) {
+        if (i > 0 && out.intervals[i].thread != out.intervals[i - 1].thread) n = 0;
+        out.intervals[i].ordinal = n;
+    }
+    return std::nullopt;
+}
+
+/// Reads every file (see load); the first failure ends it, with its message.
 inline std::optional<std::string> load(const std::vector<std::string>& files, std::vector<Run>& out) {
     for (const auto& f : files) {
-        auto read = pmc::read_profile(f);
-        if (!read) return read.failure().message;
-        out.push_back(Run{f, std::move(*read), 0});
+        out.emplace_back();
+        if (auto failure = load(f, out.back())) return failure;
     }
     return std::nullopt;
 }
@@ -69,30 +145,42 @@ struct Exactness {
     std::string why;
 };
 
-inline Exactness exactness(const pmc::Profile& p, std::size_t c) {
+/// The rule summarize and critical use too: the header's exact flag, not a fallback, and, for an event that may be
+/// multiplexed, every thread that recorded events counted it all the time it was enabled (its times say so).
+inline Exactness exactness(const pmc::Profile& p, std::size_t c, const std::map<std::uint32_t, std::uint64_t>& records) {
     namespace pf = pmc::profile_format;
     const auto& k = p.counters[c];
     if (!k.exact())
         return {false, k.unit == "ns" || k.unit == "TSC ticks" ? "a time: it varies from run to run"
                                                                : "the file does not mark it exact"};
     if (k.flags & pf::fallback) return {false, "recorded in place of a counter that could not be opened (a fallback)"};
-    if (k.flags & pf::may_multiplex) return {false, "a hardware event the kernel may multiplex (time-share)"};
+    bool checked = false;
     for (const auto& t : p.threads) {
+        auto it = records.find(t.index);
+        if (it == records.end() || it->second == 0) continue; // recorded nothing
         if (!t.error.empty()) return {false, fmt::format("thread {}'s counters could not be opened", t.index)};
-        if (c < t.times.size() && t.times[c].multiplexed())
+        if (!(k.flags & pf::may_multiplex)) continue;
+        if (c >= t.times.size() || !t.times[c].known())
+            return {false, fmt::format("a hardware event the kernel may multiplex, and thread {}'s times do not say "
+                                       "whether it did",
+                                       t.index)};
+        if (t.times[c].multiplexed())
             return {false, fmt::format("multiplexed on thread {} (counted {:.1f}% of the time)", t.index,
                                        100.0 * t.times[c].running_fraction())};
+        checked = true;
     }
+    if (checked) return {true, "a count of events read whole; never multiplexed (every thread counted it all the time "
+                               "it was enabled)"};
     return {true, "a count of events read whole, never multiplexed or replaced"};
 }
 
 /// Exact only when every run's counter is; otherwise the first reason, with its file.
 inline Exactness exactness(const std::vector<Run>& runs) {
     for (const auto& r : runs) {
-        Exactness e = exactness(r.profile, r.counter);
+        Exactness e = exactness(r.profile, r.counter, r.records);
         if (!e.exact) return {false, runs.size() > 1 ? e.why + " (in '" + r.file + "')" : e.why};
     }
-    return exactness(runs.front().profile, runs.front().counter);
+    return exactness(runs.front().profile, runs.front().counter, runs.front().records);
 }
 
 /// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.
@@ -135,67 +223,6 @@ inline std::string percent_text(double p) {
     return std::isinf(p) ? std::string("inf") : fmt::format("{:.1f}%", p);
 }
 
-// ---- intervals ------------------------------------------------------------------------------------------------
-// A stand-in for the shared nesting walker (helper C's, announced on the board): rebuilds each thread's nesting from
-// the records' depths as docs/profile-format.md describes (the children of an interval at depth d are the intervals
-// at depth d + 1 written since the previous record at depth <= d).
-
-/// One interval of one run: where it is, its name and path from its thread's outermost scope, its values.
-struct Interval {
-    std::uint32_t thread = 0;     ///< the profiler's thread number
-    std::size_t ordinal = 0;      ///< its place among its thread's intervals (postorder: the order they ended)
-    std::string label;            ///< label text
-    std::string name;             ///< label(argument), or the label when it has no argument
-    std::uint16_t depth = 0;
-    std::string path;             ///< names from the outermost scope, joined by " / "
-    std::uint64_t total = 0;      ///< inclusive value
-    std::int64_t self = 0;        ///< total minus its children's totals
-};
-
-inline std::vector<Interval> intervals(const pmc::Profile& p, std::size_t c) {
-    namespace pf = pmc::profile_format;
-    std::vector<Interval> out;
-    for (const auto& t : p.threads) {
-        const std::size_t first = out.size();
-        std::vector<std::vector<std::size_t>> pending; // per depth: intervals whose parent has not ended yet
-        std::vector<std::size_t> parent;               // per interval of this thread (index into out), or SIZE_MAX
-        std::size_t deepest = 0;
-        for (const auto& r : t.records) {
-            if (r.kind != pf::RecordKind::interval || r.first_value + p.values_per_record(r.kind) > p.values.size())
-                continue;
-            const std::uint64_t* v = &p.values[r.first_value];
-            Interval iv;
-            iv.thread = t.index;
-            iv.ordinal = out.size() - first;
-            iv.label = p.string(r.label);
-            iv.name = r.arg ? iv.label + "(" + p.string(r.arg) + ")" : iv.label;
-            iv.depth = r.depth;
-            iv.total = v[2 * c + 1] - v[2 * c];
-            const std::size_t d = r.depth;
-            if (pending.size() < d + 2) pending.resize(d + 2);
-            for (std::size_t k = d + 2; k <= deepest && k < pending.size(); ++k) pending[k].clear(); // parent lost
-            std::uint64_t children = 0;
-            for (std::size_t ch : pending[d + 1]) {
-                children += out[ch].total;
-                parent[ch - first] = out.size();
-            }
-            pending[d + 1].clear();
-            iv.self = static_cast<std::int64_t>(iv.total - children);
-            pending[d].push_back(out.size());
-            deepest = std::max(deepest, d);
-            parent.push_back(SIZE_MAX);
-            out.push_back(std::move(iv));
-        }
-        // Parents end after their children: fill paths from the last interval back.
-        for (std::size_t i = out.size(); i-- > first;) {
-            const std::size_t up = parent[i - first];
-            if (up != SIZE_MAX) out[i].path = out[up].path + " / " + out[i].name;
-            else out[i].path = out[i].depth > 0 ? "(parent lost) / " + out[i].name : out[i].name;
-        }
-    }
-    return out;
-}
-
 /// One label's sums in one run.
 struct LabelSums {
     std::uint64_t calls = 0;
@@ -203,38 +230,14 @@ struct LabelSums {
     std::uint64_t total = 0; ///< a recursive label's inner calls are in its outer calls' totals too
 };
 
-inline std::map<std::string, LabelSums> label_sums(const std::vector<Interval>& ivs) {
+inline std::map<std::string, LabelSums> label_sums(const Run& r) {
     std::map<std::string, LabelSums> out;
-    for (const auto& iv : ivs) {
+    for (const auto& iv : r.intervals) {
         auto& s = out[iv.label];
         ++s.calls;
-        s.self += iv.self;
-        s.total += iv.total;
+        s.self += iv.self[r.counter];
+        s.total += iv.total[r.counter];
     }
-    return out;
-}
-
-/// Instant events (cache hits) per "label(argument)", and integer events' count and sum per label.
-struct EventSums {
-    std::map<std::string, std::uint64_t> instants;
-    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> integers; ///< count, sum
-};
-
-inline EventSums event_sums(const pmc::Profile& p) {
-    namespace pf = pmc::profile_format;
-    EventSums out;
-    for (const auto& t : p.threads)
-        for (const auto& r : t.records) {
-            if (r.kind == pf::RecordKind::interval || r.first_value + p.values_per_record(r.kind) > p.values.size())
-                continue;
-            const std::string name = r.arg ? p.string(r.label) + "(" + p.string(r.arg) + ")" : p.string(r.label);
-            if (r.kind == pf::RecordKind::instant) ++out.instants[name];
-            else {
-                auto& [count, sum] = out.integers[p.string(r.label)];
-                ++count;
-                sum += p.values[r.first_value + 1];
-            }
-        }
     return out;
 }
 

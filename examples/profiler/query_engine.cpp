@@ -60,10 +60,14 @@ std::uint64_t planted_work(std::uint64_t seed) {
     return x;
 }
 
+enum class Query { none, parse, typeck, type_of, optimize, codegen };
+
 struct Compiler {
     pmc::Profiler& prof;
     std::size_t functions;
-    std::string plant; // --plant: the query that does extra work
+    // --plant: the query that does extra work. An enum compared in every query costs the same instructions whichever
+    // query it names, so the other queries count the same with and without --plant (a string compare would not).
+    Query plant = Query::none;
     // The query kinds, interned once.
     pmc::Label compile_fn = prof.label("compile"), parse = prof.label("parse"), typeck = prof.label("typeck"), type_of = prof.label("type_of"),
                optimize = prof.label("optimize"), codegen = prof.label("codegen"),
@@ -90,7 +94,8 @@ struct Compiler {
             }
         }
         auto s = prof.scope(type_of, names[f]);
-        const std::uint64_t sig = churn(f, 2000) ^ (plant == "type_of" ? planted_work(f) : 0);
+        std::uint64_t sig = churn(f, 2000);
+        if (plant == Query::type_of) sig ^= planted_work(f);
         std::lock_guard<std::mutex> lock(memo_mutex);
         signatures.emplace(f, sig);
         return sig;
@@ -102,25 +107,25 @@ struct Compiler {
         {
             auto s = prof.scope(parse, names[f]);
             h ^= churn(f, 3000 + 50 * (f % 17));
-            if (plant == "parse") h ^= planted_work(h);
+            if (plant == Query::parse) h ^= planted_work(h);
         }
         {
             auto s = prof.scope(typeck, names[f]);
             for (std::size_t c : callees(f)) h ^= query_type_of(c);
             h ^= churn(h, 1500);
-            if (plant == "typeck") h ^= planted_work(h);
+            if (plant == Query::typeck) h ^= planted_work(h);
         }
         {
             auto s = prof.scope(optimize, names[f]);
             h ^= churn(h, 8000 + 400 * (f % 5));
-            if (plant == "optimize") h ^= planted_work(h);
+            if (plant == Query::optimize) h ^= planted_work(h);
         }
         {
             auto s = prof.scope(codegen, names[f]);
             // 256 to 544 KiB: above malloc's mmap threshold, so fresh pages that fault in (see page-faults)
             std::vector<std::uint64_t> ir(32768 + 4096 * (f % 9));
             for (std::size_t i = 0; i < ir.size(); i += 512) ir[i] = h = churn(h, 4);
-            if (plant == "codegen") h ^= planted_work(h);
+            if (plant == Query::codegen) h ^= planted_work(h);
             prof.integer(ir_size, ir.size() * sizeof(std::uint64_t), names[f]);
         }
         return h;
@@ -131,7 +136,7 @@ struct Compiler {
 
 int main(int argc, char** argv) {
     std::size_t threads = 2, functions = 400;
-    std::string plant;
+    Query plant = Query::none;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto number = [&](std::size_t& out) {
@@ -148,11 +153,12 @@ int main(int argc, char** argv) {
         }
         if ((a == "--threads" && number(threads)) || (a == "--functions" && number(functions))) continue;
         if (a == "--plant" && i + 1 < argc) {
-            plant = argv[++i];
-            if (plant == "parse" || plant == "typeck" || plant == "type_of" || plant == "optimize" || plant == "codegen")
-                continue;
+            const std::string q = argv[++i];
+            plant = q == "parse" ? Query::parse : q == "typeck" ? Query::typeck : q == "type_of" ? Query::type_of
+                  : q == "optimize" ? Query::optimize : q == "codegen" ? Query::codegen : Query::none;
+            if (plant != Query::none) continue;
             std::fprintf(stderr, "pmc-example-profiler: --plant '%s': not a query (parse, typeck, type_of, optimize or "
-                                 "codegen)\n", plant.c_str());
+                                 "codegen)\n", q.c_str());
             return 1;
         }
         std::fprintf(stderr, "pmc-example-profiler: bad argument '%s' (a number from 1 to 100000 after --threads or "

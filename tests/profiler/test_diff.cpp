@@ -1,0 +1,323 @@
+// pmc diff (tools/diff.cpp) on synthetic profiles with chosen values (tests/support/profile_builder.hpp): a profile
+// against itself, a planted change found in its query and no other, the noise rule with several runs a side, what
+// makes a counter not exact, mismatched profiles, usage errors; and damaged files (every cut length, byte flips)
+// for diff and aggregate both: a message, never a crash.
+#include <pmc/detail/json.hpp>
+#include <pmc/profile_format.hpp>
+
+#include "catch.hpp"
+#include "command.hpp"
+#include "json_check.hpp"
+#include "profile_builder.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace pf = pmc::profile_format;
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/pmc-diff-test-XXXXXX";
+        const char* p = ::mkdtemp(tmpl);
+        REQUIRE(p != nullptr);
+        path = p;
+    }
+    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    std::string file(const std::string& name) const { return path + "/" + name; }
+};
+
+std::string tool() { return PMC_TOOL_PATH; }
+
+/// A small compiler run: three functions on thread 0 (compile > parse, typeck > type_of), cache hits, sizes, and a
+/// worker thread. `typeck_extra` is added to the second typeck's own value; `parse_self` is each parse's.
+void compiler_run(pmc_test::ProfileBuilder& b, std::uint64_t typeck_extra = 0, std::uint64_t parse_self = 10) {
+    auto& t = b.thread(0, "main");
+    for (int f = 0; f < 3; ++f)
+        t.scope("compile", 5, [&] {
+            t.scope("parse", parse_self);
+            t.scope("typeck", 20 + (f == 1 ? typeck_extra : 0), [&] { t.scope("type_of", 3); });
+            t.instant("cache-hit", "type_of");
+            t.integer("ir-size", 100 + static_cast<std::uint64_t>(f));
+        });
+    auto& w = b.thread(1, "worker");
+    w.scope("codegen", 7);
+}
+
+std::string write(const TempDir& dir, const std::string& name, const std::function<void(pmc_test::ProfileBuilder&)>& fill,
+                  std::vector<pmc_test::BuilderCounter> counters = {pmc_test::exact_counter()}) {
+    pmc_test::ProfileBuilder b(std::move(counters));
+    fill(b);
+    const std::string path = dir.file(name);
+    REQUIRE(b.write(path));
+    return path;
+}
+
+pmc::detail::JsonValue json_of(const pmc_test::CommandResult& r) {
+    INFO(r.out);
+    REQUIRE(pmc_test::JsonCheck::valid(r.out));
+    auto v = pmc::detail::JsonReader::parse(r.out, "pmc diff --json");
+    REQUIRE(v.ok());
+    return *v;
+}
+
+/// The labels array of pmc diff --json, by label.
+const pmc::detail::JsonValue& label(const pmc::detail::JsonValue& j, const std::string& name) {
+    for (const auto& l : j.find("labels")->items)
+        if (l.find("label")->string == name) return l;
+    FAIL("no label " << name);
+    throw;
+}
+
+pmc_test::CommandResult diff(const std::string& args) { return pmc_test::run_command(tool() + " diff " + args + " 2>&1"); }
+
+} // namespace
+
+TEST_CASE("pmc diff: a profile against itself is unchanged everywhere") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    auto j = json_of(pmc_test::run_command(tool() + " diff --json '" + a + "' '" + a + "'"));
+    CHECK(j.find("exact")->boolean);
+    const auto& labels = j.find("labels")->items;
+    REQUIRE(labels.size() == 5); // compile, parse, typeck, type_of, codegen
+    for (const auto& l : labels) {
+        INFO(l.find("label")->string);
+        CHECK(l.find("verdict")->string == "unchanged");
+        CHECK(l.find("self_delta")->number == 0);
+        CHECK(l.find("total_delta")->number == 0);
+    }
+    CHECK(label(j, "typeck").find("before")->find("self")->number == 60);
+    CHECK(label(j, "compile").find("before")->find("total")->number == 3 * (5 + 10 + 20 + 3));
+    REQUIRE(j.find("instants")->items.size() == 1);
+    CHECK(j.find("instants")->items[0].find("event")->string == "cache-hit(type_of)");
+    CHECK(j.find("instants")->items[0].find("count_delta")->number == 0);
+    CHECK(j.find("integers")->items[0].find("sum_before")->number == 303);
+
+    auto text = diff("'" + a + "' '" + a + "'");
+    CHECK(text.status == 0);
+    CHECK_THAT(text.out, ContainsSubstring("5 labels: 5 unchanged"));
+    CHECK_THAT(text.out, ContainsSubstring("page-faults (a count): exact"));
+}
+
+TEST_CASE("pmc diff: a planted change in one query is found there and nowhere else") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    const auto b = write(dir, "b.pmcprof", [](auto& p) { compiler_run(p, 4); });
+    auto j = json_of(pmc_test::run_command(tool() + " diff --json '" + a + "' '" + b + "'"));
+    const auto& labels = j.find("labels")->items;
+    REQUIRE(!labels.empty());
+    CHECK(labels[0].find("label")->string == "typeck"); // sorted by |self delta|
+    CHECK(labels[0].find("verdict")->string == "changed");
+    CHECK(labels[0].find("self_delta")->number == 4);
+    CHECK(labels[0].find("self_delta_percent")->number == Approx(100.0 * 4 / 60));
+    for (const auto& l : labels)
+        if (l.find("label")->string != "typeck") {
+            INFO(l.find("label")->string);
+            CHECK(l.find("verdict")->string == "unchanged");
+        }
+    // Its caller's total carries the change, but the caller itself did not change.
+    CHECK(label(j, "compile").find("total_delta")->number == 4);
+    auto text = diff("'" + a + "' '" + b + "'");
+    CHECK_THAT(text.out, ContainsSubstring("changed by +4"));
+    CHECK_THAT(text.out, ContainsSubstring("4 unchanged, 1 changed"));
+}
+
+TEST_CASE("pmc diff: several runs a side, a change beyond the noise only when the runs' ranges do not overlap") {
+    TempDir dir;
+    // parse's self value per run: BASE 10, 12, 11 (x3 calls); NEW 20, 22, 21 (beyond) for one set, 11, 13, 12 for
+    // another (within). typeck never changes, but is recorded with a time counter: noisy by definition.
+    std::vector<std::string> base, moved, overlapping;
+    for (std::uint64_t r = 0; r < 3; ++r) {
+        const std::uint64_t jitter = r == 1 ? 2 : r == 2 ? 1 : 0;
+        base.push_back(write(dir, "a" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 10 + jitter); },
+                             {pmc_test::time_counter()}));
+        moved.push_back(write(dir, "b" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 20 + jitter); },
+                              {pmc_test::time_counter()}));
+        overlapping.push_back(write(dir, "c" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 11 + jitter); },
+                                    {pmc_test::time_counter()}));
+    }
+    auto join = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& f : v) s += " '" + f + "'";
+        return s;
+    };
+    auto j = json_of(pmc_test::run_command(tool() + " diff --json" + join(base) + " --" + join(moved)));
+    CHECK(!j.find("exact")->boolean);
+    CHECK(j.find("chance_apart")->number == Approx(0.1)); // 2 * 3! * 3! / 6!
+    CHECK_THAT(j.find("rule")->string, ContainsSubstring("do not overlap"));
+    CHECK(label(j, "parse").find("verdict")->string == "beyond the noise");
+    CHECK(label(j, "parse").find("self_delta")->number == 30); // medians 33 -> 63
+    CHECK(label(j, "parse").find("before")->find("self_min")->number == 30);
+    CHECK(label(j, "parse").find("before")->find("self_max")->number == 36);
+    CHECK(label(j, "typeck").find("verdict")->string == "within the noise"); // identical ranges overlap
+    auto within = json_of(pmc_test::run_command(tool() + " diff --json" + join(base) + " --" + join(overlapping)));
+    CHECK(label(within, "parse").find("verdict")->string == "within the noise"); // 30-36 against 33-39
+    CHECK(label(within, "parse").find("self_delta")->number == 3);
+    auto text = diff(join(base) + " --" + join(moved));
+    CHECK_THAT(text.out, ContainsSubstring("(by chance, for runs of one program: 10.0% per label)"));
+    CHECK_THAT(text.out, ContainsSubstring("wall-time (ns): not exact: a time"));
+    // One run a side of a noisy counter: no verdict pretends to know the noise.
+    auto single = json_of(pmc_test::run_command(tool() + " diff --json '" + base[0] + "' '" + moved[0] + "'"));
+    CHECK(label(single, "parse").find("verdict")->string == "no noise estimate");
+    CHECK_THAT(single.find("rule")->string, ContainsSubstring("A1 A2 A3 -- B1 B2 B3"));
+    // An exact counter whose runs differ on one side is judged by the same rule, not called changed.
+    std::vector<std::string> exact_base, exact_new;
+    for (std::uint64_t r = 0; r < 2; ++r) {
+        exact_base.push_back(write(dir, "e" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 10 + r); }));
+        exact_new.push_back(write(dir, "f" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 10); }));
+    }
+    auto mixed = json_of(pmc_test::run_command(tool() + " diff --json" + join(exact_base) + " --" + join(exact_new)));
+    CHECK(mixed.find("exact")->boolean);
+    CHECK(label(mixed, "parse").find("verdict")->string == "within the noise");
+    CHECK(label(mixed, "typeck").find("verdict")->string == "unchanged");
+}
+
+TEST_CASE("pmc diff: a counter that may be multiplexed or is a fallback is not called exact") {
+    TempDir dir;
+    for (std::uint32_t flag : {std::uint32_t{pf::may_multiplex}, std::uint32_t{pf::fallback}}) {
+        auto counter = pmc_test::exact_counter("instructions:u");
+        counter.flags |= flag;
+        const auto a = write(dir, "a", [](auto& b) { compiler_run(b); }, {counter});
+        auto j = json_of(pmc_test::run_command(tool() + " diff --json '" + a + "' '" + a + "'"));
+        CHECK(!j.find("exact")->boolean);
+        CHECK_THAT(j.find("exact_reason")->string,
+                   ContainsSubstring(flag == pf::fallback ? "fallback" : "multiplex"));
+        CHECK(label(j, "parse").find("verdict")->string == "no noise estimate");
+    }
+    // A thread whose counters could not be opened recorded zeros: not exact either.
+    const auto broken = write(dir, "broken", [](auto& b) {
+        compiler_run(b);
+        b.thread_error(1, "EACCES");
+    });
+    auto j = json_of(pmc_test::run_command(tool() + " diff --json '" + broken + "' '" + broken + "'"));
+    CHECK(!j.find("exact")->boolean);
+    CHECK_THAT(j.find("exact_reason")->string, ContainsSubstring("thread 1's counters could not be opened"));
+}
+
+TEST_CASE("pmc diff: mismatched profiles are compared as far as they can be, and what differs is said") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    const auto other_labels = write(dir, "b.pmcprof", [](auto& b) {
+        auto& t = b.thread(0);
+        t.scope("compile", 5, [&] { t.scope("lower", 9); });
+        t.instant("cache-miss");
+    });
+    auto j = json_of(pmc_test::run_command(tool() + " diff --json '" + a + "' '" + other_labels + "'"));
+    CHECK(label(j, "lower").find("verdict")->string == "new");
+    CHECK(label(j, "parse").find("verdict")->string == "gone");
+    CHECK(label(j, "compile").find("verdict")->string == "changed");
+    bool hit_gone = false, miss_new = false;
+    for (const auto& e : j.find("instants")->items) {
+        hit_gone |= e.find("event")->string == "cache-hit(type_of)" && e.find("count_delta")->number == -3;
+        miss_new |= e.find("event")->string == "cache-miss" && e.find("count_delta")->number == 1;
+    }
+    CHECK(hit_gone);
+    CHECK(miss_new);
+    // Different counters: which file lacks the counter, what it has, and how to choose.
+    const auto wall = write(dir, "w.pmcprof", [](auto& b) { compiler_run(b); }, {pmc_test::time_counter()});
+    auto r = diff("'" + a + "' '" + wall + "'");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("recorded no counter 'page-faults' (it has: wall-time)"));
+    CHECK_THAT(r.out, ContainsSubstring("--counter NAME"));
+    // Both have wall-time riding along: --counter compares it.
+    const auto both = write(dir, "both.pmcprof", [](auto& b) { compiler_run(b); },
+                            {pmc_test::exact_counter(), pmc_test::time_counter()});
+    auto by_name = json_of(pmc_test::run_command(tool() + " diff --json --counter wall-time '" + both + "' '" + wall + "'"));
+    CHECK(by_name.find("counter")->string == "wall-time");
+}
+
+TEST_CASE("pmc diff: usage errors and --help") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    auto help = pmc_test::run_command(tool() + " diff --help");
+    CHECK(help.status == 0);
+    CHECK_THAT(help.out, ContainsSubstring("usage: pmc diff"));
+    CHECK_THAT(pmc_test::run_command(tool() + " help diff").out, ContainsSubstring("usage: pmc diff"));
+    for (const std::string& args : {std::string(""), "'" + a + "'", "'" + a + "' '" + a + "' '" + a + "'",
+                                    "'" + a + "' --", "-- '" + a + "'", "--top x '" + a + "' '" + a + "'",
+                                    "--bogus '" + a + "' '" + a + "'", "'" + a + "' -- '" + a + "' -- '" + a + "'"}) {
+        auto r = diff(args);
+        INFO(args << ": " << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("Run 'pmc diff --help'"));
+    }
+    auto missing = diff("'" + a + "' '" + dir.file("nope") + "'");
+    CHECK(missing.status == 1);
+    CHECK_THAT(missing.out, ContainsSubstring("No such file or directory"));
+}
+
+TEST_CASE("pmc diff and pmc aggregate: a file cut at every length, and byte flips: a message, never a crash") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b({pmc_test::exact_counter(), pmc_test::time_counter()});
+    b.page_records = 3; // many pages: cuts inside and between them
+    compiler_run(b);
+    const std::string whole = dir.file("whole.pmcprof");
+    REQUIRE(b.write(whole));
+    const auto bytes = b.bytes();
+    // Every cut whose header survives goes to one diff and one aggregate (each reads them all); the others alone.
+    std::string readable;
+    std::size_t damaged = 0, unreadable = 0;
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        const std::string f = dir.file("cut" + std::to_string(n));
+        std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
+        auto p = pmc::parse_profile(bytes.data(), n);
+        if (!p) {
+            if (n % 7 == 0 || n + 1 == bytes.size()) { // a sample of them: each is a process
+                ++unreadable;
+                for (const char* cmd : {" diff '", " aggregate '"}) {
+                    auto r = pmc_test::run_command(tool() + cmd + whole + "' '" + f + "' 2>&1");
+                    INFO(cmd << " cut at " << n << ": " << r.out);
+                    CHECK(r.signal == 0);
+                    CHECK(r.status == 1);
+                    CHECK_THAT(r.out, ContainsSubstring("is not a readable pmc profile"));
+                }
+            }
+            continue;
+        }
+        readable += " '" + f + "'";
+        damaged += p->problems.empty() ? 0 : 1;
+    }
+    REQUIRE(damaged > 100);
+    CHECK(unreadable > 0);
+    auto count = [](const std::string& s, const std::string& what) {
+        std::size_t n = 0;
+        for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+        return n;
+    };
+    for (const std::string& cmd : {" diff '" + whole + "' --" + readable, " aggregate '" + whole + "'" + readable,
+                                   " diff --json '" + whole + "' --" + readable}) {
+        auto r = pmc_test::run_command(tool() + cmd + " 2>&1");
+        CHECK(r.signal == 0);
+        CHECK(r.status == 2);
+        CHECK(count(r.out, "is incomplete") == damaged); // every damaged file is named, with what it lost
+    }
+    // Random byte flips, 200 damaged copies at once.
+    std::mt19937 rng(2026);
+    std::string flipped;
+    std::size_t reported = 0;
+    for (int trial = 0; trial < 200; ++trial) {
+        auto copy = bytes;
+        for (int f = 0; f < 1 + trial % 4; ++f) copy[rng() % copy.size()] ^= static_cast<unsigned char>(1 + rng() % 255);
+        auto p = pmc::parse_profile(copy.data(), copy.size());
+        if (!p) continue; // the header: covered above
+        const std::string f = dir.file("flip" + std::to_string(trial));
+        std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(copy.data()), static_cast<std::streamsize>(copy.size()));
+        flipped += " '" + f + "'";
+        reported += p->problems.empty() ? 0 : 1;
+    }
+    REQUIRE(reported > 50);
+    for (const std::string& cmd : {" diff '" + whole + "' --" + flipped, " aggregate --json" + flipped}) {
+        auto r = pmc_test::run_command(tool() + cmd + " 2>&1");
+        CHECK(r.signal == 0);
+        CHECK(r.status == 2);
+        CHECK(count(r.out, "is incomplete") == reported);
+    }
+}
