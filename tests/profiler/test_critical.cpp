@@ -225,15 +225,16 @@ TEST_CASE("pmc critical: a cycle without recursion (each label inside the other 
     CHECK_THAT(r.out, ContainsSubstring("path: a > b\n"));
 }
 
-TEST_CASE("pmc critical: the same path and output whatever the label ids, thread numbers and page layout") {
+TEST_CASE("pmc critical: the same path and output whatever the label ids, thread numbers, call order and pages") {
     // Two chains that tie (main > P > Q and main > R > S, 30 each): the tie goes to the larger step, then the name.
-    auto build = [](pmc_test::ProfileBuilder& b, std::uint32_t first, std::uint32_t second, bool reverse_ids) {
-        if (reverse_ids)
+    auto build = [](pmc_test::ProfileBuilder& b, std::uint32_t first, std::uint32_t second, bool reverse) {
+        if (reverse)
             for (const char* s : {"S", "R", "Q", "P", "main", "other"}) b.id(s);
         auto& t = b.thread(first, "one");
         t.scope("main", 0, [&] {
-            t.scope("R", 0, [&] { t.scope("S", 30); });
-            t.scope("P", 0, [&] { t.scope("Q", 30); });
+            for (int i = 0; i < 2; ++i)
+                if ((i == 0) == reverse) t.scope("R", 0, [&] { t.scope("S", 30); });
+                else t.scope("P", 0, [&] { t.scope("Q", 30); });
         });
         auto& u = b.thread(second, "two");
         u.scope("other", 3);
