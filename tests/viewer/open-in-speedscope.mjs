@@ -83,6 +83,12 @@ try {
 }
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'pmc-speedscope-'));
 
+/// Whether a line of the page is frame NAME. speedscope names a trace event with arguments 'NAME {"arg":...}'
+/// (its name, a space, its args as JSON), so a Chrome export shows one such row per call.
+function shows(lines, name) {
+    return lines.some(l => l === name || l.startsWith(`${name} {`));
+}
+
 /// In the page: the text of every row of every scrolled list, scrolled through a view at a time.
 async function readWholeTable() {
     const drawn = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
@@ -132,10 +138,10 @@ async function open(file, names) {
     let lines = [], missing = names;
     for (;;) {
         lines = (await page.evaluate(() => document.body.innerText)).split('\n').map(s => s.trim()).filter(Boolean);
-        missing = names.filter(n => !lines.includes(n));
+        missing = names.filter(n => !shows(lines, n));
         if (missing.length > 0 && lines.some(l => l.endsWith('Symbol Name'))) {
             lines = await page.evaluate(readWholeTable);
-            missing = names.filter(n => !lines.includes(n));
+            missing = names.filter(n => !shows(lines, n));
             break;
         }
         if (missing.length === 0) break;
