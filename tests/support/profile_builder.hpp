@@ -124,8 +124,8 @@ public:
             std::uint32_t word, arg;
             std::vector<std::uint64_t> values;
         };
-        Thread(ProfileBuilder* owner, std::uint32_t index, std::string name, std::uint64_t tid, std::uint64_t start)
-            : owner_(owner), index_(index), name_(std::move(name)), tid_(tid),
+        Thread(ProfileBuilder* owner, std::string name, std::uint64_t tid, std::uint64_t start)
+            : owner_(owner), name_(std::move(name)), tid_(tid),
               reading_(owner->counters_.size(), start) {}
         std::uint32_t depth() const { return static_cast<std::uint32_t>(open_.size()); }
         Thread& record(pmc::profile_format::RecordKind kind, std::uint32_t label, std::uint32_t arg,
@@ -139,7 +139,6 @@ public:
         }
 
         ProfileBuilder* owner_;
-        std::uint32_t index_;
         std::string name_;
         std::uint64_t tid_;
         std::string error_;
@@ -159,7 +158,7 @@ public:
     Thread& thread(std::uint32_t index, const std::string& name = {}, std::uint64_t tid = 0, std::uint64_t start = 1000) {
         auto it = threads_.find(index);
         if (it == threads_.end())
-            it = threads_.emplace(index, Thread(this, index, name.empty() ? "thread-" + std::to_string(index) : name,
+            it = threads_.emplace(index, Thread(this, name.empty() ? "thread-" + std::to_string(index) : name,
                                                 tid ? tid : 4000 + index, start))
                      .first;
         return it->second;
