@@ -143,6 +143,22 @@ TEST_CASE("pmc aggregate: an exact counter is said to be exact, and identical ru
         CHECK(!j.find("exact")->boolean);
         CHECK_THAT(j.find("exact_reason")->string, ContainsSubstring(flag == pf::fallback ? "fallback" : "multiplex"));
     }
+    // A hardware event that may be multiplexed is exact where every thread's times show it counted all along, and
+    // not where one thread's counter ran part of the time.
+    auto hardware = pmc_test::exact_counter("instructions:u");
+    hardware.flags |= pf::may_multiplex;
+    for (std::uint64_t running : {1000, 500}) {
+        const auto f = write(dir, "timed", [&](auto& b) {
+            two_threads(b, 0);
+            b.thread_times(0, {{1000, 1000}});
+            b.thread_times(1, {{1000, running}});
+        }, {hardware});
+        auto j = json_of(tool() + " aggregate --json '" + f + "' '" + f + "'");
+        INFO(j.find("exact_reason")->string);
+        CHECK(j.find("exact")->boolean == (running == 1000));
+        if (running != 1000)
+            CHECK_THAT(j.find("exact_reason")->string, ContainsSubstring("multiplexed on thread 1 (counted 50.0%"));
+    }
 }
 
 TEST_CASE("pmc aggregate: runs whose sequences differ are lined up by label path, and where they diverge is said") {

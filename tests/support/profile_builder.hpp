@@ -142,6 +142,7 @@ public:
         std::string name_;
         std::uint64_t tid_;
         std::string error_;
+        std::vector<std::pair<std::uint64_t, std::uint64_t>> times_; ///< enabled, running per counter
         std::vector<std::uint64_t> reading_;
         std::vector<Open> open_;
         std::vector<Record> records_;
@@ -165,6 +166,11 @@ public:
     }
     /// Marks a thread whose counters could not be opened (the thread page's error field).
     void thread_error(std::uint32_t index, const std::string& error) { thread(index).error_ = error; }
+    /// A thread's counter times (time enabled, time running, ns; one pair per counter, header order), written at the
+    /// end of its thread page as newer writers do; without this call the page ends after the error (times unknown).
+    void thread_times(std::uint32_t index, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& times) {
+        thread(index).times_ = times;
+    }
 
     std::vector<std::string> warnings;         ///< header warnings (Tag::warning)
     std::vector<std::string> command_line = {"synthetic", "--profile"};
@@ -207,6 +213,14 @@ public:
             payload += t.name_;
             put32(payload, static_cast<std::uint32_t>(t.error_.size()));
             payload += t.error_;
+            if (!t.times_.empty()) {
+                put32(payload, static_cast<std::uint32_t>(t.times_.size()));
+                put32(payload, 0);
+                for (const auto& [enabled, running] : t.times_) {
+                    put64(payload, enabled);
+                    put64(payload, running);
+                }
+            }
             page(out, pf::PageKind::thread, index, 0, payload, 1);
         }
         // Events pages, round-robin across threads.
