@@ -241,7 +241,9 @@ int cmd_aggregate(int argc, char** argv) {
         j.field("intervals_identical", identical);
         auto spread_json = [&](const char* key, const Spread& s) {
             j.key(key).begin_object().field("min", s.min).field("median", s.median).field("max", s.max);
-            j.field("spread", s.range()).field("spread_percent", std::isinf(s.percent()) ? -1.0 : s.percent());
+            j.field("spread", s.range());
+            if (std::isinf(s.percent())) j.key("spread_percent").null(); // a spread around a median of 0
+            else j.field("spread_percent", s.percent());
             j.end_object();
         };
         j.key("labels").begin_array();
