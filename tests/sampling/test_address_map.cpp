@@ -10,7 +10,10 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <climits>
 #include <cstdlib>
@@ -163,7 +166,8 @@ TEST_CASE("a named heap block, the stack and a mapped file of this process", "[a
         CHECK(f.offset == 5000);
     }
     // Unnamed: the block falls back to its region (the brk heap, or an anonymous mapping for a large block).
-    auto after = pmc::AddressMap::of_process().attribute(block + 1000);
+    auto map_after = pmc::AddressMap::of_process(); // an Attribution points into its map: keep the map
+    auto after = map_after.attribute(block + 1000);
     CHECK(after.kind == pmc::AttributionKind::region);
     CHECK((after.region->kind == pmc::RegionKind::heap || after.region->kind == pmc::RegionKind::anonymous));
     CHECK_FALSE(pmc::unname_region(block));
@@ -233,6 +237,32 @@ TEST_CASE("globals and statics of a non-stripped binary are named", "[attributio
             CHECK(file.symtab_objects >= 3);
         }
     CHECK(found);
+}
+
+TEST_CASE("another process's map: its regions and variables (pmc sample of a running program)", "[attribution][symbols]") {
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) { // the same binary, forked: its variables at the same addresses
+        pmc_test_global_array[1] = 7;
+        (void)!::write(ready[1], "x", 1);
+        ::pause();
+        ::_exit(0);
+    }
+    char c;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    pmc::NamedRegion parent_only(&c, 1, "parent's block");
+    auto map = pmc::AddressMap::try_of_process(child);
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    ::close(ready[0]);
+    ::close(ready[1]);
+    REQUIRE(map.ok());
+    CHECK(map->pid() == child);
+    pmc::load_symbols(*map);
+    CHECK(map->attribute(&pmc_test_global_array[1]).label() == "pmc_test_global_array");
+    CHECK(map->blocks().empty()); // this process's named blocks are not the child's
 }
 
 TEST_CASE("a stripped binary is said to be stripped, and its statics fall to their region", "[attribution][symbols]") {
