@@ -74,6 +74,7 @@ struct ProfilerOptions {
 namespace detail {
 
 struct ProfilerShared;
+struct ProfilerTestAccess;
 
 /// One thread's recording state: its counters and its page. Written only by its thread, except when the
 /// process ends (exit(), a fatal signal) and what it committed is written out by another.
@@ -506,8 +507,13 @@ private:
           arg_(arg.id) {
         ++t->depth;
         // Last: the interval starts as close to the scope's body as possible.
-        if (BOOST_LIKELY(t->ncounters == 1)) start_[0] = t->read_primary();
-        else t->read_all(start_);
+        if (BOOST_LIKELY(t->ncounters == 1)) {
+            start_[0] = t->read_primary();
+        } else {
+            std::uint64_t v[profile_format::max_counters] = {}; // read_rest is out of line: start_ must not escape
+            t->read_all(v);
+            std::memcpy(start_, v, sizeof v);
+        }
     }
 
     detail::ProfilerThread* t_ = nullptr;
@@ -694,6 +700,10 @@ private:
         s.head.store(raw, std::memory_order_release);
         s.threads.push_back(std::move(t));
         if (s.header_written) s.write_thread_page(*raw);
+        if (raw->broken) // said once, here; the file's thread page has the whole message
+            std::fprintf(stderr, "pmc profiler: thread %u (tid %d): its counters could not be opened (%s); its events "
+                                 "record zeros, the other threads' are not affected\n",
+                         raw->index, static_cast<int>(raw->tid), raw->error.substr(0, raw->error.find('\n')).c_str());
         return raw;
     }
 
@@ -809,7 +819,8 @@ private:
             std::uint64_t with[profile_format::max_counters], without[profile_format::max_counters];
             t.committed.store(0, std::memory_order_relaxed);
             t.read_all(a);
-            for (int k = 0; k < per_round; ++k) ProfilerScope s(&t, probe, Label{});
+            // Through scope(), as a program records: its on/off test and thread lookup are part of the cost.
+            for (int k = 0; k < per_round; ++k) auto s = scope(probe);
             t.read_all(b);
             for (std::size_t i = 0; i < n; ++i) with[i] = b[i] - a[i];
             t.read_all(a);
@@ -945,6 +956,14 @@ private:
     }
 
     std::shared_ptr<detail::ProfilerShared> shared_;
+    friend struct detail::ProfilerTestAccess;
 };
+
+namespace detail {
+/// For tests: the lock that labels, thread registration and closing take (the recording path must never).
+struct ProfilerTestAccess {
+    static std::mutex& mutex(Profiler& p) { return p.shared_->mutex; }
+};
+} // namespace detail
 
 PMC_END_NAMESPACE
