@@ -52,8 +52,8 @@ ExportOptions:
                   file) instead of standard output.
   --min-value N   Leave out scopes whose total is below N (in the counter's unit: ns for wall-time):
                   huge traces that viewers cannot open. What was left out is said on stderr and, in
-                  --chrome, in "otherData"; in --folded their values go to the enclosing stack, so
-                  the totals stay whole.
+                  --chrome, in "otherData". In --folded their values go to the enclosing stack and
+                  outermost scopes stay, so the totals stay whole.
   --counter NAME  Use this recorded counter instead of the primary (the first one) for the times
                   or weights.
   --collapse      --folded: all threads together, without a frame per thread.
@@ -172,7 +172,8 @@ int usage_error(const std::string& why) {
 
 /// What the export left out or could not place, to say on stderr.
 struct Tally {
-    std::uint64_t scopes = 0, dropped = 0, dropped_value = 0, incomplete = 0, negative_self = 0, reordered = 0;
+    std::uint64_t scopes = 0, dropped = 0, incomplete = 0, negative_self = 0, reordered = 0;
+    std::uint64_t damaged = 0; ///< scopes that end before they start (a corrupt record kept from a cut page)
 };
 
 std::string thread_name(const pmc::ProfileThread& t) {
@@ -240,9 +241,12 @@ int write_chrome(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
             ++tally.scopes;
             if (!s.path_complete) ++tally.incomplete;
             const std::uint64_t total = s.total(c);
+            if (static_cast<std::int64_t>(total) < 0) {
+                ++tally.damaged;
+                return;
+            }
             if (total < o.min_value) {
                 ++tally.dropped;
-                tally.dropped_value += total;
                 return;
             }
             enter_thread(s.thread);
@@ -345,10 +349,13 @@ int write_folded(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
                 carried.erase(it);
             }
             const std::uint64_t total = s.total(c);
+            if (static_cast<std::int64_t>(total) < 0) {
+                ++tally.damaged;
+                return;
+            }
             if (total < o.min_value && s.parent != pmc::no_parent) {
                 // Left out: its whole value goes to the enclosing scope's own.
                 ++tally.dropped;
-                tally.dropped_value += total;
                 carried[s.parent] += total;
                 return;
             }
@@ -484,9 +491,12 @@ int write_speedscope(pmc::ProfileReader& r, std::size_t c, const ExportOptions& 
             [&](const pmc::NestedInterval& s) {
                 ++tally.scopes;
                 if (!s.path_complete) ++tally.incomplete;
+                if (static_cast<std::int64_t>(s.total(c)) < 0) {
+                    ++tally.damaged;
+                    return;
+                }
                 if (s.total(c) < o.min_value) {
                     ++tally.dropped;
-                    tally.dropped_value += s.total(c);
                     return;
                 }
                 auto [it, added] = frame_of.emplace(s.label, static_cast<std::uint32_t>(frames.size()));
@@ -567,6 +577,14 @@ public:
             fd_ = STDOUT_FILENO;
             return std::nullopt;
         }
+        struct stat st {};
+        if (::stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+            // A device or a pipe (/dev/null, a FIFO): nothing to replace, written as it goes.
+            fd_ = ::open(out.c_str(), O_WRONLY | O_CLOEXEC);
+            if (fd_ < 0) return fmt::format("cannot write '{}': {}", out, std::strerror(errno));
+            own_ = true;
+            return std::nullopt;
+        }
         final_ = out;
         temp_ = out + ".pmc-export-XXXXXX";
         fd_ = ::mkstemp(temp_.data());
@@ -582,6 +600,11 @@ public:
     int fd() const { return fd_; }
     /// Moves the finished file into place.
     std::optional<std::string> commit() {
+        if (own_) {
+            own_ = false;
+            if (::close(fd_) != 0) return fmt::format("cannot write: {}", std::strerror(errno));
+            fd_ = -1;
+        }
         if (temp_.empty()) return std::nullopt;
         const int fd = fd_;
         fd_ = -1;
@@ -596,6 +619,7 @@ public:
     }
     /// Removes the unfinished file (nothing is left where OUT was, and an older OUT stays as it was).
     void abandon() noexcept {
+        if (own_) ::close(fd_), fd_ = -1, own_ = false;
         if (temp_.empty()) return;
         if (fd_ >= 0) ::close(fd_);
         fd_ = -1;
@@ -610,6 +634,7 @@ private:
         return m;
     }
     int fd_ = -1;
+    bool own_ = false; ///< fd_ is a device or pipe this opened
     std::string final_, temp_;
 };
 
@@ -698,10 +723,14 @@ int cmd_export(int argc, char** argv) {
     }
     const pmc::ProfileCounter& k = p.counters[c];
     if (tally.dropped)
-        fmt::print(stderr, "pmc export: left out {} of {} scopes with a total below {} {} ({} {} in all){}\n",
-                   tally.dropped, tally.scopes, o.min_value, k.unit == "events" ? k.name : k.unit, tally.dropped_value,
-                   k.unit == "events" ? k.name : k.unit,
-                   o.format == ExportOptions::Format::folded ? "; their values are in their enclosing scopes' stacks" : "");
+        fmt::print(stderr, "pmc export: left out {} of {} scopes with a total below {} {}{}\n", tally.dropped,
+                   tally.scopes, o.min_value, k.unit == "events" ? k.name : k.unit,
+                   o.format == ExportOptions::Format::folded ? "; their values are in their enclosing scopes' stacks"
+                                                             : "");
+    if (tally.damaged)
+        fmt::print(stderr, "pmc export: left out {} scopes that end before they start (corrupt records kept from a "
+                           "damaged page: see below)\n",
+                   tally.damaged);
     if (tally.incomplete)
         fmt::print(stderr, "pmc export: {} scopes lost their enclosing scopes (the file was cut or damaged: see "
                            "below); they are placed at the top\n",

@@ -218,7 +218,7 @@ std::string joined(const pmc::Profile& p, const std::vector<std::uint32_t>& path
 
 } // namespace
 
-TEST_CASE("nesting walker: each scope's path, depth, self and total are the ones built; parents and order") {
+TEST_CASE("nesting walker: each scope's path, depth, self and total are the ones built, with parents and order") {
     std::mt19937 rng(7);
     pmc_test::ProfileBuilder b;
     b.page_records = 7;
