@@ -67,7 +67,9 @@ Options:
   --per-thread    One graph and path per thread instead of all threads together.
   --thread N      Only thread N (the profiler's thread number).
   --graph         Also list every label and every edge.
-  --json          One JSON object: the counter, each graph's labels, edges, recursion and path.
+  --json          One JSON object: the counter ("exact"; "deterministic": exact and the file whole),
+                  the problems, and per graph its labels, edges (with any recursion chain) and path
+                  ("text": the labels joined by " > ", what CI compares).
   --color WHEN    auto (default: on a terminal, unless NO_COLOR is set), always or never.
   -h, --help      Show this help.
 
@@ -144,7 +146,7 @@ public:
         const std::uint32_t parent = node(path[path.size() - 2]);
         Edge& e = g_.edges[edge(parent, n)];
         std::size_t namesake = path.size() - 1;
-        while (namesake-- > 0 && path[namesake] != s.label) {}
+        while (namesake-- > 0 && node(path[namesake]) != n) {}
         if (namesake != static_cast<std::size_t>(-1)) {
             // Recursion: this call's value is inside its outer namesake's already.
             if (e.recursive_count++ == 0)
@@ -186,15 +188,20 @@ public:
     }
 
 private:
+    /// The node of a label id. Nodes are keyed by the label's text: two ids with the same text are one label, and
+    /// ordering by name then orders nodes completely (the output cannot depend on ids).
     std::uint32_t node(std::uint32_t label) {
-        auto [it, fresh] = node_of_.emplace(label, static_cast<std::uint32_t>(g_.nodes.size()));
+        if (auto it = node_of_.find(label); it != node_of_.end()) return it->second;
+        std::string name = p_.string(label);
+        auto [at, fresh] = node_named_.emplace(name, static_cast<std::uint32_t>(g_.nodes.size()));
         if (fresh) {
             Node n;
             n.label = label;
-            n.name = p_.string(label);
+            n.name = std::move(name);
             g_.nodes.push_back(std::move(n));
         }
-        return it->second;
+        node_of_.emplace(label, at->second);
+        return at->second;
     }
 
     static std::uint64_t key(std::uint32_t thread, std::uint64_t ordinal) {
@@ -305,7 +312,8 @@ private:
 
     const pmc::Profile& p_;
     Graph g_;
-    std::unordered_map<std::uint32_t, std::uint32_t> node_of_;
+    std::unordered_map<std::uint32_t, std::uint32_t> node_of_;    // label id -> node
+    std::unordered_map<std::string, std::uint32_t> node_named_;  // label text -> node
     std::unordered_map<std::uint64_t, std::uint32_t> edge_of_;
     // Per open parent call (thread, ordinal): the child labels seen under it so far. Only scopes still open in the
     // walk have an entry, so this holds at most the nesting's depth of them.
