@@ -6,8 +6,10 @@
 #include "catch.hpp"
 #include "command.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <new>
 #include <random>
 #include <string>
@@ -763,4 +766,124 @@ TEST_CASE("profiler: each thread's counters' time enabled and running are in the
     CHECK(json.status == 0);
     CHECK_THAT(json.out, ContainsSubstring(R"("running_fraction":0.25,"multiplexed":true})"));
     CHECK_THAT(json.out, ContainsSubstring(R"("counter_times":[{"counter":"page-faults","enabled_ns":40000000,"running_ns":10000000,)"));
+}
+
+TEST_CASE("profiler: a counter that fails to open only on a later thread: its error is recorded, its values are 0, "
+          "a warning is printed, the other threads are unaffected") {
+    TempDir dir;
+    const std::string path = dir.file("later.pmcprof");
+    const std::string err_path = dir.file("stderr.txt");
+    std::fflush(stderr);
+    const int saved_stderr = ::dup(2);
+    const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(saved_stderr >= 0);
+    REQUIRE(err_fd >= 0);
+    ::dup2(err_fd, 2);
+    ::close(err_fd);
+    bool limited = false;
+    {
+        pmc::Profiler prof{pmc::ProfilerOptions{path, {"page-faults"}}};
+        const auto touch = prof.label("touch");
+        auto work = [&](const char* name) {
+            if (name) prof.thread_name(name);
+            Fresh pages(5);
+            auto s = prof.scope(touch);
+            pages.touch();
+        };
+        std::thread(work, "before").join();
+        // No file descriptor left: the next thread's perf_event_open fails (EMFILE), as a counter might on any
+        // later thread (a PMU full by then, a limit reached).
+        rlimit old{};
+        REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+        const int lowest = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        REQUIRE(lowest >= 0);
+        ::close(lowest);
+        rlimit tight = old;
+        tight.rlim_cur = static_cast<rlim_t>(lowest);
+        limited = ::setrlimit(RLIMIT_NOFILE, &tight) == 0;
+        std::thread(work, nullptr).join();
+        ::setrlimit(RLIMIT_NOFILE, &old);
+        std::thread(work, "after").join();
+        work(nullptr); // the creating thread, too
+    }
+    std::fflush(stderr);
+    ::dup2(saved_stderr, 2);
+    ::close(saved_stderr);
+    REQUIRE(limited);
+    const auto err_bytes = slurp(err_path);
+    const std::string err(err_bytes.begin(), err_bytes.end());
+    INFO(err);
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    REQUIRE(p->threads.size() == 4); // the creating thread, before, the failed one, after
+    for (const auto& t : p->threads) {
+        INFO("thread " << t.index << " " << t.name << ": " << t.error);
+        REQUIRE(t.records.size() == 1);
+        const auto& r = t.records[0];
+        const std::uint64_t start = p->values[r.first_value], end = p->values[r.first_value + 1];
+        if (t.index == 2) {
+            CHECK_THAT(t.error, ContainsSubstring("page-faults"));
+            CHECK_THAT(t.error, ContainsSubstring("EMFILE"));
+            CHECK(start == 0);
+            CHECK(end == 0);
+        } else {
+            CHECK(t.error.empty());
+            CHECK(faults_match(end - start, 5));
+        }
+    }
+    CHECK_THAT(err, ContainsSubstring("pmc profiler: thread 2 (tid "));
+    CHECK_THAT(err, ContainsSubstring("its counters could not be opened"));
+    auto text = pmc_test::run_command(tool() + " summarize '" + path + "'");
+    CHECK(text.status == 0);
+    CHECK_THAT(text.out, ContainsSubstring("warning: thread 2"));
+    CHECK_THAT(text.out, ContainsSubstring("its values are 0"));
+}
+
+TEST_CASE("profiler: a warm thread records scopes, instants, integers and page writes while its lock is held "
+          "elsewhere (the recording path takes no lock)") {
+    TempDir dir;
+    const std::string path = dir.file("nolock.pmcprof");
+    constexpr int warm = 300, measured = 3000;
+    std::atomic<int> phase{0};
+    bool finished_under_lock = false;
+    {
+        pmc::ProfilerOptions o{path, {"wall-time"}};
+        o.page_bytes = 4096; // pages are written while the lock is held
+        pmc::Profiler prof{o};
+        const auto a = prof.label("a"), b = prof.label("b"), c = prof.label("c");
+        auto record = [&](int n) {
+            for (int i = 0; i < n; ++i) {
+                auto s = prof.scope(a);
+                prof.instant(b);
+                prof.integer(c, static_cast<std::uint64_t>(i));
+            }
+        };
+        std::thread worker([&] {
+            record(warm); // registers the thread (which takes the lock) and writes pages
+            phase = 1;
+            while (phase.load() != 2) std::this_thread::yield();
+            record(measured);
+            prof.flush();
+            phase = 3;
+        });
+        while (phase.load() != 1) std::this_thread::yield();
+        {
+            std::lock_guard<std::mutex> lock(pmc::detail::ProfilerTestAccess::mutex(prof));
+            phase = 2;
+            // A deadline, not a timing: 3000 rounds take milliseconds; blocked, they never finish.
+            for (int i = 0; i < 20000 && phase.load() != 3; ++i) ::usleep(1000);
+            finished_under_lock = phase.load() == 3;
+        }
+        worker.join();
+    }
+    INFO("the worker did not finish recording in 20 s while the test held the profiler's lock: the recording path "
+         "takes it");
+    CHECK(finished_under_lock);
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    std::size_t records = 0;
+    for (const auto& t : p->threads) records += t.records.size();
+    CHECK(records == 3u * (warm + measured));
 }

@@ -2,6 +2,7 @@
 // out-of-line function per counter flavour, compiled with -O2 and without sanitizers (see tests/CMakeLists.txt).
 #include <pmc/counter.hpp>
 #include <pmc/group.hpp>
+#include <pmc/profiler.hpp>
 
 #include <sched.h>
 #include <unistd.h>
@@ -19,6 +20,11 @@ PMC_HOT std::uint64_t pmc_hot_read_rdpmc_fixed48(Rdpmc48Counter& c) { return c.r
 PMC_HOT std::uint64_t pmc_hot_read_wall_time(WallTimeCounter& c) { return c.read(); }
 PMC_HOT std::uint64_t pmc_hot_read_tsc(TscCounter& c) { return c.read(); }
 PMC_HOT void pmc_hot_read_group(pmc::Group& g, pmc::GroupReading& r) { g.read(r); }
+// The profiler's interval (a scope's begin and end): on, two reads of its counter and a record stored; off, a branch.
+PMC_HOT void pmc_hot_profiler_scope(pmc::Profiler& p, pmc::Label l) {
+    auto s = p.scope(l);
+    asm volatile("" ::: "memory");
+}
 
 // Broken reads, for the check's own test: what test_hot_path.cpp must reject.
 // read() replaced by read_slow (one read(2) per call), as a tail jump and as a call.
@@ -34,4 +40,9 @@ PMC_HOT std::uint64_t pmc_mutant_libc_call(RdpmcCounter& c) {
     const std::uint64_t v = c.read();
     if (v == 12345) ::sched_yield();
     return v;
+}
+// A scope whose label is interned per call (a lock and an allocation each time: what Profiler::label says not to do).
+PMC_HOT void pmc_mutant_profiler_scope_label(pmc::Profiler& p) {
+    auto s = p.scope(p.label("per call"));
+    asm volatile("" ::: "memory");
 }

@@ -203,6 +203,7 @@ struct Expect {
     const char* name;
     std::vector<std::vector<const char*>> fast_paths; // each: instructions a clean entry-to-ret path executes, in order
     std::vector<const char*> may_leave_to;            // substrings of the demangled names of allowed targets
+    std::vector<const char*> reads_may_follow = {};   // cold calls after which a read is fine (a first-use setup)
 };
 
 Analysis analyse(const Binary& bin, const Expect& e) {
@@ -288,8 +289,11 @@ Analysis analyse(const Binary& bin, const Expect& e) {
         for (const char* m : path)
             if (std::string(m) != "lfence" && std::string(m) != "mul") reads.insert(m);
     std::set<std::uint64_t> after_dirty;
+    auto setup_call = [&](const Instruction& i) {
+        return is_call(i) && i.direct && matches(bin.containing(i.target), e.reads_may_follow);
+    };
     for (auto addr : seen)
-        if (is_dirty(*at[addr]))
+        if (is_dirty(*at[addr]) && !setup_call(*at[addr]))
             for (auto s : successors(*at[addr])) work.push_back(s);
     while (!work.empty()) {
         const std::uint64_t addr = work.front();
@@ -357,6 +361,49 @@ const std::vector<const char*> counter_cold = {"detail::refresh_rdpmc<", "detail
                                                "detail::read_slow(", "detail::wrong_thread("};
 const std::vector<const char*> group_cold = {"detail::group_refresh<", "::read_resized(", "::read_slow(",
                                              "detail::group_wrong_thread(", "detail::group_read_syscall("};
+// A profiler scope's: its counter's, the thread's first use (registration), a full page's write, the ride-along
+// counters' read, and clearing the values of a thread whose counters failed.
+std::vector<const char*> profiler_cold() {
+    std::vector<const char*> cold = counter_cold;
+    for (const char* c : {"Profiler::local_slow(", "ProfilerThread::flush(", "ProfilerThread::read_rest(", "memset"})
+        cold.push_back(c);
+    return cold;
+}
+
+/// The shortest path from the function's entry to a ret that reads no counter and calls nothing: a profiler that
+/// is off. Empty when there is none.
+std::vector<const Instruction*> off_path(const Binary& bin, const char* name) {
+    const Function* f = bin.named(name);
+    if (!f) return {};
+    std::map<std::uint64_t, const Instruction*> at;
+    std::map<std::uint64_t, std::uint64_t> next;
+    for (std::size_t i = 0; i < f->code.size(); ++i) {
+        at[f->code[i].addr] = &f->code[i];
+        if (i + 1 < f->code.size()) next[f->code[i].addr] = f->code[i + 1].addr;
+    }
+    std::map<std::uint64_t, std::uint64_t> parent{{f->start, f->start}};
+    std::deque<std::uint64_t> queue{f->start};
+    while (!queue.empty()) {
+        const std::uint64_t addr = queue.front();
+        queue.pop_front();
+        const Instruction& i = *at[addr];
+        if (is_dirty(i) || i.mnemonic == "rdtsc" || i.mnemonic == "rdpmc" || i.mnemonic == "mrs") continue;
+        if (is_ret(i)) {
+            std::vector<const Instruction*> path;
+            for (std::uint64_t a = addr;; a = parent[a]) {
+                path.insert(path.begin(), at[a]);
+                if (a == parent[a]) break;
+            }
+            return path;
+        }
+        std::vector<std::uint64_t> succ;
+        if (!ends_flow(i) && next.count(addr)) succ.push_back(next[addr]);
+        if ((is_jmp(i) || is_conditional(i)) && i.direct && at.count(i.target)) succ.push_back(i.target);
+        for (auto s : succ)
+            if (parent.emplace(s, addr).second) queue.push_back(s);
+    }
+    return {};
+}
 
 } // namespace
 
@@ -417,5 +464,48 @@ TEST_CASE("the hot-path check fails on the mutations it exists to catch", "[hot-
         CHECK_FALSE(a.problems.empty());
         CHECK_THAT(all, ContainsSubstring(b.why));
     }
+#endif
+}
+
+TEST_CASE("a profiler scope: on, two reads and no call; off, one branch", "[hot-path][profiler]") {
+#if !PMC_ARCH_X86_64
+    PMC_SKIP("the hot-path disassembly check is written for x86-64");
+#else
+    if (std::system("objdump --version >/dev/null 2>&1") != 0)
+        PMC_SKIP("objdump is not installed (Debian: binutils): the machine code cannot be inspected");
+    const Binary bin = disassemble_self();
+    REQUIRE(bin.error.empty());
+    // On: begin and end read the counter (wall-time: lfence, rdtsc, mul; a hardware event: lfence, rdpmc) and store
+    // the record, with nothing out of line on the way; the first use on a thread and a full page are cold calls (and
+    // the end's read may follow the begin's cold path: those are the only calls allowed before a read).
+    const Expect on{"pmc_hot_profiler_scope",
+                    {{"lfence", "rdtsc", "mul", "lfence", "rdtsc", "mul"}, {"lfence", "rdpmc", "lfence", "rdpmc"}},
+                    profiler_cold(),
+                    profiler_cold()};
+    const Analysis a = analyse(bin, on);
+    for (auto& line : a.fast_path) std::printf("  %s\n", line.c_str());
+    for (auto& p : a.problems) FAIL_CHECK(p);
+    CHECK(a.problems.empty());
+    // Off: the shortest path that reads nothing is the test of the profiler's state and one conditional branch
+    // (g++: load, test, je, ret; clang++ also runs the function's prologue and epilogue on it, which a program's
+    // function around the scope has anyway).
+    const auto off = off_path(bin, "pmc_hot_profiler_scope");
+    REQUIRE(!off.empty());
+    std::printf("off (profiler not enabled): %zu instructions\n", off.size());
+    std::size_t branches = 0, loads = 0;
+    for (const Instruction* i : off) {
+        std::printf("    %s\n", i->text.c_str());
+        branches += is_conditional(*i);
+        loads += starts_with(i->mnemonic, "mov") && i->text.find("(%rdi)") != std::string::npos;
+    }
+    CHECK(branches == 1);
+    CHECK(loads == 1); // the profiler's state, nothing else of it
+    // The check itself: a scope that interns its label per call (a lock) has no clean path.
+    const Analysis bad =
+        analyse(bin, Expect{"pmc_mutant_profiler_scope_label", on.fast_paths, profiler_cold(), profiler_cold()});
+    std::string why;
+    for (auto& p : bad.problems) why += p + "\n";
+    INFO(why);
+    CHECK_FALSE(bad.problems.empty());
 #endif
 }
