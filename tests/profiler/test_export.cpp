@@ -356,7 +356,22 @@ TEST_CASE("pmc export --speedscope: the schema's required fields, balanced open/
     REQUIRE(b.write(in));
     auto r = run_export("--speedscope '" + in + "'", out);
     REQUIRE(r.status == 0);
-    auto opened = check_speedscope(parse_json(slurp(out)), "nanoseconds");
+    CHECK(r.out.empty()); // nothing out of order, nothing left out
+    const JsonValue doc = parse_json(slurp(out));
+    auto opened = check_speedscope(doc, "nanoseconds");
+    // The events at the built values: compile from 0 to 3900 ns, link from 3950 (50 ns later) to 4650.
+    std::map<std::string, std::vector<std::pair<std::string, double>>> at;
+    const JsonValue& main_profile = member(doc, "profiles").items.at(0);
+    CHECK(member(main_profile, "name").string == "main (thread 0)");
+    for (const JsonValue& e : member(main_profile, "events").items)
+        at[member(member(member(doc, "shared"), "frames").items.at(static_cast<std::size_t>(member(e, "frame").number)),
+                  "name")
+               .string]
+            .emplace_back(member(e, "type").string, member(e, "at").number);
+    using Events = std::vector<std::pair<std::string, double>>;
+    CHECK(at["compile"] == Events{{"O", 0}, {"C", 3900}});
+    CHECK(at["link"] == Events{{"O", 3950}, {"C", 4650}});
+    CHECK(at["typeck"] == Events{{"O", 1500}, {"O", 3500}, {"C", 3900}, {"C", 3900}});
     CHECK(opened["main (thread 0)"] ==
           std::map<std::string, int>{{"compile", 1}, {"parse", 2}, {"typeck", 2}, {"link", 1}});
     CHECK(opened["worker (thread 1)"] == std::map<std::string, int>{{"parse", 1}});
