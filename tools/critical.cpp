@@ -1,6 +1,7 @@
 // pmc critical FILE: the costliest nesting path through a profile, after llvm-mca's bottleneck view.
 //
-// The graph has one node per label. Each time a scope labelled C runs directly inside a scope labelled P, the edge
+// The nesting comes from pmc/profile_reader.hpp's walker (the file streamed, never loaded whole). The graph has
+// one node per label. Each time a scope labelled C runs directly inside a scope labelled P, the edge
 // P -> C gains C's inclusive value (its cost) and one occurrence; the share of P's calls that contain a C at least
 // once is the edge's probability. A node's cost is what its outermost calls carry: its calls at the top of a thread
 // plus the costs of its incoming edges. A scope nested in a scope of its own label (recursion, directly or through
