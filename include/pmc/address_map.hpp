@@ -316,8 +316,10 @@ public:
         symbols_.erase(std::unique(symbols_.begin(), symbols_.end(),
                                    [](auto& a, auto& b) { return a.begin == b.begin && a.name == b.name; }),
                        symbols_.end());
-        max_symbol_size_ = 0;
-        for (auto& s : symbols_) max_symbol_size_ = std::max(max_symbol_size_, s.size);
+        // max_end_[i]: the highest end among symbols 0..i, so a lookup stops scanning back where none can reach.
+        max_end_.resize(symbols_.size());
+        std::uint64_t reach = 0;
+        for (std::size_t i = 0; i < symbols_.size(); ++i) max_end_[i] = reach = std::max(reach, symbols_[i].begin + symbols_[i].size);
         if (!file.path.empty()) files_.push_back(std::move(file));
         symbols_loaded_ = true;
     }
@@ -354,14 +356,14 @@ public:
         return addr < it->end ? &*it : nullptr;
     }
     const DataSymbol* symbol_of(std::uint64_t addr) const {
-        // Symbols sorted by begin; one can only contain addr if it begins within max_symbol_size_ below it.
-        auto it = std::upper_bound(symbols_.begin(), symbols_.end(), addr,
-                                   [](std::uint64_t a, const DataSymbol& s) { return a < s.begin; });
+        // Symbols sorted by begin: scan back from the last that begins at or below addr while one can still reach it.
+        auto i = static_cast<std::size_t>(std::upper_bound(symbols_.begin(), symbols_.end(), addr,
+                                                           [](std::uint64_t a, const DataSymbol& s) { return a < s.begin; }) -
+                                          symbols_.begin());
         const DataSymbol* best = nullptr;
-        while (it != symbols_.begin()) {
-            --it;
-            if (addr - it->begin >= max_symbol_size_) break;
-            if (addr - it->begin < it->size && (!best || it->size < best->size)) best = &*it; // innermost
+        while (i > 0 && max_end_[i - 1] > addr) {
+            const DataSymbol& s = symbols_[--i];
+            if (addr - s.begin < s.size && (!best || s.size < best->size)) best = &s; // innermost
         }
         return best;
     }
@@ -402,7 +404,7 @@ private:
     std::vector<NamedBlock> blocks_;
     std::vector<DataSymbol> symbols_;
     std::vector<SymbolFile> files_;
-    std::uint64_t max_symbol_size_ = 0;
+    std::vector<std::uint64_t> max_end_;
     int pid_ = 0;
     bool symbols_loaded_ = false;
 };

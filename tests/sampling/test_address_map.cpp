@@ -94,6 +94,26 @@ TEST_CASE("maps lines: ranges, kinds and labels", "[attribution]") {
     CHECK_THAT(map.symbols_note(), ContainsSubstring("symbols unavailable"));
 }
 
+TEST_CASE("variables: the innermost containing symbol, past symbols that end below the address", "[attribution]") {
+    auto regions = pmc::parse_maps(sample_maps);
+    REQUIRE(regions.ok());
+    pmc::AddressMap map(*regions);
+    auto sym = [](std::uint64_t b, std::uint64_t n, const char* name) { return pmc::DataSymbol{b, n, name, "f", false}; };
+    map.add_symbols({sym(0x1000, 0x1000, "outer"), sym(0x1100, 0x10, "inner"), sym(0x1200, 0x10, "other"),
+                     sym(0x3000, 0x8, "after"), sym(0x1100, 0x10, "inner")}, // a duplicate (.symtab and .dynsym)
+                    pmc::SymbolFile{"f", 4, 1, false, ""});
+    CHECK(map.symbols().size() == 4);
+    CHECK(map.attribute(std::uint64_t{0x1105}).label() == "inner");
+    CHECK(map.attribute(std::uint64_t{0x1500}).label() == "outer"); // "other" ends below: scan on to "outer"
+    CHECK(map.attribute(std::uint64_t{0x1500}).offset == 0x500);
+    CHECK(map.attribute(std::uint64_t{0x1fff}).label() == "outer");
+    CHECK(map.attribute(std::uint64_t{0x2000}).kind == pmc::AttributionKind::unmapped);
+    CHECK(map.attribute(std::uint64_t{0xfff}).kind == pmc::AttributionKind::unmapped);
+    CHECK(map.attribute(std::uint64_t{0x3007}).label() == "after");
+    CHECK(map.attribute(std::uint64_t{0x3008}).kind != pmc::AttributionKind::variable);
+    CHECK_THAT(map.symbols_note(), ContainsSubstring("symbol tables of 1 files"));
+}
+
 TEST_CASE("malformed maps text: a clear error naming the line, never a crash", "[attribution]") {
     struct Bad {
         const char* text;
