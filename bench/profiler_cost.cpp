@@ -31,7 +31,9 @@ What recording one interval (a scope) with pmc::Profiler costs in wall time, on 
 two bare reads of the same counter (the floor: a scope reads its counter twice) and beside
 libLLVM's llvm::TimeTraceScope (-ftime-trace's profiler, recording every scope) measured in the
 same run; the bytes each event takes on disk; and recording throughput with 1 and 2 threads.
-Each figure is the best of several rounds of a loop of empty scopes, minus the empty loop.
+Each figure is the best of several rounds of a loop of empty scopes, minus the empty loop. The
+row "pages to /dev/null" is the recording alone (compared with two reads measured beside it):
+the difference from the row above is what the kernel takes to append the pages to the file.
 Quote ratios from one run: absolute figures vary from machine to machine and run to run.
 
 Options:
@@ -125,6 +127,26 @@ int main(int argc, char** argv) {
     }
     const std::uint64_t on_bytes = file_size(on_path);
 
+    // The same with its pages written to /dev/null: the recording alone, without the kernel's cost of appending 24
+    // bytes per interval to a file (page-cache pages allocated and filled: most of the difference on our VMs).
+    double null_ns = 0, null_reads = 0;
+    {
+        pmc::ProfilerOptions o{"/dev/null", {"wall-time"}};
+        o.measure_cost = false;
+        pmc::Profiler nul{o};
+        const pmc::Label label = nul.label("query");
+        pmc::Counter wall{"wall-time"};
+        null_ns = best_ns(n, rounds, [&] {
+            auto s = nul.scope(label);
+            asm volatile("" ::: "memory");
+        });
+        null_reads = best_ns(n, rounds, [&] {
+            const std::uint64_t a = wall.read();
+            const std::uint64_t b = wall.read();
+            sink = sink + (b - a);
+        });
+    }
+
     // Throughput: every thread records its own scopes into its own pages.
     auto throughput = [&](int threads) {
         const std::string path = dir + "/threads" + std::to_string(threads) + ".pmcprof";
@@ -184,6 +206,7 @@ int main(int argc, char** argv) {
     row("pmc profiler off (from_env without PMC_PROFILE)", off_ns, 0);
     row("two bare wall-time reads (pmc::Counter, the floor)", two_reads, 0);
     row("pmc profiler on, wall-time", on_ns, two_reads);
+    row("pmc profiler on, wall-time, pages to /dev/null", null_ns, null_reads);
     if (llvm_missing.empty())
         row("llvm::TimeTraceScope (libLLVM 14, granularity 0)", llvm_ns, two_reads);
     else
