@@ -3,6 +3,7 @@
 // values the synthetic profile was built with; the memory it holds on a large file.
 #include <pmc/profile_format.hpp>
 #include <pmc/profile_reader.hpp>
+#include <pmc/profiler.hpp>
 
 #include "catch.hpp"
 #include "profile_builder.hpp"
@@ -14,6 +15,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -93,6 +95,12 @@ void same_as_read_profile(const std::string& path, const std::vector<unsigned ch
         CHECK(b.threads[i].tid == a.threads[i].tid);
         CHECK(b.threads[i].pages == a.threads[i].pages);
         CHECK(b.threads[i].missing_pages == a.threads[i].missing_pages);
+        CHECK(b.threads[i].error == a.threads[i].error);
+        REQUIRE(b.threads[i].times.size() == a.threads[i].times.size());
+        for (std::size_t k = 0; k < a.threads[i].times.size(); ++k) {
+            CHECK(b.threads[i].times[k].enabled == a.threads[i].times[k].enabled);
+            CHECK(b.threads[i].times[k].running == a.threads[i].times[k].running);
+        }
         CHECK(stream->span(a.threads[i].index).records == a.threads[i].records.size());
     }
     CHECK(flat(*stream) == flat(a));
@@ -145,6 +153,43 @@ TEST_CASE("profile reader: the same header, threads, records and problems as rea
         INFO("byte " << at << " flipped");
         same_as_read_profile(path, flipped);
     }
+}
+
+TEST_CASE("profile reader: a profile the real profiler wrote (threads, their counters' times): the same as "
+          "read_profile, whole and cut") {
+    ReaderDir dir;
+    const std::string path = dir.file("real.pmcprof");
+    {
+        pmc::Profiler prof{pmc::ProfilerOptions{path, {"page-faults", "wall-time"}}};
+        const auto outer = prof.label("outer"), inner = prof.label("inner"), hit = prof.label("hit");
+        auto work = [&] {
+            for (int i = 0; i < 300; ++i) {
+                auto s = prof.scope(outer);
+                auto t = prof.scope(inner);
+                if (i % 7 == 0) prof.instant(hit);
+            }
+        };
+        std::thread other(work);
+        work();
+        other.join();
+    }
+    std::vector<unsigned char> bytes;
+    {
+        std::FILE* f = std::fopen(path.c_str(), "rb");
+        REQUIRE(f != nullptr);
+        unsigned char buf[4096];
+        std::size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+        std::fclose(f);
+    }
+    const std::string copy = dir.file("copy.pmcprof");
+    same_as_read_profile(copy, bytes);
+    auto whole = pmc::read_profile(path);
+    REQUIRE(whole.ok());
+    CHECK(whole->threads.size() == 2);
+    CHECK(whole->threads[0].times.size() == 2); // the writer records each counter's time enabled and running
+    for (std::size_t cut = 0; cut < bytes.size(); cut += 97)
+        same_as_read_profile(copy, std::vector<unsigned char>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut)));
 }
 
 TEST_CASE("profile reader: a longer copy of a thread's page replaces the first, as in read_profile") {
