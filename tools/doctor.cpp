@@ -302,9 +302,10 @@ int cmd_doctor(const Options& o) {
     const Trial& instructions = trials[1];
     std::string precision, summary;
     int status;
-    if (exact.ok && exact.path == "2 x rdpmc") {
+    const std::string user_pair = pmc::to_string(pmc::ReadPath::rdpmc_difference);
+    if (exact.ok && exact.path == user_pair) {
         precision = "exact";
-        summary = "exact user-mode instruction counts: instructions-minus-irqs:u, read with rdpmc";
+        summary = "exact user-mode instruction counts: instructions-minus-irqs:u, read with " + user_pair;
         status = 0;
     } else if (instructions.ok) {
         precision = "approximate";

@@ -112,14 +112,15 @@ enum class ReadPath : std::uint8_t {
     syscall_sum,        ///< a hybrid CPU's event opened on both core types: two read(2), added
 };
 
+/// The read path as this architecture executes it (AArch64: `mrs` of the PMU registers and of CNTVCT_EL0).
 inline const char* to_string(ReadPath p) {
     switch (p) {
-    case ReadPath::rdpmc: return "rdpmc";
+    case ReadPath::rdpmc: return PMC_ARCH_AARCH64 ? "mrs" : "rdpmc";
     case ReadPath::syscall: return "read()";
-    case ReadPath::tsc: return "rdtsc";
-    case ReadPath::wall_time: return "rdtsc->ns";
+    case ReadPath::tsc: return PMC_ARCH_AARCH64 ? "cntvct" : "rdtsc";
+    case ReadPath::wall_time: return PMC_ARCH_AARCH64 ? "cntvct->ns" : "rdtsc->ns";
     case ReadPath::clock: return "clock_gettime";
-    case ReadPath::rdpmc_difference: return "2 x rdpmc";
+    case ReadPath::rdpmc_difference: return PMC_ARCH_AARCH64 ? "2 x mrs" : "2 x rdpmc";
     case ReadPath::syscall_difference: return "group read()";
     case ReadPath::syscall_sum: return "read() x 2, summed";
     }
@@ -498,7 +499,8 @@ inline void choose_rdpmc_path(CounterCore& c, bool allowed, bool difference,
                               std::string_view sysfs_root = default_sysfs_root) {
     if (allowed) {
         c.path = difference ? ReadPath::rdpmc_difference : ReadPath::rdpmc;
-        c.info->notes.push_back(std::string("read in user space with ") + (difference ? "two rdpmc" : "rdpmc") +
+        c.info->notes.push_back(std::string("read in user space with ") + (difference ? "two " : "") +
+                                (PMC_ARCH_AARCH64 ? "mrs" : "rdpmc") +
                                 " (counter width " + std::to_string(c.info->width) + " bits)");
     } else {
         c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
