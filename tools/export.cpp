@@ -311,8 +311,10 @@ int write_chrome(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
                         : "one " + (k.unit == "events" ? k.name + " event" : k.unit) +
                               " (the counter is not a time; ts and dur count " + k.name +
                               (time_like ? ")" : ", each thread from its own lowest reading)"));
-    out.print(",\"exact\":{},\"min_value\":{},\"scopes_left_out\":{},\"scopes\":{}", k.exact() ? "true" : "false",
-              o.min_value, tally.dropped, tally.scopes);
+    const pmc::CounterExactness exact = r.exactness(c);
+    out.print(",\"exact\":{},\"exact_why\":", exact.exact ? "true" : "false");
+    json_string(out, exact.why);
+    out.print(",\"min_value\":{},\"scopes_left_out\":{},\"scopes\":{}", o.min_value, tally.dropped, tally.scopes);
     out.put(",\"problems\":[");
     for (std::size_t i = 0; i < p.problems.size(); ++i) {
         if (i) out.put(',');

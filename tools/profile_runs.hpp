@@ -145,33 +145,13 @@ struct Exactness {
     std::string why;
 };
 
-/// The rule summarize and critical use too: the header's exact flag, not a fallback, and, for an event that may be
-/// multiplexed, every thread that recorded events counted it all the time it was enabled (its times say so).
+/// pmc::counter_exactness (pmc/profile_reader.hpp), the rule every profile tool uses, over a run's record counts.
 inline Exactness exactness(const pmc::Profile& p, std::size_t c, const std::map<std::uint32_t, std::uint64_t>& records) {
-    namespace pf = pmc::profile_format;
-    const auto& k = p.counters[c];
-    if (!k.exact())
-        return {false, k.unit == "ns" || k.unit == "TSC ticks" ? "a time: it varies from run to run"
-                                                               : "the file does not mark it exact"};
-    if (k.flags & pf::fallback) return {false, "recorded in place of a counter that could not be opened (a fallback)"};
-    bool checked = false;
-    for (const auto& t : p.threads) {
-        auto it = records.find(t.index);
-        if (it == records.end() || it->second == 0) continue; // recorded nothing
-        if (!t.error.empty()) return {false, fmt::format("thread {}'s counters could not be opened", t.index)};
-        if (!(k.flags & pf::may_multiplex)) continue;
-        if (c >= t.times.size() || !t.times[c].known())
-            return {false, fmt::format("a hardware event the kernel may multiplex, and thread {}'s times do not say "
-                                       "whether it did",
-                                       t.index)};
-        if (t.times[c].multiplexed())
-            return {false, fmt::format("multiplexed on thread {} (counted {:.1f}% of the time)", t.index,
-                                       100.0 * t.times[c].running_fraction())};
-        checked = true;
-    }
-    if (checked) return {true, "a count of events read whole; never multiplexed (every thread counted it all the time "
-                               "it was enabled)"};
-    return {true, "a count of events read whole, never multiplexed or replaced"};
+    const pmc::CounterExactness e = pmc::counter_exactness(p, c, [&](std::uint32_t index) -> std::uint64_t {
+        auto it = records.find(index);
+        return it == records.end() ? 0 : it->second;
+    });
+    return {e.exact, e.why};
 }
 
 /// Exact only when every run's counter is; otherwise the first reason, with its file.

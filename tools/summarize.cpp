@@ -310,7 +310,7 @@ int cmd_summarize(int argc, char** argv) {
         j.field("aslr", p.aslr).key("counters").begin_array();
         for (const auto& k : p.counters)
             j.begin_object().field("name", k.name).field("unit", k.unit).field("read_path", k.read_path)
-                .field("exact", k.exact()).field("irq_corrected", (k.flags & pmc::profile_format::irq_corrected) != 0)
+                .field("exact", reader.exactness(static_cast<std::size_t>(&k - p.counters.data())).exact).field("irq_corrected", (k.flags & pmc::profile_format::irq_corrected) != 0)
                 .field("may_multiplex", (k.flags & pmc::profile_format::may_multiplex) != 0)
                 .field("fallback", (k.flags & pmc::profile_format::fallback) != 0)
                 .field("cost_to_parent", k.cost_to_parent).field("cost_in_scope", k.cost_in_scope)
@@ -368,7 +368,7 @@ int cmd_summarize(int argc, char** argv) {
         const auto& k = p.counters[i];
         fmt::print("{} {}: {}{}, read with {}{}; one scope adds {} to its parent, an empty one records {}\n",
                    i == 0 ? "primary counter" : "riding along   ", k.name, k.unit == "events" ? "a count" : k.unit,
-                   k.exact() ? " (exact)" : "", k.read_path,
+                   reader.exactness(i).exact ? " (exact)" : "", k.read_path,
                    (k.flags & pmc::profile_format::irq_corrected) ? ", interrupts subtracted" : "",
                    k.unit == "events" ? fmt::format("{:.3g}", k.cost_to_parent) : show(k.cost_to_parent, k.unit),
                    k.unit == "events" ? fmt::format("{:.3g}", k.cost_in_scope) : show(k.cost_in_scope, k.unit));

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -104,6 +105,46 @@ struct ProfileThreadSpan {
         std::numeric_limits<std::uint64_t>::max(), std::numeric_limits<std::uint64_t>::max(),
         std::numeric_limits<std::uint64_t>::max(), std::numeric_limits<std::uint64_t>::max()};
 };
+
+/// Whether a profile's counter counted exactly, and why (or why not), in words for people.
+struct CounterExactness {
+    bool exact = false;
+    std::string why;
+};
+
+/// The one rule every profile tool uses: the header marks counter `c` exact, it is not a fallback, no thread that
+/// recorded events failed to open its counters, and, for an event the kernel may multiplex, every such thread's
+/// times show it counted all the time it was enabled. `records_of(thread index)` is how many records a thread holds
+/// (threads with none are not asked about).
+template <class RecordsOf>
+CounterExactness counter_exactness(const Profile& p, std::size_t c, RecordsOf&& records_of) {
+    namespace pf = profile_format;
+    const ProfileCounter& k = p.counters.at(c);
+    if (!k.exact())
+        return {false, k.unit == "ns" || k.unit == "TSC ticks" ? "a time: it varies from run to run"
+                                                               : "the file does not mark it exact"};
+    if (k.flags & pf::fallback) return {false, "recorded in place of a counter that could not be opened (a fallback)"};
+    bool checked = false;
+    for (const auto& t : p.threads) {
+        if (records_of(t.index) == 0) continue; // recorded nothing
+        if (!t.error.empty()) return {false, "thread " + std::to_string(t.index) + "'s counters could not be opened"};
+        if (!(k.flags & pf::may_multiplex)) continue;
+        if (c >= t.times.size() || !t.times[c].known())
+            return {false, "a hardware event the kernel may multiplex, and thread " + std::to_string(t.index) +
+                               "'s times do not say whether it did"};
+        if (t.times[c].multiplexed()) {
+            char share[32];
+            std::snprintf(share, sizeof share, "%.1f", 100.0 * t.times[c].running_fraction());
+            return {false, "multiplexed on thread " + std::to_string(t.index) + " (counted " + share +
+                               "% of the time)"};
+        }
+        checked = true;
+    }
+    if (checked)
+        return {true, "a count of events read whole; never multiplexed (every thread counted it all the time it "
+                      "was enabled)"};
+    return {true, "a count of events read whole, never multiplexed or replaced"};
+}
 
 namespace detail {
 
@@ -232,6 +273,10 @@ public:
     ProfileThreadSpan span(std::uint32_t index) const {
         auto it = threads_.find(index);
         return it == threads_.end() ? ProfileThreadSpan{} : it->second.span;
+    }
+    /// counter_exactness for this profile's counter `c`.
+    CounterExactness exactness(std::size_t c) const {
+        return counter_exactness(profile_, c, [this](std::uint32_t index) { return span(index).records; });
     }
     /// The most bytes this reader has held for file data and records at once (its memory bound, for tests).
     std::size_t peak_bytes_held() const { return peak_; }

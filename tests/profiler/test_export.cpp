@@ -304,6 +304,20 @@ TEST_CASE("pmc export --chrome: the trace-event rules hold on nesting, threads, 
     check_chrome(cdoc);
     CHECK_THAT(member(member(cdoc, "otherData"), "microsecond_means").string,
                ContainsSubstring("one page-faults event (the counter is not a time"));
+    // Exact or not by the rule every profile tool shares (pmc::counter_exactness), with the reason.
+    CHECK(member(member(cdoc, "otherData"), "exact").boolean);
+    CHECK_THAT(member(member(cdoc, "otherData"), "exact_why").string, ContainsSubstring("a count of events read whole"));
+    CHECK(!member(member(doc, "otherData"), "exact").boolean);
+    CHECK(member(member(doc, "otherData"), "exact_why").string == "a time: it varies from run to run");
+    auto fallback_counter = pmc_test::exact_counter();
+    fallback_counter.flags |= pf::fallback;
+    pmc_test::ProfileBuilder fb({fallback_counter});
+    fb.thread(0).scope("a", 1);
+    REQUIRE(fb.write(in));
+    REQUIRE(run_export("--chrome '" + in + "'", out).status == 0);
+    const JsonValue fdoc = parse_json(slurp(out));
+    CHECK(!member(member(fdoc, "otherData"), "exact").boolean);
+    CHECK_THAT(member(member(fdoc, "otherData"), "exact_why").string, ContainsSubstring("(a fallback)"));
 }
 
 TEST_CASE("pmc export --folded: integer self weights per stack that sum to the self totals, per thread or "
