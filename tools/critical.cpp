@@ -68,7 +68,8 @@ Options:
   --per-thread    One graph and path per thread instead of all threads together.
   --thread N      Only thread N (the profiler's thread number).
   --graph         Also list every label and every edge.
-  --json          One JSON object: the counter ("exact"; "deterministic": exact and the file whole),
+  --json          One JSON object: the counter ("exact" and "exact_why", by the rule all pmc's
+                  profile tools share; "deterministic": exact and the file whole),
                   the problems, and per graph its labels, edges (with any recursion chain) and path
                   ("text": the labels joined by " > ", what CI compares).
   --color WHEN    auto (default: on a terminal, unless NO_COLOR is set), always or never.
@@ -562,16 +563,18 @@ int cmd_critical(int argc, char** argv) {
         return 1;
     }
     const int status = p.problems.empty() ? 0 : 2;
-    const bool exact = counter.exact() && status == 0;
+    // The rule every profile tool shares (header flag, no fallback, no failed thread, not multiplexed).
+    const pmc::CounterExactness counted = reader->exactness(c);
+    const bool exact = counted.exact && status == 0;
     const std::string exactness =
-        counter.exact() ? (status == 0 ? "exact: the same program and input give this path on every run"
-                                       : "exact, but part of the file is lost: the path may differ from a whole file's")
-                        : "not exact (a time or a scaled count): the path may differ run to run when costs are close";
+        counted.exact ? (status == 0 ? "exact: the same program and input give this path on every run"
+                                     : "exact, but part of the file is lost: the path may differ from a whole file's")
+                      : "not exact (" + counted.why + "): the path may differ run to run when costs are close";
 
     if (json) {
         pmc::JsonWriter j;
         j.begin_object().field("file", file).field("counter", counter.name).field("unit", counter.unit);
-        j.field("exact", counter.exact()).field("deterministic", exact);
+        j.field("exact", counted.exact).field("exact_why", counted.why).field("deterministic", exact);
         j.key("problems").begin_array();
         for (const auto& w : p.problems) j.value(w);
         j.end_array().key("graphs").begin_array();

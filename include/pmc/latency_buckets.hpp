@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -134,7 +135,7 @@ public:
             Bucket x;
             x.label = lv[i].name == "memory" ? "memory (DRAM)" : lv[i].name;
             x.from = i == 0 ? 0 : std::sqrt(lv[i - 1].latency_ns * lv[i].latency_ns) * k;
-            x.to = i + 1 < lv.size() ? std::sqrt(lv[i].latency_ns * lv[i + 1].latency_ns) * k : INFINITY;
+            x.to = i + 1 < lv.size() ? std::sqrt(lv[i].latency_ns * lv[i + 1].latency_ns) * k : std::numeric_limits<double>::infinity();
             b.buckets_.push_back(std::move(x));
         }
         if (!curve.reaches_memory) {
@@ -143,7 +144,7 @@ public:
             if (!(edge > b.buckets_.back().from)) edge = b.buckets_.back().from * 2; // a degenerate plateau
             b.buckets_.back().to = edge;
             b.buckets_.push_back(Bucket{"beyond " + lv.back().name + " (the curve stops before memory)", edge,
-                                        INFINITY, 0, 0});
+                                        std::numeric_limits<double>::infinity(), 0, 0});
         }
         if (cycles_per_ns > 0) {
             char part[64];
@@ -176,7 +177,7 @@ public:
         for (std::size_t i = 0; i <= edges.size(); ++i) {
             Bucket x;
             x.from = i == 0 ? 0 : edges[i - 1];
-            x.to = i < edges.size() ? edges[i] : INFINITY;
+            x.to = i < edges.size() ? edges[i] : std::numeric_limits<double>::infinity();
             x.label = !labels.empty() ? labels[i]
                       : i == 0        ? "< " + num(x.to)
                       : i < edges.size() ? num(x.from) + "-" + num(x.to)
