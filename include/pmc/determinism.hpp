@@ -84,15 +84,6 @@ inline std::optional<std::uint64_t> read_msr(int cpu, std::uint32_t msr) {
     return value;
 }
 
-/// The online CPUs (/sys/devices/system/cpu/online); {0} if that cannot be read.
-inline std::vector<int> online_cpus() {
-    if (auto text = read_file("/sys/devices/system/cpu/online")) {
-        auto cpus = parse_cpu_list(*text);
-        if (!cpus.empty()) return cpus;
-    }
-    return {0};
-}
-
 /// MSR 0xc0011020 as read on one CPU (nullopt: not readable there).
 struct MsrReading {
     int cpu = 0;

@@ -16,6 +16,7 @@
 
 #include <linux/perf_event.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -50,6 +51,20 @@ inline std::vector<int> parse_cpu_list(std::string_view text) {
     }
     return cpus;
 }
+
+namespace detail {
+/// The online CPUs (/sys/devices/system/cpu/online); else 0 .. sysconf(_SC_NPROCESSORS_CONF) - 1; else {0}.
+inline std::vector<int> online_cpus() {
+    if (auto text = read_file("/sys/devices/system/cpu/online")) {
+        auto cpus = parse_cpu_list(*text);
+        if (!cpus.empty()) return cpus;
+    }
+    std::vector<int> cpus;
+    for (long i = 0, n = ::sysconf(_SC_NPROCESSORS_CONF); i < n; ++i) cpus.push_back(static_cast<int>(i));
+    if (cpus.empty()) cpus.push_back(0);
+    return cpus;
+}
+} // namespace detail
 
 /// The inverse: "0-3,8" for {0, 1, 2, 3, 8} (in any order).
 inline std::string format_cpu_list(std::vector<int> cpus) {

@@ -174,15 +174,6 @@ struct SamplerRing {
     RingReader reader;
 };
 
-/// "0-3,5" -> {0,1,2,3,5}: the CPUs an inherited sampler needs a ring on.
-inline std::vector<int> online_cpus() {
-    auto text = read_file("/sys/devices/system/cpu/online");
-    std::vector<int> cpus = text ? parse_cpu_list(trim(*text)) : std::vector<int>{};
-    if (cpus.empty())
-        for (long i = 0, n = ::sysconf(_SC_NPROCESSORS_CONF); i < n; ++i) cpus.push_back(static_cast<int>(i));
-    return cpus;
-}
-
 inline std::optional<std::uint64_t> max_sample_rate() {
     auto text = read_file("/proc/sys/kernel/perf_event_max_sample_rate");
     return text ? parse_number(trim(*text)) : std::nullopt;

@@ -517,7 +517,7 @@ namespace {
 /// Writes a large profile page by page without holding it: one thread, `pages` events pages, each a complete
 /// "request" scope holding `groups` chains step > step > step (totals 10, 8, 6: self 2, 2, 6); wall-time. Each
 /// request's self is groups + 1 (a tick before each chain and one at its end).
-void write_big_profile(const std::string& path, std::uint32_t pages, std::uint32_t groups) {
+[[maybe_unused]] void write_big_profile(const std::string& path, std::uint32_t pages, std::uint32_t groups) {
     pmc_test::ProfileBuilder head({pmc_test::time_counter()});
     head.thread(0, "main");
     head.id("request");

@@ -770,6 +770,9 @@ TEST_CASE("profiler: each thread's counters' time enabled and running are in the
 
 TEST_CASE("profiler: a counter that fails to open only on a later thread: its error is recorded, its values are 0, "
           "a warning is printed, the other threads are unaffected") {
+    if (PMC_TEST_ASAN) // the sanitizers' runtime needs a descriptor (a pipe) to check memory: the limit breaks it
+        PMC_SKIP("built with the sanitizers, whose runtime fails (a false 'invalid vptr' report) when no file "
+                 "descriptor is left, which is how this test makes a later thread's counter fail");
     TempDir dir;
     const std::string path = dir.file("later.pmcprof");
     const std::string err_path = dir.file("stderr.txt");
