@@ -134,10 +134,16 @@ inline void judge(BiasCheck& b) {
     if (b.exact_running_fraction < 1)
         why += "the exact counter was multiplexed (counted " + std::to_string(b.exact_running_fraction * 100) +
                "% of the time, scaled); ";
-    if (why.empty())
-        why = "nothing was lost or throttled, so the sampling itself is biased here (the PMU raises its overflow "
-              "late or early, or the event skips samples, as load-latency sampling does): do not scale samples "
-              "by the period for this event; ";
+    // Lost samples are countable: with a fixed period they may account for the whole gap. Throttling and
+    // multiplexing cannot be sized, so the sampling's own bias stays a candidate beside them.
+    const bool lost_covers_gap = b.lost && b.period && est < exact &&
+                                 est + static_cast<double>(b.lost) * static_cast<double>(b.period) >=
+                                     exact * (1 - b.tolerance) - static_cast<double>(b.allowance);
+    const char* bias = "the sampling itself is biased here (the PMU raises its overflow late or early, the kernel "
+                       "runs the event slower than asked, or the event skips samples, as load-latency sampling "
+                       "does): do not scale samples by the period for this event; ";
+    if (why.empty()) why = std::string("nothing was lost or throttled, so ") + bias;
+    else if (!lost_covers_gap) why += std::string("where that does not account for the whole gap, ") + bias;
     why.resize(why.size() - 2);
     b.warning += "Why: " + why + ".";
 }

@@ -319,8 +319,21 @@ TEST_CASE("the bias check agrees within tolerance and one period, and says why w
         pmc::judge(b);
         CHECK_THAT(b.warning, ContainsSubstring("8 samples were lost"));
         CHECK_THAT(b.warning, ContainsSubstring("throttled sampling 3 times"));
-        CHECK_THAT(b.warning, !ContainsSubstring("sampling itself is biased"));
+        CHECK_THAT(b.warning, !ContainsSubstring("sampling itself is biased")); // the lost samples cover the gap
         CHECK_THAT(pmc::to_text(b), ContainsSubstring("WARNING"));
+    }
+    SECTION("throttling, which cannot be sized, leaves the sampling's own bias named as well") {
+        b.throttled = 2;
+        pmc::judge(b);
+        CHECK_THAT(b.warning, ContainsSubstring("throttled sampling 2 times"));
+        CHECK_THAT(b.warning, ContainsSubstring("where that does not account for the whole gap, the sampling itself "
+                                                "is biased"));
+    }
+    SECTION("lost samples too few to cover the gap leave the sampling's own bias named as well") {
+        b.lost = 1; // 1 period of the 8 missing (2 would do: tolerance and allowance take the rest)
+        pmc::judge(b);
+        CHECK_THAT(b.warning, ContainsSubstring("1 samples were lost"));
+        CHECK_THAT(b.warning, ContainsSubstring("the sampling itself is biased"));
     }
     SECTION("the emulated PMU's case: 3 samples at period 100,000 over 10 M instructions") {
         b.period = b.allowance = 100000;
