@@ -365,6 +365,33 @@ inline bool valid_page_at(const unsigned char* p, std::size_t n) {
            h.sum;
 }
 
+
+/// A thread page's body (after its page header) into `t`: tid, name, error and, from newer writers, the counters'
+/// times (u32 counters, u32 reserved, per counter u64 enabled, u64 running). False when it is malformed.
+inline bool read_thread_page(ByteReader& r, std::size_t len, ProfileThread& t) {
+    const auto tid = r.get<std::uint64_t>();
+    r.get<std::uint32_t>();
+    std::string name = r.lstr();
+    std::string error = r.lstr();
+    std::vector<ProfileCounterTimes> times;
+    if (r.ok && r.at < len) {
+        const auto count = r.get<std::uint32_t>();
+        r.get<std::uint32_t>();
+        for (std::uint32_t i = 0; r.ok && i < count && i < profile_format::max_counters; ++i) {
+            ProfileCounterTimes ct;
+            ct.enabled = r.get<std::uint64_t>();
+            ct.running = r.get<std::uint64_t>();
+            if (r.ok) times.push_back(ct);
+        }
+    }
+    if (!r.ok) return false;
+    t.tid = tid;
+    t.name = std::move(name);
+    t.error = std::move(error);
+    if (!times.empty()) t.times = std::move(times);
+    t.seen_info = true;
+    return true;
+}
 } // namespace detail
 
 /// Reads a profile from its bytes. Fails only when the header cannot be read; everything after it is read page by
@@ -475,30 +502,8 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
             break;
         case pf::PageKind::thread: {
             ProfileThread& t = thread(thread_index);
-            t.tid = r.get<std::uint64_t>();
-            r.get<std::uint32_t>();
-            std::string name = r.lstr();
-            std::string error = r.lstr();
-            // Newer writers append: u32 counters, u32 reserved, per counter u64 time enabled, u64 time running.
-            std::vector<ProfileCounterTimes> times;
-            if (r.ok && r.at < len) {
-                const auto count = r.get<std::uint32_t>();
-                r.get<std::uint32_t>();
-                for (std::uint32_t i = 0; r.ok && i < count && i < pf::max_counters; ++i) {
-                    ProfileCounterTimes ct;
-                    ct.enabled = r.get<std::uint64_t>();
-                    ct.running = r.get<std::uint64_t>();
-                    if (r.ok) times.push_back(ct);
-                }
-            }
-            if (r.ok) {
-                t.name = std::move(name);
-                t.error = std::move(error);
-                if (!times.empty()) t.times = std::move(times);
-                t.seen_info = true;
-            } else {
+            if (!detail::read_thread_page(r, len, t))
                 out.problems.push_back("a thread page at byte " + std::to_string(at) + " is malformed");
-            }
             break;
         }
         case pf::PageKind::events: {

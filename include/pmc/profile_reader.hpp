@@ -541,29 +541,8 @@ private:
                 break;
             case pf::PageKind::thread: {
                 ProfileThread& t = thread(thread_index);
-                t.tid = r.get<std::uint64_t>();
-                r.get<std::uint32_t>();
-                std::string name = r.lstr();
-                std::string error = r.lstr();
-                std::vector<ProfileCounterTimes> times; // newer writers append the counters' times
-                if (r.ok && r.at < len) {
-                    const auto count = r.get<std::uint32_t>();
-                    r.get<std::uint32_t>();
-                    for (std::uint32_t i = 0; r.ok && i < count && i < pf::max_counters; ++i) {
-                        ProfileCounterTimes ct;
-                        ct.enabled = r.get<std::uint64_t>();
-                        ct.running = r.get<std::uint64_t>();
-                        if (r.ok) times.push_back(ct);
-                    }
-                }
-                if (r.ok) {
-                    t.name = std::move(name);
-                    t.error = std::move(error);
-                    if (!times.empty()) t.times = std::move(times);
-                    t.seen_info = true;
-                } else {
+                if (!detail::read_thread_page(r, len, t))
                     out.problems.push_back("a thread page at byte " + std::to_string(at) + " is malformed");
-                }
                 break;
             }
             case pf::PageKind::events: {
