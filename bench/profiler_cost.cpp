@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -31,10 +32,14 @@ What recording one interval (a scope) with pmc::Profiler costs in wall time, on 
 two bare reads of the same counter (the floor: a scope reads its counter twice) and beside
 libLLVM's llvm::TimeTraceScope (-ftime-trace's profiler, recording every scope) measured in the
 same run; the bytes each event takes on disk; and recording throughput with 1 and 2 threads.
-Each figure is the best of several rounds of a loop of empty scopes, minus the empty loop. The
-row "pages to /dev/null" is the recording alone (compared with two reads measured beside it):
-the difference from the row above is what the kernel takes to append the pages to the file.
-Quote ratios from one run: absolute figures vary from machine to machine and run to run.
+Every row runs once per round, the rounds one after the other (the two file rows alternate
+their order), so that the machine's load reaches them alike; each figure is the median over the
+rounds of a loop of empty scopes, minus the empty loop (the best round and this thread's CPU
+time beside it). Two rows write a file: with the default preallocation (file blocks reserved
+8 MiB ahead of the end, ProfilerOptions::preallocate_bytes) and without it. The row "pages to
+/dev/null" is the recording alone: the difference from a file row is what the kernel takes to
+append the pages to the file. Quote ratios from one run: absolute figures vary from machine to
+machine and run to run.
 
 Options:
   --quick     Fewer iterations (a smoke run; noisier figures).
@@ -48,22 +53,43 @@ double now_ns() {
     return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
 }
 
-/// Best ns per iteration of `body` run `n` times, over `rounds` rounds.
-template <class F>
-double best_ns(std::uint64_t n, int rounds, F&& body) {
-    double best = 1e300;
-    for (int r = 0; r < rounds; ++r) {
-        const double a = now_ns();
-        for (std::uint64_t i = 0; i < n; ++i) body();
-        const double b = now_ns();
-        best = std::min(best, (b - a) / static_cast<double>(n));
-    }
-    return best;
+double thread_cpu_ns() {
+    timespec t{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
 }
 
-std::uint64_t file_size(const std::string& path) {
+/// One row's rounds: ns per iteration in wall time and in this thread's CPU time (system calls included).
+struct Series {
+    std::vector<double> wall, cpu;
+};
+
+/// One round: `body` run `n` times.
+template <class F>
+void round(Series& s, std::uint64_t n, F&& body) {
+    const double c = thread_cpu_ns(), a = now_ns();
+    for (std::uint64_t i = 0; i < n; ++i) body();
+    const double b = now_ns(), d = thread_cpu_ns();
+    s.wall.push_back((b - a) / static_cast<double>(n));
+    s.cpu.push_back((d - c) / static_cast<double>(n));
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+double best(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
+
+/// A file's size and the bytes of disk blocks it holds.
+struct FileBlocks {
+    std::uint64_t size = 0, allocated = 0;
+};
+FileBlocks file_blocks(const std::string& path) {
     struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    if (::stat(path.c_str(), &st) != 0) return {};
+    return {static_cast<std::uint64_t>(st.st_size), static_cast<std::uint64_t>(st.st_blocks) * 512};
 }
 
 } // namespace
@@ -94,58 +120,83 @@ int main(int argc, char** argv) {
         remove_dir = true;
     }
     const std::uint64_t n = quick ? 200000 : 2000000;
-    const int rounds = quick ? 3 : 7;
+    const int rounds = quick ? 3 : 11;
     volatile std::uint64_t sink = 0;
 
-    const double empty = best_ns(n, rounds, [] { asm volatile("" ::: "memory"); });
-
+    // The main rows run in the same rounds, one after the other in each (alternating the two file rows' order), so
+    // that a change in the machine's load reaches them all alike; every profiler is open throughout.
     pmc::Profiler off;
     const pmc::Label off_label = off.label("query");
-    const double off_ns = best_ns(n, rounds, [&] {
-        auto s = off.scope(off_label);
-        asm volatile("" ::: "memory");
-    });
+    const std::string on_path = dir + "/wall-time.pmcprof", plain_path = dir + "/wall-time-plain.pmcprof";
+    std::optional<pmc::Profiler> on{pmc::ProfilerOptions{on_path, {"wall-time"}}}; // the defaults: preallocated
+    pmc::ProfilerOptions plain_options{plain_path, {"wall-time"}};
+    plain_options.preallocate_bytes = 0;
+    plain_options.measure_cost = false;
+    std::optional<pmc::Profiler> plain{plain_options};
+    // The pages written to /dev/null: the recording alone, without the kernel's cost of appending 24 bytes per
+    // interval to a file (page-cache pages allocated and filled, file blocks allocated).
+    pmc::ProfilerOptions null_options{"/dev/null", {"wall-time"}};
+    null_options.measure_cost = false;
+    std::optional<pmc::Profiler> nul{null_options};
+    const pmc::Label on_label = on->label("query"), plain_label = plain->label("query"), null_label = nul->label("query");
+    pmc::Counter wall{"wall-time"};
+    // A count read with read(2) per boundary: the system call dominates (no PMU here for rdpmc).
+    pmc::ProfilerOptions pf_options{dir + "/page-faults.pmcprof", {"page-faults"}};
+    pf_options.measure_cost = false;
+    std::optional<pmc::Profiler> pf{pf_options};
+    const pmc::Label pf_label = pf->label("query");
+    pmc::Counter faults{"page-faults"};
+    const std::uint64_t m = n / 10;
+    const std::string llvm_missing = pmc_bench::llvm_peer_missing();
+    const std::uint64_t llvm_n = quick ? 100000 : 500000; // it keeps every entry in memory until written
 
-    const std::string on_path = dir + "/wall-time.pmcprof";
-    double on_ns = 0, two_reads = 0;
-    std::uint64_t on_events = 0;
-    std::vector<double> costs;
-    {
-        pmc::Profiler on{pmc::ProfilerOptions{on_path, {"wall-time"}}};
-        const pmc::Label label = on.label("query");
-        on_ns = best_ns(n, rounds, [&] {
-            auto s = on.scope(label);
+    Series empty_s, off_s, reads_s, on_s, plain_s, null_s, llvm_s, pf_reads_s, pf_s;
+    for (int r = 0; r < rounds; ++r) {
+        round(empty_s, n, [] { asm volatile("" ::: "memory"); });
+        round(off_s, n, [&] {
+            auto s = off.scope(off_label);
             asm volatile("" ::: "memory");
         });
-        on_events = n * static_cast<std::uint64_t>(rounds);
-        pmc::Counter wall{"wall-time"};
-        two_reads = best_ns(n, rounds, [&] {
+        round(reads_s, n, [&] {
             const std::uint64_t a = wall.read();
             const std::uint64_t b = wall.read();
             sink = sink + (b - a);
         });
-    }
-    const std::uint64_t on_bytes = file_size(on_path);
-
-    // The same with its pages written to /dev/null: the recording alone, without the kernel's cost of appending 24
-    // bytes per interval to a file (page-cache pages allocated and filled: most of the difference on our VMs).
-    double null_ns = 0, null_reads = 0;
-    {
-        pmc::ProfilerOptions o{"/dev/null", {"wall-time"}};
-        o.measure_cost = false;
-        pmc::Profiler nul{o};
-        const pmc::Label label = nul.label("query");
-        pmc::Counter wall{"wall-time"};
-        null_ns = best_ns(n, rounds, [&] {
-            auto s = nul.scope(label);
+        auto on_round = [&] {
+            round(on_s, n, [&] {
+                auto s = on->scope(on_label);
+                asm volatile("" ::: "memory");
+            });
+        };
+        auto plain_round = [&] {
+            round(plain_s, n, [&] {
+                auto s = plain->scope(plain_label);
+                asm volatile("" ::: "memory");
+            });
+        };
+        if (r % 2 == 0) on_round(), plain_round();
+        else plain_round(), on_round();
+        round(null_s, n, [&] {
+            auto s = nul->scope(null_label);
             asm volatile("" ::: "memory");
         });
-        null_reads = best_ns(n, rounds, [&] {
-            const std::uint64_t a = wall.read();
-            const std::uint64_t b = wall.read();
+        if (llvm_missing.empty()) llvm_s.wall.push_back(pmc_bench::llvm_time_trace_ns(llvm_n, 1)); // (no CPU time)
+        round(pf_reads_s, m, [&] {
+            const std::uint64_t a = faults.read();
+            const std::uint64_t b = faults.read();
             sink = sink + (b - a);
         });
+        round(pf_s, m, [&] {
+            auto s = pf->scope(pf_label);
+            asm volatile("" ::: "memory");
+        });
     }
+    const std::uint64_t on_events = n * static_cast<std::uint64_t>(rounds);
+    on.reset();
+    plain.reset();
+    nul.reset();
+    pf.reset();
+    const FileBlocks on_file = file_blocks(on_path), plain_file = file_blocks(plain_path);
 
     // Throughput: every thread records its own scopes into its own pages.
     auto throughput = [&](int threads) {
@@ -170,57 +221,46 @@ int main(int argc, char** argv) {
     };
     const double one_thread = throughput(1), two_threads = throughput(2);
 
-    const std::string llvm_missing = pmc_bench::llvm_peer_missing();
-    const std::uint64_t llvm_n = quick ? 100000 : 500000; // it keeps every entry in memory until written
-    const double llvm_ns = llvm_missing.empty() ? pmc_bench::llvm_time_trace_ns(llvm_n, rounds) : 0;
-
-    // A count read with read(2) per boundary: the syscall dominates (no PMU here for rdpmc).
-    const std::string pf_path = dir + "/page-faults.pmcprof";
-    double pf_ns = 0, pf_reads = 0;
-    {
-        pmc::ProfilerOptions o{pf_path, {"page-faults"}};
-        o.measure_cost = false;
-        pmc::Profiler prof{o};
-        const pmc::Label label = prof.label("query");
-        const std::uint64_t m = n / 10;
-        pf_ns = best_ns(m, rounds, [&] {
-            auto s = prof.scope(label);
-            asm volatile("" ::: "memory");
-        });
-        pmc::Counter faults{"page-faults"};
-        pf_reads = best_ns(m, rounds, [&] {
-            const std::uint64_t a = faults.read();
-            const std::uint64_t b = faults.read();
-            sink = sink + (b - a);
-        });
-    }
-
-    fmt::print("pmc-bench-profiler: {} intervals per round, best of {} rounds, empty loop ({:.1f} ns) subtracted\n",
-               n, rounds, empty);
+    const double empty = median(empty_s.wall), empty_cpu = median(empty_s.cpu);
+    fmt::print("pmc-bench-profiler: {} intervals per round ({} for page-faults), {} rounds, every row once per round; "
+               "medians (and the best round), empty loop ({:.1f} ns) subtracted\n",
+               n, m, rounds, empty);
     fmt::print("cpu: {}\n\n", pmc::this_cpu().description());
-    fmt::print("{:<58} {:>12} {:>14}\n", "per interval (one scope, begin + end)", "ns", "vs two reads");
-    auto row = [&](const std::string& what, double ns, double floor) {
-        fmt::print("{:<58} {:>12.1f} {:>14}\n", what, ns - empty,
-                   floor > 0 ? fmt::format("{:+.1f} ns", (ns - empty) - (floor - empty)) : std::string("-"));
+    fmt::print("{:<62} {:>9} {:>13} {:>8} {:>8}\n", "per interval (one scope, begin + end)", "ns", "vs two reads", "best",
+               "CPU ns");
+    auto row = [&](const std::string& what, const Series& x, const Series* floor) {
+        const double ns = median(x.wall) - empty;
+        fmt::print("{:<62} {:>9.1f} {:>13} {:>8.1f} {:>8}\n", what, ns,
+                   floor ? fmt::format("{:+.1f} ns", ns - (median(floor->wall) - empty)) : std::string("-"),
+                   best(x.wall) - best(empty_s.wall),
+                   x.cpu.empty() ? std::string("-") : fmt::format("{:.1f}", median(x.cpu) - empty_cpu));
     };
-    row("pmc profiler off (from_env without PMC_PROFILE)", off_ns, 0);
-    row("two bare wall-time reads (pmc::Counter, the floor)", two_reads, 0);
-    row("pmc profiler on, wall-time", on_ns, two_reads);
-    row("pmc profiler on, wall-time, pages to /dev/null", null_ns, null_reads);
+    row("pmc profiler off (from_env without PMC_PROFILE)", off_s, nullptr);
+    row("two bare wall-time reads (pmc::Counter, the floor)", reads_s, nullptr);
+    row("pmc profiler on, wall-time (file, preallocated: the default)", on_s, &reads_s);
+    row("pmc profiler on, wall-time (file, preallocate_bytes = 0)", plain_s, &reads_s);
+    row("pmc profiler on, wall-time, pages to /dev/null", null_s, &reads_s);
     if (llvm_missing.empty())
-        row("llvm::TimeTraceScope (libLLVM 14, granularity 0)", llvm_ns, two_reads);
+        row("llvm::TimeTraceScope (libLLVM 14, granularity 0)", llvm_s, &reads_s);
     else
-        fmt::print("{:<58} {:>12} {:>14}\n", "llvm::TimeTraceScope", "skipped", "-");
-    row("two bare page-faults reads (read(2): no rdpmc for it)", pf_reads, 0);
-    row("pmc profiler on, page-faults", pf_ns, pf_reads);
-    fmt::print("\non disk: {:.2f} bytes per interval with one counter ({} bytes for {} intervals, headers and pages "
-               "included)\n",
-               on_events ? static_cast<double>(on_bytes) / static_cast<double>(on_events) : 0.0, on_bytes, on_events);
+        fmt::print("{:<62} {:>9} {:>13}\n", "llvm::TimeTraceScope", "skipped", "-");
+    row("two bare page-faults reads (read(2): no rdpmc for it)", pf_reads_s, nullptr);
+    row("pmc profiler on, page-faults", pf_s, &pf_reads_s);
+
+    const double append_plain = median(plain_s.wall) - median(null_s.wall);
+    const double append_on = median(on_s.wall) - median(null_s.wall);
+    fmt::print("\nthe file's append per interval (file row minus /dev/null row): {:.1f} ns preallocated, {:.1f} ns "
+               "without (CPU: {:.1f}, {:.1f})\n",
+               append_on, append_plain, median(on_s.cpu) - median(null_s.cpu), median(plain_s.cpu) - median(null_s.cpu));
+    fmt::print("on disk: {:.2f} bytes per interval with one counter ({} bytes for {} intervals, headers and pages "
+               "included); blocks held after the profiler ended: {} KiB preallocated, {} KiB without\n",
+               on_events ? static_cast<double>(on_file.size) / static_cast<double>(on_events) : 0.0, on_file.size,
+               on_events, on_file.allocated / 1024, plain_file.allocated / 1024);
     fmt::print("throughput, wall-time: {:.1f} M intervals/s with 1 thread, {:.1f} M/s with 2 threads (each its own "
                "pages)\n",
                one_thread / 1e6, two_threads / 1e6);
     if (llvm_missing.empty())
-        fmt::print("TimeTraceScope / pmc profiler on: {:.1f}x\n", (llvm_ns - empty) / (on_ns - empty));
+        fmt::print("TimeTraceScope / pmc profiler on: {:.1f}x\n", (median(llvm_s.wall) - empty) / (median(on_s.wall) - empty));
     else
         fmt::print("llvm::TimeTraceScope skipped: {}\n", llvm_missing);
     if (remove_dir) std::system(("rm -rf '" + dir + "'").c_str());

@@ -378,6 +378,9 @@ public:
         raise(make_failure(ENOENT, "no event named '" + std::string(name) + "' in this group"));
     }
     ReadPath path() const noexcept { return core_.path; }
+    /// The leader's perf fd (-1 when moved from): its read(2) returns every count and the group's times
+    /// (PERF_FORMAT_GROUP: nr, time enabled, time running, one value per member).
+    int fd() const noexcept { return core_.members.empty() ? -1 : core_.members[0].fd.get(); }
     const std::vector<std::string>& notes() const { return info().notes; }
     const EventSpec& event(std::size_t i) const { return info().specs[detail::event_index(i, info().specs.size())]; }
     /// Event i's perf_event_attr as opened (after any fallback: pmc::name_as_opened(event(i), attr(i)) is the name

@@ -32,8 +32,11 @@
 #include <pmc/profile_format.hpp>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -67,6 +70,10 @@ struct ProfilerOptions {
     std::string path;                             ///< the profile file (created or truncated)
     std::vector<std::string> counters{"wall-time"}; ///< the first is the primary value; up to 3 more ride along
     std::size_t page_bytes = 64 * 1024;           ///< per thread: the memory held and what a SIGKILL can lose
+    /// File blocks reserved ahead of the end, this many at a time (fallocate, FALLOC_FL_KEEP_SIZE): a page appended
+    /// into reserved blocks costs the kernel less than one that allocates its own. 0: off. Only on a regular file
+    /// outside tmpfs; the blocks past the end are given back when the profiler ends (not after a SIGKILL).
+    std::size_t preallocate_bytes = 8u << 20;
     bool flush_on_fatal_signals = true;           ///< install handlers for signals left at their default
     bool measure_cost = true;                     ///< measure what one scope adds to its parent (header)
 };
@@ -102,6 +109,13 @@ struct ProfilerThread {
     /// This thread's thread page, ready to send with the times filled in at each flush (built where the name
     /// changes, so that a flush allocates nothing).
     std::vector<unsigned char> info_page;
+    /// Per counter, the perf fd whose read(2) gives its times and the bytes to read (fd -1: a clock, no times);
+    /// group members share their leader's. Set once the counters are open.
+    std::array<int, profile_format::max_counters> times_fd{-1, -1, -1, -1};
+    std::array<std::uint32_t, profile_format::max_counters> times_bytes{};
+    /// Set by this thread while it uses `times` and `info_page`: a fatal signal's handler on this thread then
+    /// leaves them alone.
+    std::atomic<bool> info_busy{false};
 
     ~ProfilerThread() {
         if (page) ::munmap(page, capacity + profile_format::page_header_bytes);
@@ -187,34 +201,55 @@ struct ProfilerThread {
         put(times.data(), 16 * ncounters);
     }
 
-    /// Refreshes `times` with read(2) of each perf counter (a system call per counter: at flushes only). On the
-    /// owning thread only; clocks keep 0 (they are never multiplexed).
+    /// Where read_times() finds each counter's times (once the counters are open).
+    void find_time_sources() noexcept {
+        for (std::size_t i = 0; i < ncounters; ++i) {
+            const Counter* c = nullptr;
+            if (i == 0) c = primary ? &*primary : nullptr;
+            else if (slot[i] < 0) c = &clocks[static_cast<std::size_t>(~slot[i])];
+            if (c) {
+                // {value, enabled, running} or, for a difference's group, {nr, enabled, running, value, value}
+                times_fd[i] = c->fd();
+                times_bytes[i] = (c->attr().read_format & PERF_FORMAT_GROUP) ? 5 * 8 : 3 * 8;
+            } else if (group) {
+                times_fd[i] = group->fd(); // {nr, enabled, running, one value per member}
+                times_bytes[i] = static_cast<std::uint32_t>(8 * (3 + reading.values.size()));
+            }
+        }
+    }
+
+    /// Refreshes `times` with read(2) of each perf counter (a system call per fd: at flushes only). Clocks keep 0
+    /// (they are never multiplexed). Async-signal-safe: read(2) into the stack, no allocation, no exception.
     void read_times() noexcept {
         if (broken || !primary) return;
-        auto from_fd = [](const Counter& c, std::uint64_t* out) noexcept {
-            if (c.fd() < 0) return;
-            // {value, enabled, running} or, for a difference's group, {nr, enabled, running, value, value}
-            std::uint64_t buf[5] = {0, 0, 0, 0, 0};
-            const std::size_t want = (c.attr().read_format & PERF_FORMAT_GROUP) ? sizeof buf : 3 * 8;
-            if (read_perf_fd(c.fd(), buf, want) != static_cast<ssize_t>(want)) return;
-            out[0] = buf[1];
-            out[1] = buf[2];
-        };
-        from_fd(*primary, &times[0]);
-        for (std::size_t i = 1; i < ncounters; ++i)
-            if (slot[i] < 0) from_fd(clocks[static_cast<std::size_t>(~slot[i])], &times[2 * i]);
-        if (!group) return;
-#if !defined(BOOST_NO_EXCEPTIONS)
-        try {
-#endif
-            group->read(reading);
-            for (std::size_t i = 1; i < ncounters; ++i)
-                if (slot[i] >= 0) times[2 * i] = reading.time_enabled, times[2 * i + 1] = reading.time_running;
-#if !defined(BOOST_NO_EXCEPTIONS)
-        } catch (...) { // a fork() child: keep the last times
+        std::uint64_t buf[3 + max_group_events];
+        int last = -1;
+        bool ok = false;
+        for (std::size_t i = 0; i < ncounters; ++i) {
+            const int fd = times_fd[i];
+            if (fd < 0 || times_bytes[i] > sizeof buf) continue;
+            if (fd != last) { // a group's members: one read for all
+                last = fd;
+                ok = read_perf_fd(fd, buf, times_bytes[i]) == static_cast<ssize_t>(times_bytes[i]);
+            }
+            if (ok) times[2 * i] = buf[1], times[2 * i + 1] = buf[2]; // enabled, running in either layout
         }
-#endif
     }
+
+    /// Marks `times` and `info_page` in use by their thread (see info_busy).
+    struct InfoBusy {
+        ProfilerThread& t;
+        explicit InfoBusy(ProfilerThread& thread) noexcept : t(thread) {
+            t.info_busy.store(true, std::memory_order_relaxed);
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+        }
+        ~InfoBusy() {
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            t.info_busy.store(false, std::memory_order_relaxed);
+        }
+        InfoBusy(const InfoBusy&) = delete;
+        InfoBusy& operator=(const InfoBusy&) = delete;
+    };
 
     /// Fills the thread page's times and header; returns its bytes.
     std::size_t finish_info_page() noexcept {
@@ -247,9 +282,99 @@ struct ProfilerShared {
     std::atomic<std::uint64_t> write_errors{0};
     std::atomic<int> last_errno{0};
 
-    /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole). Async-signal-safe.
+    // Preallocation: blocks reserved ahead of the end of the file in chunks, claimed by whichever writer gets there
+    // first (a compare-exchange, no lock). Writers count themselves in `writers` so that the release at the end
+    // (truncating to the file's size) never runs while a page is being appended: it would cut it.
+    static constexpr std::uint64_t prealloc_off = UINT64_MAX;
+    std::uint64_t prealloc_chunk = 0;             ///< 0: off (not a regular file, tmpfs, or not asked for)
+    std::atomic<std::uint64_t> appended{0};       ///< bytes handed to writes so far
+    std::atomic<std::uint64_t> allocated{0};      ///< reserved up to here; prealloc_off once it failed or ended
+    std::atomic<bool> preallocated{false};        ///< some blocks were reserved: release them at the end
+    std::atomic<std::uint32_t> writers{0};
+    std::atomic<bool> releasing{false};
+
+    /// Decides whether to preallocate: on a regular file outside tmpfs (where fallocate takes memory and saves
+    /// nothing: measured slower).
+    void setup_preallocation(std::size_t chunk) noexcept {
+        struct stat st {};
+        struct statfs fs {};
+        if (chunk == 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::fstatfs(fd, &fs) != 0 ||
+            fs.f_type == 0x01021994 /* TMPFS_MAGIC */)
+            return;
+        prealloc_chunk = chunk;
+    }
+
+    /// Counts a writer in for the duration of one append of `bytes`, reserving blocks ahead first if needed.
+    struct WriteGuard {
+        ProfilerShared* s = nullptr;
+        WriteGuard(ProfilerShared& shared, std::size_t bytes) noexcept {
+            if (shared.prealloc_chunk == 0) return;
+            for (;;) { // seq_cst on both sides: either the release sees this writer or this writer sees the release
+                shared.writers.fetch_add(1, std::memory_order_seq_cst);
+                if (!shared.releasing.load(std::memory_order_seq_cst)) break;
+                shared.writers.fetch_sub(1, std::memory_order_seq_cst);
+                while (shared.releasing.load(std::memory_order_acquire)) ::sched_yield(); // at the end only
+            }
+            s = &shared;
+            shared.preallocate(bytes);
+        }
+        ~WriteGuard() {
+            if (s) s->writers.fetch_sub(1, std::memory_order_release);
+        }
+        WriteGuard(const WriteGuard&) = delete;
+        WriteGuard& operator=(const WriteGuard&) = delete;
+    };
+
+    /// Keeps at least half a chunk reserved beyond the end after this append. Any failure (EOPNOTSUPP: the file
+    /// system cannot; ENOSPC) turns it off: the writes then allocate as they go, and report their own errors.
+    void preallocate(std::uint64_t bytes) noexcept {
+        const std::uint64_t end = appended.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+        std::uint64_t have = allocated.load(std::memory_order_relaxed);
+        while (have != prealloc_off && end + prealloc_chunk / 2 > have) {
+            if (!allocated.compare_exchange_weak(have, have + prealloc_chunk, std::memory_order_relaxed)) continue;
+            if (::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(have), static_cast<off_t>(prealloc_chunk)) != 0) {
+                allocated.store(prealloc_off, std::memory_order_relaxed);
+                return;
+            }
+            preallocated.store(true, std::memory_order_relaxed);
+            have += prealloc_chunk;
+        }
+    }
+
+    /// Gives back the blocks reserved past the end of the file (truncating it to its own size) and stops
+    /// preallocating. Waits, bounded (20 ms), for appends under way; gives up after that rather than cut one.
+    /// Async-signal-safe.
+    void release_preallocation() noexcept {
+        if (prealloc_chunk == 0 || ::getpid() != pid) return;
+        bool expected = false;
+        if (!releasing.compare_exchange_strong(expected, true, std::memory_order_seq_cst)) return; // under way
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (writers.load(std::memory_order_seq_cst) != 0) {
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 20000000L) {
+                releasing.store(false, std::memory_order_release); // (an append interrupted by this signal)
+                return;
+            }
+            ::sched_yield();
+        }
+        allocated.store(prealloc_off, std::memory_order_relaxed);
+        struct stat st {};
+        if (preallocated.exchange(false, std::memory_order_relaxed) && ::fstat(fd, &st) == 0)
+            (void)!::ftruncate(fd, st.st_size);
+        releasing.store(false, std::memory_order_release);
+    }
+
+    /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole).
     void write_all(const unsigned char* p, std::size_t n) noexcept {
         if (::getpid() != pid) return; // a fork() child: its copies of the parent's pages would clash with them
+        WriteGuard guard(*this, n);
+        write_raw(p, n);
+    }
+    /// The same without preallocation or counting in (exit(), a fatal signal, a short writev's rest).
+    /// Async-signal-safe.
+    void write_raw(const unsigned char* p, std::size_t n) noexcept {
+        if (::getpid() != pid) return;
         while (n > 0) {
             const ssize_t got = ::write(fd, p, n);
             if (got < 0 && errno == EINTR) continue;
@@ -274,11 +399,12 @@ struct ProfilerShared {
         write_all(bytes, out.size());
     }
 
-    /// Writes the buffers as one writev(2) (O_APPEND: the pages stay whole and together). Async-signal-safe.
+    /// Writes the buffers as one writev(2) (O_APPEND: the pages stay whole and together).
     void write_parts(iovec* parts, int n) noexcept {
         if (::getpid() != pid) return;
         std::size_t want = 0;
         for (int i = 0; i < n; ++i) want += parts[i].iov_len;
+        WriteGuard guard(*this, want);
         ssize_t got;
         do got = ::writev(fd, parts, n);
         while (got < 0 && errno == EINTR);
@@ -292,21 +418,36 @@ struct ProfilerShared {
         for (int i = 0; i < n; ++i) {
             const std::size_t skip = std::min(done, parts[i].iov_len);
             done -= skip;
-            write_all(static_cast<const unsigned char*>(parts[i].iov_base) + skip, parts[i].iov_len - skip);
+            write_raw(static_cast<const unsigned char*>(parts[i].iov_base) + skip, parts[i].iov_len - skip);
         }
     }
 
     /// Writes the calling thread's thread page (its name, error and its counters' times, read now).
     void write_thread_page(ProfilerThread& t) {
+        ProfilerThread::InfoBusy busy(t);
         t.read_times();
         write_all(t.info_page.data(), t.finish_info_page());
     }
 
-    /// Writes every thread's committed events (exit(), a fatal signal). Async-signal-safe.
+    /// Writes every thread's committed events, then the calling thread's thread page with its counters' times
+    /// read now (its last page's are older: it writes no more pages), and gives back the preallocated blocks
+    /// (exit(), a fatal signal). Other threads' times stay as of their last page (their thread pages are theirs
+    /// to write). Async-signal-safe.
     void flush_all_committed() noexcept {
         if (closed.load(std::memory_order_acquire) || ::getpid() != pid) return;
-        for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire))
-            if (!t->discard) flush_committed(*t);
+        const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
+        for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire)) {
+            if (t->discard) continue;
+            flush_committed(*t);
+            // Not when its thread already ended its recording (broken: a thread_local destructor at exit() wrote it)
+            // or was using the page when the signal came.
+            if (t->tid == me && !t->broken && !t->info_page.empty() &&
+                !t->info_busy.load(std::memory_order_relaxed)) {
+                t->read_times();
+                write_raw(t->info_page.data(), t->finish_info_page());
+            }
+        }
+        release_preallocation();
     }
     /// Writes a thread's committed events as its current page, without resetting it: if the thread goes on to
     /// write the page itself, readers keep the longer copy (same page number).
@@ -345,7 +486,9 @@ inline void ProfilerThread::flush(bool on_own_thread) noexcept {
     }
     // The counters' times go with every page (only their thread can read them): a reader sees how much of the
     // time each counter counted, up to the thread's last page.
+    std::optional<InfoBusy> busy;
     if (on_own_thread && !info_page.empty()) {
+        busy.emplace(*this);
         read_times();
         parts[n++] = {info_page.data(), finish_info_page()};
     }
@@ -641,8 +784,11 @@ public:
     void thread_name(std::string_view name) {
         if (!shared_) return;
         detail::ProfilerThread& t = *local();
-        t.name = std::string(name);
-        t.build_info_page();
+        {
+            detail::ProfilerThread::InfoBusy busy(t);
+            t.name = std::string(name);
+            t.build_info_page();
+        }
         shared_->write_thread_page(t);
     }
 
@@ -691,6 +837,8 @@ private:
             if (throw_on_failure) raise(*opened);
             t->broken = true;
             t->error = opened->message;
+        } else {
+            t->find_time_sources();
         }
         t->build_info_page();
         std::lock_guard<std::mutex> lock(s.mutex);
@@ -778,6 +926,7 @@ private:
             const int err = errno;
             raise(make_failure(err, "pmc profiler: cannot create the profile '" + o.path + "': " + std::strerror(err)));
         }
+        s->setup_preallocation(o.preallocate_bytes);
         shared_ = s;
         // This thread's counters: a failure here throws (the caller asked for these counters).
         detail::ProfilerThread* t = nullptr;
@@ -948,6 +1097,7 @@ private:
                                      "incomplete\n",
                              static_cast<unsigned long long>(s.write_errors.load()), s.path.c_str(),
                              std::strerror(s.last_errno.load()));
+            s.release_preallocation();
             ::close(s.fd);
             s.fd = -1;
         }

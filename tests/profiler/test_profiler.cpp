@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -470,7 +471,146 @@ TEST_CASE("profiler: exit() and a fatal signal write every thread's buffered eve
     }
 }
 
-TEST_CASE("profiler: off costs nothing and writes nothing; from_env reads PMC_PROFILE and PMC_PROFILE_COUNTERS") {
+namespace {
+/// Spins `ns` of this thread's CPU time (a thread's perf times advance only while it runs).
+void spin_cpu(long ns) {
+    timespec start{}, now{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    do ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < ns);
+}
+} // namespace
+
+TEST_CASE("profiler: exit() and a fatal signal write the calling thread's counter times as of the end") {
+    for (int how : {0, SIGSEGV, SIGTERM}) {
+        INFO("how = " << how);
+        TempDir dir;
+        const std::string path = dir.file("times-at-end.pmcprof");
+        const pid_t child = ::fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            ::signal(SIGSEGV, SIG_DFL);
+            ::signal(SIGTERM, SIG_DFL);
+            pmc::ProfilerOptions o{path, {"page-faults"}};
+            o.page_bytes = 4096; // a full page (with the times as of then) goes out early
+            o.measure_cost = false;
+            pmc::Profiler prof{o};
+            const auto n = prof.label("n");
+            for (int i = 0; i < 1000; ++i) prof.integer(n, static_cast<std::uint64_t>(i));
+            spin_cpu(60000000L); // after the last full page: only a thread page written at the end has these
+            if (how != 0) ::raise(how);
+            std::exit(0); // leaves the profiler undestroyed
+        }
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        if (how == 0) CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+        else CHECK((WIFSIGNALED(status) && WTERMSIG(status) == how));
+        auto p = pmc::read_profile(path);
+        REQUIRE(p.ok());
+        CHECK(p->problems.empty());
+        REQUIRE(p->threads.size() == 1);
+        CHECK(p->threads[0].records.size() == 1000);
+        REQUIRE(p->threads[0].times.size() == 1);
+        // 50 of the 60 ms: the kernel's and the CPU clock's accounting of a thread's run time may differ slightly.
+        CHECK(p->threads[0].times[0].enabled >= 50000000);
+    }
+}
+
+namespace {
+/// The bytes of disk blocks a file holds.
+std::uint64_t allocated_bytes(const std::string& path) {
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    return static_cast<std::uint64_t>(st.st_blocks) * 512;
+}
+std::uint64_t file_bytes(const std::string& path) {
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    return static_cast<std::uint64_t>(st.st_size);
+}
+} // namespace
+
+TEST_CASE("profiler: file blocks are reserved ahead while recording and given back at the end (destructor, exit(), "
+          "fatal signal)") {
+    TempDir dir;
+    {
+        // The profiler reserves blocks on a file system that can (fallocate) other than tmpfs (by choice).
+        struct statfs fs {};
+        REQUIRE(::statfs(dir.path.c_str(), &fs) == 0);
+        const int probe = ::open(dir.file("probe").c_str(), O_WRONLY | O_CREAT, 0644);
+        REQUIRE(probe >= 0);
+        const bool can = ::fallocate(probe, FALLOC_FL_KEEP_SIZE, 0, 65536) == 0;
+        const int err = errno;
+        ::close(probe);
+        if (fs.f_type == 0x01021994 /* TMPFS_MAGIC */)
+            PMC_SKIP(dir.path + " is on tmpfs, where the profiler does not preallocate (it would only take memory)");
+        if (!can)
+            PMC_SKIP("the file system of " + dir.path + " cannot preallocate: fallocate(FALLOC_FL_KEEP_SIZE): " +
+                     std::strerror(err));
+    }
+    const std::size_t chunk = 4u << 20;
+    // 1: the destructor; 2: exit(); 3: SIGSEGV. In a child, which reports the blocks held while it records.
+    for (int how : {1, 2, 3}) {
+        INFO("how = " << how);
+        const std::string path = dir.file("prealloc" + std::to_string(how) + ".pmcprof");
+        int fds[2];
+        REQUIRE(::pipe(fds) == 0);
+        const pid_t child = ::fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            ::close(fds[0]);
+            ::signal(SIGSEGV, SIG_DFL);
+            {
+                pmc::ProfilerOptions o{path, {"wall-time"}};
+                o.measure_cost = false;
+                o.preallocate_bytes = chunk;
+                pmc::Profiler prof{o};
+                const auto n = prof.label("n");
+                for (std::uint64_t i = 0; i < 100000; ++i) prof.integer(n, i); // 2.4 MB: 36 pages of 64 KiB
+                prof.flush();
+                struct stat st {};
+                ::stat(path.c_str(), &st);
+                const std::uint64_t during[2] = {static_cast<std::uint64_t>(st.st_size),
+                                                 static_cast<std::uint64_t>(st.st_blocks) * 512};
+                if (::write(fds[1], during, sizeof during) != sizeof during) ::_exit(3);
+                for (std::uint64_t i = 0; i < 1000; ++i) prof.integer(n, i); // buffered: written at the end
+                if (how == 2) std::exit(0);
+                if (how == 3) ::raise(SIGSEGV);
+            }
+            ::_exit(0);
+        }
+        ::close(fds[1]);
+        std::uint64_t during[2] = {0, 0};
+        const bool got = ::read(fds[0], during, sizeof during) == static_cast<ssize_t>(sizeof during);
+        ::close(fds[0]);
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        REQUIRE(got);
+        auto p = pmc::read_profile(path);
+        REQUIRE(p.ok());
+        CHECK(p->problems.empty());
+        REQUIRE(p->threads.size() == 1);
+        CHECK(p->threads[0].records.size() == 101000);
+        // Half a chunk or more reserved past the end while recording; at most a block's rounding after it.
+        CHECK(during[1] >= during[0] + chunk / 2);
+        CHECK(allocated_bytes(path) <= file_bytes(path) + 65536);
+    }
+}
+
+TEST_CASE("profiler: preallocate_bytes = 0 reserves nothing ahead") {
+    TempDir dir;
+    const std::string path = dir.file("plain.pmcprof");
+    pmc::ProfilerOptions o{path, {"wall-time"}};
+    o.measure_cost = false;
+    o.preallocate_bytes = 0;
+    pmc::Profiler prof{o};
+    const auto n = prof.label("n");
+    for (std::uint64_t i = 0; i < 100000; ++i) prof.integer(n, i);
+    prof.flush();
+    CHECK(allocated_bytes(path) <= file_bytes(path) + 65536);
+}
+
+TEST_CASE("profiler: off costs nothing and writes nothing, and from_env reads PMC_PROFILE and PMC_PROFILE_COUNTERS") {
     TempDir dir;
     ::unsetenv("PMC_PROFILE");
     {
@@ -706,7 +846,7 @@ void fake_multiplexing(std::vector<unsigned char>& bytes, std::uint32_t thread, 
 
 } // namespace
 
-TEST_CASE("profiler: each thread's counters' time enabled and running are in the file; summarize names the "
+TEST_CASE("profiler: each thread's counters' time enabled and running are in the file, and summarize names the "
           "multiplexed ones") {
     TempDir dir;
     const std::string path = dir.file("times.pmcprof");
