@@ -48,7 +48,8 @@ Options:
   -h, --help      Show this help.
 
 Exit status: 0 every file was read whole; 2 read, but part of a file was lost or corrupt (see the
-messages); 1 a file could not be read at all, or the command line was wrong.
+messages); 1 a file could not be read at all, the command line was wrong, or the output could not
+be written.
 )";
 
 namespace {
@@ -57,10 +58,7 @@ using runs::Interval;
 using runs::Run;
 using runs::Spread;
 
-int aggregate_usage_error(const std::string& why) {
-    fmt::print(stderr, "pmc aggregate: {}\nRun 'pmc aggregate --help' for usage.\n", why);
-    return 1;
-}
+int aggregate_usage_error(const std::string& why) { return cli::usage_error("aggregate", why); }
 
 /// One interval matched across runs.
 struct Slot {
@@ -130,11 +128,9 @@ int cmd_aggregate(int argc, char** argv) {
             if (i + 1 >= argc) return aggregate_usage_error("--counter needs a counter name");
             counter_name = argv[++i];
         } else if (a == "--top") {
-            char* end = nullptr;
-            const std::string text = i + 1 < argc ? argv[++i] : "";
-            const unsigned long v = std::strtoul(text.c_str(), &end, 10);
-            if (text.empty() || *end || text[0] == '-') return aggregate_usage_error("--top needs a number");
-            top = v;
+            const auto v = cli::whole_number(i + 1 < argc ? argv[++i] : "", SIZE_MAX);
+            if (!v) return aggregate_usage_error("--top needs a whole number");
+            top = *v;
         } else if (a.size() > 1 && a[0] == '-') return aggregate_usage_error(fmt::format("unknown option '{}'", a));
         else files.emplace_back(a);
     }

@@ -16,6 +16,7 @@
 #include <pmc/report.hpp>
 
 #include "commands.hpp"
+#include "profile_cli.hpp"
 
 #include <fmt/format.h>
 
@@ -34,7 +35,7 @@
 namespace pmc_tool {
 
 const char* const critical_help = R"(usage: pmc critical [--counter NAME] [--per-thread | --thread N] [--graph] [--json]
-                    [--color WHEN] FILE
+                    [--color WHEN] [--expect-path PATH] FILE
 
 The costliest nesting path through a profile written by pmc::Profiler (PMC_PROFILE=FILE), after
 llvm-mca's bottleneck view. The profile becomes a graph with one node per label (not per call)
@@ -73,11 +74,16 @@ Options:
                   the problems, and per graph its labels, edges (with any recursion chain) and path
                   ("text": the labels joined by " > ", what CI compares).
   --color WHEN    auto (default: on a terminal, unless NO_COLOR is set), always or never.
+  --expect-path PATH
+                  For CI: exit status 3 unless the costliest path (of all threads, or of --thread N)
+                  is PATH, its labels joined by " > " as printed (or by ';'), e.g. "compile > typeck".
+                  Meant for an exact counter, whose path is the same on every run.
   -h, --help      Show this help.
 
-Exit status: 0 the whole file was read; 2 it was read, but part of it was lost or corrupt (what was
-lost is said on stderr, or in "problems" with --json); 1 it could not be read at all, or the
-command line was wrong.
+Exit status: 0 the whole file was read (and the path is PATH, with --expect-path); 2 it was read,
+but part of it was lost or corrupt (what was lost is said on stderr, or in "problems" with --json;
+2 comes before 3); 3 with --expect-path, the path differs (both are said on stderr); 1 it could
+not be read at all, the command line was wrong, or the output could not be written.
 )";
 
 namespace {
@@ -340,15 +346,7 @@ struct Style {
     }
 };
 
-/// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.
-std::string show(double v, const std::string& unit) {
-    if (unit != "ns") return std::fabs(v) >= 1e15 ? fmt::format("{:.3e}", v) : fmt::format("{:.0f}", v);
-    const double a = std::fabs(v);
-    if (a < 1e3) return fmt::format("{:.0f} ns", v);
-    if (a < 1e6) return fmt::format("{:.2f} us", v / 1e3);
-    if (a < 1e9) return fmt::format("{:.2f} ms", v / 1e6);
-    return fmt::format("{:.3f} s", v / 1e9);
-}
+using cli::show;
 
 double ratio(std::uint64_t a, std::uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
 
@@ -477,74 +475,56 @@ void json_graph(pmc::JsonWriter& j, const Graph& g) {
     j.end_array().end_object();
 }
 
-int critical_usage_error(const std::string& why) {
-    fmt::print(stderr, "pmc critical: {}\nRun 'pmc critical --help' for usage.\n", why);
-    return 1;
+/// --expect-path's argument as path_line writes it: labels joined by " > " (given so, or joined by ';').
+std::string expected_path(const std::string& given) {
+    if (given.find(" > ") != std::string::npos || given.find(';') == std::string::npos) return given;
+    std::string s = given;
+    for (std::size_t at = s.find(';'); at != std::string::npos; at = s.find(';', at + 3)) s.replace(at, 1, " > ");
+    return s;
 }
+
+int critical_usage_error(const std::string& why) { return cli::usage_error("critical", why); }
 
 } // namespace
 
 int cmd_critical(int argc, char** argv) {
-    std::string file, counter_name, color = "auto";
-    bool json = false, per_thread = false, list_all = false;
-    std::optional<std::uint32_t> only_thread;
+    cli::ProfileArgs args;
+    std::string color = "auto";
+    std::optional<std::string> expect_path;
+    bool list_all = false;
     for (int i = 0; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "-h" || a == "--help") {
             fmt::print("{}", critical_help);
             return 0;
-        } else if (a == "--json") json = true;
-        else if (a == "--per-thread") per_thread = true;
-        else if (a == "--graph") list_all = true;
-        else if (a == "--counter") {
-            if (i + 1 >= argc) return critical_usage_error("--counter needs a counter name");
-            counter_name = argv[++i];
+        } else if (a == "--graph") list_all = true;
+        else if (a == "--expect-path") {
+            if (i + 1 >= argc || !*argv[i + 1])
+                return critical_usage_error("--expect-path needs the path's labels, e.g. \"compile > typeck\"");
+            expect_path = expected_path(argv[++i]);
         } else if (a == "--color" || a.rfind("--color=", 0) == 0) {
             if (a == "--color" && i + 1 >= argc) return critical_usage_error("--color needs auto, always or never");
             color = a == "--color" ? argv[++i] : std::string(a.substr(8));
             if (color != "auto" && color != "always" && color != "never")
                 return critical_usage_error(fmt::format("--color {}: auto, always or never", color));
-        } else if (a == "--thread") {
-            const std::string text = i + 1 < argc ? argv[++i] : "";
-            char* end = nullptr;
-            const unsigned long v = std::strtoul(text.c_str(), &end, 10);
-            if (text.empty() || *end || text[0] == '-' || v > UINT32_MAX)
-                return critical_usage_error("--thread needs a thread number");
-            only_thread = static_cast<std::uint32_t>(v);
-        } else if (a.size() > 1 && a[0] == '-') return critical_usage_error(fmt::format("unknown option '{}'", a));
-        else if (file.empty()) file = std::string(a);
-        else return critical_usage_error("one FILE at a time");
+        } else if (auto why = args.take(argc, argv, i)) return critical_usage_error(*why);
     }
-    if (file.empty()) return critical_usage_error("which profile? (pmc critical FILE)");
-    if (per_thread && only_thread) return critical_usage_error("--per-thread and --thread exclude each other");
+    if (auto why = args.check("critical")) return critical_usage_error(*why);
+    if (args.per_thread && expect_path)
+        return critical_usage_error("--expect-path checks one path: all threads together, or --thread N; not "
+                                    "--per-thread");
+    const std::string& file = args.file;
+    const std::optional<std::uint32_t> only_thread = args.only_thread;
+    const bool json = args.json, per_thread = args.per_thread;
 
     // The streaming reader: a profile larger than memory is walked page by page.
-    auto reader = pmc::ProfileReader::open(file);
-    if (!reader) {
-        fmt::print(stderr, "pmc critical: {}\n", reader.failure().message);
-        return 1;
-    }
-    const pmc::Profile& p = reader->profile();
     std::size_t c = 0;
-    if (!counter_name.empty()) {
-        auto it = std::find_if(p.counters.begin(), p.counters.end(),
-                               [&](const pmc::ProfileCounter& k) { return k.name == counter_name; });
-        if (it == p.counters.end()) {
-            std::string names;
-            for (const auto& k : p.counters) names += (names.empty() ? "" : ", ") + k.name;
-            fmt::print(stderr, "pmc critical: '{}' recorded no counter '{}'; it has: {}\n", file, counter_name, names);
-            return 1;
-        }
-        c = static_cast<std::size_t>(it - p.counters.begin());
-    }
+    auto reader = cli::open_profile("critical", file, args.counter, c);
+    if (!reader) return 1;
+    const pmc::Profile& p = reader->profile();
     const pmc::ProfileCounter& counter = p.counters[c];
     std::vector<const pmc::ProfileThread*> threads;
-    for (const auto& t : p.threads)
-        if (!only_thread || t.index == *only_thread) threads.push_back(&t);
-    if (only_thread && threads.empty()) {
-        fmt::print(stderr, "pmc critical: '{}' has no thread {} (it has {})\n", file, *only_thread, p.threads.size());
-        return 1;
-    }
+    if (!cli::select_threads("critical", p, file, only_thread, threads)) return 1;
     // One graph for all threads (or the one asked for), or one per thread.
     std::vector<std::pair<std::optional<std::uint32_t>, Graph>> graphs;
     auto add_graph = [&](std::optional<std::uint32_t> index) {
@@ -562,7 +542,17 @@ int cmd_critical(int argc, char** argv) {
     } else if (!add_graph(only_thread)) {
         return 1;
     }
-    const int status = p.problems.empty() ? 0 : 2;
+    const int read_status = p.problems.empty() ? 0 : 2;
+    // --expect-path, said after the report (a CI log then shows the graph that failed it).
+    auto status_after = [&]() -> int {
+        if (!expect_path || read_status != 0) return read_status;
+        const std::string found = path_line(graphs.front().second);
+        if (found == *expect_path) return 0;
+        fmt::print(stderr, "pmc critical: the costliest path is \"{}\", not the expected \"{}\" (exit status 3)\n",
+                   found.empty() ? "(none: no scopes)" : found, *expect_path);
+        return 3;
+    };
+    const int status = read_status;
     // The rule every profile tool shares (header flag, no fallback, no failed thread, not multiplexed).
     const pmc::CounterExactness counted = reader->exactness(c);
     const bool exact = counted.exact && status == 0;
@@ -590,7 +580,7 @@ int cmd_critical(int argc, char** argv) {
         if (status)
             fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
                        file, p.bytes_lost);
-        return status;
+        return status_after();
     }
 
     const char* no_color = std::getenv("NO_COLOR");
@@ -618,7 +608,7 @@ int cmd_critical(int argc, char** argv) {
         if (p.problems.size() > 20)
             fmt::print(stderr, "  ... and {} more (--json lists them all)\n", p.problems.size() - 20);
     }
-    return status;
+    return status_after();
 }
 
 } // namespace pmc_tool

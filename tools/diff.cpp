@@ -21,8 +21,8 @@
 
 namespace pmc_tool {
 
-const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] BASE NEW
-       pmc diff [--counter NAME] [--top N] [--json] BASE... -- NEW...
+const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] [--fail-on-change] BASE NEW
+       pmc diff [--counter NAME] [--top N] [--json] [--fail-on-change] BASE... -- NEW...
 
 Compare profiles of two builds or runs of one program (PMC_PROFILE=FILE), per label: calls, self
 (exclusive) and total (inclusive) before and after, the delta and delta %, sorted by the largest
@@ -44,13 +44,20 @@ Options:
                   must have recorded it.
   --top N         Show only the N labels with the largest |self delta|.
   --json          One JSON object instead of tables.
+  --fail-on-change
+                  For CI: exit status 3 when any label's verdict is "changed by N", "beyond
+                  the noise", "new" or "gone" (instant and integer events are not judged). A
+                  noisy counter with one run a side cannot be judged: status 1, with the fix.
   -h, --help      Show this help.
 
 A truncated or corrupt file is used up to its last whole record; what was lost is said on stderr
 and the exit status is 2.
 
-Exit status: 0 every file was read whole; 2 read, but part of a file was lost or corrupt; 1 a file
-could not be read at all, or the command line was wrong.
+Exit status: 0 every file was read whole (and, with --fail-on-change, no label changed); 2 read,
+but part of a file was lost or corrupt (verdicts on lost data are not trusted: 2 comes before 3);
+3 with --fail-on-change, a label changed (the labels are named on stderr); 1 a file could not be
+read at all, the command line was wrong, --fail-on-change had no noise estimate to judge by, or
+the output could not be written.
 )";
 
 namespace {
@@ -58,10 +65,7 @@ namespace {
 using runs::Run;
 using runs::Spread;
 
-int diff_usage_error(const std::string& why) {
-    fmt::print(stderr, "pmc diff: {}\nRun 'pmc diff --help' for usage.\n", why);
-    return 1;
-}
+int diff_usage_error(const std::string& why) { return cli::usage_error("diff", why); }
 
 /// The chance that the ranges of n and m exchangeable runs do not overlap: 2 / C(n + m, n).
 double chance_apart(std::size_t n, std::size_t m) {
@@ -114,7 +118,7 @@ std::string signed_pct(double p) {
 int cmd_diff(int argc, char** argv) {
     std::vector<std::string> before_files, after_files;
     std::string counter_name;
-    bool json = false, separated = false;
+    bool json = false, separated = false, fail_on_change = false;
     std::size_t top = 0;
     for (int i = 0; i < argc; ++i) {
         const std::string_view a = argv[i];
@@ -125,15 +129,14 @@ int cmd_diff(int argc, char** argv) {
             if (separated) return diff_usage_error("one '--' between the BASE runs and the NEW runs");
             separated = true;
         } else if (a == "--json") json = true;
+        else if (a == "--fail-on-change") fail_on_change = true;
         else if (a == "--counter") {
             if (i + 1 >= argc) return diff_usage_error("--counter needs a counter name");
             counter_name = argv[++i];
         } else if (a == "--top") {
-            char* end = nullptr;
-            const std::string text = i + 1 < argc ? argv[++i] : "";
-            const unsigned long v = std::strtoul(text.c_str(), &end, 10);
-            if (text.empty() || *end || text[0] == '-') return diff_usage_error("--top needs a number");
-            top = v;
+            const auto v = cli::whole_number(i + 1 < argc ? argv[++i] : "", SIZE_MAX);
+            if (!v) return diff_usage_error("--top needs a whole number");
+            top = *v;
         } else if (a.size() > 1 && a[0] == '-') return diff_usage_error(fmt::format("unknown option '{}'", a));
         else (separated ? after_files : before_files).emplace_back(a);
     }
@@ -248,8 +251,34 @@ int cmd_diff(int argc, char** argv) {
                 "pmc diff A1 A2 A3 -- B1 B2 B3";
     std::map<Verdict, std::size_t> verdicts;
     for (const auto& r : table) ++verdicts[r.verdict];
-    const int status =
+    const int read_status =
         std::any_of(all.begin(), all.end(), [](const Run& r) { return !r.profile.problems.empty(); }) ? 2 : 0;
+    // --fail-on-change, said after the report (a CI log then shows the table that failed it). A gate that cannot
+    // judge fails too: passing it would hide every change.
+    auto gate = [&]() -> int {
+        if (!fail_on_change || read_status != 0) return read_status;
+        if (const std::size_t n = verdicts[Verdict::no_estimate]) {
+            fmt::print(stderr,
+                       "pmc diff: --fail-on-change cannot judge {} label{}: {}. Run each side several times (pmc "
+                       "diff --fail-on-change A1 A2 A3 -- B1 B2 B3){}\n",
+                       n, n == 1 ? "" : "s",
+                       exact.exact ? "the runs of one side differ and the other side has one run: no noise estimate"
+                                   : fmt::format("one run a side gives no noise estimate, and {} is not exact: {}",
+                                                 counter.name, exact.why),
+                       exact.exact ? "" : ", or record an exact counter (PMC_PROFILE_COUNTERS=page-faults)");
+            return 1;
+        }
+        std::string changed;
+        std::size_t n = 0;
+        for (const auto& r : table)
+            if (r.verdict == Verdict::changed || r.verdict == Verdict::beyond_noise || r.verdict == Verdict::added ||
+                r.verdict == Verdict::removed)
+                if (++n <= 10) changed += fmt::format("\n  {}: {}", r.label, r.text);
+        if (n == 0) return 0;
+        fmt::print(stderr, "pmc diff: --fail-on-change: {} label{} changed (exit status 3):{}{}\n", n,
+                   n == 1 ? "" : "s", changed, n > 10 ? fmt::format("\n  ... and {} more", n - 10) : "");
+        return 3;
+    };
 
     if (json) {
         pmc::JsonWriter j;
@@ -304,7 +333,7 @@ int cmd_diff(int argc, char** argv) {
         j.end_array().end_object();
         fmt::print("{}\n", j.str());
         runs::report_damage("diff", all);
-        return status;
+        return gate();
     }
 
     auto files_text = [&](std::size_t from, std::size_t n) {
@@ -359,7 +388,7 @@ int cmd_diff(int argc, char** argv) {
     events_text("instant event", instants, static_cast<decltype(&integer_sums)>(nullptr));
     events_text("integer event", integer_counts, &integer_sums);
     runs::report_damage("diff", all);
-    return status;
+    return gate();
 }
 
 } // namespace pmc_tool

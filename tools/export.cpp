@@ -8,6 +8,7 @@
 #include <pmc/profile_reader.hpp>
 
 #include "commands.hpp"
+#include "profile_cli.hpp"
 
 #include <fmt/format.h>
 
@@ -47,7 +48,7 @@ Write a profile recorded by pmc::Profiler (PMC_PROFILE=FILE) in a format that vi
                 in the counter's unit ("nanoseconds" for wall-time, "none" for counts: instruction
                 or page-fault counts are shown as they are).
 
-ExportOptions:
+Options:
   -o OUT          Write to OUT (replaced only once the export is complete: an error leaves no half
                   file) instead of standard output.
   --min-value N   Leave out scopes whose total is below N (in the counter's unit: ns for wall-time):
@@ -165,10 +166,7 @@ struct ExportOptions {
     bool collapse = false;
 };
 
-int usage_error(const std::string& why) {
-    fmt::print(stderr, "pmc export: {}\nRun 'pmc export --help' for usage.\n", why);
-    return 1;
-}
+int usage_error(const std::string& why) { return cli::usage_error("export", why); }
 
 /// What the export left out or could not place, to say on stderr.
 struct Tally {
@@ -667,40 +665,22 @@ int cmd_export(int argc, char** argv) {
             if (i + 1 >= argc) return usage_error("--counter needs a counter name");
             o.counter = argv[++i];
         } else if (a == "--min-value") {
-            const std::string text = i + 1 < argc ? argv[++i] : "";
-            char* end = nullptr;
-            errno = 0;
-            const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-            if (text.empty() || *end || text[0] == '-' || errno == ERANGE)
-                return usage_error("--min-value needs a whole number (in the counter's unit; ns for wall-time)");
-            o.min_value = v;
+            const auto v = cli::whole_number(i + 1 < argc ? argv[++i] : "");
+            if (!v) return usage_error("--min-value needs a whole number (in the counter's unit; ns for wall-time)");
+            o.min_value = *v;
         } else if (a.size() > 1 && a[0] == '-') return usage_error(fmt::format("unknown option '{}'", a));
         else if (o.file.empty()) o.file = std::string(a);
         else return usage_error("one FILE at a time");
     }
     if (o.format == ExportOptions::Format::none) return usage_error("which format? --chrome, --folded or --speedscope");
-    if (o.file.empty()) return usage_error("which profile? (pmc export --chrome FILE)");
+    if (o.file.empty()) return usage_error("which profile? (pmc export --chrome FILE)" + cli::took_file(o.counter));
     if (o.collapse && o.format != ExportOptions::Format::folded) return usage_error("--collapse belongs to --folded");
 
-    auto read = pmc::ProfileReader::open(o.file);
-    if (!read) {
-        fmt::print(stderr, "pmc export: {}\n", read.failure().message);
-        return 1;
-    }
+    std::size_t c = 0;
+    auto read = cli::open_profile("export", o.file, o.counter, c);
+    if (!read) return 1;
     pmc::ProfileReader& reader = *read;
     const pmc::Profile& p = reader.profile();
-    std::size_t c = 0;
-    if (!o.counter.empty()) {
-        auto it = std::find_if(p.counters.begin(), p.counters.end(),
-                               [&](const pmc::ProfileCounter& k) { return k.name == o.counter; });
-        if (it == p.counters.end()) {
-            std::string names;
-            for (const auto& k : p.counters) names += (names.empty() ? "" : ", ") + k.name;
-            fmt::print(stderr, "pmc export: '{}' recorded no counter '{}'; it has: {}\n", o.file, o.counter, names);
-            return 1;
-        }
-        c = static_cast<std::size_t>(it - p.counters.begin());
-    }
     Destination dest;
     if (auto failure = dest.open(o.out)) {
         fmt::print(stderr, "pmc export: {}\n", *failure);

@@ -12,6 +12,7 @@
 #include <pmc/report.hpp>
 
 #include "commands.hpp"
+#include "profile_cli.hpp"
 
 #include <fmt/format.h>
 
@@ -298,12 +299,19 @@ int cmd_encode(const Options& o) {
 
 int main(int argc, char** argv) {
     // summarize parses its own options (pmc summarize --help).
-    if (argc >= 2 && std::string_view(argv[1]) == "summarize") return pmc_tool::cmd_summarize(argc - 2, argv + 2);
-    if (argc >= 2 && std::string_view(argv[1]) == "critical") return pmc_tool::cmd_critical(argc - 2, argv + 2);
+    // The profile tools: a failed write of their output is an error too (profile_cli.hpp).
+    using pmc_tool::cli::guarded;
+    if (argc >= 2 && std::string_view(argv[1]) == "summarize")
+        return guarded("summarize", [&] { return pmc_tool::cmd_summarize(argc - 2, argv + 2); });
+    if (argc >= 2 && std::string_view(argv[1]) == "critical")
+        return guarded("critical", [&] { return pmc_tool::cmd_critical(argc - 2, argv + 2); });
     if (argc >= 2 && std::string_view(argv[1]) == "sample") return pmc_tool::cmd_sample(argc - 2, argv + 2);
-    if (argc >= 2 && std::string_view(argv[1]) == "diff") return pmc_tool::cmd_diff(argc - 2, argv + 2);
-    if (argc >= 2 && std::string_view(argv[1]) == "aggregate") return pmc_tool::cmd_aggregate(argc - 2, argv + 2);
-    if (argc >= 2 && std::string_view(argv[1]) == "export") return pmc_tool::cmd_export(argc - 2, argv + 2);
+    if (argc >= 2 && std::string_view(argv[1]) == "diff")
+        return guarded("diff", [&] { return pmc_tool::cmd_diff(argc - 2, argv + 2); });
+    if (argc >= 2 && std::string_view(argv[1]) == "aggregate")
+        return guarded("aggregate", [&] { return pmc_tool::cmd_aggregate(argc - 2, argv + 2); });
+    if (argc >= 2 && std::string_view(argv[1]) == "export")
+        return guarded("export", [&] { return pmc_tool::cmd_export(argc - 2, argv + 2); });
     Options o;
     std::vector<std::string> events, command;
     std::vector<std::string_view> argv_views(argv + 1, argv + argc);

@@ -6,6 +6,8 @@
 #include <pmc/profile_format.hpp>
 #include <pmc/profile_reader.hpp>
 
+#include "profile_cli.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -163,15 +165,7 @@ inline Exactness exactness(const std::vector<Run>& runs) {
     return exactness(runs.front().profile, runs.front().counter, runs.front().records);
 }
 
-/// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.
-inline std::string show(double v, const std::string& unit) {
-    if (unit != "ns") return std::fabs(v) >= 1e15 ? fmt::format("{:.3e}", v) : fmt::format("{:.0f}", v);
-    const double a = std::fabs(v);
-    if (a < 1e3) return fmt::format("{:.0f} ns", v);
-    if (a < 1e6) return fmt::format("{:.2f} us", v / 1e3);
-    if (a < 1e9) return fmt::format("{:.2f} ms", v / 1e6);
-    return fmt::format("{:.3f} s", v / 1e9);
-}
+using cli::show;
 
 /// The unit as a reader says it: "ns", or the event's name for a count.
 inline std::string unit_words(const pmc::ProfileCounter& k) { return k.unit == "events" ? k.name : k.unit; }

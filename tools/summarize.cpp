@@ -6,6 +6,7 @@
 #include <pmc/report.hpp>
 
 #include "commands.hpp"
+#include "profile_cli.hpp"
 
 #include <fmt/format.h>
 
@@ -44,7 +45,8 @@ Options:
   -h, --help          Show this help.
 
 Exit status: 0 the whole file was read; 2 it was read, but part of it was lost or corrupt (see
-the messages); 1 it could not be read at all, or the command line was wrong.
+the messages); 1 it could not be read at all, the command line was wrong, or the output could
+not be written.
 )";
 
 namespace {
@@ -115,15 +117,7 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
     return s;
 }
 
-/// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.
-std::string show(double v, const std::string& unit) {
-    if (unit != "ns") return std::fabs(v) >= 1e15 ? fmt::format("{:.3e}", v) : fmt::format("{:.0f}", v);
-    const double a = std::fabs(v);
-    if (a < 1e3) return fmt::format("{:.0f} ns", v);
-    if (a < 1e6) return fmt::format("{:.2f} us", v / 1e3);
-    if (a < 1e9) return fmt::format("{:.2f} ms", v / 1e6);
-    return fmt::format("{:.3f} s", v / 1e9);
-}
+using cli::show;
 
 std::uint64_t median(std::vector<std::uint64_t>& v) {
     if (v.empty()) return 0;
@@ -216,72 +210,36 @@ void json_summary(pmc::JsonWriter& j, const pmc::Profile& p, Summary& s) {
     j.end_array();
 }
 
-int summarize_usage_error(const std::string& why) {
-    fmt::print(stderr, "pmc summarize: {}\nRun 'pmc summarize --help' for usage.\n", why);
-    return 1;
-}
+int summarize_usage_error(const std::string& why) { return cli::usage_error("summarize", why); }
 
 } // namespace
 
 int cmd_summarize(int argc, char** argv) {
-    std::string file, counter_name;
-    bool json = false, per_thread = false, without_overhead = false;
-    std::optional<std::uint32_t> only_thread;
+    cli::ProfileArgs args;
+    bool without_overhead = false;
     std::size_t top = 0;
     for (int i = 0; i < argc; ++i) {
         const std::string_view a = argv[i];
-        auto number = [&](const char* what) -> std::optional<unsigned long> {
-            if (i + 1 >= argc) return std::nullopt;
-            char* end = nullptr;
-            const std::string text = argv[++i];
-            const unsigned long v = std::strtoul(text.c_str(), &end, 10);
-            if (text.empty() || *end || text[0] == '-') return std::nullopt;
-            (void)what;
-            return v;
-        };
         if (a == "-h" || a == "--help") {
             fmt::print("{}", summarize_help);
             return 0;
-        } else if (a == "--json") json = true;
-        else if (a == "--per-thread") per_thread = true;
-        else if (a == "--without-overhead") without_overhead = true;
-        else if (a == "--counter") {
-            if (i + 1 >= argc) return summarize_usage_error("--counter needs a counter name");
-            counter_name = argv[++i];
-        } else if (a == "--thread") {
-            auto v = number("--thread");
-            if (!v || *v > UINT32_MAX) return summarize_usage_error("--thread needs a thread number");
-            only_thread = static_cast<std::uint32_t>(*v);
-        } else if (a == "--top") {
-            auto v = number("--top");
-            if (!v) return summarize_usage_error("--top needs a number");
+        } else if (a == "--without-overhead") without_overhead = true;
+        else if (a == "--top") {
+            const auto v = cli::whole_number(i + 1 < argc ? argv[++i] : "", SIZE_MAX);
+            if (!v) return summarize_usage_error("--top needs a whole number");
             top = *v;
-        } else if (a.size() > 1 && a[0] == '-') return summarize_usage_error(fmt::format("unknown option '{}'", a));
-        else if (file.empty()) file = std::string(a);
-        else return summarize_usage_error("one FILE at a time");
+        } else if (auto why = args.take(argc, argv, i)) return summarize_usage_error(*why);
     }
-    if (file.empty()) return summarize_usage_error("which profile? (pmc summarize FILE)");
-    if (per_thread && only_thread) return summarize_usage_error("--per-thread and --thread exclude each other");
+    if (auto why = args.check("summarize")) return summarize_usage_error(*why);
+    const std::string& file = args.file;
+    const std::optional<std::uint32_t> only_thread = args.only_thread;
+    const bool json = args.json, per_thread = args.per_thread;
 
-    auto read = pmc::ProfileReader::open(file);
-    if (!read) {
-        fmt::print(stderr, "pmc summarize: {}\n", read.failure().message);
-        return 1;
-    }
+    std::size_t c = 0;
+    auto read = cli::open_profile("summarize", file, args.counter, c);
+    if (!read) return 1;
     pmc::ProfileReader& reader = *read;
     const pmc::Profile& p = reader.profile();
-    std::size_t c = 0;
-    if (!counter_name.empty()) {
-        auto it = std::find_if(p.counters.begin(), p.counters.end(),
-                               [&](const pmc::ProfileCounter& k) { return k.name == counter_name; });
-        if (it == p.counters.end()) {
-            std::string names;
-            for (const auto& k : p.counters) names += (names.empty() ? "" : ", ") + k.name;
-            fmt::print(stderr, "pmc summarize: '{}' recorded no counter '{}'; it has: {}\n", file, counter_name, names);
-            return 1;
-        }
-        c = static_cast<std::size_t>(it - p.counters.begin());
-    }
     const pmc::ProfileCounter& counter = p.counters[c];
     // The tables, or the reason the file could not be read again (it changed while being read).
     auto summary = [&](std::optional<std::uint32_t> only) {
@@ -293,12 +251,7 @@ int cmd_summarize(int argc, char** argv) {
         return s;
     };
     std::vector<const pmc::ProfileThread*> threads;
-    for (const auto& t : p.threads)
-        if (!only_thread || t.index == *only_thread) threads.push_back(&t);
-    if (only_thread && threads.empty()) {
-        fmt::print(stderr, "pmc summarize: '{}' has no thread {} (it has {})\n", file, *only_thread, p.threads.size());
-        return 1;
-    }
+    if (!cli::select_threads("summarize", p, file, only_thread, threads)) return 1;
     const int status = p.problems.empty() ? 0 : 2;
 
     if (json) {

@@ -365,6 +365,66 @@ inline bool valid_page_at(const unsigned char* p, std::size_t n) {
            h.sum;
 }
 
+/// What both readers (parse_profile, ProfileReader) say of a loss, in the same words: the tools and tests compare them.
+inline void lose(Profile& out, std::uint64_t from, std::uint64_t to, const std::string& what) {
+    out.bytes_lost += to - from;
+    out.problems.push_back("bytes " + std::to_string(from) + "-" + std::to_string(to - 1) + " (" +
+                           bytes_text(to - from) + "): " + what);
+}
+inline std::string cut_page_text(std::uint32_t thread, std::uint32_t seq, std::uint64_t avail, std::uint32_t len) {
+    return "the file ends inside a page (thread " + std::to_string(thread) + ", page " + std::to_string(seq) + ": " +
+           bytes_text(avail) + " of " + bytes_text(len) + ")";
+}
+inline std::string cut_page_kept_text(std::uint64_t records) {
+    return "; its " + std::to_string(records) +
+           " whole records are kept (unverified: the checksum covers the whole page), the rest of the page is lost";
+}
+inline std::string skipped_page_text(std::uint64_t remaining, bool header_sane, std::uint32_t thread,
+                                     std::uint32_t seq) {
+    namespace pf = profile_format;
+    return remaining < pf::page_header_bytes ? "the file ends inside a page header"
+           : !header_sane ? "not a valid page (corrupt); skipped to the next valid page"
+                          : "a page whose checksum does not match (thread " + std::to_string(thread) + ", page " +
+                                std::to_string(seq) + ": corrupt); skipped";
+}
+inline std::string bad_records_text(std::uint32_t thread, std::uint32_t seq, std::size_t used, std::uint32_t len) {
+    return "thread " + std::to_string(thread) + " page " + std::to_string(seq) + ": a record does not make sense after " +
+           std::to_string(used) + " of " + bytes_text(len) + " (written by another version?)";
+}
+
+/// An events page's place in its thread's sequence (`next_seq`: each thread's next page number), counted in
+/// t.pages: true when it is the thread's previous page again, longer (flushed at exit or by a fatal signal, then by
+/// its thread), whose earlier copy the caller then drops. Missing and out-of-order pages are said in out.problems.
+inline bool events_page_repeats(Profile& out, ProfileThread& t,
+                                std::unordered_map<std::uint32_t, std::uint32_t>& next_seq, std::uint32_t seq) {
+    std::uint32_t& want = next_seq[t.index]; // 0 for a thread's first page
+    const bool repeat = want > 0 && seq == want - 1;
+    if (repeat) {
+        --t.pages;
+    } else if (seq > want) {
+        t.missing_pages += seq - want;
+        out.problems.push_back("thread " + std::to_string(t.index) + ": " + std::to_string(seq - want) +
+                               " event page(s) missing before page " + std::to_string(seq) + " (lost or corrupt)");
+    } else if (seq < want) {
+        out.problems.push_back("thread " + std::to_string(t.index) + ": page " + std::to_string(seq) +
+                               " appears out of order; read anyway");
+    }
+    ++t.pages;
+    want = std::max(want, seq + 1);
+    return repeat;
+}
+
+/// A strings page's body (after its page header): (u32 id, string) pairs into `out.strings`. False when it is
+/// malformed (the pairs before the damage are kept).
+inline bool read_strings_page(ByteReader& r, std::size_t len, Profile& out) {
+    while (r.ok && r.at < len) {
+        const auto id = r.get<std::uint32_t>();
+        std::string s = r.lstr();
+        if (r.ok) out.strings[id] = std::move(s);
+    }
+    return r.ok;
+}
+
 
 /// A thread page's body (after its page header) into `t`: tid, name, error and, from newer writers, the counters'
 /// times (u32 counters, u32 reserved, per counter u64 enabled, u64 running). False when it is malformed.
@@ -398,14 +458,13 @@ inline bool read_thread_page(ByteReader& r, std::size_t len, ProfileThread& t) {
 /// page, and what cannot be used is described in Profile::problems.
 inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
     namespace pf = profile_format;
-    using detail::bytes_text;
     Profile out;
     std::size_t at = 0;
     if (auto failure = detail::parse_profile_header(p, n, out, at)) return std::move(*failure);
     const std::size_t ncounters = out.counters.size();
     std::unordered_map<std::uint32_t, std::size_t> thread_at; // profiler thread number -> index in out.threads
     std::unordered_map<std::uint32_t, std::uint32_t> next_seq;
-    std::unordered_map<std::uint32_t, std::pair<std::size_t, std::size_t>> last_page; // records, values before it
+    std::unordered_map<std::uint32_t, std::size_t> last_page; // records before it
     auto thread = [&](std::uint32_t index) -> ProfileThread& {
         auto it = thread_at.find(index);
         if (it != thread_at.end()) return out.threads[it->second];
@@ -413,11 +472,6 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
         out.threads.emplace_back();
         out.threads.back().index = index;
         return out.threads.back();
-    };
-    auto lose = [&](std::size_t from, std::size_t to, const std::string& what) {
-        out.bytes_lost += to - from;
-        out.problems.push_back("bytes " + std::to_string(from) + "-" + std::to_string(to - 1) + " (" +
-                               bytes_text(to - from) + "): " + what);
     };
     // Parses an events page's records; returns false at the first record that does not fit or make sense.
     auto parse_events = [&](ProfileThread& t, const unsigned char* q, std::size_t len, std::size_t& used) {
@@ -457,22 +511,18 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
         if (header_sane && remaining - pf::page_header_bytes < len) {
             // The last page, cut short (the program was killed while writing it, or the file was truncated): its
             // whole records are kept, unverified.
-            std::string what = "the file ends inside a page (thread " + std::to_string(thread_index) + ", page " +
-                               std::to_string(seq) + ": " + bytes_text(remaining - pf::page_header_bytes) + " of " +
-                               bytes_text(len) + ")";
+            std::string what = detail::cut_page_text(thread_index, seq, remaining - pf::page_header_bytes, len);
             std::size_t used = 0;
             if (static_cast<pf::PageKind>(kind) == pf::PageKind::events) {
                 ProfileThread& t = thread(thread_index);
                 const std::size_t before = t.records.size();
                 parse_events(t, page + pf::page_header_bytes, remaining - pf::page_header_bytes, used);
-                what += "; its " + std::to_string(t.records.size() - before) +
-                        " whole records are kept (unverified: the checksum covers the whole page), the rest of the "
-                        "page is lost";
+                what += detail::cut_page_kept_text(t.records.size() - before);
             } else {
                 what += "; that page is lost";
             }
             out.bytes_read += pf::page_header_bytes + used;
-            lose(at + pf::page_header_bytes + used, n, what);
+            detail::lose(out, at + pf::page_header_bytes + used, n, what);
             at = n;
             break;
         }
@@ -480,12 +530,7 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
             // Corrupt: look for the next whole page.
             std::size_t next = at + 1;
             while (next < n && !detail::valid_page_at(p + next, n - next)) ++next;
-            lose(at, next,
-                 remaining < pf::page_header_bytes
-                     ? "the file ends inside a page header"
-                 : !header_sane ? "not a valid page (corrupt); skipped to the next valid page"
-                                : "a page whose checksum does not match (thread " + std::to_string(thread_index) +
-                                      ", page " + std::to_string(seq) + ": corrupt); skipped");
+            detail::lose(out, at, next, detail::skipped_page_text(remaining, header_sane, thread_index, seq));
             at = next;
             continue;
         }
@@ -493,12 +538,8 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
         detail::ByteReader r{q, len};
         switch (static_cast<pf::PageKind>(kind)) {
         case pf::PageKind::strings:
-            while (r.ok && r.at < len) {
-                const auto id = r.get<std::uint32_t>();
-                std::string s = r.lstr();
-                if (r.ok) out.strings[id] = std::move(s);
-            }
-            if (!r.ok) out.problems.push_back("a strings page at byte " + std::to_string(at) + " is malformed");
+            if (!detail::read_strings_page(r, len, out))
+                out.problems.push_back("a strings page at byte " + std::to_string(at) + " is malformed");
             break;
         case pf::PageKind::thread: {
             ProfileThread& t = thread(thread_index);
@@ -508,30 +549,12 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
         }
         case pf::PageKind::events: {
             ProfileThread& t = thread(thread_index);
-            auto expected = next_seq.find(thread_index);
-            const std::uint32_t want = expected == next_seq.end() ? 0 : expected->second;
-            if (want > 0 && seq == want - 1) {
-                // The same page again, longer (flushed at exit or by a fatal signal, then by its thread): keep this one.
-                auto lp = last_page[thread_index];
-                t.records.resize(lp.first);
-                --t.pages;
-            } else if (seq > want) {
-                t.missing_pages += seq - want;
-                out.problems.push_back("thread " + std::to_string(thread_index) + ": " +
-                                       std::to_string(seq - want) + " event page(s) missing before page " +
-                                       std::to_string(seq) + " (lost or corrupt)");
-            } else if (seq < want) {
-                out.problems.push_back("thread " + std::to_string(thread_index) + ": page " + std::to_string(seq) +
-                                       " appears out of order; read anyway");
-            }
-            last_page[thread_index] = {t.records.size(), out.values.size()};
+            if (detail::events_page_repeats(out, t, next_seq, seq))
+                t.records.resize(last_page[thread_index]); // keep the longer copy
+            last_page[thread_index] = t.records.size();
             std::size_t used = 0;
             if (!parse_events(t, q, len, used))
-                out.problems.push_back("thread " + std::to_string(thread_index) + " page " + std::to_string(seq) +
-                                       ": a record does not make sense after " + std::to_string(used) + " of " +
-                                       bytes_text(len) + " (written by another version?)");
-            ++t.pages;
-            next_seq[thread_index] = std::max(want, seq + 1);
+                out.problems.push_back(detail::bad_records_text(thread_index, seq, used, len));
             break;
         }
         }

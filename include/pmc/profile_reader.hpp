@@ -239,9 +239,12 @@ public:
             const int err = errno;
             return make_failure(err, "cannot read profile '" + path + "': " + std::strerror(err));
         }
+        if (S_ISDIR(st.st_mode))
+            return make_failure(EISDIR, "cannot read profile '" + path + "': it is a directory, not a regular file; "
+                                        "name the profile file in it (the program wrote it to PMC_PROFILE=FILE)");
         if (!S_ISREG(st.st_mode))
-            return make_failure(EINVAL, "cannot read profile '" + path + "': not a regular file (it is read in "
-                                        "passes, so it cannot come from a pipe: save it to a file first)");
+            return make_failure(EINVAL, "cannot read profile '" + path + "': not a regular file (a pipe or a device; "
+                                        "it is read in passes: save it to a file first)");
         r.file_.size = static_cast<std::uint64_t>(st.st_size);
         if (auto failure = r.index())
             return make_failure(failure->code.value(), "'" + path + "' is " + failure->message);
@@ -431,7 +434,6 @@ private:
     /// instead of the records.
     std::optional<Failure> index() {
         namespace pf = profile_format;
-        using detail::bytes_text;
         Profile& out = profile_;
         const std::uint64_t n = file_.size;
         // The header: as long as it says (parse_profile_header refuses more than 16 MiB).
@@ -460,11 +462,6 @@ private:
             out.threads.back().index = index;
             return out.threads.back();
         };
-        auto lose = [&](std::uint64_t from, std::uint64_t to, const std::string& what) {
-            out.bytes_lost += to - from;
-            out.problems.push_back("bytes " + std::to_string(from) + "-" + std::to_string(to - 1) + " (" +
-                                   bytes_text(to - from) + "): " + what);
-        };
         auto failed_read = [&] {
             return make_failure(file_.errno_value, std::string("unreadable: ") + std::strerror(file_.errno_value));
         };
@@ -490,9 +487,7 @@ private:
             if (header_sane && remaining - pf::page_header_bytes < len) {
                 // The last page, cut short: its whole records are kept, unverified.
                 const std::size_t avail = static_cast<std::size_t>(remaining - pf::page_header_bytes);
-                std::string what = "the file ends inside a page (thread " + std::to_string(thread_index) +
-                                   ", page " + std::to_string(seq) + ": " + bytes_text(avail) + " of " +
-                                   bytes_text(len) + ")";
+                std::string what = detail::cut_page_text(thread_index, seq, avail, len);
                 std::size_t used = 0;
                 if (static_cast<pf::PageKind>(h.kind) == pf::PageKind::events) {
                     thread(thread_index);
@@ -505,25 +500,19 @@ private:
                     if (records)
                         tp.pages.push_back(
                             PageRef{at + pf::page_header_bytes, static_cast<std::uint32_t>(used), records});
-                    what += "; its " + std::to_string(records) +
-                            " whole records are kept (unverified: the checksum covers the whole page), the rest of "
-                            "the page is lost";
+                    what += detail::cut_page_kept_text(records);
                 } else {
                     what += "; that page is lost";
                 }
                 out.bytes_read += pf::page_header_bytes + used;
-                lose(at + pf::page_header_bytes + used, n, what);
+                detail::lose(out, at + pf::page_header_bytes + used, n, what);
                 at = n;
                 break;
             }
             if (!header_sane || !valid_page(at)) {
                 std::uint64_t next = at + 1;
                 while (next < n && !valid_page(next)) ++next;
-                lose(at, next,
-                     remaining < pf::page_header_bytes ? "the file ends inside a page header"
-                     : !header_sane ? "not a valid page (corrupt); skipped to the next valid page"
-                                    : "a page whose checksum does not match (thread " + std::to_string(thread_index) +
-                                          ", page " + std::to_string(seq) + ": corrupt); skipped");
+                detail::lose(out, at, next, detail::skipped_page_text(remaining, header_sane, thread_index, seq));
                 at = next;
                 continue;
             }
@@ -532,12 +521,8 @@ private:
             detail::ByteReader r{q, len};
             switch (static_cast<pf::PageKind>(h.kind)) {
             case pf::PageKind::strings:
-                while (r.ok && r.at < len) {
-                    const auto id = r.get<std::uint32_t>();
-                    std::string s = r.lstr();
-                    if (r.ok) out.strings[id] = std::move(s);
-                }
-                if (!r.ok) out.problems.push_back("a strings page at byte " + std::to_string(at) + " is malformed");
+                if (!detail::read_strings_page(r, len, out))
+                    out.problems.push_back("a strings page at byte " + std::to_string(at) + " is malformed");
                 break;
             case pf::PageKind::thread: {
                 ProfileThread& t = thread(thread_index);
@@ -548,35 +533,17 @@ private:
             case pf::PageKind::events: {
                 ProfileThread& t = thread(thread_index);
                 ThreadPages& tp = threads_[thread_index];
-                auto expected = next_seq.find(thread_index);
-                const std::uint32_t want = expected == next_seq.end() ? 0 : expected->second;
-                if (want > 0 && seq == want - 1) {
-                    // The same page again, longer (flushed at exit or by a fatal signal, then by its thread).
-                    if (!tp.pages.empty()) {
-                        tp.span.records -= tp.pages.back().records;
-                        tp.pages.pop_back();
-                    }
-                    --t.pages;
-                } else if (seq > want) {
-                    t.missing_pages += seq - want;
-                    out.problems.push_back("thread " + std::to_string(thread_index) + ": " +
-                                           std::to_string(seq - want) + " event page(s) missing before page " +
-                                           std::to_string(seq) + " (lost or corrupt)");
-                } else if (seq < want) {
-                    out.problems.push_back("thread " + std::to_string(thread_index) + ": page " +
-                                           std::to_string(seq) + " appears out of order; read anyway");
+                if (detail::events_page_repeats(out, t, next_seq, seq) && !tp.pages.empty()) {
+                    tp.span.records -= tp.pages.back().records; // keep the longer copy
+                    tp.pages.pop_back();
                 }
                 std::size_t used = 0;
                 std::uint32_t records = 0;
                 if (!detail::count_records(q, len, nc, used, records, tp.span))
-                    out.problems.push_back("thread " + std::to_string(thread_index) + " page " + std::to_string(seq) +
-                                           ": a record does not make sense after " + std::to_string(used) + " of " +
-                                           bytes_text(len) + " (written by another version?)");
+                    out.problems.push_back(detail::bad_records_text(thread_index, seq, used, len));
                 // An empty entry too, so that a longer copy of this page replaces this one and not the one before.
                 tp.pages.push_back(PageRef{at + pf::page_header_bytes, static_cast<std::uint32_t>(used), records});
                 tp.span.records += records;
-                ++t.pages;
-                next_seq[thread_index] = std::max(want, seq + 1);
                 break;
             }
             }

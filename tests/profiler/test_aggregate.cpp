@@ -284,5 +284,13 @@ TEST_CASE("the example, three runs: aggregate shows wall-time's spread and page-
         INFO(labels[i].find("label")->string << ": " << labels[i].find("text")->string);
         CHECK(labels[i].find("verdict")->string == "unchanged");
     }
+    // The CI gate on the same runs: two runs of one build pass, the planted build fails with status 3.
+    auto pass = pmc_test::run_command(tool() + " diff --fail-on-change '" + faults[0] + "' '" + faults[1] + "' 2>&1");
+    INFO(pass.out);
+    CHECK(pass.status == 0);
+    auto fail = pmc_test::run_command(tool() + " diff --fail-on-change" + join(faults) + " --" + join(planted) +
+                                      " 2>&1 >/dev/null");
+    CHECK(fail.status == 3);
+    CHECK_THAT(fail.out, ContainsSubstring("1 label changed (exit status 3):\n  optimize: "));
 }
 #endif

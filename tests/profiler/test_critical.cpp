@@ -309,6 +309,32 @@ TEST_CASE("pmc critical: per thread, one thread, another counter") {
     CHECK(pmc_test::run_command("'" + tool() + "' help critical").out == pmc_test::run_command("'" + tool() + "' critical --help").out);
 }
 
+TEST_CASE("pmc critical --expect-path: 0 when the path is the one given, 3 (both said) when not") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b({pmc_test::exact_counter("page-faults")});
+    greedy_trap(b, 0);
+    b.thread(1, "worker").scope("job", 1, [&] { b.thread(1).scope("light", 2); });
+    const std::string file = dir.file("trap.pmcprof");
+    REQUIRE(b.write(file));
+    auto r = critical("--expect-path 'main > B > C > D' '" + file + "'");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("path: main > B > C > D\n"));
+    CHECK(critical("--expect-path 'main;B;C;D' '" + file + "'").status == 0);
+    CHECK(critical("--json --expect-path 'main;B;C;D' '" + file + "'").status == 0);
+    CHECK(critical("--thread 1 --expect-path 'job > light' '" + file + "'").status == 0);
+    r = critical("--expect-path 'main > A > A1' '" + file + "'");
+    CHECK(r.status == 3);
+    CHECK_THAT(r.out, ContainsSubstring("the costliest path is \"main > B > C > D\", not the expected \"main > A > A1\""));
+    CHECK(critical("--json --expect-path 'main;B' '" + file + "'").status == 3);
+    // One path is checked: --per-thread has several.
+    r = critical("--per-thread --expect-path 'main;B;C;D' '" + file + "'");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("--expect-path checks one path"));
+    CHECK(critical("--expect-path").status == 1);
+    CHECK_THAT(critical("--help").out, ContainsSubstring("--expect-path PATH"));
+}
+
 TEST_CASE("pmc critical: colour on a terminal only, and never with NO_COLOR") {
     TempDir dir;
     pmc_test::ProfileBuilder b;

@@ -234,6 +234,67 @@ TEST_CASE("pmc diff: mismatched profiles are compared as far as they can be, and
     CHECK(by_name.find("counter")->string == "wall-time");
 }
 
+TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 when it cannot judge, 2 on damage") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    const auto same = write(dir, "same.pmcprof", [](auto& b) { compiler_run(b); });
+    const auto planted = write(dir, "b.pmcprof", [](auto& p) { compiler_run(p, 4); });
+    auto gate = [](const std::string& args) {
+        return pmc_test::run_command(tool() + " diff --fail-on-change " + args + " 2>&1 >/dev/null");
+    };
+    auto self = gate("'" + a + "' '" + a + "'");
+    CHECK(self.status == 0);
+    CHECK(self.out.empty());
+    CHECK(gate("'" + a + "' '" + same + "'").status == 0);
+    // The planted change: status 3, the label named with its verdict; without the flag the status stays 0.
+    auto changed = gate("'" + a + "' '" + planted + "'");
+    CHECK(changed.status == 3);
+    CHECK_THAT(changed.out, ContainsSubstring("1 label changed (exit status 3):\n  typeck: changed by +4"));
+    CHECK(diff("'" + a + "' '" + planted + "'").status == 0);
+    CHECK(pmc_test::run_command(tool() + " diff --json --fail-on-change '" + a + "' '" + planted + "' >/dev/null 2>&1")
+              .status == 3);
+    // A label only one side has is a change too.
+    const auto other = write(dir, "other.pmcprof", [](auto& b) {
+        compiler_run(b);
+        b.thread(2, "late").scope("link", 1);
+    });
+    auto added = gate("'" + a + "' '" + other + "'");
+    CHECK(added.status == 3);
+    CHECK_THAT(added.out, ContainsSubstring("link: new (not in BASE)"));
+    // A noisy counter: beyond the noise fails, within it passes, one run a side cannot be judged (never a pass).
+    std::string b3, m3, o3;
+    for (std::uint64_t r = 0; r < 3; ++r) {
+        const std::uint64_t jitter = r == 1 ? 2 : r == 2 ? 1 : 0;
+        b3 += " '" + write(dir, "w" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 10 + jitter); },
+                           {pmc_test::time_counter()}) + "'";
+        m3 += " '" + write(dir, "m" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 20 + jitter); },
+                           {pmc_test::time_counter()}) + "'";
+        o3 += " '" + write(dir, "o" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 11 + jitter); },
+                           {pmc_test::time_counter()}) + "'";
+    }
+    auto beyond = gate(b3 + " --" + m3);
+    CHECK(beyond.status == 3);
+    CHECK_THAT(beyond.out, ContainsSubstring("parse: beyond the noise"));
+    CHECK(gate(b3 + " --" + o3).status == 0);
+    auto single = gate("'" + dir.file("w0") + "' '" + dir.file("m0") + "'");
+    CHECK(single.status == 1);
+    CHECK_THAT(single.out, ContainsSubstring("cannot judge 5 labels"));
+    CHECK_THAT(single.out, ContainsSubstring("wall-time is not exact"));
+    CHECK_THAT(single.out, ContainsSubstring("A1 A2 A3 -- B1 B2 B3"));
+    // A damaged file: 2, before 3 (a change seen in lost data is not trusted).
+    pmc_test::ProfileBuilder cut_builder({pmc_test::exact_counter()});
+    cut_builder.page_records = 3;
+    compiler_run(cut_builder, 4);
+    auto bytes = cut_builder.bytes();
+    bytes.resize(bytes.size() - 5);
+    const std::string cut = dir.file("cut.pmcprof");
+    std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    auto damaged = gate("'" + a + "' '" + cut + "'");
+    CHECK(damaged.status == 2);
+    CHECK_THAT(damaged.out, ContainsSubstring("is incomplete"));
+    CHECK_THAT(pmc_test::run_command(tool() + " diff --help").out, ContainsSubstring("--fail-on-change"));
+}
+
 TEST_CASE("pmc diff: usage errors and --help") {
     TempDir dir;
     const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });

@@ -597,3 +597,94 @@ TEST_CASE("pmc export: a profile larger than the address space it may use is exp
     CHECK(closes == opens);
 #endif
 }
+
+TEST_CASE("every profile tool: no profile, an unusable option, conflicting flags or an unwritable output: the reason, "
+          "status 1, never a crash") {
+    ExportDir dir;
+    // A profile with many labels: every tool's output is larger than stdio's buffer, so a failed write shows while
+    // the tool runs, not only at exit.
+    pmc_test::ProfileBuilder b({pmc_test::exact_counter(), pmc_test::time_counter()});
+    auto& t = b.thread(0, "main");
+    for (int i = 0; i < 300; ++i)
+        t.scope("outer_query_" + std::to_string(i), 1, [&] { t.scope("inner_query_" + std::to_string(i), 2); });
+    const std::string good = dir.file("good.pmcprof");
+    REQUIRE(b.write(good));
+    const auto bytes = b.bytes();
+    auto put = [&](const std::string& name, const std::string& content) {
+        std::ofstream(dir.file(name), std::ios::binary) << content;
+        return dir.file(name);
+    };
+    REQUIRE(::mkdir(dir.file("a-directory").c_str(), 0755) == 0);
+    const std::string header_cut = put("header-cut", std::string(reinterpret_cast<const char*>(bytes.data()), 40));
+    // Each bad input and what the message must say about it.
+    const std::vector<std::pair<std::string, std::string>> inputs = {
+        {dir.file("a-directory"), "it is a directory, not a regular file; name the profile file in it"},
+        {put("empty", ""), "the file has 0 bytes"},
+        {"/dev/null", "not a regular file (a pipe or a device"},
+        {dir.file("absent"), "No such file or directory"},
+        {header_cut, "but the file has 40 bytes: cut short"},
+        {put("text", "just some text, not a profile\n"), "does not start with PMCPROF"},
+    };
+    const std::vector<std::string> tools = {"summarize", "critical", "export --chrome", "export --folded",
+                                            "export --speedscope"};
+    for (const auto& [file, why] : inputs) {
+        std::vector<std::string> commands;
+        for (const auto& name : tools) commands.push_back(name + " '" + file + "'");
+        commands.push_back("diff '" + good + "' '" + file + "'");
+        commands.push_back("diff --fail-on-change '" + good + "' '" + file + "'");
+        commands.push_back("aggregate '" + good + "' '" + file + "'");
+        for (const auto& c : commands) {
+            auto r = pmc_test::run_command(tool() + " " + c + " 2>&1 >/dev/null");
+            INFO(c << ": " << r.out);
+            CHECK(r.status == 1);
+            CHECK_THAT(r.out, ContainsSubstring("'" + file + "'"));
+            CHECK_THAT(r.out, ContainsSubstring(why));
+        }
+    }
+    // Options: a counter the file lacks, numbers that are not whole numbers, flags that exclude each other.
+    const std::vector<std::pair<std::string, std::string>> mistakes = {
+        {"summarize --counter cycles", "recorded no counter 'cycles'; it has: page-faults, wall-time (choose one "
+                                       "with --counter NAME)"},
+        {"critical --counter cycles", "choose one with --counter NAME"},
+        {"export --chrome --counter cycles", "choose one with --counter NAME"},
+        {"summarize --counter", "which profile? (pmc summarize FILE); --counter took '" + good + "' as its counter name"},
+        {"critical --counter", "--counter took '" + good + "' as its counter name"},
+        {"export --folded --counter", "--counter took '" + good + "' as its counter name"},
+        {"summarize --thread 7", "has no thread 7 (it has 1); its threads: 0"},
+        {"critical --thread 7", "has no thread 7 (it has 1); its threads: 0"},
+        {"summarize --top 99999999999999999999999", "--top needs a whole number"},
+        {"summarize --top +5", "--top needs a whole number"},
+        {"summarize --thread ' 0'", "--thread needs a thread number"},
+        {"critical --thread +0", "--thread needs a thread number"},
+        {"export --chrome --min-value garbage", "--min-value needs a whole number"},
+        {"export --chrome --min-value +5", "--min-value needs a whole number"},
+        {"export --chrome --min-value ' 5'", "--min-value needs a whole number"},
+        {"export --chrome --min-value 99999999999999999999999", "--min-value needs a whole number"},
+        {"export --chrome --folded", "one format at a time"},
+        {"export --speedscope --collapse", "--collapse belongs to --folded"},
+        {"summarize --per-thread --thread 0", "--per-thread and --thread exclude each other"},
+        {"critical --per-thread --expect-path main", "--expect-path checks one path"},
+        {"diff --top 99999999999999999999999 '" + good + "'", "--top needs a whole number"},
+        {"aggregate --top +3 '" + good + "'", "--top needs a whole number"},
+    };
+    for (const auto& [args, why] : mistakes) {
+        auto r = pmc_test::run_command(tool() + " " + args + " '" + good + "' 2>&1 >/dev/null");
+        INFO(args << ": " << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring(why));
+    }
+    // A full disk: the output cannot be written. Status 1 and the reason, not 0 over a cut output nor an abort.
+    if (::access("/dev/full", W_OK) != 0) {
+        WARN("SKIPPED (the unwritable-output part): no writable /dev/full here");
+        return;
+    }
+    for (const std::string& c : {"summarize '" + good + "'", "summarize --json '" + good + "'", "critical --graph '" +
+                                 good + "'", "diff '" + good + "' '" + good + "'", "diff --json '" + good + "' '" +
+                                 good + "'", "aggregate '" + good + "' '" + good + "'", "export --folded '" + good + "'",
+                                 std::string("summarize --help")}) {
+        auto r = pmc_test::run_command(tool() + " " + c + " 2>&1 >/dev/full");
+        INFO(c << ": " << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("No space left on device"));
+    }
+}

@@ -1,0 +1,171 @@
+// What the profile tools (summarize, critical, export, diff, aggregate) share on the command line and in their
+// output, so that they take the same numbers, refuse them in the same words and show values alike.
+#pragma once
+
+#include <pmc/profile_format.hpp>
+#include <pmc/profile_reader.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace pmc_tool::cli {
+
+/// A command-line mistake: what is wrong, where the help is; status 1.
+inline int usage_error(const char* tool, const std::string& why) {
+    fmt::print(stderr, "pmc {}: {}\nRun 'pmc {} --help' for usage.\n", tool, why, tool);
+    return 1;
+}
+
+/// An option's whole number: digits only (strtoull alone takes "-1", " 5" and "1e3" in part), at most `max`.
+inline std::optional<std::uint64_t> whole_number(const std::string& text, std::uint64_t max = UINT64_MAX) {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    errno = 0;
+    const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+    if (errno == ERANGE || v > max) return std::nullopt;
+    return static_cast<std::uint64_t>(v);
+}
+
+/// The index of counter `name` in `p`, read from `file` (an empty name: the primary, 0); else what went wrong, with
+/// the counters the file has.
+inline std::optional<std::string> find_counter(const pmc::Profile& p, const std::string& file, const std::string& name,
+                                               std::size_t& index) {
+    index = 0;
+    if (name.empty()) return std::nullopt;
+    std::string names;
+    for (std::size_t c = 0; c < p.counters.size(); ++c) {
+        if (p.counters[c].name == name) {
+            index = c;
+            return std::nullopt;
+        }
+        names += (names.empty() ? "" : ", ") + p.counters[c].name;
+    }
+    return fmt::format("'{}' recorded no counter '{}'; it has: {} (choose one with --counter NAME)", file, name, names);
+}
+
+/// For "which profile?": when the option before it took the only file as its value (pmc summarize --counter FILE).
+inline std::string took_file(const std::string& value) {
+    return value.empty() ? "" : "; --counter took '" + value + "' as its counter name";
+}
+
+/// No thread `index` in `p`: the numbers it has (not always 0 to n-1).
+inline std::string no_thread(const pmc::Profile& p, const std::string& file, std::uint32_t index) {
+    std::string have;
+    for (const auto& t : p.threads) have += (have.empty() ? "" : ", ") + std::to_string(t.index);
+    return fmt::format("'{}' has no thread {} (it has {}); its threads: {}", file, index, p.threads.size(),
+                       have.empty() ? "none recorded events" : have);
+}
+
+/// The options summarize and critical share: FILE, --counter NAME, --per-thread, --thread N, --json.
+struct ProfileArgs {
+    std::string file, counter;
+    std::optional<std::uint32_t> only_thread;
+    bool per_thread = false, json = false;
+
+    /// Takes argv[i] (and its value): one of these options, FILE, or an unknown option (an error). Call it after the
+    /// tool's own options. Returns the usage error, if any.
+    std::optional<std::string> take(int argc, char** argv, int& i) {
+        const std::string_view a = argv[i];
+        if (a == "--json") json = true;
+        else if (a == "--per-thread") per_thread = true;
+        else if (a == "--counter") {
+            if (i + 1 >= argc) return std::string("--counter needs a counter name");
+            counter = argv[++i];
+        } else if (a == "--thread") {
+            const auto v = whole_number(i + 1 < argc ? argv[++i] : "", UINT32_MAX);
+            if (!v) return std::string("--thread needs a thread number");
+            only_thread = static_cast<std::uint32_t>(*v);
+        } else if (a.size() > 1 && a[0] == '-') return fmt::format("unknown option '{}'", a);
+        else if (file.empty()) file = std::string(a);
+        else return std::string("one FILE at a time");
+        return std::nullopt;
+    }
+
+    /// After the command line: what is missing or conflicts.
+    std::optional<std::string> check(const char* tool) const {
+        if (file.empty()) return fmt::format("which profile? (pmc {} FILE){}", tool, took_file(counter));
+        if (per_thread && only_thread) return std::string("--per-thread and --thread exclude each other");
+        return std::nullopt;
+    }
+};
+
+/// Opens `file` with the streaming reader and finds counter `name` in it (empty: the primary); when either fails,
+/// says why on stderr ("pmc TOOL: ...") and returns nothing: the tool's status is then 1.
+inline std::optional<pmc::ProfileReader> open_profile(const char* tool, const std::string& file,
+                                                      const std::string& name, std::size_t& counter) {
+    auto read = pmc::ProfileReader::open(file);
+    if (!read) {
+        fmt::print(stderr, "pmc {}: {}\n", tool, read.failure().message);
+        return std::nullopt;
+    }
+    if (auto failure = find_counter(read->profile(), file, name, counter)) {
+        fmt::print(stderr, "pmc {}: {}\n", tool, *failure);
+        return std::nullopt;
+    }
+    return std::move(*read);
+}
+
+/// The threads to report (all, or thread `only`); false, said on stderr, when `only` is not in the file.
+inline bool select_threads(const char* tool, const pmc::Profile& p, const std::string& file,
+                           std::optional<std::uint32_t> only, std::vector<const pmc::ProfileThread*>& out) {
+    for (const auto& t : p.threads)
+        if (!only || t.index == *only) out.push_back(&t);
+    if (only && out.empty()) {
+        fmt::print(stderr, "pmc {}: {}\n", tool, no_thread(p, file, *only));
+        return false;
+    }
+    return true;
+}
+
+/// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.
+inline std::string show(double v, const std::string& unit) {
+    if (unit != "ns") return std::fabs(v) >= 1e15 ? fmt::format("{:.3e}", v) : fmt::format("{:.0f}", v);
+    const double a = std::fabs(v);
+    if (a < 1e3) return fmt::format("{:.0f} ns", v);
+    if (a < 1e6) return fmt::format("{:.2f} us", v / 1e3);
+    if (a < 1e9) return fmt::format("{:.2f} ms", v / 1e6);
+    return fmt::format("{:.3f} s", v / 1e9);
+}
+
+/// Runs a profile tool and makes the fate of its output part of its status: a write that failed on the way (a full
+/// disk: fmt::print throws) or at the final flush is said, status 1, instead of an uncaught exception (abort) or a
+/// silent 0 over a cut output. stderr is written with fprintf here: it must not throw again.
+template <class Run>
+int guarded(const char* tool, Run&& run) {
+    int status = 1;
+    try {
+        status = run();
+    } catch (const std::system_error& e) {
+        std::fflush(stdout); // what is buffered may still go
+        std::fprintf(stderr, "pmc %s: cannot write the output: %s (what was written is incomplete)\n", tool, e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "pmc %s: out of memory\n", tool);
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "pmc %s: internal error: %s (please report it with the file that caused it)\n", tool,
+                     e.what());
+        return 1;
+    }
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        const int err = errno;
+        std::fprintf(stderr, "pmc %s: cannot write to standard output: %s (what was written is incomplete)\n", tool,
+                     std::strerror(err));
+        return 1;
+    }
+    return status;
+}
+
+} // namespace pmc_tool::cli
