@@ -681,6 +681,15 @@ int cmd_export(int argc, char** argv) {
     if (!read) return 1;
     pmc::ProfileReader& reader = *read;
     const pmc::Profile& p = reader.profile();
+    // -o naming the profile itself (or a link to it) would replace the profile with its export.
+    struct stat in_st {}, out_st {};
+    if (!o.out.empty() && o.out != "-" && ::stat(o.out.c_str(), &out_st) == 0 && ::stat(o.file.c_str(), &in_st) == 0 &&
+        out_st.st_dev == in_st.st_dev && out_st.st_ino == in_st.st_ino) {
+        fmt::print(stderr, "pmc export: -o '{}' is the profile being read ('{}'): the export would replace it; give "
+                           "another file name\n",
+                   o.out, o.file);
+        return 1;
+    }
     Destination dest;
     if (auto failure = dest.open(o.out)) {
         fmt::print(stderr, "pmc export: {}\n", *failure);

@@ -662,6 +662,8 @@ TEST_CASE("every profile tool: no profile, an unusable option, conflicting flags
         {"export --chrome --min-value 99999999999999999999999", "--min-value needs a whole number"},
         {"export --chrome --folded", "one format at a time"},
         {"export --speedscope --collapse", "--collapse belongs to --folded"},
+        {"export --folded -o '" + good + "'", "is the profile being read"},
+        {"export --chrome -o '" + dir.path + "/./good.pmcprof'", "the export would replace it; give another file name"},
         {"summarize --per-thread --thread 0", "--per-thread and --thread exclude each other"},
         {"critical --per-thread --expect-path main", "--expect-path checks one path"},
         {"diff --top 99999999999999999999999 '" + good + "'", "--top needs a whole number"},
@@ -673,6 +675,7 @@ TEST_CASE("every profile tool: no profile, an unusable option, conflicting flags
         CHECK(r.status == 1);
         CHECK_THAT(r.out, ContainsSubstring(why));
     }
+    REQUIRE(pmc_test::run_command(tool() + " summarize '" + good + "' >/dev/null 2>&1").status == 0); // still whole
     // A full disk: the output cannot be written. Status 1 and the reason, not 0 over a cut output nor an abort.
     if (::access("/dev/full", W_OK) != 0) {
         WARN("SKIPPED (the unwritable-output part): no writable /dev/full here");
