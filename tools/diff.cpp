@@ -257,7 +257,7 @@ int cmd_diff(int argc, char** argv) {
     // judge fails too: passing it would hide every change.
     auto gate = [&]() -> int {
         if (!fail_on_change || read_status != 0) return read_status;
-        if (const std::size_t n = verdicts[Verdict::no_estimate]) {
+        if (const std::size_t n = verdicts.count(Verdict::no_estimate) ? verdicts.at(Verdict::no_estimate) : 0) {
             fmt::print(stderr,
                        "pmc diff: --fail-on-change cannot judge {} label{}: {}. Run each side several times (pmc "
                        "diff --fail-on-change A1 A2 A3 -- B1 B2 B3){}\n",
