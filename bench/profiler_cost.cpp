@@ -32,10 +32,11 @@ What recording one interval (a scope) with pmc::Profiler costs in wall time, on 
 two bare reads of the same counter (the floor: a scope reads its counter twice) and beside
 libLLVM's llvm::TimeTraceScope (-ftime-trace's profiler, recording every scope) measured in the
 same run; the bytes each event takes on disk; and recording throughput with 1 and 2 threads.
-Every row runs once per round, the rounds one after the other (the two file rows alternate
-their order), so that the machine's load reaches them alike; each figure is the median over the
-rounds of a loop of empty scopes, minus the empty loop (the best round and this thread's CPU
-time beside it). Two rows write a file: with the default preallocation (file blocks reserved
+In each round every row runs once, one after the other (the two file rows alternate their
+order), so that changes in the machine's load reach them alike; each figure is the median over
+the rounds of a loop of empty scopes, minus the empty loop (beside it the best round, and the
+median of this thread's CPU time, system calls included: on a loaded machine the steadier
+figure). Two rows write a file: with the default preallocation (file blocks reserved
 8 MiB ahead of the end, ProfilerOptions::preallocate_bytes) and without it. The row "pages to
 /dev/null" is the recording alone: the difference from a file row is what the kernel takes to
 append the pages to the file. Quote ratios from one run: absolute figures vary from machine to
@@ -249,7 +250,9 @@ int main(int argc, char** argv) {
 
     const double append_plain = median(plain_s.wall) - median(null_s.wall);
     const double append_on = median(on_s.wall) - median(null_s.wall);
-    fmt::print("\nthe file's append per interval (file row minus /dev/null row): {:.1f} ns preallocated, {:.1f} ns "
+    fmt::print("\nCPU ns: this thread's CPU time, its system calls included (what the load of others does not "
+               "inflate); the kernel threads' later writeback of the pages is not in it\n");
+    fmt::print("the file's append per interval (file row minus /dev/null row): {:.1f} ns preallocated, {:.1f} ns "
                "without (CPU: {:.1f}, {:.1f})\n",
                append_on, append_plain, median(on_s.cpu) - median(null_s.cpu), median(plain_s.cpu) - median(null_s.cpu));
     fmt::print("on disk: {:.2f} bytes per interval with one counter ({} bytes for {} intervals, headers and pages "

@@ -12,10 +12,12 @@
 // Each thread records into its own page buffer with its own counters, opened on the thread's first event (a perf
 // counter counts only the thread that opened it): no lock and no allocation per event. A full page is written to the
 // file with one writev(2) (O_APPEND; with its thread page, which carries the counters' times) by the thread that
-// filled it, so memory stays bounded; a SIGKILL loses at most each thread's unwritten page. A thread's exit, the
-// profiler's destruction, exit() and the fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGINT, SIGTERM,
-// SIGQUIT, SIGHUP, where the program left them at their default) write what is buffered. The format is
-// docs/profile-format.md; pmc/profile_format.hpp reads it, `pmc summarize` shows it.
+// filled it, so memory stays bounded; a SIGKILL loses at most each thread's unwritten page. File blocks are reserved
+// ahead of the end in chunks (fallocate, ProfilerOptions::preallocate_bytes), which makes each append cheaper for the
+// kernel, and given back at the end (not after a SIGKILL). A thread's exit, the profiler's destruction, exit() and
+// the fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGINT, SIGTERM, SIGQUIT, SIGHUP, where the program
+// left them at their default) write what is buffered, and the calling thread's counters' times as of then. The
+// format is docs/profile-format.md; pmc/profile_format.hpp reads it, `pmc summarize` shows it.
 //
 // The Profiler must outlive every scope and every thread's recording: destroy it after joining its threads. A
 // profiler that is off (from_env without PMC_PROFILE) costs a predictable branch per event. A fork() child records
