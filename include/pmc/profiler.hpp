@@ -113,7 +113,11 @@ struct ProfilerThread {
     std::vector<unsigned char> info_page;
     /// Per counter, the perf fd whose read(2) gives its times and the bytes to read (fd -1: a clock, no times);
     /// group members share their leader's. Set once the counters are open.
-    std::array<int, profile_format::max_counters> times_fd{-1, -1, -1, -1};
+    std::array<int, profile_format::max_counters> times_fd = [] {
+        std::array<int, profile_format::max_counters> none{};
+        none.fill(-1);
+        return none;
+    }();
     std::array<std::uint32_t, profile_format::max_counters> times_bytes{};
     /// Set by this thread while it uses `times` and `info_page`: a fatal signal's handler on this thread then
     /// leaves them alone.
@@ -205,6 +209,7 @@ struct ProfilerThread {
 
     /// Where read_times() finds each counter's times (once the counters are open).
     void find_time_sources() noexcept {
+        times_fd.fill(-1);
         for (std::size_t i = 0; i < ncounters; ++i) {
             const Counter* c = nullptr;
             if (i == 0) c = primary ? &*primary : nullptr;
