@@ -3,8 +3,8 @@
 //
 // The command waits on a pipe until the sampler is open on it (enable_on_exec: sampling starts at its exec). While
 // it runs, pmc drains the rings whenever they are half full or every 100 ms, and reads /proc/PID/maps at each of
-// those moments (the last good reading wins; the kernel's MMAP2 records add the mappings made in between), because
-// a process's maps are gone once it has exited. Samples are attributed to variables and regions with
+// those moments, because a process's maps are gone once it has exited; the kernel's MMAP2 records add the mappings
+// made in between (see MapTracker: perf reports no munmap, so a record is not trusted beyond its own drain). Samples are attributed to variables and regions with
 // pmc/address_map.hpp (and pmc/symbols.hpp where pmc was built with libelf): by data address when the event
 // records one (page faults, memory events), by instruction address otherwise.
 #include "commands.hpp"
@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -92,21 +93,68 @@ struct Kept {
     std::uint64_t addr;
     std::uint32_t pid;
     float weight;
+    std::uint32_t cycle; // MapTracker::cycle when it was drained
 };
 
-/// The memory map of the sampled process as last seen, plus the mappings its MMAP2 records reported.
+using Cover = std::map<std::uint64_t, pmc::MappedRegion>; // disjoint regions by begin
+
+/// Adds the parts of `r` that no region in `cover` holds yet (what is already there wins).
+void fill_gaps(Cover& cover, const pmc::MappedRegion& r) {
+    std::uint64_t at = r.begin;
+    auto it = cover.upper_bound(at);
+    if (it != cover.begin() && std::prev(it)->second.end > at) at = std::prev(it)->second.end;
+    while (at < r.end) {
+        it = cover.lower_bound(at);
+        const std::uint64_t stop = it == cover.end() ? r.end : std::min(r.end, it->first);
+        if (stop > at) {
+            pmc::MappedRegion piece = r;
+            piece.begin = at;
+            piece.end = stop;
+            piece.offset = r.offset + (at - r.begin);
+            cover.emplace(at, std::move(piece));
+        }
+        if (it == cover.end() || it->first >= r.end) break;
+        at = it->second.end;
+    }
+}
+
+const pmc::MappedRegion* region_at(const Cover& cover, std::uint64_t addr) {
+    auto it = cover.upper_bound(addr);
+    if (it == cover.begin()) return nullptr;
+    --it;
+    return addr < it->second.end ? &it->second : nullptr;
+}
+
+/// The memory maps of the sampled processes over time: the readings of /proc/PID/maps (the command itself) and the
+/// kernel's MMAP2 records, each tagged with the drain cycle it came in. perf reports no munmap, so a record is
+/// trusted only for the samples drained with it (the latest record at an address wins) and otherwise only where a
+/// reading still shows the mapping: an address freed and mapped again must not keep its old file's name.
 struct MapTracker {
     pid_t pid = 0;
-    std::vector<pmc::MappedRegion> last_maps; // the last successful, non-empty /proc/PID/maps
-    std::map<std::uint32_t, std::vector<pmc::MappedRegion>> recorded; // by pid, from MMAP2 records
+    std::vector<std::vector<pmc::MappedRegion>> readings; // the distinct successful, non-empty readings, in order
+    std::vector<int> reading_after;                       // per look(): the index of the last good reading then
+    struct Recorded {
+        std::uint32_t cycle;
+        pmc::MappedRegion region;
+    };
+    std::map<std::uint32_t, std::vector<Recorded>> recorded; // by pid, in arrival order
     std::size_t reads = 0;
+    std::uint32_t cycle = 0; // look() calls so far: what is drained after the k-th look is in cycle k
 
+    static bool same(const std::vector<pmc::MappedRegion>& a, const std::vector<pmc::MappedRegion>& b) {
+        return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](auto& x, auto& y) {
+            return x.begin == y.begin && x.end == y.end && x.offset == y.offset && x.path == y.path &&
+                   x.perms == y.perms;
+        });
+    }
     void look() {
         auto maps = pmc::read_maps(pid);
         if (maps && !maps->empty()) {
-            last_maps = std::move(*maps);
+            if (readings.empty() || !same(readings.back(), *maps)) readings.push_back(std::move(*maps));
             ++reads;
         }
+        reading_after.push_back(static_cast<int>(readings.size()) - 1);
+        ++cycle;
     }
     void add(const pmc::detail::MappingRecord& m) {
         pmc::MappedRegion r;
@@ -117,23 +165,45 @@ struct MapTracker {
         r.path = std::string(m.name);
         if (r.path == "//anon" || r.path == "/dev/zero (deleted)") r.path.clear();
         r.kind = pmc::detail::region_kind_of(r.path);
-        recorded[m.pid].push_back(std::move(r));
+        if (r.end > r.begin) recorded[m.pid].push_back(Recorded{cycle, std::move(r)});
     }
-    /// The regions of process `p`: its maps reading (the command itself) and, where that has no region, its
-    /// recorded mappings (later records first: a mapping replaces what was there).
-    std::vector<pmc::MappedRegion> regions_of(std::uint32_t p) const {
-        std::vector<pmc::MappedRegion> out;
-        if (static_cast<pid_t>(p) == pid) out = last_maps;
+    /// The regions for samples of process `p` drained in cycle `c`: the records of that cycle (later first), then
+    /// the readings just before and just after it. For a process without readings (a child of the command): every
+    /// record up to that cycle, later first.
+    Cover regions_at(std::uint32_t p, std::uint32_t c) const {
+        Cover cover;
+        const int before = c >= 1 && c <= reading_after.size() ? reading_after[c - 1] : -1;
+        const int after = c < reading_after.size() ? reading_after[c] : -1;
+        const bool has_readings = static_cast<pid_t>(p) == pid && (before >= 0 || after >= 0);
         auto it = recorded.find(p);
-        if (it != recorded.end()) {
-            for (auto r = it->second.rbegin(); r != it->second.rend(); ++r) {
-                const bool overlaps = std::any_of(out.begin(), out.end(), [&](const pmc::MappedRegion& o) {
-                    return r->begin < o.end && o.begin < r->end;
-                });
-                if (!overlaps && r->end > r->begin) out.push_back(*r);
-            }
+        if (it != recorded.end())
+            for (auto r = it->second.rbegin(); r != it->second.rend(); ++r)
+                if (r->cycle == c || (!has_readings && r->cycle < c)) fill_gaps(cover, r->region);
+        if (has_readings) {
+            if (before >= 0)
+                for (const auto& r : readings[static_cast<std::size_t>(before)]) fill_gaps(cover, r);
+            if (after >= 0)
+                for (const auto& r : readings[static_cast<std::size_t>(after)]) fill_gaps(cover, r);
+            // A record has no ".bss?" guess: take it from a reading's region that starts at the same place.
+            for (auto& [begin, r] : cover)
+                if (r.kind == pmc::RegionKind::anonymous && r.follows_file.empty())
+                    for (int i : {before, after})
+                        if (i >= 0)
+                            for (const auto& m : readings[static_cast<std::size_t>(i)])
+                                if (m.begin == begin && !m.follows_file.empty()) r.follows_file = m.follows_file;
         }
-        std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+        return cover;
+    }
+    /// Every file mapped at some time (for the ELF symbol tables): the last reading, then the records, later first.
+    std::vector<pmc::MappedRegion> all_regions_of(std::uint32_t p) const {
+        Cover cover;
+        if (static_cast<pid_t>(p) == pid && !readings.empty())
+            for (const auto& r : readings.back()) fill_gaps(cover, r);
+        auto it = recorded.find(p);
+        if (it != recorded.end())
+            for (auto r = it->second.rbegin(); r != it->second.rend(); ++r) fill_gaps(cover, r->region);
+        std::vector<pmc::MappedRegion> out;
+        for (auto& [begin, r] : cover) out.push_back(r);
         return out;
     }
 };
@@ -327,7 +397,7 @@ int cmd_sample(int argc, char** argv) {
     std::vector<Kept> kept;
     std::size_t with_addr = 0;
     auto keep = [&](const pmc::Sample& s) {
-        kept.push_back(Kept{s.addr ? s.addr : s.ip, s.pid, static_cast<float>(s.weight)});
+        kept.push_back(Kept{s.addr ? s.addr : s.ip, s.pid, static_cast<float>(s.weight), maps.cycle});
         with_addr += s.addr != 0;
     };
     auto on_mapping = [&](const pmc::detail::MappingRecord& m) { maps.add(m); };
@@ -364,24 +434,35 @@ int cmd_sample(int argc, char** argv) {
     // The data summary, by data address where the samples have one.
     const bool by_data = with_addr > 0;
     pmc::DataSummary summary;
-    std::map<std::uint32_t, pmc::AddressMap> by_pid;
+    std::map<std::uint32_t, pmc::AddressMap> by_pid; // variables: from every file mapped at some time
+    std::map<std::uint32_t, Cover> regions;          // regions: for the cycle `regions_cycle`
+    std::uint32_t regions_cycle = 0;
     std::vector<std::string> notes = sampler.notes();
     for (const Kept& k : kept) {
         if (by_data && k.addr == 0) continue;
         auto it = by_pid.find(k.pid);
         if (it == by_pid.end()) {
-            pmc::AddressMap map(maps.regions_of(k.pid), static_cast<int>(k.pid));
+            pmc::AddressMap map(maps.all_regions_of(k.pid), static_cast<int>(k.pid));
 #if defined(PMC_HAVE_SYMBOLS)
             pmc::load_symbols(map);
 #endif
             it = by_pid.emplace(k.pid, std::move(map)).first;
         }
-        summary.add(it->second.attribute(k.addr), k.weight);
+        if (k.cycle != regions_cycle) regions.clear();
+        regions_cycle = k.cycle;
+        auto cover = regions.find(k.pid);
+        if (cover == regions.end()) cover = regions.emplace(k.pid, maps.regions_at(k.pid, k.cycle)).first;
+        pmc::Attribution where = it->second.attribute(k.addr);
+        where.region = region_at(cover->second, k.addr);
+        if (where.kind == pmc::AttributionKind::region || where.kind == pmc::AttributionKind::unmapped)
+            where.kind = where.region ? pmc::AttributionKind::region : pmc::AttributionKind::unmapped;
+        summary.add(where, k.weight);
     }
     if (!by_pid.empty()) notes.push_back(by_pid.begin()->second.symbols_note());
     notes.push_back(fmt::format("regions: /proc/{}/maps read {} times while it ran (the last reading is used) and the "
-                                "kernel's mmap records; memory mapped and unmapped between readings shows as "
-                                "'unmapped'",
+                                "kernel's mmap records: a sample's region is the latest mmap record drained with it, else the "
+                                "reading before or after (perf reports no munmap, so older records are not trusted); "
+                                "an address none of them holds shows as 'unmapped'",
                                 child, maps.reads));
     if (by_data && with_addr < kept.size())
         notes.push_back(fmt::format("{} samples carried no data address and are not in the summary",
@@ -426,6 +507,14 @@ int cmd_sample(int argc, char** argv) {
                             ratio_text(check.ratio), check.lost, check.throttled,
                             check.agrees ? fmt::format("; agrees within {:g}% + one period", check.tolerance * 100)
                                          : std::string());
+        if (check.agrees && check.lost) // both: the loss is real, though within the tolerance
+            text += fmt::format("note: {} samples were lost (the ring was full: more pages with -m), within the "
+                                "tolerance\n",
+                                check.lost);
+        if (check.agrees && check.samples < 10)
+            text += fmt::format("note: {} samples: too few to judge a bias (the check holds only within one "
+                                "period at this run's rate, {} events)\n",
+                                check.samples, check.allowance);
         if (!check.agrees) text += "WARNING: " + check.warning + "\n";
         const char* what = by_data ? "data addresses" : "instruction addresses";
         if (by_data) // code addresses fall in functions, not variables

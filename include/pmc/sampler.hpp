@@ -96,7 +96,8 @@ struct BiasCheck {
     bool lost_from_kernel_count = false; ///< `lost` includes PERF_FORMAT_LOST (Linux 6.0+), not just LOST records
     std::uint64_t throttled = 0;    ///< times the kernel throttled the sampler (kernel.perf_event_max_sample_rate)
     std::uint64_t malformed = 0;    ///< records pmc refused (sizes that cannot be right): not counted as samples
-    std::uint64_t allowance = 0;    ///< one period: events after the last sample
+    std::uint64_t allowance = 0;    ///< one period: events after the last sample (frequency mode: the events in
+                                    ///< 1/frequency s of enabled time, or the last period if larger)
     double tolerance = 0.05;
 
     // The verdict (judge()).
@@ -337,13 +338,13 @@ BiasCheck Sampler::stop(OnSample&& on_sample, OnMapping&& on_mapping) {
     b.samples = progress_.samples;
     b.summed_periods = (attr_.sample_type & PERF_SAMPLE_PERIOD) != 0;
     b.estimated = b.summed_periods ? period_sum_ : progress_.samples * attr_.sample_period;
-    b.allowance = attr_.freq ? last_period_ : attr_.sample_period;
+    b.allowance = attr_.freq ? last_period_ : attr_.sample_period; // frequency mode: see below, with the rate
     b.tolerance = options_.tolerance;
     b.throttled = progress_.throttled;
     b.malformed = progress_.malformed;
     // The sampling events' own counts and the kernel's lost counts: value, enabled, running[, lost].
     const bool format_lost = (attr_.read_format & PERF_FORMAT_LOST) != 0;
-    std::uint64_t own = 0, kernel_lost = 0;
+    std::uint64_t own = 0, kernel_lost = 0, own_enabled = 0, exact_enabled = 0;
     bool own_ok = true;
     for (auto& ring : rings_) {
         std::uint64_t v[4] = {0, 0, 0, 0};
@@ -353,6 +354,7 @@ BiasCheck Sampler::stop(OnSample&& on_sample, OnMapping&& on_mapping) {
             continue;
         }
         own += v[0];
+        own_enabled += v[1];
         if (format_lost) kernel_lost += v[3];
     }
     b.lost = kernel_lost > progress_.lost ? kernel_lost : progress_.lost;
@@ -363,6 +365,7 @@ BiasCheck Sampler::stop(OnSample&& on_sample, OnMapping&& on_mapping) {
         if (detail::system_calls().read(exact_fd_.get(), v, sizeof v) == static_cast<ssize_t>(sizeof v)) {
             exact_ok = true;
             b.exact = v[0];
+            exact_enabled = v[1];
             if (v[2] != 0 && v[2] < v[1]) {
                 b.exact_running_fraction = static_cast<double>(v[2]) / static_cast<double>(v[1]);
                 b.exact = static_cast<std::uint64_t>(static_cast<double>(v[0]) / b.exact_running_fraction);
@@ -373,6 +376,15 @@ BiasCheck Sampler::stop(OnSample&& on_sample, OnMapping&& on_mapping) {
         b.exact = own;
         notes_.push_back("exact count from the sampling event itself (its non-sampling twin could not be read): it "
                          "does not count while the kernel throttles it");
+    }
+    // Frequency mode: one period is the events in 1/frequency s of enabled time (the event's rate over the run, per
+    // thread time as the kernel adapts it), at least the last period used. A run shorter than that may have no
+    // sample, and then agrees; the last period alone would be 0 there and call any count a bias.
+    const std::uint64_t enabled_ns = exact_ok ? exact_enabled : own_enabled;
+    if (attr_.freq && attr_.sample_freq && enabled_ns) {
+        const double expected = static_cast<double>(b.exact) * 1e9 /
+                                (static_cast<double>(enabled_ns) * static_cast<double>(attr_.sample_freq));
+        if (expected > static_cast<double>(b.allowance)) b.allowance = static_cast<std::uint64_t>(std::ceil(expected));
     }
     judge(b);
     return b;
