@@ -569,10 +569,9 @@ inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr&
         }
         if (refused && (err == EINVAL || err == EOPNOTSUPP)) {
             // The PMU cannot count user mode alone (msr, uncore): the first refusal is the one to explain.
-            Failure f = explain_open_failure(refused_err, spec, *refused);
+            Failure f = explain_open_failure(refused_err, spec, *refused, default_sysfs_root, true);
             f.message += std::string("\n(pmc retried with exclude_kernel=1, user mode only, as perf does; this PMU "
-                                     "refused that with ") + errno_name(err) + ": it cannot count user mode alone, "
-                         "so ':u' does not help either.)";
+                                     "refused that with ") + errno_name(err) + ": it cannot count user mode alone.)";
             return f;
         }
         Failure f = explain_open_failure(err, spec, attr);

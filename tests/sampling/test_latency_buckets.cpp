@@ -157,6 +157,10 @@ TEST_CASE("malformed latency JSON: a clear error, never a crash", "[buckets]") {
     auto missing = pmc::read_latency_curve("/nonexistent/latency.json");
     REQUIRE_FALSE(missing.ok());
     CHECK_THAT(missing.failure().message, ContainsSubstring("pmc-mem-latency --out"));
+    // A directory is not an empty file (an ifstream reads one as "", which read as "the text ends here").
+    auto dir = pmc::read_latency_curve("/tmp");
+    REQUIRE_FALSE(dir.ok());
+    CHECK_THAT(dir.failure().message, ContainsSubstring("Is a directory"));
 
     // Every prefix and many byte flips of a real file: refused with a message or read, never a crash (ASan checks
     // for reads out of bounds in the sanitizer build).

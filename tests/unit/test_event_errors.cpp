@@ -3,6 +3,7 @@
 #include "catch.hpp"
 #include "fake_sysfs.hpp"
 
+#include <pmc/detail/explain.hpp>
 #include <pmc/event.hpp>
 
 #include <cerrno>
@@ -182,4 +183,27 @@ TEST_CASE("Result's accessors on the wrong alternative raise pmc::error that say
     const pmc::Result<std::string> text(std::string("x"));
     CHECK(*text == "x");
     CHECK(*pmc::Result<std::string>(std::string("y")) == "y");
+}
+
+TEST_CASE("open-failure advice never contradicts itself", "[errors]") {
+    pmc_test::FakeSysfs sysfs;
+    auto spec = pmc::try_parse_event("msr/tsc/", sysfs.root());
+    REQUIRE(spec.ok());
+    perf_event_attr attr = spec->attr;
+    attr.exclude_kernel = 0;
+    // Refused kernel mode, then refused user mode alone: ':u' is not offered as the fix.
+    auto both = pmc::detail::explain_open_failure(EACCES, *spec, attr, sysfs.root(), true);
+    CHECK_THAT(both.message, !ContainsSubstring("adding ':u'"));
+    CHECK_THAT(both.message, ContainsSubstring("perf_event_paranoid"));
+    auto first = pmc::detail::explain_open_failure(EACCES, *spec, attr, sysfs.root());
+    if (auto level = pmc::detail::perf_event_paranoid(); !level || *level <= 2)
+        CHECK_THAT(first.message, ContainsSubstring("adding ':u'"));
+
+    // No PMU: msr/tsc/ is named with the permission it needs, not as something that works for everyone.
+    const std::string empty_root = sysfs.root() + "/software";
+    auto cycles = pmc::try_parse_event("cycles", sysfs.root());
+    REQUIRE(cycles.ok());
+    auto none = pmc::detail::explain_open_failure(ENOENT, *cycles, cycles->attr, empty_root);
+    CHECK_THAT(none.message, ContainsSubstring("no hardware PMU"));
+    CHECK_THAT(none.message, ContainsSubstring("msr/tsc/ where kernel.perf_event_paranoid is at most 1"));
 }

@@ -98,8 +98,10 @@ inline std::string list_pmus(std::string_view root) {
 }
 
 /// Why perf_event_open failed with `err` for `spec` (opened with `attr`), and what to do about it.
+/// `user_only_refused`: the PMU also refused user-mode-only counting, so ':u' is no fix to offer.
 inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_event_attr& attr,
-                                    std::string_view sysfs_root = default_sysfs_root) {
+                                    std::string_view sysfs_root = default_sysfs_root,
+                                    bool user_only_refused = false) {
     std::string msg = "cannot open counter '" + spec.text + "': perf_event_open failed with " + errno_name(err) +
                       " (" + std::strerror(err) + ").\n";
     const bool counts_kernel = !attr.exclude_kernel;
@@ -115,7 +117,8 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
             msg += "\nFix: run on bare metal, or enable the guest PMU (QEMU/KVM: -cpu host,pmu=on; libvirt: "
                    "<pmu state='on'/>; VMware: 'Virtualize CPU performance counters'; cloud: a bare-metal or "
                    "PMU-enabled instance type). Without it, software events (task-clock, page-faults, "
-                   "context-switches), msr/tsc/ and pmc's wall-time and tsc counters still work.";
+                   "context-switches) and pmc's wall-time and tsc counters still work, and msr/tsc/ where "
+                   "kernel.perf_event_paranoid is at most 1 or with CAP_PERFMON (it counts kernel mode too).";
         } else if (err == ENOENT) {
             msg += "The kernel has no such event: " + describe_attr_fields(attr) +
                    ".\nFix: check the event name or code against `pmc list` and your CPU's event tables.";
@@ -137,7 +140,7 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         }
         if (counts_kernel) msg += " This event also counts kernel mode (no ':u').";
         msg += "\nFix:";
-        if (counts_kernel && (!level || *level <= 2))
+        if (counts_kernel && !user_only_refused && (!level || *level <= 2))
             msg += " count user mode only by adding ':u' (e.g. 'instructions:u'); or";
         msg += " lower the setting: sudo sysctl kernel.perf_event_paranoid=";
         msg += counts_kernel ? "1" : "2";

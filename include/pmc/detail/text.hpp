@@ -3,7 +3,11 @@
 
 #include <pmc/config.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -65,14 +69,28 @@ inline std::string hex(std::uint64_t v) {
     return buf;
 }
 
-/// Reads a whole (small) file; nullopt if it cannot be opened.
+/// Reads a whole (small) file; nullopt with errno set if it cannot be read (EISDIR for a directory, which an
+/// ifstream would have read as empty text).
 inline std::optional<std::string> read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    std::ostringstream out;
-    out << in.rdbuf();
-    if (in.bad()) return std::nullopt;
-    return out.str();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    std::string out;
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+            out.append(buf, static_cast<std::size_t>(n));
+        } else if (n == 0) {
+            break;
+        } else if (errno != EINTR) {
+            const int e = errno;
+            ::close(fd);
+            errno = e;
+            return std::nullopt;
+        }
+    }
+    ::close(fd);
+    return out;
 }
 
 /// Joins a directory and a name with exactly one '/'.
