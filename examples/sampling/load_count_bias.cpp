@@ -31,7 +31,8 @@ MEM_INST_RETIRED.ALL_LOADS r81d0 as the exact count; AMD: ibs_op// with LsDispat
 prints, per loop and period, samples x period against the exact load count: the shadow of load-latency sampling.
 Without those events it says why and shows the method with page faults (7 and 8 fresh pages per iteration).
 
-  --iterations N   iterations of each loop (default 10000000; with page faults the default is 1000)
+  --iterations N   iterations of each loop (default 10000000; with page faults the default is 1000, at most
+                   1048576: the pages are mapped and freed 16 MiB at a time, so memory stays small)
   --periods LIST   sampling periods, comma-separated (default 10007,100003,1000003; page faults 1,10,100,1000)
   --software       the page-fault method even where the PMU has the load events
   -h, --help       this text
@@ -194,36 +195,44 @@ bool run_faults(std::uint64_t iterations, const std::vector<std::uint64_t>& peri
     bool ok = true;
     for (int per : {7, 8}) {
         for (std::uint64_t period : periods) {
-            const std::size_t bytes = static_cast<std::size_t>(iterations) * static_cast<std::size_t>(per) * page;
-            char* mem = static_cast<char*>(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-            if (mem == MAP_FAILED) {
-                std::fprintf(stderr, "pmc-example-load-count-bias: cannot map %zu bytes: %s (fewer --iterations)\n",
-                             bytes, std::strerror(errno));
-                return false;
-            }
-            ::madvise(mem, bytes, MADV_NOHUGEPAGE);
+            // The fresh pages are mapped and freed a chunk at a time (drained before each unmap), so the memory
+            // held stays at one chunk (16 MiB) whatever the iterations.
+            const std::size_t chunk_pages = 4096;
             pmc::SamplerOptions o;
             o.period = period;
             o.fields = pmc::sample::addr;
             auto s = pmc::Sampler::try_open("page-faults", o);
             if (!s) {
                 std::printf("SKIPPED: cannot sample page faults either: %s\n", s.failure().message.c_str());
-                ::munmap(mem, bytes);
                 skipped = true;
                 return true;
             }
-            std::uint64_t samples = 0, in_loop = 0;
-            const auto lo = reinterpret_cast<std::uint64_t>(mem), hi = lo + bytes;
+            std::uint64_t samples = 0, in_loop = 0, lo = 0, hi = 0;
             auto count = [&](const pmc::Sample& x) {
                 ++samples;
                 in_loop += x.addr >= lo && x.addr < hi;
             };
-            char* p = mem;
-            for (std::uint64_t i = 0; i < iterations; ++i)
-                for (int k = 0; k < per; ++k, p += page) *p = 1;
+            for (std::uint64_t left = iterations * static_cast<std::uint64_t>(per); left;) { // pages to touch
+                const std::size_t pages = left < chunk_pages ? static_cast<std::size_t>(left) : chunk_pages;
+                const std::size_t bytes = pages * page;
+                char* mem = static_cast<char*>(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+                if (mem == MAP_FAILED) {
+                    std::fprintf(stderr, "pmc-example-load-count-bias: cannot map %zu bytes: %s\n", bytes,
+                                 std::strerror(errno));
+                    return false;
+                }
+                ::madvise(mem, bytes, MADV_NOHUGEPAGE);
+                char* p = mem;
+                for (std::size_t k = 0; k < pages; ++k, p += page) *p = 1;
+                lo = reinterpret_cast<std::uint64_t>(mem);
+                hi = lo + bytes;
+                s->drain(count);
+                lo = hi = 0;
+                ::munmap(mem, bytes);
+                left -= pages;
+            }
             pmc::BiasCheck check = s->stop(count);
-            ::munmap(mem, bytes);
             const std::uint64_t expected = iterations * static_cast<std::uint64_t>(per);
             std::printf("%-6s %9d %12llu %14llu %14llu %10llu %10llu %14llu %8.4f  %s\n", per == 7 ? "7-page" : "8-page",
                         per, static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(expected),
@@ -283,7 +292,8 @@ int main(int argc, char** argv) {
     }
     const std::uint64_t fault_iterations = iterations ? iterations : 1000;
     if (fault_iterations > (std::uint64_t{1} << 20)) {
-        std::fprintf(stderr, "pmc-example-load-count-bias: with page faults, at most 1048576 iterations (8 pages each)\n");
+        std::fprintf(stderr, "pmc-example-load-count-bias: with page faults, at most 1048576 iterations (8 pages each, "
+                             "mapped and freed 16 MiB at a time)\n");
         return 2;
     }
     bool skipped = false;
