@@ -44,7 +44,8 @@ bucket and by variable, with the bias check of the sampled event beside every sc
                   one block per level, sized inside that level's working sets
   --edges LIST    bucket edges in core cycles instead, rising, e.g. 8,30,150 (the weights' unit)
   --labels LIST   a label per bucket (one more than edges), e.g. L1,L2,L3,DRAM
-  --sizes LIST    with --edges: the blocks' sizes in bytes (K, M, G suffixes), e.g. 16K,1M,256M
+  --sizes LIST    with --edges: the blocks' sizes in bytes (K, M, G suffixes), one per bucket (a block sized to
+                  land in it), e.g. 16K,256K,4M,256M; with fewer, some buckets stay empty (it says so)
   --ghz F         core cycles per ns, to put a curve's ns edges in cycles where the curve has no cycle counts
   --period N      one sample every N events (default 1000; AMD IBS counts ops)
   --loads N       loads chased in each block (default 4000000)
@@ -167,7 +168,7 @@ int main(int argc, char** argv) {
         auto b = pmc::LatencyBuckets::try_from_edges(*edges, "cycles", labels);
         if (!b) return bad_usage(b.failure().message);
         buckets = std::make_unique<pmc::LatencyBuckets>(std::move(*b));
-        if (sizes_list.empty()) return bad_usage("with --edges, give the blocks' sizes with --sizes (e.g. 16K,1M,256M)");
+        if (sizes_list.empty()) return bad_usage("with --edges, give the blocks' sizes with --sizes, one per bucket (e.g. 16K,256K,4M,256M)");
         for (const auto& s : split(sizes_list)) {
             std::size_t bytes = 0;
             if (!parse_size(s, bytes)) return bad_usage("--sizes: '" + s + "' is not a size (e.g. 16K, 1M, 256M)");
@@ -175,6 +176,11 @@ int main(int argc, char** argv) {
             chains.back().bytes = bytes;
             chains.back().name = "chain in " + s + " block";
         }
+        const std::size_t bucket_count = edges->size() + 1;
+        if (chains.size() < bucket_count)
+            std::printf("note: %zu buckets (%zu edges) but %zu blocks chased (--sizes): each block's loads land in "
+                        "about one bucket, so at least %zu buckets stay empty; give one size per bucket to fill each\n",
+                        bucket_count, edges->size(), chains.size(), bucket_count - chains.size());
     }
 
     std::printf("%s\n", buckets->text().c_str());
