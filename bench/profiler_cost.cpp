@@ -95,7 +95,7 @@ FileBlocks file_blocks(const std::string& path) {
 
 } // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
     bool quick = false;
     std::string dir;
     for (int i = 1; i < argc; ++i) {
@@ -104,14 +104,26 @@ int main(int argc, char** argv) {
             fmt::print("{}", help);
             return 0;
         } else if (a == "--quick") quick = true;
-        else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-        else {
+        else if (a == "--dir") {
+            if (i + 1 >= argc || !*argv[i + 1]) {
+                fmt::print(stderr, "pmc-bench-profiler: --dir needs a value (a directory for the profiles)\n");
+                return 1;
+            }
+            dir = argv[++i];
+        } else {
             fmt::print(stderr, "pmc-bench-profiler: unknown argument '{}'\nRun 'pmc-bench-profiler --help' for usage.\n", a);
             return 1;
         }
     }
     bool remove_dir = false;
-    if (dir.empty()) {
+    if (!dir.empty()) {
+        struct stat st {};
+        if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fmt::print(stderr, "pmc-bench-profiler: --dir {}: {}; give an existing directory, or leave --dir out\n", dir,
+                       ::stat(dir.c_str(), &st) != 0 ? "no such directory" : "not a directory");
+            return 1;
+        }
+    } else {
         char tmpl[] = "/tmp/pmc-bench-profiler-XXXXXX";
         if (!::mkdtemp(tmpl)) {
             fmt::print(stderr, "pmc-bench-profiler: cannot create a directory under /tmp for the profiles\n");
@@ -268,4 +280,14 @@ int main(int argc, char** argv) {
         fmt::print("llvm::TimeTraceScope skipped: {}\n", llvm_missing);
     if (remove_dir) std::system(("rm -rf '" + dir + "'").c_str());
     return static_cast<int>(sink & 0);
+}
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) { // an unwritable directory, a full disk: one line, not an abort
+        const std::string what = e.what();
+        fmt::print(stderr, "pmc-bench-profiler: {}\n", what.substr(0, what.find('\n')));
+        return 1;
+    }
 }
