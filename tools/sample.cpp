@@ -168,7 +168,7 @@ struct MapTracker {
         if (r.end > r.begin) recorded[m.pid].push_back(Recorded{cycle, std::move(r)});
     }
     /// The regions for samples of process `p` drained in cycle `c`: the records of that cycle (later first), then
-    /// the readings just before and just after it. For a process without readings (a child of the command): every
+    /// the readings just before and just after it, then the records of the cycle before. For a process without readings (a child of the command): every
     /// record up to that cycle, later first.
     Cover regions_at(std::uint32_t p, std::uint32_t c) const {
         Cover cover;
@@ -184,6 +184,11 @@ struct MapTracker {
                 for (const auto& r : readings[static_cast<std::size_t>(before)]) fill_gaps(cover, r);
             if (after >= 0)
                 for (const auto& r : readings[static_cast<std::size_t>(after)]) fill_gaps(cover, r);
+            // Last, the records of the cycle before: a mapping drained then may be used and unmapped before the
+            // reading that follows that drain, its samples drained now.
+            if (it != recorded.end())
+                for (auto r = it->second.rbegin(); r != it->second.rend(); ++r)
+                    if (r->cycle + 1 == c) fill_gaps(cover, r->region);
             // A record has no ".bss?" guess: take it from a reading's region that starts at the same place.
             for (auto& [begin, r] : cover)
                 if (r.kind == pmc::RegionKind::anonymous && r.follows_file.empty())
@@ -461,7 +466,8 @@ int cmd_sample(int argc, char** argv) {
     if (!by_pid.empty()) notes.push_back(by_pid.begin()->second.symbols_note());
     notes.push_back(fmt::format("regions: /proc/{}/maps read {} times while it ran (the last reading is used) and the "
                                 "kernel's mmap records: a sample's region is the latest mmap record drained with it, else the "
-                                "reading before or after (perf reports no munmap, so older records are not trusted); "
+                                "reading before or after, else the records of the drain before (perf reports no "
+                                "munmap, so older records are not trusted); "
                                 "an address none of them holds shows as 'unmapped'",
                                 child, maps.reads));
     if (by_data && with_addr < kept.size())
