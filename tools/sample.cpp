@@ -168,8 +168,8 @@ struct MapTracker {
         if (r.end > r.begin) recorded[m.pid].push_back(Recorded{cycle, std::move(r)});
     }
     /// The regions for samples of process `p` drained in cycle `c`: the records of that cycle (later first), then
-    /// the readings just before and just after it, then the records of the cycle before. For a process without readings (a child of the command): every
-    /// record up to that cycle, later first.
+    /// the readings just before and just after it, then the records of the cycle before. For a process without
+    /// readings (a child of the command): every record up to that cycle, later first.
     Cover regions_at(std::uint32_t p, std::uint32_t c) const {
         Cover cover;
         const int before = c >= 1 && c <= reading_after.size() ? reading_after[c - 1] : -1;
