@@ -4,7 +4,8 @@
 // The command waits on a pipe until the sampler is open on it (enable_on_exec: sampling starts at its exec). While
 // it runs, pmc drains the rings whenever they are half full or every 100 ms, and reads /proc/PID/maps at each of
 // those moments, because a process's maps are gone once it has exited; the kernel's MMAP2 records add the mappings
-// made in between (see MapTracker: perf reports no munmap, so a record is not trusted beyond its own drain). Samples are attributed to variables and regions with
+// made in between (see MapTracker: perf reports no munmap, so a record is not trusted beyond its own drain).
+// Samples are attributed to variables and regions with
 // pmc/address_map.hpp (and pmc/symbols.hpp where pmc was built with libelf): by data address when the event
 // records one (page faults, memory events), by instruction address otherwise.
 #include "commands.hpp"
