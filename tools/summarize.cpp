@@ -39,7 +39,9 @@ Options:
   --per-thread        One table per thread instead of all threads together.
   --thread N          Only thread N (the profiler's thread number, as listed in the header).
   --without-overhead  Subtract from each scope's self value what recording its child scopes added
-                      (the cost measured when the profile started, in the header), and say so.
+                      (the header's cost measured when the profile started: what one scope adds to
+                      its parent less what it records itself), never below 0 (says how many were
+                      clamped), and say so. Approximate for a time or other noisy counter.
   --top N             Show the N labels with the most self value (default: all).
   --json              One JSON object instead of tables.
   -h, --help          Show this help.
@@ -70,6 +72,7 @@ struct Summary {
     std::uint64_t run = 0;          ///< sum of the outermost scopes' totals
     std::uint64_t scopes = 0;
     std::uint64_t children = 0;     ///< scopes with a parent (what --without-overhead subtracts for)
+    std::uint64_t clamped = 0;      ///< --without-overhead: scopes whose self value went below 0, shown as 0
     std::optional<pmc::Failure> failure; ///< the file could not be read again (changed since it was opened)
 };
 
@@ -80,13 +83,21 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
     Summary s;
     std::map<std::uint32_t, LabelStats> labels;
     std::map<std::uint32_t, EventStats> instants, integers;
-    const double cost = reader.profile().counters[c].cost_to_parent;
+    // What a child scope adds to its parent's self value: its whole cost, less the share inside the child's own
+    // interval (already taken out with the child's total). Subtracting the whole cost took it out twice.
+    const auto& k = reader.profile().counters[c];
+    const double cost = std::max(0.0, k.cost_to_parent - k.cost_in_scope);
     s.failure = reader.walk(
         [&](const pmc::NestedInterval& scope) {
             const std::uint64_t total = scope.total(c);
             std::int64_t self = scope.self(c);
-            if (without_overhead)
+            if (without_overhead && scope.children) {
                 self -= static_cast<std::int64_t>(std::llround(cost * static_cast<double>(scope.children)));
+                if (self < 0) { // a noisy counter's cost (a time) is a median: some scopes' overhead was less
+                    self = 0;
+                    ++s.clamped;
+                }
+            }
             s.children += scope.children;
             if (scope.depth == 0) s.run += total;
             ++s.scopes;
@@ -179,6 +190,10 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
     if (s.labels.empty()) fmt::print("(no scopes)\n");
     fmt::print("run (outermost scopes): {}{}; {} scopes\n", show(static_cast<double>(s.run), counter.unit),
                counter.unit == "ns" ? "" : " " + unit, s.scopes);
+    if (s.clamped)
+        fmt::print("{} scope(s) had less self value than their child scopes' recording cost: shown as 0 (the cost is "
+                   "a median measured at start; for a time or other noisy counter the correction is approximate)\n",
+                   s.clamped);
     if (!s.instants.empty()) {
         fmt::print("\n{:<{}}  {:>9}\n", "instant event", width, "count");
         for (const auto& e : s.instants) fmt::print("{:<{}}  {:>9}\n", p.string(e.label), width, e.count);
@@ -192,7 +207,7 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
 }
 
 void json_summary(pmc::JsonWriter& j, const pmc::Profile& p, Summary& s) {
-    j.field("run", s.run).field("scopes", s.scopes);
+    j.field("run", s.run).field("scopes", s.scopes).field("clamped_to_zero", s.clamped);
     j.key("labels").begin_array();
     for (auto& l : s.labels) {
         const auto [mn_at, mx_at] = std::minmax_element(l.calls.begin(), l.calls.end());
@@ -241,6 +256,7 @@ int cmd_summarize(int argc, char** argv) {
     pmc::ProfileReader& reader = *read;
     const pmc::Profile& p = reader.profile();
     const pmc::ProfileCounter& counter = p.counters[c];
+    const double overhead = std::max(0.0, counter.cost_to_parent - counter.cost_in_scope);
     // The tables, or the reason the file could not be read again (it changed while being read).
     auto summary = [&](std::optional<std::uint32_t> only) {
         Summary s = summarize(reader, c, only, without_overhead);
@@ -340,11 +356,12 @@ int cmd_summarize(int argc, char** argv) {
                only_thread ? fmt::format("thread {} only", *only_thread)
                : per_thread ? std::string("each thread")
                             : std::string("all threads together"),
-               without_overhead ? fmt::format("; self values without the recording's cost ({} per child scope "
-                                              "subtracted)",
-                                              counter.unit == "events" ? fmt::format("{:.3g}", counter.cost_to_parent)
-                                                                       : show(counter.cost_to_parent, counter.unit))
-                                : "");
+               without_overhead
+                   ? fmt::format("; self values without the recording's cost ({} per child scope subtracted: what one "
+                                 "adds to its parent less what it records itself, never below 0{})",
+                                 counter.unit == "events" ? fmt::format("{:.3g}", overhead) : show(overhead, counter.unit),
+                                 counter.exact() ? "" : "; approximate, this counter is noisy")
+                   : "");
     if (per_thread) {
         for (const auto* t : threads) {
             fmt::print("== {}\n", thread_title(*t));

@@ -5,6 +5,7 @@
 
 #include "catch.hpp"
 #include "command.hpp"
+#include "profile_builder.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -806,9 +807,11 @@ TEST_CASE("pmc summarize: --without-overhead, --per-thread, --thread and --top")
     REQUIRE(bare.status == 0);
     const double cost = number(plain.out, R"("cost_to_parent":)");
     CHECK(cost > 0);
+    const double overhead = std::max(0.0, cost - number(plain.out, R"("cost_in_scope":)"));
     const double self = number(plain.out, R"("label":"outer","count":1,"self":)");
     const double self_bare = number(bare.out, R"("label":"outer","count":1,"self":)");
-    CHECK(self - self_bare == static_cast<double>(std::llround(3 * cost))); // three children, each adding the measured cost
+    // Three children, each adding its cost less its own share; never below 0 (a time: no timing assumption).
+    CHECK(self - self_bare == std::min(self, static_cast<double>(std::llround(3 * overhead))));
     CHECK_THAT(bare.out, ContainsSubstring(R"("without_overhead":true)"));
     auto per = pmc_test::run_command(tool() + " summarize --per-thread '" + path + "'");
     CHECK(per.status == 0);
@@ -825,6 +828,32 @@ TEST_CASE("pmc summarize: --without-overhead, --per-thread, --thread and --top")
     CHECK_THAT(none.out, ContainsSubstring("has no thread 7"));
     auto both = pmc_test::run_command(tool() + " summarize --thread 0 --per-thread '" + path + "' 2>&1");
     CHECK(both.status == 1);
+}
+
+TEST_CASE("pmc summarize --without-overhead: subtracts a child's cost less its own share, never below 0") {
+    // Costs as a page-faults primary gives its wall-time ride-along: a child adds 100 to its parent, 40 of them
+    // inside its own interval (its total has them already), so 60 per child come off the parent's self value.
+    auto time = pmc_test::time_counter();
+    time.cost_to_parent = 100;
+    time.cost_in_scope = 40;
+    pmc_test::ProfileBuilder b({time});
+    auto& t = b.thread(0, "main");
+    t.scope("big", 500, [&] { for (int i = 0; i < 4; ++i) t.scope("child", 10); });   // 500 - 4 x 60 = 260
+    t.scope("small", 100, [&] { for (int i = 0; i < 2; ++i) t.scope("child", 10); }); // 100 - 2 x 60 < 0: 0
+    TempDir dir;
+    const std::string path = dir.file("costs.pmcprof");
+    REQUIRE(b.write(path));
+    auto json = pmc_test::run_command(tool() + " summarize --json --without-overhead '" + path + "'");
+    REQUIRE(json.status == 0);
+    CHECK_THAT(json.out, ContainsSubstring(R"("label":"big","count":1,"self":260,)"));
+    CHECK_THAT(json.out, ContainsSubstring(R"("label":"small","count":1,"self":0,)"));
+    CHECK_THAT(json.out, ContainsSubstring(R"("clamped_to_zero":1)"));
+    auto text = pmc_test::run_command(tool() + " summarize --without-overhead '" + path + "'");
+    REQUIRE(text.status == 0);
+    CHECK_THAT(text.out, ContainsSubstring("60 ns per child scope subtracted"));
+    CHECK_THAT(text.out, ContainsSubstring("approximate, this counter is noisy"));
+    CHECK_THAT(text.out, ContainsSubstring("1 scope(s) had less self value than their child scopes' recording cost: "
+                                           "shown as 0"));
 }
 
 TEST_CASE("profiler: a fork() child writes nothing into its parent's profile") {
