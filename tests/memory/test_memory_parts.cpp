@@ -103,7 +103,7 @@ TEST_CASE("random_cycle is one cycle through every element, reproducible from it
     CHECK(random_cycle(1000, 7) != random_cycle(1000, 8));
 }
 
-TEST_CASE("build_chain links every element once; chase follows it") {
+TEST_CASE("build_chain links every element once, and chase follows it") {
     const std::size_t stride = 64, n = 1000;
     std::unique_ptr<char[]> storage(new char[n * stride + 64]);
     char* base = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(storage.get()) + 63) & ~std::uintptr_t{63});

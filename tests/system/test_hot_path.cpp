@@ -467,7 +467,7 @@ TEST_CASE("the hot-path check fails on the mutations it exists to catch", "[hot-
 #endif
 }
 
-TEST_CASE("a profiler scope: on, two reads and no call; off, one branch", "[hot-path][profiler]") {
+TEST_CASE("a profiler scope: on, two reads and no call, and off, one branch", "[hot-path][profiler]") {
 #if !PMC_ARCH_X86_64
     PMC_SKIP("the hot-path disassembly check is written for x86-64");
 #else

@@ -527,7 +527,7 @@ std::string doctor_line(const std::string& out, const std::string& check) {
 }
 } // namespace
 
-TEST_CASE("pmc doctor names the CPU and its clock for the architecture; perf_user_access on AArch64",
+TEST_CASE("pmc doctor names the CPU and its clock for the architecture, and perf_user_access on AArch64",
           "[tool][doctor]") {
     const auto doctor = run("doctor");
     INFO(doctor.out);
