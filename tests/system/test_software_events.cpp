@@ -8,6 +8,7 @@
 #include <fcntl.h>
 
 #include <ctime>
+#include <string>
 #include <thread>
 
 using pmc_test::FreshPages;
@@ -37,15 +38,23 @@ TEST_CASE("major-faults stays at zero for anonymous memory", "[system][software]
 
 TEST_CASE("task-clock follows this thread's CPU time", "[system][software]") {
     pmc::Counter c{"task-clock"};
-    timespec a{}, b{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-    auto iv = c.interval();
-    pmc_test::spin_cpu_ms(30);
-    const double counted_ms = static_cast<double>(iv.stop()) / 1e6;
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-    const double cpu_ms = (pmc_test::to_ns(b) - pmc_test::to_ns(a)) / 1e6;
-    CHECK(counted_ms > 0.8 * cpu_ms);
-    CHECK(counted_ms < 1.2 * cpu_ms + 1);
+    // The two clocks are read a few instructions apart, but a busy machine can preempt the thread between them and
+    // charge a scheduler tick to one side: the best of five tries must agree (a loaded CI run saw 38 vs 30 ms once).
+    std::string tries;
+    bool agreed = false;
+    for (int attempt = 0; attempt < 5 && !agreed; ++attempt) {
+        timespec a{}, b{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        auto iv = c.interval();
+        pmc_test::spin_cpu_ms(30);
+        const double counted_ms = static_cast<double>(iv.stop()) / 1e6;
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        const double cpu_ms = (pmc_test::to_ns(b) - pmc_test::to_ns(a)) / 1e6;
+        tries += " " + std::to_string(counted_ms) + " vs " + std::to_string(cpu_ms) + " ms;";
+        agreed = counted_ms > 0.8 * cpu_ms && counted_ms < 1.2 * cpu_ms + 1;
+    }
+    INFO("task-clock vs CLOCK_THREAD_CPUTIME_ID:" << tries);
+    CHECK(agreed);
     const pmc::Reading r = c.read_detailed();
     CHECK(r.time_enabled >= r.time_running);
     CHECK(r.time_running > 0);
