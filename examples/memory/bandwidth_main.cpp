@@ -34,7 +34,8 @@ libc memcpy/memset on the same buffers).
                        write-nt copy-nt memcpy memset memset-0 (default: all this CPU can run); memset
                        writes a non-zero byte, memset-0 zeros (as bzero does)
   --no-value-probe     with a memset kernel, do not measure zeros against other bytes at the largest size
-  --threads N          split each working set among N threads on N CPUs (default 1)
+  --threads N          split each working set among N threads on N CPUs (default 1; at most the CPUs
+                       this process may run on)
   --runs N             timed runs per kernel and size (default 7); best and median are kept
   --run-ms MS          length of one run (default 0.5, but at least one pass over the working set)
   --boundaries LIST    cache sizes to mark and to summarize per level, e.g. 48K,1M,32M (from pmc-mem-latency)
@@ -146,9 +147,11 @@ int run(int argc, char** argv) {
         }
     }
     probe_output_dir(out);
+    // Threads that share a CPU measure the scheduler, not the memory, and their start barrier spins: refuse.
     if (o.threads > process_cpus().size())
-        std::fprintf(stderr, "pmc-mem-bandwidth: warning: %u threads on %zu CPUs: threads will share CPUs\n",
-                     o.threads, process_cpus().size());
+        throw UsageError("--threads " + std::to_string(o.threads) + ": this process may run on " +
+                         std::to_string(process_cpus().size()) +
+                         " CPUs (its affinity mask); give at most that many threads, one per CPU");
 
     std::string pin_note = "Not pinned (--no-pin)";
     if (pin) pin_to_cpu(cpu, pin_note);
