@@ -684,8 +684,9 @@ public:
 
     /// PMC_PROFILE=PATH turns profiling on and names the file; PMC_PROFILE_COUNTERS (comma-separated event
     /// strings) overrides `defaults.counters`. Nothing here stops the program: a counter that cannot be opened is
-    /// replaced (wall-time for the primary, dropped otherwise), a file that cannot be created leaves the profiler
-    /// off; each with one line on stderr, and the fallback is written in the file's header.
+    /// replaced (wall-time for the primary, dropped otherwise; a counter then named twice is recorded once), a file
+    /// that cannot be created leaves the profiler off; each said on stderr (with the reason and its fix), and the
+    /// fallback is written in the file's header.
     static Profiler from_env(ProfilerOptions defaults = {}) {
         Profiler p;
         const char* path = std::getenv("PMC_PROFILE");
@@ -697,7 +698,10 @@ public:
         try {
             p.start(std::move(defaults), {}, true);
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "pmc profiler: profiling is off: %s\n", e.what());
+            // The error says "pmc profiler: ..." already: said once.
+            std::string_view what = e.what();
+            if (what.substr(0, 14) == "pmc profiler: ") what.remove_prefix(14);
+            std::fprintf(stderr, "pmc profiler: profiling is off: %.*s\n", static_cast<int>(what.size()), what.data());
             p = Profiler();
         }
 #else
@@ -908,14 +912,34 @@ private:
                     kept.push_back(o.counters[i]);
                     continue;
                 }
-                const std::string why = c.failure().message.substr(0, c.failure().message.find('\n'));
-                std::string w = "counter '" + o.counters[i] + "' could not be opened (" + why + "); " +
+                // The whole reason and its fix (the first line alone, "perf_event_open failed with ENOENT", hid
+                // "this machine has no hardware PMU" and what to do), its lines indented under this one.
+                std::string why = c.failure().message;
+                for (std::size_t at = 0; (at = why.find('\n', at)) != std::string::npos; at += 3) why.replace(at, 1, "\n  ");
+                std::string w = "counter '" + o.counters[i] + "' could not be opened; " +
                                 (i == 0 ? std::string("recording wall-time instead as the primary value")
-                                        : std::string("recorded without it"));
+                                        : std::string("recorded without it")) +
+                                ":\n  " + why;
                 std::fprintf(stderr, "pmc profiler: %s\n", w.c_str());
                 warnings.push_back(std::move(w));
                 if (i == 0) kept.push_back("wall-time");
             }
+            // Once each: wall-time as the fallback primary and asked for as a ride-along would be recorded twice
+            // (two columns with one name: --counter wall-time could not tell them apart).
+            for (std::size_t i = 1; i < kept.size();)
+                if (std::find(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(i), kept[i]) !=
+                    kept.begin() + static_cast<std::ptrdiff_t>(i)) {
+                    std::string w = "counter '" + kept[i] + "' was asked for twice" +
+                                    (kept[i] == "wall-time" && o.counters[0] != "wall-time"
+                                         ? std::string(" (the primary fell back to it)")
+                                         : std::string()) +
+                                    "; it is recorded once";
+                    std::fprintf(stderr, "pmc profiler: %s\n", w.c_str());
+                    warnings.push_back(std::move(w));
+                    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
+                } else {
+                    ++i;
+                }
             flags.assign(kept.size(), 0);
             if (kept[0] == "wall-time" && o.counters[0] != "wall-time") flags[0] |= pf::fallback;
             o.counters = std::move(kept);

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <random>
@@ -690,6 +691,42 @@ TEST_CASE("profiler: off costs nothing and writes nothing, and from_env reads PM
     REQUIRE(p->warnings.size() == 1);
     CHECK_THAT(p->warnings[0], ContainsSubstring("nosuchpmu/event=1/"));
     CHECK_THAT(p->warnings[0], ContainsSubstring("recording wall-time instead"));
+    // The fallback primary and wall-time asked for riding along: recorded once, and the warnings say so and keep
+    // the whole reason with its fix (the first line alone hid it). Stderr to a file: the prefix is said once.
+    const std::string twice = dir.file("twice.pmcprof"), err = dir.file("stderr.txt");
+    ::setenv("PMC_PROFILE", twice.c_str(), 1);
+    ::setenv("PMC_PROFILE_COUNTERS", "nosuchpmu/event=1/,wall-time", 1);
+    const int saved_stderr = ::dup(2);
+    const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(saved_stderr >= 0);
+    REQUIRE(err_fd >= 0);
+    ::dup2(err_fd, 2);
+    {
+        auto prof = pmc::Profiler::from_env();
+        CHECK(prof.counters() == std::vector<std::string>{"wall-time"});
+    }
+    ::setenv("PMC_PROFILE", dir.file("no/such/dir.pmcprof").c_str(), 1);
+    ::unsetenv("PMC_PROFILE_COUNTERS");
+    CHECK(!pmc::Profiler::from_env().enabled());
+    std::fflush(stderr);
+    ::dup2(saved_stderr, 2);
+    ::close(saved_stderr);
+    ::close(err_fd);
+    ::unsetenv("PMC_PROFILE");
+    std::ifstream err_in(err);
+    const std::string said((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());
+    CHECK_THAT(said, ContainsSubstring("pmc profiler: profiling is off: cannot create the profile"));
+    const std::string why = pmc::Counter::try_open("nosuchpmu/event=1/").failure().message;
+    REQUIRE(why.find('\n') != std::string::npos); // a reason and a fix after the first line
+    const std::string second_line = why.substr(why.find('\n') + 1, why.find('\n', why.find('\n') + 1) - why.find('\n') - 1);
+    auto tp = pmc::read_profile(twice);
+    REQUIRE(tp.ok());
+    REQUIRE(tp->counters.size() == 1);
+    REQUIRE(tp->warnings.size() == 2);
+    CHECK_THAT(tp->warnings[0], ContainsSubstring(second_line));
+    CHECK_THAT(tp->warnings[1], ContainsSubstring("'wall-time' was asked for twice (the primary fell back to it); it "
+                                                  "is recorded once"));
+    CHECK_THAT(said, ContainsSubstring(second_line));
     // Asked for explicitly, a counter that cannot be opened is an error at construction.
     try {
         pmc::Profiler prof{pmc::ProfilerOptions{dir.file("x.pmcprof"), {"nosuchpmu/event=1/"}}};
