@@ -32,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -324,6 +325,17 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         fmt::print(stderr, "pmc: count: pipe failed: {}\n", std::strerror(errno));
         return 1;
     }
+    // The child writes its errno here when exec fails (close-on-exec: a command that runs closes it unwritten), so a
+    // command that never ran gets its error alone, not a table of zeros.
+    int exec_failed[2];
+    if (::pipe2(exec_failed, O_CLOEXEC) != 0) {
+        fmt::print(stderr, "pmc: count: pipe failed: {}\n", std::strerror(errno));
+        return 1;
+    }
+    struct ClosePipe {
+        int fd;
+        ~ClosePipe() { ::close(fd); }
+    } close_exec_failed{exec_failed[0]};
     std::fflush(nullptr);
     // No Ctrl-C may end pmc between the fork and the wait, nor be lost on the way to the command.
     InterruptGuard interrupts;
@@ -346,9 +358,12 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
         ::execvp(argv[0], argv.data());
-        std::fprintf(stderr, "pmc: count: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+        const int err = errno;
+        std::fprintf(stderr, "pmc: count: cannot run '%s': %s\n", argv[0], std::strerror(err));
+        [[maybe_unused]] const ssize_t told = ::write(exec_failed[1], &err, sizeof err);
         _exit(127);
     }
+    ::close(exec_failed[1]);
     ::close(go[0]);
     // A Ctrl-C that came before the fork reached pmc only: pass it on, the command is not to run.
     if (const int early = interrupts.in_parent()) ::kill(child, early);
@@ -404,6 +419,10 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     }
     interrupts.restore();
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int exec_errno = 0;
+    if (::read(exec_failed[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno))
+        return exit_status; // the child said why; nothing was counted
+
     const bool interrupted = WIFSIGNALED(status) && WTERMSIG(status) == SIGINT;
     std::string shown;
     for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;

@@ -18,7 +18,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -301,6 +303,29 @@ int main(int argc, char** argv) {
     // summarize parses its own options (pmc summarize --help).
     // The profile tools: a failed write of their output is an error too (profile_cli.hpp).
     using pmc_tool::cli::guarded;
+    // `pmc --json summarize F`: options written before a subcommand that parses its own go after its name.
+    std::vector<char*> moved;
+    {
+        int first = 1;
+        while (first < argc) {
+            const std::string_view a = argv[first];
+            if (a == "--json" || a == "--csv" || a == "--like-perf-stat") ++first;
+            else if (a == "--sysfs" && first + 1 < argc) first += 2;
+            else break;
+        }
+        static constexpr std::string_view own_parsers[] = {"summarize", "critical", "sample", "diff", "aggregate",
+                                                           "export"};
+        if (first > 1 && first < argc &&
+            std::find(std::begin(own_parsers), std::end(own_parsers), std::string_view(argv[first])) !=
+                std::end(own_parsers)) {
+            moved.push_back(argv[0]);
+            moved.push_back(argv[first]);
+            moved.insert(moved.end(), argv + 1, argv + first);
+            moved.insert(moved.end(), argv + first + 1, argv + argc);
+            moved.push_back(nullptr);
+            argv = moved.data();
+        }
+    }
     if (argc >= 2 && std::string_view(argv[1]) == "summarize")
         return guarded("summarize", [&] { return pmc_tool::cmd_summarize(argc - 2, argv + 2); });
     if (argc >= 2 && std::string_view(argv[1]) == "critical")
@@ -368,6 +393,8 @@ int main(int argc, char** argv) {
                            : help_for == "aggregate" ? pmc_tool::aggregate_help
                            : help_for == "export" ? pmc_tool::export_help
                                                   : usage_text;
+        if (text == usage_text && !help_for.empty())
+            return usage_error(fmt::format("unknown command '{}' (the commands are listed by pmc --help)", help_for));
         fmt::print("{}", text);
         return 0;
     }

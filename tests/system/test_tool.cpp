@@ -276,6 +276,19 @@ TEST_CASE("pmc count runs a command, counts it from exec to exit, and returns it
     auto missing = run("count -e page-faults -- /nonexistent/program");
     CHECK(missing.status == 127);
     CHECK_THAT(missing.out, ContainsSubstring("cannot run"));
+    CHECK_THAT(missing.out, !ContainsSubstring("not counted")); // a command that never ran gets no table of zeros
+    auto failing = run("count -e page-faults -- sh -c 'exit 3'"); // ran and failed: its counts, and its status
+    CHECK(failing.status == 3);
+    CHECK_THAT(failing.out, ContainsSubstring("page-faults"));
+    // pmc help NAME for a command that does not exist is an error, not the general usage with status 0.
+    auto unknown_help = run("help bogus");
+    CHECK(unknown_help.status == 1);
+    CHECK_THAT(unknown_help.out, ContainsSubstring("unknown command 'bogus'"));
+    // An option the usage line puts before COMMAND also works before a subcommand with its own parser.
+    auto json_first = run("--json summarize /nonexistent/x.pmcprof");
+    CHECK(json_first.status == 1);
+    CHECK_THAT(json_first.out, !ContainsSubstring("unknown command"));
+    CHECK_THAT(json_first.out, ContainsSubstring("/nonexistent/x.pmcprof"));
     auto bad = run("count -e 'page-faults:uu' -- true");
     CHECK(bad.status == 1);
     CHECK_THAT(bad.out, ContainsSubstring("given twice"));
