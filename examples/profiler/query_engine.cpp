@@ -165,8 +165,15 @@ int main(int argc, char** argv) {
                                  "codegen)\n", q.c_str());
             return 1;
         }
-        std::fprintf(stderr, "pmc-example-profiler: bad argument '%s' (a number from 1 to 100000 after --threads or "
-                             "--functions)\nRun 'pmc-example-profiler --help' for usage.\n", a.c_str());
+        if (a == "--threads" || a == "--functions")
+            std::fprintf(stderr, "pmc-example-profiler: %s needs a number from 1 to 100000%s%s%s\n", a.c_str(),
+                         i + 1 < argc ? " (got '" : "", i + 1 < argc ? argv[i + 1] : "", i + 1 < argc ? "')" : "");
+        else if (a == "--plant")
+            std::fprintf(stderr, "pmc-example-profiler: --plant needs a query (parse, typeck, type_of, optimize or "
+                                 "codegen)\n");
+        else
+            std::fprintf(stderr, "pmc-example-profiler: unknown argument '%s'\n", a.c_str());
+        std::fprintf(stderr, "Run 'pmc-example-profiler --help' for usage.\n");
         return 1;
     }
 
