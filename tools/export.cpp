@@ -723,9 +723,12 @@ int cmd_export(int argc, char** argv) {
                            "damaged page: see below)\n",
                    tally.damaged);
     if (tally.incomplete)
-        fmt::print(stderr, "pmc export: {} scopes lost their enclosing scopes (the file was cut or damaged: see "
-                           "below); they are placed at the top\n",
-                   tally.incomplete);
+        fmt::print(stderr, "pmc export: {} scopes have no enclosing scope in the file ({}); they are placed at the "
+                           "top\n",
+                   tally.incomplete,
+                   p.problems.empty() ? "their enclosing scopes had not ended when the recording stopped: a program "
+                                        "killed, or crashed where no handler could run"
+                                      : "the file was cut or damaged: see below");
     if (tally.negative_self)
         fmt::print(stderr, "pmc export: {} scopes measured less than their children ({} is noisy); their own "
                            "value is left out of the stacks\n",

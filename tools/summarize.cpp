@@ -73,6 +73,7 @@ struct Summary {
     std::uint64_t scopes = 0;
     std::uint64_t children = 0;     ///< scopes with a parent (what --without-overhead subtracts for)
     std::uint64_t clamped = 0;      ///< --without-overhead: scopes whose self value went below 0, shown as 0
+    std::uint64_t orphans = 0;      ///< scopes whose enclosing scopes are not in the file (counted as outermost)
     std::optional<pmc::Failure> failure; ///< the file could not be read again (changed since it was opened)
 };
 
@@ -99,6 +100,7 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
                 }
             }
             s.children += scope.children;
+            if (!scope.path_complete) ++s.orphans;
             if (scope.depth == 0) s.run += total;
             ++s.scopes;
             auto& l = labels[scope.label];
@@ -190,6 +192,11 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
     if (s.labels.empty()) fmt::print("(no scopes)\n");
     fmt::print("run (outermost scopes): {}{}; {} scopes\n", show(static_cast<double>(s.run), counter.unit),
                counter.unit == "ns" ? "" : " " + unit, s.scopes);
+    if (s.orphans)
+        fmt::print("{} scope(s) have no enclosing scope in the file, so they count as outermost: their enclosing "
+                   "scopes had not ended when the recording stopped (a program killed, or crashed where no handler "
+                   "could run: each thread's unwritten page is lost), or the file was cut\n",
+                   s.orphans);
     if (s.clamped)
         fmt::print("{} scope(s) had less self value than their child scopes' recording cost: shown as 0 (the cost is "
                    "a median measured at start; for a time or other noisy counter the correction is approximate)\n",
@@ -208,6 +215,7 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
 
 void json_summary(pmc::JsonWriter& j, const pmc::Profile& p, Summary& s) {
     j.field("run", s.run).field("scopes", s.scopes).field("clamped_to_zero", s.clamped);
+    j.field("scopes_without_enclosing", s.orphans);
     j.key("labels").begin_array();
     for (auto& l : s.labels) {
         const auto [mn_at, mx_at] = std::minmax_element(l.calls.begin(), l.calls.end());

@@ -893,6 +893,28 @@ TEST_CASE("pmc summarize --without-overhead: subtracts a child's cost less its o
                                            "shown as 0"));
 }
 
+TEST_CASE("pmc summarize and export name scopes left open by a killed program as that, not as damage") {
+    // A program killed inside "outer": its child scope ended and was written, "outer" never ended.
+    pmc_test::ProfileBuilder b({pmc_test::time_counter()});
+    auto& t = b.thread(0, "main");
+    t.scope("done", 5);
+    t.raw_interval("inner", 1, {t.reading(), t.reading() + 10}); // depth 1: its parent "outer" is not in the file
+    TempDir dir;
+    const std::string path = dir.file("killed.pmcprof");
+    REQUIRE(b.write(path));
+    auto text = pmc_test::run_command(tool() + " summarize '" + path + "'");
+    CHECK(text.status == 0);
+    CHECK_THAT(text.out, ContainsSubstring("1 scope(s) have no enclosing scope in the file"));
+    CHECK_THAT(text.out, ContainsSubstring("had not ended when the recording stopped"));
+    auto json = pmc_test::run_command(tool() + " summarize --json '" + path + "'");
+    CHECK_THAT(json.out, ContainsSubstring(R"("scopes_without_enclosing":1)"));
+    auto exported =
+        pmc_test::run_command(tool() + " export --folded '" + path + "' -o '" + dir.file("k.folded") + "' 2>&1");
+    CHECK(exported.status == 0);
+    CHECK_THAT(exported.out, ContainsSubstring("had not ended when the recording stopped"));
+    CHECK_THAT(exported.out, !ContainsSubstring("cut or damaged"));
+}
+
 TEST_CASE("profiler: a fork() child writes nothing into its parent's profile") {
     TempDir dir;
     const std::string path = dir.file("fork.pmcprof");
