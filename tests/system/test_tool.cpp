@@ -16,12 +16,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace {
 using Run = pmc_test::CommandResult;
@@ -490,25 +492,44 @@ TEST_CASE("pmc count agrees with perf stat on the page faults of the same comman
     const std::string work = "dd if=/dev/zero of=/dev/null bs=8M count=4";
     // The same environment for both: under LC_ALL=C (which perf's -x output needs) dd loads no locale, 17 fewer
     // faults, which in user mode only (an unprivileged user: about 60 faults in all) is well over 5 %.
-    auto ours = pmc_test::run_command("LC_ALL=C " PMC_TOOL_PATH " count --csv -e page-faults -- " + work + " 2>&1");
-    REQUIRE(ours.status == 0);
-    const std::string faults = shown("page-faults") + ",";
-    const auto at = ours.out.find(faults);
-    REQUIRE(at != std::string::npos);
-    const double pmc_faults = std::stod(ours.out.substr(at + faults.size()));
-    std::string perf;
-    if (FILE* p = ::popen(("LC_ALL=C perf stat -x, -e page-faults -- " + work + " 2>&1 >/dev/null").c_str(), "r")) {
-        char buf[4096];
-        std::size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) perf.append(buf, n);
-        ::pclose(p);
+    const auto pmc_once = [&] {
+        auto ours = pmc_test::run_command("LC_ALL=C " PMC_TOOL_PATH " count --csv -e page-faults -- " + work + " 2>&1");
+        REQUIRE(ours.status == 0);
+        const std::string faults = shown("page-faults") + ",";
+        const auto at = ours.out.find(faults);
+        REQUIRE(at != std::string::npos);
+        return std::stod(ours.out.substr(at + faults.size()));
+    };
+    const auto perf_once = [&] {
+        std::string perf;
+        if (FILE* p = ::popen(("LC_ALL=C perf stat -x, -e page-faults -- " + work + " 2>&1 >/dev/null").c_str(), "r")) {
+            char buf[4096];
+            std::size_t n;
+            while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) perf.append(buf, n);
+            ::pclose(p);
+        }
+        const auto line = perf.rfind(",page-faults");
+        REQUIRE(line != std::string::npos);
+        const auto start = perf.rfind('\n', line);
+        return std::stod(perf.substr(start == std::string::npos ? 0 : start + 1));
+    };
+    // A run's count varies by a few faults (user mode only, 58 to 64 in 15 runs of each tool, as uid 65534: where
+    // ASLR puts the stack and the heap), and one run of each once differed by 8 %. Five runs each, alternating:
+    // the two tools agree when their min-max ranges overlap or their medians are within 5 % or 3 faults. A tool
+    // that missed or doubled a part of the command's faults fails both.
+    std::vector<double> ours, theirs;
+    for (int i = 0; i < 5; ++i) {
+        ours.push_back(pmc_once());
+        theirs.push_back(perf_once());
     }
-    const auto line = perf.rfind(",page-faults");
-    REQUIRE(line != std::string::npos);
-    const auto start = perf.rfind('\n', line);
-    const double perf_faults = std::stod(perf.substr(start == std::string::npos ? 0 : start + 1));
-    INFO("pmc count " << pmc_faults << ", perf stat " << perf_faults);
-    CHECK(pmc_faults == Approx(perf_faults).epsilon(0.05));
+    std::sort(ours.begin(), ours.end());
+    std::sort(theirs.begin(), theirs.end());
+    const double pmc_faults = ours[2], perf_faults = theirs[2];
+    INFO("pmc count median " << pmc_faults << " (" << ours.front() << " to " << ours.back() << "), perf stat median "
+                             << perf_faults << " (" << theirs.front() << " to " << theirs.back() << ")");
+    const bool ranges_overlap = ours.front() <= theirs.back() && theirs.front() <= ours.back();
+    const bool medians_close = std::abs(pmc_faults - perf_faults) <= std::max(0.05 * perf_faults, 3.0);
+    CHECK((ranges_overlap || medians_close));
 }
 
 namespace {
