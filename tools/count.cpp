@@ -65,6 +65,7 @@ Options:
                     and perf's {a,b} braces are accepted. `pmc list` shows the events.
   --csv             CSV: event,count,raw,running_fraction,counted (counts in the events' units).
   --json            JSON: command, exit_status, elapsed_ns, time_enabled_ns, time_running_ns, counts.
+                    --csv and --json exclude each other (a usage error, status 1).
   -o FILE           Write the report to FILE (opened before COMMAND runs) instead of stderr.
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.

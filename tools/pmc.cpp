@@ -73,7 +73,7 @@ Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode,
                     doctor, count).
   --json            Machine-readable output (list, encode, doctor, count).
-  --csv             count: CSV output.
+  --csv             count: CSV output (not with --json).
   -e EVENT[,EVENT]  count: an event to count (repeatable).
   -o FILE           count: write the counts to FILE instead of stderr.
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
@@ -404,6 +404,7 @@ int main(int argc, char** argv) {
     }
     if (o.command != "count" && (!events.empty() || !command.empty() || !o.output.empty() || o.csv))
         return usage_error("-e, -o, --csv and a '-- COMMAND' belong to pmc count");
+    if (o.csv && o.json) return usage_error("--csv and --json exclude each other: give one output format");
     if (o.command == "list") return o.args.empty() ? cmd_list(o) : usage_error("list takes no arguments");
     if (o.command == "encode") return cmd_encode(o);
     if (o.command == "doctor") return o.args.empty() ? pmc_tool::cmd_doctor(o) : usage_error("doctor takes no arguments");

@@ -298,6 +298,19 @@ TEST_CASE("pmc count runs a command, counts it from exec to exit, and returns it
     CHECK(run("list -e page-faults").status == 1); // -e belongs to count
 }
 
+TEST_CASE("pmc count: --csv with --json is a usage error naming both, and the command does not run", "[tool][count]") {
+    for (const char* args : {"count --csv --json -- sh -c 'echo the-command-ran'",
+                             "--json count --csv -- sh -c 'echo the-command-ran'",
+                             "count --json -e page-faults --csv -- sh -c 'echo the-command-ran'"}) {
+        auto r = run(args);
+        INFO(args << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("--csv and --json exclude each other"));
+        CHECK_THAT(r.out, !ContainsSubstring("the-command-ran"));
+    }
+    CHECK_THAT(run("count --help").out, ContainsSubstring("--csv and --json exclude each other"));
+}
+
 TEST_CASE("pmc count shows perf stat's units: elapsed seconds, task-clock in msec and CPUs utilized", "[tool][count]") {
     auto r = run("count -e task-clock,page-faults -- sleep 0.05");
     INFO(r.out);
