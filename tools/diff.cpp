@@ -43,7 +43,10 @@ Options:
   --counter NAME  Compare this recorded counter (default: the first file's primary); every file
                   must have recorded it.
   --top N         Show only the N labels with the largest |self delta|.
-  --json          One JSON object instead of tables.
+  --json          One JSON object instead of tables. Its "gate" is the --fail-on-change verdict
+                  (stated with or without the flag): fail_on_change, verdict ("unchanged",
+                  "changed", "cannot judge", or "not judged" where a file was damaged), changed,
+                  unjudged, changed_labels (all of them, whatever --top) and exit_status.
   --fail-on-change
                   For CI: exit status 3 when any label's verdict is "changed by N", "beyond
                   the noise", "new" or "gone" (instant and integer events are not judged). A
@@ -253,11 +256,26 @@ int cmd_diff(int argc, char** argv) {
     for (const auto& r : table) ++verdicts[r.verdict];
     const int read_status =
         std::any_of(all.begin(), all.end(), [](const Run& r) { return !r.profile.problems.empty(); }) ? 2 : 0;
-    // --fail-on-change, said after the report (a CI log then shows the table that failed it). A gate that cannot
-    // judge fails too: passing it would hide every change.
+    // The --fail-on-change gate's judgement, also put in the JSON (so a CI reading it sees the verdict). A gate that
+    // cannot judge fails too: passing it would hide every change.
+    std::vector<const Row*> changed_rows;
+    for (const auto& r : table)
+        if (r.verdict == Verdict::changed || r.verdict == Verdict::beyond_noise || r.verdict == Verdict::added ||
+            r.verdict == Verdict::removed)
+            changed_rows.push_back(&r);
+    const std::size_t unjudged = verdicts.count(Verdict::no_estimate) ? verdicts.at(Verdict::no_estimate) : 0;
+    const char* const gate_verdict = read_status != 0      ? "not judged"
+                                     : unjudged             ? "cannot judge"
+                                     : changed_rows.empty() ? "unchanged"
+                                                            : "changed";
+    const int exit_status = !fail_on_change || read_status != 0 ? read_status
+                            : unjudged                          ? 1
+                            : changed_rows.empty()              ? 0
+                                                                : 3;
+    // --fail-on-change, said after the report (a CI log then shows the table that failed it).
     auto gate = [&]() -> int {
         if (!fail_on_change || read_status != 0) return read_status;
-        if (const std::size_t n = verdicts.count(Verdict::no_estimate) ? verdicts.at(Verdict::no_estimate) : 0) {
+        if (const std::size_t n = unjudged) {
             fmt::print(stderr,
                        "pmc diff: --fail-on-change cannot judge {} label{}: {}. Run each side several times (pmc "
                        "diff --fail-on-change A1 A2 A3 -- B1 B2 B3){}\n",
@@ -269,15 +287,13 @@ int cmd_diff(int argc, char** argv) {
             return 1;
         }
         std::string changed;
-        std::size_t n = 0;
-        for (const auto& r : table)
-            if (r.verdict == Verdict::changed || r.verdict == Verdict::beyond_noise || r.verdict == Verdict::added ||
-                r.verdict == Verdict::removed)
-                if (++n <= 10) changed += fmt::format("\n  {}: {}", r.label, r.text);
+        const std::size_t n = changed_rows.size();
+        for (std::size_t i = 0; i < n && i < 10; ++i)
+            changed += fmt::format("\n  {}: {}", changed_rows[i]->label, changed_rows[i]->text);
         if (n == 0) return 0;
         fmt::print(stderr, "pmc diff: --fail-on-change: {} label{} changed (exit status 3):{}{}\n", n,
                    n == 1 ? "" : "s", changed, n > 10 ? fmt::format("\n  ... and {} more", n - 10) : "");
-        return 3;
+        return exit_status;
     };
 
     if (json) {
@@ -330,7 +346,11 @@ int cmd_diff(int argc, char** argv) {
         j.key("problems").begin_array();
         for (const auto& r : all)
             for (const auto& p : r.profile.problems) j.begin_object().field("file", r.file).field("problem", p).end_object();
-        j.end_array().end_object();
+        j.end_array();
+        j.key("gate").begin_object().field("fail_on_change", fail_on_change).field("verdict", gate_verdict);
+        j.field("changed", changed_rows.size()).field("unjudged", unjudged).key("changed_labels").begin_array();
+        for (const Row* r : changed_rows) j.value(r->label);
+        j.end_array().field("exit_status", exit_status).end_object().end_object();
         fmt::print("{}\n", j.str());
         runs::report_damage("diff", all);
         return gate();

@@ -295,6 +295,59 @@ TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 w
     CHECK_THAT(pmc_test::run_command(tool() + " diff --help").out, ContainsSubstring("--fail-on-change"));
 }
 
+TEST_CASE("pmc diff --json states the gate's verdict, the changed labels (beyond --top) and its exit status") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    const auto two = write(dir, "two.pmcprof", [](auto& b) { // typeck +4 and a new label, link (+1)
+        compiler_run(b, 4);
+        b.thread(2, "late").scope("link", 1);
+    });
+    auto gate_of = [](const std::string& args, int expected_status) {
+        auto r = pmc_test::run_command(tool() + " diff --json " + args + " 2>/dev/null"); // stdout: the JSON alone
+        INFO(args << "\n" << r.out);
+        CHECK(r.status == expected_status);
+        const auto j = json_of(r);
+        REQUIRE(j.find("gate") != nullptr);
+        const pmc::detail::JsonValue gate = *j.find("gate");
+        CHECK(gate.find("exit_status")->number == r.status);
+        return gate;
+    };
+    auto unchanged = gate_of("--fail-on-change '" + a + "' '" + a + "'", 0);
+    CHECK(unchanged.find("fail_on_change")->boolean);
+    CHECK(unchanged.find("verdict")->string == "unchanged");
+    CHECK(unchanged.find("changed")->number == 0);
+    CHECK(unchanged.find("changed_labels")->items.empty());
+
+    auto changed = gate_of("--fail-on-change --top 1 '" + a + "' '" + two + "'", 3);
+    CHECK(changed.find("verdict")->string == "changed");
+    CHECK(changed.find("changed")->number == 2);
+    REQUIRE(changed.find("changed_labels")->items.size() == 2);
+    CHECK(changed.find("changed_labels")->items[0].string == "typeck"); // largest |self delta| first
+    CHECK(changed.find("changed_labels")->items[1].string == "link");   // listed though --top 1 hides it
+    // Without the flag: the same verdict, but the status is 0 and the JSON says the gate was off.
+    auto off = gate_of("'" + a + "' '" + two + "'", 0);
+    CHECK_FALSE(off.find("fail_on_change")->boolean);
+    CHECK(off.find("verdict")->string == "changed");
+
+    // A noisy counter with one run a side: the gate cannot judge (status 1), never a pass.
+    const auto w = write(dir, "w.pmcprof", [](auto& b) { compiler_run(b, 0, 10); }, {pmc_test::time_counter()});
+    const auto m = write(dir, "m.pmcprof", [](auto& b) { compiler_run(b, 0, 20); }, {pmc_test::time_counter()});
+    auto unjudged = gate_of("--fail-on-change '" + w + "' '" + m + "'", 1);
+    CHECK(unjudged.find("verdict")->string == "cannot judge");
+    CHECK(unjudged.find("unjudged")->number == 5);
+
+    // A damaged file: not judged, status 2 (before 3).
+    pmc_test::ProfileBuilder cut_builder({pmc_test::exact_counter()});
+    cut_builder.page_records = 3;
+    compiler_run(cut_builder, 4);
+    auto bytes = cut_builder.bytes();
+    bytes.resize(bytes.size() - 5);
+    const std::string cut = dir.file("cut.pmcprof");
+    std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    CHECK(gate_of("--fail-on-change '" + a + "' '" + cut + "'", 2).find("verdict")->string == "not judged");
+    CHECK_THAT(pmc_test::run_command(tool() + " diff --help").out, ContainsSubstring("\"gate\""));
+}
+
 TEST_CASE("pmc diff: usage errors and --help") {
     TempDir dir;
     const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
