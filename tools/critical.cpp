@@ -77,7 +77,10 @@ Options:
   --expect-path PATH
                   For CI: exit status 3 unless the costliest path (of all threads, or of --thread N)
                   is PATH, its labels joined by " > " as printed (or by ';'), e.g. "compile > typeck".
-                  Meant for an exact counter, whose path is the same on every run.
+                  Meant for an exact counter, whose path is the same on every run. With --json,
+                  "gate" states it: expect_path (null without the option), path (the costliest,
+                  all threads or --thread N; null with --per-thread), verdict ("same", "differs", "not judged" where the
+                  file is damaged, "no path expected") and exit_status.
   -h, --help      Show this help.
 
 Exit status: 0 the whole file was read (and the path is PATH, with --expect-path); 2 it was read,
@@ -543,14 +546,20 @@ int cmd_critical(int argc, char** argv) {
         return 1;
     }
     const int read_status = p.problems.empty() ? 0 : 2;
+    // --expect-path's judgement, also put in the JSON (so a CI reading it sees the verdict).
+    const bool one_path = !per_thread && !graphs.empty(); // --expect-path excludes --per-thread
+    const std::string found = one_path ? path_line(graphs.front().second) : std::string();
+    const char* const gate_verdict = !expect_path             ? "no path expected"
+                                     : read_status != 0       ? "not judged"
+                                     : found == *expect_path ? "same"
+                                                              : "differs";
+    const int exit_status = !expect_path || read_status != 0 ? read_status : found == *expect_path ? 0 : 3;
     // --expect-path, said after the report (a CI log then shows the graph that failed it).
     auto status_after = [&]() -> int {
-        if (!expect_path || read_status != 0) return read_status;
-        const std::string found = path_line(graphs.front().second);
-        if (found == *expect_path) return 0;
-        fmt::print(stderr, "pmc critical: the costliest path is \"{}\", not the expected \"{}\" (exit status 3)\n",
-                   found.empty() ? "(none: no scopes)" : found, *expect_path);
-        return 3;
+        if (exit_status == 3)
+            fmt::print(stderr, "pmc critical: the costliest path is \"{}\", not the expected \"{}\" (exit status 3)\n",
+                       found.empty() ? "(none: no scopes)" : found, *expect_path);
+        return exit_status;
     };
     const int status = read_status;
     // The rule every profile tool shares (header flag, no fallback, no failed thread, not multiplexed).
@@ -575,7 +584,13 @@ int cmd_critical(int argc, char** argv) {
             json_graph(j, g);
             j.end_object();
         }
-        j.end_array().end_object();
+        j.end_array().key("gate").begin_object().key("expect_path");
+        if (expect_path) j.value(*expect_path);
+        else j.null();
+        if (one_path) j.field("path", found);
+        else j.key("path").null();
+        j.field("verdict", gate_verdict).field("exit_status", exit_status).end_object();
+        j.end_object();
         fmt::print("{}\n", j.str());
         if (status)
             fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",

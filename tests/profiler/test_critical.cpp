@@ -335,6 +335,52 @@ TEST_CASE("pmc critical --expect-path: 0 when the path is the one given, 3 (both
     CHECK_THAT(critical("--help").out, ContainsSubstring("--expect-path PATH"));
 }
 
+TEST_CASE("pmc critical --json states --expect-path's verdict beside the path, and the exit status") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b({pmc_test::exact_counter("page-faults")});
+    b.page_records = 3;
+    greedy_trap(b, 0);
+    b.thread(1, "worker").scope("job", 1, [&] { b.thread(1).scope("light", 2); });
+    const std::string file = dir.file("trap.pmcprof");
+    REQUIRE(b.write(file));
+    auto json = [&](const std::string& args, const std::string& on = "") {
+        auto r = pmc_test::run_command("'" + tool() + "' critical --json " + args + " '" + (on.empty() ? file : on) +
+                                       "' 2>/dev/null"); // stdout: the JSON alone
+        INFO(args << "\n" << r.out);
+        CHECK(pmc_test::JsonCheck::valid(r.out));
+        return r;
+    };
+    auto r = json("--expect-path 'main;B;C;D'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring(
+        R"("gate":{"expect_path":"main > B > C > D","path":"main > B > C > D","verdict":"same","exit_status":0})"));
+    r = json("--expect-path 'main > B'");
+    CHECK(r.status == 3);
+    CHECK_THAT(r.out, ContainsSubstring(
+        R"("gate":{"expect_path":"main > B","path":"main > B > C > D","verdict":"differs","exit_status":3})"));
+    r = json("--thread 1 --expect-path 'job > light'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out,
+               ContainsSubstring(R"("gate":{"expect_path":"job > light","path":"job > light","verdict":"same","exit_status":0})"));
+    r = json("");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring(
+        R"("gate":{"expect_path":null,"path":"main > B > C > D","verdict":"no path expected","exit_status":0})"));
+    r = json("--per-thread");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out,
+               ContainsSubstring(R"("gate":{"expect_path":null,"path":null,"verdict":"no path expected","exit_status":0})"));
+    // A damaged file: not judged, status 2 (before 3).
+    auto bytes = b.bytes();
+    bytes.resize(bytes.size() - 5);
+    const std::string cut = dir.file("cut.pmcprof");
+    std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    r = json("--expect-path 'main > B'", cut);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, ContainsSubstring(R"("verdict":"not judged","exit_status":2})"));
+    CHECK_THAT(critical("--help").out, ContainsSubstring("\"gate\""));
+}
+
 TEST_CASE("pmc critical: colour on a terminal only, and never with NO_COLOR") {
     TempDir dir;
     pmc_test::ProfileBuilder b;
