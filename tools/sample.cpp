@@ -190,13 +190,16 @@ struct MapTracker {
             if (it != recorded.end())
                 for (auto r = it->second.rbegin(); r != it->second.rend(); ++r)
                     if (r->cycle + 1 == c) fill_gaps(cover, r->region);
-            // A record has no ".bss?" guess: take it from a reading's region that starts at the same place.
+            // A record has no ".bss?" guess: take it from a reading's region that starts at the same place with the
+            // same permissions (a reading from before an munmap may show another mapping there: a file's PROT_NONE
+            // neighbour named the anonymous memory mapped later "anonymous after FILE").
             for (auto& [begin, r] : cover)
                 if (r.kind == pmc::RegionKind::anonymous && r.follows_file.empty())
                     for (int i : {before, after})
                         if (i >= 0)
                             for (const auto& m : readings[static_cast<std::size_t>(i)])
-                                if (m.begin == begin && !m.follows_file.empty()) r.follows_file = m.follows_file;
+                                if (m.begin == begin && m.perms == r.perms && !m.follows_file.empty())
+                                    r.follows_file = m.follows_file;
         }
         return cover;
     }
