@@ -161,6 +161,23 @@ private:
     struct sigaction old_int_ {}, old_quit_ {}, old_chld_ {};
 };
 
+/// A pipe whose ends still open are closed when it goes out of scope, so every way out of cmd_count (a failed
+/// pipe2 or fork included) closes what pmc holds. (The child leaves by exec or _exit: no destructor runs there.)
+struct Pipe {
+    int end[2] = {-1, -1}; // pipe() leaves them so when it fails
+    Pipe() = default;
+    Pipe(const Pipe&) = delete;
+    Pipe& operator=(const Pipe&) = delete;
+    ~Pipe() {
+        close(0);
+        close(1);
+    }
+    void close(int i) noexcept {
+        if (end[i] >= 0) ::close(end[i]);
+        end[i] = -1;
+    }
+};
+
 /// Waits for the child, retrying on EINTR. False if it cannot be waited for (the status is then unknown).
 bool wait_for(pid_t child, int& status) {
     status = 0;
@@ -321,22 +338,18 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         }
     } close_out{out_file};
 
-    int go[2];
-    if (::pipe(go) != 0) {
+    Pipe go;
+    if (::pipe(go.end) != 0) {
         fmt::print(stderr, "pmc: count: pipe failed: {}\n", std::strerror(errno));
         return 1;
     }
     // The child writes its errno here when exec fails (close-on-exec: a command that runs closes it unwritten), so a
     // command that never ran gets its error alone, not a table of zeros.
-    int exec_failed[2];
-    if (::pipe2(exec_failed, O_CLOEXEC) != 0) {
+    Pipe exec_failed;
+    if (::pipe2(exec_failed.end, O_CLOEXEC) != 0) {
         fmt::print(stderr, "pmc: count: pipe failed: {}\n", std::strerror(errno));
         return 1;
     }
-    struct ClosePipe {
-        int fd;
-        ~ClosePipe() { ::close(fd); }
-    } close_exec_failed{exec_failed[0]};
     std::fflush(nullptr);
     // No Ctrl-C may end pmc between the fork and the wait, nor be lost on the way to the command.
     InterruptGuard interrupts;
@@ -345,27 +358,25 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         const int err = errno;
         interrupts.restore();
         fmt::print(stderr, "pmc: count: fork failed: {}\n", std::strerror(err));
-        ::close(go[0]);
-        ::close(go[1]);
         return 1;
     }
     if (child == 0) {
         interrupts.in_child();
-        ::close(go[1]);
+        ::close(go.end[1]);
         char byte;
-        if (::read(go[0], &byte, 1) != 1) _exit(126); // pmc could not open the counters
-        ::close(go[0]);
+        if (::read(go.end[0], &byte, 1) != 1) _exit(126); // pmc could not open the counters
+        ::close(go.end[0]);
         std::vector<char*> argv;
         for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
         ::execvp(argv[0], argv.data());
         const int err = errno;
         std::fprintf(stderr, "pmc: count: cannot run '%s': %s\n", argv[0], std::strerror(err));
-        [[maybe_unused]] const ssize_t told = ::write(exec_failed[1], &err, sizeof err);
+        [[maybe_unused]] const ssize_t told = ::write(exec_failed.end[1], &err, sizeof err);
         _exit(127);
     }
-    ::close(exec_failed[1]);
-    ::close(go[0]);
+    exec_failed.close(1);
+    go.close(0);
     // A Ctrl-C that came before the fork reached pmc only: pass it on, the command is not to run.
     if (const int early = interrupts.in_parent()) ::kill(child, early);
 
@@ -386,7 +397,7 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         return true;
     };
     if (!group) {
-        ::close(go[1]); // the child exits without running the command
+        go.close(1); // the child exits without running the command
         if (interrupted_before_start(wait_for(child, status))) return 128 + WTERMSIG(status);
         fmt::print(stderr, "pmc: {}\n", group.failure().message);
         return 1;
@@ -398,17 +409,17 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     ::sigaction(SIGPIPE, &ignore_pipe, &old_pipe);
     // Elapsed time as perf stat measures it: from the go-ahead to the command's exec until its exit is reaped.
     const auto go_time = std::chrono::steady_clock::now();
-    const bool started = ::write(go[1], "x", 1) == 1;
+    const bool started = ::write(go.end[1], "x", 1) == 1;
     ::sigaction(SIGPIPE, &old_pipe, nullptr);
     if (!started) {
         ::kill(child, SIGKILL);
         const bool waited = wait_for(child, status);
-        ::close(go[1]);
+        go.close(1);
         if (interrupted_before_start(waited)) return 128 + WTERMSIG(status);
         fmt::print(stderr, "pmc: count: cannot start the command\n");
         return 1;
     }
-    ::close(go[1]);
+    go.close(1);
     const bool reaped = wait_for(child, status);
     const auto elapsed_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
@@ -421,7 +432,7 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     interrupts.restore();
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     int exec_errno = 0;
-    if (::read(exec_failed[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno))
+    if (::read(exec_failed.end[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno))
         return exit_status; // the child said why; nothing was counted
 
     const bool interrupted = WIFSIGNALED(status) && WTERMSIG(status) == SIGINT;

@@ -311,6 +311,27 @@ TEST_CASE("pmc count: --csv with --json is a usage error naming both, and the co
     CHECK_THAT(run("count --help").out, ContainsSubstring("--csv and --json exclude each other"));
 }
 
+TEST_CASE("pmc count: a failed fork or pipe2 leaves no pipe open, and the command does not run", "[tool][count]") {
+#ifndef PMC_FAIL_CALLS_LIB
+    PMC_SKIP("this build has no LD_PRELOAD shim (tests/support/fail_calls_preload.cpp) to fail fork and pipe2 with");
+#else
+    // The shim says at pmc's exit which pipes opened since it loaded are still open. (The sanitized pmc would refuse
+    // a library loaded before its runtime.)
+    const std::string preload = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" "
+                                "LD_PRELOAD=" PMC_FAIL_CALLS_LIB " ";
+    for (const auto& [env, said] : {std::pair{"", "pmc: count: fork failed: "},
+                                    std::pair{"PMC_TEST_FAIL=pipe2 ", "pmc: count: pipe failed: "}}) {
+        auto r = pmc_test::run_command(std::string(env) + preload + PMC_TOOL_PATH +
+                                       " count -e page-faults -- sh -c 'echo the-command-ran' 2>&1");
+        INFO(env << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring(said));
+        CHECK_THAT(r.out, ContainsSubstring("fail-calls: 0 pipe fds left open\n"));
+        CHECK_THAT(r.out, !ContainsSubstring("the-command-ran"));
+    }
+#endif
+}
+
 TEST_CASE("pmc count shows perf stat's units: elapsed seconds, task-clock in msec and CPUs utilized", "[tool][count]") {
     auto r = run("count -e task-clock,page-faults -- sleep 0.05");
     INFO(r.out);
