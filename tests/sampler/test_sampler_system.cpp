@@ -260,17 +260,27 @@ TEST_CASE("frequency mode, a run shorter than one period: no sample, and the bia
           "[sampler][system][bias]") {
     // At 1000 Hz one task-clock period is 1 ms; 200 us of CPU time may end before the first sample. The allowance is
     // one period at the run's rate, not the last sample's period (0 when there is none).
-    pmc::SamplerOptions o;
-    o.frequency = 1000;
-    o.fields = pmc::sample::ip;
-    pmc::Sampler s{"task-clock", o};
-    pmc::Counter clock{"task-clock"};
-    const auto start = clock.read();
-    volatile std::uint64_t x = 0;
-    while (clock.read() - start < 200'000)
-        for (int i = 0; i < 1000; ++i) x = x + static_cast<std::uint64_t>(i);
-    const pmc::BiasCheck check = s.stop();
+    // The run must be shorter than a period: usually 0.25 ms (0.24 to 0.30 in 60 runs under load), but a loaded
+    // machine once charged it 7.3 ms with one sample (time counted but not sampled, e.g. the vCPU stolen: a real
+    // undercount, rightly warned about). So up to five tries for a run shorter than a period.
+    pmc::BiasCheck check;
+    std::string tries;
+    for (int attempt = 0; attempt < 5 && (attempt == 0 || check.exact >= 1'000'000); ++attempt) {
+        pmc::SamplerOptions o;
+        o.frequency = 1000;
+        o.fields = pmc::sample::ip;
+        pmc::Sampler s{"task-clock", o};
+        pmc::Counter clock{"task-clock"};
+        const auto start = clock.read();
+        volatile std::uint64_t x = 0;
+        while (clock.read() - start < 200'000)
+            for (int i = 0; i < 1000; ++i) x = x + static_cast<std::uint64_t>(i);
+        check = s.stop();
+        tries += " " + std::to_string(check.exact);
+    }
+    INFO("task-clock of each try, ns:" << tries);
     INFO(pmc::to_text(check));
+    REQUIRE(check.exact < 1'000'000);
     CHECK(check.exact >= 200'000);
     CHECK(check.allowance >= 500'000); // about 1 ms of task-clock
     CHECK(check.agrees);
