@@ -5,10 +5,30 @@
 #include <pmc/hybrid.hpp>
 #include <pmc/pmu.hpp>
 
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
 namespace pmc_tool {
+
+/// A pipe whose ends still open are closed when it goes out of scope, so every way out of a command that runs a
+/// child (a failed pipe2 or fork included) closes what pmc holds. (The child leaves by exec or _exit: no destructor
+/// runs there.)
+struct Pipe {
+    int end[2] = {-1, -1}; // pipe() leaves them so when it fails
+    Pipe() = default;
+    Pipe(const Pipe&) = delete;
+    Pipe& operator=(const Pipe&) = delete;
+    ~Pipe() {
+        close(0);
+        close(1);
+    }
+    void close(int i) noexcept {
+        if (end[i] >= 0) ::close(end[i]);
+        end[i] = -1;
+    }
+};
 
 struct Options {
     std::string sysfs{pmc::default_sysfs_root};

@@ -161,23 +161,6 @@ private:
     struct sigaction old_int_ {}, old_quit_ {}, old_chld_ {};
 };
 
-/// A pipe whose ends still open are closed when it goes out of scope, so every way out of cmd_count (a failed
-/// pipe2 or fork included) closes what pmc holds. (The child leaves by exec or _exit: no destructor runs there.)
-struct Pipe {
-    int end[2] = {-1, -1}; // pipe() leaves them so when it fails
-    Pipe() = default;
-    Pipe(const Pipe&) = delete;
-    Pipe& operator=(const Pipe&) = delete;
-    ~Pipe() {
-        close(0);
-        close(1);
-    }
-    void close(int i) noexcept {
-        if (end[i] >= 0) ::close(end[i]);
-        end[i] = -1;
-    }
-};
-
 /// Waits for the child, retrying on EINTR. False if it cannot be waited for (the status is then unknown).
 bool wait_for(pid_t child, int& status) {
     status = 0;

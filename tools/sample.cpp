@@ -345,8 +345,8 @@ int cmd_sample(int argc, char** argv) {
     };
 
     // The child waits for a byte on `go`; `exec_error` (close-on-exec) carries errno if exec fails.
-    int go[2], exec_error[2];
-    if (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(exec_error, O_CLOEXEC) != 0) {
+    Pipe go, exec_error;
+    if (::pipe2(go.end, O_CLOEXEC) != 0 || ::pipe2(exec_error.end, O_CLOEXEC) != 0) {
         fmt::print(stderr, "pmc sample: pipe failed: {}\n", std::strerror(errno));
         return finish(1);
     }
@@ -363,17 +363,17 @@ int cmd_sample(int argc, char** argv) {
         return finish(1);
     }
     if (child == 0) {
-        ::close(go[1]);
-        ::close(exec_error[0]);
+        ::close(go.end[1]);
+        ::close(exec_error.end[0]);
         char byte = 0;
-        if (::read(go[0], &byte, 1) != 1) _exit(127); // pmc could not start sampling: do not run
+        if (::read(go.end[0], &byte, 1) != 1) _exit(127); // pmc could not start sampling: do not run
         ::execvp(child_argv[0], child_argv.data());
         const int err = errno;
-        [[maybe_unused]] auto n = ::write(exec_error[1], &err, sizeof err);
+        [[maybe_unused]] auto n = ::write(exec_error.end[1], &err, sizeof err);
         _exit(127);
     }
-    ::close(go[0]);
-    ::close(exec_error[1]);
+    go.close(0);
+    exec_error.close(1);
     ::sigaction(SIGINT, &ignore, &old_int); // Ctrl-C is for the command; pmc still reports
     ::sigaction(SIGQUIT, &ignore, &old_quit);
 
@@ -394,8 +394,8 @@ int cmd_sample(int argc, char** argv) {
         opened = pmc::Sampler::try_open(a.event, so);
     }
     if (!opened) {
-        ::close(go[1]);
-        ::close(exec_error[0]);
+        go.close(1);
+        exec_error.close(0);
         ::waitpid(child, nullptr, 0);
         fmt::print(stderr, "pmc sample: {}\n", opened.failure().message);
         return finish(1);
@@ -412,11 +412,11 @@ int cmd_sample(int argc, char** argv) {
     auto on_mapping = [&](const pmc::detail::MappingRecord& m) { maps.add(m); };
 
     const char byte = 1;
-    [[maybe_unused]] auto w = ::write(go[1], &byte, 1);
-    ::close(go[1]);
+    [[maybe_unused]] auto w = ::write(go.end[1], &byte, 1);
+    go.close(1);
     int exec_errno = 0;
-    const bool exec_failed = ::read(exec_error[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
-    ::close(exec_error[0]);
+    const bool exec_failed = ::read(exec_error.end[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+    exec_error.close(0);
     int status = 0;
     if (!exec_failed) {
         maps.look();

@@ -311,7 +311,8 @@ TEST_CASE("pmc count: --csv with --json is a usage error naming both, and the co
     CHECK_THAT(run("count --help").out, ContainsSubstring("--csv and --json exclude each other"));
 }
 
-TEST_CASE("pmc count: a failed fork or pipe2 leaves no pipe open, and the command does not run", "[tool][count]") {
+TEST_CASE("pmc count and pmc sample: a failed fork or pipe2 leaves no pipe open, and the command does not run",
+          "[tool][count][sample]") {
 #ifndef PMC_FAIL_CALLS_LIB
     PMC_SKIP("this build has no LD_PRELOAD shim (tests/support/fail_calls_preload.cpp) to fail fork and pipe2 with");
 #else
@@ -319,11 +320,14 @@ TEST_CASE("pmc count: a failed fork or pipe2 leaves no pipe open, and the comman
     // a library loaded before its runtime.)
     const std::string preload = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" "
                                 "LD_PRELOAD=" PMC_FAIL_CALLS_LIB " ";
-    for (const auto& [env, said] : {std::pair{"", "pmc: count: fork failed: "},
-                                    std::pair{"PMC_TEST_FAIL=pipe2 ", "pmc: count: pipe failed: "}}) {
-        auto r = pmc_test::run_command(std::string(env) + preload + PMC_TOOL_PATH +
-                                       " count -e page-faults -- sh -c 'echo the-command-ran' 2>&1");
-        INFO(env << "\n" << r.out);
+    for (const auto& [tool, env, said] :
+         {std::tuple{"count -e page-faults", "", "pmc: count: fork failed: "},
+          std::tuple{"count -e page-faults", "PMC_TEST_FAIL=pipe2 ", "pmc: count: pipe failed: "},
+          std::tuple{"sample -e page-faults", "", "pmc sample: fork failed: "},
+          std::tuple{"sample -e page-faults", "PMC_TEST_FAIL=pipe2 ", "pmc sample: pipe failed: "}}) {
+        auto r = pmc_test::run_command(std::string(env) + preload + PMC_TOOL_PATH + " " + tool +
+                                       " -- sh -c 'echo the-command-ran' 2>&1");
+        INFO(tool << ", " << env << "\n" << r.out);
         CHECK(r.status == 1);
         CHECK_THAT(r.out, ContainsSubstring(said));
         CHECK_THAT(r.out, ContainsSubstring("fail-calls: 0 pipe fds left open\n"));
