@@ -61,6 +61,18 @@ std::string write(const TempDir& dir, const std::string& name, const std::functi
     return path;
 }
 
+/// A damaged profile: the compiler run with typeck +4, its last page cut by 5 bytes.
+std::string write_cut(const TempDir& dir) {
+    pmc_test::ProfileBuilder b({pmc_test::exact_counter()});
+    b.page_records = 3;
+    compiler_run(b, 4);
+    auto bytes = b.bytes();
+    bytes.resize(bytes.size() - 5);
+    const std::string path = dir.file("cut.pmcprof");
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    return path;
+}
+
 pmc::detail::JsonValue json_of(const pmc_test::CommandResult& r) {
     INFO(r.out);
     REQUIRE(pmc_test::JsonCheck::valid(r.out));
@@ -282,13 +294,7 @@ TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 w
     CHECK_THAT(single.out, ContainsSubstring("wall-time is not exact"));
     CHECK_THAT(single.out, ContainsSubstring("A1 A2 A3 -- B1 B2 B3"));
     // A damaged file: 2, before 3 (a change seen in lost data is not trusted).
-    pmc_test::ProfileBuilder cut_builder({pmc_test::exact_counter()});
-    cut_builder.page_records = 3;
-    compiler_run(cut_builder, 4);
-    auto bytes = cut_builder.bytes();
-    bytes.resize(bytes.size() - 5);
-    const std::string cut = dir.file("cut.pmcprof");
-    std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    const std::string cut = write_cut(dir);
     auto damaged = gate("'" + a + "' '" + cut + "'");
     CHECK(damaged.status == 2);
     CHECK_THAT(damaged.out, ContainsSubstring("is incomplete"));
@@ -337,13 +343,7 @@ TEST_CASE("pmc diff --json states the gate's verdict, the changed labels (beyond
     CHECK(unjudged.find("unjudged")->number == 5);
 
     // A damaged file: not judged, status 2 (before 3).
-    pmc_test::ProfileBuilder cut_builder({pmc_test::exact_counter()});
-    cut_builder.page_records = 3;
-    compiler_run(cut_builder, 4);
-    auto bytes = cut_builder.bytes();
-    bytes.resize(bytes.size() - 5);
-    const std::string cut = dir.file("cut.pmcprof");
-    std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    const std::string cut = write_cut(dir);
     CHECK(gate_of("--fail-on-change '" + a + "' '" + cut + "'", 2).find("verdict")->string == "not judged");
     CHECK_THAT(pmc_test::run_command(tool() + " diff --help").out, ContainsSubstring("\"gate\""));
 }
