@@ -79,8 +79,8 @@ Options:
                   is PATH, its labels joined by " > " as printed (or by ';'), e.g. "compile > typeck".
                   Meant for an exact counter, whose path is the same on every run. With --json,
                   "gate" states it: expect_path (null without the option), path (the costliest,
-                  all threads or --thread N; null with --per-thread), verdict ("same", "differs", "not judged" where the
-                  file is damaged, "no path expected") and exit_status.
+                  all threads or --thread N; null with --per-thread), verdict ("same", "differs",
+                  "not judged" where the file is damaged, "no path expected") and exit_status.
   -h, --help      Show this help.
 
 Exit status: 0 the whole file was read (and the path is PATH, with --expect-path); 2 it was read,
