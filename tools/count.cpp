@@ -363,7 +363,8 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         j.begin_object().key("command").begin_array();
         for (const auto& a : command) j.value(a);
         j.end_array().field("exit_status", exit_status).field("elapsed_ns", elapsed_ns)
-            .field("emulated", pmc::emulated_count_note).field("processes", processes).key("counts");
+            .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
+                               "whole command, not a real core's").field("processes", processes).key("counts");
         pmc::write_counts_json(j, names, counts);
         j.end_object();
         text = j.str() + "\n";
@@ -376,9 +377,10 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         for (const auto& n : names) width = std::max(width, n.size());
         text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
         for (const auto& n : names) text += fmt::format("{:<{}}  {:>18}\n", n, width, total);
-        text += fmt::format("\n {}.\n The whole command: every thread, and every dynamically linked program it "
-                            "executed.\n {:>14.9f} seconds time elapsed (under the emulator)\n",
-                            pmc::emulated_count_note, static_cast<double>(elapsed_ns) / 1e9);
+        text += fmt::format("\n emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
+                            "whole command (every thread, and every dynamically linked program it executed), not a "
+                            "real core's.\n {:>14.9f} seconds time elapsed (under the emulator)\n",
+                            static_cast<double>(elapsed_ns) / 1e9);
     }
     if (out_file) {
         if (std::fputs(text.c_str(), out_file) < 0) {
