@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 namespace {
@@ -59,6 +60,15 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     if (!qemu || !plugin || !preload || argc < 1 || !argv) return;
     if (under_emulator()) { // the re-exec, if any, worked
         unsetenv("PMC_EMULATE_REEXEC");
+        // The thread is QEMU's, named after qemu-x86_64: give it the program's name, as an exec would (what ps and
+        // the profiler's thread names show). QEMU's /proc/self/exe is the program.
+        static char path[PATH_MAX];
+        const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+        if (n > 0) {
+            path[n] = '\0';
+            const char* base = strrchr(path, '/');
+            prctl(PR_SET_NAME, base ? base + 1 : path, 0, 0, 0); // (the kernel keeps 15 characters)
+        }
         return;
     }
     static char exe[PATH_MAX], qemu_real[PATH_MAX];
