@@ -13,12 +13,14 @@
 // the same queries on the same threads: under an exact counter (pmc emulate -- ./pmc-example-profiler with
 // PMC_PROFILE_COUNTERS=instructions:u) two runs' profiles are identical, interval by interval. Workers that took
 // functions from a shared queue and shared one cache would wait on each other at moments that differ from run to
-// run, and the waiting would show in their counts.
+// run, and the waiting would show in their counts; so would memory allocated inside the queries (glibc's
+// allocator state is shared by the threads), which is why callees() returns an array.
 #include <pmc/profiler.hpp>
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -92,8 +94,8 @@ struct Compiler {
         std::vector<std::uint64_t> signatures;
     };
 
-    /// The functions f calls: a few, fixed by f.
-    std::vector<std::size_t> callees(std::size_t f) const {
+    /// The functions f calls: a few, fixed by f. (An array: no allocation inside the queries.)
+    std::array<std::size_t, 3> callees(std::size_t f) const {
         return {(f * 7 + 1) % functions, (f * 13 + 5) % functions, (f / 2) % functions};
     }
 
