@@ -12,6 +12,7 @@
 //                    instructions to every 'planted' scope
 #include <pmc/counter.hpp>
 #include <pmc/determinism.hpp>
+#include <pmc/group.hpp>
 #include <pmc/profiler.hpp>
 
 #include "known_loop.hpp"
@@ -157,7 +158,29 @@ int run_quirks() {
     return 0;
 }
 
+/// A group of instruction events reads the one count for every member, and counts all along.
+void probe_group() {
+    auto g = pmc::Group::try_open({"instructions:u", "instructions"});
+    if (!g) {
+        std::printf("group: error: %s\n", g.failure().message.substr(0, g.failure().message.find('\n')).c_str());
+        return;
+    }
+    pmc::GroupReading a = g->make_reading(), b = g->make_reading();
+    std::vector<pmc::EventCount> d;
+    g->read(a);
+    known_loop(1000);
+    g->read(b);
+    pmc::difference(a, b, d);
+    std::printf("group: read with %s; members %llu and %llu, counted %s, running fraction %.2f\n",
+                pmc::to_string(g->path()), static_cast<unsigned long long>(d[0].raw),
+                static_cast<unsigned long long>(d[1].raw), d[0].counted ? "yes" : "no", d[0].running_fraction);
+    auto mixed = pmc::Group::try_open({"instructions:u", "page-faults"});
+    std::printf("group with page-faults: %s\n",
+                mixed ? "opened" : mixed.failure().message.substr(0, mixed.failure().message.find('\n')).c_str());
+}
+
 int run_probe() {
+    probe_group();
     for (const char* event : {"instructions:u", "instructions", "instructions-minus-irqs:u", "page-faults", "wall-time"}) {
         auto c = pmc::Counter::try_open(event);
         if (c) {

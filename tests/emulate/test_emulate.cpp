@@ -107,6 +107,13 @@ TEST_CASE("under pmc emulate: instruction events are emulated, perf events are r
     CHECK_THAT(r.out, ContainsSubstring("page-faults: error:"));
     CHECK_THAT(r.out, ContainsSubstring("runs under pmc emulate (QEMU user mode), which does not implement perf_event_open"));
     CHECK_THAT(r.out, ContainsSubstring("wall-time: opened"));
+    // A group of instruction events: one count for every member, never multiplexed; another event refused.
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex("group: read with emulator; members ([0-9]+) and ([0-9]+), counted "
+                                                   "yes, running fraction 1.00")));
+    CHECK(m[1] == m[2]);
+    CHECK(std::stoull(m[1]) >= 2000);
+    CHECK_THAT(r.out, ContainsSubstring("group with page-faults: cannot open 'page-faults' in a group on the emulated PMU"));
 }
 
 TEST_CASE("on a real kernel the handshake costs one failed system call per process, whatever is opened", "[emulate]") {
@@ -194,9 +201,10 @@ TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and
           "[emulate][profiler]") {
     REQUIRE_EMULATOR();
     const std::string dir = temp_dir();
-    auto record = [&](const std::string& name, const std::string& plant) {
+    auto record = [&](const std::string& name, const std::string& plant,
+                      const std::string& counters = "instructions:u") {
         const auto r = pmc_test::run_command(emulate("profile" + plant, "PMC_PROFILE='" + dir + "/" + name +
-                                                                            "' PMC_PROFILE_COUNTERS=instructions:u") +
+                                                                            "' PMC_PROFILE_COUNTERS=" + counters) +
                                              " 2>&1");
         INFO(r.out);
         REQUIRE(r.status == 0);
@@ -220,6 +228,15 @@ TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and
     CHECK(std::regex_search(changed.out, std::regex("planted .*changed by \\+300000\\b")));
     CHECK(std::regex_search(changed.out, std::regex("\\nwork .* unchanged")));
     CHECK(std::regex_search(changed.out, std::regex("\\nouter .* unchanged")));
+    // instructions:u riding along with wall-time (a group member): as exact, and diffed alike.
+    const std::string r1 = record("ride1.pmcprof", "", "wall-time,instructions:u");
+    const std::string r2 = record("ride2.pmcprof", " --plant 1000", "wall-time,instructions:u");
+    const auto ride = pmc_test::run_command("'" + pmc + "' diff --counter instructions:u --fail-on-change '" + r1 + "' '" +
+                                            r2 + "' 2>&1");
+    INFO(ride.out);
+    CHECK(ride.status == 3);
+    CHECK(std::regex_search(ride.out, std::regex("planted .*changed by \\+300000\\b")));
+    CHECK(std::regex_search(ride.out, std::regex("\\nwork .* unchanged")));
 }
 
 #if defined(PMC_EXAMPLE_PROFILER_PATH)
