@@ -347,7 +347,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         ::sigaction(SIGINT, &old_int, nullptr);
         ::sigaction(SIGQUIT, &old_quit, nullptr);
         fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
-        return child.failure().code.value() == ENOENT ? 127 : 1;
+        return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
     }
     int raw = 0;
     const int exit_status = finish_emulated(*child, shown, raw);

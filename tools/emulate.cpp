@@ -65,7 +65,8 @@ Options:
   -h, --help    Show this help.
 
 Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (where the plugin is).
-Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found; 1 if QEMU or
+Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found, 126 if it is
+not a program QEMU can run (a #! script runs its interpreter under the emulator); 1 if QEMU or
 the plugin is missing or cannot load (pmc says what to install).
 )";
 
@@ -211,14 +212,68 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
     return e;
 }
 
-pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::string>& command, bool keep_aslr,
+namespace {
+
+/// What QEMU is to load for `command`: QEMU's user mode loads ELF programs only (a script makes it exit 1 without a
+/// word), so a "#!" script becomes its interpreter (with the line's one optional argument) and the script, as the
+/// kernel does it. An ELF program for another machine is refused, and anything else, with the reason.
+pmc::Result<std::vector<std::string>> program_to_load(std::vector<std::string> command) {
+    for (int depth = 0; depth < 4; ++depth) {
+        const std::string program = find_on_path(command[0]);
+        if (program.empty())
+            return pmc::make_failure(ENOENT, "cannot run '" + command[0] + "': " +
+                                                 (command[0].find('/') != std::string::npos ? "no such executable file"
+                                                                                             : "not found on PATH"));
+        std::ifstream in(program, std::ios::binary);
+        char head[256] = {};
+        in.read(head, sizeof head);
+        const std::size_t got = static_cast<std::size_t>(in.gcount());
+        if (got >= 2 && head[0] == '#' && head[1] == '!') {
+            std::string line(head + 2, got - 2);
+            line = line.substr(0, line.find('\n'));
+            const auto start = line.find_first_not_of(" \t");
+            if (start == std::string::npos)
+                return pmc::make_failure(ENOEXEC, "cannot run '" + program + "': its #! line names no interpreter");
+            line = line.substr(start);
+            const auto space = line.find_first_of(" \t");
+            std::vector<std::string> next = {line.substr(0, space)};
+            if (space != std::string::npos) {
+                std::string arg = line.substr(space);
+                arg.erase(0, arg.find_first_not_of(" \t"));
+                while (!arg.empty() && (arg.back() == ' ' || arg.back() == '\t' || arg.back() == '\r')) arg.pop_back();
+                if (!arg.empty()) next.push_back(arg);
+            }
+            next.push_back(program);
+            next.insert(next.end(), command.begin() + 1, command.end());
+            command = std::move(next);
+            continue;
+        }
+        const bool elf = got >= 20 && std::memcmp(head, ELFMAG, SELFMAG) == 0;
+        if (!elf)
+            return pmc::make_failure(ENOEXEC, "cannot run '" + program + "' under the emulator: it is neither an ELF "
+                                              "program nor a #! script");
+        std::uint16_t machine = 0;
+        std::memcpy(&machine, head + 18, 2);
+        const std::uint16_t ours = PMC_ARCH_AARCH64 ? EM_AARCH64 : EM_X86_64;
+        if (machine != ours || head[EI_CLASS] != ELFCLASS64)
+            return pmc::make_failure(ENOEXEC, "cannot run '" + program + "' under pmc emulate: it is not a 64-bit " +
+                                              (PMC_ARCH_AARCH64 ? "AArch64" : "x86-64") +
+                                              " program, and pmc emulate runs this machine's own architecture");
+        command[0] = program;
+        return command;
+    }
+    return pmc::make_failure(ELOOP, "cannot run '" + command[0] + "': #! scripts nested too deeply");
+}
+
+} // namespace
+
+pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::string>& original, bool keep_aslr,
                                   const std::string& plugin_args) {
-    if (command.empty()) return pmc::make_failure(EINVAL, "no command to run");
-    const std::string program = find_on_path(command[0]);
-    if (program.empty())
-        return pmc::make_failure(ENOENT, "cannot run '" + command[0] + "': " +
-                                             (command[0].find('/') != std::string::npos ? "no such executable file"
-                                                                                         : "not found on PATH"));
+    if (original.empty()) return pmc::make_failure(EINVAL, "no command to run");
+    auto loaded = program_to_load(original);
+    if (!loaded) return loaded.failure();
+    const std::vector<std::string>& command = *loaded;
+    const std::string& program = command[0];
     const std::string plugin = e.plugin + plugin_args;
     // QEMU gets the environment without LD_PRELOAD; the command gets it back, with the preload library first.
     std::vector<std::string> env;
@@ -238,7 +293,8 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
     env.push_back("PMC_EMULATE_QEMU=" + e.qemu);
     env.push_back("PMC_EMULATE_PLUGIN=" + plugin);
     env.push_back("PMC_EMULATE_PRELOAD=" + e.preload);
-    std::vector<std::string> args = {e.qemu, "-0", command[0], "-E", "LD_PRELOAD=" + preload};
+    std::vector<std::string> args = {e.qemu, "-0", command.size() == original.size() ? original[0] : command[0], "-E",
+                                     "LD_PRELOAD=" + preload};
     if (!bind_now_set) args.insert(args.end(), {"-E", "LD_BIND_NOW=1"});
     args.insert(args.end(), {"-plugin", plugin, program});
     args.insert(args.end(), command.begin() + 1, command.end());
@@ -326,7 +382,7 @@ int cmd_emulate(int argc, char** argv) {
     auto child = start_emulated(*emulator, command, keep_aslr, "");
     if (!child) {
         fmt::print(stderr, "pmc emulate: {}\n", child.failure().message);
-        return child.failure().code.value() == ENOENT ? 127 : 1;
+        return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
     }
     std::string shown;
     for (const auto& c : command) shown += (shown.empty() ? "" : " ") + c;

@@ -6,6 +6,7 @@
 #include "catch.hpp"
 #include "command.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -161,7 +162,7 @@ TEST_CASE("the programs an emulated program executes stay emulated: system(), a 
     CHECK_THAT(re.out, ContainsSubstring("instructions:u: opened, read with emulator"));
 }
 
-TEST_CASE("pmc emulate: the command's exit status, 127 for a missing command, and --help", "[emulate]") {
+TEST_CASE("pmc emulate: the command's exit status, 127 for a missing command, scripts, and --help", "[emulate]") {
     REQUIRE_EMULATOR();
     CHECK(pmc_test::run_command("'" + pmc + "' emulate -- sh -c 'exit 7'").status == 7);
     const auto missing = pmc_test::run_command("'" + pmc + "' emulate -- /nonexistent/program 2>&1");
@@ -172,6 +173,24 @@ TEST_CASE("pmc emulate: the command's exit status, 127 for a missing command, an
     CHECK_THAT(help.out, ContainsSubstring("usage: pmc emulate"));
     const auto none = pmc_test::run_command("'" + pmc + "' emulate 2>&1");
     CHECK(none.status == 1);
+    // A #! script runs its interpreter under the emulator (QEMU alone exits 1 on a script, saying nothing); a file
+    // that is neither a script nor a program of this machine is refused with 126.
+    const std::string dir = temp_dir();
+    {
+        std::ofstream script(dir + "/probe.sh");
+        script << "#!/bin/sh\nexec '" << target << "' probe\n";
+        std::ofstream text(dir + "/text");
+        text << "not a program\n";
+    }
+    ::chmod((dir + "/probe.sh").c_str(), 0755);
+    ::chmod((dir + "/text").c_str(), 0755);
+    const auto script = pmc_test::run_command("'" + pmc + "' emulate -- '" + dir + "/probe.sh' 2>&1");
+    INFO(script.out);
+    CHECK(script.status == 0);
+    CHECK_THAT(script.out, ContainsSubstring("instructions:u: opened, read with emulator"));
+    const auto text = pmc_test::run_command("'" + pmc + "' emulate -- '" + dir + "/text' 2>&1");
+    CHECK(text.status == 126);
+    CHECK_THAT(text.out, ContainsSubstring("neither an ELF program nor a #! script"));
     const auto bad = pmc_test::run_command("'" + pmc + "' emulate --qemu /bin/true -- /bin/true 2>&1");
     CHECK(bad.status == 1);
     CHECK_THAT(bad.out, ContainsSubstring("cannot load TCG plugins"));
