@@ -36,9 +36,13 @@ const char* const export_help = R"help(usage: pmc export (--chrome | --folded | 
 Write a profile recorded by pmc::Profiler (PMC_PROFILE=FILE) in a format that viewers open:
 
   --chrome      Chrome trace-event JSON (Perfetto UI, chrome://tracing, speedscope): one X event
-                per scope (ts and dur in microseconds), M events naming the process and threads,
-                i events for instant events, C counter tracks for integer events and for each
-                counter riding along. When the counter is not a time, 1 "microsecond" of the trace
+                per scope (ts and dur in microseconds) named by its label alone, so that
+                speedscope's views have one row per label; each call's values (the counter's
+                total and self, each riding counter's total, its argument) on an instant event
+                at its start (cat "scope values"), which Perfetto shows on the call's track and
+                speedscope ignores; M events naming the process and threads, i events for
+                instant events, C counter tracks for integer events and for each counter riding
+                along. When the counter is not a time, 1 "microsecond" of the trace
                 is one unit of the counter (e.g. one page fault): said in "otherData" and on stderr.
   --folded      Folded stacks, one "root;child;leaf N" line per distinct stack, N its summed self
                 value as an integer (flamegraph.pl, inferno, speedscope). One root frame per thread
@@ -64,8 +68,8 @@ The file is read a page at a time (a profile larger than memory is exported); it
 file, not a pipe. A truncated or corrupt file is exported up to its last whole record; what was lost
 is said on stderr and the exit status is 2.
 
-Exit status: 0 exported all of it; 2 exported, but part of the profile was lost or corrupt (see the
-messages); 1 nothing was written (the profile could not be read, OUT could not be written, or the
+Exit status: 0 exported all of it; 2 exported, but part of the profile was lost or corrupt, or
+scopes were open when its program stopped (killed: what was open is said; see the messages); 1 nothing was written (the profile could not be read, OUT could not be written, or the
 command line was wrong).
 )help";
 
@@ -248,10 +252,22 @@ int write_chrome(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
                 return;
             }
             enter_thread(s.thread);
+            // No "args" on the slice: speedscope names a trace event's frame by its name and its args together, so
+            // per-call values there would make every call a frame of its own (thousands of rows in its left-heavy
+            // and sandwich views instead of one per label). Each call's values go on a thread-scoped instant event
+            // at the call's start, on the same track (cat "scope values"): Perfetto and chrome://tracing show it
+            // and its args; speedscope reads only B, E and X events.
+            const std::string label = p.string(s.label);
             out.print(",\n{{\"ph\":\"X\",\"name\":");
-            json_string(out, p.string(s.label));
-            out.print(",\"cat\":\"scope\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"self\":{}", pid, tid,
-                      ts(s.start[c]), trace_us(total, ns), s.self(c));
+            json_string(out, label);
+            out.print(",\"cat\":\"scope\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{}}}", pid, tid,
+                      ts(s.start[c]), trace_us(total, ns));
+            out.print(",\n{{\"ph\":\"i\",\"s\":\"t\",\"name\":");
+            json_string(out, label);
+            out.print(",\"cat\":\"scope values\",\"pid\":{},\"tid\":{},\"ts\":{},\"args\":{{", pid, tid,
+                      ts(s.start[c]));
+            json_string(out, k.name);
+            out.print(":{},\"self\":{}", total, s.self(c));
             for (std::size_t i = 0; i < nc; ++i)
                 if (i != c) {
                     out.put(',');
@@ -745,7 +761,8 @@ int cmd_export(int argc, char** argv) {
         if (p.problems.size() > 20) fmt::print(stderr, "  ... and {} more\n", p.problems.size() - 20);
         return 2;
     }
-    return 0;
+    // Scopes were open when the program stopped (killed): exported, but the profile is not whole.
+    return tally.incomplete ? 2 : 0;
 }
 
 } // namespace pmc_tool
