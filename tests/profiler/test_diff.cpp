@@ -246,6 +246,17 @@ TEST_CASE("pmc diff --fail-on-change: the noise rule's false-alarm chance holds 
     r = pmc_test::run_command(tool() + " diff --fail-on-change" + join_files(base2) + " --" + join_files(fresh2) + " 2>&1");
     CHECK(r.status == 3);
     CHECK_THAT(r.out, ContainsSubstring("q0: beyond the noise: +5 ns (p 0.8%)"));
+    // Apart, but by less than a side's own spread (a loaded machine's outliers): BASE 100, 240, 245, 248, 250 and
+    // NEW 251..255 split as far as five and five can (p 0.79 %), yet the medians differ by 8 against a spread of 150.
+    std::vector<std::string> base3, fresh3;
+    const std::uint64_t spread_base[] = {100, 240, 245, 248, 250};
+    for (std::uint64_t run = 0; run < 5; ++run) {
+        base3.push_back(write_labels(dir, "e" + std::to_string(run), {spread_base[run]}));
+        fresh3.push_back(write_labels(dir, "f" + std::to_string(run), {251 + run}));
+    }
+    r = pmc_test::run_command(tool() + " diff --fail-on-change" + join_files(base3) + " --" + join_files(fresh3) + " 2>&1");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("within the noise (p 0.8%, but the medians differ by less than a side's spread, 150 ns)"));
     // Too few runs for the labels judged: said, with the fix.
     r = pmc_test::run_command(tool() + " diff" + join_files({base[0], base[1], base[2]}) + " --" +
                               join_files({fresh[0], fresh[1], fresh[2]}) + " 2>&1");
@@ -345,6 +356,43 @@ TEST_CASE("every profile tool: a recursive label's total is counted once, never 
     auto crit = pmc_test::run_command(tool() + " critical --json '" + f + "'");
     REQUIRE(crit.status == 0);
     CHECK_THAT(crit.out, ContainsSubstring(R"("label":"eval","calls":4,"top_level_calls":0,"cost":8,)"));
+}
+
+TEST_CASE("summarize, diff and aggregate: one median rule, and long labels keep the tables' columns in line") {
+    TempDir dir;
+    const std::string long_label = "SELECT name, price FROM items WHERE category = ? AND price < ? ORDER BY price DESC LIMIT 10";
+    const auto f = write(dir, "long.pmcprof", [&](auto& b) {
+        auto& t = b.thread(0, "main");
+        for (std::uint64_t v : {1, 2, 3, 10}) t.scope("q", v); // four calls: the median is (2 + 3) / 2
+        t.scope(long_label, 7);
+    });
+    auto json = pmc_test::run_command(tool() + " summarize --json '" + f + "'");
+    CHECK_THAT(json.out, ContainsSubstring(R"("label":"q","count":4,"self":16,"self_percent":69.5)"));
+    CHECK_THAT(json.out, ContainsSubstring(R"("min":1,"median":2.5,"max":10})")); // not the upper middle, 3
+    // Each table's rows: the column after the label starts at the same place in every row.
+    auto aligned = [&](const std::string& out, const std::string& header) {
+        INFO(out);
+        std::vector<std::size_t> ends; // where the row's first run of spaces after the label ends
+        std::size_t at = out.find(header);
+        REQUIRE(at != std::string::npos);
+        at = out.find("\nlabel ", at); // the column headers
+        REQUIRE(at != std::string::npos);
+        at = out.find('\n', at + 1) + 1;
+        for (int row = 0; row < 2; ++row) {
+            const std::size_t nl = out.find('\n', at);
+            const std::string line = out.substr(at, nl - at);
+            INFO(line);
+            const std::size_t gap = line.find("  ");
+            REQUIRE(gap != std::string::npos);
+            ends.push_back(line.find_first_not_of(' ', gap));
+            CHECK((line.find("...") != std::string::npos || line.rfind("q ", 0) == 0));
+            at = nl + 1;
+        }
+        CHECK(ends[0] == ends[1]);
+    };
+    aligned(pmc_test::run_command(tool() + " summarize '" + f + "'").out, "showing:");
+    aligned(pmc_test::run_command(tool() + " diff '" + f + "' '" + f + "'").out, "totals:");
+    aligned(pmc_test::run_command(tool() + " aggregate '" + f + "' '" + f + "'").out, "per label, across runs");
 }
 
 TEST_CASE("pmc diff: a counter that may be multiplexed or is a fallback is not called exact") {

@@ -885,6 +885,9 @@ TEST_CASE("pmc summarize --without-overhead: subtracts a child's cost less its o
     CHECK_THAT(json.out, ContainsSubstring(R"("label":"big","count":1,"self":260,)"));
     CHECK_THAT(json.out, ContainsSubstring(R"("label":"small","count":1,"self":0,)"));
     CHECK_THAT(json.out, ContainsSubstring(R"("clamped_to_zero":1)"));
+    // The run loses what the self values lost (240 from big, 100 from small), so self % still adds up to 100:
+    // 260 + 0 + 6 x 10 = 320 of a run of 660 - 340.
+    CHECK_THAT(json.out, ContainsSubstring(R"("run":320,"run_less_recording_cost":340,)"));
     auto text = pmc_test::run_command(tool() + " summarize --without-overhead '" + path + "'");
     REQUIRE(text.status == 0);
     CHECK_THAT(text.out, ContainsSubstring("60 ns per child scope subtracted"));
