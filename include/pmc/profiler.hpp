@@ -1081,7 +1081,10 @@ private:
                 put32(static_cast<std::uint32_t>(s.size()));
                 v += s;
             };
-            put32(detail::counter_flags(spec) | (i < extra_flags.size() ? extra_flags[i] : 0));
+            std::uint32_t flags = detail::counter_flags(spec) | (i < extra_flags.size() ? extra_flags[i] : 0);
+            // The emulated PMU (pmc emulate) counts all along: nothing to multiplex.
+            if ((c ? c->path() : t.group->path()) == ReadPath::emulated) flags &= ~profile_format::may_multiplex;
+            put32(flags);
             put32(0);
             put64(static_cast<std::int64_t>(cost[i][0] * 1000.0 + 0.5));
             put64(static_cast<std::int64_t>(cost[i][1] * 1000.0 + 0.5));
