@@ -53,8 +53,8 @@ Options:
   -h, --help      Show this help.
 
 Exit status: 0 every file was read whole; 2 read, but part of a file was lost or corrupt, or its
-program stopped with scopes open (see the messages); 1 a file could not be read at all, the command line was wrong, or the output could not
-be written.
+program stopped with scopes open (see the messages); 1 a file could not be read at all, the command
+line was wrong, or the output could not be written.
 )";
 
 namespace {
@@ -314,8 +314,8 @@ int cmd_aggregate(int argc, char** argv) {
     std::size_t width = 5;
     for (const auto& l : labels) width = std::max(width, l.label.size());
     width = std::min<std::size_t>(width, 40);
-    fmt::print("\nper label, across runs ({}; median: of an even number of runs, the mean of the middle two; {}):\n",
-               u, runs::total_rule);
+    fmt::print("totals: {}; the median of an even number of runs: the mean of the middle two\n", runs::total_rule);
+    fmt::print("\nper label, across runs ({}):\n", u);
     fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}\n", "label", width, "calls",
                "self min", "self median", "self max", "self spread", "spread%", "total med.", "spread%");
     for (const auto& l : labels) {

@@ -92,9 +92,10 @@ Options:
   -h, --help      Show this help.
 
 Exit status: 0 the whole file was read (and the path is PATH, with --expect-path); 2 it was read,
-but part of it was lost or corrupt, or scopes were open when its program stopped (what was lost
-is said on stderr, or in "problems" and "open_scopes" with --json; 2 comes before 3); 3 with --expect-path, the path differs (both are said on stderr); 1 it could
-not be read at all, the command line was wrong, or the output could not be written.
+but part of it was lost or corrupt, or scopes were open when its program stopped (what was lost is
+said on stderr, or in "problems" and "open_scopes" with --json; 2 comes before 3); 3 with
+--expect-path, the path differs (both are said on stderr); 1 it could not be read at all, the
+command line was wrong, or the output could not be written.
 )";
 
 namespace {
@@ -660,6 +661,8 @@ int cmd_critical(int argc, char** argv) {
         pmc::JsonWriter j;
         j.begin_object().field("file", file).field("counter", counter.name).field("unit", counter.unit);
         j.field("exact", counted.exact).field("exact_why", counted.why).field("deterministic", exact);
+        j.field("cost_rule", "a label's cost is the inclusive value of its outermost calls: a call inside a call of "
+                             "the same label on its thread is counted once, in the outermost");
         j.key("problems").begin_array();
         for (const auto& w : p.problems) j.value(w);
         j.end_array().key("graphs").begin_array();

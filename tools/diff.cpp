@@ -75,10 +75,10 @@ and the exit status is 2. So it is for a profile whose program stopped with scop
 its verdicts are "not judged".
 
 Exit status: 0 every file was read whole (and, with --fail-on-change, no label changed); 2 read,
-but part of a file was lost or corrupt, or its program stopped with scopes open (verdicts on lost data are not trusted: 2 comes before 3);
-3 with --fail-on-change, a label changed (the labels are named on stderr); 1 a file could not be
-read at all, the command line was wrong, --fail-on-change had no noise estimate to judge by, or
-the output could not be written.
+but part of a file was lost or corrupt, or its program stopped with scopes open (verdicts on lost
+data are not trusted: 2 comes before 3); 3 with --fail-on-change, a label changed (the labels are
+named on stderr); 1 a file could not be read at all, the command line was wrong, --fail-on-change
+had no noise estimate to judge by, or the output could not be written.
 )";
 
 namespace {

@@ -69,8 +69,9 @@ file, not a pipe. A truncated or corrupt file is exported up to its last whole r
 is said on stderr and the exit status is 2.
 
 Exit status: 0 exported all of it; 2 exported, but part of the profile was lost or corrupt, or
-scopes were open when its program stopped (killed: what was open is said; see the messages); 1 nothing was written (the profile could not be read, OUT could not be written, or the
-command line was wrong).
+scopes were open when its program stopped (killed: what was open is said; see the messages); 1
+nothing was written (the profile could not be read, OUT could not be written, or the command line
+was wrong).
 )help";
 
 namespace {

@@ -57,8 +57,8 @@ Options:
   -h, --help          Show this help.
 
 Exit status: 0 the whole file was read; 2 it was read, but part of it was lost or corrupt, or
-scopes were open when the program stopped (see the messages); 1 it could not be read at all, the command line was wrong, or the output could
-not be written.
+scopes were open when the program stopped (see the messages); 1 it could not be read at all, the
+command line was wrong, or the output could not be written.
 )";
 
 namespace {
