@@ -364,6 +364,7 @@ private:
     /// context, then the path's text (so that an exact counter gives the same path on every run).
     void find_path() {
         std::uint32_t best = none;
+        std::string best_text; // built only when a tie needs it
         for (std::uint32_t x = 0; x < g_.contexts.size(); ++x) {
             if (best == none) {
                 best = x;
@@ -371,11 +372,13 @@ private:
             }
             const Context &a = g_.contexts[x], &b = g_.contexts[best];
             if (a.self != b.self) {
-                if (a.self > b.self) best = x;
+                if (a.self > b.self) best = x, best_text.clear();
             } else if (a.depth != b.depth) {
-                if (a.depth > b.depth) best = x;
-            } else if (context_text(x) < context_text(best)) {
-                best = x;
+                if (a.depth > b.depth) best = x, best_text.clear();
+            } else {
+                if (best_text.empty()) best_text = context_text(best);
+                std::string text = context_text(x);
+                if (text < best_text) best = x, best_text = std::move(text);
             }
         }
         if (best == none) return;

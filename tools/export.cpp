@@ -176,6 +176,7 @@ int usage_error(const std::string& why) { return cli::usage_error("export", why)
 /// What the export left out or could not place, to say on stderr.
 struct Tally {
     std::uint64_t scopes = 0, dropped = 0, incomplete = 0, negative_self = 0, reordered = 0;
+    cli::OpenScopes open; ///< what was open when the program stopped, as far as the file says
     std::uint64_t damaged = 0; ///< scopes that end before they start (a corrupt record kept from a cut page)
 };
 
@@ -243,6 +244,7 @@ int write_chrome(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
         [&](const pmc::NestedInterval& s) {
             ++tally.scopes;
             if (!s.path_complete) ++tally.incomplete;
+            tally.open.note(s);
             const std::uint64_t total = s.total(c);
             if (static_cast<std::int64_t>(total) < 0) {
                 ++tally.damaged;
@@ -360,6 +362,7 @@ int write_folded(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
             if (s.thread != thread) carried.clear(), thread = s.thread;
             ++tally.scopes;
             if (!s.path_complete) ++tally.incomplete;
+            tally.open.note(s);
             std::int64_t self = s.self(c);
             if (auto it = carried.find(s.ordinal); it != carried.end()) {
                 self += static_cast<std::int64_t>(it->second);
@@ -508,6 +511,7 @@ int write_speedscope(pmc::ProfileReader& r, std::size_t c, const ExportOptions& 
             [&](const pmc::NestedInterval& s) {
                 ++tally.scopes;
                 if (!s.path_complete) ++tally.incomplete;
+            tally.open.note(s);
                 if (static_cast<std::int64_t>(s.total(c)) < 0) {
                     ++tally.damaged;
                     return;
@@ -746,6 +750,7 @@ int cmd_export(int argc, char** argv) {
                    p.problems.empty() ? "their enclosing scopes had not ended when the recording stopped: a program "
                                         "killed, or crashed where no handler could run"
                                       : "the file was cut or damaged: see below");
+    if (tally.open.any()) fmt::print(stderr, "{}", tally.open.text(p, "pmc export: "));
     if (tally.negative_self)
         fmt::print(stderr, "pmc export: {} scopes measured less than their children ({} is noisy); their own "
                            "value is left out of the stacks\n",

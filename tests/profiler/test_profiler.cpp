@@ -920,6 +920,7 @@ TEST_CASE("pmc summarize and export name scopes left open by a killed program as
     auto exported =
         pmc_test::run_command(tool() + " export --folded '" + path + "' -o '" + dir.file("k.folded") + "' 2>&1");
     CHECK(exported.status == 2);
+    CHECK_THAT(exported.out, ContainsSubstring("pmc export: thread 0: 1 scope had not ended when its last page was written"));
     CHECK_THAT(exported.out, ContainsSubstring("had not ended when the recording stopped"));
     CHECK_THAT(exported.out, !ContainsSubstring("cut or damaged"));
 }
