@@ -39,6 +39,19 @@ bool on_path(const std::string& name) {
     return std::system(("command -v '" + name + "' >/dev/null 2>&1").c_str()) == 0;
 }
 
+/// `name`'s full path (QEMU and Valgrind do not search PATH), or `name`.
+std::string full_path(const std::string& name) {
+    if (name.find('/') != std::string::npos) return name;
+    FILE* p = ::popen(("command -v '" + name + "' 2>/dev/null").c_str(), "r");
+    if (!p) return name;
+    char line[4096] = {};
+    const bool got = std::fgets(line, sizeof line, p) != nullptr;
+    ::pclose(p);
+    std::string path = got ? line : name;
+    while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+    return path.empty() ? name : path;
+}
+
 /// Runs argv (stdin /dev/null, stdout and stderr discarded) and returns the CPU seconds of its whole process tree,
 /// or a negative number if it failed.
 double cpu_seconds(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
@@ -149,8 +162,9 @@ int main(int argc, char** argv) {
         std::string missing;
     };
     std::vector<Workload> workloads = {
-        {"interpreter (lua5.4 fannkuch 9)", {"lua5.4", "-e", lua_script}, {}, on_path("lua5.4") ? "" : "lua5.4 is not installed"},
-        {"compressor (xz -6, 2 MB)", {"xz", "-T1", "-6", "-c", data}, {}, on_path("xz") ? "" : "xz is not installed"},
+        {"interpreter (lua5.4 fannkuch 9)", {full_path("lua5.4"), "-e", lua_script}, {},
+         on_path("lua5.4") ? "" : "lua5.4 is not installed"},
+        {"compressor (xz -6, 2 MB)", {full_path("xz"), "-T1", "-6", "-c", data}, {}, on_path("xz") ? "" : "xz is not installed"},
         {"pmc-example-profiler", {example, "--functions", "200"},
          {"PMC_PROFILE=" + dir + "/example.pmcprof", "PMC_PROFILE_COUNTERS=instructions:u"}, ""},
     };
@@ -163,6 +177,8 @@ int main(int argc, char** argv) {
     std::vector<Config> configs = {
         {"native", {}, ""},
         {qemu_name, {qemu_name}, on_path(qemu_name) ? "" : std::string(qemu_name) + " is not installed"},
+        // The plugin alone, without pmc emulate's environment (bound symbols, the preload library): its own cost.
+        {"qemu + plugin", {qemu_name, "-plugin", PMC_QEMU_PLUGIN_PATH}, on_path(qemu_name) ? "" : std::string(qemu_name) + " is not installed"},
         {"pmc emulate", {pmc_tool, "emulate", "--"}, ""},
         {"valgrind none", {"valgrind", "--tool=none", "-q"}, valgrind ? "" : "valgrind is not installed"},
         {"cachegrind --cache-sim=no", {"valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", "-q"},
@@ -172,7 +188,7 @@ int main(int argc, char** argv) {
     std::printf("CPU seconds (user + system, the whole process tree), median of %d run%s; x: ratio to native\n\n", runs,
                 runs == 1 ? "" : "s");
     std::printf("%-34s", "workload");
-    for (const auto& c : configs) std::printf("  %26s", c.name);
+    for (const auto& c : configs) std::printf("  %20s", c.name);
     std::printf("\n");
     for (const auto& w : workloads) {
         std::printf("%-34s", w.name);
@@ -180,10 +196,10 @@ int main(int argc, char** argv) {
             std::printf("  skipped: %s\n", w.missing.c_str());
             continue;
         }
-        double native = 0, qemu = 0, emulate = 0, callgrind = 0;
+        double native = 0, qemu = 0, plugin = 0, emulate = 0, callgrind = 0;
         for (const auto& c : configs) {
             if (!c.missing.empty()) {
-                std::printf("  %26s", "(missing)");
+                std::printf("  %20s", "(missing)");
                 continue;
             }
             std::vector<std::string> command = c.prefix;
@@ -192,21 +208,23 @@ int main(int argc, char** argv) {
             for (int r = 0; r < runs; ++r) times.push_back(cpu_seconds(command, w.env));
             const double t = median(times);
             if (t < 0) {
-                std::printf("  %26s", "failed");
+                std::printf("  %20s", "failed");
                 continue;
             }
             if (c.prefix.empty()) native = t;
             const std::string name = c.name;
             if (name == qemu_name) qemu = t;
             if (name == "pmc emulate") emulate = t;
+            if (name == "qemu + plugin") plugin = t;
             if (name == "callgrind") callgrind = t;
-            std::printf("  %26s", (std::to_string(t).substr(0, 6) + " s" +
-                                   (native > 0 ? " (" + std::to_string(t / native).substr(0, 5) + "x)" : ""))
-                                      .c_str());
+            char cell[64];
+            std::snprintf(cell, sizeof cell, native > 0 ? "%.3f s %5.1fx" : "%.3f s", t, native > 0 ? t / native : 0.0);
+            std::printf("  %20s", cell);
         }
         std::printf("\n");
         if (emulate > 0 && qemu > 0)
-            std::printf("%-34s  pmc emulate / %s: %.2fx (goal <= 1.25x)%s\n", "", qemu_name, emulate / qemu,
+            std::printf("%-34s  qemu + plugin / %s: %.2fx; pmc emulate / %s: %.2fx (goal <= 1.25x)%s\n", "", qemu_name,
+                        plugin / qemu, qemu_name, emulate / qemu,
                         callgrind > 0 ? (", pmc emulate / callgrind: " + std::to_string(emulate / callgrind).substr(0, 4) +
                                          "x (goal <= 0.33x)").c_str()
                                       : "");

@@ -274,9 +274,32 @@ std::string count_text_table(const std::vector<std::string>& names, const std::v
 
 namespace {
 
+/// The JSON report's opening: the command, its exit status and elapsed time; the caller adds the rest.
+pmc::JsonWriter& json_report_head(pmc::JsonWriter& j, const std::vector<std::string>& command, int exit_status,
+                                  std::uint64_t elapsed_ns) {
+    j.begin_object().key("command").begin_array();
+    for (const auto& a : command) j.value(a);
+    return j.end_array().field("exit_status", exit_status).field("elapsed_ns", elapsed_ns);
+}
+
+/// Writes the report to -o's file (closing it) or to stderr, like perf stat (the command's own output stays on
+/// stdout). If the file cannot be written, the counts are not lost: they go to stderr, and a status of 0 becomes 1.
+int write_report(const Options& o, const std::string& text, FILE*& out_file, int exit_status) {
+    if (!out_file) {
+        std::fputs(text.c_str(), stderr);
+        return exit_status;
+    }
+    const bool written = std::fputs(text.c_str(), out_file) >= 0;
+    const int closed = std::fclose(out_file);
+    out_file = nullptr;
+    if (written && closed == 0) return exit_status;
+    fmt::print(stderr, "pmc: count: cannot write {}: {}; the counts:\n{}", o.output, std::strerror(errno), text);
+    return exit_status == 0 ? 1 : exit_status;
+}
+
 /// pmc count --emulate: the command under the emulator, its instructions from the plugin's per-process totals.
 int count_emulated(const Options& o, const std::vector<std::string>& command, std::vector<std::string> events,
-                   FILE* out_file) {
+                   FILE*& out_file) {
     if (events.empty()) events = {"instructions:u"};
     for (const auto& e : events) {
         auto spec = pmc::try_parse_event(e, o.sysfs);
@@ -360,10 +383,9 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     std::string text;
     if (o.json) {
         pmc::JsonWriter j;
-        j.begin_object().key("command").begin_array();
-        for (const auto& a : command) j.value(a);
-        j.end_array().field("exit_status", exit_status).field("elapsed_ns", elapsed_ns)
-            .field("emulated", pmc::emulated_count_note).field("processes", processes).key("counts");
+        json_report_head(j, command, exit_status, elapsed_ns)
+            .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
+                               "whole command, not a real core's").field("processes", processes).key("counts");
         pmc::write_counts_json(j, names, counts);
         j.end_object();
         text = j.str() + "\n";
@@ -376,19 +398,12 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         for (const auto& n : names) width = std::max(width, n.size());
         text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
         for (const auto& n : names) text += fmt::format("{:<{}}  {:>18}\n", n, width, total);
-        text += fmt::format("\n {}.\n The whole command: every thread, and every dynamically linked program it "
-                            "executed.\n {:>14.9f} seconds time elapsed (under the emulator)\n",
-                            pmc::emulated_count_note, static_cast<double>(elapsed_ns) / 1e9);
+        text += fmt::format("\n emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
+                            "whole command (every thread, and every dynamically linked program it executed), not a "
+                            "real core's.\n {:>14.9f} seconds time elapsed (under the emulator)\n",
+                            static_cast<double>(elapsed_ns) / 1e9);
     }
-    if (out_file) {
-        if (std::fputs(text.c_str(), out_file) < 0) {
-            fmt::print(stderr, "pmc: count: cannot write {}; the counts:\n{}", o.output, text);
-            if (exit_status == 0) return 1;
-        }
-    } else {
-        std::fputs(text.c_str(), stderr);
-    }
-    return exit_status;
+    return write_report(o, text, out_file, exit_status);
 }
 
 } // namespace
@@ -429,10 +444,7 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
             return 1;
         }
         const int status = count_emulated(o, command, events, out_file);
-        if (out_file && std::fclose(out_file) != 0) {
-            fmt::print(stderr, "pmc: count: cannot write {}: {}\n", o.output, std::strerror(errno));
-            return status ? status : 1;
-        }
+        if (out_file) std::fclose(out_file); // (not written: the command did not run)
         return status;
     }
     if (events.empty()) {
@@ -581,9 +593,7 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     std::string text;
     if (o.json) {
         pmc::JsonWriter j;
-        j.begin_object().key("command").begin_array();
-        for (const auto& a : command) j.value(a);
-        j.end_array().field("exit_status", exit_status).field("elapsed_ns", elapsed_ns)
+        json_report_head(j, command, exit_status, elapsed_ns)
             .field("time_enabled_ns", end.time_enabled)
             .field("time_running_ns", end.time_running).key("counts");
         pmc::write_counts_json(j, names, counts);
@@ -599,21 +609,9 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
                fmt::format(" {:.3f} ms enabled, {:.3f} ms on the counters (summed over the command's threads)\n",
                            static_cast<double>(end.time_enabled) / 1e6, static_cast<double>(end.time_running) / 1e6);
     }
-    if (out_file) {
-        const bool written = std::fputs(text.c_str(), out_file) >= 0;
-        const int closed = std::fclose(out_file);
-        out_file = nullptr;
-        if (!written || closed != 0) {
-            // The counts are not lost: they go to stderr instead.
-            fmt::print(stderr, "pmc: count: cannot write {}: {}; the counts:\n{}", o.output, std::strerror(errno),
-                       text);
-            if (exit_status == 0) return 1;
-        }
-    } else {
-        std::fputs(text.c_str(), stderr); // like perf stat: the command's own output stays on stdout
-    }
+    const int reported = write_report(o, text, out_file, exit_status);
     if (interrupted) die_of(SIGINT); // unless pmc itself was started with SIGINT ignored
-    return exit_status;
+    return reported;
 }
 
 } // namespace pmc_tool

@@ -55,7 +55,7 @@ Address randomization is off (as setarch -R) and library symbols are bound at st
 (LD_BIND_NOW=1, unless set: with lazy binding the thread that first calls a library function pays
 for resolving it, a different thread in each run), so repeated runs count the same. The
 dynamically linked programs COMMAND executes run emulated too; statically linked ones natively.
-Emulation costs about 2-10x the native CPU time (docs/emulated-pmu.md has the figures).
+Emulation costs about 3-12x the native CPU time (docs/emulated-pmu.md has the figures).
 
 Options:
   --qemu PATH   The QEMU user-mode binary (default: qemu-x86_64 or qemu-aarch64, this machine's

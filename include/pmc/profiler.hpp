@@ -1056,7 +1056,9 @@ private:
         ::clock_gettime(CLOCK_REALTIME, &now);
         u64(pf::Tag::start_time, static_cast<std::uint64_t>(now.tv_sec) * 1000000000ull +
                                      static_cast<std::uint64_t>(now.tv_nsec));
-        text(pf::Tag::cpu, this_cpu().description() + (under_hypervisor() ? ", under a hypervisor" : ""));
+        text(pf::Tag::cpu, emulated_pmu() ? "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, " +
+                                                 this_cpu().description() + ", not the host's"
+                                           : this_cpu().description() + (under_hypervisor() ? ", under a hypervisor" : ""));
         text(pf::Tag::kernel, kernel_release());
         const AslrState aslr = aslr_state();
         text(pf::Tag::aslr, std::string(aslr.randomized ? "on" : "off") + " (kernel.randomize_va_space = " +

@@ -222,6 +222,43 @@ TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and
     CHECK(std::regex_search(changed.out, std::regex("\\nouter .* unchanged")));
 }
 
+#if defined(PMC_EXAMPLE_PROFILER_PATH)
+TEST_CASE("pmc-example-profiler under pmc emulate: every interval identical in 3 runs, --plant found alone",
+          "[emulate][profiler]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    auto record = [&](const std::string& name, const std::string& args) {
+        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" +
+                                             pmc + "' emulate -- '" PMC_EXAMPLE_PROFILER_PATH "' --functions 60 " +
+                                             args + " 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        return "'" + dir + "/" + name + "'";
+    };
+    const std::string a = record("ex1.pmcprof", ""), b = record("ex2.pmcprof", ""), c = record("ex3.pmcprof", "");
+    const auto agg = pmc_test::run_command("'" + pmc + "' aggregate " + a + " " + b + " " + c);
+    INFO(agg.out);
+    CHECK(agg.status == 0);
+    CHECK_THAT(agg.out, ContainsSubstring("every interval has the same value in every run: deterministic"));
+    CHECK(pmc_test::run_command("'" + pmc + "' diff --fail-on-change " + a + " " + b).status == 0);
+    // The costliest path, the same on every run (the gate pmc critical --expect-path keeps).
+    for (const auto& run : {a, b, c}) {
+        const auto cr = pmc_test::run_command("'" + pmc + "' critical --expect-path 'compile > optimize' " + run);
+        INFO(cr.out);
+        CHECK(cr.status == 0);
+        CHECK_THAT(cr.out, ContainsSubstring("path: compile > optimize"));
+    }
+    const std::string planted = record("explant.pmcprof", "--plant optimize");
+    const auto d = pmc_test::run_command("'" + pmc + "' diff --fail-on-change " + a + " " + planted + " 2>&1");
+    INFO(d.out);
+    CHECK(d.status == 3);
+    CHECK_THAT(d.out, ContainsSubstring("1 label changed"));
+    CHECK(std::regex_search(d.out, std::regex("\\n  optimize: changed by \\+[0-9]+")));
+    for (const char* other : {"parse", "typeck", "type_of", "codegen", "compile"})
+        CHECK(std::regex_search(d.out, std::regex(std::string("\\n") + other + " .* unchanged")));
+}
+#endif
+
 TEST_CASE("plugins with a planted fault are caught: a block counted twice, a thread handed another's count",
           "[emulate]") {
     REQUIRE_EMULATOR();

@@ -48,8 +48,9 @@ namespace proto = pmc::detail::emulated;
 /// line would make every block's add contend.
 struct alignas(64) Vcpu {
     std::uint64_t instructions;
-    std::uint64_t rep_at; ///< the rep string instruction the last block ended with, or 0
-    bool live;            ///< a thread of this process has it (for the report's total)
+    std::uint64_t rep_at;       ///< the rep string instruction that ended a block last
+    std::uint64_t count_at_rep; ///< `instructions` just after that block: unchanged if no other block ran since
+    bool live;                  ///< a thread of this process has it (for the report's total)
 };
 
 /// Threads get the lowest vCPU index not in use, so live threads, not threads ever made, bound the index. The
@@ -82,23 +83,25 @@ struct RepBlock {
 std::mutex rep_blocks_lock;
 std::unordered_map<std::uint64_t, std::unique_ptr<RepBlock>> rep_blocks;
 
+// The common case, one add: every block but those ending with a rep string instruction.
 void on_block(unsigned int vcpu, void* insns) {
-    Vcpu& v = vcpu_state(vcpu);
-    v.instructions += block_weight * reinterpret_cast<std::uintptr_t>(insns);
-    v.rep_at = 0;
+    vcpu_state(vcpu).instructions += block_weight * reinterpret_cast<std::uintptr_t>(insns);
 }
 void on_block_ending_in_rep(unsigned int vcpu, void* block) {
     const auto* b = static_cast<const RepBlock*>(block);
     Vcpu& v = vcpu_state(vcpu);
     v.instructions += block_weight * b->insns;
     v.rep_at = b->rep_at;
+    v.count_at_rep = v.instructions;
 }
-/// A block of just a rep string instruction: its first execution counts, its next iterations do not.
+/// A block of just a rep string instruction: its first execution counts; its next iterations, which follow the
+/// block that ended with it with no other block between (the count is as that block left it), do not.
 void on_rep_alone(unsigned int vcpu, void* block) {
     const auto* b = static_cast<const RepBlock*>(block);
     Vcpu& v = vcpu_state(vcpu);
-    if (v.rep_at != b->rep_at) v.instructions += block_weight;
+    if (v.rep_at != b->rep_at || v.count_at_rep != v.instructions) v.instructions += block_weight;
     v.rep_at = b->rep_at;
+    v.count_at_rep = v.instructions;
 }
 
 /// Whether x86 instruction bytes are a rep/repe/repne-prefixed string instruction (movs, cmps, stos, lods, scas).
@@ -161,7 +164,7 @@ thread_local unsigned this_vcpu = 0; ///< the vCPU of the host thread running it
 void on_vcpu_init(qemu_plugin_id_t, unsigned int vcpu) {
     // A new thread may get the index of one that exited: it starts from zero, as a new perf counter would.
     std::lock_guard<std::mutex> hold(totals_lock);
-    vcpu_state(vcpu) = Vcpu{0, 0, true};
+    vcpu_state(vcpu) = Vcpu{0, 0, 0, true};
 }
 void on_vcpu_exit(qemu_plugin_id_t, unsigned int vcpu) {
     std::lock_guard<std::mutex> hold(totals_lock);

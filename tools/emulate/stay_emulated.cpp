@@ -11,82 +11,112 @@
 // The environment it reads, set by pmc emulate: PMC_EMULATE_QEMU (the qemu-* binary), PMC_EMULATE_PLUGIN (the
 // plugin with its arguments, as QEMU's -plugin takes it), PMC_EMULATE_PRELOAD (this library). Without them it does
 // nothing.
-#include <pmc/emulated.hpp>
+//
+// It is loaded into every program the emulated one starts, so it stays small: C library calls only (no libstdc++,
+// whose loading cost an emulated /bin/true 1.7 million instructions), and nothing but the handshake under the
+// emulator.
+#include <pmc/detail/emulated.hpp>
 
+#include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
-
-#include <cstdio>
-#include <string>
-#include <vector>
 
 namespace {
 
-std::string real_path(const char* path) {
-    char buffer[PATH_MAX];
-    return ::realpath(path, buffer) ? std::string(buffer) : std::string();
+namespace proto = pmc::detail::emulated;
+
+bool under_emulator() {
+    proto::Hello hello{};
+    proto::request(proto::Op::hello, &hello);
+    return hello.reply == proto::hello_reply;
 }
 
-/// `list` (colon- or space-separated, as ld.so reads LD_PRELOAD) without `entry`.
-std::string without(const std::string& list, const std::string& entry) {
-    std::string out, item;
-    auto flush = [&] {
-        if (!item.empty() && item != entry) out += (out.empty() ? "" : ":") + item;
-        item.clear();
-    };
-    for (char c : list) {
-        if (c == ':' || c == ' ') flush();
-        else item += c;
+/// Whether `list` (LD_PRELOAD: colon- or space-separated) names `entry`; `out` receives the list without it.
+void without(const char* list, const char* entry, char* out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    const size_t entry_len = strlen(entry);
+    for (const char* p = list; *p;) {
+        const size_t len = strcspn(p, ": ");
+        if (len > 0 && !(len == entry_len && strncmp(p, entry, len) == 0) && used + len + 2 < size) {
+            if (used) out[used++] = ':';
+            memcpy(out + used, p, len);
+            used += len;
+            out[used] = '\0';
+        }
+        p += len;
+        if (*p) ++p;
     }
-    flush();
-    return out;
 }
 
 __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** envp) {
-    const char* qemu = ::getenv("PMC_EMULATE_QEMU");
-    const char* plugin = ::getenv("PMC_EMULATE_PLUGIN");
-    const char* preload = ::getenv("PMC_EMULATE_PRELOAD");
-    if (!qemu || !plugin || !preload || argc < 1) return;
-    if (pmc::emulated_pmu()) { // under the emulator: the re-exec, if any, worked
-        ::unsetenv("PMC_EMULATE_REEXEC");
+    const char* qemu = getenv("PMC_EMULATE_QEMU");
+    const char* plugin = getenv("PMC_EMULATE_PLUGIN");
+    const char* preload = getenv("PMC_EMULATE_PRELOAD");
+    if (!qemu || !plugin || !preload || argc < 1 || !argv) return;
+    if (under_emulator()) { // the re-exec, if any, worked
+        unsetenv("PMC_EMULATE_REEXEC");
+        // The thread is QEMU's, named after qemu-x86_64: give it the program's name, as an exec would (what ps and
+        // the profiler's thread names show). QEMU's /proc/self/exe is the program.
+        static char path[PATH_MAX];
+        const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+        if (n > 0) {
+            path[n] = '\0';
+            const char* base = strrchr(path, '/');
+            prctl(PR_SET_NAME, base ? base + 1 : path, 0, 0, 0); // (the kernel keeps 15 characters)
+        }
         return;
     }
-    const std::string exe = real_path("/proc/self/exe");
-    if (exe.empty() || exe == real_path(qemu)) return; // QEMU itself, should it be given this library
+    static char exe[PATH_MAX], qemu_real[PATH_MAX];
+    if (!realpath("/proc/self/exe", exe)) return;
+    if (realpath(qemu, qemu_real) && strcmp(exe, qemu_real) == 0) return; // QEMU itself, should it load this
     // Once per process: if the re-executed program still finds no emulated PMU, it runs natively, and says so.
-    const std::string me = std::to_string(::getpid());
-    if (const char* tried = ::getenv("PMC_EMULATE_REEXEC"); tried && me == tried) {
-        std::fprintf(stderr, "pmc emulate: %s (pid %s) runs natively: under %s with %s it found no emulated PMU\n",
-                     exe.c_str(), me.c_str(), qemu, plugin);
-        ::unsetenv("PMC_EMULATE_REEXEC");
+    char me[32];
+    snprintf(me, sizeof me, "%ld", static_cast<long>(getpid()));
+    if (const char* tried = getenv("PMC_EMULATE_REEXEC"); tried && strcmp(tried, me) == 0) {
+        fprintf(stderr, "pmc emulate: %s (pid %s) runs natively: under %s with %s it found no emulated PMU\n", exe, me,
+                qemu, plugin);
+        unsetenv("PMC_EMULATE_REEXEC");
         return;
     }
     // QEMU itself gets the environment without this library; the program gets it back through -E.
-    std::vector<std::string> env;
-    std::string guest_preload;
-    for (char** e = envp; e && *e; ++e) {
-        if (std::strncmp(*e, "LD_PRELOAD=", 11) == 0) {
-            guest_preload = *e + 11;
-            const std::string rest = without(guest_preload, preload);
-            if (!rest.empty()) env.push_back("LD_PRELOAD=" + rest);
+    size_t envc = 0;
+    while (envp && envp[envc]) ++envc;
+    char** env = static_cast<char**>(calloc(envc + 2, sizeof(char*)));
+    char** args = static_cast<char**>(calloc(static_cast<size_t>(argc) + 9, sizeof(char*)));
+    static char guest_preload[8192] = "LD_PRELOAD=", host_preload[8192] = "LD_PRELOAD=", marker[64];
+    if (!env || !args) return;
+    size_t n = 0;
+    for (size_t i = 0; i < envc; ++i) {
+        if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0) {
+            snprintf(guest_preload + 11, sizeof guest_preload - 11, "%s", envp[i] + 11);
+            without(envp[i] + 11, preload, host_preload + 11, sizeof host_preload - 11);
+            if (host_preload[11]) env[n++] = host_preload;
             continue;
         }
-        if (std::strncmp(*e, "PMC_EMULATE_REEXEC=", 19) == 0) continue;
-        env.emplace_back(*e);
+        if (strncmp(envp[i], "PMC_EMULATE_REEXEC=", 19) == 0) continue;
+        env[n++] = envp[i];
     }
-    env.push_back("PMC_EMULATE_REEXEC=" + me);
-    std::vector<std::string> args = {qemu, "-0", argv[0], "-E", "LD_PRELOAD=" + guest_preload, "-plugin", plugin, exe};
-    for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-    std::vector<char*> a, e;
-    for (auto& s : args) a.push_back(s.data());
-    a.push_back(nullptr);
-    for (auto& s : env) e.push_back(s.data());
-    e.push_back(nullptr);
-    ::execve(qemu, a.data(), e.data());
-    std::fprintf(stderr, "pmc emulate: cannot run %s under %s: %s; it runs natively\n", exe.c_str(), qemu,
-                 std::strerror(errno));
+    snprintf(marker, sizeof marker, "PMC_EMULATE_REEXEC=%s", me);
+    env[n++] = marker;
+    size_t a = 0;
+    args[a++] = const_cast<char*>(qemu);
+    args[a++] = const_cast<char*>("-0");
+    args[a++] = argv[0];
+    args[a++] = const_cast<char*>("-E");
+    args[a++] = guest_preload;
+    args[a++] = const_cast<char*>("-plugin");
+    args[a++] = const_cast<char*>(plugin);
+    args[a++] = exe;
+    for (int i = 1; i < argc; ++i) args[a++] = argv[i];
+    execve(qemu, args, env);
+    fprintf(stderr, "pmc emulate: cannot run %s under %s: %s; it runs natively\n", exe, qemu, strerror(errno));
+    free(env);
+    free(args);
 }
 
 } // namespace
