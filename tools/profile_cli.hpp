@@ -155,8 +155,8 @@ double median(std::vector<T>& v) {
 }
 
 /// Labels of the scopes that were open on thread `thread` when its last page was written, outermost first, as far as
-/// the file says. Format 1 does not record them: empty. HOOK (issue 19): the format-2 thread page lists the scopes
-/// open when it was written; return their labels here and every tool names them.
+/// the file says. Format 1 does not record them: empty. HOOK (issue 19): format 2's thread page lists them
+/// (pmc::ProfileThread::open, label ids); return p.string() of each here and every tool names them.
 inline std::vector<std::string> known_open_scopes(const pmc::Profile& /*p*/, std::uint32_t /*thread*/) { return {}; }
 
 /// Scopes whose enclosing scopes are not in the file, gathered from the nesting walker: a program killed (SIGKILL,
@@ -169,7 +169,7 @@ public:
         std::uint32_t index = 0;
         std::uint64_t orphans = 0;      ///< scopes at the top of the walk with depth > 0 (their enclosing not found)
         std::uint64_t lost_middle = 0;  ///< scopes under a scope found, but deeper than one below it
-        std::uint16_t open_depth = 0;   ///< depth of the last orphan written: scopes open around it, never written
+        std::uint32_t open_depth = 0;   ///< depth of the last orphan written: scopes open around it, never written
         std::uint64_t last_ordinal = 0;
         bool has_last = false;
     };
