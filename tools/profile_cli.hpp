@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include <cerrno>
 #include <cmath>
@@ -168,20 +169,38 @@ public:
     struct Thread {
         std::uint32_t index = 0;
         std::uint64_t orphans = 0;      ///< scopes at the top of the walk with depth > 0 (their enclosing not found)
-        std::uint64_t lost_middle = 0;  ///< scopes under a scope found, but deeper than one below it
+        std::uint64_t lost_middle = 0;  ///< scopes that lost an enclosing scope between two found (a lost page)
         std::uint32_t open_depth = 0;   ///< depth of the last orphan written: scopes open around it, never written
         std::uint64_t last_ordinal = 0;
         bool has_last = false;
     };
 
-    /// One scope from the walker.
+    /// One scope from the walker. A walk's root (no enclosing scope found) comes right after its descendants, so
+    /// these wait for it: a descendant whose depth is more than its root's plus its place in the path lost a scope
+    /// in between (a lost page); one below an open root lost nothing more.
     void note(const pmc::NestedInterval& s) {
-        if (s.path_complete) return;
-        Thread& t = thread(s.thread);
+        if (!s.path_complete) ++incomplete_;
+        const std::uint64_t above = s.path().size() - 1; // enclosing scopes found
+        const std::uint64_t gap = s.depth >= above ? s.depth - above : 0; // the depth its root should have
         if (s.parent != pmc::no_parent) {
-            ++t.lost_middle;
+            if (!s.path_complete) {
+                auto& gaps = pending_[s.thread];
+                auto it = std::find_if(gaps.begin(), gaps.end(), [&](const auto& g) { return g.first == gap; });
+                if (it == gaps.end()) gaps.emplace_back(gap, 1);
+                else ++it->second;
+            }
             return;
         }
+        std::uint64_t lost = 0;
+        if (auto it = pending_.find(s.thread); it != pending_.end()) {
+            for (const auto& [g, n] : it->second)
+                if (g != s.depth) lost += n;
+            pending_.erase(it);
+        }
+        if (s.depth == 0 && lost == 0) return;
+        Thread& t = thread(s.thread);
+        t.lost_middle += lost;
+        if (s.depth == 0) return;
         ++t.orphans;
         if (!t.has_last || s.ordinal > t.last_ordinal) {
             t.has_last = true;
@@ -190,11 +209,8 @@ public:
         }
     }
     bool any() const { return !threads_.empty(); }
-    std::uint64_t orphans() const {
-        std::uint64_t n = 0;
-        for (const auto& t : threads_) n += t.orphans + t.lost_middle;
-        return n;
-    }
+    /// Scopes whose enclosing scopes are not all in the file (those inside an open scope too).
+    std::uint64_t orphans() const { return incomplete_; }
     const std::vector<Thread>& threads() const { return threads_; }
 
     /// What was open, one line per thread (each starting with `indent`), for people.
@@ -251,6 +267,8 @@ private:
         return threads_.back();
     }
     std::vector<Thread> threads_;
+    std::uint64_t incomplete_ = 0;
+    std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> pending_; // thread -> (gap, scopes)
 };
 
 /// A label cut to `width` columns for a table (its start kept, "..." at the end): a long label (SQL text, a

@@ -230,7 +230,7 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
     }
     if (s.open.any())
         fmt::print("{} scope(s) have not all their enclosing scopes in the file, so those at the top count as "
-                   "outermost (the self %% still add up to the run): their enclosing scopes had not ended when the "
+                   "outermost (the self % still add up to the run): their enclosing scopes had not ended when the "
                    "recording stopped (each thread's unwritten page is lost), or a page was lost:\n{}",
                    s.open.orphans(), s.open.text(p));
     if (s.clamped)

@@ -901,13 +901,15 @@ TEST_CASE("pmc summarize and export name scopes left open by a killed program as
     pmc_test::ProfileBuilder b({pmc_test::time_counter()});
     auto& t = b.thread(0, "main");
     t.scope("done", 5);
+    t.raw_interval("leaf", 2, {t.reading() + 1, t.reading() + 4}); // inside inner: it lost nothing more than inner
     t.raw_interval("inner", 1, {t.reading(), t.reading() + 10}); // depth 1: its parent "outer" is not in the file
     TempDir dir;
     const std::string path = dir.file("killed.pmcprof");
     REQUIRE(b.write(path));
     auto text = pmc_test::run_command(tool() + " summarize '" + path + "' 2>&1");
     CHECK(text.status == 2); // not whole
-    CHECK_THAT(text.out, ContainsSubstring("1 scope(s) have not all their enclosing scopes in the file"));
+    CHECK_THAT(text.out, ContainsSubstring("2 scope(s) have not all their enclosing scopes in the file"));
+    CHECK_THAT(text.out, ContainsSubstring("the self % still add up to the run"));
     CHECK_THAT(text.out, ContainsSubstring("had not ended when the recording stopped"));
     CHECK_THAT(text.out, ContainsSubstring("thread 0: 1 scope had not ended when its last page was written"));
     CHECK_THAT(text.out, ContainsSubstring("is not whole"));
@@ -915,8 +917,9 @@ TEST_CASE("pmc summarize and export name scopes left open by a killed program as
     CHECK_THAT(text.out, ContainsSubstring("run (outermost scopes): 15 ns"));
     auto json = pmc_test::run_command(tool() + " summarize --json '" + path + "'");
     CHECK(json.status == 2);
-    CHECK_THAT(json.out, ContainsSubstring(R"("scopes_without_enclosing":1)"));
-    CHECK_THAT(json.out, ContainsSubstring(R"("open_scopes":[{"thread":0,"open_depth":1,"scopes_counted_outermost":1,)"));
+    CHECK_THAT(json.out, ContainsSubstring(R"("scopes_without_enclosing":2)"));
+    // leaf is inside the open scope's child: no scope was lost between it and inner (no lost page).
+    CHECK_THAT(json.out, ContainsSubstring(R"("open_scopes":[{"thread":0,"open_depth":1,"scopes_counted_outermost":1,"scopes_with_lost_middle":0,)"));
     auto exported =
         pmc_test::run_command(tool() + " export --folded '" + path + "' -o '" + dir.file("k.folded") + "' 2>&1");
     CHECK(exported.status == 2);
@@ -962,6 +965,10 @@ TEST_CASE("a program killed with SIGKILL inside a scope: every tool's shares sum
     CHECK(sum == Approx(100.0).margin(0.01));
     // Open when its last page was written: outer, and work too when that page ended inside one (1 or 2).
     CHECK_THAT(json.out, ContainsSubstring(R"("open_scopes":[{"thread":0,"open_depth":)"));
+    // A kill loses the open scopes, never one between two written ones.
+    for (std::size_t at = json.out.find("\"scopes_with_lost_middle\":"); at != std::string::npos;
+         at = json.out.find("\"scopes_with_lost_middle\":", at + 1))
+        CHECK(json.out.substr(at + 26, 2) == "0,");
     auto text = pmc_test::run_command(tool() + " summarize '" + path + "' 2>&1");
     CHECK(text.status == 2);
     CHECK_THAT(text.out, ContainsSubstring("had not ended when its last page was written"));
