@@ -38,8 +38,13 @@ label path from the outermost scope (labels with their arguments) and their occu
 merged; the output says so and where each thread's runs first diverged. Intervals that not every
 run has are counted, not aggregated.
 
+A label's total is the inclusive value of its outermost calls: a call inside a call of the same
+label on its thread (recursion) is counted once. A median of an even number of runs is the mean of
+the two middle values (the rule of every pmc profile tool).
+
 A truncated or corrupt file is used up to its last whole record; what was lost is said on stderr
-and the exit status is 2.
+and the exit status is 2. So it is for a profile whose program stopped with scopes open (killed):
+the scopes inside them count as outermost, and what was open is said.
 
 Options:
   --counter NAME  Aggregate this recorded counter instead of the primary (the first file's first).
@@ -47,9 +52,9 @@ Options:
   --json          One JSON object instead of tables.
   -h, --help      Show this help.
 
-Exit status: 0 every file was read whole; 2 read, but part of a file was lost or corrupt (see the
-messages); 1 a file could not be read at all, the command line was wrong, or the output could not
-be written.
+Exit status: 0 every file was read whole; 2 read, but part of a file was lost or corrupt, or its
+program stopped with scopes open (see the messages); 1 a file could not be read at all, the command
+line was wrong, or the output could not be written.
 )";
 
 namespace {
@@ -221,7 +226,7 @@ int cmd_aggregate(int argc, char** argv) {
         by_position ? "by position: every thread recorded the same sequence of intervals in every run"
                     : "by label path (labels with their arguments, from the outermost scope) and occurrence, threads "
                       "merged: the runs' sequences differ";
-    const int status = std::any_of(rs.begin(), rs.end(), [](const Run& r) { return !r.profile.problems.empty(); }) ? 2 : 0;
+    const int status = std::any_of(rs.begin(), rs.end(), [](const Run& r) { return r.cut(); }) ? 2 : 0;
 
     if (json) {
         pmc::JsonWriter j;
@@ -229,6 +234,7 @@ int cmd_aggregate(int argc, char** argv) {
         for (const auto& r : rs) j.value(r.file);
         j.end_array().field("counter", counter.name).field("unit", unit).field("exact", exact.exact);
         j.field("exact_reason", exact.why).field("alignment", by_position ? "position" : "label path");
+        j.field("total_rule", runs::total_rule);
         j.key("divergences").begin_array();
         for (const auto& d : diverged)
             j.begin_object().field("thread", d.thread).field("file", rs[d.run].file).field("interval", d.at)
@@ -308,13 +314,14 @@ int cmd_aggregate(int argc, char** argv) {
     std::size_t width = 5;
     for (const auto& l : labels) width = std::max(width, l.label.size());
     width = std::min<std::size_t>(width, 40);
+    fmt::print("totals: {}; the median of an even number of runs: the mean of the middle two\n", runs::total_rule);
     fmt::print("\nper label, across runs ({}):\n", u);
     fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}\n", "label", width, "calls",
                "self min", "self median", "self max", "self spread", "spread%", "total med.", "spread%");
     for (const auto& l : labels) {
         const std::string calls = l.calls.range() == 0 ? fmt::format("{:.0f}", l.calls.median)
                                                         : fmt::format("{:.0f}-{:.0f}", l.calls.min, l.calls.max);
-        fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}{}\n", l.label, width, calls,
+        fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}{}\n", cli::fit(l.label, width), width, calls,
                    v(l.self.min), v(l.self.median), v(l.self.max), v(l.self.range()), runs::percent_text(l.self.percent()),
                    v(l.total.median), runs::percent_text(l.total.percent()),
                    l.runs == rs.size() ? "" : fmt::format("  (in {} of {} runs)", l.runs, rs.size()));
@@ -334,7 +341,7 @@ int cmd_aggregate(int argc, char** argv) {
         fmt::print("\ninstant events per run:\n");
         for (const auto& [name, counts] : instants) {
             const Spread s = runs::spread(counts);
-            fmt::print("  {:<{}}  min {:.0f}  median {:.0f}  max {:.0f}\n", name, width, s.min, s.median, s.max);
+            fmt::print("  {:<{}}  min {:.0f}  median {:g}  max {:.0f}\n", cli::fit(name, width), width, s.min, s.median, s.max);
         }
     }
     runs::report_damage("aggregate", rs);

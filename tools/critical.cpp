@@ -8,9 +8,9 @@
 // others) adds a recursion edge instead: its value is already inside the outer call's, so counting it again would
 // double it.
 //
-// The costliest path is the root-to-sink chain whose smallest step is largest (a maximum-bottleneck path): the most
-// cost that reaches the end of one chain of nestings. Computed in one pass over the graph (a depth-first search for
-// a topological order, then dynamic programming from the sinks up): linear in labels plus edges.
+// The costliest path is the calling context (a chain of labels as it ran) whose own self value is largest: where the
+// cost is. Contexts are built during the walk (a few lookups per scope) and the choice is one pass over them: a path
+// always ran, and its shares of its root never exceed 100 %, as a context runs inside its parent's calls.
 #include <pmc/profile_format.hpp>
 #include <pmc/profile_reader.hpp>
 #include <pmc/report.hpp>
@@ -46,23 +46,31 @@ and an edge PARENT -> CHILD for each nesting seen. Each edge carries:
   probability  the fraction of PARENT's calls that ran CHILD at least once (llvm-mca's
                "interference probability").
 A label's cost is the inclusive value of its outermost calls (those at the top of a thread plus its
-incoming edges' costs). A root is a label no other label encloses; a sink encloses none.
+incoming edges' costs). A root is a label that is outermost on some thread (it may be nested on
+another); a sink encloses none.
 
-The costliest path is the root-to-sink chain whose smallest step is largest: its value is the most
-cost that flows through every step of one chain, root to sink (a maximum-bottleneck path). A step's
-cost is its edge's cost (the root's is the root's cost). This is not the path that takes the
-costliest child at each step: that greedy walk can enter a costly label whose cost then splits
-among many children, and end at a cheap sink while another chain carries more all the way down.
-Ties are broken by the larger step cost, then by label name, so that on an exact counter
+The costliest path ends where the cost is: of every calling context (a chain of nested labels as
+it ran, from a thread's outermost scope down, merged over calls and threads), the one whose own
+self value (the cost spent in its last label's own code, not in its children) is largest. So a
+label whose self value dominates ends the path even when it has a cheap child, and a path always
+ran: every step is a nesting that happened in that chain. It is llvm-mca's bottleneck over the tree
+of contexts with each one's self value as a sink: a context's calls run inside its parent's, so its
+cost is never more than its parent's, and the smallest step of a chain is its end's self value.
+Ties go to the deeper context, then to the path's text, so that on an exact counter
 (page-faults, instructions-minus-irqs:u) the path is the same on every run and CI can compare it.
-Each step shows its cost, its share of the root's cost, its share of the label's cost (a label
-reached from several parents gets only part of its cost through this one), its frequency and its
-probability.
+Each step shows its context's cost, its share of the root's (never above 100 %), its share of the
+label's cost (a label reached through several chains gets only part of its cost through this
+one), how often it ran (frequency, per call of the step above) and the fraction of the step
+above's calls that ran it at least once (probability).
 
-Recursion (a label nested in itself, directly or through other labels) is said, with the chain:
-such a nested call's value is already inside the outer call's, so it is counted once, at the
-outermost call, and its edge is not part of any path. A cycle without recursion (A inside B in some
-calls, B inside A in others) is said too; the edge that closes it is not followed.
+Recursion (a label nested in itself, directly or through other labels) is said, with the chain;
+a recursive call's value is inside the outer call's, so a label's cost counts it once, at the
+outermost call; on the path it is a step of its own (a context that ran). A cycle without
+recursion (A inside B in some calls, B inside A in others) is said too.
+
+A program that stopped with scopes open (killed with SIGKILL, or a crash no handler could catch)
+leaves their enclosing scopes out of the file: the scopes recorded inside them count as outermost
+(roots), what was open is said, and the exit status is 2 (the path is shown, never judged).
 
 Options:
   --counter NAME  Use this recorded counter instead of the primary (the first one).
@@ -84,9 +92,10 @@ Options:
   -h, --help      Show this help.
 
 Exit status: 0 the whole file was read (and the path is PATH, with --expect-path); 2 it was read,
-but part of it was lost or corrupt (what was lost is said on stderr, or in "problems" with --json;
-2 comes before 3); 3 with --expect-path, the path differs (both are said on stderr); 1 it could
-not be read at all, the command line was wrong, or the output could not be written.
+but part of it was lost or corrupt, or scopes were open when its program stopped (what was lost is
+said on stderr, or in "problems" and "open_scopes" with --json; 2 comes before 3); 3 with
+--expect-path, the path differs (both are said on stderr); 1 it could not be read at all, the
+command line was wrong, or the output could not be written.
 )";
 
 namespace {
@@ -116,9 +125,23 @@ struct Node {
     std::uint64_t in_edges = 0; ///< non-recursive incoming edges
 };
 
+/// A calling context: one chain of nested labels as it ran, from a thread's outermost scope (or the outermost one the
+/// file holds) down, merged over the calls and threads that ran it. Its calls are disjoint intervals nested in its
+/// parent's calls, so a context's cost is never more than its parent's, and recursion needs no special case.
+struct Context {
+    std::uint32_t node = 0;                ///< its label
+    std::uint32_t parent = none;           ///< the enclosing context; none for a root
+    std::uint32_t depth = 0;
+    std::uint64_t calls = 0;
+    std::uint64_t cost = 0;                ///< its calls' inclusive values
+    std::int64_t self = 0;                 ///< its calls' self values: what is spent in the label's own code here
+    std::uint64_t parent_calls_with = 0;   ///< the parent context's calls that ran this one at least once
+    std::uint64_t open_calls = 0;          ///< calls at the top whose enclosing scopes are not in the file
+};
+
 struct Step {
     std::uint32_t node = 0;
-    std::uint32_t edge = none; ///< none for the root
+    std::uint32_t context = none;
 };
 
 struct Graph {
@@ -126,8 +149,10 @@ struct Graph {
     std::vector<Edge> edges;
     std::uint64_t orphans = 0; ///< calls some of whose enclosing scopes are not in the file
     std::uint64_t calls = 0;
+    cli::OpenScopes open; ///< what was open when the program stopped, as far as the file says
+    std::vector<Context> contexts;
     std::vector<Step> path;
-    std::uint64_t bottleneck = 0;
+    std::int64_t bottleneck = 0; ///< the path's end: its last context's self value
 };
 
 class GraphBuilder {
@@ -140,6 +165,23 @@ public:
         const std::uint32_t n = node(s.label);
         ++g_.calls;
         if (!s.path_complete) ++g_.orphans;
+        g_.open.note(s);
+        {
+            const std::uint32_t cx = context(s.thread, path);
+            Context& x = g_.contexts[cx];
+            ++x.calls;
+            x.cost += s.total(c);
+            x.self += s.self(c);
+            if (s.parent == pmc::no_parent && s.depth > 0) ++x.open_calls;
+            if (auto it = child_contexts_.find(key(s.thread, s.ordinal)); it != child_contexts_.end()) {
+                for (auto k : it->second) ++g_.contexts[k].parent_calls_with;
+                child_contexts_.erase(it);
+            }
+            if (s.parent != pmc::no_parent) {
+                auto& kids = child_contexts_[key(s.thread, s.parent)];
+                if (std::find(kids.begin(), kids.end(), cx) == kids.end()) kids.push_back(cx);
+            }
+        }
         Node& me = g_.nodes[n];
         ++me.calls;
         me.self += s.self(c);
@@ -231,6 +273,36 @@ private:
         return it->second;
     }
 
+    /// The context of a scope whose label path (ids, outermost first) is `path`: found from the last one's, which
+    /// shares most of its prefix (the walk goes down and up one chain), so a scope costs a few lookups.
+    std::uint32_t context(std::uint32_t thread, const std::vector<std::uint32_t>& path) {
+        if (thread != cache_thread_) {
+            cache_thread_ = thread;
+            cache_nodes_.clear();
+            cache_contexts_.clear();
+        }
+        std::size_t same = 0;
+        while (same < path.size() && same < cache_nodes_.size() && cache_nodes_[same] == node(path[same])) ++same;
+        cache_nodes_.resize(same);
+        cache_contexts_.resize(same);
+        for (std::size_t i = same; i < path.size(); ++i) {
+            const std::uint32_t n = node(path[i]);
+            const std::uint32_t parent = i ? cache_contexts_[i - 1] : none;
+            const std::uint64_t k = (std::uint64_t{parent} << 32) | n;
+            auto [it, fresh] = context_of_.emplace(k, static_cast<std::uint32_t>(g_.contexts.size()));
+            if (fresh) {
+                Context x;
+                x.node = n;
+                x.parent = parent;
+                x.depth = static_cast<std::uint32_t>(i);
+                g_.contexts.push_back(x);
+            }
+            cache_nodes_.push_back(n);
+            cache_contexts_.push_back(it->second);
+        }
+        return cache_contexts_.back();
+    }
+
     /// Follows edges in name order from the roots (then from any label not reached, in name order) and marks each
     /// edge back into the search's current chain: a cycle without recursion. What remains is acyclic.
     void break_cycles() {
@@ -279,46 +351,40 @@ private:
 
     bool followed(const Edge& e) const { return e.count > 0 && !e.closes_cycle; }
 
-    /// best[v]: the largest bottleneck of a chain from v down to a sink, over the acyclic edges; sinks are
-    /// unbounded. Children come before parents in the search's postorder, so one pass suffices.
+    /// The labels of context x, outermost first, joined by " > ".
+    std::string context_text(std::uint32_t x) const {
+        std::string t;
+        for (; x != none; x = g_.contexts[x].parent) t = g_.nodes[g_.contexts[x].node].name + (t.empty() ? "" : " > ") + t;
+        return t;
+    }
+
+    /// The path ends where the cost is: the calling context whose own self value is largest. Seen as llvm-mca's
+    /// bottleneck over the tree of contexts, each with its self value as a sink: a context's cost is never more than
+    /// its parent's, so the smallest step of a chain ending in a self value is that self value. Ties: the deeper
+    /// context, then the path's text (so that an exact counter gives the same path on every run).
     void find_path() {
-        constexpr std::uint64_t unbounded = std::numeric_limits<std::uint64_t>::max();
-        const std::size_t n = g_.nodes.size();
-        std::vector<std::uint64_t> best(n, unbounded);
-        std::vector<std::uint32_t> next(n, none);
-        for (auto v : postorder_) {
-            std::uint64_t b = 0;
-            for (auto i = g_.nodes[v].first_out; i != none; i = g_.edges[i].next_out) {
-                const Edge& e = g_.edges[i];
-                if (!followed(e)) continue;
-                const std::uint64_t through = std::min(e.cost, best[e.to]);
-                // Edges come in name order: a later one wins only when strictly better.
-                if (next[v] == none || through > b || (through == b && e.cost > g_.edges[next[v]].cost)) {
-                    b = through;
-                    next[v] = i;
-                }
+        std::uint32_t best = none;
+        std::string best_text; // built only when a tie needs it
+        for (std::uint32_t x = 0; x < g_.contexts.size(); ++x) {
+            if (best == none) {
+                best = x;
+                continue;
             }
-            if (next[v] != none) best[v] = b;
+            const Context &a = g_.contexts[x], &b = g_.contexts[best];
+            if (a.self != b.self) {
+                if (a.self > b.self) best = x, best_text.clear();
+            } else if (a.depth != b.depth) {
+                if (a.depth > b.depth) best = x, best_text.clear();
+            } else {
+                if (best_text.empty()) best_text = context_text(best);
+                std::string text = context_text(x);
+                if (text < best_text) best = x, best_text = std::move(text);
+            }
         }
-        std::uint32_t root = none;
-        std::uint64_t root_value = 0;
-        for (auto v : postorder_) {
-            if (g_.nodes[v].in_edges != 0) continue;
-            const std::uint64_t value = std::min(g_.nodes[v].cost, best[v]);
-            const bool better = root == none || value > root_value ||
-                                (value == root_value && (g_.nodes[v].cost > g_.nodes[root].cost ||
-                                                         (g_.nodes[v].cost == g_.nodes[root].cost &&
-                                                          g_.nodes[v].name < g_.nodes[root].name)));
-            if (better) root = v, root_value = value;
-        }
-        if (root == none) return;
-        g_.bottleneck = root_value;
-        g_.path.push_back({root, none});
-        for (std::uint32_t v = root; next[v] != none;) {
-            const std::uint32_t e = next[v];
-            v = g_.edges[e].to;
-            g_.path.push_back({v, e});
-        }
+        if (best == none) return;
+        g_.bottleneck = g_.contexts[best].self;
+        for (std::uint32_t x = best; x != none; x = g_.contexts[x].parent)
+            g_.path.insert(g_.path.begin(), Step{g_.contexts[x].node, x});
     }
 
     const pmc::Profile& p_;
@@ -330,6 +396,10 @@ private:
     // walk have an entry, so this holds at most the nesting's depth of them.
     std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> child_labels_;
     std::vector<std::uint32_t> postorder_; // nodes, children before parents
+    std::unordered_map<std::uint64_t, std::uint32_t> context_of_; // (parent context, node) -> context
+    std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> child_contexts_; // as child_labels_, for contexts
+    std::uint32_t cache_thread_ = none;
+    std::vector<std::uint32_t> cache_nodes_, cache_contexts_; // the last scope's path and its contexts
 };
 
 /// The graph of counter `c` over every thread, or only thread `only`; a failure if the file could not be read again.
@@ -351,7 +421,8 @@ struct Style {
 
 using cli::show;
 
-double ratio(std::uint64_t a, std::uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+template <class A, class B>
+double ratio(A a, B b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
 
 std::string path_line(const Graph& g) {
     std::string s;
@@ -372,39 +443,46 @@ void print_graph(const Graph& g, const pmc::ProfileCounter& counter, bool list_a
         fmt::print("no scopes: no path\n");
         return;
     }
-    const Node& root = g.nodes[g.path.front().node];
-    fmt::print("{} {} reaches the end of this chain ({:.2f}% of its root's {}):\n",
-               style("1", "costliest path:"), show(static_cast<double>(g.bottleneck), unit) +
-               (unit == "ns" ? "" : " " + unit_name), 100 * ratio(g.bottleneck, root.cost),
-               show(static_cast<double>(root.cost), unit));
+    const Context& root = g.contexts[g.path.front().context];
+    const Node& end = g.nodes[g.path.back().node];
+    fmt::print("{} {} spent in {}'s own code at the end of this chain ({:.2f}% of its root's {}):\n",
+               style("1", "costliest path:"),
+               show(static_cast<double>(g.bottleneck), unit) + (unit == "ns" ? "" : " " + unit_name), end.name,
+               100 * ratio(g.bottleneck, root.cost), show(static_cast<double>(root.cost), unit));
     std::size_t width = 5;
     for (std::size_t i = 0; i < g.path.size(); ++i) width = std::max(width, g.nodes[g.path[i].node].name.size() + 2 * i);
     width = std::min<std::size_t>(width, 60);
     fmt::print("  {:<{}}  {:>12}  {:>7}  {:>8}  {:>10}  {:>9}  {:>11}\n", "label", width, "cost", "of root",
                "of label", "frequency", "per call", "probability");
     for (std::size_t i = 0; i < g.path.size(); ++i) {
-        const Node& n = g.nodes[g.path[i].node];
-        const std::string name = std::string(2 * i, ' ') + n.name;
+        const Context& x = g.contexts[g.path[i].context];
+        const Node& n = g.nodes[x.node];
+        const std::string name = cli::fit(std::string(2 * i, ' ') + n.name, width);
         const bool last = i + 1 == g.path.size();
         const std::string shown = fmt::format("{:<{}}", name, width);
-        if (g.path[i].edge == none) {
-            fmt::print("  {}  {:>12}  {:>6.2f}%  {:>7.2f}%  {:>10}  {:>9}  {:>11}\n", style("1", shown),
-                       show(static_cast<double>(n.cost), unit), 100.0, 100.0, n.calls, "", "(root)");
+        const std::string sink =
+            last ? fmt::format("  (sink: its own self value {})", show(static_cast<double>(x.self), unit)) : "";
+        if (x.parent == none) {
+            fmt::print("  {}  {:>12}  {:>6.2f}%  {:>7.2f}%  {:>10}  {:>9}  {:>11}{}{}\n",
+                       last ? style("1;31", shown) : style("1", shown), show(static_cast<double>(x.cost), unit),
+                       100.0, 100 * ratio(x.cost, n.cost), x.calls, "", "(root)", sink,
+                       x.open_calls ? fmt::format("  ({} call{} whose enclosing scopes are not in the file)",
+                                                  x.open_calls, x.open_calls == 1 ? "" : "s")
+                                    : "");
             continue;
         }
-        const Edge& e = g.edges[g.path[i].edge];
-        const Node& parent = g.nodes[e.from];
-        const double share = ratio(e.cost, root.cost);
+        const Context& parent = g.contexts[x.parent];
+        const double share = ratio(x.cost, root.cost);
         fmt::print("  {}  {:>12}  {}  {:>7.2f}%  {:>10}  {:>9.2f}  {:>10.2f}%{}\n",
-                   last ? style("1;31", shown) : shown, show(static_cast<double>(e.cost), unit),
+                   last ? style("1;31", shown) : shown, show(static_cast<double>(x.cost), unit),
                    style(share >= 0.5 ? "31" : share >= 0.1 ? "33" : "0", fmt::format("{:>6.2f}%", 100 * share)),
-                   100 * ratio(e.cost, n.cost), e.count, ratio(e.count, parent.calls),
-                   100 * ratio(e.parent_calls_with, parent.calls), last ? "  (sink)" : "");
+                   100 * ratio(x.cost, n.cost), x.calls, ratio(x.calls, parent.calls),
+                   100 * ratio(x.parent_calls_with, parent.calls), sink);
     }
     fmt::print("path: {}\n", path_line(g));
     for (const auto& e : g.edges) {
         if (e.recursive_count)
-            fmt::print("{} {} ({} nested call{}; counted once, in the outermost call; not on any path)\n",
+            fmt::print("{} {} ({} nested call{}; its value counted once, in the outermost call)\n",
                        style("33", "recursion:"), e.recursion_chain, e.recursive_count,
                        e.recursive_count == 1 ? "" : "s");
         if (e.closes_cycle)
@@ -426,7 +504,7 @@ void print_graph(const Graph& g, const pmc::ProfileCounter& counter, bool list_a
     for (auto i : order) {
         const Node& n = g.nodes[i];
         fmt::print("{:<{}}  {:>9}  {:>12}  {:>12}{}\n", n.name, w, n.calls, show(static_cast<double>(n.cost), unit),
-                   show(static_cast<double>(n.self), unit), n.in_edges == 0 ? "  (root)" : "");
+                   show(static_cast<double>(n.self), unit), n.top_calls ? "  (root)" : "");
         for (auto k = n.first_out; k != none; k = g.edges[k].next_out) {
             const Edge& e = g.edges[k];
             fmt::print("  -> {}: {}, {} time{}, in {:.2f}% of its calls{}{}\n", g.nodes[e.to].name,
@@ -438,12 +516,13 @@ void print_graph(const Graph& g, const pmc::ProfileCounter& counter, bool list_a
     }
 }
 
-void json_graph(pmc::JsonWriter& j, const Graph& g) {
-    j.field("calls", g.calls).field("orphans", g.orphans);
+void json_graph(pmc::JsonWriter& j, const Graph& g, const pmc::Profile& p) {
+    j.field("calls", g.calls).field("orphans", g.orphans).key("open_scopes");
+    g.open.json(j, p);
     j.key("labels").begin_array();
     for (const auto& n : g.nodes)
         j.begin_object().field("label", n.name).field("calls", n.calls).field("top_level_calls", n.top_calls)
-            .field("cost", n.cost).field("self", n.self).field("root", n.in_edges == 0)
+            .field("cost", n.cost).field("self", n.self).field("root", n.top_calls > 0)
             .field("sink", n.first_out == none).end_object();
     j.end_array().key("edges").begin_array();
     for (const auto& e : g.edges) {
@@ -457,21 +536,22 @@ void json_graph(pmc::JsonWriter& j, const Graph& g) {
         j.end_object();
     }
     j.end_array().key("path").begin_object();
-    j.field("definition", "the root-to-sink chain whose smallest step cost is largest (maximum bottleneck)");
+    j.field("definition", "the calling context (labels as they ran, from an outermost scope) whose own self value is "
+                          "largest: the path ends where the cost is");
     j.field("bottleneck", g.bottleneck).field("text", path_line(g)).key("steps").begin_array();
-    const std::uint64_t root_cost = g.path.empty() ? 0 : g.nodes[g.path.front().node].cost;
+    const std::uint64_t root_cost = g.path.empty() ? 0 : g.contexts[g.path.front().context].cost;
     for (const auto& s : g.path) {
-        const Node& n = g.nodes[s.node];
-        j.begin_object().field("label", n.name);
-        if (s.edge == none) {
-            j.field("cost", n.cost).field("share_of_root", 1.0).field("calls", n.calls);
+        const Context& x = g.contexts[s.context];
+        const Node& n = g.nodes[x.node];
+        j.begin_object().field("label", n.name).field("cost", x.cost).field("self", x.self);
+        j.field("share_of_root", ratio(x.cost, root_cost)).field("share_of_label", ratio(x.cost, n.cost));
+        j.field("calls", x.calls);
+        if (x.parent == none) {
+            j.field("open_calls", x.open_calls);
         } else {
-            const Edge& e = g.edges[s.edge];
-            const Node& parent = g.nodes[e.from];
-            j.field("cost", e.cost).field("share_of_root", ratio(e.cost, root_cost))
-                .field("share_of_label", ratio(e.cost, n.cost)).field("frequency", e.count)
-                .field("per_parent_call", ratio(e.count, parent.calls))
-                .field("probability", ratio(e.parent_calls_with, parent.calls));
+            const Context& parent = g.contexts[x.parent];
+            j.field("frequency", x.calls).field("per_parent_call", ratio(x.calls, parent.calls))
+                .field("probability", ratio(x.parent_calls_with, parent.calls));
         }
         j.end_object();
     }
@@ -545,7 +625,17 @@ int cmd_critical(int argc, char** argv) {
     } else if (!add_graph(only_thread)) {
         return 1;
     }
-    const int read_status = p.problems.empty() ? 0 : 2;
+    // Not whole: part of the file lost, or scopes still open when the program stopped (killed). The path is then
+    // shown but not judged: --expect-path gives 2, never 0.
+    std::uint64_t orphans = 0;
+    for (const auto& [index, g] : graphs) orphans += g.orphans;
+    const int read_status = p.problems.empty() && orphans == 0 ? 0 : 2;
+    auto say_open = [&] {
+        if (orphans && p.problems.empty())
+            fmt::print(stderr, "pmc critical: '{}' is not whole: scopes were still open when the program stopped "
+                               "(killed, or crashed where no handler could run); its path is not judged\n",
+                       file);
+    };
     // --expect-path's judgement, also put in the JSON (so a CI reading it sees the verdict).
     const bool one_path = !per_thread && !graphs.empty(); // --expect-path excludes --per-thread
     const std::string found = one_path ? path_line(graphs.front().second) : std::string();
@@ -574,6 +664,8 @@ int cmd_critical(int argc, char** argv) {
         pmc::JsonWriter j;
         j.begin_object().field("file", file).field("counter", counter.name).field("unit", counter.unit);
         j.field("exact", counted.exact).field("exact_why", counted.why).field("deterministic", exact);
+        j.field("cost_rule", "a label's cost is the inclusive value of its outermost calls: a call inside a call of "
+                             "the same label on its thread is counted once, in the outermost");
         j.key("problems").begin_array();
         for (const auto& w : p.problems) j.value(w);
         j.end_array().key("graphs").begin_array();
@@ -581,7 +673,7 @@ int cmd_critical(int argc, char** argv) {
             j.begin_object();
             if (index) j.field("thread", *index);
             else j.field("thread", "all");
-            json_graph(j, g);
+            json_graph(j, g, p);
             j.end_object();
         }
         j.end_array().key("gate").begin_object().key("expect_path");
@@ -592,9 +684,10 @@ int cmd_critical(int argc, char** argv) {
         j.field("verdict", gate_verdict).field("exit_status", exit_status).end_object();
         j.end_object();
         fmt::print("{}\n", j.str());
-        if (status)
+        if (!p.problems.empty())
             fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
                        file, p.bytes_lost);
+        say_open();
         return status_after();
     }
 
@@ -616,7 +709,13 @@ int cmd_critical(int argc, char** argv) {
                                              : fmt::format("all {} threads together", threads.size()));
         print_graph(graphs.front().second, counter, list_all, style);
     }
-    if (status) {
+    for (const auto& [index, g] : graphs) // each graph's threads (all, one, or one per graph)
+        if (g.open.any())
+            fmt::print("open when the program stopped (their enclosing scopes are not in the file: the scopes recorded "
+                       "inside them count as outermost):\n{}",
+                       g.open.text(p));
+    say_open();
+    if (!p.problems.empty()) {
         fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",
                    file, p.bytes_lost);
         for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);

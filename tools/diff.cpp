@@ -21,8 +21,8 @@
 
 namespace pmc_tool {
 
-const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] [--fail-on-change] BASE NEW
-       pmc diff [--counter NAME] [--top N] [--json] [--fail-on-change] BASE... -- NEW...
+const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] [--fail-on-change] [--alpha A] BASE NEW
+       pmc diff [--counter NAME] [--top N] [--json] [--fail-on-change] [--alpha A] BASE... -- NEW...
 
 Compare profiles of two builds or runs of one program (PMC_PROFILE=FILE), per label: calls, self
 (exclusive) and total (inclusive) before and after, the delta and delta %, sorted by the largest
@@ -31,18 +31,33 @@ Values are in the counter's unit. With several runs a side, "before" and "after"
 
 Each label gets a verdict on its self value (so a change shows at the query that changed, not at
 its callers) and its calls:
+  - the same values in every run of both sides: "unchanged", whatever the counter (pmc diff
+    a.pmcprof a.pmcprof is unchanged everywhere, on wall-time too);
   - exact counter (the file says: a count read whole, never multiplexed or replaced) and each
-    side's runs agree: "unchanged" when equal, else "changed by N";
-  - otherwise (wall-time, or runs that differ): "beyond the noise" only when the min-max ranges
-    of the two sides' runs do not overlap, else "within the noise". Two sets of n and m runs of
-    the same program fail to overlap by chance with probability 2 n! m! / (n+m)! (10% for 3 and
-    3 runs, 0.8% for 5 and 5); the output states it. One run a side gives no noise estimate;
+    side's runs agree: "unchanged" when equal, else "changed by N". With one run a side this
+    assumes the program is deterministic (said in the output); where the runs of one side differ,
+    the program is not deterministic there: the labels are named, and judged as a noisy counter;
+  - otherwise (wall-time, or runs that differ): the noise rule. Each label's self values get the
+    exact rank-sum (Mann-Whitney) test's p-value: the chance that runs of one program split so
+    lopsidedly. Holm's step-down over the L labels so judged (the smallest p-value against A/L,
+    the next against A/(L-1), ..., stopping at the first that fails) flags a label "beyond the
+    noise" when it passes and its medians also differ by more than either side's spread (max -
+    min: a guard against load that changes while the runs are recorded); the others are
+    "within the noise". The chance that an unchanged program fails the gate is then at most A
+    (--alpha, default 0.05) across all labels, not per label. Recording BASE and NEW runs
+    alternately (A1 B1 A2 B2 ...) keeps a slow drift of the machine off one side. n and m runs
+    give p-values no smaller than 2 n! m! / (n+m)! (10% for 3 and 3 runs, 0.79% for 5 and 5,
+    0.022% for 8 and 8): with 5 and 5 runs at most 6 labels can be judged at 5% (the output says
+    when no label can be flagged: run more). One run a side gives no noise estimate;
   - "new" / "gone": a label only one side has.
+A label's total (shown, not judged) is the inclusive value of its outermost calls: a call inside
+a call of the same label on its thread (recursion) is counted once.
 
 Options:
   --counter NAME  Compare this recorded counter (default: the first file's primary); every file
                   must have recorded it.
-  --top N         Show only the N labels with the largest |self delta|.
+  --top N         Show the N labels with the largest |self delta|, and every flagged label beyond
+                  them (a gate's reason is never hidden).
   --json          One JSON object instead of tables. Its "gate" is the --fail-on-change verdict
                   (stated with or without the flag): fail_on_change, verdict ("unchanged",
                   "changed", "cannot judge", or "not judged" where a file was damaged), changed,
@@ -51,16 +66,19 @@ Options:
                   For CI: exit status 3 when any label's verdict is "changed by N", "beyond
                   the noise", "new" or "gone" (instant and integer events are not judged). A
                   noisy counter with one run a side cannot be judged: status 1, with the fix.
+  --alpha A       The noise rule's family-wise false-alarm chance (default 0.05): an unchanged
+                  program fails --fail-on-change with a chance of at most A.
   -h, --help      Show this help.
 
 A truncated or corrupt file is used up to its last whole record; what was lost is said on stderr
-and the exit status is 2.
+and the exit status is 2. So it is for a profile whose program stopped with scopes open (killed):
+its verdicts are "not judged".
 
 Exit status: 0 every file was read whole (and, with --fail-on-change, no label changed); 2 read,
-but part of a file was lost or corrupt (verdicts on lost data are not trusted: 2 comes before 3);
-3 with --fail-on-change, a label changed (the labels are named on stderr); 1 a file could not be
-read at all, the command line was wrong, --fail-on-change had no noise estimate to judge by, or
-the output could not be written.
+but part of a file was lost or corrupt, or its program stopped with scopes open (verdicts on lost
+data are not trusted: 2 comes before 3); 3 with --fail-on-change, a label changed (the labels are
+named on stderr); 1 a file could not be read at all, the command line was wrong, --fail-on-change
+had no noise estimate to judge by, or the output could not be written.
 )";
 
 namespace {
@@ -75,6 +93,42 @@ double chance_apart(std::size_t n, std::size_t m) {
     double c = 1;
     for (std::size_t i = 1; i <= n; ++i) c = c * static_cast<double>(m + i) / static_cast<double>(i);
     return std::min(1.0, 2.0 / c);
+}
+
+/// The exact two-sided p-value of the rank-sum (Mann-Whitney) test that x and y are runs of one program: the chance,
+/// over every way of splitting the n + m values into sides of n and m (all equally likely for exchangeable runs),
+/// of a split at least as lopsided. Its smallest value, for sides that do not overlap, is 2 / C(n + m, n). Ties
+/// count a half and are taken in the direction that makes p larger (never a false alarm from a tie).
+double rank_sum_p(const std::vector<double>& x, const std::vector<double>& y) {
+    const std::size_t n = x.size(), m = y.size();
+    if (n == 0 || m == 0) return 1;
+    double u = 0; // pairs with x < y, ties a half
+    for (double a : x)
+        for (double b : y) u += a < b ? 1.0 : a == b ? 0.5 : 0.0;
+    const std::size_t top = n * m;
+    if (top > 4000000) { // a normal approximation beyond ~2000 runs a side (continuity-corrected, conservative)
+        const double mean = static_cast<double>(top) / 2;
+        const double sd = std::sqrt(static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(n + m + 1) / 12);
+        const double z = std::max(0.0, std::fabs(u - mean) - 0.5) / sd;
+        return std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+    }
+    // How many splits give each U: the coefficients of the Gaussian binomial [n + m choose n] in q, built as
+    // prod_{i=1..n} (1 - q^(m+i)) / (1 - q^i).
+    std::vector<long double> f(top + 1, 0.0L);
+    f[0] = 1;
+    for (std::size_t i = 1; i <= n; ++i) {
+        for (std::size_t k = top; k >= m + i && k <= top; --k) f[k] -= f[k - (m + i)];
+        for (std::size_t k = i; k <= top; ++k) f[k] += f[k - i];
+    }
+    long double all = 0;
+    for (auto c : f) all += c;
+    const auto lo = static_cast<std::size_t>(std::ceil(u)), hi = static_cast<std::size_t>(std::floor(u));
+    long double below = 0, above = 0; // P(U <= ceil(u)), P(U >= floor(u))
+    for (std::size_t k = 0; k <= top; ++k) {
+        if (k <= lo) below += f[k];
+        if (k >= hi) above += f[k];
+    }
+    return std::min(1.0, static_cast<double>(2 * std::min(below, above) / all));
 }
 
 /// One side's values for one label: one entry per run (0 where the run does not have it).
@@ -105,11 +159,20 @@ struct Row {
     double self_delta = 0, total_delta = 0;
     Verdict verdict = Verdict::unchanged;
     std::string text; ///< the verdict in words
+    double p = 1;     ///< judged by the noise rule: the rank-sum test's p-value
+    bool nondeterministic_before = false, nondeterministic_after = false; ///< an exact counter's runs disagree
+    bool flagged() const {
+        return verdict == Verdict::changed || verdict == Verdict::beyond_noise || verdict == Verdict::added ||
+               verdict == Verdict::removed;
+    }
 };
 
 double pct(double delta, double base) { return base != 0 ? 100.0 * delta / std::fabs(base) : (delta != 0 ? std::copysign(HUGE_VAL, delta) : 0.0); }
 
 std::string signed_value(double v, const std::string& unit) { return (v > 0 ? "+" : "") + runs::show(v, unit); }
+
+/// A p-value for people: a percentage.
+std::string p_text(double p) { return p < 0.001 ? fmt::format("{:.2g}%", 100 * p) : fmt::format("{:.1f}%", 100 * p); }
 
 std::string signed_pct(double p) {
     if (std::isinf(p)) return p > 0 ? "+inf" : "-inf";
@@ -123,6 +186,7 @@ int cmd_diff(int argc, char** argv) {
     std::string counter_name;
     bool json = false, separated = false, fail_on_change = false;
     std::size_t top = 0;
+    double alpha = 0.05; // the family-wise false-alarm rate of the noise rule
     for (int i = 0; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "-h" || a == "--help") {
@@ -133,6 +197,13 @@ int cmd_diff(int argc, char** argv) {
             separated = true;
         } else if (a == "--json") json = true;
         else if (a == "--fail-on-change") fail_on_change = true;
+        else if (a == "--alpha") {
+            const std::string text = i + 1 < argc ? argv[++i] : "";
+            char* end = nullptr;
+            alpha = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end || !(alpha > 0 && alpha < 1))
+                return diff_usage_error("--alpha needs a chance between 0 and 1 (e.g. 0.05 for 5 %)");
+        }
         else if (a == "--counter") {
             if (i + 1 >= argc) return diff_usage_error("--counter needs a counter name");
             counter_name = argv[++i];
@@ -201,7 +272,6 @@ int cmd_diff(int argc, char** argv) {
             put(integer_sums, name, static_cast<double>(cs.second));
         }
     }
-    const double chance = chance_apart(nb, na);
     std::vector<Row> table;
     for (auto& [label, row] : rows) {
         for (auto [side, n] : {std::pair{&row.before, nb}, std::pair{&row.after, na}}) {
@@ -216,9 +286,18 @@ int cmd_diff(int argc, char** argv) {
         const bool sides_agree = b.s.range() == 0 && a.s.range() == 0 && b.c.range() == 0 && a.c.range() == 0;
         const std::string calls_note =
             b.c.median != a.c.median ? fmt::format("; calls {:.0f} -> {:.0f}", b.c.median, a.c.median) : "";
+        if (exact.exact) {
+            row.nondeterministic_before = b.present() && (b.s.range() != 0 || b.c.range() != 0);
+            row.nondeterministic_after = a.present() && (a.s.range() != 0 || a.c.range() != 0);
+        }
         if (!b.present() || !a.present()) {
             row.verdict = b.present() ? Verdict::removed : Verdict::added;
             row.text = b.present() ? "gone (not in NEW)" : "new (not in BASE)";
+        } else if (sides_agree && row.self_delta == 0 && b.c.median == a.c.median) {
+            // The same values in every run of both sides (pmc diff a.pmcprof a.pmcprof): nothing changed, whatever
+            // the counter; no noise estimate is needed to say so.
+            row.verdict = Verdict::unchanged;
+            row.text = exact.exact ? "unchanged" : "unchanged (identical values)";
         } else if (exact.exact && sides_agree) {
             const bool same = row.self_delta == 0 && b.c.median == a.c.median;
             row.verdict = same ? Verdict::unchanged : Verdict::changed;
@@ -226,43 +305,97 @@ int cmd_diff(int argc, char** argv) {
         } else if (nb < 2 || na < 2) {
             row.verdict = Verdict::no_estimate;
             row.text = "no noise estimate (one run a side)";
-        } else if (b.s.max < a.s.min || a.s.max < b.s.min) {
-            row.verdict = Verdict::beyond_noise;
-            row.text = fmt::format("beyond the noise: {}{}", signed_value(row.self_delta, unit), calls_note);
         } else {
+            // Judged by the noise rule below, once every label's p-value is known (Holm's step-down).
+            row.p = rank_sum_p(b.self, a.self);
             row.verdict = Verdict::within_noise;
-            row.text = "within the noise" + calls_note;
+            row.text = calls_note;
         }
         table.push_back(std::move(row));
+    }
+    // Holm's step-down over the labels judged by noise: the smallest p-value is compared with alpha / L, the next
+    // with alpha / (L - 1), ..., stopping at the first that fails. The chance that runs of one unchanged program
+    // flag any label is then at most alpha, however many labels there are and however they depend on each other.
+    std::vector<Row*> judged;
+    for (auto& r : table)
+        if (r.verdict == Verdict::within_noise) judged.push_back(&r);
+    std::stable_sort(judged.begin(), judged.end(), [](const Row* x, const Row* y) { return x->p < y->p; });
+    // A label Holm rejects is flagged only when its medians also differ by more than either side's runs spread
+    // (max - min): the test assumes the runs are exchangeable, and a machine whose load changes while they are
+    // recorded makes them less so (wall-time's heavy tails). Flagging a subset of Holm's rejections keeps the bound.
+    const double p_floor = chance_apart(nb, na); // the smallest p-value nb and na runs can give
+    bool stepping = true;
+    for (std::size_t i = 0; i < judged.size(); ++i) {
+        Row& r = *judged[i];
+        const double needed = alpha / static_cast<double>(judged.size() - i);
+        stepping = stepping && r.p <= needed;
+        const double spread = std::max(r.before.s.range(), r.after.s.range());
+        const std::string calls_note = r.text;
+        if (stepping && std::fabs(r.self_delta) > spread) {
+            r.verdict = Verdict::beyond_noise;
+            r.text = fmt::format("beyond the noise: {} (p {}){}", signed_value(r.self_delta, unit), p_text(r.p), calls_note);
+        } else if (stepping) {
+            r.text = fmt::format("within the noise (p {}, but the medians differ by less than a side's spread, {}){}",
+                                 p_text(r.p), runs::show(spread, unit), calls_note);
+        } else {
+            r.text = fmt::format("within the noise (p {}{}){}", p_text(r.p),
+                                 r.p <= alpha ? fmt::format(", needed <= {}", p_text(needed)) : "",
+                                 calls_note);
+        }
     }
     std::stable_sort(table.begin(), table.end(), [](const Row& x, const Row& y) {
         return std::fabs(x.self_delta) > std::fabs(y.self_delta);
     });
-    const std::size_t shown = top ? std::min(top, table.size()) : table.size();
+    // --top N: the N largest, and every flagged label whatever its place (a gate's reason is never hidden).
+    std::vector<const Row*> rows_shown;
+    for (std::size_t i = 0; i < table.size(); ++i)
+        if (!top || i < top || table[i].flagged()) rows_shown.push_back(&table[i]);
+    const std::size_t flagged_beyond_top = top && rows_shown.size() > top ? rows_shown.size() - top : 0;
 
-    std::string rule;
+    // An exact counter whose runs of one side disagree: the program is not deterministic there.
+    std::vector<std::string> nondeterministic;
+    for (const auto& r : table)
+        if (r.nondeterministic_before || r.nondeterministic_after)
+            nondeterministic.push_back(r.label + (r.nondeterministic_before && r.nondeterministic_after ? " (both sides)"
+                                                  : r.nondeterministic_before                            ? " (BASE)"
+                                                                                                         : " (NEW)"));
+    const bool assumes_determinism = exact.exact && nb == 1 && na == 1;
+
+    std::string rule = "identical values in every run of both sides are \"unchanged\", whatever the counter";
     if (exact.exact)
-        rule = "exact counter: equal self values and calls are \"unchanged\", any difference \"changed by N\"";
-    if (!exact.exact || std::any_of(table.begin(), table.end(), [](const Row& r) {
-            return r.verdict == Verdict::beyond_noise || r.verdict == Verdict::within_noise;
-        }))
-        rule += fmt::format("{}a change is \"beyond the noise\" only when the min-max ranges of the {} BASE and {} NEW "
-                            "runs' self values do not overlap (by chance, for runs of one program: {:.1f}% per label)",
-                            rule.empty() ? "" : "; where runs of one side differ: ", nb, na, 100.0 * chance);
-    if (!exact.exact && (nb < 2 || na < 2))
+        rule += "; exact counter, each side's runs agreeing: equal self values and calls are \"unchanged\", any "
+                "difference \"changed by N\"";
+    if (assumes_determinism)
+        rule += " (one run a side: this assumes the program is deterministic; give each side two or more runs to "
+                "check it)";
+    if (!judged.empty())
+        rule += fmt::format(
+            "; {}a change is \"beyond the noise\" when the rank-sum test of the {} BASE and {} NEW runs' self "
+            "values passes Holm's step-down at {} over the {} label{} so judged (the smallest p-value compared with "
+            "{} / {}, the next with {} / {}, ...) and the medians differ by more than either side's spread (max - "
+            "min): an unchanged program fails the gate with a chance of at most {}, whatever the number of labels; "
+            "{} and {} runs give p-values no smaller than {}{}",
+            exact.exact ? "where runs of one side differ (not deterministic): " : "", nb, na, p_text(alpha),
+            judged.size(), judged.size() == 1 ? "" : "s", p_text(alpha), judged.size(),
+            p_text(alpha), judged.size() > 1 ? judged.size() - 1 : 1, p_text(alpha), nb, na, p_text(p_floor),
+            !judged.empty() && p_floor > alpha / static_cast<double>(judged.size())
+                ? fmt::format(", above {} / {}: no label can be flagged; run each side more often (the smallest "
+                              "p-value is 2 / C(n + m, n))",
+                              p_text(alpha), judged.size())
+                : "");
+    if (!exact.exact && (nb < 2 || na < 2) &&
+        std::any_of(table.begin(), table.end(), [](const Row& r) { return r.verdict == Verdict::no_estimate; }))
         rule += "; with one run a side there is no noise estimate: run each side several times and give "
                 "pmc diff A1 A2 A3 -- B1 B2 B3";
     std::map<Verdict, std::size_t> verdicts;
     for (const auto& r : table) ++verdicts[r.verdict];
-    const int read_status =
-        std::any_of(all.begin(), all.end(), [](const Run& r) { return !r.profile.problems.empty(); }) ? 2 : 0;
+    // A damaged file, or one whose program stopped with scopes open (killed): its verdicts are not trusted.
+    const int read_status = std::any_of(all.begin(), all.end(), [](const Run& r) { return r.cut(); }) ? 2 : 0;
     // The --fail-on-change gate's judgement, also put in the JSON (so a CI reading it sees the verdict). A gate that
     // cannot judge fails too: passing it would hide every change.
     std::vector<const Row*> changed_rows;
     for (const auto& r : table)
-        if (r.verdict == Verdict::changed || r.verdict == Verdict::beyond_noise || r.verdict == Verdict::added ||
-            r.verdict == Verdict::removed)
-            changed_rows.push_back(&r);
+        if (r.flagged()) changed_rows.push_back(&r);
     const std::size_t unjudged = verdicts.count(Verdict::no_estimate) ? verdicts.at(Verdict::no_estimate) : 0;
     const char* const gate_verdict = read_status != 0      ? "not judged"
                                      : unjudged             ? "cannot judge"
@@ -305,15 +438,20 @@ int cmd_diff(int argc, char** argv) {
             j.end_array();
         }
         j.field("counter", counter.name).field("unit", unit).field("exact", exact.exact);
-        j.field("exact_reason", exact.why).field("rule", rule).field("chance_apart", chance);
+        j.field("exact_reason", exact.why).field("rule", rule).field("chance_apart", p_floor);
+        j.field("alpha", alpha).field("judged_by_noise", judged.size()).field("total_rule", runs::total_rule);
+        j.field("assumes_determinism", assumes_determinism).key("nondeterministic_labels").begin_array();
+        for (const auto& l : nondeterministic) j.value(l);
+        j.end_array();
         auto side_json = [&](const char* key, const Side& s) {
             j.key(key).begin_object().field("calls", s.c.median).field("self", s.s.median).field("total", s.t.median);
             j.field("self_min", s.s.min).field("self_max", s.s.max).end_object();
         };
         j.key("labels").begin_array();
-        for (std::size_t i = 0; i < shown; ++i) {
-            const Row& r = table[i];
+        for (const Row* shown_row : rows_shown) {
+            const Row& r = *shown_row;
             j.begin_object().field("label", r.label).field("verdict", verdict_key(r.verdict)).field("text", r.text);
+            if (r.verdict == Verdict::within_noise || r.verdict == Verdict::beyond_noise) j.field("p", r.p);
             side_json("before", r.before);
             side_json("after", r.after);
             j.field("calls_delta", r.after.c.median - r.before.c.median).field("self_delta", r.self_delta);
@@ -366,7 +504,25 @@ int cmd_diff(int argc, char** argv) {
     fmt::print("counter: {} ({}): {}{}\n", counter.name, counter.unit == "events" ? "a count" : counter.unit,
                exact.exact ? "exact: " : "not exact: ", exact.why);
     fmt::print("verdicts are on each label's self value and calls{}: {}\n",
-               nb > 1 || na > 1 ? " (before/after: the medians of each side's runs)" : "", rule);
+               nb > 1 || na > 1 ? " (before/after: the medians of each side's runs; of an even number, the mean of "
+                                  "the middle two)"
+                                : "",
+               rule);
+    fmt::print("totals: {}\n", runs::total_rule);
+    if (!nondeterministic.empty()) {
+        std::string list;
+        for (std::size_t i = 0; i < nondeterministic.size() && i < 10; ++i)
+            list += (i ? ", " : "") + nondeterministic[i];
+        fmt::print("not deterministic: {} is exact, but the runs of one side differ at {} label{}: {}{}; these are "
+                   "judged by the noise rule, not called changed (fix what varies between runs: seeds, addresses, "
+                   "the environment)\n",
+                   counter.name, nondeterministic.size(), nondeterministic.size() == 1 ? "" : "s", list,
+                   nondeterministic.size() > 10 ? fmt::format(" and {} more", nondeterministic.size() - 10) : "");
+    } else if (assumes_determinism) {
+        fmt::print("deterministic? assumed: with one run a side, a difference is taken for a change; a program whose "
+                   "runs differ (a seed from the time, addresses, the environment) makes every one of them \"changed\": "
+                   "give each side two or more runs (pmc diff A1 A2 -- B1 B2) to check\n");
+    }
     std::size_t width = 5;
     for (const auto& r : table) width = std::max(width, r.label.size());
     for (const auto* events : {&instants, &integer_counts})
@@ -376,18 +532,22 @@ int cmd_diff(int argc, char** argv) {
     fmt::print("\n{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", "label", width, "calls",
                "self before", "self after", "self delta", "delta %", "total before", "total after", "total delta",
                "verdict");
-    for (std::size_t i = 0; i < shown; ++i) {
-        const Row& r = table[i];
+    for (const Row* shown_row : rows_shown) {
+        const Row& r = *shown_row;
         const std::string calls = r.before.c.median == r.after.c.median
                                       ? fmt::format("{:.0f}", r.before.c.median)
                                       : fmt::format("{:.0f}->{:.0f}", r.before.c.median, r.after.c.median);
-        fmt::print("{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", r.label, width, calls,
+        fmt::print("{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", cli::fit(r.label, width), width, calls,
                    v(r.before.s.median), v(r.after.s.median), signed_value(r.self_delta, unit),
                    signed_pct(pct(r.self_delta, r.before.s.median)), v(r.before.t.median), v(r.after.t.median),
                    signed_value(r.total_delta, unit), r.text);
     }
     if (table.empty()) fmt::print("(no scopes on either side)\n");
-    if (shown < table.size()) fmt::print("... {} more labels (--top)\n", table.size() - shown);
+    if (rows_shown.size() < table.size())
+        fmt::print("... {} more labels (--top; none of them flagged)\n", table.size() - rows_shown.size());
+    if (flagged_beyond_top)
+        fmt::print("({} flagged label{} shown beyond --top {}: a gate's reason is never hidden)\n", flagged_beyond_top,
+                   flagged_beyond_top == 1 ? "" : "s", top);
     std::string counts;
     for (const auto& [verdict, n] : verdicts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, verdict_key(verdict));
     fmt::print("\n{} labels: {}\n", table.size(), counts);
@@ -402,7 +562,7 @@ int cmd_diff(int argc, char** argv) {
                 const auto& s = sums->at(name);
                 extra = fmt::format("  ({:.0f} -> {:.0f})", runs::spread(s.first).median, runs::spread(s.second).median);
             }
-            fmt::print("{:<{}}  {:>12.0f}  {:>12.0f}  {:>+12.0f}{}\n", name, width, b, a, a - b, extra);
+            fmt::print("{:<{}}  {:>12.0f}  {:>12.0f}  {:>+12.0f}{}\n", cli::fit(name, width), width, b, a, a - b, extra);
         }
     };
     events_text("instant event", instants, static_cast<decltype(&integer_sums)>(nullptr));

@@ -36,9 +36,13 @@ const char* const export_help = R"help(usage: pmc export (--chrome | --folded | 
 Write a profile recorded by pmc::Profiler (PMC_PROFILE=FILE) in a format that viewers open:
 
   --chrome      Chrome trace-event JSON (Perfetto UI, chrome://tracing, speedscope): one X event
-                per scope (ts and dur in microseconds), M events naming the process and threads,
-                i events for instant events, C counter tracks for integer events and for each
-                counter riding along. When the counter is not a time, 1 "microsecond" of the trace
+                per scope (ts and dur in microseconds) named by its label alone, so that
+                speedscope's views have one row per label; each call's values (the counter's
+                total and self, each riding counter's total, its argument) on an instant event
+                at its start (cat "scope values"), which Perfetto shows on the call's track and
+                speedscope ignores; M events naming the process and threads, i events for
+                instant events, C counter tracks for integer events and for each counter riding
+                along. When the counter is not a time, 1 "microsecond" of the trace
                 is one unit of the counter (e.g. one page fault): said in "otherData" and on stderr.
   --folded      Folded stacks, one "root;child;leaf N" line per distinct stack, N its summed self
                 value as an integer (flamegraph.pl, inferno, speedscope). One root frame per thread
@@ -64,9 +68,10 @@ The file is read a page at a time (a profile larger than memory is exported); it
 file, not a pipe. A truncated or corrupt file is exported up to its last whole record; what was lost
 is said on stderr and the exit status is 2.
 
-Exit status: 0 exported all of it; 2 exported, but part of the profile was lost or corrupt (see the
-messages); 1 nothing was written (the profile could not be read, OUT could not be written, or the
-command line was wrong).
+Exit status: 0 exported all of it; 2 exported, but part of the profile was lost or corrupt, or
+scopes were open when its program stopped (killed: what was open is said; see the messages); 1
+nothing was written (the profile could not be read, OUT could not be written, or the command line
+was wrong).
 )help";
 
 namespace {
@@ -171,6 +176,7 @@ int usage_error(const std::string& why) { return cli::usage_error("export", why)
 /// What the export left out or could not place, to say on stderr.
 struct Tally {
     std::uint64_t scopes = 0, dropped = 0, incomplete = 0, negative_self = 0, reordered = 0;
+    cli::OpenScopes open; ///< what was open when the program stopped, as far as the file says
     std::uint64_t damaged = 0; ///< scopes that end before they start (a corrupt record kept from a cut page)
 };
 
@@ -238,6 +244,7 @@ int write_chrome(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
         [&](const pmc::NestedInterval& s) {
             ++tally.scopes;
             if (!s.path_complete) ++tally.incomplete;
+            tally.open.note(s);
             const std::uint64_t total = s.total(c);
             if (static_cast<std::int64_t>(total) < 0) {
                 ++tally.damaged;
@@ -248,10 +255,22 @@ int write_chrome(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
                 return;
             }
             enter_thread(s.thread);
+            // No "args" on the slice: speedscope names a trace event's frame by its name and its args together, so
+            // per-call values there would make every call a frame of its own (thousands of rows in its left-heavy
+            // and sandwich views instead of one per label). Each call's values go on a thread-scoped instant event
+            // at the call's start, on the same track (cat "scope values"): Perfetto and chrome://tracing show it
+            // and its args; speedscope reads only B, E and X events.
+            const std::string label = p.string(s.label);
             out.print(",\n{{\"ph\":\"X\",\"name\":");
-            json_string(out, p.string(s.label));
-            out.print(",\"cat\":\"scope\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"self\":{}", pid, tid,
-                      ts(s.start[c]), trace_us(total, ns), s.self(c));
+            json_string(out, label);
+            out.print(",\"cat\":\"scope\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{}}}", pid, tid,
+                      ts(s.start[c]), trace_us(total, ns));
+            out.print(",\n{{\"ph\":\"i\",\"s\":\"t\",\"name\":");
+            json_string(out, label);
+            out.print(",\"cat\":\"scope values\",\"pid\":{},\"tid\":{},\"ts\":{},\"args\":{{", pid, tid,
+                      ts(s.start[c]));
+            json_string(out, k.name);
+            out.print(":{},\"self\":{}", total, s.self(c));
             for (std::size_t i = 0; i < nc; ++i)
                 if (i != c) {
                     out.put(',');
@@ -343,6 +362,7 @@ int write_folded(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
             if (s.thread != thread) carried.clear(), thread = s.thread;
             ++tally.scopes;
             if (!s.path_complete) ++tally.incomplete;
+            tally.open.note(s);
             std::int64_t self = s.self(c);
             if (auto it = carried.find(s.ordinal); it != carried.end()) {
                 self += static_cast<std::int64_t>(it->second);
@@ -491,6 +511,7 @@ int write_speedscope(pmc::ProfileReader& r, std::size_t c, const ExportOptions& 
             [&](const pmc::NestedInterval& s) {
                 ++tally.scopes;
                 if (!s.path_complete) ++tally.incomplete;
+            tally.open.note(s);
                 if (static_cast<std::int64_t>(s.total(c)) < 0) {
                     ++tally.damaged;
                     return;
@@ -729,6 +750,7 @@ int cmd_export(int argc, char** argv) {
                    p.problems.empty() ? "their enclosing scopes had not ended when the recording stopped: a program "
                                         "killed, or crashed where no handler could run"
                                       : "the file was cut or damaged: see below");
+    if (tally.open.any()) fmt::print(stderr, "{}", tally.open.text(p, "pmc export: "));
     if (tally.negative_self)
         fmt::print(stderr, "pmc export: {} scopes measured less than their children ({} is noisy); their own "
                            "value is left out of the stacks\n",
@@ -745,7 +767,8 @@ int cmd_export(int argc, char** argv) {
         if (p.problems.size() > 20) fmt::print(stderr, "  ... and {} more\n", p.problems.size() - 20);
         return 2;
     }
-    return 0;
+    // Scopes were open when the program stopped (killed): exported, but the profile is not whole.
+    return tally.incomplete ? 2 : 0;
 }
 
 } // namespace pmc_tool

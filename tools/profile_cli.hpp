@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -137,6 +140,144 @@ inline std::string show(double v, const std::string& unit) {
     if (a < 1e6) return fmt::format("{:.2f} us", v / 1e3);
     if (a < 1e9) return fmt::format("{:.2f} ms", v / 1e6);
     return fmt::format("{:.3f} s", v / 1e9);
+}
+
+/// The median of `v` (reordered): its middle value, or the mean of its two middle values when it has an even number.
+/// The one rule every profile tool uses (summarize, diff, aggregate); 0 for no values.
+template <class T>
+double median(std::vector<T>& v) {
+    if (v.empty()) return 0;
+    const std::size_t mid = v.size() / 2;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+    const double upper = static_cast<double>(v[mid]);
+    if (v.size() % 2) return upper;
+    const double lower = static_cast<double>(*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)));
+    return lower + (upper - lower) / 2;
+}
+
+/// Labels of the scopes that were open on thread `thread` when its last page was written, outermost first, as far as
+/// the file says. Format 1 does not record them: empty. HOOK (issue 19): format 2's thread page lists them
+/// (pmc::ProfileThread::open, label ids); return p.string() of each here and every tool names them.
+inline std::vector<std::string> known_open_scopes(const pmc::Profile& /*p*/, std::uint32_t /*thread*/) { return {}; }
+
+/// Scopes whose enclosing scopes are not in the file, gathered from the nesting walker: a program killed (SIGKILL,
+/// or a crash no handler could catch) or ended with scopes open leaves its outer scopes unwritten; a lost page
+/// loses some in the middle. The tools count such a scope as outermost (so totals and shares stay whole: the run is
+/// what the file holds), say what was open, and exit 2: the profile is not whole.
+class OpenScopes {
+public:
+    struct Thread {
+        std::uint32_t index = 0;
+        std::uint64_t orphans = 0;      ///< scopes at the top of the walk with depth > 0 (their enclosing not found)
+        std::uint64_t lost_middle = 0;  ///< scopes that lost an enclosing scope between two found (a lost page)
+        std::uint32_t open_depth = 0;   ///< depth of the last orphan written: scopes open around it, never written
+        std::uint64_t last_ordinal = 0;
+        bool has_last = false;
+    };
+
+    /// One scope from the walker. A walk's root (no enclosing scope found) comes right after its descendants, so
+    /// these wait for it: a descendant whose depth is more than its root's plus its place in the path lost a scope
+    /// in between (a lost page); one below an open root lost nothing more.
+    void note(const pmc::NestedInterval& s) {
+        if (!s.path_complete) ++incomplete_;
+        const std::uint64_t above = s.path().size() - 1; // enclosing scopes found
+        const std::uint64_t gap = s.depth >= above ? s.depth - above : 0; // the depth its root should have
+        if (s.parent != pmc::no_parent) {
+            if (!s.path_complete) {
+                auto& gaps = pending_[s.thread];
+                auto it = std::find_if(gaps.begin(), gaps.end(), [&](const auto& g) { return g.first == gap; });
+                if (it == gaps.end()) gaps.emplace_back(gap, 1);
+                else ++it->second;
+            }
+            return;
+        }
+        std::uint64_t lost = 0;
+        if (auto it = pending_.find(s.thread); it != pending_.end()) {
+            for (const auto& [g, n] : it->second)
+                if (g != s.depth) lost += n;
+            pending_.erase(it);
+        }
+        if (s.depth == 0 && lost == 0) return;
+        Thread& t = thread(s.thread);
+        t.lost_middle += lost;
+        if (s.depth == 0) return;
+        ++t.orphans;
+        if (!t.has_last || s.ordinal > t.last_ordinal) {
+            t.has_last = true;
+            t.last_ordinal = s.ordinal;
+            t.open_depth = s.depth;
+        }
+    }
+    bool any() const { return !threads_.empty(); }
+    /// Scopes whose enclosing scopes are not all in the file (those inside an open scope too).
+    std::uint64_t orphans() const { return incomplete_; }
+    const std::vector<Thread>& threads() const { return threads_; }
+
+    /// What was open, one line per thread (each starting with `indent`), for people.
+    std::string text(const pmc::Profile& p, const std::string& indent = "  ") const {
+        std::string out;
+        for (const auto& t : threads_) {
+            const auto labels = known_open_scopes(p, t.index);
+            std::string named;
+            for (const auto& l : labels) named += (named.empty() ? "" : " > ") + l;
+            if (t.orphans)
+                out += fmt::format(
+                    "{}thread {}: {} scope{} had not ended when its last page was written (the program was killed, "
+                    "crashed where no handler could run, or ended inside them){}; the {} scope{} recorded inside "
+                    "them count{} as outermost\n",
+                    indent, t.index, t.open_depth, t.open_depth == 1 ? "" : "s",
+                    named.empty() ? ": their labels are not in the file (format " + std::to_string(p.version) +
+                                        " does not record open scopes)"
+                                  : ": " + named,
+                    t.orphans, t.orphans == 1 ? "" : "s", t.orphans == 1 ? "s" : "");
+            if (t.lost_middle)
+                out += fmt::format("{}thread {}: {} scope{} lost some enclosing scopes (a lost page): placed under the "
+                                   "nearest enclosing scope found\n",
+                                   indent, t.index, t.lost_middle, t.lost_middle == 1 ? "" : "s");
+        }
+        return out;
+    }
+
+    /// The same as a JSON array (JsonWriter from pmc/report.hpp).
+    template <class Json>
+    void json(Json& j, const pmc::Profile& p) const {
+        j.begin_array();
+        for (const auto& t : threads_) {
+            j.begin_object().field("thread", t.index).field("open_depth", t.open_depth);
+            j.field("scopes_counted_outermost", t.orphans).field("scopes_with_lost_middle", t.lost_middle);
+            j.key("open_labels");
+            const auto labels = known_open_scopes(p, t.index);
+            if (labels.empty()) j.null();
+            else {
+                j.begin_array();
+                for (const auto& l : labels) j.value(l);
+                j.end_array();
+            }
+            j.end_object();
+        }
+        j.end_array();
+    }
+
+private:
+    Thread& thread(std::uint32_t index) {
+        for (auto& t : threads_)
+            if (t.index == index) return t;
+        threads_.push_back(Thread{});
+        threads_.back().index = index;
+        return threads_.back();
+    }
+    std::vector<Thread> threads_;
+    std::uint64_t incomplete_ = 0;
+    std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> pending_; // thread -> (gap, scopes)
+};
+
+/// A label cut to `width` columns for a table (its start kept, "..." at the end): a long label (SQL text, a
+/// signature) must not push the other columns out of line. Counts bytes; a cut never splits a UTF-8 sequence.
+inline std::string fit(const std::string& s, std::size_t width) {
+    if (s.size() <= width || width < 4) return s;
+    std::size_t to = width - 3;
+    while (to > 0 && (static_cast<unsigned char>(s[to]) & 0xC0) == 0x80) --to;
+    return s.substr(0, to) + "...";
 }
 
 /// Runs a profile tool and makes the fate of its output part of its status: a write that failed on the way (a full

@@ -28,6 +28,7 @@ struct Interval {
     std::string name;          ///< label(argument), or the label when it has no argument
     std::uint16_t depth = 0;
     std::string path;          ///< the labels of its enclosing scopes and its own name, joined by " / "
+    bool nested_in_itself = false; ///< inside a call of its own label on its thread: its total is in that call's
     std::uint64_t total[pmc::profile_format::max_counters] = {}; ///< inclusive value per counter
     std::int64_t self[pmc::profile_format::max_counters] = {};   ///< total minus its children's totals
 };
@@ -46,7 +47,11 @@ struct Run {
     std::vector<Interval> intervals; ///< by thread, then in the order they ended
     EventSums events;
     std::map<std::uint32_t, std::uint64_t> records; ///< per thread: whole records read
+    cli::OpenScopes open; ///< scopes whose enclosing scopes are not in the file (a killed program's)
     std::size_t counter = 0;
+
+    /// Not whole: part of the file lost, or scopes still open when the program stopped.
+    bool cut() const { return !profile.problems.empty() || open.any(); }
 };
 
 inline std::string name_of(const pmc::Profile& p, std::uint32_t label, std::uint32_t arg) {
@@ -75,7 +80,11 @@ inline std::optional<std::string> load(const std::string& file, Run& out) {
             iv.depth = s.depth;
             iv.path = s.path_complete ? "" : "(parent lost) / ";
             const auto& labels = s.path();
-            for (std::size_t i = 0; i + 1 < labels.size(); ++i) iv.path += p.string(labels[i]) + " / ";
+            for (std::size_t i = 0; i + 1 < labels.size(); ++i) {
+                iv.path += p.string(labels[i]) + " / ";
+                iv.nested_in_itself = iv.nested_in_itself || labels[i] == s.label;
+            }
+            out.open.note(s);
             iv.path += iv.name;
             for (std::size_t c = 0; c < nc; ++c) {
                 iv.total[c] = s.total(c);
@@ -170,7 +179,7 @@ using cli::show;
 /// The unit as a reader says it: "ns", or the event's name for a count.
 inline std::string unit_words(const pmc::ProfileCounter& k) { return k.unit == "events" ? k.name : k.unit; }
 
-/// min / median / max of a run's values (the median of an even number: the mean of the middle two).
+/// min / median / max of a run's values (the median: cli::median, the one rule of every tool).
 struct Spread {
     double min = 0, median = 0, max = 0;
     std::size_t n = 0;
@@ -189,7 +198,7 @@ inline Spread spread(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     s.min = v.front();
     s.max = v.back();
-    s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    s.median = cli::median(v);
     return s;
 }
 
@@ -201,8 +210,13 @@ inline std::string percent_text(double p) {
 struct LabelSums {
     std::uint64_t calls = 0;
     std::int64_t self = 0;
-    std::uint64_t total = 0; ///< a recursive label's inner calls are in its outer calls' totals too
+    std::uint64_t total = 0;     ///< its outermost calls' inclusive values (recursion counted once)
+    std::uint64_t recursive = 0; ///< calls inside a call of their own label (in that call's total already)
 };
+
+/// Said in diff's and aggregate's output: how a label's total treats recursion.
+inline const char* const total_rule = "a label's total is the inclusive value of its outermost calls: a call inside a "
+                                      "call of the same label on its thread is counted once, in the outermost";
 
 inline std::map<std::string, LabelSums> label_sums(const Run& r) {
     std::map<std::string, LabelSums> out;
@@ -210,7 +224,8 @@ inline std::map<std::string, LabelSums> label_sums(const Run& r) {
         auto& s = out[iv.label];
         ++s.calls;
         s.self += iv.self[r.counter];
-        s.total += iv.total[r.counter];
+        if (iv.nested_in_itself) ++s.recursive;
+        else s.total += iv.total[r.counter];
     }
     return out;
 }
@@ -219,6 +234,12 @@ inline std::map<std::string, LabelSums> label_sums(const Run& r) {
 inline bool report_damage(const char* tool, const std::vector<Run>& runs) {
     bool any = false;
     for (const auto& r : runs) {
+        if (r.open.any()) {
+            any = true;
+            fmt::print(stderr, "pmc {}: '{}' is not whole: scopes were still open when the program stopped (killed, "
+                               "or crashed where no handler could run); the scopes inside them count as outermost:\n{}",
+                       tool, r.file, r.open.text(r.profile));
+        }
         if (r.profile.problems.empty()) continue;
         any = true;
         fmt::print(stderr, "pmc {}: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n", tool,

@@ -29,10 +29,19 @@ Summarize a profile written by a program that embeds pmc::Profiler (PMC_PROFILE=
 per label with its count, total (inclusive), self (exclusive), self as a % of the run, and the
 min / median / max of one call's total, sorted by self. Values are in the counter's own unit:
 times in ns (shown scaled), counts as counts. Instant events (count) and integer events (count,
-sum, min, max) have tables of their own. The run is the sum of the outermost scopes' totals.
+sum, min, max) have tables of their own. The run is the sum of the outermost scopes' totals; the
+self % of all labels add up to 100. A median of an even number of calls is the mean of the two
+middle ones (as in pmc diff and pmc aggregate).
+
+Recursion: a label's total is the inclusive value of its outermost calls. A call inside a call of
+the same label on its thread is in that call's total already and is counted once (the column is
+then headed "outer total"; --json: "total_rule", and "recursive_calls" per label).
 
 A truncated or corrupt file is read up to its last whole record; what was lost is said on
-stderr (with --json, in "problems"), and the exit status is 2.
+stderr (with --json, in "problems"), and the exit status is 2. So it is when scopes were still
+open when the program stopped (killed with SIGKILL, or a crash no handler could catch): the
+scopes recorded inside them count as outermost (the run is what the file holds, the shares still
+add up to 100 %), and what was open is said (with --json, in "open_scopes").
 
 Options:
   --counter NAME      Summarize this recorded counter instead of the primary (the first one).
@@ -41,14 +50,15 @@ Options:
   --without-overhead  Subtract from each scope's self value what recording its child scopes added
                       (the header's cost measured when the profile started: what one scope adds to
                       its parent less what it records itself), never below 0 (says how many were
-                      clamped), and say so. Approximate for a time or other noisy counter.
+                      clamped), and say so; the run loses the same, so the self % still add up
+                      to 100. Approximate for a time or other noisy counter.
   --top N             Show the N labels with the most self value (default: all).
   --json              One JSON object instead of tables.
   -h, --help          Show this help.
 
-Exit status: 0 the whole file was read; 2 it was read, but part of it was lost or corrupt (see
-the messages); 1 it could not be read at all, the command line was wrong, or the output could
-not be written.
+Exit status: 0 the whole file was read; 2 it was read, but part of it was lost or corrupt, or
+scopes were open when the program stopped (see the messages); 1 it could not be read at all, the
+command line was wrong, or the output could not be written.
 )";
 
 namespace {
@@ -57,7 +67,8 @@ struct LabelStats {
     std::uint32_t label = 0;
     std::uint64_t count = 0;
     std::int64_t self = 0;
-    std::uint64_t total = 0; ///< inclusive (a recursive label's nested calls are in its outer calls' totals too)
+    std::uint64_t total = 0;     ///< inclusive, of its outermost calls only (see recursive)
+    std::uint64_t recursive = 0; ///< calls inside a call of the same label on their thread: in that call's total
     std::vector<std::uint64_t> calls;
 };
 
@@ -69,11 +80,12 @@ struct EventStats {
 struct Summary {
     std::vector<LabelStats> labels;
     std::vector<EventStats> instants, integers;
-    std::uint64_t run = 0;          ///< sum of the outermost scopes' totals
+    std::uint64_t run = 0;          ///< sum of the outermost scopes' totals (less `removed`)
+    std::uint64_t removed = 0;      ///< --without-overhead: what came off the self values (and so off the run)
     std::uint64_t scopes = 0;
     std::uint64_t children = 0;     ///< scopes with a parent (what --without-overhead subtracts for)
     std::uint64_t clamped = 0;      ///< --without-overhead: scopes whose self value went below 0, shown as 0
-    std::uint64_t orphans = 0;      ///< scopes whose enclosing scopes are not in the file (counted as outermost)
+    cli::OpenScopes open;           ///< scopes whose enclosing scopes are not in the file (counted as outermost)
     std::optional<pmc::Failure> failure; ///< the file could not be read again (changed since it was opened)
 };
 
@@ -93,21 +105,31 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
             const std::uint64_t total = scope.total(c);
             std::int64_t self = scope.self(c);
             if (without_overhead && scope.children) {
+                const std::int64_t before = self;
                 self -= static_cast<std::int64_t>(std::llround(cost * static_cast<double>(scope.children)));
                 if (self < 0) { // a noisy counter's cost (a time) is a median: some scopes' overhead was less
                     self = 0;
                     ++s.clamped;
                 }
+                // Off the run too, so that the self values still add up to it (100 %).
+                if (before > self) s.removed += static_cast<std::uint64_t>(before - self);
             }
             s.children += scope.children;
-            if (!scope.path_complete) ++s.orphans;
-            if (scope.depth == 0) s.run += total;
+            s.open.note(scope);
+            // Outermost as far as the file tells: at the top of its thread, or its enclosing scopes are not in the
+            // file (still open when a killed program stopped): its total is then the most the file knows of them.
+            if (scope.parent == pmc::no_parent) s.run += total;
             ++s.scopes;
             auto& l = labels[scope.label];
             l.label = scope.label;
             ++l.count;
             l.self += self;
-            l.total += total;
+            // Recursion: a call inside a call of its own label is in that call's total already.
+            const auto& path = scope.path();
+            const bool nested_in_itself =
+                std::find(path.begin(), path.end() - 1, scope.label) != path.end() - 1;
+            if (nested_in_itself) ++l.recursive;
+            else l.total += total;
             l.calls.push_back(total);
         },
         [&](const pmc::NestedMark& m) {
@@ -121,6 +143,7 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
             }
         },
         only);
+    s.run = s.run >= s.removed ? s.run - s.removed : 0;
     for (auto& [id, l] : labels) s.labels.push_back(std::move(l));
     std::sort(s.labels.begin(), s.labels.end(), [](const LabelStats& a, const LabelStats& b) {
         return a.self != b.self ? a.self > b.self : a.label < b.label;
@@ -132,11 +155,12 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
 
 using cli::show;
 
-std::uint64_t median(std::vector<std::uint64_t>& v) {
-    if (v.empty()) return 0;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-}
+using cli::median;
+
+/// Said under every table and in the JSON: how a recursive label's total is counted.
+const char* const total_rule = "a label's total is the inclusive value of its outermost calls: a call inside a call "
+                               "of the same label on its thread is in that call's total already, so it is counted "
+                               "once";
 
 std::string start_time_text(std::uint64_t ns) {
     const std::time_t t = static_cast<std::time_t>(ns / 1000000000ull);
@@ -175,54 +199,69 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
     const std::string unit = counter.unit == "events" ? counter.name : counter.unit;
     std::size_t width = 5;
     for (const auto& l : s.labels) width = std::max(width, p.string(l.label).size());
-    width = std::min<std::size_t>(width, 48);
+    for (const auto* events : {&s.instants, &s.integers})
+        for (const auto& e : *events) width = std::max(width, p.string(e.label).size());
+    if (!s.instants.empty() || !s.integers.empty()) width = std::max<std::size_t>(width, 13); // "instant event"
+    width = std::min<std::size_t>(width, 48); // longer labels are cut (cli::fit): the columns stay in line
+    bool recursion = false;
+    for (const auto& l : s.labels) recursion = recursion || l.recursive;
     fmt::print("{:<{}}  {:>9}  {:>12}  {:>7}  {:>12}  {:>11}  {:>11}  {:>11}\n", "label", width, "count", "self",
-               "self %", "total", "min", "median", "max");
+               "self %", recursion ? "outer total" : "total", "min", "median", "max");
     std::size_t shown = 0;
     for (auto l : s.labels) {
         if (top && shown++ >= top) break;
         const auto [mn_at, mx_at] = std::minmax_element(l.calls.begin(), l.calls.end());
         const std::uint64_t mn = *mn_at, mx = *mx_at; // before median() reorders the calls
         const double pct = s.run ? 100.0 * static_cast<double>(l.self) / static_cast<double>(s.run) : 0.0;
-        fmt::print("{:<{}}  {:>9}  {:>12}  {:>6.2f}%  {:>12}  {:>11}  {:>11}  {:>11}\n", p.string(l.label), width,
+        fmt::print("{:<{}}  {:>9}  {:>12}  {:>6.2f}%  {:>12}  {:>11}  {:>11}  {:>11}\n", cli::fit(p.string(l.label), width), width,
                    l.count, show(static_cast<double>(l.self), counter.unit), pct,
                    show(static_cast<double>(l.total), counter.unit), show(static_cast<double>(mn), counter.unit),
                    show(static_cast<double>(median(l.calls)), counter.unit), show(static_cast<double>(mx), counter.unit));
     }
     if (s.labels.empty()) fmt::print("(no scopes)\n");
-    fmt::print("run (outermost scopes): {}{}; {} scopes\n", show(static_cast<double>(s.run), counter.unit),
-               counter.unit == "ns" ? "" : " " + unit, s.scopes);
-    if (s.orphans)
-        fmt::print("{} scope(s) have no enclosing scope in the file, so they count as outermost: their enclosing "
-                   "scopes had not ended when the recording stopped (a program killed, or crashed where no handler "
-                   "could run: each thread's unwritten page is lost), or the file was cut\n",
-                   s.orphans);
+    fmt::print("run (outermost scopes{}): {}{}; {} scopes\n", s.removed ? ", less the recording's cost" : "",
+               show(static_cast<double>(s.run), counter.unit), counter.unit == "ns" ? "" : " " + unit, s.scopes);
+    if (recursion) {
+        std::uint64_t nested = 0;
+        for (const auto& l : s.labels) nested += l.recursive;
+        fmt::print("outer total: {} ({} call(s) were inside a call of their own label; min, median and max are of "
+                   "every call)\n",
+                   total_rule, nested);
+    }
+    if (s.open.any())
+        fmt::print("{} scope(s) have not all their enclosing scopes in the file, so those at the top count as "
+                   "outermost (the self % still add up to the run): their enclosing scopes had not ended when the "
+                   "recording stopped (each thread's unwritten page is lost), or a page was lost:\n{}",
+                   s.open.orphans(), s.open.text(p));
     if (s.clamped)
         fmt::print("{} scope(s) had less self value than their child scopes' recording cost: shown as 0 (the cost is "
                    "a median measured at start; for a time or other noisy counter the correction is approximate)\n",
                    s.clamped);
     if (!s.instants.empty()) {
         fmt::print("\n{:<{}}  {:>9}\n", "instant event", width, "count");
-        for (const auto& e : s.instants) fmt::print("{:<{}}  {:>9}\n", p.string(e.label), width, e.count);
+        for (const auto& e : s.instants) fmt::print("{:<{}}  {:>9}\n", cli::fit(p.string(e.label), width), width, e.count);
     }
     if (!s.integers.empty()) {
         fmt::print("\n{:<{}}  {:>9}  {:>14}  {:>12}  {:>12}\n", "integer event", width, "count", "sum", "min", "max");
         for (const auto& e : s.integers)
-            fmt::print("{:<{}}  {:>9}  {:>14}  {:>12}  {:>12}\n", p.string(e.label), width, e.count, e.sum, e.min,
+            fmt::print("{:<{}}  {:>9}  {:>14}  {:>12}  {:>12}\n", cli::fit(p.string(e.label), width), width, e.count, e.sum, e.min,
                        e.max);
     }
 }
 
 void json_summary(pmc::JsonWriter& j, const pmc::Profile& p, Summary& s) {
-    j.field("run", s.run).field("scopes", s.scopes).field("clamped_to_zero", s.clamped);
-    j.field("scopes_without_enclosing", s.orphans);
+    j.field("run", s.run).field("run_less_recording_cost", s.removed).field("scopes", s.scopes);
+    j.field("clamped_to_zero", s.clamped).field("total_rule", total_rule);
+    j.field("scopes_without_enclosing", s.open.orphans()).key("open_scopes");
+    s.open.json(j, p);
     j.key("labels").begin_array();
     for (auto& l : s.labels) {
         const auto [mn_at, mx_at] = std::minmax_element(l.calls.begin(), l.calls.end());
         const std::uint64_t mn = *mn_at, mx = *mx_at; // before median() reorders the calls
         j.begin_object().field("label", p.string(l.label)).field("count", l.count).field("self", l.self);
         j.field("self_percent", s.run ? 100.0 * static_cast<double>(l.self) / static_cast<double>(s.run) : 0.0);
-        j.field("total", l.total).field("min", mn).field("median", median(l.calls)).field("max", mx).end_object();
+        j.field("total", l.total).field("recursive_calls", l.recursive);
+        j.field("min", mn).field("median", median(l.calls)).field("max", mx).end_object();
     }
     j.end_array().key("instants").begin_array();
     for (const auto& e : s.instants) j.begin_object().field("label", p.string(e.label)).field("count", e.count).end_object();
@@ -266,17 +305,26 @@ int cmd_summarize(int argc, char** argv) {
     const pmc::ProfileCounter& counter = p.counters[c];
     const double overhead = std::max(0.0, counter.cost_to_parent - counter.cost_in_scope);
     // The tables, or the reason the file could not be read again (it changed while being read).
+    bool open_scopes = false; // a summary found scopes whose enclosing scopes are not in the file: not whole
     auto summary = [&](std::optional<std::uint32_t> only) {
         Summary s = summarize(reader, c, only, without_overhead);
         if (s.failure) {
             fmt::print(stderr, "pmc summarize: {}\n", s.failure->message);
             std::exit(1);
         }
+        open_scopes = open_scopes || s.open.any();
         return s;
     };
     std::vector<const pmc::ProfileThread*> threads;
     if (!cli::select_threads("summarize", p, file, only_thread, threads)) return 1;
-    const int status = p.problems.empty() ? 0 : 2;
+    // 2 when part of the file is lost, or scopes were still open when the program stopped (killed): not whole.
+    auto status = [&] { return p.problems.empty() && !open_scopes ? 0 : 2; };
+    auto say_open = [&] {
+        if (open_scopes && p.problems.empty())
+            fmt::print(stderr, "pmc summarize: '{}' is not whole: scopes were still open when the program stopped "
+                               "(killed, or crashed where no handler could run); what the file holds is shown\n",
+                       file);
+    };
 
     if (json) {
         pmc::JsonWriter j;
@@ -332,7 +380,8 @@ int cmd_summarize(int argc, char** argv) {
         if (!p.problems.empty())
             fmt::print(stderr, "pmc summarize: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
                        file, p.bytes_lost);
-        return status;
+        say_open();
+        return status();
     }
 
     std::string command;
@@ -385,7 +434,8 @@ int cmd_summarize(int argc, char** argv) {
         for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);
         if (p.problems.size() > 20) fmt::print(stderr, "  ... and {} more (--json lists them all)\n", p.problems.size() - 20);
     }
-    return status;
+    say_open();
+    return status();
 }
 
 } // namespace pmc_tool

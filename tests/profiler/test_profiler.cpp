@@ -798,7 +798,7 @@ TEST_CASE("pmc summarize: the profile's labels, self values and events, as text 
     auto r = pmc_test::run_command(tool() + " summarize --json '" + path + "'");
     REQUIRE(r.status == 0);
     CHECK_THAT(r.out, ContainsSubstring(R"("label":"outer","count":1,"self":7,)"));
-    CHECK_THAT(r.out, ContainsSubstring(R"("label":"inner","count":3,"self":3,"self_percent":30,"total":3,"min":0,"median":0,"max":3})"));
+    CHECK_THAT(r.out, ContainsSubstring(R"("label":"inner","count":3,"self":3,"self_percent":30,"total":3,"recursive_calls":0,"min":0,"median":0,"max":3})"));
     CHECK_THAT(r.out, ContainsSubstring(R"("run":10,)"));
     CHECK_THAT(r.out, ContainsSubstring(R"({"label":"hit","count":3})"));
     CHECK_THAT(r.out, ContainsSubstring(R"({"label":"size","count":2,"sum":42,"min":2,"max":40})"));
@@ -885,6 +885,9 @@ TEST_CASE("pmc summarize --without-overhead: subtracts a child's cost less its o
     CHECK_THAT(json.out, ContainsSubstring(R"("label":"big","count":1,"self":260,)"));
     CHECK_THAT(json.out, ContainsSubstring(R"("label":"small","count":1,"self":0,)"));
     CHECK_THAT(json.out, ContainsSubstring(R"("clamped_to_zero":1)"));
+    // The run loses what the self values lost (240 from big, 100 from small), so self % still adds up to 100:
+    // 260 + 0 + 6 x 10 = 320 of a run of 660 - 340.
+    CHECK_THAT(json.out, ContainsSubstring(R"("run":320,"run_less_recording_cost":340,)"));
     auto text = pmc_test::run_command(tool() + " summarize --without-overhead '" + path + "'");
     REQUIRE(text.status == 0);
     CHECK_THAT(text.out, ContainsSubstring("60 ns per child scope subtracted"));
@@ -893,26 +896,87 @@ TEST_CASE("pmc summarize --without-overhead: subtracts a child's cost less its o
                                            "shown as 0"));
 }
 
-TEST_CASE("pmc summarize and export name scopes left open by a killed program as that, not as damage") {
+TEST_CASE("pmc summarize and export name scopes left open by a killed program as that, not as lost bytes") {
     // A program killed inside "outer": its child scope ended and was written, "outer" never ended.
     pmc_test::ProfileBuilder b({pmc_test::time_counter()});
     auto& t = b.thread(0, "main");
     t.scope("done", 5);
+    t.raw_interval("leaf", 2, {t.reading() + 1, t.reading() + 4}); // inside inner: it lost nothing more than inner
     t.raw_interval("inner", 1, {t.reading(), t.reading() + 10}); // depth 1: its parent "outer" is not in the file
     TempDir dir;
     const std::string path = dir.file("killed.pmcprof");
     REQUIRE(b.write(path));
-    auto text = pmc_test::run_command(tool() + " summarize '" + path + "'");
-    CHECK(text.status == 0);
-    CHECK_THAT(text.out, ContainsSubstring("1 scope(s) have no enclosing scope in the file"));
+    auto text = pmc_test::run_command(tool() + " summarize '" + path + "' 2>&1");
+    CHECK(text.status == 2); // not whole
+    CHECK_THAT(text.out, ContainsSubstring("2 scope(s) have not all their enclosing scopes in the file"));
+    CHECK_THAT(text.out, ContainsSubstring("the self % still add up to the run"));
     CHECK_THAT(text.out, ContainsSubstring("had not ended when the recording stopped"));
+    CHECK_THAT(text.out, ContainsSubstring("thread 0: 1 scope had not ended when its last page was written"));
+    CHECK_THAT(text.out, ContainsSubstring("is not whole"));
+    // The orphan counts as outermost: the run is 15, not 5 (the old "self % 200").
+    CHECK_THAT(text.out, ContainsSubstring("run (outermost scopes): 15 ns"));
     auto json = pmc_test::run_command(tool() + " summarize --json '" + path + "'");
-    CHECK_THAT(json.out, ContainsSubstring(R"("scopes_without_enclosing":1)"));
+    CHECK(json.status == 2);
+    CHECK_THAT(json.out, ContainsSubstring(R"("scopes_without_enclosing":2)"));
+    // leaf is inside the open scope's child: no scope was lost between it and inner (no lost page).
+    CHECK_THAT(json.out, ContainsSubstring(R"("open_scopes":[{"thread":0,"open_depth":1,"scopes_counted_outermost":1,"scopes_with_lost_middle":0,)"));
     auto exported =
         pmc_test::run_command(tool() + " export --folded '" + path + "' -o '" + dir.file("k.folded") + "' 2>&1");
-    CHECK(exported.status == 0);
+    CHECK(exported.status == 2);
+    CHECK_THAT(exported.out, ContainsSubstring("pmc export: thread 0: 1 scope had not ended when its last page was written"));
     CHECK_THAT(exported.out, ContainsSubstring("had not ended when the recording stopped"));
     CHECK_THAT(exported.out, !ContainsSubstring("cut or damaged"));
+}
+
+TEST_CASE("a program killed with SIGKILL inside a scope: every tool's shares sum to 100 %, what was open is said, "
+          "status 2") {
+    TempDir dir;
+    const std::string path = dir.file("sigkill.pmcprof");
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        pmc::ProfilerOptions o{path, {"wall-time"}};
+        o.page_bytes = 4096; // several pages reach the file before the kill
+        o.measure_cost = false;
+        pmc::Profiler prof{o};
+        const auto outer = prof.label("outer"), work = prof.label("work"), step = prof.label("step");
+        auto s = prof.scope(outer);
+        for (int i = 0; i < 3000; ++i) {
+            auto w = prof.scope(work);
+            auto t = prof.scope(step);
+        }
+        ::raise(SIGKILL); // inside "outer": it never ends, its page with the last scopes is never written
+        ::_exit(0);
+    }
+    int wstatus = 0;
+    REQUIRE(::waitpid(child, &wstatus, 0) == child);
+    REQUIRE(WIFSIGNALED(wstatus));
+    REQUIRE(WTERMSIG(wstatus) == SIGKILL);
+    auto json = pmc_test::run_command(tool() + " summarize --json '" + path + "'");
+    INFO(json.out);
+    CHECK(json.status == 2);
+    // Every label's self %, summed: 100 (the old tool: a run of 0, every share 0.00).
+    double sum = 0;
+    std::size_t labels = 0;
+    for (std::size_t at = json.out.find("\"self_percent\":"); at != std::string::npos;
+         at = json.out.find("\"self_percent\":", at + 1), ++labels)
+        sum += std::stod(json.out.substr(at + 15));
+    CHECK(labels == 2); // work and step; outer was never written
+    CHECK(sum == Approx(100.0).margin(0.01));
+    // Open when its last page was written: outer, and work too when that page ended inside one (1 or 2).
+    CHECK_THAT(json.out, ContainsSubstring(R"("open_scopes":[{"thread":0,"open_depth":)"));
+    // A kill loses the open scopes, never one between two written ones.
+    for (std::size_t at = json.out.find("\"scopes_with_lost_middle\":"); at != std::string::npos;
+         at = json.out.find("\"scopes_with_lost_middle\":", at + 1))
+        CHECK(json.out.substr(at + 26, 2) == "0,");
+    auto text = pmc_test::run_command(tool() + " summarize '" + path + "' 2>&1");
+    CHECK(text.status == 2);
+    CHECK_THAT(text.out, ContainsSubstring("had not ended when its last page was written"));
+    // The verdicts of every tool on it: never 0 as if whole.
+    CHECK(pmc_test::run_command(tool() + " critical --expect-path 'work > step' '" + path + "' >/dev/null 2>&1").status == 2);
+    CHECK(pmc_test::run_command(tool() + " diff --fail-on-change '" + path + "' '" + path + "' >/dev/null 2>&1").status == 2);
+    CHECK(pmc_test::run_command(tool() + " aggregate '" + path + "' '" + path + "' >/dev/null 2>&1").status == 2);
+    CHECK(pmc_test::run_command(tool() + " export --folded '" + path + "' -o '" + dir.file("k.folded") + "' 2>/dev/null").status == 2);
 }
 
 TEST_CASE("profiler: a fork() child writes nothing into its parent's profile") {

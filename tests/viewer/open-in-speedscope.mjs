@@ -14,6 +14,9 @@ Options:
   --chromium PATH          the browser (default /usr/bin/chromium)
   --expect-refusal         the FILEs after it must fail instead (not opened, or a NAME missing): the check's
                            own test, in the same browser
+  --one-row-per-name       for the FILEs after it, each NAME must be one row of the sandwich table: a row
+                           "NAME {...}" (speedscope names a trace event's frame by its name and args, so
+                           per-call args make every call a row of its own) fails it
   --screenshot PNG         (one FILE) once its names are shown, switch to --screenshot-view and save the page
   --screenshot-view VIEW   time-ordered (default), left-heavy or sandwich
   --size WxH               window size (default 1400x1000)
@@ -32,8 +35,12 @@ function usageError(message) {
 
 const opt = { chromium: '/usr/bin/chromium', view: 'time-ordered', timeout: 60, size: '1400x1000' };
 const cases = [[]]; // each [FILE, NAME...], with .refusal when it must fail
-let refusal = false;
-const nextCase = () => { if (cases[cases.length - 1].length > 0) cases.push([]); cases[cases.length - 1].refusal = refusal; };
+let refusal = false, oneRow = false;
+const nextCase = () => {
+    if (cases[cases.length - 1].length > 0) cases.push([]);
+    cases[cases.length - 1].refusal = refusal;
+    cases[cases.length - 1].oneRow = oneRow;
+};
 const args = process.argv.slice(2);
 for (let i = 0; i < args.length; ++i) {
     const a = args[i];
@@ -43,6 +50,7 @@ for (let i = 0; i < args.length; ++i) {
     else if (a === '--modules') opt.modules = value();
     else if (a === '--chromium') opt.chromium = value();
     else if (a === '--expect-refusal') { refusal = true; nextCase(); }
+    else if (a === '--one-row-per-name') { oneRow = true; nextCase(); }
     else if (a === '--screenshot') opt.screenshot = value();
     else if (a === '--screenshot-view') opt.view = value();
     else if (a === '--size') opt.size = value();
@@ -109,7 +117,7 @@ async function readWholeTable() {
 }
 
 /// Opens one file; returns null when every name is shown, else what went wrong (speedscope's words included).
-async function open(file, names) {
+async function open(file, names, oneRow) {
     let profile;
     try {
         profile = fs.readFileSync(file);
@@ -153,6 +161,13 @@ async function open(file, names) {
         return [`speedscope's sandwich view does not show ${missing.map(n => JSON.stringify(n)).join(', ')} from ${file}`,
             ...complaints, `the page shows: ${lines.slice(0, 40).join(' | ')}`].join('\n  ');
     }
+    if (oneRow) {
+        const rows = await page.evaluate(readWholeTable);
+        const perCall = rows.filter(l => names.some(n => l.startsWith(`${n} {`)));
+        if (perCall.length > 0)
+            return [`speedscope's sandwich view lists ${perCall.length} per-call rows instead of one per name, e.g. ` +
+                `${perCall.slice(0, 3).map(l => JSON.stringify(l.slice(0, 80))).join(', ')} from ${file}`].join('\n  ');
+    }
     if (opt.screenshot) {
         await page.getByText(tabs[opt.view]).first().click();
         // Two animation frames: the click's re-render, then the canvas drawn.
@@ -168,7 +183,7 @@ let status = 0;
 try {
     for (const c of cases) {
         const [file, ...names] = c;
-        const problem = await open(file, names);
+        const problem = await open(file, names, c.oneRow);
         if (!c.refusal) {
             if (problem) status = 1;
             console.log(problem ? `FAILED: ${problem}` : `ok: speedscope shows ${names.join(', ')} from ${path.basename(file)}`);
