@@ -287,7 +287,7 @@ TEST_CASE("pmc diff --top never hides a flagged label") {
     CHECK(label(j, "q1").find("verdict")->string == "beyond the noise");
 }
 
-TEST_CASE("pmc diff: an exact counter whose runs of one side differ: not deterministic, and where; one run a side: assumed") {
+TEST_CASE("pmc diff: an exact counter whose runs of one side differ: not deterministic, and where (and one run a side: assumed)") {
     TempDir dir;
     std::vector<std::string> base, fresh;
     for (std::uint64_t r = 0; r < 2; ++r) {
