@@ -659,6 +659,7 @@ int cmd_critical(int argc, char** argv) {
         counted.exact ? (status == 0 ? "exact: the same program and input give this path on every run"
                                      : "exact, but part of the file is lost: the path may differ from a whole file's")
                       : "not exact (" + counted.why + "): the path may differ run to run when costs are close";
+    const std::string origin = counter.read_path == "emulator" ? "; " + counted.why : ""; // pmc emulate's counts
 
     if (json) {
         pmc::JsonWriter j;
@@ -694,8 +695,8 @@ int cmd_critical(int argc, char** argv) {
     const char* no_color = std::getenv("NO_COLOR");
     Style style;
     style.on = color == "always" || (color == "auto" && ::isatty(1) && !(no_color && *no_color));
-    fmt::print("profile {}: counter {} ({}), {}\n", file, counter.name,
-               counter.unit == "events" ? "a count" : counter.unit, exactness);
+    fmt::print("profile {}: counter {} ({}), {}{}\n", file, counter.name,
+               counter.unit == "events" ? "a count" : counter.unit, exactness, origin);
     if (per_thread) {
         for (std::size_t i = 0; i < threads.size(); ++i) {
             const auto* t = threads[i];

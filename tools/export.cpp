@@ -339,9 +339,10 @@ int write_chrome(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
     }
     out.put("]}\n}\n");
     if (!ns)
-        fmt::print(stderr, "pmc export: the trace's times are {} counts, not microseconds: 1 \"us\" = 1 {}{}\n",
+        fmt::print(stderr, "pmc export: the trace's times are {} counts, not microseconds: 1 \"us\" = 1 {}{}{}\n",
                    k.name, k.unit == "events" ? k.name + " event" : k.unit,
-                   time_like ? "" : " (each thread from its own lowest reading)");
+                   time_like ? "" : " (each thread from its own lowest reading)",
+                   k.read_path == "emulator" ? "; " + exact.why : "");
     return 0;
 }
 

@@ -394,7 +394,8 @@ int cmd_summarize(int argc, char** argv) {
         const auto& k = p.counters[i];
         fmt::print("{} {}: {}{}, read with {}{}; one scope adds {} to its parent, an empty one records {}\n",
                    i == 0 ? "primary counter" : "riding along   ", k.name, k.unit == "events" ? "a count" : k.unit,
-                   reader.exactness(i).exact ? " (exact)" : "", k.read_path,
+                   reader.exactness(i).exact ? " (exact)" : "",
+                   k.read_path == "emulator" ? "the emulator: " + reader.exactness(i).why : k.read_path,
                    (k.flags & pmc::profile_format::irq_corrected) ? ", interrupts subtracted" : "",
                    k.unit == "events" ? fmt::format("{:.3g}", k.cost_to_parent) : show(k.cost_to_parent, k.unit),
                    k.unit == "events" ? fmt::format("{:.3g}", k.cost_in_scope) : show(k.cost_in_scope, k.unit));

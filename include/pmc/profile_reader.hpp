@@ -140,6 +140,9 @@ CounterExactness counter_exactness(const Profile& p, std::size_t c, RecordsOf&& 
         }
         checked = true;
     }
+    if (k.read_path == "emulator") // pmc emulate's PMU: it counts all along, and is not a real core
+        return {true, "emulated (QEMU TCG): an exact count of the instructions the emulator executed for each thread, "
+                      "not a real core's"};
     if (checked)
         return {true, "a count of events read whole; never multiplexed (every thread counted it all the time it "
                       "was enabled)"};

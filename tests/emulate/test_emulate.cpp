@@ -239,6 +239,14 @@ TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and
     const auto same = pmc_test::run_command("'" + pmc + "' diff --fail-on-change '" + a + "' '" + b + "' 2>&1");
     INFO(same.out);
     CHECK(same.status == 0);
+    // Every tool that shows the counter says what its counts are.
+    for (const std::string tool : {"summarize", "diff", "aggregate", "critical"}) {
+        const auto shown = pmc_test::run_command("'" + pmc + "' " + tool + " '" + a + "' " +
+                                                 (tool == "summarize" || tool == "critical" ? "" : "'" + b + "'") + " 2>&1");
+        INFO(tool << ": " << shown.out);
+        CHECK_THAT(shown.out, ContainsSubstring("emulated (QEMU TCG): an exact count of the instructions the emulator "
+                                                "executed for each thread, not a real core's"));
+    }
     // 'planted' gains exactly 2 x 1000 instructions in each of its 150 calls (50 on each of three threads).
     const std::string p = record("p.pmcprof", " --plant 1000");
     const auto changed = pmc_test::run_command("'" + pmc + "' diff --fail-on-change '" + a + "' '" + p + "' 2>&1");
