@@ -582,21 +582,23 @@ TEST_CASE("pmc export: a profile larger than the address space it may use is exp
 #else
     ExportDir dir;
     const std::string in = dir.file("big.pmcprof");
-    // 2400 pages of 2002 records of 24 bytes: 115 MB, and the export may use 48 MB of address space.
-    write_big_profile(in, 2400, 667);
+    // 4200 pages of 2002 records of about 4 bytes (format version 2): 34 MB, and the export may use 16 MB of address
+    // space.
+    constexpr unsigned long long pages = 4200;
+    write_big_profile(in, static_cast<std::uint32_t>(pages), 667);
     struct stat st {};
     REQUIRE(::stat(in.c_str(), &st) == 0);
-    const long long limit_kib = 48 * 1024;
+    const long long limit_kib = 16 * 1024;
     REQUIRE(st.st_size > limit_kib * 1024 * 2);
     const std::string limited = "ulimit -v " + std::to_string(limit_kib) + "; TMPDIR='" + dir.path + "' '" + tool() +
                                 "' export ";
     auto folded = pmc_test::run_command(limited + "--folded '" + in + "' 2>&1");
     INFO(folded.out);
     REQUIRE(folded.status == 0);
-    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request " + std::to_string(2400ull * 668) + "\n"));
-    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request;step " + std::to_string(2400ull * 667 * 2) + "\n"));
+    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request " + std::to_string(pages * 668) + "\n"));
+    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request;step " + std::to_string(pages * 667 * 2) + "\n"));
     CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request;step;step;step " +
-                                             std::to_string(2400ull * 667 * 6) + "\n"));
+                                             std::to_string(pages * 667 * 6) + "\n"));
     auto chrome = pmc_test::run_command(limited + "--chrome -o /dev/null '" + in + "' 2>&1");
     INFO(chrome.out);
     CHECK(chrome.status == 0);
@@ -611,7 +613,7 @@ TEST_CASE("pmc export: a profile larger than the address space it may use is exp
         ++opens;
     for (std::size_t at = text.find("\"type\":\"C\""); at != std::string::npos; at = text.find("\"type\":\"C\"", at + 1))
         ++closes;
-    CHECK(opens == 2400ull * 2002);
+    CHECK(opens == pages * 2002);
     CHECK(closes == opens);
 #endif
 }
