@@ -1092,6 +1092,8 @@ public:
     ~Profiler() { close(); }
 
     bool enabled() const noexcept { return shared_ != nullptr; }
+    /// The file being written (`%p` expanded, or the PATH.%p another process's file made it); "" when off.
+    std::string path() const { return shared_ ? shared_->path : std::string(); }
     /// The event strings recorded (after any fallback), the primary first.
     std::vector<std::string> counters() const { return shared_ ? shared_->counters : std::vector<std::string>{}; }
     /// Pages that could not be written (a full disk...).

@@ -5,6 +5,11 @@
 #include <pmc/profiler.hpp>
 
 #include "catch.hpp"
+#include "command.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -101,6 +106,34 @@ TEST_CASE("begin/end: an end that does not match the innermost interval is repor
     REQUIRE(p->problems.size() == 1);
     CHECK(p->problems[0].find("3 end(s) that did not match the innermost open interval") != std::string::npos);
     CHECK(p->problems[0].find("the end of 'a' while nothing was open") != std::string::npos);
+    // And the tools say so, with exit status 2.
+    auto r = pmc_test::run_command(std::string(PMC_TOOL_PATH) + " summarize '" + path + "' 2>&1");
+    CHECK(r.status == 2);
+    CHECK(r.out.find("did not match the innermost open interval") != std::string::npos);
+}
+
+TEST_CASE("a killed program: pmc summarize names the intervals open as of each thread's last page, exit status 2") {
+    TempDir dir;
+    const std::string path = dir.file("killed.pmcprof");
+    const pid_t kid = ::fork();
+    REQUIRE(kid >= 0);
+    if (kid == 0) {
+        pmc::Profiler prof{options(path)};
+        const auto outer = prof.label("outer"), inner = prof.label("inner");
+        prof.begin(outer);
+        auto s = prof.scope(inner);
+        prof.flush(); // its page and thread page go out, with both open
+        ::raise(SIGKILL);
+    }
+    int st = 0;
+    REQUIRE(::waitpid(kid, &st, 0) == kid);
+    REQUIRE(WIFSIGNALED(st));
+    auto r = pmc_test::run_command(std::string(PMC_TOOL_PATH) + " summarize '" + path + "' 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 2);
+    CHECK(r.out.find("no end record") != std::string::npos);
+    CHECK(r.out.find("intervals still open") != std::string::npos);
+    CHECK(r.out.find("thread 0: outer > inner") != std::string::npos);
 }
 
 TEST_CASE("begin/end: deep nesting (more than the first stack allocation) records every depth") {
