@@ -148,6 +148,7 @@ struct Graph {
     std::vector<Node> nodes;
     std::vector<Edge> edges;
     std::uint64_t orphans = 0; ///< calls some of whose enclosing scopes are not in the file
+    std::uint64_t overflows = 0; ///< self values that could not be summed (checked arithmetic; exit status 2)
     std::uint64_t calls = 0;
     cli::OpenScopes open; ///< what was open when the program stopped, as far as the file says
     std::vector<Context> contexts;
@@ -170,8 +171,8 @@ public:
             const std::uint32_t cx = context(s.thread, path);
             Context& x = g_.contexts[cx];
             ++x.calls;
-            x.cost += s.total(c);
-            x.self += s.self(c);
+            if (!cli::checked_add(x.cost, s.total(c))) ++g_.overflows;
+            if (!cli::checked_add(x.self, s.self(c))) ++g_.overflows;
             if (s.parent == pmc::no_parent && s.depth > 0) ++x.open_calls;
             if (auto it = child_contexts_.find(key(s.thread, s.ordinal)); it != child_contexts_.end()) {
                 for (auto k : it->second) ++g_.contexts[k].parent_calls_with;
@@ -184,7 +185,7 @@ public:
         }
         Node& me = g_.nodes[n];
         ++me.calls;
-        me.self += s.self(c);
+        if (!cli::checked_add(me.self, s.self(c))) ++g_.overflows;
         // The distinct child labels of this call, gathered while its descendants were reported: one call of each
         // edge's parent that ran the child at least once.
         if (auto it = child_labels_.find(key(s.thread, s.ordinal)); it != child_labels_.end()) {
@@ -193,7 +194,7 @@ public:
         }
         if (path.size() < 2) { // at the top of its thread (or everything around it was lost)
             ++me.top_calls;
-            me.cost += s.total(c);
+            if (!cli::checked_add(me.cost, s.total(c))) ++g_.overflows;
             return;
         }
         const std::uint32_t parent = node(path[path.size() - 2]);
@@ -207,7 +208,7 @@ public:
                     e.recursion_chain += (i == namesake ? "" : " -> ") + g_.nodes[node(path[i])].name;
             return;
         }
-        e.cost += s.total(c);
+        if (!cli::checked_add(e.cost, s.total(c))) ++g_.overflows;
         ++e.count;
         auto& kids = child_labels_[key(s.thread, s.parent)];
         if (std::find(kids.begin(), kids.end(), n) == kids.end()) kids.push_back(n);
@@ -625,11 +626,16 @@ int cmd_critical(int argc, char** argv) {
     } else if (!add_graph(only_thread)) {
         return 1;
     }
-    // Not whole: part of the file lost, or scopes still open when the program stopped (killed). The path is then
-    // shown but not judged: --expect-path gives 2, never 0.
+    // Not whole: part of the file lost, a sum that could not be made, or scopes still open when the program
+    // stopped (killed). The path is then shown but not judged: --expect-path gives 2, never 0.
     std::uint64_t orphans = 0;
-    for (const auto& [index, g] : graphs) orphans += g.orphans;
-    const int read_status = p.problems.empty() && orphans == 0 ? 0 : 2;
+    bool overflowed = false;
+    for (const auto& [index, g] : graphs) {
+        orphans += g.orphans;
+        overflowed = overflowed || g.overflows > 0;
+    }
+    if (overflowed) fmt::print(stderr, "pmc critical: {}\n", cli::overflow_text("some self values were"));
+    const int read_status = p.problems.empty() && orphans == 0 && !overflowed ? 0 : 2;
     auto say_open = [&] {
         if (orphans && p.problems.empty())
             fmt::print(stderr, "pmc critical: '{}' is not whole: scopes were still open when the program stopped "
@@ -686,8 +692,7 @@ int cmd_critical(int argc, char** argv) {
         j.end_object();
         fmt::print("{}\n", j.str());
         if (!p.problems.empty())
-            fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
-                       file, p.bytes_lost);
+            fmt::print(stderr, "pmc critical: {} (see \"problems\")\n", cli::incomplete_text(file, p));
         say_open();
         return status_after();
     }
@@ -717,8 +722,7 @@ int cmd_critical(int argc, char** argv) {
                        g.open.text(p));
     say_open();
     if (!p.problems.empty()) {
-        fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",
-                   file, p.bytes_lost);
+        fmt::print(stderr, "pmc critical: {}; what was lost:\n", cli::incomplete_text(file, p));
         for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);
         if (p.problems.size() > 20)
             fmt::print(stderr, "  ... and {} more (--json lists them all)\n", p.problems.size() - 20);

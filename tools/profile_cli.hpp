@@ -26,6 +26,40 @@
 
 namespace pmc_tool::cli {
 
+/// How every profile tool says a profile is incomplete (exit status 2), the same words everywhere: how many
+/// problems, the bytes lost if any, and whether the end record is missing (the program did not end its profiler).
+inline std::string incomplete_text(const std::string& file, const pmc::Profile& p) {
+    std::string s = fmt::format("'{}' is incomplete: {} problem{}", file, p.problems.size(),
+                                p.problems.size() == 1 ? "" : "s");
+    if (p.bytes_lost) s += fmt::format(", {} of its bytes could not be read", p.bytes_lost);
+    if (!p.has_end) s += ", no end record (the program did not end its profiler: killed, or still running)";
+    return s;
+}
+
+/// Per thread, the intervals open when its last thread page was written (outermost first), for a profile whose
+/// program did not close its profiler: what it was inside when it stopped. Empty when none were open.
+inline std::vector<std::string> open_intervals_text(const pmc::Profile& p) {
+    std::vector<std::string> out;
+    if (p.has_end && p.end_how == pmc::profile_format::EndHow::closed) return out;
+    for (const auto& t : p.threads) {
+        if (t.open.empty()) continue;
+        std::string path;
+        for (const auto& o : t.open) path += (path.empty() ? "" : " > ") + p.string(o.label);
+        out.push_back(fmt::format("thread {}: {}", t.index, path));
+    }
+    return out;
+}
+
+/// Sums that never wrap: false (and the sum left as it was) where `v` cannot be added; the caller reports it as a
+/// problem (exit status 2) instead of printing a wrapped number.
+inline bool checked_add(std::int64_t& sum, std::int64_t v) { return !__builtin_add_overflow(sum, v, &sum); }
+inline bool checked_add(std::uint64_t& sum, std::uint64_t v) { return !__builtin_add_overflow(sum, v, &sum); }
+inline std::string overflow_text(const char* what) {
+    return fmt::format("{} too large to sum (the file's values are corrupt, or a counter wrapped): left out, not "
+                       "wrapped",
+                       what);
+}
+
 /// A command-line mistake: what is wrong, where the help is; status 1.
 inline int usage_error(const char* tool, const std::string& why) {
     fmt::print(stderr, "pmc {}: {}\nRun 'pmc {} --help' for usage.\n", tool, why, tool);
@@ -155,10 +189,15 @@ double median(std::vector<T>& v) {
     return lower + (upper - lower) / 2;
 }
 
-/// Labels of the scopes that were open on thread `thread` when its last page was written, outermost first, as far as
-/// the file says. Format 1 does not record them: empty. HOOK (issue 19): format 2's thread page lists them
-/// (pmc::ProfileThread::open, label ids); return p.string() of each here and every tool names them.
-inline std::vector<std::string> known_open_scopes(const pmc::Profile& /*p*/, std::uint32_t /*thread*/) { return {}; }
+/// Labels of the scopes that were open on thread `thread` when its last page was written, outermost first, as the
+/// file's thread page lists them (pmc::ProfileThread::open).
+inline std::vector<std::string> known_open_scopes(const pmc::Profile& p, std::uint32_t thread) {
+    std::vector<std::string> out;
+    for (const auto& t : p.threads)
+        if (t.index == thread)
+            for (const auto& o : t.open) out.push_back(p.string(o.label));
+    return out;
+}
 
 /// Scopes whose enclosing scopes are not in the file, gathered from the nesting walker: a program killed (SIGKILL,
 /// or a crash no handler could catch) or ended with scopes open leaves its outer scopes unwritten; a lost page

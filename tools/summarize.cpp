@@ -87,6 +87,7 @@ struct Summary {
     std::uint64_t clamped = 0;      ///< --without-overhead: scopes whose self value went below 0, shown as 0
     cli::OpenScopes open;           ///< scopes whose enclosing scopes are not in the file (counted as outermost)
     std::optional<pmc::Failure> failure; ///< the file could not be read again (changed since it was opened)
+    std::uint64_t overflows = 0;    ///< values that could not be summed (left out, reported: exit status 2)
 };
 
 /// Walks the threads' nesting (thread `only`, or all) for counter `c`.
@@ -118,18 +119,18 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
             s.open.note(scope);
             // Outermost as far as the file tells: at the top of its thread, or its enclosing scopes are not in the
             // file (still open when a killed program stopped): its total is then the most the file knows of them.
-            if (scope.parent == pmc::no_parent) s.run += total;
+            if (scope.parent == pmc::no_parent && !cli::checked_add(s.run, total)) ++s.overflows;
             ++s.scopes;
             auto& l = labels[scope.label];
             l.label = scope.label;
             ++l.count;
-            l.self += self;
+            if (!cli::checked_add(l.self, self)) ++s.overflows;
             // Recursion: a call inside a call of its own label is in that call's total already.
             const auto& path = scope.path();
             const bool nested_in_itself =
                 std::find(path.begin(), path.end() - 1, scope.label) != path.end() - 1;
             if (nested_in_itself) ++l.recursive;
-            else l.total += total;
+            else if (!cli::checked_add(l.total, total)) ++s.overflows;
             l.calls.push_back(total);
         },
         [&](const pmc::NestedMark& m) {
@@ -137,7 +138,7 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
             e.label = m.label;
             ++e.count;
             if (m.kind == pf::RecordKind::integer) {
-                e.sum += m.integer;
+                if (!cli::checked_add(e.sum, m.integer)) ++s.overflows;
                 e.min = std::min(e.min, m.integer);
                 e.max = std::max(e.max, m.integer);
             }
@@ -306,6 +307,7 @@ int cmd_summarize(int argc, char** argv) {
     const double overhead = std::max(0.0, counter.cost_to_parent - counter.cost_in_scope);
     // The tables, or the reason the file could not be read again (it changed while being read).
     bool open_scopes = false; // a summary found scopes whose enclosing scopes are not in the file: not whole
+    bool overflowed = false;  // a sum that could not be made (checked arithmetic): exit status 2
     auto summary = [&](std::optional<std::uint32_t> only) {
         Summary s = summarize(reader, c, only, without_overhead);
         if (s.failure) {
@@ -313,18 +315,21 @@ int cmd_summarize(int argc, char** argv) {
             std::exit(1);
         }
         open_scopes = open_scopes || s.open.any();
+        if (s.overflows) overflowed = true;
         return s;
     };
     std::vector<const pmc::ProfileThread*> threads;
     if (!cli::select_threads("summarize", p, file, only_thread, threads)) return 1;
-    // 2 when part of the file is lost, or scopes were still open when the program stopped (killed): not whole.
-    auto status = [&] { return p.problems.empty() && !open_scopes ? 0 : 2; };
+    // 2 when part of the file is lost, a sum could not be made, or scopes were still open when the program stopped
+    // (killed): not whole.
+    auto status = [&] { return p.problems.empty() && !open_scopes && !overflowed ? 0 : 2; };
     auto say_open = [&] {
         if (open_scopes && p.problems.empty())
             fmt::print(stderr, "pmc summarize: '{}' is not whole: scopes were still open when the program stopped "
                                "(killed, or crashed where no handler could run); what the file holds is shown\n",
                        file);
     };
+    const std::vector<std::string> open_now = cli::open_intervals_text(p);
 
     if (json) {
         pmc::JsonWriter j;
@@ -346,6 +351,8 @@ int cmd_summarize(int argc, char** argv) {
         for (const auto& w : p.warnings) j.value(w);
         j.end_array().key("problems").begin_array();
         for (const auto& w : p.problems) j.value(w);
+        j.end_array().field("ended_by", p.ended_by()).key("open_at_end").begin_array();
+        for (const auto& w : open_now) j.value(w);
         j.end_array().key("threads").begin_array();
         for (const auto* t : threads) {
             j.begin_object().field("index", t->index).field("tid", t->tid).field("name", t->name);
@@ -375,11 +382,12 @@ int cmd_summarize(int argc, char** argv) {
             Summary s = summary(only_thread);
             json_summary(j, p, s);
         }
+        if (overflowed) j.field("overflow", cli::overflow_text("some values were"));
         j.end_object();
         fmt::print("{}\n", j.str());
         if (!p.problems.empty())
-            fmt::print(stderr, "pmc summarize: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
-                       file, p.bytes_lost);
+            fmt::print(stderr, "pmc summarize: {} (see \"problems\")\n", cli::incomplete_text(file, p));
+        if (overflowed) fmt::print(stderr, "pmc summarize: {}\n", cli::overflow_text("some values were"));
         say_open();
         return status();
     }
@@ -429,9 +437,13 @@ int cmd_summarize(int argc, char** argv) {
     } else {
         print_tables(p, summary(only_thread), counter, top);
     }
+    if (!open_now.empty()) {
+        fmt::print("recording ended: {}; intervals still open (as of each thread's last page):\n", p.ended_by());
+        for (const auto& w : open_now) fmt::print("  {}\n", w);
+    }
+    if (overflowed) fmt::print(stderr, "pmc summarize: {}\n", cli::overflow_text("some values were"));
     if (!p.problems.empty()) {
-        fmt::print(stderr, "pmc summarize: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",
-                   file, p.bytes_lost);
+        fmt::print(stderr, "pmc summarize: {}; what was lost:\n", cli::incomplete_text(file, p));
         for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);
         if (p.problems.size() > 20) fmt::print(stderr, "  ... and {} more (--json lists them all)\n", p.problems.size() - 20);
     }

@@ -537,6 +537,7 @@ namespace {
     head.thread(0, "main");
     head.id("request");
     head.id("step");
+    head.end_record = false;
     auto prefix = head.bytes(); // header, strings, thread page (no events)
     std::FILE* f = std::fopen(path.c_str(), "wb");
     REQUIRE(f != nullptr);
@@ -550,24 +551,41 @@ namespace {
             payload.insert(payload.end(), c, c + n);
         };
         const std::uint64_t start = now;
+        std::uint64_t last = 0; // the page's last end reading (records store differences from it)
+        auto var = [&](std::uint64_t v) {
+            unsigned char b[10];
+            put(b, static_cast<std::size_t>(pf::put_varint(b, v) - b));
+        };
+        auto interval = [&](std::uint32_t label, std::uint32_t depth, std::uint64_t s, std::uint64_t e) {
+            var(pf::record_head(pf::RecordKind::interval, false, label));
+            var(depth);
+            var(e - last);
+            var(e - s);
+            last = e;
+        };
         for (std::uint32_t g = 0; g < groups; ++g) {
             const std::uint64_t t = now + 1; // one tick of the request's own first
-            for (std::uint32_t depth = 3; depth >= 1; --depth) { // postorder: the innermost ends first
-                const std::uint32_t word = pf::record_word(pf::RecordKind::interval, depth, 2), arg = 0;
-                std::uint64_t s = t + (depth - 1), e = t + 10 - (depth - 1);
-                put(&word, 4), put(&arg, 4), put(&s, 8), put(&e, 8);
-            }
+            for (std::uint32_t depth = 3; depth >= 1; --depth) // postorder: the innermost ends first
+                interval(2, depth, t + (depth - 1), t + 10 - (depth - 1));
             now = t + 10;
         }
-        const std::uint32_t word = pf::record_word(pf::RecordKind::interval, 0, 1), arg = 0;
-        std::uint64_t e = ++now;
-        put(&word, 4), put(&arg, 4), put(&start, 8), put(&e, 8);
+        interval(1, 0, start, ++now);
         unsigned char h[pf::page_header_bytes];
         pf::write_page_header(h, pf::PageKind::events, 0, page, payload.data(),
                               static_cast<std::uint32_t>(payload.size()), 3 * groups + 1);
         REQUIRE(std::fwrite(h, 1, sizeof h, f) == sizeof h);
         REQUIRE(std::fwrite(payload.data(), 1, payload.size(), f) == payload.size());
     }
+    // The end record: two strings in one page, thread 0's pages and its one thread page.
+    std::vector<unsigned char> end;
+    for (std::uint32_t v : {static_cast<std::uint32_t>(pf::EndHow::closed), 0u, 1u, 2u, 1u, 0u, pages, 1u}) {
+        const auto* c = reinterpret_cast<const unsigned char*>(&v);
+        end.insert(end.end(), c, c + 4);
+    }
+    unsigned char h[pf::page_header_bytes];
+    pf::write_page_header(h, pf::PageKind::end, 0, 0, end.data(), static_cast<std::uint32_t>(end.size()), 1);
+    REQUIRE(std::fwrite(h, 1, sizeof h, f) == sizeof h);
+    REQUIRE(std::fwrite(end.data(), 1, end.size(), f) == end.size());
     REQUIRE(std::fclose(f) == 0);
 }
 
@@ -579,21 +597,23 @@ TEST_CASE("pmc export: a profile larger than the address space it may use is exp
 #else
     ExportDir dir;
     const std::string in = dir.file("big.pmcprof");
-    // 2400 pages of 2002 records of 24 bytes: 115 MB, and the export may use 48 MB of address space.
-    write_big_profile(in, 2400, 667);
+    // 4200 pages of 2002 records of about 4 bytes (format version 2): 34 MB, and the export may use 16 MB of address
+    // space.
+    constexpr unsigned long long pages = 4200;
+    write_big_profile(in, static_cast<std::uint32_t>(pages), 667);
     struct stat st {};
     REQUIRE(::stat(in.c_str(), &st) == 0);
-    const long long limit_kib = 48 * 1024;
+    const long long limit_kib = 16 * 1024;
     REQUIRE(st.st_size > limit_kib * 1024 * 2);
     const std::string limited = "ulimit -v " + std::to_string(limit_kib) + "; TMPDIR='" + dir.path + "' '" + tool() +
                                 "' export ";
     auto folded = pmc_test::run_command(limited + "--folded '" + in + "' 2>&1");
     INFO(folded.out);
     REQUIRE(folded.status == 0);
-    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request " + std::to_string(2400ull * 668) + "\n"));
-    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request;step " + std::to_string(2400ull * 667 * 2) + "\n"));
+    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request " + std::to_string(pages * 668) + "\n"));
+    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request;step " + std::to_string(pages * 667 * 2) + "\n"));
     CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request;step;step;step " +
-                                             std::to_string(2400ull * 667 * 6) + "\n"));
+                                             std::to_string(pages * 667 * 6) + "\n"));
     auto chrome = pmc_test::run_command(limited + "--chrome -o /dev/null '" + in + "' 2>&1");
     INFO(chrome.out);
     CHECK(chrome.status == 0);
@@ -608,7 +628,7 @@ TEST_CASE("pmc export: a profile larger than the address space it may use is exp
         ++opens;
     for (std::size_t at = text.find("\"type\":\"C\""); at != std::string::npos; at = text.find("\"type\":\"C\"", at + 1))
         ++closes;
-    CHECK(opens == 2400ull * 2002);
+    CHECK(opens == pages * 2002);
     CHECK(closes == opens);
 #endif
 }

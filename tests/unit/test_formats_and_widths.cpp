@@ -3,8 +3,11 @@
 
 #include <pmc/counter.hpp>
 #include <pmc/pmu.hpp>
+#include <pmc/profile_format.hpp>
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 using pmc::detail::parse_format_spec;
 
@@ -89,4 +92,30 @@ TEST_CASE("an interval across the counter's wrap point is the true distance", "[
     // Readings are 64-bit counts: an interval across 2^64 is a difference modulo 2^64.
     const std::uint64_t start = UINT64_MAX - 9, stop = 10;
     CHECK(stop - start == 20);
+}
+
+TEST_CASE("put_varint_fixed_cost writes put_varint's bytes for every length, edges and random values", "[unit][format]") {
+    namespace pf = pmc::profile_format;
+    std::vector<std::uint64_t> values = {0, 1, 127, 128, 255, 16383, 16384, UINT64_MAX, UINT64_MAX - 1,
+                                         std::uint64_t{1} << 63};
+    for (unsigned b = 1; b < 64; ++b) {
+        values.push_back((std::uint64_t{1} << b) - 1);
+        values.push_back(std::uint64_t{1} << b);
+        values.push_back((std::uint64_t{1} << b) + 1);
+    }
+    std::uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 20000; ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        values.push_back(x >> (x % 64)); // every magnitude
+    }
+    for (const std::uint64_t v : values) {
+        unsigned char a[16] = {}, b[16] = {};
+        const std::size_t na = static_cast<std::size_t>(pf::put_varint(a, v) - a);
+        const std::size_t nb = static_cast<std::size_t>(pf::put_varint_fixed_cost(b, v) - b);
+        INFO("value " << v);
+        REQUIRE(na == nb);
+        REQUIRE(std::memcmp(a, b, na) == 0);
+    }
 }
