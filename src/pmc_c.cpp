@@ -1,0 +1,230 @@
+// The C API (include/pmc/pmc.h) over pmc's C++ profiler and counters. Every entry point is noexcept: a C++
+// exception never crosses into C (or into another language's FFI); failures become pmc_last_error().
+#include <pmc/pmc.h>
+
+#include <pmc/counter.hpp>
+#include <pmc/error.hpp>
+#include <pmc/profiler.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+
+struct pmc_counter {
+    pmc::Counter counter;
+    std::string event;
+    std::string notes;
+};
+
+struct pmc_profiler {
+    pmc::Profiler profiler;
+};
+
+namespace {
+
+thread_local std::string last_error;
+thread_local int last_errno = 0;
+
+void set_error(int code, std::string message) noexcept {
+    try {
+        last_error = std::move(message);
+    } catch (...) {
+        last_error.clear(); // out of memory for the message itself: the code still says it
+    }
+    last_errno = code;
+}
+
+// The message of the exception being handled; call inside a catch block.
+int take_current_exception(const char* what_failed) noexcept {
+    try {
+        throw;
+    } catch (const pmc::error& e) {
+        set_error(e.code().value() ? e.code().value() : EIO, e.what());
+        return last_errno;
+    } catch (const std::bad_alloc&) {
+        set_error(ENOMEM, std::string(what_failed) + ": out of memory");
+        return ENOMEM;
+    } catch (const std::exception& e) {
+        set_error(EIO, std::string(what_failed) + ": " + e.what());
+        return EIO;
+    } catch (...) {
+        set_error(EIO, std::string(what_failed) + ": an unknown C++ exception");
+        return EIO;
+    }
+}
+
+pmc::ProfilerOptions to_options(const pmc_profiler_options* o) {
+    pmc::ProfilerOptions out;
+    if (!o) return out;
+    if (o->path) out.path = o->path;
+    if (o->counters && *o->counters) out.counters = pmc::detail::split_counter_list(o->counters);
+    if (o->page_bytes) out.page_bytes = o->page_bytes;
+    out.preallocate_bytes = o->preallocate_bytes;
+    out.flush_on_fatal_signals = o->flush_on_fatal_signals != 0;
+    out.measure_cost = o->measure_cost != 0;
+    return out;
+}
+
+} // namespace
+
+extern "C" {
+
+const char* pmc_last_error(void) noexcept { return last_error.c_str(); }
+int pmc_last_errno(void) noexcept { return last_errno; }
+const char* pmc_version(void) noexcept { return PMC_VERSION_STRING; }
+
+pmc_counter* pmc_counter_open(const char* event) noexcept {
+    if (!event) {
+        set_error(EINVAL, "pmc_counter_open: the event string is NULL; pass an event such as \"page-faults\" or "
+                          "\"instructions:u\" (docs/events.md)");
+        return nullptr;
+    }
+    try {
+        auto opened = pmc::Counter::try_open(event);
+        if (!opened) {
+            const pmc::Failure& f = opened.failure();
+            set_error(f.code.value() ? f.code.value() : EINVAL, f.message);
+            return nullptr;
+        }
+        auto* c = new pmc_counter{std::move(*opened), event, {}};
+        for (const auto& note : c->counter.notes()) c->notes += (c->notes.empty() ? "" : "; ") + note;
+        return c;
+    } catch (...) {
+        take_current_exception("pmc_counter_open");
+        return nullptr;
+    }
+}
+
+int pmc_counter_read(pmc_counter* counter, uint64_t* value) noexcept {
+    if (value) *value = 0;
+    if (!counter || !value) {
+        set_error(EINVAL, std::string("pmc_counter_read: ") + (!counter ? "the counter is NULL (pmc_counter_open "
+                                                                          "failed? pmc_last_error() said why)"
+                                                                        : "the value pointer is NULL"));
+        return EINVAL;
+    }
+    try {
+        *value = counter->counter.read();
+        return 0;
+    } catch (...) {
+        return take_current_exception("pmc_counter_read");
+    }
+}
+
+const char* pmc_counter_event(const pmc_counter* counter) noexcept { return counter ? counter->event.c_str() : ""; }
+const char* pmc_counter_notes(const pmc_counter* counter) noexcept { return counter ? counter->notes.c_str() : ""; }
+
+void pmc_counter_close(pmc_counter* counter) noexcept { delete counter; }
+
+void pmc_profiler_options_init(pmc_profiler_options* options) noexcept {
+    if (!options) return;
+    const pmc::ProfilerOptions d;
+    options->path = nullptr;
+    options->counters = nullptr;
+    options->page_bytes = d.page_bytes;
+    options->preallocate_bytes = d.preallocate_bytes;
+    options->flush_on_fatal_signals = d.flush_on_fatal_signals ? 1 : 0;
+    options->measure_cost = d.measure_cost ? 1 : 0;
+}
+
+pmc_profiler* pmc_profiler_from_env(const pmc_profiler_options* defaults) noexcept {
+    try {
+        pmc::ProfilerOptions o;
+        if (defaults) o = to_options(defaults);
+        auto p = pmc::Profiler::from_env(std::move(o)); // says on stderr why it is off, if it is
+        if (!p.enabled()) return nullptr;
+        return new pmc_profiler{std::move(p)};
+    } catch (...) {
+        take_current_exception("pmc_profiler_from_env");
+        return nullptr;
+    }
+}
+
+pmc_profiler* pmc_profiler_open(const pmc_profiler_options* options) noexcept {
+    if (!options || !options->path || !*options->path) {
+        set_error(EINVAL, "pmc_profiler_open: no profile path; set options.path (after pmc_profiler_options_init), "
+                          "or use pmc_profiler_from_env for PMC_PROFILE");
+        return nullptr;
+    }
+    try {
+        return new pmc_profiler{pmc::Profiler(to_options(options))};
+    } catch (...) {
+        take_current_exception("pmc_profiler_open");
+        return nullptr;
+    }
+}
+
+void pmc_profiler_close(pmc_profiler* profiler) noexcept { delete profiler; } // ~Profiler is noexcept
+
+int pmc_profiler_enabled(const pmc_profiler* profiler) noexcept { return profiler && profiler->profiler.enabled() ? 1 : 0; }
+
+pmc_label pmc_profiler_label_n(pmc_profiler* profiler, const char* name, size_t length) noexcept {
+    if (!profiler) return 0;
+    if (!name) {
+        set_error(EINVAL, "pmc_profiler_label: the name is NULL");
+        return 0;
+    }
+    try {
+        return profiler->profiler.label(std::string_view(name, length)).id;
+    } catch (...) {
+        take_current_exception("pmc_profiler_label");
+        return 0;
+    }
+}
+
+pmc_label pmc_profiler_label(pmc_profiler* profiler, const char* name) noexcept {
+    return pmc_profiler_label_n(profiler, name, name ? std::strlen(name) : 0);
+}
+
+void pmc_profiler_begin(pmc_profiler* profiler, pmc_label label, pmc_label arg) noexcept {
+    (void)profiler, (void)label, (void)arg; // TODO(issue 19): Profiler::begin
+}
+
+int pmc_profiler_end(pmc_profiler* profiler, pmc_label label) noexcept {
+    (void)profiler, (void)label;
+    return 0; // TODO(issue 19): Profiler::end
+}
+
+// The recording calls: a try block costs nothing until something throws (a thread's first event registers it,
+// which allocates its page and may fail).
+void pmc_profiler_instant(pmc_profiler* profiler, pmc_label label, pmc_label arg) noexcept {
+    if (!profiler) return;
+    try {
+        profiler->profiler.instant(pmc::Label{label}, pmc::Label{arg});
+    } catch (...) {
+        take_current_exception("pmc_profiler_instant");
+    }
+}
+
+void pmc_profiler_integer(pmc_profiler* profiler, pmc_label label, uint64_t value, pmc_label arg) noexcept {
+    if (!profiler) return;
+    try {
+        profiler->profiler.integer(pmc::Label{label}, value, pmc::Label{arg});
+    } catch (...) {
+        take_current_exception("pmc_profiler_integer");
+    }
+}
+
+void pmc_profiler_thread_name(pmc_profiler* profiler, const char* name) noexcept {
+    if (!profiler || !name) return;
+    try {
+        profiler->profiler.thread_name(name);
+    } catch (...) {
+        take_current_exception("pmc_profiler_thread_name");
+    }
+}
+
+void pmc_profiler_flush(pmc_profiler* profiler) noexcept {
+    if (!profiler) return;
+    try {
+        profiler->profiler.flush();
+    } catch (...) {
+        take_current_exception("pmc_profiler_flush");
+    }
+}
+
+} // extern "C"
