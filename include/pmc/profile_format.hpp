@@ -65,7 +65,9 @@ enum CounterFlag : std::uint32_t {
 };
 
 /// The kind of an event record (the low 2 bits of its first word).
-enum class RecordKind : std::uint8_t { interval = 0, instant = 1, integer = 2 };
+/// nesting_error: an end (Profiler::end, or a scope ended before the intervals opened inside it) that did not match
+/// the innermost open interval; a reader reports it and does not keep it as an event.
+enum class RecordKind : std::uint8_t { interval = 0, instant = 1, integer = 2, nesting_error = 3 };
 
 inline constexpr unsigned depth_bits = 10;
 inline constexpr std::uint32_t max_depth = (1u << depth_bits) - 1; ///< deeper scopes are stored at this depth
@@ -78,7 +80,9 @@ constexpr std::uint32_t record_word(RecordKind kind, std::uint32_t depth, std::u
 
 /// Bytes of a record with `counters` counters.
 constexpr std::size_t record_bytes(RecordKind kind, std::size_t counters) {
-    return kind == RecordKind::interval ? 8 + 16 * counters : kind == RecordKind::instant ? 16 : 24;
+    return kind == RecordKind::interval ? 8 + 16 * counters
+           : kind == RecordKind::instant || kind == RecordKind::nesting_error ? 16
+                                                                             : 24;
 }
 
 /// The pages' checksum: four 64-bit multiply-xor lanes over the payload, seeded by the page header. Fast enough to
@@ -185,6 +189,14 @@ struct ProfileThread {
     std::uint32_t pages = 0;        ///< event pages read
     std::uint32_t missing_pages = 0; ///< event pages whose sequence numbers are absent (lost or corrupt)
     bool seen_info = false;
+    /// Ends that did not match the innermost open interval (Profiler::end with another label or nothing open, a
+    /// scope ended before the intervals opened inside it): those intervals are not in `records`.
+    struct NestingError {
+        std::uint32_t label = 0; ///< the label ended
+        std::uint32_t inner = 0; ///< the innermost interval open then (0: none)
+        std::uint32_t depth = 0; ///< intervals open then
+    };
+    std::vector<NestingError> nesting_errors;
 };
 
 /// A profile as read: the header, the strings, and each thread's records.
@@ -414,6 +426,20 @@ inline bool events_page_repeats(Profile& out, ProfileThread& t,
     return repeat;
 }
 
+/// Each thread's nesting errors as one problem (with the first's labels).
+inline void report_nesting_errors(Profile& out) {
+    for (const ProfileThread& t : out.threads) {
+        if (t.nesting_errors.empty()) continue;
+        const auto& e = t.nesting_errors.front();
+        out.problems.push_back(
+            "thread " + std::to_string(t.index) + ": " + std::to_string(t.nesting_errors.size()) +
+            " end(s) that did not match the innermost open interval (the first: the end of '" + out.string(e.label) +
+            "' while " + (e.inner ? "'" + out.string(e.inner) + "' was innermost" : std::string("nothing was open")) +
+            ", at depth " + std::to_string(e.depth) +
+            "); those intervals are not in the profile (the program's begin/end calls or scopes are unbalanced)");
+    }
+}
+
 /// A strings page's body (after its page header): (u32 id, string) pairs into `out.strings`. False when it is
 /// malformed (the pairs before the damage are kept).
 inline bool read_strings_page(ByteReader& r, std::size_t len, Profile& out) {
@@ -482,9 +508,13 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
             std::memcpy(&word, q + used, 4);
             std::memcpy(&arg, q + used + 4, 4);
             const auto kind = static_cast<pf::RecordKind>(word & 3);
-            if ((word & 3) == 3) return false;
             const std::size_t size = pf::record_bytes(kind, ncounters);
             if (len - used < size) return false;
+            if (kind == pf::RecordKind::nesting_error) {
+                t.nesting_errors.push_back({word >> (2 + pf::depth_bits), arg, (word >> 2) & pf::max_depth});
+                used += size;
+                continue;
+            }
             ProfileRecord r;
             r.kind = kind;
             r.depth = static_cast<std::uint16_t>((word >> 2) & pf::max_depth);
@@ -563,6 +593,7 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
     }
     std::sort(out.threads.begin(), out.threads.end(),
               [](const ProfileThread& a, const ProfileThread& b) { return a.index < b.index; });
+    detail::report_nesting_errors(out);
     return out;
 }
 

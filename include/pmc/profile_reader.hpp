@@ -190,7 +190,7 @@ private:
 /// Counts the whole records of an events payload (stopping at the first that does not fit or make sense), as
 /// parse_profile's reading of it does; `span` gathers the kinds and primary readings.
 inline bool count_records(const unsigned char* q, std::size_t len, std::size_t counters, std::size_t& used,
-                          std::uint32_t& records, ProfileThreadSpan& span) {
+                          std::uint32_t& records, ProfileThreadSpan& span, ProfileThread& t) {
     namespace pf = profile_format;
     used = 0;
     records = 0;
@@ -198,10 +198,16 @@ inline bool count_records(const unsigned char* q, std::size_t len, std::size_t c
         if (len - used < 8) return false;
         std::uint32_t word;
         std::memcpy(&word, q + used, 4);
-        if ((word & 3) == 3) return false;
         const auto kind = static_cast<pf::RecordKind>(word & 3);
         const std::size_t size = pf::record_bytes(kind, counters);
         if (len - used < size) return false;
+        if (kind == pf::RecordKind::nesting_error) { // reported, not an event
+            std::uint32_t inner;
+            std::memcpy(&inner, q + used + 4, 4);
+            t.nesting_errors.push_back({word >> (2 + pf::depth_bits), inner, (word >> 2) & pf::max_depth});
+            used += size;
+            continue;
+        }
         std::uint64_t first, last;
         std::memcpy(&first, q + used + 8, 8);
         std::memcpy(&last, q + used + (kind == pf::RecordKind::interval ? 16 : 8), 8);
@@ -412,7 +418,7 @@ private:
         const std::size_t nc = profile_.counters.size();
         page_events_.clear();
         std::size_t used = 0;
-        for (std::uint32_t i = 0; i < page.records; ++i) {
+        for (std::uint32_t i = 0; i < page.records && used < page.bytes;) {
             ProfileEvent e;
             std::uint32_t word;
             std::memcpy(&word, q + used, 4);
@@ -422,9 +428,12 @@ private:
             e.depth = static_cast<std::uint16_t>((word >> 2) & pf::max_depth);
             e.label = word >> (2 + pf::depth_bits);
             const std::size_t size = pf::record_bytes(e.kind, nc);
-            std::memcpy(e.values, q + used + 8, size - 8);
+            if (e.kind != pf::RecordKind::nesting_error) {
+                std::memcpy(e.values, q + used + 8, size - 8);
+                page_events_.push_back(e);
+                ++i;
+            }
             used += size;
-            page_events_.push_back(e);
         }
         note_held();
         return std::nullopt;
@@ -495,7 +504,7 @@ private:
                     if (avail && !q) return failed_read();
                     ThreadPages& tp = threads_[thread_index];
                     std::uint32_t records = 0;
-                    detail::count_records(q, avail, nc, used, records, tp.span);
+                    detail::count_records(q, avail, nc, used, records, tp.span, thread(thread_index));
                     tp.span.records += records;
                     if (records)
                         tp.pages.push_back(
@@ -539,7 +548,7 @@ private:
                 }
                 std::size_t used = 0;
                 std::uint32_t records = 0;
-                if (!detail::count_records(q, len, nc, used, records, tp.span))
+                if (!detail::count_records(q, len, nc, used, records, tp.span, t))
                     out.problems.push_back(detail::bad_records_text(thread_index, seq, used, len));
                 // An empty entry too, so that a longer copy of this page replaces this one and not the one before.
                 tp.pages.push_back(PageRef{at + pf::page_header_bytes, static_cast<std::uint32_t>(used), records});
@@ -552,6 +561,7 @@ private:
         }
         std::sort(out.threads.begin(), out.threads.end(),
                   [](const ProfileThread& a, const ProfileThread& b) { return a.index < b.index; });
+        detail::report_nesting_errors(out);
         note_held();
         return std::nullopt;
     }

@@ -53,6 +53,7 @@
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -87,10 +88,20 @@ struct ProfilerTestAccess;
 
 /// One thread's recording state: its counters and its page. Written only by its thread, except when the
 /// process ends (exit(), a fatal signal) and what it committed is written out by another.
+/// A scope or begin() interval open on a thread: its label, argument and start readings.
+struct OpenInterval {
+    std::uint32_t label = 0, arg = 0;
+    std::uint64_t start[profile_format::max_counters] = {};
+    bool ended = false; ///< ended out of order (reported): dropped when it reaches the top
+};
+
 struct ProfilerThread {
     ProfilerShared* shared = nullptr;
     std::uint32_t index = 0;
-    std::uint32_t depth = 0;
+    std::uint32_t depth = 0;     ///< intervals open: open[0, depth)
+    std::uint32_t open_capacity = 0;
+    std::uint32_t ended_slots = 0; ///< open intervals marked ended (out of order): dropped once on top
+    std::unique_ptr<OpenInterval[]> open; ///< the thread's nesting (scopes and begin/end share it); grows, never shrinks
     std::uint32_t sequence = 0;  ///< the next events page's number
     std::size_t ncounters = 1;
     unsigned char* page = nullptr; ///< page header space + payload
@@ -125,6 +136,117 @@ struct ProfilerThread {
 
     ~ProfilerThread() {
         if (page) ::munmap(page, capacity + profile_format::page_header_bytes);
+    }
+
+    /// Opens an interval: its slot, then the start readings last (as close to the body as possible).
+    BOOST_FORCEINLINE std::uint32_t push(Label label, Label arg) noexcept {
+        if (BOOST_UNLIKELY(depth == open_capacity)) grow();
+        OpenInterval& o = open[depth];
+        o.label = label.id;
+        o.arg = arg.id;
+        o.ended = false;
+        const std::uint32_t at = depth++;
+        if (BOOST_LIKELY(ncounters == 1)) {
+            o.start[0] = read_primary();
+        } else {
+            std::uint64_t v[profile_format::max_counters] = {}; // read_rest is out of line: o.start must not escape
+            read_all(v);
+            std::memcpy(o.start, v, sizeof v);
+        }
+        return at;
+    }
+    /// Doubles the stack (at most once per new deepest nesting: no allocation per event; register_thread makes
+    /// the first 64). Out of memory: the thread stops recording (broken: zeros) and reuses the top slot rather than
+    /// throw from a scope.
+    BOOST_NOINLINE void grow() noexcept {
+        const std::uint32_t want = 2 * open_capacity;
+        OpenInterval* bigger = want > open_capacity ? new (std::nothrow) OpenInterval[want] : nullptr;
+        if (!bigger) {
+            broken = true;
+            --depth;
+            return;
+        }
+        for (std::uint32_t i = 0; i < depth; ++i) bigger[i] = open[i];
+        open.reset(bigger);
+        open_capacity = want;
+    }
+
+    /// Writes the interval in slot `at` ended with readings `stop` (its depth: `at`), and closes it.
+    BOOST_FORCEINLINE void record_interval(std::uint32_t at, const std::uint64_t* stop) noexcept {
+        const OpenInterval& o = open[at];
+        const std::uint32_t word = profile_format::record_word(profile_format::RecordKind::interval, at, o.label);
+        depth = at;
+        if (BOOST_UNLIKELY(ended_slots != 0)) drop_ended();
+        if (BOOST_LIKELY(ncounters == 1)) { // the usual case: a fixed 24-byte record, no loop
+            unsigned char* p = reserve(24);
+            std::memcpy(p, &word, 4);
+            std::memcpy(p + 4, &o.arg, 4);
+            std::memcpy(p + 8, &o.start[0], 8);
+            std::memcpy(p + 16, stop, 8);
+            commit(24);
+            return;
+        }
+        const auto n = ncounters;
+        const auto bytes = static_cast<std::uint32_t>(8 + 16 * n);
+        unsigned char* p = reserve(bytes);
+        std::memcpy(p, &word, 4);
+        std::memcpy(p + 4, &o.arg, 4);
+        for (std::size_t i = 0; i < n; ++i) {
+            std::memcpy(p + 8 + 16 * i, &o.start[i], 8);
+            std::memcpy(p + 16 + 16 * i, &stop[i], 8);
+        }
+        commit(bytes);
+    }
+
+    /// Drops the intervals on top that ended out of order (already reported).
+    BOOST_NOINLINE void drop_ended() noexcept {
+        while (depth > 0 && open[depth - 1].ended) --depth, --ended_slots;
+    }
+
+    /// An end that does not match the innermost open interval: a nesting-error record (the label ended, the
+    /// innermost open label or 0, the primary reading now). Nothing open is closed: the nesting stays as it was.
+    BOOST_NOINLINE void record_mismatch(std::uint32_t label, std::uint64_t now) noexcept {
+        const std::uint32_t inner = depth > 0 ? open[depth - 1].label : 0;
+        const std::uint32_t word = profile_format::record_word(profile_format::RecordKind::nesting_error, depth, label);
+        unsigned char* p = reserve(16);
+        std::memcpy(p, &word, 4);
+        std::memcpy(p + 4, &inner, 4);
+        std::memcpy(p + 8, &now, 8);
+        commit(16);
+    }
+
+    /// A scope's end (slot `at`): the record, or, out of order, the error and its slot marked ended.
+    BOOST_FORCEINLINE void end_scope(std::uint32_t at) noexcept {
+        std::uint64_t stop[profile_format::max_counters];
+        if (BOOST_LIKELY(ncounters == 1)) stop[0] = read_primary();
+        else read_all(stop);
+        if (BOOST_UNLIKELY(at + 1 != depth)) return end_scope_slow(at, stop);
+        record_interval(at, stop);
+    }
+    BOOST_NOINLINE void end_scope_slow(std::uint32_t at, const std::uint64_t* stop) noexcept {
+        drop_ended();
+        if (at + 1 == depth) return record_interval(at, stop);
+        const std::uint32_t label = at < depth ? open[at].label : 0;
+        record_mismatch(label, stop[0]);
+        if (at < depth && !open[at].ended) { // inner intervals are still open: it goes when they have
+            open[at].ended = true;
+            ++ended_slots;
+        }
+    }
+
+    /// end(label): closes the innermost open interval if it has this label; otherwise an error record.
+    BOOST_FORCEINLINE void end_label(std::uint32_t label) noexcept {
+        std::uint64_t stop[profile_format::max_counters];
+        if (BOOST_LIKELY(ncounters == 1)) stop[0] = read_primary();
+        else read_all(stop);
+        if (BOOST_UNLIKELY(depth == 0 || open[depth - 1].label != label || open[depth - 1].ended))
+            return end_label_slow(label, stop);
+        record_interval(depth - 1, stop);
+    }
+    BOOST_NOINLINE void end_label_slow(std::uint32_t label, const std::uint64_t* stop) noexcept {
+        drop_ended();
+        if (depth > 0 && open[depth - 1].label == label) return record_interval(depth - 1, stop);
+        record_mismatch(label, stop[0]);
     }
 
     /// The primary counter alone (one counter recorded).
@@ -569,10 +691,17 @@ struct ProfilerTls {
 };
 inline thread_local ProfilerTls profiler_tls;
 
-/// At a thread's exit: writes its page and closes its counters, for every profiler it recorded into.
+/// Set (and never cleared) once the thread's exit hook below has run: a scope recorded later, by a thread_local
+/// destroyed after it, must not reach the hook's destroyed list. Trivially destructible, so valid until the end.
+inline thread_local bool profiler_thread_ended = false;
+
+/// At a thread's exit: writes its page and closes its counters, for every profiler it recorded into. A scope
+/// recorded after this (by a thread_local destroyed later) still finds its state, owned by the profiler, but is
+/// discarded: the thread has written its last page.
 struct ProfilerThreadExit {
     std::vector<std::pair<std::shared_ptr<ProfilerShared>, ProfilerThread*>> entries;
     ~ProfilerThreadExit() {
+        profiler_thread_ended = true;
         for (auto& [shared, t] : entries) {
             std::lock_guard<std::mutex> lock(shared->mutex);
             if (shared->closed.load(std::memory_order_relaxed)) continue;
@@ -580,9 +709,10 @@ struct ProfilerThreadExit {
             t->primary.reset();
             t->clocks.clear();
             t->group.reset();
-            t->broken = true; // nothing more from this thread (a late destructor's scope records zeros)
+            t->broken = true; // reads give 0 from now on
+            t->discard = true; // and pages are dropped
         }
-        profiler_tls = {};
+        // profiler_tls keeps pointing at the states: they live as long as their profilers.
     }
 };
 inline thread_local ProfilerThreadExit profiler_thread_exit;
@@ -610,7 +740,9 @@ inline std::vector<std::string> split_counter_list(std::string_view text) {
 class Profiler;
 
 /// An interval being recorded: from construction to destruction (or end()). Not copyable or movable: it ends on
-/// the thread and in the scope where it began.
+/// the thread where it began. It shares its thread's nesting with Profiler::begin/end: ending it while intervals
+/// opened inside it are still open is an out-of-order end, written to the file as a nesting error (the tools report
+/// it), and the interval is not recorded.
 class ProfilerScope {
 public:
     ProfilerScope(const ProfilerScope&) = delete;
@@ -623,53 +755,17 @@ public:
         if (t_ == nullptr) return;
         detail::ProfilerThread& t = *t_;
         t_ = nullptr;
-        if (BOOST_LIKELY(t.ncounters == 1)) { // the usual case: a fixed 24-byte record, no loop
-            const std::uint64_t stop = t.read_primary();
-            --t.depth;
-            unsigned char* p = t.reserve(24);
-            std::memcpy(p, &word_, 4);
-            std::memcpy(p + 4, &arg_, 4);
-            std::memcpy(p + 8, &start_[0], 8);
-            std::memcpy(p + 16, &stop, 8);
-            t.commit(24);
-            return;
-        }
-        std::uint64_t stop[profile_format::max_counters];
-        t.read_all(stop);
-        --t.depth;
-        const auto n = t.ncounters;
-        const auto bytes = static_cast<std::uint32_t>(8 + 16 * n);
-        unsigned char* p = t.reserve(bytes);
-        std::memcpy(p, &word_, 4);
-        std::memcpy(p + 4, &arg_, 4);
-        for (std::size_t i = 0; i < n; ++i) {
-            std::memcpy(p + 8 + 16 * i, &start_[i], 8);
-            std::memcpy(p + 16 + 16 * i, &stop[i], 8);
-        }
-        t.commit(bytes);
+        t.end_scope(at_);
     }
 
 private:
     friend class Profiler;
-    BOOST_FORCEINLINE ProfilerScope() noexcept {} // off: nothing but t_ (user-provided: start_ is not zeroed)
+    BOOST_FORCEINLINE ProfilerScope() noexcept {} // off
     BOOST_FORCEINLINE ProfilerScope(detail::ProfilerThread* t, Label label, Label arg) noexcept
-        : t_(t), word_(profile_format::record_word(profile_format::RecordKind::interval, t->depth, label.id)),
-          arg_(arg.id) {
-        ++t->depth;
-        // Last: the interval starts as close to the scope's body as possible.
-        if (BOOST_LIKELY(t->ncounters == 1)) {
-            start_[0] = t->read_primary();
-        } else {
-            std::uint64_t v[profile_format::max_counters] = {}; // read_rest is out of line: start_ must not escape
-            t->read_all(v);
-            std::memcpy(start_, v, sizeof v);
-        }
-    }
+        : t_(t), at_(t->push(label, arg)) {}
 
     detail::ProfilerThread* t_ = nullptr;
-    std::uint32_t word_;
-    std::uint32_t arg_;
-    std::uint64_t start_[profile_format::max_counters];
+    std::uint32_t at_ = 0; ///< its slot in the thread's nesting (its depth)
 };
 
 /// The profiler. Move-only; a default-constructed or from_env() profiler without PMC_PROFILE is off.
@@ -762,6 +858,21 @@ public:
         return ProfilerScope(local(), label, this->label(arg));
     }
 
+    /// Begins an interval on the calling thread that a later end(label) on the same thread ends: for hooks and
+    /// callbacks (an interpreter's call/return hook, a database's trace callback), where no scope can span the
+    /// interval. As cheap as a scope, no allocation per event; it shares the thread's nesting with scopes.
+    BOOST_FORCEINLINE void begin(Label label, Label arg = {}) noexcept {
+        if (BOOST_UNLIKELY(!shared_)) return;
+        if (detail::ProfilerThread* t = local_noexcept()) t->push(label, arg);
+    }
+    /// Ends the innermost interval open on the calling thread, which must have been begun with `label`. An end that
+    /// does not match it (another label, or nothing open) closes nothing: it is written to the file as a nesting
+    /// error, which the tools report (exit status 2), never silently re-nested.
+    BOOST_FORCEINLINE void end(Label label) noexcept {
+        if (BOOST_UNLIKELY(!shared_)) return;
+        if (detail::ProfilerThread* t = local_noexcept()) t->end_label(label.id);
+    }
+
     /// An instant event: the primary counter's reading now.
     BOOST_FORCEINLINE void instant(Label label, Label arg = {}) {
         if (BOOST_UNLIKELY(!shared_)) return;
@@ -815,14 +926,35 @@ private:
         return local_slow();
     }
 
+    /// local() for noexcept callers: nullptr where registering the thread failed (its page could not be mapped).
+    BOOST_FORCEINLINE detail::ProfilerThread* local_noexcept() noexcept {
+        const detail::ProfilerTls& c = detail::profiler_tls;
+        if (BOOST_LIKELY(c.generation == shared_->generation)) return c.state;
+#if !defined(BOOST_NO_EXCEPTIONS)
+        try {
+#endif
+            return local_slow();
+#if !defined(BOOST_NO_EXCEPTIONS)
+        } catch (...) {
+            return nullptr;
+        }
+#endif
+    }
+
     BOOST_NOINLINE detail::ProfilerThread* local_slow() {
         auto& entries = detail::profiler_thread_exit.entries;
-        for (auto& e : entries)
+        if (!detail::profiler_thread_ended)
+            for (auto& e : entries)
             if (e.first.get() == shared_.get()) {
                 detail::profiler_tls = {shared_->generation, e.second};
                 return e.second;
             }
         detail::ProfilerThread* t = register_thread();
+        if (detail::profiler_thread_ended) { // after the exit hook (a thread_local's destructor): recorded nowhere
+            t->broken = t->discard = true;
+            detail::profiler_tls = {shared_->generation, t};
+            return t;
+        }
         entries.emplace_back(shared_, t);
         detail::profiler_tls = {shared_->generation, t};
         return t;
@@ -843,6 +975,8 @@ private:
         if (mem == MAP_FAILED) raise(make_failure(errno, "pmc profiler: cannot allocate a thread's page buffer"));
         t->page = static_cast<unsigned char*>(mem);
         std::memset(t->page, 0, s.page_bytes + profile_format::page_header_bytes);
+        t->open_capacity = 64;
+        t->open.reset(new detail::OpenInterval[t->open_capacity]);
         auto opened = open_counters(*t);
         if (opened) {
             if (throw_on_failure) raise(*opened);

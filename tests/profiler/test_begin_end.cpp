@@ -1,0 +1,163 @@
+// Profiler::begin/end (intervals begun in one call and ended in another: hooks and callbacks), the nesting they
+// share with scopes, ends out of order reported as nesting errors, and a scope recorded by a thread_local destroyed
+// after the profiler's thread-exit hook.
+#include <pmc/profile_format.hpp>
+#include <pmc/profiler.hpp>
+
+#include "catch.hpp"
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/pmc-begin-end-test-XXXXXX";
+        const char* p = ::mkdtemp(tmpl);
+        REQUIRE(p != nullptr);
+        path = p;
+    }
+    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    std::string file(const std::string& name) const { return path + "/" + name; }
+};
+
+/// Each record of the profile's only recording thread as "label@depth" (intervals; errors are not records).
+std::vector<std::string> shape(const pmc::Profile& p, std::size_t thread = 0) {
+    std::vector<std::string> out;
+    for (const auto& r : p.threads.at(thread).records)
+        if (r.kind == pmc::profile_format::RecordKind::interval)
+            out.push_back(p.string(r.label) + "@" + std::to_string(r.depth));
+    return out;
+}
+
+pmc::ProfilerOptions options(const std::string& path) {
+    pmc::ProfilerOptions o{path, {"wall-time"}};
+    o.measure_cost = false;
+    return o;
+}
+
+} // namespace
+
+TEST_CASE("begin/end: intervals from hooks nest with scopes on the same thread") {
+    TempDir dir;
+    const std::string path = dir.file("hooks.pmcprof");
+    {
+        pmc::Profiler prof{options(path)};
+        const auto call = prof.label("call"), parse = prof.label("parse"), fn = prof.label("fn f");
+        // An interpreter's call hook begins, its return hook ends: a scope in between nests inside.
+        prof.begin(call, fn);
+        {
+            auto s = prof.scope(parse);
+            prof.begin(call);
+            prof.end(call);
+        }
+        prof.end(call);
+    }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    CHECK(shape(*p) == std::vector<std::string>{"call@2", "parse@1", "call@0"});
+    CHECK(p->string(p->threads[0].records.back().arg) == "fn f");
+    CHECK(p->threads[0].nesting_errors.empty());
+}
+
+TEST_CASE("begin/end: an end that does not match the innermost interval is reported, never re-nested") {
+    TempDir dir;
+    const std::string path = dir.file("mismatch.pmcprof");
+    {
+        pmc::Profiler prof{options(path)};
+        const auto a = prof.label("a"), b = prof.label("b"), c = prof.label("c");
+        prof.end(a);   // nothing open
+        prof.begin(a);
+        prof.begin(b);
+        prof.end(a);   // b is innermost: an error, b and a stay open
+        prof.end(b);   // b closes at depth 1
+        prof.end(a);   // then a at depth 0
+        {
+            auto s = prof.scope(c);
+            prof.begin(b);
+            s.end();    // out of order: b is still open inside it
+            prof.end(b); // b closes, and c (ended) goes with it: the next interval is outermost again
+        }
+        prof.begin(a);
+        prof.end(a);
+    }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(shape(*p) == std::vector<std::string>{"b@1", "a@0", "b@1", "a@0"});
+    const auto& errors = p->threads[0].nesting_errors;
+    REQUIRE(errors.size() == 3);
+    CHECK(p->string(errors[0].label) == "a");
+    CHECK(errors[0].inner == 0);
+    CHECK(p->string(errors[1].label) == "a");
+    CHECK(p->string(errors[1].inner) == "b");
+    CHECK(errors[1].depth == 2);
+    CHECK(p->string(errors[2].label) == "c");
+    CHECK(p->string(errors[2].inner) == "b");
+    REQUIRE(p->problems.size() == 1);
+    CHECK(p->problems[0].find("3 end(s) that did not match the innermost open interval") != std::string::npos);
+    CHECK(p->problems[0].find("the end of 'a' while nothing was open") != std::string::npos);
+}
+
+TEST_CASE("begin/end: deep nesting (more than the first stack allocation) records every depth") {
+    TempDir dir;
+    const std::string path = dir.file("deep.pmcprof");
+    constexpr int depth = 300;
+    {
+        pmc::Profiler prof{options(path)};
+        const auto f = prof.label("f");
+        for (int i = 0; i < depth; ++i) prof.begin(f);
+        for (int i = 0; i < depth; ++i) prof.end(f);
+    }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    const auto& r = p->threads.at(0).records;
+    REQUIRE(r.size() == depth);
+    for (int i = 0; i < depth; ++i) CHECK(r[static_cast<std::size_t>(i)].depth == std::min<std::uint32_t>(depth - 1 - i, pmc::profile_format::max_depth));
+}
+
+namespace {
+/// Records a scope from its destructor: constructed before the thread's first scope (a function's thread_local:
+/// its own guard, so before pmc's per-thread state), so destroyed after the profiler's thread-exit hook.
+struct LateScope {
+    pmc::Profiler* prof = nullptr;
+    pmc::Label label;
+    ~LateScope() {
+        if (!prof) return;
+        auto s = prof->scope(label);
+        prof->begin(label);
+        prof->end(label);
+    }
+};
+} // namespace
+
+TEST_CASE("profiler: a thread_local destroyed after the thread-exit hook may record a scope: it is dropped") {
+    TempDir dir;
+    const std::string path = dir.file("late.pmcprof");
+    {
+        pmc::Profiler prof{options(path)};
+        const auto work = prof.label("work"), after = prof.label("after the exit hook");
+        std::thread t([&] {
+            static thread_local LateScope late;
+            late.prof = &prof; // constructed now, before the profiler's per-thread state
+            late.label = after;
+            auto s = prof.scope(work);
+        });
+        t.join();
+    }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    std::size_t works = 0;
+    for (const auto& t : p->threads)
+        for (const auto& r : t.records) {
+            CHECK(p->string(r.label) != "after the exit hook");
+            works += p->string(r.label) == "work";
+        }
+    CHECK(works == 1);
+}
