@@ -6,13 +6,17 @@
 #include <pmc/error.hpp>
 #include <pmc/profiler.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 struct pmc_counter {
     pmc::Counter counter;
@@ -22,6 +26,9 @@ struct pmc_counter {
 
 struct pmc_profiler {
     pmc::Profiler profiler;
+    std::uint64_t serial = 0;           ///< tells this profiler's per-thread nesting from a closed one's
+    std::mutex names_mutex;             ///< names: written when a label is interned, read for error messages
+    std::vector<std::string> names;     ///< by label id (interned through this API)
 };
 
 namespace {
@@ -55,6 +62,47 @@ int take_current_exception(const char* what_failed) noexcept {
         set_error(EIO, std::string(what_failed) + ": an unknown C++ exception");
         return EIO;
     }
+}
+
+std::atomic<std::uint64_t> next_serial{1};
+
+pmc_profiler* make_profiler(pmc::Profiler p) {
+    auto* out = new pmc_profiler;
+    out->profiler = std::move(p);
+    out->serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+    return out;
+}
+
+// The labels open on this thread, per profiler, so that pmc_profiler_end can say at once (a return value and a
+// message naming both labels) what pmc::Profiler::end reports in the file: an end that does not match the innermost
+// open interval. A vector per thread and profiler: it allocates only when the nesting gets deeper than ever before.
+struct OpenLabels {
+    std::uint64_t serial = 0;
+    std::vector<pmc_label> labels;
+};
+thread_local OpenLabels* open_cache = nullptr; // the one used last
+thread_local std::vector<std::unique_ptr<OpenLabels>> open_all;
+
+OpenLabels& open_labels(const pmc_profiler* p) {
+    if (BOOST_LIKELY(open_cache != nullptr && open_cache->serial == p->serial)) return *open_cache;
+    for (auto& o : open_all)
+        if (o->serial == p->serial) return *(open_cache = o.get());
+    // A closed profiler's entry, empty (its intervals ended), is reused before a new one is made.
+    for (auto& o : open_all)
+        if (o->labels.empty()) {
+            o->serial = p->serial;
+            return *(open_cache = o.get());
+        }
+    open_all.push_back(std::make_unique<OpenLabels>());
+    open_all.back()->serial = p->serial;
+    return *(open_cache = open_all.back().get());
+}
+
+std::string label_name(pmc_profiler* p, pmc_label label) {
+    if (label == 0) return "none (0)";
+    std::lock_guard<std::mutex> lock(p->names_mutex);
+    if (label < p->names.size() && !p->names[label].empty()) return "'" + p->names[label] + "'";
+    return "label " + std::to_string(label);
 }
 
 pmc::ProfilerOptions to_options(const pmc_profiler_options* o) {
@@ -137,7 +185,7 @@ pmc_profiler* pmc_profiler_from_env(const pmc_profiler_options* defaults) noexce
         if (defaults) o = to_options(defaults);
         auto p = pmc::Profiler::from_env(std::move(o)); // says on stderr why it is off, if it is
         if (!p.enabled()) return nullptr;
-        return new pmc_profiler{std::move(p)};
+        return make_profiler(std::move(p));
     } catch (...) {
         take_current_exception("pmc_profiler_from_env");
         return nullptr;
@@ -151,7 +199,7 @@ pmc_profiler* pmc_profiler_open(const pmc_profiler_options* options) noexcept {
         return nullptr;
     }
     try {
-        return new pmc_profiler{pmc::Profiler(to_options(options))};
+        return make_profiler(pmc::Profiler(to_options(options)));
     } catch (...) {
         take_current_exception("pmc_profiler_open");
         return nullptr;
@@ -169,7 +217,12 @@ pmc_label pmc_profiler_label_n(pmc_profiler* profiler, const char* name, size_t 
         return 0;
     }
     try {
-        return profiler->profiler.label(std::string_view(name, length)).id;
+        const std::string_view text(name, length);
+        const pmc_label id = profiler->profiler.label(text).id;
+        std::lock_guard<std::mutex> lock(profiler->names_mutex);
+        if (profiler->names.size() <= id) profiler->names.resize(id + 1);
+        if (profiler->names[id].empty()) profiler->names[id] = std::string(text);
+        return id;
     } catch (...) {
         take_current_exception("pmc_profiler_label");
         return 0;
@@ -180,13 +233,39 @@ pmc_label pmc_profiler_label(pmc_profiler* profiler, const char* name) noexcept 
     return pmc_profiler_label_n(profiler, name, name ? std::strlen(name) : 0);
 }
 
+// begin/end: pmc::Profiler::begin and end (noexcept, as cheap as a scope), with this thread's open labels kept
+// beside them for pmc_profiler_end's answer. The try blocks cost nothing unless a vector cannot grow.
 void pmc_profiler_begin(pmc_profiler* profiler, pmc_label label, pmc_label arg) noexcept {
-    (void)profiler, (void)label, (void)arg; // TODO(issue 19): Profiler::begin
+    if (!profiler) return;
+    try {
+        open_labels(profiler).labels.push_back(label);
+    } catch (...) {
+        take_current_exception("pmc_profiler_begin");
+        return; // not begun: its end will say so
+    }
+    profiler->profiler.begin(pmc::Label{label}, pmc::Label{arg});
 }
 
 int pmc_profiler_end(pmc_profiler* profiler, pmc_label label) noexcept {
-    (void)profiler, (void)label;
-    return 0; // TODO(issue 19): Profiler::end
+    if (!profiler) return 0;
+    try {
+        auto& open = open_labels(profiler).labels;
+        profiler->profiler.end(pmc::Label{label}); // a mismatch is written to the file as a nesting error
+        if (BOOST_LIKELY(!open.empty() && open.back() == label)) {
+            open.pop_back();
+            return 0;
+        }
+        set_error(EINVAL, "pmc_profiler_end(" + label_name(profiler, label) + "): " +
+                              (open.empty() ? std::string("no interval is open on this thread")
+                                            : "the innermost interval open on this thread is " +
+                                                  label_name(profiler, open.back())) +
+                              "; nothing was ended (the profile records the mismatch as a nesting error, which the "
+                              "tools report). Each pmc_profiler_begin needs one pmc_profiler_end with the same "
+                              "label, on the same thread, innermost first");
+        return EINVAL;
+    } catch (...) {
+        return take_current_exception("pmc_profiler_end");
+    }
 }
 
 // The recording calls: a try block costs nothing until something throws (a thread's first event registers it,
