@@ -129,7 +129,8 @@ public:
             triggers_.push_back({name, std::move(steps)});
         }
         sqlite3_finalize(s);
-        sqlite3_trace_v2(db, SQLITE_TRACE_STMT | SQLITE_TRACE_PROFILE, &Tracer::callback, this);
+        // Profiling off: no callbacks at all, so the workload runs as it would without the profiler.
+        if (prof_.enabled()) sqlite3_trace_v2(db, SQLITE_TRACE_STMT | SQLITE_TRACE_PROFILE, &Tracer::callback, this);
     }
 
     /// Ends what is still open (a statement never stepped to its end).
