@@ -8,6 +8,7 @@
  * Exit 0 when every check holds (ctest then runs `pmc summarize PROFILE` and checks the labels and counts), 1 with
  * a FAILED line per failed check, 77 ("SKIPPED: ...", which ctest reports as skipped) when every other check held
  * but the kernel refuses perf_event_open for the page-fault counter. */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <pmc/pmc.h>
 
 #include <errno.h>
@@ -119,6 +120,52 @@ static void check_counters(void) {
     pmc_counter_close(faults);
 }
 
+/* A counter counts the thread that opened it: a read from another thread is an error with its reason. */
+static void* read_elsewhere(void* counter) {
+    uint64_t v = 1;
+    const int rc = pmc_counter_read((pmc_counter*)counter, &v);
+    expect(rc == EPERM && v == 0 && contains(pmc_last_error(), "thread"),
+           "reading a counter on another thread than its opener's returns EPERM, saying why");
+    printf("        pmc_last_error(): %.120s...\n", pmc_last_error());
+    return NULL;
+}
+
+static void check_other_thread(void) {
+    pmc_counter* faults = pmc_counter_open("page-faults");
+    if (!faults) return; /* said by check_counters */
+    pthread_t t;
+    if (pthread_create(&t, NULL, read_elsewhere, faults) == 0) pthread_join(t, NULL);
+    uint64_t v = 0;
+    expect(pmc_counter_read(faults, &v) == 0, "... and the opener's own reads still work");
+    pmc_counter_close(faults);
+}
+
+/* pmc_profiler_from_env: PMC_PROFILE unset, set, and naming a file that cannot be created. */
+static void check_from_env(const char* path) {
+    unsetenv("PMC_PROFILE");
+    expect(pmc_profiler_from_env(NULL) == NULL, "pmc_profiler_from_env without PMC_PROFILE is NULL (off)");
+    setenv("PMC_PROFILE", "/nonexistent-pmc-dir/env.pmcprof", 1);
+    expect(pmc_profiler_from_env(NULL) == NULL,
+           "pmc_profiler_from_env with a file that cannot be created is NULL (off; said on stderr)");
+    setenv("PMC_PROFILE", path, 1);
+    setenv("PMC_PROFILE_COUNTERS", "wall-time", 1);
+    pmc_profiler_options defaults;
+    pmc_profiler_options_init(&defaults);
+    defaults.measure_cost = 0;
+    pmc_profiler* p = pmc_profiler_from_env(&defaults);
+    expect(p != NULL && pmc_profiler_enabled(p) == 1, "pmc_profiler_from_env with PMC_PROFILE is on");
+    const pmc_label l = pmc_profiler_label(p, "from-env");
+    pmc_profiler_begin(p, l, 0);
+    expect(pmc_profiler_end(p, l) == 0, "... and records");
+    pmc_profiler_close(p);
+    unsetenv("PMC_PROFILE");
+    unsetenv("PMC_PROFILE_COUNTERS");
+    FILE* f = fopen(path, "rb");
+    expect(f != NULL, "... into the file PMC_PROFILE names");
+    if (f) fclose(f);
+    remove(path);
+}
+
 /* ---- the profiler: hooks that begin in one function and end in another ---- */
 
 static pmc_profiler* prof;
@@ -226,6 +273,8 @@ int main(int argc, char** argv) {
     printf("pmc %s through pmc/pmc.h\n", pmc_version());
     check_errors();
     check_counters();
+    check_other_thread();
+    check_from_env("c-api-env.pmcprof");
     record(argv[1]);
     check_nesting("c-api-nesting.pmcprof");
     if (failures) {
