@@ -35,6 +35,7 @@ struct Options {
     bool json = false;
     bool csv = false;
     bool like_perf_stat = false;
+    bool emulate = false; ///< count --emulate
     std::string output; ///< -o FILE (count)
     bool help = false;
     std::string command;
@@ -89,6 +90,21 @@ int cmd_diff(int argc, char** argv);
 extern const char* const diff_help;
 int cmd_aggregate(int argc, char** argv);
 extern const char* const aggregate_help;
+
+/// pmc emulate (tools/emulate.cpp): runs a command under QEMU user mode with pmc's plugin; parses its own arguments.
+int cmd_emulate(int argc, char** argv);
+extern const char* const emulate_help;
+/// QEMU's user-mode binary and pmc's plugin and preload library, as found for this machine.
+struct Emulator {
+    std::string qemu, plugin, preload;
+};
+/// Finds them (`qemu`: --qemu's value, or ""), or says what is missing and what to install.
+pmc::Result<Emulator> find_emulator(const std::string& qemu);
+/// Starts `command` under the emulator (`plugin_args`: ",report=FILE" or ""); the child's pid.
+pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::string>& command, bool keep_aslr,
+                                  const std::string& plugin_args);
+/// Waits for it: the command's exit status (128 + N for signal N, explaining SIGILL); `raw_status` from waitpid.
+int finish_emulated(pid_t child, const std::string& shown, int& raw_status);
 
 /// pmc export (tools/export.cpp): a profile as Chrome trace events, folded stacks or speedscope JSON.
 int cmd_export(int argc, char** argv);

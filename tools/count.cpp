@@ -25,6 +25,7 @@
 // count ...) to choose otherwise.
 #include "commands.hpp"
 
+#include <pmc/emulated.hpp>
 #include <pmc/group.hpp>
 #include <pmc/hybrid.hpp>
 #include <pmc/pmu.hpp>
@@ -49,7 +50,7 @@
 namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
-                 [--] COMMAND [ARGS]
+                 [--emulate] [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
 as one group (perf stat opens each event alone unless given a {group}): counts are scaled where the
@@ -67,6 +68,10 @@ Options:
   --json            JSON: command, exit_status, elapsed_ns, time_enabled_ns, time_running_ns, counts.
                     --csv and --json exclude each other (a usage error, status 1).
   -o FILE           Write the report to FILE (opened before COMMAND runs) instead of stderr.
+  --emulate         Run COMMAND under pmc emulate (QEMU user mode with pmc's plugin) and count its
+                    instructions exactly on any machine: instructions:u (the default here) or
+                    instructions, emulated (QEMU TCG), not a real core's; the dynamically linked
+                    programs it executes are counted too. No other event can be counted so.
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
@@ -267,6 +272,127 @@ std::string count_text_table(const std::vector<std::string>& names, const std::v
 
 } // namespace
 
+namespace {
+
+/// pmc count --emulate: the command under the emulator, its instructions from the plugin's per-process totals.
+int count_emulated(const Options& o, const std::vector<std::string>& command, std::vector<std::string> events,
+                   FILE* out_file) {
+    if (events.empty()) events = {"instructions:u"};
+    for (const auto& e : events) {
+        auto spec = pmc::try_parse_event(e, o.sysfs);
+        if (!spec) {
+            fmt::print(stderr, "pmc: {}\n", spec.failure().message);
+            return 1;
+        }
+        std::string why = pmc::emulated_refusal(*spec);
+        if (why.empty() && spec->kind != pmc::EventKind::perf)
+            why = "pmc count --emulate counts instructions:u or instructions";
+        if (!why.empty()) {
+            fmt::print(stderr, "pmc: count --emulate: cannot count '{}': {}\n", e, why);
+            return 1;
+        }
+    }
+    auto emulator = find_emulator("");
+    if (!emulator) {
+        fmt::print(stderr, "pmc: count --emulate: {}\n", emulator.failure().message);
+        return 1;
+    }
+    char dir_template[] = "/tmp/pmc-count-XXXXXX";
+    const char* dir = ::mkdtemp(dir_template);
+    if (!dir) {
+        fmt::print(stderr, "pmc: count --emulate: cannot make a temporary directory: {}\n", std::strerror(errno));
+        return 1;
+    }
+    const std::string report = std::string(dir) + "/instructions";
+    struct RemoveReport {
+        std::string file, dir;
+        ~RemoveReport() {
+            ::unlink(file.c_str());
+            ::rmdir(dir.c_str());
+        }
+    } cleanup{report, dir};
+    std::string shown;
+    for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
+    struct sigaction ignore {}, old_int {}, old_quit {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGINT, &ignore, &old_int);
+    ::sigaction(SIGQUIT, &ignore, &old_quit);
+    const auto go_time = std::chrono::steady_clock::now();
+    auto child = start_emulated(*emulator, command, false, ",report=" + report);
+    if (!child) {
+        ::sigaction(SIGINT, &old_int, nullptr);
+        ::sigaction(SIGQUIT, &old_quit, nullptr);
+        fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
+        return child.failure().code.value() == ENOENT ? 127 : 1;
+    }
+    int raw = 0;
+    const int exit_status = finish_emulated(*child, shown, raw);
+    const auto elapsed_ns = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGQUIT, &old_quit, nullptr);
+    // One line per emulated process that reached its exit: "pid N instructions N".
+    std::uint64_t total = 0;
+    int processes = 0;
+    if (FILE* f = std::fopen(report.c_str(), "r")) {
+        long pid = 0;
+        unsigned long long n = 0;
+        while (std::fscanf(f, "pid %ld instructions %llu\n", &pid, &n) == 2) {
+            total += n;
+            ++processes;
+        }
+        std::fclose(f);
+    }
+    if (processes == 0) {
+        fmt::print(stderr, "pmc: count --emulate: '{}' (exit status {}) left no count: no emulated process reached its "
+                           "exit (killed by a signal, or QEMU did not start it)\n", shown, exit_status);
+        return exit_status ? exit_status : 1;
+    }
+    std::vector<std::string> names = events;
+    std::vector<pmc::EventCount> counts(events.size());
+    for (auto& c : counts) {
+        c.raw = total;
+        c.estimate = static_cast<double>(total);
+        c.running_fraction = 1.0;
+        c.counted = true;
+    }
+    std::string text;
+    if (o.json) {
+        pmc::JsonWriter j;
+        j.begin_object().key("command").begin_array();
+        for (const auto& a : command) j.value(a);
+        j.end_array().field("exit_status", exit_status).field("elapsed_ns", elapsed_ns)
+            .field("emulated", pmc::emulated_count_note).field("processes", processes).key("counts");
+        pmc::write_counts_json(j, names, counts);
+        j.end_object();
+        text = j.str() + "\n";
+    } else if (o.csv) {
+        text = pmc::count_csv(names, counts);
+    } else {
+        text = fmt::format("\n pmc count --emulate of '{}' (exit status {}; {} emulated process{}):\n\n", shown,
+                           exit_status, processes, processes == 1 ? "" : "es");
+        std::size_t width = 5;
+        for (const auto& n : names) width = std::max(width, n.size());
+        text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
+        for (const auto& n : names) text += fmt::format("{:<{}}  {:>18}\n", n, width, total);
+        text += fmt::format("\n {}.\n The whole command: every thread, and every dynamically linked program it "
+                            "executed.\n {:>14.9f} seconds time elapsed (under the emulator)\n",
+                            pmc::emulated_count_note, static_cast<double>(elapsed_ns) / 1e9);
+    }
+    if (out_file) {
+        if (std::fputs(text.c_str(), out_file) < 0) {
+            fmt::print(stderr, "pmc: count: cannot write {}; the counts:\n{}", o.output, text);
+            if (exit_status == 0) return 1;
+        }
+    } else {
+        std::fputs(text.c_str(), stderr);
+    }
+    return exit_status;
+}
+
+} // namespace
+
 int cmd_count(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& events_in) {
     if (command.empty()) {
         fmt::print(stderr, "pmc: count needs a command after '--': pmc count [-e EVENT]... -- COMMAND [ARGS]\n");
@@ -296,6 +422,19 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
             fmt::print(stderr, "pmc: count: {}\n", why);
             return 1;
         }
+    if (o.emulate) {
+        FILE* out_file = nullptr;
+        if (!o.output.empty() && !(out_file = std::fopen(o.output.c_str(), "w"))) {
+            fmt::print(stderr, "pmc: count: cannot write {}: {} (nothing was run)\n", o.output, std::strerror(errno));
+            return 1;
+        }
+        const int status = count_emulated(o, command, events, out_file);
+        if (out_file && std::fclose(out_file) != 0) {
+            fmt::print(stderr, "pmc: count: cannot write {}: {}\n", o.output, std::strerror(errno));
+            return status ? status : 1;
+        }
+        return status;
+    }
     if (events.empty()) {
         events = {"task-clock", "context-switches", "page-faults"};
         if (pmc::has_core_pmu(o.sysfs)) events.insert(events.begin(), {"instructions:u", "cycles:u"});

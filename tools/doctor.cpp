@@ -6,6 +6,8 @@
 // events at all (task-clock does not open).
 #include "commands.hpp"
 
+#include <pmc/emulated.hpp>
+
 #include <pmc/counter.hpp>
 #include <pmc/cpu.hpp>
 #include <pmc/determinism.hpp>
@@ -48,8 +50,12 @@ Options:
   --sysfs DIR  Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help   Show this help.
 
+Under pmc emulate (pmc emulate -- pmc doctor) it describes the emulated machine: the emulated PMU,
+the CPU as QEMU presents it, and what can be counted there.
+
 Exit status: 0 exact user-mode instruction counts are possible here (instructions-minus-irqs:u with
-rdpmc); 2 hardware counts, but not exact ones; 3 only software events and clocks; 4 no perf events.
+rdpmc, or the emulated PMU under pmc emulate); 2 hardware counts, but not exact ones; 3 only
+software events and clocks; 4 no perf events.
 )";
 
 namespace {
@@ -170,6 +176,7 @@ int cmd_doctor(const Options& o) {
     const bool core = pmc::has_core_pmu(o.sysfs);
     const std::string hv = pmc::hypervisor_signature();
     const pmc::CpuModel& cpu = pmc::this_cpu();
+    const auto& emulated = pmc::emulated_pmu(); // under pmc emulate: QEMU's plugin is the PMU
 
     // Kernel and timer.
     const int hz = kernel_hz(release);
@@ -196,15 +203,39 @@ int cmd_doctor(const Options& o) {
             names += (names.empty() ? "" : ", ") + p->name;
             pmus.push_back(std::move(*p));
         }
-    checks.push_back({core ? "ok" : "impossible", "hardware PMU",
-                      core ? "present (" + names + ")" : "none: sysfs lists " + (names.empty() ? "no PMU" : names),
-                      core ? ""
-                           : "bare metal, or a guest PMU (QEMU/KVM: -cpu host,pmu=on; libvirt: <pmu state='on'/>; "
-                             "VMware: virtualize CPU performance counters; cloud: a bare-metal or PMU instance)"});
-    checks.push_back({hv.empty() ? "ok" : "degraded", "hypervisor",
-                      hv.empty() ? "none: bare metal"
-                                 : hv + ": a virtual machine (cpuid exits to the hypervisor; virtual PMUs lack events)",
-                      ""});
+    if (emulated) {
+        checks.push_back({"ok", "emulated PMU",
+                          "pmc emulate: QEMU user mode with pmc's plugin (" + emulated->target + " guest, protocol " +
+                              std::to_string(emulated->protocol) + "): instructions:u, instructions and "
+                              "instructions-minus-irqs:u, " + pmc::emulated_count_note + ". QEMU's user mode has no "
+                              "perf_event_open: no other perf event",
+                          ""});
+        checks.push_back({"ok", "hardware PMU", "not used under the emulator (the host's sysfs lists " +
+                                                    (names.empty() ? std::string("no PMU") : names) + ")", ""});
+        checks.push_back({"ok", "hypervisor", "the emulator (" + (hv.empty() ? std::string("QEMU") : hv) +
+                                                  "): the program runs on QEMU's TCG", ""});
+    } else {
+        checks.push_back({core ? "ok" : "impossible", "hardware PMU",
+                          core ? "present (" + names + ")" : "none: sysfs lists " + (names.empty() ? "no PMU" : names),
+                          core ? ""
+                               : "bare metal, or a guest PMU (QEMU/KVM: -cpu host,pmu=on; libvirt: <pmu state='on'/>; "
+                                 "VMware: virtualize CPU performance counters; cloud: a bare-metal or PMU instance); "
+                                 "or, for exact instruction counts on this machine, pmc emulate (see below)"});
+        checks.push_back({hv.empty() ? "ok" : "degraded", "hypervisor",
+                          hv.empty() ? "none: bare metal"
+                                     : hv + ": a virtual machine (cpuid exits to the hypervisor; virtual PMUs lack events)",
+                          ""});
+        // What pmc emulate would give here: exact emulated instruction counts, where QEMU can load pmc's plugin.
+        const auto emulator = find_emulator("");
+        if (emulator)
+            checks.push_back({core ? "ok" : "advisory", "emulated PMU",
+                              "pmc emulate -- PROGRAM runs a program on an emulated PMU here (" + emulator->qemu +
+                                  " with pmc's plugin): exact instruction counts, emulated, not a real core's", ""});
+        else
+            checks.push_back({core ? "ok" : "advisory", "emulated PMU",
+                              "pmc emulate is not available: " + first_line(emulator.failure().message),
+                              "sudo apt-get install qemu-user (Debian's dynamic QEMU user mode loads pmc's plugin)"});
+    }
     for (const auto& p : pmus) {
         if (!p.rdpmc || !(p.name == "cpu" || p.name == "cpu_core" || p.name == "cpu_atom")) continue;
         const std::string path = std::string(o.sysfs) + "/" + p.name + "/rdpmc";
@@ -226,7 +257,10 @@ int cmd_doctor(const Options& o) {
     // On AArch64 the CPU is named by MIDR_EL1, for every CPU (big.LITTLE has several kinds); an Arm core missing
     // from the tables changes nothing pmc does, so it is not degraded.
     const pmc::ArmCpus arm = PMC_ARCH_AARCH64 ? pmc::arm_cpus() : pmc::ArmCpus{};
-    if (!PMC_ARCH_AARCH64)
+    if (emulated)
+        checks.push_back({"ok", "CPU", "as QEMU presents it (CPUID under the emulator, not the host's CPU): " +
+                                           cpu.description(), ""});
+    else if (!PMC_ARCH_AARCH64)
         checks.push_back({cpu.warning.empty() ? "ok" : "degraded", "CPU", cpu.description(), cpu.warning});
     else if (arm.kinds.empty())
         checks.push_back({"ok", "CPU", "unknown: no MIDR_EL1 in sysfs, /proc/cpuinfo or (mrs) from the kernel", ""});
@@ -236,11 +270,15 @@ int cmd_doctor(const Options& o) {
             if (!k.cpu.warning.empty()) finding += "; " + k.cpu.warning;
         checks.push_back({"ok", "CPU", finding, ""});
     }
-    checks.push_back({cpu.irq_status == pmc::IrqEventStatus::none ? "impossible" : "ok", "interrupt event",
-                      cpu.irq_status == pmc::IrqEventStatus::none
-                          ? "none known for this CPU: instructions-minus-irqs is not available"
-                          : cpu.irq_event + " " + cpu.irq_event_name + ": " + pmc::to_string(cpu.irq_status),
-                      ""});
+    if (emulated)
+        checks.push_back({"ok", "interrupt event", "none needed: no interrupt reaches an emulated program's count "
+                                                   "(instructions-minus-irqs:u is instructions:u)", ""});
+    else
+        checks.push_back({cpu.irq_status == pmc::IrqEventStatus::none ? "impossible" : "ok", "interrupt event",
+                          cpu.irq_status == pmc::IrqEventStatus::none
+                              ? "none known for this CPU: instructions-minus-irqs is not available"
+                              : cpu.irq_event + " " + cpu.irq_event_name + ": " + pmc::to_string(cpu.irq_status),
+                          ""});
     const auto hybrid = pmc::hybrid_pmus(o.sysfs);
     if (arm.heterogeneous()) {
         checks.push_back({"degraded", "hybrid cores",
@@ -270,6 +308,8 @@ int cmd_doctor(const Options& o) {
     const auto aslr = pmc::aslr_state();
     if (aslr.randomize_va_space == 0)
         checks.push_back({"ok", "ASLR", "off system-wide (kernel.randomize_va_space = 0)", ""});
+    else if (emulated && !aslr.randomized)
+        checks.push_back({"ok", "ASLR", "off for the programs pmc emulate runs (personality ADDR_NO_RANDOMIZE)", ""});
     else
         checks.push_back({"advisory", "ASLR",
                           (aslr.randomize_va_space < 0
@@ -306,6 +346,11 @@ int cmd_doctor(const Options& o) {
     if (exact.ok && exact.path == user_pair) {
         precision = "exact";
         summary = "exact user-mode instruction counts: instructions-minus-irqs:u, read with " + user_pair;
+        status = 0;
+    } else if (exact.ok && exact.path == pmc::to_string(pmc::ReadPath::emulated)) {
+        precision = "exact (emulated)";
+        summary = "exact instruction counts from the emulated PMU of pmc emulate: " +
+                  std::string(pmc::emulated_count_note) + "; no other perf event under the emulator";
         status = 0;
     } else if (instructions.ok) {
         precision = "approximate";

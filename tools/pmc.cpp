@@ -50,6 +50,10 @@ Commands:
                     its interrupt event, hybrid cores, NMI watchdog, SpecLockMap, ASLR, allocator, the
                     wall-time clock, and trial opens; each line a verdict (ok / advisory / degraded /
                     impossible) and the exact fix.
+  emulate [--] COMMAND [ARGS]
+                    Run COMMAND under QEMU user mode with pmc's plugin, an emulated PMU: its
+                    instructions:u counters and profiles read exact counts on any machine, a
+                    PMU-less VM included (emulated, not a real core's); address randomization off.
   summarize FILE    Summarize a profile written by a program embedding pmc::Profiler
                     (PMC_PROFILE=FILE): per label count, self, total, min/median/max.
   critical FILE     The costliest nesting path through a profile: a graph of labels with each
@@ -76,6 +80,7 @@ Options:
   --csv             count: CSV output (not with --json).
   -e EVENT[,EVENT]  count: an event to count (repeatable).
   -o FILE           count: write the counts to FILE instead of stderr.
+  --emulate         count: run COMMAND under pmc emulate and count its instructions exactly.
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
                     inherit, enable_on_exec), so the output matches perf's -vv block line for line;
                     where this user may not count kernel mode, the attr perf stat falls back to
@@ -314,7 +319,7 @@ int main(int argc, char** argv) {
             else break;
         }
         static constexpr std::string_view own_parsers[] = {"summarize", "critical", "sample", "diff", "aggregate",
-                                                           "export"};
+                                                           "export", "emulate"};
         if (first > 1 && first < argc &&
             std::find(std::begin(own_parsers), std::end(own_parsers), std::string_view(argv[first])) !=
                 std::end(own_parsers)) {
@@ -337,6 +342,7 @@ int main(int argc, char** argv) {
         return guarded("aggregate", [&] { return pmc_tool::cmd_aggregate(argc - 2, argv + 2); });
     if (argc >= 2 && std::string_view(argv[1]) == "export")
         return guarded("export", [&] { return pmc_tool::cmd_export(argc - 2, argv + 2); });
+    if (argc >= 2 && std::string_view(argv[1]) == "emulate") return pmc_tool::cmd_emulate(argc - 2, argv + 2);
     Options o;
     std::vector<std::string> events, command;
     std::vector<std::string_view> argv_views(argv + 1, argv + argc);
@@ -358,6 +364,7 @@ int main(int argc, char** argv) {
         } else if (a == "--json") o.json = true;
         else if (a == "--csv") o.csv = true;
         else if (a == "--like-perf-stat") o.like_perf_stat = true;
+        else if (a == "--emulate") o.emulate = true;
         else if (a == "--sysfs") {
             auto v = value("--sysfs");
             if (!v) return usage_error("--sysfs needs a directory");
@@ -392,6 +399,7 @@ int main(int argc, char** argv) {
                            : help_for == "diff" ? pmc_tool::diff_help
                            : help_for == "aggregate" ? pmc_tool::aggregate_help
                            : help_for == "export" ? pmc_tool::export_help
+                           : help_for == "emulate" ? pmc_tool::emulate_help
                                                   : usage_text;
         if (text == usage_text && !help_for.empty())
             return usage_error(fmt::format("unknown command '{}' (the commands are listed by pmc --help)", help_for));
@@ -402,8 +410,8 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "{}", usage_text);
         return 1;
     }
-    if (o.command != "count" && (!events.empty() || !command.empty() || !o.output.empty() || o.csv))
-        return usage_error("-e, -o, --csv and a '-- COMMAND' belong to pmc count");
+    if (o.command != "count" && (!events.empty() || !command.empty() || !o.output.empty() || o.csv || o.emulate))
+        return usage_error("-e, -o, --csv, --emulate and a '-- COMMAND' belong to pmc count");
     if (o.csv && o.json) return usage_error("--csv and --json exclude each other: give one output format");
     if (o.command == "list") return o.args.empty() ? cmd_list(o) : usage_error("list takes no arguments");
     if (o.command == "encode") return cmd_encode(o);

@@ -6,8 +6,14 @@
 //     ./pmc-example-profiler --plant optimize   # extra work in one query, for trying pmc diff
 //
 // A worker pool compiles functions. Compiling one runs nested queries: typeck needs the signatures of the
-// functions it calls (type_of, memoized: a cache hit is an instant event), then optimize and codegen (whose output
-// size is an integer event). Without PMC_PROFILE the profiler is off and costs a branch per query.
+// functions it calls (type_of, memoized per worker: a cache hit is an instant event), then optimize and codegen
+// (whose output size is an integer event). Without PMC_PROFILE the profiler is off and costs a branch per query.
+//
+// Each worker compiles a fixed share of the functions (every Nth) with a query cache of its own, so every run makes
+// the same queries on the same threads: under an exact counter (pmc emulate -- ./pmc-example-profiler with
+// PMC_PROFILE_COUNTERS=instructions:u) two runs' profiles are identical, interval by interval. Workers that took
+// functions from a shared queue and shared one cache would wait on each other at moments that differ from run to
+// run, and the waiting would show in their counts.
 #include <pmc/profiler.hpp>
 
 #include <sys/mman.h>
@@ -77,34 +83,32 @@ struct Compiler {
                optimize = prof.label("optimize"), codegen = prof.label("codegen"),
                cache_hit = prof.label("cache-hit"), ir_size = prof.label("ir-size");
     std::vector<pmc::Label> names; // one argument per function: its name
-    // type_of's memo: each signature computed exactly once (call_once), so the number of type_of scopes and cache
-    // hits is the same on every run, however the workers race.
-    std::vector<std::once_flag> memo_once;
-    std::vector<std::uint64_t> signatures;
-
-    Compiler(pmc::Profiler& p, std::size_t n) : prof(p), functions(n), memo_once(n), signatures(n) {
+    Compiler(pmc::Profiler& p, std::size_t n) : prof(p), functions(n) {
         for (std::size_t f = 0; f < n; ++f) names.push_back(prof.label("fn_" + std::to_string(f)));
     }
+
+    /// One worker's query cache: type_of's memo (0: not computed yet; a signature is never 0).
+    struct Cache {
+        std::vector<std::uint64_t> signatures;
+    };
 
     /// The functions f calls: a few, fixed by f.
     std::vector<std::size_t> callees(std::size_t f) const {
         return {(f * 7 + 1) % functions, (f * 13 + 5) % functions, (f / 2) % functions};
     }
 
-    std::uint64_t query_type_of(std::size_t f) {
-        bool computed = false;
-        std::call_once(memo_once[f], [&] {
-            auto s = prof.scope(type_of, names[f]);
-            std::uint64_t sig = churn(f, 2000);
-            if (plant == Query::type_of) sig ^= planted_work(f);
-            signatures[f] = sig;
-            computed = true;
-        });
-        if (!computed) prof.instant(cache_hit, type_of); // computed before, or by another worker just now
-        return signatures[f];
+    std::uint64_t query_type_of(Cache& cache, std::size_t f) {
+        if (cache.signatures[f] != 0) {
+            prof.instant(cache_hit, type_of); // this worker computed it before
+            return cache.signatures[f];
+        }
+        auto s = prof.scope(type_of, names[f]);
+        std::uint64_t sig = churn(f, 2000);
+        if (plant == Query::type_of) sig ^= planted_work(f);
+        return cache.signatures[f] = sig | 1;
     }
 
-    std::uint64_t compile(std::size_t f) {
+    std::uint64_t compile(Cache& cache, std::size_t f) {
         auto outer = prof.scope(compile_fn, names[f]);
         std::uint64_t h = 0;
         {
@@ -114,7 +118,7 @@ struct Compiler {
         }
         {
             auto s = prof.scope(typeck, names[f]);
-            for (std::size_t c : callees(f)) h ^= query_type_of(c);
+            for (std::size_t c : callees(f)) h ^= query_type_of(cache, c);
             h ^= churn(h, 1500);
             if (plant == Query::typeck) h ^= planted_work(h);
         }
@@ -180,13 +184,15 @@ int main(int argc, char** argv) {
     auto prof = pmc::Profiler::from_env(); // PMC_PROFILE=FILE turns it on
     Compiler compiler(prof, functions);
     compiler.plant = plant;
-    std::atomic<std::size_t> next{0};
     std::atomic<std::uint64_t> result{0};
     std::vector<std::thread> pool;
     for (std::size_t t = 0; t < threads; ++t)
         pool.emplace_back([&, t] {
             prof.thread_name("worker " + std::to_string(t));
-            for (std::size_t f; (f = next.fetch_add(1)) < functions;) result ^= compiler.compile(f);
+            Compiler::Cache cache{std::vector<std::uint64_t>(functions, 0)};
+            std::uint64_t h = 0;
+            for (std::size_t f = t; f < functions; f += threads) h ^= compiler.compile(cache, f);
+            result ^= h;
         });
     for (auto& t : pool) t.join();
     std::printf("compiled %zu functions on %zu threads (checksum %016llx)%s\n", functions, threads,

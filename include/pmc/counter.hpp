@@ -20,7 +20,9 @@
 // absorbed by the sign extension plus the offset the kernel adjusts on overflow (see tests/emulated).
 //
 // Events the kernel does not put on a user-readable counter (software events, msr/tsc/, or rdpmc disabled) are
-// read with read(2). "wall-time" and "tsc" are read with rdtsc and never enter the kernel.
+// read with read(2). "wall-time" and "tsc" are read with rdtsc and never enter the kernel. Under `pmc emulate`
+// (QEMU user mode with pmc's plugin: pmc/emulated.hpp) the instruction events open on the emulated PMU instead,
+// and a read is a request to the emulator, exact at the read.
 //
 // A perf counter counts only the thread that opened it. Reading it from another thread, or in a child process
 // after fork(), raises pmc::error instead of returning another thread's (or a stale) number.
@@ -32,6 +34,7 @@
 #include <pmc/detail/explain.hpp>
 #include <pmc/detail/page.hpp>
 #include <pmc/detail/sys.hpp>
+#include <pmc/emulated.hpp>
 #include <pmc/error.hpp>
 #include <pmc/event.hpp>
 #include <pmc/hybrid.hpp>
@@ -110,6 +113,7 @@ enum class ReadPath : std::uint8_t {
     rdpmc_difference,   ///< a composite (instructions-minus-irqs): two rdpmc under one fence
     syscall_difference, ///< a composite read with one read(2) of its group
     syscall_sum,        ///< a hybrid CPU's event opened on both core types: two read(2), added
+    emulated,           ///< the emulated PMU of `pmc emulate`: a request to QEMU's plugin (pmc/emulated.hpp)
 };
 
 /// The read path as this architecture executes it (AArch64: `mrs` of the PMU registers and of CNTVCT_EL0).
@@ -123,6 +127,7 @@ inline const char* to_string(ReadPath p) {
     case ReadPath::rdpmc_difference: return PMC_ARCH_AARCH64 ? "2 x mrs" : "2 x rdpmc";
     case ReadPath::syscall_difference: return "group read()";
     case ReadPath::syscall_sum: return "read() x 2, summed";
+    case ReadPath::emulated: return "emulator";
     }
     return "?";
 }
@@ -226,6 +231,7 @@ struct CounterInfo {
     pid_t pid = 0;                ///< process that opened it
     std::vector<std::string> notes;
     unsigned width = 64;
+    std::uint64_t opened_ns = 0;  ///< emulated counters: CLOCK_MONOTONIC at open, for their times
 };
 
 enum class Requirement { any, rdpmc, tsc, wall_time };
@@ -415,10 +421,12 @@ BOOST_NOINLINE PMC_COLD std::uint64_t refresh_rdpmc(CounterCore& c) {
     }
 }
 
-/// The out-of-line read paths: read(2), and clock_gettime for wall-time without a usable TSC.
+/// The out-of-line read paths: read(2), clock_gettime for wall-time without a usable TSC, and the emulated PMU
+/// (whose request to the emulator costs far more than this call).
 BOOST_NOINLINE inline std::uint64_t read_slow(CounterCore& c) {
     if (c.path == ReadPath::clock) return clock_ns(CLOCK_MONOTONIC);
     if (BOOST_UNLIKELY(thread_token != c.owner) && !c.any_thread) wrong_thread(c);
+    if (c.path == ReadPath::emulated) return emulated::read_instructions();
     return read_with_syscall(c).value;
 }
 
@@ -734,6 +742,39 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     return c;
 }
 
+/// Opens an instruction event on the emulated PMU of `pmc emulate` (the caller found it there).
+inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req, const OpenOptions& options) {
+    const EmulatedPmu& pmu = *emulated_pmu();
+    auto refuse = [&](const std::string& why) {
+        return make_failure(EOPNOTSUPP, "cannot open counter '" + spec.text + "' on the emulated PMU: " + why);
+    };
+    if (!pmu.compatible())
+        return refuse("pmc's QEMU plugin speaks protocol " + std::to_string(pmu.protocol) + ", this program's pmc "
+                      "headers protocol " + std::to_string(emulated::protocol_version) + ". Fix: run it with the "
+                      "pmc emulate of the pmc version the program was built with");
+    if (auto why = emulated_refusal(spec); !why.empty()) return refuse(why);
+    if (req == Requirement::rdpmc)
+        return refuse("source::rdpmc reads a hardware counter, and the emulated PMU is read with a request to the "
+                      "emulator; use pmc::Counter");
+    if (options.pid != 0 || options.count_children || options.enable_on_exec)
+        return refuse("it counts the calling thread only (another process, children or a count from exec need "
+                      "perf_event_open). For a whole command's count: pmc count --emulate -e instructions:u -- CMD");
+    CounterCore c;
+    c.info = std::make_unique<CounterInfo>();
+    c.info->spec = spec;
+    c.info->attr = spec.attr;
+    c.info->minus_attr = spec.minus_attr;
+    c.info->opened_ns = clock_ns(CLOCK_MONOTONIC);
+    c.path = ReadPath::emulated;
+    c.info->notes.push_back(std::string(emulated_count_note) + "; read with a request to QEMU's plugin (" +
+                            pmu.target + " guest), exact at the read");
+    if (spec.kind == EventKind::difference)
+        c.info->notes.push_back("no interrupt reaches an emulated program's count: the same count as instructions:u");
+    else if (!spec.attr.exclude_kernel)
+        c.info->notes.push_back("user mode only, as instructions:u: the emulator runs no kernel code to count");
+    return c;
+}
+
 inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, unsigned fixed_width,
                                      const OpenOptions& options = {}) {
     auto mismatch = [&](const char* wanted) {
@@ -746,7 +787,10 @@ inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, uns
         return make_failure(EINVAL, "cannot open '" + spec.text + "' for source::rdpmc: it is not a perf event");
 
     if (spec.kind == EventKind::perf || spec.kind == EventKind::difference) {
-        auto c = open_perf(spec, req, fixed_width, options);
+        // Under pmc emulate the instruction events are the emulator's (probed once: one failed system call on a
+        // real kernel); the other perf events go to perf_event_open, which explains QEMU's refusal.
+        auto c = is_instruction_event(spec) && emulated_pmu() ? open_emulated(spec, req, options)
+                                                              : open_perf(spec, req, fixed_width, options);
         if (c) {
             c->owner = acquire_thread_token();
             if (c->path == ReadPath::rdpmc || c->path == ReadPath::rdpmc_difference) c->fast_owner = c->owner;
@@ -854,7 +898,13 @@ public:
     }
 
     /// The kernel's count with time enabled/running, via read(2) (perf events only; a system call).
+    /// The emulated PMU counts all along: its times are both the time since open.
     Reading read_detailed() {
+        if (core_.path == ReadPath::emulated) {
+            const std::uint64_t value = read();
+            const std::uint64_t ns = detail::clock_ns(CLOCK_MONOTONIC) - info().opened_ns;
+            return Reading{value, ns, ns};
+        }
         if (!core_.fd) raise(make_failure(EINVAL, "read_detailed() needs a perf event; '" + event().text + "' is a clock"));
         if (BOOST_UNLIKELY(detail::thread_token != core_.owner) && !core_.any_thread) detail::wrong_thread(core_);
         return detail::read_with_syscall(core_);
@@ -881,7 +931,7 @@ public:
     ReadPath path() const noexcept { return core_.path; }
     /// Bits in the hardware counter (pmc_width) on the rdpmc paths; 64 otherwise.
     unsigned width() const { return info().width; }
-    /// The perf fd (-1 for the clock counters; a difference counter's group leader).
+    /// The perf fd (-1 for the clock counters and the emulated PMU; a difference counter's group leader).
     int fd() const noexcept { return core_.fd.get(); }
     /// What pmc chose and why (read path, fallbacks), for people.
     const std::vector<std::string>& notes() const { return info().notes; }

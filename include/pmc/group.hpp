@@ -95,11 +95,12 @@ struct GroupInfo {
     std::vector<perf_event_attr> attrs; ///< as opened
     std::vector<std::string> notes;
     pid_t pid = 0;
+    std::uint64_t opened_ns = 0; ///< emulated groups: CLOCK_MONOTONIC at open, for their times
 };
 
 /// Everything a group holds. The leader's time fields are cached with its lock word, like the counts.
 struct GroupCore {
-    ReadPath path = ReadPath::syscall;     ///< rdpmc or syscall
+    ReadPath path = ReadPath::syscall;     ///< rdpmc, syscall or emulated
     std::uint64_t fast_owner = UINT64_MAX; ///< owner while the rdpmc path may run, else never matches
     std::uint64_t owner = UINT64_MAX;
     bool any_thread = false;               ///< counts children (inherit): read() may come from any thread
@@ -252,6 +253,27 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         g.info->specs.push_back(std::move(*spec));
     }
     const std::size_t n = g.info->specs.size();
+    // Under pmc emulate: instruction events are the emulator's, and nothing else can be counted (no
+    // perf_event_open). The members then all read the thread's one emulated count, which counts all along.
+    if (std::any_of(g.info->specs.begin(), g.info->specs.end(), is_instruction_event) && emulated_pmu()) {
+        for (const auto& spec : g.info->specs) {
+            std::string why = emulated_refusal(spec);
+            if (why.empty() && !emulated_pmu()->compatible()) why = "pmc's plugin speaks another protocol version";
+            if (why.empty() && (options.pid != 0 || options.count_children || options.enable_on_exec))
+                why = "it counts the calling thread only; for a whole command: pmc count --emulate";
+            if (!why.empty())
+                return make_failure(EOPNOTSUPP, "cannot open '" + spec.text + "' in a group on the emulated PMU: " + why);
+            g.info->attrs.push_back(spec.attr);
+        }
+        g.members.resize(n);
+        g.path = ReadPath::emulated;
+        g.info->notes.push_back(std::string(emulated_count_note) + "; every member reads the thread's one count "
+                                "with a request to QEMU's plugin");
+        g.owner = acquire_thread_token();
+        g.info->pid = ::getpid();
+        g.info->opened_ns = clock_ns(CLOCK_MONOTONIC);
+        return g;
+    }
     // (With a single core-type PMU there is nothing to sum: the group is placed as under require_pinned.)
     if (options.hybrid == HybridPolicy::sum_core_types && hybrid_pmus(options.sysfs_root).size() >= 2)
         for (const auto& spec : g.info->specs)
@@ -378,7 +400,7 @@ public:
         raise(make_failure(ENOENT, "no event named '" + std::string(name) + "' in this group"));
     }
     ReadPath path() const noexcept { return core_.path; }
-    /// The leader's perf fd (-1 when moved from): its read(2) returns every count and the group's times
+    /// The leader's perf fd (-1 when moved from, and on the emulated PMU): its read(2) returns every count and the group's times
     /// (PERF_FORMAT_GROUP: nr, time enabled, time running, one value per member).
     int fd() const noexcept { return core_.members.empty() ? -1 : core_.members[0].fd.get(); }
     const std::vector<std::string>& notes() const { return info().notes; }
@@ -461,6 +483,12 @@ private:
     BOOST_NOINLINE void read_slow(GroupReading& out) {
         if (core_.path == ReadPath::rdpmc || (detail::thread_token != core_.owner && !core_.any_thread))
             detail::group_wrong_thread(core_); // another thread, a fork() child, or moved from (EBADF)
+        if (core_.path == ReadPath::emulated) {
+            const std::uint64_t count = detail::emulated::read_instructions();
+            for (auto& v : out.values) v = count;
+            out.time_enabled = out.time_running = detail::clock_ns(CLOCK_MONOTONIC) - core_.info->opened_ns;
+            return;
+        }
         detail::group_read_syscall(core_, out);
     }
 

@@ -1190,7 +1190,9 @@ private:
         ::clock_gettime(CLOCK_REALTIME, &now);
         u64(pf::Tag::start_time, static_cast<std::uint64_t>(now.tv_sec) * 1000000000ull +
                                      static_cast<std::uint64_t>(now.tv_nsec));
-        text(pf::Tag::cpu, this_cpu().description() + (under_hypervisor() ? ", under a hypervisor" : ""));
+        text(pf::Tag::cpu, emulated_pmu() ? "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, " +
+                                                 this_cpu().description() + ", not the host's"
+                                           : this_cpu().description() + (under_hypervisor() ? ", under a hypervisor" : ""));
         text(pf::Tag::kernel, kernel_release());
         const AslrState aslr = aslr_state();
         text(pf::Tag::aslr, std::string(aslr.randomized ? "on" : "off") + " (kernel.randomize_va_space = " +
@@ -1215,7 +1217,10 @@ private:
                 put32(static_cast<std::uint32_t>(s.size()));
                 v += s;
             };
-            put32(detail::counter_flags(spec) | (i < extra_flags.size() ? extra_flags[i] : 0));
+            std::uint32_t flags = detail::counter_flags(spec) | (i < extra_flags.size() ? extra_flags[i] : 0);
+            // The emulated PMU (pmc emulate) counts all along: nothing to multiplex.
+            if ((c ? c->path() : t.group->path()) == ReadPath::emulated) flags &= ~profile_format::may_multiplex;
+            put32(flags);
             put32(0);
             put64(static_cast<std::int64_t>(cost[i][0] * 1000.0 + 0.5));
             put64(static_cast<std::int64_t>(cost[i][1] * 1000.0 + 0.5));

@@ -6,6 +6,7 @@
 // count; it prints the deviation histograms (after measureme's rdpmc-bench), the instructions a read costs on each
 // path and the multiplexing error: the figures in docs/exact-counts.md.
 #include "catch.hpp"
+#include "known_loop.hpp"
 
 #include <pmc/counter.hpp>
 #include <pmc/group.hpp>
@@ -25,17 +26,7 @@ namespace {
 
 using RdpmcCounter = pmc::BasicCounter<pmc::serialize::lfence, pmc::source::rdpmc>;
 
-/// Exactly 2 * n user-mode instructions and n branches in the loop (dec+jnz, or subs+b.ne), plus a constant for
-/// the call; n >= 1.
-__attribute__((noinline)) void known_loop(std::uint64_t n) {
-#if PMC_ARCH_X86_64
-    asm volatile("1:\n\tdec %0\n\tjnz 1b" : "+r"(n) : : "cc");
-#elif PMC_ARCH_AARCH64
-    asm volatile("1:\n\tsubs %0, %0, #1\n\tb.ne 1b" : "+r"(n) : : "cc");
-#else
-#error "the hardware suite needs a known instruction loop for this architecture"
-#endif
-}
+using pmc_test::known_loop;
 
 struct Histogram {
     std::map<std::int64_t, int> buckets;

@@ -5,6 +5,7 @@
 #include <pmc/config.hpp>
 #include <pmc/detail/arch.hpp>
 #include <pmc/detail/text.hpp>
+#include <pmc/emulated.hpp>
 #include <pmc/error.hpp>
 #include <pmc/event.hpp>
 #include <pmc/pmu.hpp>
@@ -118,7 +119,9 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
                    "<pmu state='on'/>; VMware: 'Virtualize CPU performance counters'; cloud: a bare-metal or "
                    "PMU-enabled instance type). Without it, software events (task-clock, page-faults, "
                    "context-switches) and pmc's wall-time and tsc counters still work, and msr/tsc/ where "
-                   "kernel.perf_event_paranoid is at most 1 or with CAP_PERFMON (it counts kernel mode too).";
+                   "kernel.perf_event_paranoid is at most 1 or with CAP_PERFMON (it counts kernel mode too). For "
+                   "exact instruction counts without a PMU, run the program under `pmc emulate` (QEMU user mode with "
+                   "pmc's plugin: docs/emulated-pmu.md).";
         } else if (err == ENOENT) {
             msg += "The kernel has no such event: " + describe_attr_fields(attr) +
                    ".\nFix: check the event name or code against `pmc list` and your CPU's event tables.";
@@ -197,8 +200,18 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         msg += "No free hardware breakpoint slot (x86 has four debug registers).\nFix: open fewer mem: events.";
         break;
     case ENOSYS:
-        msg += "This kernel was built without perf events (CONFIG_PERF_EVENTS).\nFix: use a kernel with perf "
-               "support.";
+        if (emulated_pmu()) {
+            msg += "This program runs under pmc emulate (QEMU user mode), which does not implement perf_event_open: "
+                   "" + emulated_refusal(spec) + ".\nUnder the emulator: instructions:u (exact, emulated), "
+                   "wall-time and tsc.";
+        } else if (under_qemu_tcg()) {
+            msg += "This program runs under QEMU's TCG emulator (CPUID says TCGTCGTCGTCG), whose user mode does not "
+                   "implement perf_event_open.\nFix: for exact instruction counts run it under `pmc emulate -- "
+                   "PROGRAM` (pmc's plugin is the PMU there); for other events run it without the emulator.";
+        } else {
+            msg += "This kernel was built without perf events (CONFIG_PERF_EVENTS).\nFix: use a kernel with perf "
+                   "support.";
+        }
         break;
     default:
         msg += "Attributes: " + describe_attr_fields(attr) + ".";

@@ -1,0 +1,238 @@
+// pmc-bench-emulate: what exact counts without a PMU cost. In one run, on three workloads (an interpreter, a
+// compressor, pmc's profiler example), the CPU time (user + system, of the whole process tree, median of runs)
+// natively, under bare qemu-*, under pmc emulate, and under Valgrind's none, cachegrind (no cache simulation) and
+// callgrind tools; then, under pmc emulate, the instructions and host nanoseconds one read of instructions:u costs.
+// Figures are printed, never asserted: timings here are noisy, and the ratios measured side by side are what to
+// quote. Goals (issue 18): pmc emulate at most a third of callgrind's time, and within 1.25x of bare qemu-*.
+#include <pmc/counter.hpp>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* help = R"(usage: pmc-bench-emulate [--runs N] [--quick]
+
+Prints the CPU time of three workloads (lua5.4 running a benchmark script, xz -6 compressing 2 MB,
+pmc-example-profiler recording instructions:u) natively, under bare qemu-*, under pmc emulate,
+and under valgrind --tool=none, --tool=cachegrind --cache-sim=no and --tool=callgrind, as the
+median of N runs (default 3; --quick: 1) with each one's ratio to native; then the instructions
+and host nanoseconds one read of instructions:u costs under pmc emulate. A tool or workload that
+is missing is skipped with the reason. Emulated counts are exact; the times are this machine's.
+)";
+
+std::string pmc_tool = PMC_TOOL_PATH;
+std::string example = PMC_EXAMPLE_PROFILER_PATH;
+
+bool on_path(const std::string& name) {
+    return std::system(("command -v '" + name + "' >/dev/null 2>&1").c_str()) == 0;
+}
+
+/// `name`'s full path (QEMU and Valgrind do not search PATH), or `name`.
+std::string full_path(const std::string& name) {
+    if (name.find('/') != std::string::npos) return name;
+    FILE* p = ::popen(("command -v '" + name + "' 2>/dev/null").c_str(), "r");
+    if (!p) return name;
+    char line[4096] = {};
+    const bool got = std::fgets(line, sizeof line, p) != nullptr;
+    ::pclose(p);
+    std::string path = got ? line : name;
+    while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+    return path.empty() ? name : path;
+}
+
+/// Runs argv (stdin /dev/null, stdout and stderr discarded) and returns the CPU seconds of its whole process tree,
+/// or a negative number if it failed.
+double cpu_seconds(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    const pid_t child = ::fork();
+    if (child < 0) return -1;
+    if (child == 0) {
+        const int null = ::open("/dev/null", O_RDWR);
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+        ::dup2(null, 2);
+        for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+        std::vector<char*> a;
+        for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+        a.push_back(nullptr);
+        ::execvp(a[0], a.data());
+        _exit(127);
+    }
+    int status = 0;
+    rusage ru{};
+    if (::wait4(child, &status, 0, &ru) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// The read cost, measured inside this process (run under pmc emulate): instructions per read from the counter
+/// itself, host nanoseconds per read from the wall clock.
+int read_cost() {
+    pmc::Counter c{"instructions:u"};
+    constexpr int reads = 100000;
+    volatile std::uint64_t sink = 0;
+    const std::uint64_t before = c.read();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reads; ++i) sink = sink + c.read();
+    const auto t1 = std::chrono::steady_clock::now();
+    const std::uint64_t after = c.read();
+    // The same loop with a constant instead of a read, for the loop's own instructions.
+    const std::uint64_t b2 = c.read();
+    for (int i = 0; i < reads; ++i) sink = sink + 1;
+    const std::uint64_t a2 = c.read();
+    const double per_read = static_cast<double>((after - before) - (a2 - b2)) / reads;
+    const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / reads;
+    std::printf("one read of instructions:u under pmc emulate: %.2f instructions (the same on every read: the "
+                "count is exact), %.0f ns of host time (%s)\n",
+                per_read, ns, pmc::to_string(c.path()));
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    int runs = 3;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            std::printf("%s", help);
+            return 0;
+        }
+        if (a == "--read-cost") return read_cost();
+        if (a == "--quick") runs = 1;
+        else if (a == "--runs" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) runs = std::atoi(argv[++i]);
+        else {
+            std::fprintf(stderr, "pmc-bench-emulate: unknown argument '%s'\nRun 'pmc-bench-emulate --help' for usage.\n",
+                         a.c_str());
+            return 1;
+        }
+    }
+    const char* qemu_name = PMC_ARCH_AARCH64 ? "qemu-aarch64" : "qemu-x86_64";
+    if (std::system((pmc_tool + " emulate -- /bin/true >/dev/null 2>&1").c_str()) != 0) {
+        std::printf("pmc-bench-emulate: skipped: pmc emulate cannot run here (install Debian's qemu-user)\n");
+        return 0;
+    }
+    char dir_template[] = "/tmp/pmc-bench-emulate-XXXXXX";
+    const std::string dir = ::mkdtemp(dir_template) ? dir_template : "/tmp";
+    // The compressor's input: 2 MB of text-like, compressible bytes, the same on every run.
+    const std::string data = dir + "/input";
+    {
+        std::ofstream out(data, std::ios::binary);
+        std::uint64_t x = 42;
+        const char* words[] = {"counter ", "profile ", "emulated ", "instructions ", "exact ", "the ", "a ", "\n"};
+        for (std::size_t n = 0; n < (2u << 20);) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            const char* w = words[(x >> 33) % 8];
+            out << w;
+            n += std::strlen(w);
+        }
+    }
+    const std::string lua_script =
+        "local function fannkuch(n) local p, q, s, sign, maxflips, sum = {}, {}, {}, 1, 0, 0 "
+        "for i = 1, n do p[i] = i; q[i] = i; s[i] = i end "
+        "repeat local q1 = p[1] if q1 ~= 1 then for i = 2, n do q[i] = p[i] end local flips = 1 "
+        "repeat local qq = q[q1] if qq == 1 then sum = sum + sign * flips if flips > maxflips then maxflips = flips end break end "
+        "q[q1] = q1 if q1 >= 4 then local i, j = 2, q1 - 1 repeat q[i], q[j] = q[j], q[i]; i = i + 1; j = j - 1; until i >= j end "
+        "q1 = qq; flips = flips + 1 until false end "
+        "if sign == 1 then p[2], p[1] = p[1], p[2]; sign = -1 else p[2], p[3] = p[3], p[2]; sign = 1 "
+        "for i = 3, n do local sx = s[i] if sx ~= 1 then s[i] = sx - 1; break end "
+        "if i == n then return sum, maxflips end s[i] = i local t = p[1]; for j = 1, i do p[j] = p[j + 1] end p[i + 1] = t end end "
+        "until false end print(fannkuch(9))";
+    struct Workload {
+        const char* name;
+        std::vector<std::string> command;
+        std::vector<std::string> env;
+        std::string missing;
+    };
+    std::vector<Workload> workloads = {
+        {"interpreter (lua5.4 fannkuch 9)", {full_path("lua5.4"), "-e", lua_script}, {},
+         on_path("lua5.4") ? "" : "lua5.4 is not installed"},
+        {"compressor (xz -6, 2 MB)", {full_path("xz"), "-T1", "-6", "-c", data}, {}, on_path("xz") ? "" : "xz is not installed"},
+        {"pmc-example-profiler", {example, "--functions", "200"},
+         {"PMC_PROFILE=" + dir + "/example.pmcprof", "PMC_PROFILE_COUNTERS=instructions:u"}, ""},
+    };
+    struct Config {
+        const char* name;
+        std::vector<std::string> prefix;
+        std::string missing;
+    };
+    const bool valgrind = on_path("valgrind");
+    std::vector<Config> configs = {
+        {"native", {}, ""},
+        {qemu_name, {qemu_name}, on_path(qemu_name) ? "" : std::string(qemu_name) + " is not installed"},
+        // The plugin alone, without pmc emulate's environment (bound symbols, the preload library): its own cost.
+        {"qemu + plugin", {qemu_name, "-plugin", PMC_QEMU_PLUGIN_PATH}, on_path(qemu_name) ? "" : std::string(qemu_name) + " is not installed"},
+        {"pmc emulate", {pmc_tool, "emulate", "--"}, ""},
+        {"valgrind none", {"valgrind", "--tool=none", "-q"}, valgrind ? "" : "valgrind is not installed"},
+        {"cachegrind --cache-sim=no", {"valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", "-q"},
+         valgrind ? "" : "valgrind is not installed"},
+        {"callgrind", {"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "-q"}, valgrind ? "" : "valgrind is not installed"},
+    };
+    std::printf("CPU seconds (user + system, the whole process tree), median of %d run%s; x: ratio to native\n\n", runs,
+                runs == 1 ? "" : "s");
+    std::printf("%-34s", "workload");
+    for (const auto& c : configs) std::printf("  %20s", c.name);
+    std::printf("\n");
+    for (const auto& w : workloads) {
+        std::printf("%-34s", w.name);
+        if (!w.missing.empty()) {
+            std::printf("  skipped: %s\n", w.missing.c_str());
+            continue;
+        }
+        double native = 0, qemu = 0, plugin = 0, emulate = 0, callgrind = 0;
+        for (const auto& c : configs) {
+            if (!c.missing.empty()) {
+                std::printf("  %20s", "(missing)");
+                continue;
+            }
+            std::vector<std::string> command = c.prefix;
+            command.insert(command.end(), w.command.begin(), w.command.end());
+            std::vector<double> times;
+            for (int r = 0; r < runs; ++r) times.push_back(cpu_seconds(command, w.env));
+            const double t = median(times);
+            if (t < 0) {
+                std::printf("  %20s", "failed");
+                continue;
+            }
+            if (c.prefix.empty()) native = t;
+            const std::string name = c.name;
+            if (name == qemu_name) qemu = t;
+            if (name == "pmc emulate") emulate = t;
+            if (name == "qemu + plugin") plugin = t;
+            if (name == "callgrind") callgrind = t;
+            char cell[64];
+            std::snprintf(cell, sizeof cell, native > 0 ? "%.3f s %5.1fx" : "%.3f s", t, native > 0 ? t / native : 0.0);
+            std::printf("  %20s", cell);
+        }
+        std::printf("\n");
+        if (emulate > 0 && qemu > 0)
+            std::printf("%-34s  qemu + plugin / %s: %.2fx; pmc emulate / %s: %.2fx (goal <= 1.25x)%s\n", "", qemu_name,
+                        plugin / qemu, qemu_name, emulate / qemu,
+                        callgrind > 0 ? (", pmc emulate / callgrind: " + std::to_string(emulate / callgrind).substr(0, 4) +
+                                         "x (goal <= 0.33x)").c_str()
+                                      : "");
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    const std::string self = argv[0];
+    const int status = std::system((pmc_tool + " emulate -- '" + self + "' --read-cost").c_str());
+    std::system(("rm -rf '" + dir + "'").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}

@@ -1,0 +1,80 @@
+// pmc/detail/emulated.hpp: the protocol between pmc and its QEMU TCG plugin, the emulated PMU that
+// `pmc emulate` runs a program under (tools/emulate/, docs/emulated-pmu.md).
+//
+// Under QEMU user mode every guest thread is its own vCPU, and the plugin counts each vCPU's executed instructions.
+// A program asks for its thread's count with a system call number no kernel has: QEMU hands every guest system
+// call to the plugin before emulating it, the plugin writes the count into the guest's variable, and QEMU then
+// fails the call with ENOSYS. A system call ends the emulator's translation block, so the count is exact at the
+// call. On a real kernel the same call fails with ENOSYS and writes nothing: the handshake at open (a magic reply
+// the plugin writes) cannot be mistaken, and costs one failed system call once per process.
+//
+// The plugin touches guest memory only when the first argument is `magic`, so another program's use of the same
+// number is harmless to it.
+#pragma once
+
+#include <pmc/config.hpp>
+
+#include <cstdint>
+
+PMC_BEGIN_NAMESPACE
+namespace detail {
+namespace emulated {
+
+/// No kernel has this system call (x86-64 and AArch64 tables end below 1,000): ENOSYS everywhere but the plugin.
+inline constexpr long syscall_number = 0x504d43; // "PMC"
+/// First argument of every request; the plugin ignores the system call without it.
+inline constexpr std::uint64_t magic = 0x6c756d652d636d70ULL; // "pmc-emul", little-endian
+/// Bumped whenever the request layout or the meaning of a count changes.
+inline constexpr std::uint32_t protocol_version = 1;
+
+/// The second argument: what is asked.
+enum class Op : std::uint64_t {
+    hello = 1, ///< third argument: a Hello the plugin fills
+    read = 2,  ///< third argument: a std::uint64_t the plugin sets to this thread's instruction count
+};
+
+/// What the plugin answers to hello. The program zeroes it first: on a real kernel it stays zero.
+struct Hello {
+    std::uint64_t reply = 0;            ///< `hello_reply` from the plugin
+    std::uint32_t protocol = 0;         ///< the plugin's protocol_version
+    std::uint32_t flags = 0;            ///< reserved
+    char target[32] = {};               ///< the guest architecture QEMU emulates ("x86_64", "aarch64"), NUL-ended
+};
+inline constexpr std::uint64_t hello_reply = 0x796c7065722d636dULL; // "mc-reply"
+
+#if PMC_ARCH_X86_64
+/// One request to the emulated PMU: `syscall` with rax = number, rdi = magic, rsi = op, rdx = argument. The result
+/// (ENOSYS) is ignored: the answer is what the plugin wrote. Clobbers what the system call ABI clobbers.
+BOOST_FORCEINLINE void request(Op op, void* argument) noexcept {
+    long rax = syscall_number;
+    asm volatile("syscall"
+                 : "+a"(rax)
+                 : "D"(magic), "S"(static_cast<std::uint64_t>(op)), "d"(argument)
+                 : "rcx", "r11", "memory");
+}
+inline constexpr bool request_supported = true;
+#elif PMC_ARCH_AARCH64
+/// One request to the emulated PMU: `svc #0` with x8 = number, x0 = magic, x1 = op, x2 = argument.
+BOOST_FORCEINLINE void request(Op op, void* argument) noexcept {
+    register long x8 asm("x8") = syscall_number;
+    register std::uint64_t x0 asm("x0") = magic;
+    register std::uint64_t x1 asm("x1") = static_cast<std::uint64_t>(op);
+    register void* x2 asm("x2") = argument;
+    asm volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+}
+inline constexpr bool request_supported = true;
+#else
+inline void request(Op, void*) noexcept {}
+inline constexpr bool request_supported = false;
+#endif
+
+/// This thread's count of executed instructions from the emulated PMU (only after a successful hello).
+BOOST_FORCEINLINE std::uint64_t read_instructions() noexcept {
+    std::uint64_t value = 0;
+    request(Op::read, &value);
+    return value;
+}
+
+} // namespace emulated
+} // namespace detail
+PMC_END_NAMESPACE

@@ -1,0 +1,251 @@
+// pmc-emulate-target: what the tests of pmc emulate run under it (and natively), using only pmc's public headers.
+//
+//   exact            known loops read back exactly in every interval, on this thread and on two threads at once;
+//                    prints one line per check and exits 1 if any interval is off
+//   counts           the counts of a few intervals on two threads, for comparing runs
+//   loop N           runs the known loop N times (pmc count --emulate counts it)
+//   quirks           what cpuid, a system call and a signal add to an interval (docs/emulated-pmu.md)
+//   probe            opens instructions:u, page-faults and wall-time; prints each one's read path or error
+//   system CMD       runs CMD with system() and exits with its status
+//   reexec           pmc::reexec_without_aslr, then says whether it re-executed and what instructions:u opens on
+//   profile [--plant N]  a two-thread profile (PMC_PROFILE): labels outer, work, planted; --plant N adds exactly 2N
+//                    instructions to every 'planted' scope
+#include <pmc/counter.hpp>
+#include <pmc/determinism.hpp>
+#include <pmc/profiler.hpp>
+
+#include "known_loop.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using pmc_test::known_loop;
+
+__attribute__((noinline)) std::uint64_t counted(pmc::Counter& c, std::uint64_t n) {
+    const std::uint64_t start = c.read();
+    known_loop(n);
+    return c.read() - start;
+}
+
+/// Every interval of known_loop(n) minus the one-iteration interval is 2 (n - 1), for `reps` intervals per size.
+/// Returns the number of intervals that were not; `base` receives the one-iteration interval (2 plus what the
+/// reads around the loop add: the read's constant).
+int check_exact(const char* where, int reps, std::uint64_t& base) {
+    pmc::Counter c{"instructions:u"};
+    base = counted(c, 1);
+    int off = 0;
+    for (std::uint64_t n : {1ull, 100ull, 1000ull, 10000ull}) {
+        int wrong = 0;
+        std::uint64_t first_wrong = 0;
+        for (int i = 0; i < reps; ++i) {
+            const std::uint64_t got = counted(c, n) - base;
+            if (got != 2 * (n - 1) && wrong++ == 0) first_wrong = got;
+        }
+        std::printf("%s: loop of %llu: %d of %d intervals exact (2*(n-1) over the one-iteration interval of %llu)%s\n",
+                    where, static_cast<unsigned long long>(n), reps - wrong, reps, static_cast<unsigned long long>(base),
+                    wrong ? (" FIRST WRONG: " + std::to_string(first_wrong)).c_str() : "");
+        off += wrong;
+    }
+    return off;
+}
+
+int run_exact() {
+    std::uint64_t base = 0, base_a = 0, base_b = 0;
+    int off = check_exact("main thread", 5000, base);
+    int off_a = 0, off_b = 0;
+    std::thread a([&] { off_a = check_exact("thread A", 2000, base_a); });
+    std::thread b([&] { off_b = check_exact("thread B", 2000, base_b); });
+    a.join();
+    b.join();
+    off += off_a + off_b;
+    // Two reads around a one-iteration loop cost the same on every thread.
+    std::printf("read cost: %s (%llu, %llu, %llu instructions around a one-iteration loop)\n",
+                base == base_a && base == base_b ? "the same on every thread" : "NOT the same on every thread",
+                static_cast<unsigned long long>(base), static_cast<unsigned long long>(base_a),
+                static_cast<unsigned long long>(base_b));
+    if (base != base_a || base != base_b) ++off;
+    std::printf("%s\n", off == 0 ? "exact: every interval" : "exact: NOT every interval");
+    return off == 0 ? 0 : 1;
+}
+
+int run_counts() {
+    std::vector<std::string> lines(3);
+    auto work = [&](int who, std::uint64_t scale) {
+        pmc::Counter c{"instructions:u"};
+        std::string out;
+        for (std::uint64_t n : {10ull, 1000ull, 100000ull}) {
+            auto iv = c.interval();
+            known_loop(n * scale);
+            std::vector<int> v(static_cast<std::size_t>(n)); // allocation: glibc's own instructions
+            out += " " + std::to_string(iv.stop());
+        }
+        lines[static_cast<std::size_t>(who)] = out;
+    };
+    work(0, 1);
+    std::thread a(work, 1, 2), b(work, 2, 3);
+    a.join();
+    b.join();
+    std::printf("main:%s\nthread a:%s\nthread b:%s\n", lines[0].c_str(), lines[1].c_str(), lines[2].c_str());
+    return 0;
+}
+
+#if defined(__x86_64__)
+/// A rep-prefixed string instruction counts once, whatever its count register says, as real x86 cores count it.
+__attribute__((noinline)) std::uint64_t rep_movsb(pmc::Counter& c, std::size_t n) {
+    static char from[1 << 16], to[1 << 16];
+    char* d = to;
+    const char* s = from;
+    const std::uint64_t start = c.read();
+    asm volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+    return c.read() - start;
+}
+int run_rep() {
+    pmc::Counter c{"instructions:u"};
+    std::printf("rep movsb of");
+    for (std::size_t n : {0u, 1u, 2u, 100u, 65536u})
+        std::printf(" %zu bytes: %llu;", n, static_cast<unsigned long long>(rep_movsb(c, n)));
+    std::printf("\n");
+    return 0;
+}
+#endif
+
+/// How instructions the emulator handles specially count (docs/emulated-pmu.md): the extra instructions an interval
+/// shows for cpuid, a system call, a signal delivery and a page fault, over the same interval without them.
+volatile int handled = 0;
+void on_signal(int) { handled = handled + 1; }
+__attribute__((noinline)) std::uint64_t nothing(pmc::Counter& c) {
+    const std::uint64_t start = c.read();
+    asm volatile("nop");
+    return c.read() - start;
+}
+int run_quirks() {
+    pmc::Counter c{"instructions:u"};
+    const std::uint64_t base = nothing(c);
+    auto measure = [&](const char* what, auto&& body) {
+        const std::uint64_t start = c.read();
+        body();
+        const std::uint64_t got = c.read() - start;
+        std::printf("%s: %+lld instructions over an empty interval\n", what,
+                    static_cast<long long>(got) - static_cast<long long>(base));
+    };
+#if defined(__x86_64__)
+    measure("cpuid (1 instruction)", [] {
+        unsigned a = 0, b, cc = 0, d;
+        asm volatile("cpuid" : "+a"(a), "=b"(b), "+c"(cc), "=d"(d));
+    });
+    measure("getppid system call (mov + syscall: 2 instructions)", [] {
+        long rax = 110; // SYS_getppid
+        asm volatile("syscall" : "+a"(rax) : : "rcx", "r11", "memory");
+    });
+#endif
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    const std::uint64_t direct_start = c.read();
+    on_signal(0);
+    const std::uint64_t direct = c.read() - direct_start - base;
+    std::printf("the signal handler called directly: %llu instructions\n", static_cast<unsigned long long>(direct));
+    measure("raise(SIGUSR1): libc's raise, the delivery, the handler and its return", [] { ::raise(SIGUSR1); });
+    return 0;
+}
+
+int run_probe() {
+    for (const char* event : {"instructions:u", "instructions", "instructions-minus-irqs:u", "page-faults", "wall-time"}) {
+        auto c = pmc::Counter::try_open(event);
+        if (c) {
+            std::printf("%s: opened, read with %s; %s\n", event, pmc::to_string(c->path()), c->notes().front().c_str());
+        } else {
+            std::string m = c.failure().message;
+            for (auto& ch : m)
+                if (ch == '\n') ch = ' ';
+            std::printf("%s: error: %s\n", event, m.c_str());
+        }
+    }
+    return 0;
+}
+
+int run_profile(std::uint64_t plant) {
+    auto prof = pmc::Profiler::from_env();
+    const pmc::Label outer = prof.label("outer"), work = prof.label("work"), planted = prof.label("planted");
+    auto body = [&](std::uint64_t scale) {
+        for (int i = 0; i < 50; ++i) {
+            auto s = prof.scope(outer);
+            {
+                auto w = prof.scope(work);
+                known_loop(1000 * scale + static_cast<std::uint64_t>(i));
+            }
+            auto p = prof.scope(planted);
+            known_loop(1 + plant);
+        }
+    };
+    // The threads register with the profiler (their first event) one after the other, so that each run numbers
+    // them alike and pmc aggregate lines up each thread's own intervals.
+    std::promise<void> a_started;
+    std::thread a([&] {
+        prof.thread_name("a");
+        a_started.set_value();
+        body(2);
+    });
+    a_started.get_future().wait();
+    std::thread b([&] {
+        prof.thread_name("b");
+        body(3);
+    });
+    body(1);
+    a.join();
+    b.join();
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    try {
+        if (mode == "exact") return run_exact();
+        if (mode == "counts") return run_counts();
+        if (mode == "probe") return run_probe();
+        if (mode == "quirks") return run_quirks();
+#if defined(__x86_64__)
+        if (mode == "rep") return run_rep();
+#endif
+        if (mode == "loop" && argc > 2) {
+            known_loop(std::strtoull(argv[2], nullptr, 10));
+            return 0;
+        }
+        if (mode == "system" && argc > 2) {
+            std::fflush(nullptr);
+            const int status = std::system(argv[2]);
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+        }
+        if (mode == "reexec") {
+            const bool again = std::getenv("PMC_TEST_REEXECUTED") != nullptr;
+            ::setenv("PMC_TEST_REEXECUTED", "1", 1);
+            if (auto failure = pmc::reexec_without_aslr(argv)) {
+                std::printf("reexec failed: %s\n", failure->message.c_str());
+                return 1;
+            }
+            std::printf("re-executed: %s; address randomization: %s\n", again ? "yes" : "no",
+                        pmc::aslr_state().randomized ? "on" : "off");
+            return run_probe();
+        }
+        if (mode == "profile") {
+            const std::uint64_t plant = argc > 3 && std::string(argv[2]) == "--plant" ? std::strtoull(argv[3], nullptr, 10) : 0;
+            return run_profile(plant);
+        }
+    } catch (const std::exception& e) {
+        std::printf("error: %s\n", e.what());
+        return 2;
+    }
+    std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
+                         "profile [--plant N]\n");
+    return 2;
+}

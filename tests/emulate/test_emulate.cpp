@@ -1,0 +1,272 @@
+// pmc emulate, the emulated PMU (QEMU user mode + pmc's TCG plugin), tested from outside on any machine: exact and
+// identical counts run after run, per thread; pmc count --emulate; children and the ASLR re-exec staying emulated;
+// the errors (no PMU natively, perf events under the emulator, AVX-512); the handshake's one system call on a real
+// kernel; the profiler workflow (aggregate spread 0, diff exact); and plugins with a planted fault, which the
+// exactness checks must catch. Skipped, with the reason, where QEMU's dynamic user mode (qemu-user) is missing.
+#include "catch.hpp"
+#include "command.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <string>
+
+namespace {
+
+const std::string pmc = PMC_TOOL_PATH;
+const std::string target = PMC_EMULATE_TARGET;
+
+std::string emulate(const std::string& args, const std::string& env = "") {
+    return env + (env.empty() ? "" : " ") + "'" + pmc + "' emulate -- '" + target + "' " + args;
+}
+
+/// Why pmc emulate cannot run here, or "".
+std::string why_no_emulator() {
+#if defined(PMC_SANITIZED)
+    return "this build is sanitized: AddressSanitizer's shadow memory does not fit QEMU user mode's address space";
+#else
+    static const std::string why = [] {
+        const auto r = pmc_test::run_command("'" + pmc + "' emulate -- /bin/true 2>&1");
+        if (r.status == 0) return std::string();
+        return "pmc emulate cannot run here (scripts/install-deps installs qemu-user): " + r.out;
+    }();
+    return why;
+#endif
+}
+#define REQUIRE_EMULATOR()                                                                                             \
+    do {                                                                                                               \
+        if (auto why = why_no_emulator(); !why.empty()) PMC_SKIP(why);                                                 \
+    } while (0)
+
+std::string temp_dir() {
+    static const std::string dir = [] {
+        char t[] = "/tmp/pmc-test-emulate-XXXXXX";
+        const char* d = ::mkdtemp(t);
+        return std::string(d ? d : "/tmp");
+    }();
+    return dir;
+}
+
+} // namespace
+
+TEST_CASE("a known loop reads back exactly in every interval, on every thread, under pmc emulate", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("exact") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("exact: every interval"));
+    CHECK_THAT(r.out, ContainsSubstring("thread B: loop of 10000: 2000 of 2000 intervals exact"));
+    CHECK_THAT(r.out, ContainsSubstring("read cost: the same on every thread"));
+}
+
+#if defined(__x86_64__)
+TEST_CASE("a rep-prefixed string instruction counts once, as on a real x86 core", "[emulate]") {
+    REQUIRE_EMULATOR();
+    // QEMU runs each iteration as a block of its own; the plugin counts the instruction once.
+    const auto r = pmc_test::run_command(emulate("rep"));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex("0 bytes: ([0-9]+);")));
+    const std::string once = m[1];
+    for (const char* n : {"1", "2", "100", "65536"})
+        CHECK_THAT(r.out, ContainsSubstring(std::string(" ") + n + " bytes: " + once + ";"));
+}
+#endif
+
+TEST_CASE("two runs under pmc emulate count the same, interval by interval and thread by thread", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const auto a = pmc_test::run_command(emulate("counts"));
+    const auto b = pmc_test::run_command(emulate("counts"));
+    INFO(a.out << "\n---\n" << b.out);
+    REQUIRE(a.status == 0);
+    CHECK_THAT(a.out, ContainsSubstring("thread b:"));
+    CHECK(a.out == b.out);
+}
+
+TEST_CASE("run directly, the same program gets the no-PMU error, which names pmc emulate", "[emulate]") {
+    const auto r = pmc_test::run_command("'" + target + "' probe");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    if (r.out.find("instructions:u: opened") != std::string::npos) PMC_SKIP("this machine has a hardware PMU");
+    CHECK_THAT(r.out, ContainsSubstring("instructions:u: error:"));
+    CHECK_THAT(r.out, ContainsSubstring("pmc emulate"));
+}
+
+TEST_CASE("under pmc emulate: instruction events are emulated, perf events are refused naming the emulator",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("probe"));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("instructions:u: opened, read with emulator; emulated (QEMU TCG): exact count"));
+    CHECK_THAT(r.out, ContainsSubstring("instructions: opened, read with emulator"));
+    CHECK_THAT(r.out, ContainsSubstring("page-faults: error:"));
+    CHECK_THAT(r.out, ContainsSubstring("runs under pmc emulate (QEMU user mode), which does not implement perf_event_open"));
+    CHECK_THAT(r.out, ContainsSubstring("wall-time: opened"));
+}
+
+TEST_CASE("on a real kernel the handshake costs one failed system call per process, whatever is opened", "[emulate]") {
+    if (::system("command -v strace >/dev/null 2>&1") != 0) PMC_SKIP("strace is not installed");
+    // probe opens five counters, three of them instruction events.
+    const auto r = pmc_test::run_command("strace -f -e trace=all '" + target + "' probe 2>&1 >/dev/null | "
+                                         "grep -c 'syscall_0x504d43'");
+    INFO(r.out);
+    CHECK(std::atoi(r.out.c_str()) == 1);
+}
+
+TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's difference is exact", "[emulate]") {
+    REQUIRE_EMULATOR();
+    auto count = [](const char* n) {
+        const auto r = pmc_test::run_command("'" + pmc + "' count --emulate --csv -- '" + target + "' loop " + n +
+                                             " 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        std::smatch m;
+        REQUIRE(std::regex_search(r.out, m, std::regex("instructions:u,([0-9]+),")));
+        return std::stoull(m[1]);
+    };
+    // (Arguments of one length: parsing a longer number costs more instructions.)
+    const auto small = count("1000000"), large = count("3000000");
+    CHECK(large - small == 2 * (3000000 - 1000000));
+    const auto again = count("1000000");
+    CHECK(again == small);
+    // Anything but instructions is refused before anything runs.
+    const auto r = pmc_test::run_command("'" + pmc + "' count --emulate -e page-faults -- /bin/true 2>&1");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("counts instructions only"));
+}
+
+TEST_CASE("the programs an emulated program executes stay emulated: system(), a shell, a re-exec", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("system \"sh -c '" + target + " probe'\""));
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("instructions:u: opened, read with emulator"));
+    // pmc::reexec_without_aslr: with randomization left on, the program re-executes itself, and stays emulated.
+    const auto re = pmc_test::run_command("'" + pmc + "' emulate --keep-aslr -- '" + target + "' reexec");
+    INFO(re.out);
+    CHECK(re.status == 0);
+    CHECK_THAT(re.out, ContainsSubstring("re-executed: yes; address randomization: off"));
+    CHECK_THAT(re.out, ContainsSubstring("instructions:u: opened, read with emulator"));
+}
+
+TEST_CASE("pmc emulate: the command's exit status, 127 for a missing command, and --help", "[emulate]") {
+    REQUIRE_EMULATOR();
+    CHECK(pmc_test::run_command("'" + pmc + "' emulate -- sh -c 'exit 7'").status == 7);
+    const auto missing = pmc_test::run_command("'" + pmc + "' emulate -- /nonexistent/program 2>&1");
+    CHECK(missing.status == 127);
+    CHECK_THAT(missing.out, ContainsSubstring("cannot run '/nonexistent/program'"));
+    const auto help = pmc_test::run_command("'" + pmc + "' emulate --help");
+    CHECK(help.status == 0);
+    CHECK_THAT(help.out, ContainsSubstring("usage: pmc emulate"));
+    const auto none = pmc_test::run_command("'" + pmc + "' emulate 2>&1");
+    CHECK(none.status == 1);
+    const auto bad = pmc_test::run_command("'" + pmc + "' emulate --qemu /bin/true -- /bin/true 2>&1");
+    CHECK(bad.status == 1);
+    CHECK_THAT(bad.out, ContainsSubstring("cannot load TCG plugins"));
+    CHECK_THAT(bad.out, ContainsSubstring("qemu-user"));
+}
+
+#if defined(__x86_64__)
+TEST_CASE("an AVX-512 instruction under the emulator is explained, with the command's signal status", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    {
+        std::ofstream src(dir + "/avx512.c");
+        src << "int main(void) { __asm__ volatile(\"vpxord %zmm0, %zmm0, %zmm0\"); return 0; }\n";
+    }
+    if (::system(("cc -o '" + dir + "/avx512' '" + dir + "/avx512.c' 2>/dev/null").c_str()) != 0)
+        PMC_SKIP("no C compiler to build the AVX-512 program");
+    const auto r = pmc_test::run_command("'" + pmc + "' emulate -- '" + dir + "/avx512' 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 128 + 4);
+    CHECK_THAT(r.out, ContainsSubstring("died of SIGILL under the emulator"));
+    CHECK_THAT(r.out, ContainsSubstring("AVX-512"));
+    CHECK_THAT(r.out, ContainsSubstring("-march=x86-64-v3"));
+}
+#endif
+
+TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and a planted change found exactly",
+          "[emulate][profiler]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    auto record = [&](const std::string& name, const std::string& plant) {
+        const auto r = pmc_test::run_command(emulate("profile" + plant, "PMC_PROFILE='" + dir + "/" + name +
+                                                                            "' PMC_PROFILE_COUNTERS=instructions:u") +
+                                             " 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        return dir + "/" + name;
+    };
+    const std::string a = record("a.pmcprof", ""), b = record("b.pmcprof", ""), c = record("c.pmcprof", "");
+    const auto agg = pmc_test::run_command("'" + pmc + "' aggregate --json '" + a + "' '" + b + "' '" + c + "'");
+    INFO(agg.out);
+    REQUIRE(agg.status == 0);
+    CHECK_THAT(agg.out, ContainsSubstring("\"exact\":true"));
+    CHECK_THAT(agg.out, ContainsSubstring("\"spread\":0"));
+    CHECK_FALSE(std::regex_search(agg.out, std::regex("\"spread\":[1-9]"))); // labels and intervals alike
+    const auto same = pmc_test::run_command("'" + pmc + "' diff --fail-on-change '" + a + "' '" + b + "' 2>&1");
+    INFO(same.out);
+    CHECK(same.status == 0);
+    // 'planted' gains exactly 2 x 1000 instructions in each of its 150 calls (50 on each of three threads).
+    const std::string p = record("p.pmcprof", " --plant 1000");
+    const auto changed = pmc_test::run_command("'" + pmc + "' diff --fail-on-change '" + a + "' '" + p + "' 2>&1");
+    INFO(changed.out);
+    CHECK(changed.status == 3);
+    CHECK(std::regex_search(changed.out, std::regex("planted .*changed by \\+300000\\b")));
+    CHECK(std::regex_search(changed.out, std::regex("\\nwork .* unchanged")));
+    CHECK(std::regex_search(changed.out, std::regex("\\nouter .* unchanged")));
+}
+
+#if defined(PMC_EXAMPLE_PROFILER_PATH)
+TEST_CASE("pmc-example-profiler under pmc emulate: every interval identical in 3 runs, --plant found alone",
+          "[emulate][profiler]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    auto record = [&](const std::string& name, const std::string& args) {
+        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" +
+                                             pmc + "' emulate -- '" PMC_EXAMPLE_PROFILER_PATH "' --functions 60 " +
+                                             args + " 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        return "'" + dir + "/" + name + "'";
+    };
+    const std::string a = record("ex1.pmcprof", ""), b = record("ex2.pmcprof", ""), c = record("ex3.pmcprof", "");
+    const auto agg = pmc_test::run_command("'" + pmc + "' aggregate " + a + " " + b + " " + c);
+    INFO(agg.out);
+    CHECK(agg.status == 0);
+    CHECK_THAT(agg.out, ContainsSubstring("every interval has the same value in every run: deterministic"));
+    CHECK(pmc_test::run_command("'" + pmc + "' diff --fail-on-change " + a + " " + b).status == 0);
+    // The costliest path, the same on every run (the gate pmc critical --expect-path keeps).
+    for (const auto& run : {a, b, c}) {
+        const auto cr = pmc_test::run_command("'" + pmc + "' critical --expect-path 'compile > optimize' " + run);
+        INFO(cr.out);
+        CHECK(cr.status == 0);
+        CHECK_THAT(cr.out, ContainsSubstring("path: compile > optimize"));
+    }
+    const std::string planted = record("explant.pmcprof", "--plant optimize");
+    const auto d = pmc_test::run_command("'" + pmc + "' diff --fail-on-change " + a + " " + planted + " 2>&1");
+    INFO(d.out);
+    CHECK(d.status == 3);
+    CHECK_THAT(d.out, ContainsSubstring("1 label changed"));
+    CHECK(std::regex_search(d.out, std::regex("\\n  optimize: changed by \\+[0-9]+")));
+    for (const char* other : {"parse", "typeck", "type_of", "codegen", "compile"})
+        CHECK(std::regex_search(d.out, std::regex(std::string("\\n") + other + " .* unchanged")));
+}
+#endif
+
+TEST_CASE("plugins with a planted fault are caught: a block counted twice, a thread handed another's count",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+    for (const char* fault : {PMC_FAULT_PLUGIN_DOUBLE, PMC_FAULT_PLUGIN_SWAP}) {
+        const auto r = pmc_test::run_command(emulate("exact", std::string("PMC_EMULATE_LIBDIR='") + fault + "'") +
+                                             " 2>&1");
+        INFO(fault << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("exact: NOT every interval"));
+    }
+}

@@ -1,0 +1,346 @@
+// pmc emulate: runs a command under QEMU user mode with pmc's TCG plugin, the emulated PMU, so that its
+// instructions:u counters read exact counts on a machine without a hardware PMU; and pmc count --emulate, the
+// whole command's count.
+//
+// What it runs: QEMU_BINARY -E LD_PRELOAD=libpmc-emulate-preload.so[:...] -plugin libpmc-qemu-plugin.so COMMAND,
+// with address randomization off (personality ADDR_NO_RANDOMIZE) so that repeated runs match. The preload library
+// keeps the dynamically linked programs the command executes under the emulator (QEMU runs them natively). The
+// plugin and the preload library are found beside the pmc binary (the build tree), in ../LIBDIR/pmc (an install),
+// or in $PMC_EMULATE_LIBDIR.
+#include "commands.hpp"
+
+#include <pmc/emulated.hpp>
+#include <pmc/report.hpp>
+
+#include <fmt/format.h>
+
+#include <elf.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/personality.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+#ifndef PMC_INSTALL_LIBDIR
+#define PMC_INSTALL_LIBDIR "lib"
+#endif
+
+namespace pmc_tool {
+
+const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--] COMMAND [ARGS]
+
+Run COMMAND under QEMU user mode with pmc's TCG plugin: an emulated PMU on any machine, a PMU-less
+cloud VM included. In COMMAND, pmc::Counter{"instructions:u"} (also "instructions" and
+"instructions-minus-irqs:u"), pmc::Group and the profiler (PMC_PROFILE_COUNTERS=instructions:u)
+read exact counts: emulated (QEMU TCG), the instructions the emulator executed for each thread, not
+a real core's. The program is not rebuilt; run directly it uses the hardware PMU as before. Other
+perf events cannot be opened under the emulator (QEMU implements no perf_event_open) and say so;
+wall-time and tsc work.
+
+Address randomization is off (as setarch -R) and library symbols are bound at startup
+(LD_BIND_NOW=1, unless set: with lazy binding the thread that first calls a library function pays
+for resolving it, a different thread in each run), so repeated runs count the same. The
+dynamically linked programs COMMAND executes run emulated too; statically linked ones natively.
+Emulation costs about 2-10x the native CPU time (docs/emulated-pmu.md has the figures).
+
+Options:
+  --qemu PATH   The QEMU user-mode binary (default: qemu-x86_64 or qemu-aarch64, this machine's
+                architecture, from PATH; $PMC_QEMU also sets it). It must load TCG plugins:
+                Debian's dynamic qemu-user package does, qemu-user-static does not.
+  --keep-aslr   Leave address randomization as it is.
+  -h, --help    Show this help.
+
+Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (where the plugin is).
+Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found; 1 if QEMU or
+the plugin is missing or cannot load (pmc says what to install).
+)";
+
+namespace {
+
+/// This machine's architecture as QEMU names its user-mode binary.
+const char* host_qemu_name() {
+#if defined(__x86_64__)
+    return "qemu-x86_64";
+#elif defined(__aarch64__)
+    return "qemu-aarch64";
+#else
+    return nullptr;
+#endif
+}
+
+/// `name` found on PATH (or as given, if it has a slash), or "".
+std::string find_on_path(const std::string& name) {
+    auto executable = [](const std::string& p) {
+        struct stat st {};
+        return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+    };
+    if (name.find('/') != std::string::npos) return executable(name) ? name : "";
+    const char* path = ::getenv("PATH");
+    std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+        const std::string p = (dir.empty() ? "." : dir) + "/" + name;
+        if (executable(p)) return p;
+    }
+    return "";
+}
+
+std::string real_path(const std::string& path) {
+    char buffer[PATH_MAX];
+    return ::realpath(path.c_str(), buffer) ? std::string(buffer) : path;
+}
+
+std::string directory_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+/// What the ELF file at `path` says about itself: whether it is a 64-bit ELF of this machine's type, whether it
+/// names a program interpreter (dynamically linked), and whether its dynamic symbols include `symbol`.
+struct ElfFacts {
+    bool elf = false, dynamic = false, exports = false;
+};
+ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr) {
+    ElfFacts f;
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (bytes.size() < sizeof(Elf64_Ehdr) || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0 ||
+        bytes[EI_CLASS] != ELFCLASS64)
+        return f;
+    f.elf = true;
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, bytes.data(), sizeof eh);
+    auto in_file = [&](std::uint64_t off, std::uint64_t len) { return off <= bytes.size() && len <= bytes.size() - off; };
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+        const std::uint64_t off = eh.e_phoff + std::uint64_t{i} * eh.e_phentsize;
+        if (!in_file(off, sizeof(Elf64_Phdr))) break;
+        Elf64_Phdr ph;
+        std::memcpy(&ph, bytes.data() + off, sizeof ph);
+        if (ph.p_type == PT_INTERP) f.dynamic = true;
+    }
+    if (!symbol) return f;
+    std::vector<Elf64_Shdr> sections;
+    for (unsigned i = 0; i < eh.e_shnum; ++i) {
+        const std::uint64_t off = eh.e_shoff + std::uint64_t{i} * eh.e_shentsize;
+        if (!in_file(off, sizeof(Elf64_Shdr))) return f;
+        Elf64_Shdr sh;
+        std::memcpy(&sh, bytes.data() + off, sizeof sh);
+        sections.push_back(sh);
+    }
+    for (const auto& sh : sections) {
+        if (sh.sh_type != SHT_DYNSYM || sh.sh_link >= sections.size() || sh.sh_entsize != sizeof(Elf64_Sym)) continue;
+        const Elf64_Shdr& strings = sections[sh.sh_link];
+        if (!in_file(sh.sh_offset, sh.sh_size) || !in_file(strings.sh_offset, strings.sh_size)) continue;
+        for (std::uint64_t at = 0; at + sizeof(Elf64_Sym) <= sh.sh_size; at += sizeof(Elf64_Sym)) {
+            Elf64_Sym sym;
+            std::memcpy(&sym, bytes.data() + sh.sh_offset + at, sizeof sym);
+            if (sym.st_name >= strings.sh_size || sym.st_shndx == SHN_UNDEF) continue;
+            const char* name = bytes.data() + strings.sh_offset + sym.st_name;
+            if (std::strncmp(name, symbol, strings.sh_size - sym.st_name) == 0) {
+                f.exports = true;
+                return f;
+            }
+        }
+    }
+    return f;
+}
+
+} // namespace
+
+pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
+    const char* name = host_qemu_name();
+    if (!name) return pmc::make_failure(ENOTSUP, "pmc emulate runs x86-64 and AArch64 programs; this pmc was built for "
+                                                 "another architecture");
+    std::string wanted = qemu_option;
+    if (wanted.empty())
+        if (const char* env = ::getenv("PMC_QEMU"); env && *env) wanted = env;
+    Emulator e;
+    e.qemu = find_on_path(wanted.empty() ? name : wanted);
+    const std::string install = std::string("Fix: install Debian's dynamic qemu-user package (sudo apt-get install "
+                                            "qemu-user; its ") + name + " loads plugins; qemu-user-static's does not), "
+                                            "or give one that does with --qemu PATH.";
+    if (e.qemu.empty())
+        return pmc::make_failure(ENOENT, "cannot emulate: " + (wanted.empty() ? std::string(name) + " is not on PATH"
+                                                                               : "no executable '" + wanted + "'") +
+                                             ".\n" + install);
+    e.qemu = real_path(e.qemu);
+    const ElfFacts qemu = elf_facts(e.qemu, "qemu_plugin_register_vcpu_tb_trans_cb");
+    if (!qemu.exports)
+        return pmc::make_failure(ENOTSUP, "cannot emulate: " + e.qemu + " cannot load TCG plugins (" +
+                                              (!qemu.elf     ? std::string("it is not a 64-bit ELF program")
+                                               : !qemu.dynamic ? std::string("it is statically linked")
+                                                               : std::string("it exports no plugin API")) +
+                                              ").\n" + install);
+    std::vector<std::string> dirs;
+    if (const char* env = ::getenv("PMC_EMULATE_LIBDIR"); env && *env) dirs.emplace_back(env);
+    const std::string self = directory_of(real_path("/proc/self/exe"));
+    dirs.push_back(self);
+    dirs.push_back(self + "/../" PMC_INSTALL_LIBDIR "/pmc");
+    for (const auto& dir : dirs) {
+        const std::string plugin = dir + "/libpmc-qemu-plugin.so", preload = dir + "/libpmc-emulate-preload.so";
+        if (::access(plugin.c_str(), R_OK) == 0 && ::access(preload.c_str(), R_OK) == 0) {
+            e.plugin = real_path(plugin);
+            e.preload = real_path(preload);
+            break;
+        }
+    }
+    if (e.plugin.empty()) {
+        std::string looked;
+        for (const auto& d : dirs) looked += "\n  " + d;
+        return pmc::make_failure(ENOENT, "cannot emulate: pmc's plugin (libpmc-qemu-plugin.so with "
+                                         "libpmc-emulate-preload.so) is in none of:" + looked +
+                                         "\nFix: build or install pmc with its tools (they are built beside the pmc "
+                                         "binary), or point PMC_EMULATE_LIBDIR at their directory.");
+    }
+    if (e.plugin.find(',') != std::string::npos)
+        return pmc::make_failure(EINVAL, "cannot emulate: the plugin's path has a comma, which QEMU's -plugin option "
+                                         "takes as a separator: " + e.plugin + "\nFix: install pmc elsewhere.");
+    return e;
+}
+
+pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::string>& command, bool keep_aslr,
+                                  const std::string& plugin_args) {
+    if (command.empty()) return pmc::make_failure(EINVAL, "no command to run");
+    const std::string program = find_on_path(command[0]);
+    if (program.empty())
+        return pmc::make_failure(ENOENT, "cannot run '" + command[0] + "': " +
+                                             (command[0].find('/') != std::string::npos ? "no such executable file"
+                                                                                         : "not found on PATH"));
+    const std::string plugin = e.plugin + plugin_args;
+    // QEMU gets the environment without LD_PRELOAD; the command gets it back, with the preload library first.
+    std::vector<std::string> env;
+    std::string preload = e.preload;
+    for (char** v = environ; v && *v; ++v) {
+        const std::string_view s = *v;
+        if (s.rfind("LD_PRELOAD=", 0) == 0) {
+            if (s.size() > 11) preload += ":" + std::string(s.substr(11));
+            continue;
+        }
+        if (s.rfind("PMC_EMULATE_", 0) == 0) continue;
+        env.emplace_back(s);
+    }
+    // Symbols bound at startup: with lazy binding, the first call of each library function resolves it, and which
+    // thread makes that call (and pays ~1,500 instructions for it) changes from run to run.
+    const bool bind_now_set = ::getenv("LD_BIND_NOW") != nullptr;
+    env.push_back("PMC_EMULATE_QEMU=" + e.qemu);
+    env.push_back("PMC_EMULATE_PLUGIN=" + plugin);
+    env.push_back("PMC_EMULATE_PRELOAD=" + e.preload);
+    std::vector<std::string> args = {e.qemu, "-0", command[0], "-E", "LD_PRELOAD=" + preload};
+    if (!bind_now_set) args.insert(args.end(), {"-E", "LD_BIND_NOW=1"});
+    args.insert(args.end(), {"-plugin", plugin, program});
+    args.insert(args.end(), command.begin() + 1, command.end());
+    std::vector<char*> a, v;
+    for (auto& s : args) a.push_back(s.data());
+    a.push_back(nullptr);
+    for (auto& s : env) v.push_back(s.data());
+    v.push_back(nullptr);
+    std::fflush(nullptr);
+    const pid_t child = ::fork();
+    if (child < 0) {
+        const int err = errno;
+        return pmc::make_failure(err, std::string("fork failed: ") + std::strerror(err));
+    }
+    if (child == 0) {
+        if (!keep_aslr) ::personality(ADDR_NO_RANDOMIZE | static_cast<unsigned long>(::personality(0xffffffff)));
+        ::signal(SIGINT, SIG_DFL);
+        ::signal(SIGQUIT, SIG_DFL);
+        ::execve(e.qemu.c_str(), a.data(), v.data());
+        std::fprintf(stderr, "pmc emulate: cannot run %s: %s\n", e.qemu.c_str(), std::strerror(errno));
+        _exit(127);
+    }
+    return child;
+}
+
+int finish_emulated(pid_t child, const std::string& shown, int& raw_status) {
+    raw_status = 0;
+    while (::waitpid(child, &raw_status, 0) < 0)
+        if (errno != EINTR) {
+            fmt::print(stderr, "pmc emulate: cannot wait for '{}': {}\n", shown, std::strerror(errno));
+            return 1;
+        }
+    if (WIFEXITED(raw_status)) return WEXITSTATUS(raw_status);
+    const int sig = WTERMSIG(raw_status);
+    if (sig == SIGILL)
+        fmt::print(stderr, "pmc emulate: '{}' died of SIGILL under the emulator: it executed an instruction QEMU's TCG "
+                           "cannot emulate, most likely AVX-512 (code built with -march=native on a CPU that has it, "
+                           "or a library that chose AVX-512 code itself). QEMU 7.2 emulates x86-64 up to AVX2.\nFix: "
+                           "build it for the emulator with -march=x86-64-v3 (or without -march=native) to count it "
+                           "under pmc emulate.\n", shown);
+    return 128 + sig;
+}
+
+int cmd_emulate(int argc, char** argv) {
+    std::string qemu;
+    bool keep_aslr = false;
+    std::vector<std::string> command;
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--") {
+            command.assign(argv + i + 1, argv + argc);
+            break;
+        }
+        if (a == "-h" || a == "--help") {
+            fmt::print("{}", emulate_help);
+            return 0;
+        }
+        if (a == "--keep-aslr") keep_aslr = true;
+        else if (a == "--qemu") {
+            if (i + 1 >= argc) return fmt::print(stderr, "pmc emulate: --qemu needs a path\n"), 1;
+            qemu = argv[++i];
+        } else if (a.size() > 1 && a[0] == '-') {
+            fmt::print(stderr, "pmc emulate: unknown option '{}'\nRun 'pmc emulate --help' for usage.\n", a);
+            return 1;
+        } else {
+            command.assign(argv + i, argv + argc);
+            break;
+        }
+    }
+    if (command.empty()) {
+        fmt::print(stderr, "pmc emulate: needs a command: pmc emulate [OPTIONS] -- COMMAND [ARGS]\n");
+        return 1;
+    }
+    auto emulator = find_emulator(qemu);
+    if (!emulator) {
+        fmt::print(stderr, "pmc emulate: {}\n", emulator.failure().message);
+        return 1;
+    }
+    // Like system(): Ctrl-C reaches the command (the foreground process group); pmc waits for its status.
+    struct sigaction ignore {}, old_int {}, old_quit {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGINT, &ignore, &old_int);
+    ::sigaction(SIGQUIT, &ignore, &old_quit);
+    auto child = start_emulated(*emulator, command, keep_aslr, "");
+    if (!child) {
+        fmt::print(stderr, "pmc emulate: {}\n", child.failure().message);
+        return child.failure().code.value() == ENOENT ? 127 : 1;
+    }
+    std::string shown;
+    for (const auto& c : command) shown += (shown.empty() ? "" : " ") + c;
+    int raw = 0;
+    const int status = finish_emulated(*child, shown, raw);
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGQUIT, &old_quit, nullptr);
+    // Die of the command's SIGINT or SIGQUIT, so that a calling shell script stops as it would have.
+    if (WIFSIGNALED(raw) && (WTERMSIG(raw) == SIGINT || WTERMSIG(raw) == SIGQUIT)) {
+        std::fflush(nullptr);
+        ::signal(WTERMSIG(raw), SIG_DFL);
+        ::raise(WTERMSIG(raw));
+    }
+    return status;
+}
+
+} // namespace pmc_tool
