@@ -6,6 +6,8 @@
 #             the sum (now a full scan) slower, and the gate says so
 #   diff-exact  page-faults (exact), one run a side: the order insert (no index pages to fault in), after two
 #             runs of one side came out identical (exit 77, skipped, under ASan: PMC_SANITIZED=1)
+#   diff-emulated  instructions:u under pmc emulate (exact without a PMU), one run a side: the sum up, the order
+#             insert down, after two runs of one side came out identical (skipped without qemu-user, or under ASan)
 #   critical  without the index, the costliest path ends at the sum
 #   usage     --help, and wrong arguments named
 # Prints "ok:" or "FAILED:" per check, and "all checks passed" at the end when none failed.
@@ -84,6 +86,29 @@ diff-exact)
     check "page-faults, one run a side: the order insert changed by fewer faults (no index pages)" \
         "grep -qE '^$ins .*changed by -[0-9]+\$' sqlite-pf-diff.txt"
     ;;
+diff-emulated)
+    # Exact instruction counts without a PMU (pmc emulate: QEMU user mode and pmc's plugin), one run a side: both
+    # statements the change touched are "changed by N", after two runs of one side came out identical.
+    if [ "${PMC_SANITIZED:-0}" = 1 ]; then
+        echo "SKIPPED: built with AddressSanitizer, whose shadow memory does not fit QEMU user mode's address space"
+        exit 77
+    fi
+    why=$("$pmc" emulate -- /bin/true 2>&1) ||
+        { echo "SKIPPED: pmc emulate cannot run here (scripts/install-deps installs qemu-user): $why"; exit 77; }
+    for run in base1 base2 new1; do
+        flag=; [ $run = new1 ] && flag=--drop-index
+        PMC_PROFILE=sqlite-em-$run.pmcprof PMC_PROFILE_COUNTERS=instructions:u "$pmc" emulate -- "$example" \
+            --statements 4000 $flag >/dev/null || fail "emulated run $run"
+    done
+    "$pmc" diff sqlite-em-base1.pmcprof sqlite-em-base2.pmcprof >sqlite-em-same.txt
+    check "instructions:u, emulated: two runs of one side are identical (status 0, every label unchanged)" \
+        "[ $? -eq 0 ] && grep -qE '^[0-9]+ labels: [0-9]+ unchanged\$' sqlite-em-same.txt"
+    "$pmc" diff sqlite-em-base1.pmcprof sqlite-em-new1.pmcprof >sqlite-em-diff.txt
+    cat sqlite-em-diff.txt
+    check "the header says the counter is exact" "grep -q '^counter: instructions:u (a count): exact' sqlite-em-diff.txt"
+    check "the sum (a full scan now) changed by more instructions" "grep -qE '^$sel .*changed by \+[0-9]+\$' sqlite-em-diff.txt"
+    check "the order insert (no index to maintain) changed by fewer" "grep -qE '^$ins .*changed by -[0-9]+\$' sqlite-em-diff.txt"
+    ;;
 critical)
     PMC_PROFILE=sqlite-critical.pmcprof "$example" --statements 4000 --drop-index >/dev/null || fail "the example ran"
     "$pmc" critical --expect-path 'workload > SELECT count(*) + sum(amount) FROM orders WHERE account_id = ?' \
@@ -102,7 +127,7 @@ usage)
     err=$("$example" --accounts 2>&1); status=$?
     check "--accounts without a value (status 1)" "[ $status -eq 1 ] && echo \"\$err\" | grep -q '^pmc-example-sqlite: --accounts needs a number'"
     ;;
-*) echo "usage: check_sqlite_example.sh record|diff|diff-exact|critical|usage EXAMPLE PMC" >&2; exit 2 ;;
+*) echo "usage: check_sqlite_example.sh record|diff|diff-exact|diff-emulated|critical|usage EXAMPLE PMC" >&2; exit 2 ;;
 esac
 [ $failed -eq 0 ] && echo "all checks passed"
 exit $failed
