@@ -146,7 +146,7 @@ static int run(int argc, char** argv) {
     plain_options.preallocate_bytes = 0;
     plain_options.measure_cost = false;
     std::optional<pmc::Profiler> plain{plain_options};
-    // The pages written to /dev/null: the recording alone, without the kernel's cost of appending 24 bytes per
+    // The pages written to /dev/null: the recording alone, without the kernel's cost of appending its bytes per
     // interval to a file (page-cache pages allocated and filled, file blocks allocated).
     pmc::ProfilerOptions null_options{"/dev/null", {"wall-time"}};
     null_options.measure_cost = false;

@@ -125,6 +125,7 @@ struct Graph {
     std::vector<Node> nodes;
     std::vector<Edge> edges;
     std::uint64_t orphans = 0; ///< calls some of whose enclosing scopes are not in the file
+    std::uint64_t overflows = 0; ///< self values that could not be summed (checked arithmetic; exit status 2)
     std::uint64_t calls = 0;
     std::vector<Step> path;
     std::uint64_t bottleneck = 0;
@@ -142,7 +143,7 @@ public:
         if (!s.path_complete) ++g_.orphans;
         Node& me = g_.nodes[n];
         ++me.calls;
-        me.self += s.self(c);
+        if (!cli::checked_add(me.self, s.self(c))) ++g_.overflows;
         // The distinct child labels of this call, gathered while its descendants were reported: one call of each
         // edge's parent that ran the child at least once.
         if (auto it = child_labels_.find(key(s.thread, s.ordinal)); it != child_labels_.end()) {
@@ -545,7 +546,10 @@ int cmd_critical(int argc, char** argv) {
     } else if (!add_graph(only_thread)) {
         return 1;
     }
-    const int read_status = p.problems.empty() ? 0 : 2;
+    bool overflowed = false;
+    for (const auto& [index, g] : graphs) overflowed = overflowed || g.overflows > 0;
+    if (overflowed) fmt::print(stderr, "pmc critical: {}\n", cli::overflow_text("some self values were"));
+    const int read_status = p.problems.empty() && !overflowed ? 0 : 2;
     // --expect-path's judgement, also put in the JSON (so a CI reading it sees the verdict).
     const bool one_path = !per_thread && !graphs.empty(); // --expect-path excludes --per-thread
     const std::string found = one_path ? path_line(graphs.front().second) : std::string();
@@ -593,8 +597,7 @@ int cmd_critical(int argc, char** argv) {
         j.end_object();
         fmt::print("{}\n", j.str());
         if (status)
-            fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
-                       file, p.bytes_lost);
+            fmt::print(stderr, "pmc critical: {} (see \"problems\")\n", cli::incomplete_text(file, p));
         return status_after();
     }
 
@@ -617,8 +620,7 @@ int cmd_critical(int argc, char** argv) {
         print_graph(graphs.front().second, counter, list_all, style);
     }
     if (status) {
-        fmt::print(stderr, "pmc critical: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",
-                   file, p.bytes_lost);
+        fmt::print(stderr, "pmc critical: {}; what was lost:\n", cli::incomplete_text(file, p));
         for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);
         if (p.problems.size() > 20)
             fmt::print(stderr, "  ... and {} more (--json lists them all)\n", p.problems.size() - 20);

@@ -738,9 +738,8 @@ int cmd_export(int argc, char** argv) {
                            "value so that the profile stays in order\n",
                    tally.reordered);
     if (!p.problems.empty()) {
-        fmt::print(stderr, "pmc export: '{}' is incomplete: {} of its bytes could not be read; exported what was "
-                           "read. What was lost:\n",
-                   o.file, p.bytes_lost);
+        fmt::print(stderr, "pmc export: {}; exported what was read. What was lost:\n",
+                   cli::incomplete_text(o.file, p));
         for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);
         if (p.problems.size() > 20) fmt::print(stderr, "  ... and {} more\n", p.problems.size() - 20);
         return 2;

@@ -23,6 +23,40 @@
 
 namespace pmc_tool::cli {
 
+/// How every profile tool says a profile is incomplete (exit status 2), the same words everywhere: how many
+/// problems, the bytes lost if any, and whether the end record is missing (the program did not end its profiler).
+inline std::string incomplete_text(const std::string& file, const pmc::Profile& p) {
+    std::string s = fmt::format("'{}' is incomplete: {} problem{}", file, p.problems.size(),
+                                p.problems.size() == 1 ? "" : "s");
+    if (p.bytes_lost) s += fmt::format(", {} of its bytes could not be read", p.bytes_lost);
+    if (!p.has_end) s += ", no end record (the program did not end its profiler: killed, or still running)";
+    return s;
+}
+
+/// Per thread, the intervals open when its last thread page was written (outermost first), for a profile whose
+/// program did not close its profiler: what it was inside when it stopped. Empty when none were open.
+inline std::vector<std::string> open_intervals_text(const pmc::Profile& p) {
+    std::vector<std::string> out;
+    if (p.has_end && p.end_how == pmc::profile_format::EndHow::closed) return out;
+    for (const auto& t : p.threads) {
+        if (t.open.empty()) continue;
+        std::string path;
+        for (const auto& o : t.open) path += (path.empty() ? "" : " > ") + p.string(o.label);
+        out.push_back(fmt::format("thread {}: {}", t.index, path));
+    }
+    return out;
+}
+
+/// Sums that never wrap: false (and the sum left as it was) where `v` cannot be added; the caller reports it as a
+/// problem (exit status 2) instead of printing a wrapped number.
+inline bool checked_add(std::int64_t& sum, std::int64_t v) { return !__builtin_add_overflow(sum, v, &sum); }
+inline bool checked_add(std::uint64_t& sum, std::uint64_t v) { return !__builtin_add_overflow(sum, v, &sum); }
+inline std::string overflow_text(const char* what) {
+    return fmt::format("{} too large to sum (the file's values are corrupt, or a counter wrapped): left out, not "
+                       "wrapped",
+                       what);
+}
+
 /// A command-line mistake: what is wrong, where the help is; status 1.
 inline int usage_error(const char* tool, const std::string& why) {
     fmt::print(stderr, "pmc {}: {}\nRun 'pmc {} --help' for usage.\n", tool, why, tool);

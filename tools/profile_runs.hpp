@@ -26,7 +26,7 @@ struct Interval {
     std::size_t ordinal = 0;   ///< its place among its thread's intervals, in the order they ended (postorder)
     std::string label;         ///< label text
     std::string name;          ///< label(argument), or the label when it has no argument
-    std::uint16_t depth = 0;
+    std::uint32_t depth = 0;
     std::string path;          ///< the labels of its enclosing scopes and its own name, joined by " / "
     std::uint64_t total[pmc::profile_format::max_counters] = {}; ///< inclusive value per counter
     std::int64_t self[pmc::profile_format::max_counters] = {};   ///< total minus its children's totals
@@ -51,6 +51,26 @@ struct Run {
 
 inline std::string name_of(const pmc::Profile& p, std::uint32_t label, std::uint32_t arg) {
     return arg ? p.string(label) + "(" + p.string(arg) + ")" : p.string(label);
+}
+
+/// One label's sums in one run.
+struct LabelSums {
+    std::uint64_t calls = 0;
+    std::int64_t self = 0;
+    std::uint64_t total = 0; ///< a recursive label's inner calls are in its outer calls' totals too
+    bool overflow = false;   ///< self or total could not be summed: the file's values are corrupt
+};
+
+inline std::map<std::string, LabelSums> label_sums(const Run& r) {
+    std::map<std::string, LabelSums> out;
+    for (const auto& iv : r.intervals) {
+        auto& s = out[iv.label];
+        ++s.calls;
+        // Checked: a sum that cannot be made is reported (exit status 2), never a wrapped number.
+        if (!cli::checked_add(s.self, iv.self[r.counter]) || !cli::checked_add(s.total, iv.total[r.counter]))
+            s.overflow = true;
+    }
+    return out;
 }
 
 /// Reads one file through the streaming reader and walks its nesting (the file is closed again at the end, so that
@@ -92,6 +112,13 @@ inline std::optional<std::string> load(const std::string& file, Run& out) {
             }
         });
     if (failure) return failure->message;
+    // Checked arithmetic: sums the tools will make (label_sums, integer sums) that cannot be made are a problem of
+    // the file (exit status 2), never a wrapped number.
+    for (const auto& [label, sums] : label_sums(out))
+        if (sums.overflow) {
+            out.profile.problems.push_back("label '" + label + "': " + cli::overflow_text("its values are"));
+            break;
+        }
     // The walker reports each thread from its last record back: put them in the order they ended, numbered among
     // the thread's intervals only (so that instant events do not shift them).
     std::sort(out.intervals.begin(), out.intervals.end(), [](const Interval& a, const Interval& b) {
@@ -197,32 +224,13 @@ inline std::string percent_text(double p) {
     return std::isinf(p) ? std::string("inf") : fmt::format("{:.1f}%", p);
 }
 
-/// One label's sums in one run.
-struct LabelSums {
-    std::uint64_t calls = 0;
-    std::int64_t self = 0;
-    std::uint64_t total = 0; ///< a recursive label's inner calls are in its outer calls' totals too
-};
-
-inline std::map<std::string, LabelSums> label_sums(const Run& r) {
-    std::map<std::string, LabelSums> out;
-    for (const auto& iv : r.intervals) {
-        auto& s = out[iv.label];
-        ++s.calls;
-        s.self += iv.self[r.counter];
-        s.total += iv.total[r.counter];
-    }
-    return out;
-}
-
 /// The damage in each run, on stderr (the first few problems of each); returns whether there was any.
 inline bool report_damage(const char* tool, const std::vector<Run>& runs) {
     bool any = false;
     for (const auto& r : runs) {
         if (r.profile.problems.empty()) continue;
         any = true;
-        fmt::print(stderr, "pmc {}: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n", tool,
-                   r.file, r.profile.bytes_lost);
+        fmt::print(stderr, "pmc {}: {}; what was lost:\n", tool, cli::incomplete_text(r.file, r.profile));
         for (std::size_t i = 0; i < r.profile.problems.size() && i < 5; ++i)
             fmt::print(stderr, "  {}\n", r.profile.problems[i]);
         if (r.profile.problems.size() > 5)

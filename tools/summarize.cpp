@@ -75,6 +75,7 @@ struct Summary {
     std::uint64_t clamped = 0;      ///< --without-overhead: scopes whose self value went below 0, shown as 0
     std::uint64_t orphans = 0;      ///< scopes whose enclosing scopes are not in the file (counted as outermost)
     std::optional<pmc::Failure> failure; ///< the file could not be read again (changed since it was opened)
+    std::uint64_t overflows = 0;    ///< values that could not be summed (left out, reported: exit status 2)
 };
 
 /// Walks the threads' nesting (thread `only`, or all) for counter `c`.
@@ -101,13 +102,12 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
             }
             s.children += scope.children;
             if (!scope.path_complete) ++s.orphans;
-            if (scope.depth == 0) s.run += total;
+            if (scope.depth == 0 && !cli::checked_add(s.run, total)) ++s.overflows;
             ++s.scopes;
             auto& l = labels[scope.label];
             l.label = scope.label;
             ++l.count;
-            l.self += self;
-            l.total += total;
+            if (!cli::checked_add(l.self, self) || !cli::checked_add(l.total, total)) ++s.overflows;
             l.calls.push_back(total);
         },
         [&](const pmc::NestedMark& m) {
@@ -115,7 +115,7 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
             e.label = m.label;
             ++e.count;
             if (m.kind == pf::RecordKind::integer) {
-                e.sum += m.integer;
+                if (!cli::checked_add(e.sum, m.integer)) ++s.overflows;
                 e.min = std::min(e.min, m.integer);
                 e.max = std::max(e.max, m.integer);
             }
@@ -266,17 +266,20 @@ int cmd_summarize(int argc, char** argv) {
     const pmc::ProfileCounter& counter = p.counters[c];
     const double overhead = std::max(0.0, counter.cost_to_parent - counter.cost_in_scope);
     // The tables, or the reason the file could not be read again (it changed while being read).
+    bool overflowed = false; // a sum that could not be made (checked arithmetic): exit status 2
     auto summary = [&](std::optional<std::uint32_t> only) {
         Summary s = summarize(reader, c, only, without_overhead);
         if (s.failure) {
             fmt::print(stderr, "pmc summarize: {}\n", s.failure->message);
             std::exit(1);
         }
+        if (s.overflows) overflowed = true;
         return s;
     };
     std::vector<const pmc::ProfileThread*> threads;
     if (!cli::select_threads("summarize", p, file, only_thread, threads)) return 1;
-    const int status = p.problems.empty() ? 0 : 2;
+    int status = p.problems.empty() ? 0 : 2;
+    const std::vector<std::string> open_now = cli::open_intervals_text(p);
 
     if (json) {
         pmc::JsonWriter j;
@@ -298,6 +301,8 @@ int cmd_summarize(int argc, char** argv) {
         for (const auto& w : p.warnings) j.value(w);
         j.end_array().key("problems").begin_array();
         for (const auto& w : p.problems) j.value(w);
+        j.end_array().field("ended_by", p.ended_by()).key("open_at_end").begin_array();
+        for (const auto& w : open_now) j.value(w);
         j.end_array().key("threads").begin_array();
         for (const auto* t : threads) {
             j.begin_object().field("index", t->index).field("tid", t->tid).field("name", t->name);
@@ -327,12 +332,13 @@ int cmd_summarize(int argc, char** argv) {
             Summary s = summary(only_thread);
             json_summary(j, p, s);
         }
+        if (overflowed) j.field("overflow", cli::overflow_text("some values were"));
         j.end_object();
         fmt::print("{}\n", j.str());
         if (!p.problems.empty())
-            fmt::print(stderr, "pmc summarize: '{}' is incomplete: {} of its bytes could not be read (see \"problems\")\n",
-                       file, p.bytes_lost);
-        return status;
+            fmt::print(stderr, "pmc summarize: {} (see \"problems\")\n", cli::incomplete_text(file, p));
+        if (overflowed) fmt::print(stderr, "pmc summarize: {}\n", cli::overflow_text("some values were"));
+        return overflowed ? 2 : status;
     }
 
     std::string command;
@@ -379,9 +385,16 @@ int cmd_summarize(int argc, char** argv) {
     } else {
         print_tables(p, summary(only_thread), counter, top);
     }
+    if (!open_now.empty()) {
+        fmt::print("recording ended: {}; intervals still open (as of each thread's last page):\n", p.ended_by());
+        for (const auto& w : open_now) fmt::print("  {}\n", w);
+    }
+    if (overflowed) {
+        fmt::print(stderr, "pmc summarize: {}\n", cli::overflow_text("some values were"));
+        status = 2;
+    }
     if (!p.problems.empty()) {
-        fmt::print(stderr, "pmc summarize: '{}' is incomplete: {} of its bytes could not be read; what was lost:\n",
-                   file, p.bytes_lost);
+        fmt::print(stderr, "pmc summarize: {}; what was lost:\n", cli::incomplete_text(file, p));
         for (std::size_t i = 0; i < p.problems.size() && i < 20; ++i) fmt::print(stderr, "  {}\n", p.problems[i]);
         if (p.problems.size() > 20) fmt::print(stderr, "  ... and {} more (--json lists them all)\n", p.problems.size() - 20);
     }

@@ -33,14 +33,15 @@ PMC_BEGIN_NAMESPACE
 namespace profile_format {
 
 inline constexpr char file_magic[8] = {'P', 'M', 'C', 'P', 'R', 'O', 'F', '\n'};
-inline constexpr std::uint32_t version = 1;
+inline constexpr std::uint32_t version = 2;
 inline constexpr std::size_t file_header_fixed = 24; ///< magic, version, header bytes, checksum, reserved
 inline constexpr std::uint32_t page_magic = 0x50434D50; ///< the bytes "PMCP"
 inline constexpr std::size_t page_header_bytes = 32;
 inline constexpr std::uint32_t max_page_payload = 16u << 20; ///< a reader refuses larger pages as corrupt
 inline constexpr std::size_t max_counters = 4;               ///< the primary and up to three riding along
 
-enum class PageKind : std::uint16_t { events = 1, strings = 2, thread = 3 };
+/// end: what the whole file holds (written when the profiler ends: its close, exit(), a fatal signal).
+enum class PageKind : std::uint16_t { events = 1, strings = 2, thread = 3, end = 4 };
 
 enum class Tag : std::uint16_t {
     pmc_version = 1,  ///< string
@@ -64,25 +65,45 @@ enum CounterFlag : std::uint32_t {
     fallback = 1u << 3,      ///< recorded in place of a counter that could not be opened (see the warnings)
 };
 
-/// The kind of an event record (the low 2 bits of its first word).
-/// nesting_error: an end (Profiler::end, or a scope ended before the intervals opened inside it) that did not match
-/// the innermost open interval; a reader reports it and does not keep it as an event.
+/// The kind of an event record (the low 2 bits of its head). nesting_error: an end (Profiler::end, or a scope
+/// ended before the intervals opened inside it) that did not match the innermost open interval; a reader reports
+/// it and does not keep it as an event.
 enum class RecordKind : std::uint8_t { interval = 0, instant = 1, integer = 2, nesting_error = 3 };
 
-inline constexpr unsigned depth_bits = 10;
-inline constexpr std::uint32_t max_depth = (1u << depth_bits) - 1; ///< deeper scopes are stored at this depth
-inline constexpr std::uint32_t max_label = (1u << (32 - 2 - depth_bits)) - 1;
+/// Label ids are u32 varints in the records; the highest the writer hands out.
+inline constexpr std::uint32_t max_label = 0x7FFFFFFF;
 
-/// The first word of a record: kind (2 bits), depth (10 bits), label (20 bits).
-constexpr std::uint32_t record_word(RecordKind kind, std::uint32_t depth, std::uint32_t label) {
-    return static_cast<std::uint32_t>(kind) | (std::min(depth, max_depth) << 2) | (label << (2 + depth_bits));
+/// How the profiler's end record says it ended.
+enum class EndHow : std::uint32_t { closed = 1, exit = 2, signal = 3 };
+
+/// LEB128: 7 bits a byte, low first, the high bit set on all but the last. At most 10 bytes.
+BOOST_FORCEINLINE unsigned char* put_varint(unsigned char* p, std::uint64_t v) noexcept {
+    while (v >= 0x80) {
+        *p++ = static_cast<unsigned char>(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = static_cast<unsigned char>(v);
+    return p;
+}
+/// Reads a varint at `p` (not past `end`); false when it runs past `end` or over 64 bits.
+inline bool get_varint(const unsigned char*& p, const unsigned char* end, std::uint64_t& v) noexcept {
+    v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (p == end) return false;
+        const unsigned char b = *p++;
+        if (shift == 63 && (b & 0x7E)) return false; // bits past 64
+        v |= std::uint64_t{b & 0x7Fu} << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
 }
 
-/// Bytes of a record with `counters` counters.
-constexpr std::size_t record_bytes(RecordKind kind, std::size_t counters) {
-    return kind == RecordKind::interval ? 8 + 16 * counters
-           : kind == RecordKind::instant || kind == RecordKind::nesting_error ? 16
-                                                                             : 24;
+/// The most bytes one record takes with `counters` counters (the writer reserves this much before encoding).
+constexpr std::size_t max_record_bytes(std::size_t counters) { return 10 + 5 + 5 + 20 * counters; }
+
+/// A record's head: kind (2 bits), whether an argument follows (1 bit), then the label id.
+constexpr std::uint64_t record_head(RecordKind kind, bool has_arg, std::uint32_t label) {
+    return static_cast<std::uint64_t>(kind) | (std::uint64_t{has_arg} << 2) | (std::uint64_t{label} << 3);
 }
 
 /// The pages' checksum: four 64-bit multiply-xor lanes over the payload, seeded by the page header. Fast enough to
@@ -112,21 +133,24 @@ inline std::uint32_t checksum(const unsigned char* p, std::size_t n, std::uint64
     return static_cast<std::uint32_t>(r);
 }
 
-/// The seed of a page's checksum: its header fields. The record count is rotated, not shifted, by 40 bits, so that
-/// its high byte is covered too (a shift would drop it, and a flipped byte there would go unnoticed).
+/// The seed of a page's payload checksum: its header fields. The record count is rotated, not shifted, by 40 bits,
+/// so that its high byte is covered too (a shift would drop it, and a flipped byte there would go unnoticed).
 constexpr std::uint64_t page_seed(std::uint16_t kind, std::uint32_t thread, std::uint32_t sequence,
                                   std::uint32_t payload, std::uint32_t records) {
     return (std::uint64_t{kind} << 48) ^ (std::uint64_t{thread} << 32) ^ sequence ^ (std::uint64_t{payload} << 20) ^
            (std::uint64_t{records} << 40) ^ (std::uint64_t{records} >> 24);
 }
 
-/// Writes a page header for `payload` into `out` (32 bytes). Async-signal-safe.
+/// The seed of the header checksum (over a page header's first 28 bytes).
+inline constexpr std::uint64_t header_seed = 0x5041474548454144ull;
+
+/// Writes a page header for `payload` into `out` (32 bytes): the payload's checksum, then the header's own over its
+/// first 28 bytes (so that a reader trusts a header's length before it reads the payload). Async-signal-safe.
 inline void write_page_header(unsigned char* out, PageKind kind, std::uint32_t thread, std::uint32_t sequence,
                               const unsigned char* payload, std::uint32_t payload_bytes, std::uint32_t records) noexcept {
     const auto k = static_cast<std::uint16_t>(kind);
     const std::uint16_t header = page_header_bytes;
     const std::uint32_t sum = checksum(payload, payload_bytes, page_seed(k, thread, sequence, payload_bytes, records));
-    const std::uint32_t zero = 0;
     std::memcpy(out + 0, &page_magic, 4);
     std::memcpy(out + 4, &k, 2);
     std::memcpy(out + 6, &header, 2);
@@ -135,7 +159,8 @@ inline void write_page_header(unsigned char* out, PageKind kind, std::uint32_t t
     std::memcpy(out + 16, &payload_bytes, 4);
     std::memcpy(out + 20, &records, 4);
     std::memcpy(out + 24, &sum, 4);
-    std::memcpy(out + 28, &zero, 4);
+    const std::uint32_t hsum = checksum(out, 28, header_seed);
+    std::memcpy(out + 28, &hsum, 4);
 }
 
 } // namespace profile_format
@@ -157,7 +182,7 @@ struct ProfileCounter {
 /// primary counter's reading and then the integer.
 struct ProfileRecord {
     profile_format::RecordKind kind = profile_format::RecordKind::interval;
-    std::uint16_t depth = 0;   ///< nesting depth on its thread (0: outermost); saturates at max_depth
+    std::uint32_t depth = 0;   ///< nesting depth on its thread (0: outermost); not limited
     std::uint32_t label = 0;   ///< string id
     std::uint32_t arg = 0;     ///< string id of its argument; 0: none
     std::size_t first_value = 0;
@@ -176,19 +201,31 @@ struct ProfileCounterTimes {
     bool multiplexed() const noexcept { return known() && running < enabled; }
 };
 
+/// An interval open on a thread when its last thread page was written (outermost first).
+struct ProfileOpenInterval {
+    std::uint32_t label = 0, arg = 0;
+    std::uint64_t start = 0; ///< the primary counter's reading when it began
+};
+
 /// One thread that recorded events. Its records are in the order they ended (postorder: children before parents).
 struct ProfileThread {
     std::uint32_t index = 0; ///< the profiler's number for it (0: the thread that created the profiler)
     std::uint64_t tid = 0;   ///< the kernel's thread id
     std::string name;        ///< as set with Profiler::thread_name (the last one set), or the kernel's comm
     std::string error;       ///< why its counters could not be opened ("" when they were): its values are 0
-    /// Per counter, as of the thread's last page (written at each page flush and at the thread's end): empty when the
-    /// file does not say (an older writer: the thread page had no times yet).
+    /// Per counter, as of the thread's last thread page (written with each events page and at the thread's end).
     std::vector<ProfileCounterTimes> times;
+    /// The intervals open when its last thread page was written, outermost first: after a SIGKILL, what the thread
+    /// was inside (as of its last page).
+    std::vector<ProfileOpenInterval> open;
+    bool ended = false;              ///< its last thread page was written at its end (thread exit, profiler close)
+    std::uint32_t pages_written = 0; ///< events pages it had written when its last thread page was written
     std::vector<ProfileRecord> records;
-    std::uint32_t pages = 0;        ///< event pages read
-    std::uint32_t missing_pages = 0; ///< event pages whose sequence numbers are absent (lost or corrupt)
+    std::uint32_t pages = 0;         ///< event pages read
+    std::uint32_t missing_pages = 0; ///< event pages known to be written but absent (lost or corrupt)
+    std::uint32_t thread_pages = 0;  ///< thread pages read (the one with the highest number counts)
     bool seen_info = false;
+    std::uint32_t info_seq = 0; ///< the number of the thread page read
     /// Ends that did not match the innermost open interval (Profiler::end with another label or nothing open, a
     /// scope ended before the intervals opened inside it): those intervals are not in `records`.
     struct NestingError {
@@ -216,6 +253,18 @@ struct Profile {
     std::vector<std::uint64_t> values;
     std::vector<std::string> problems; ///< what the reader could not use, and what that lost
     std::uint64_t bytes_read = 0, bytes_lost = 0;
+    /// The end record: present when the profiler ended (closed, exit(), a fatal signal). Without it the file is
+    /// cut (the program was killed, or is still running): a problem says so.
+    bool has_end = false;
+    profile_format::EndHow end_how = profile_format::EndHow::closed;
+    std::uint32_t end_signal = 0;
+    /// How the recording ended, in words: "closed", "exit()", "signal 11", or "cut (no end record)".
+    std::string ended_by() const {
+        if (!has_end) return "cut (no end record)";
+        if (end_how == profile_format::EndHow::exit) return "exit()";
+        if (end_how == profile_format::EndHow::signal) return "signal " + std::to_string(end_signal);
+        return "closed";
+    }
 
     /// A string by id; "<string N: lost>" when its definition is not in the file.
     std::string string(std::uint32_t id) const {
@@ -224,8 +273,8 @@ struct Profile {
     }
     std::size_t values_per_record(profile_format::RecordKind kind) const {
         return kind == profile_format::RecordKind::interval ? 2 * counters.size()
-               : kind == profile_format::RecordKind::instant ? 1
-                                                              : 2;
+               : kind == profile_format::RecordKind::integer ? 2
+                                                              : 1;
     }
 };
 
@@ -276,6 +325,9 @@ inline std::optional<Failure> parse_profile_header(const unsigned char* p, std::
     const auto total = r.get<std::uint32_t>();
     const auto sum = r.get<std::uint32_t>();
     if (r.get<std::uint32_t>() != 0) return fail("its header's reserved word is not 0: corrupt");
+    if (out.version == 1)
+        return fail("format version 1, written by pmc 0.1.0 before profiles had end records and compact records; "
+                    "this pmc reads version 2 only: record the profile again, or read it with the pmc that wrote it");
     if (out.version != pf::version)
         return fail("format version " + std::to_string(out.version) + "; this pmc reads version " +
                     std::to_string(pf::version) + " (use the pmc that wrote it)");
@@ -342,20 +394,15 @@ inline std::optional<Failure> parse_profile_header(const unsigned char* p, std::
 
 /// A page header's fields as write_page_header lays them out; all zero when fewer than its 32 bytes remain.
 struct PageHeader {
-    std::uint32_t magic = 0, thread = 0, seq = 0, len = 0, records = 0, sum = 0, reserved = 0;
+    std::uint32_t magic = 0, thread = 0, seq = 0, len = 0, records = 0, sum = 0, header_sum = 0;
     std::uint16_t kind = 0, header = 0;
-
-    /// Magic, header size, kind and payload size make sense (checksum and reserved word not checked).
-    bool sane() const {
-        namespace pf = profile_format;
-        return magic == pf::page_magic && header == pf::page_header_bytes && kind >= 1 && kind <= 3 &&
-               len <= pf::max_page_payload;
-    }
+    bool checked = false; ///< the header's own checksum matches (its fields, the length first, can be trusted)
 };
 
 inline PageHeader read_page_header(const unsigned char* p, std::size_t n) {
+    namespace pf = profile_format;
     PageHeader h;
-    if (n < profile_format::page_header_bytes) return h;
+    if (n < pf::page_header_bytes) return h;
     std::memcpy(&h.magic, p, 4);
     std::memcpy(&h.kind, p + 4, 2);
     std::memcpy(&h.header, p + 6, 2);
@@ -364,17 +411,16 @@ inline PageHeader read_page_header(const unsigned char* p, std::size_t n) {
     std::memcpy(&h.len, p + 16, 4);
     std::memcpy(&h.records, p + 20, 4);
     std::memcpy(&h.sum, p + 24, 4);
-    std::memcpy(&h.reserved, p + 28, 4);
+    std::memcpy(&h.header_sum, p + 28, 4);
+    h.checked = h.magic == pf::page_magic && h.header == pf::page_header_bytes && h.kind >= 1 && h.kind <= 4 &&
+                h.len <= pf::max_page_payload && pf::checksum(p, 28, pf::header_seed) == h.header_sum;
     return h;
 }
 
-/// Whether a whole, valid page starts at `p` (magic, sane sizes, checksum).
-inline bool valid_page_at(const unsigned char* p, std::size_t n) {
+/// Whether the payload `q` (h.len bytes) matches its header's checksum.
+inline bool payload_matches(const PageHeader& h, const unsigned char* q) {
     namespace pf = profile_format;
-    const PageHeader h = read_page_header(p, n);
-    if (!h.sane() || h.reserved != 0 || n - pf::page_header_bytes < h.len) return false;
-    return pf::checksum(p + pf::page_header_bytes, h.len, pf::page_seed(h.kind, h.thread, h.seq, h.len, h.records)) ==
-           h.sum;
+    return pf::checksum(q, h.len, pf::page_seed(h.kind, h.thread, h.seq, h.len, h.records)) == h.sum;
 }
 
 /// What both readers (parse_profile, ProfileReader) say of a loss, in the same words: the tools and tests compare them.
@@ -383,101 +429,444 @@ inline void lose(Profile& out, std::uint64_t from, std::uint64_t to, const std::
     out.problems.push_back("bytes " + std::to_string(from) + "-" + std::to_string(to - 1) + " (" +
                            bytes_text(to - from) + "): " + what);
 }
-inline std::string cut_page_text(std::uint32_t thread, std::uint32_t seq, std::uint64_t avail, std::uint32_t len) {
-    return "the file ends inside a page (thread " + std::to_string(thread) + ", page " + std::to_string(seq) + ": " +
-           bytes_text(avail) + " of " + bytes_text(len) + ")";
-}
-inline std::string cut_page_kept_text(std::uint64_t records) {
-    return "; its " + std::to_string(records) +
-           " whole records are kept (unverified: the checksum covers the whole page), the rest of the page is lost";
-}
-inline std::string skipped_page_text(std::uint64_t remaining, bool header_sane, std::uint32_t thread,
-                                     std::uint32_t seq) {
+
+/// One record as decoded from an events page.
+struct DecodedRecord {
+    profile_format::RecordKind kind = profile_format::RecordKind::interval;
+    std::uint32_t label = 0, arg = 0, depth = 0; ///< a nesting error's arg: the innermost open label (0: none)
+    std::size_t nvalues = 0;
+    std::uint64_t values[2 * profile_format::max_counters] = {};
+};
+
+/// Calls f(const DecodedRecord&) for each whole record of an events page's payload (docs/profile-format.md);
+/// `used` is the bytes of whole records. False at the first record that runs past the payload or makes no sense.
+template <class F>
+bool decode_events(const unsigned char* q, std::size_t len, std::size_t counters, std::size_t& used, F&& f) {
     namespace pf = profile_format;
-    return remaining < pf::page_header_bytes ? "the file ends inside a page header"
-           : !header_sane ? "not a valid page (corrupt); skipped to the next valid page"
-                          : "a page whose checksum does not match (thread " + std::to_string(thread) + ", page " +
-                                std::to_string(seq) + ": corrupt); skipped";
-}
-inline std::string bad_records_text(std::uint32_t thread, std::uint32_t seq, std::size_t used, std::uint32_t len) {
-    return "thread " + std::to_string(thread) + " page " + std::to_string(seq) + ": a record does not make sense after " +
-           std::to_string(used) + " of " + bytes_text(len) + " (written by another version?)";
-}
-
-/// An events page's place in its thread's sequence (`next_seq`: each thread's next page number), counted in
-/// t.pages: true when it is the thread's previous page again, longer (flushed at exit or by a fatal signal, then by
-/// its thread), whose earlier copy the caller then drops. Missing and out-of-order pages are said in out.problems.
-inline bool events_page_repeats(Profile& out, ProfileThread& t,
-                                std::unordered_map<std::uint32_t, std::uint32_t>& next_seq, std::uint32_t seq) {
-    std::uint32_t& want = next_seq[t.index]; // 0 for a thread's first page
-    const bool repeat = want > 0 && seq == want - 1;
-    if (repeat) {
-        --t.pages;
-    } else if (seq > want) {
-        t.missing_pages += seq - want;
-        out.problems.push_back("thread " + std::to_string(t.index) + ": " + std::to_string(seq - want) +
-                               " event page(s) missing before page " + std::to_string(seq) + " (lost or corrupt)");
-    } else if (seq < want) {
-        out.problems.push_back("thread " + std::to_string(t.index) + ": page " + std::to_string(seq) +
-                               " appears out of order; read anyway");
+    std::uint64_t prev[pf::max_counters] = {};
+    const unsigned char* p = q;
+    const unsigned char* const end = q + len;
+    used = 0;
+    while (p < end) {
+        DecodedRecord r;
+        std::uint64_t head, depth, v, d;
+        if (!pf::get_varint(p, end, head) || !pf::get_varint(p, end, depth)) return false;
+        if ((head >> 3) > UINT32_MAX || depth > UINT32_MAX) return false;
+        r.kind = static_cast<pf::RecordKind>(head & 3);
+        r.label = static_cast<std::uint32_t>(head >> 3);
+        r.depth = static_cast<std::uint32_t>(depth);
+        if (head & 4) {
+            if (!pf::get_varint(p, end, v) || v == 0 || v > UINT32_MAX) return false;
+            r.arg = static_cast<std::uint32_t>(v);
+        }
+        switch (r.kind) {
+        case pf::RecordKind::interval:
+            for (std::size_t c = 0; c < counters; ++c) {
+                if (!pf::get_varint(p, end, v) || !pf::get_varint(p, end, d)) return false;
+                const std::uint64_t stop = prev[c] + v; // modulo 2^64, as written
+                r.values[2 * c] = stop - d;
+                r.values[2 * c + 1] = stop;
+                prev[c] = stop;
+            }
+            r.nvalues = 2 * counters;
+            break;
+        case pf::RecordKind::integer:
+            if (!pf::get_varint(p, end, v) || !pf::get_varint(p, end, d)) return false;
+            prev[0] += v;
+            r.values[0] = prev[0];
+            r.values[1] = d;
+            r.nvalues = 2;
+            break;
+        default: // instant, nesting error: the primary's reading
+            if (!pf::get_varint(p, end, v)) return false;
+            prev[0] += v;
+            r.values[0] = prev[0];
+            r.nvalues = 1;
+            break;
+        }
+        used = static_cast<std::size_t>(p - q);
+        f(static_cast<const DecodedRecord&>(r));
     }
-    ++t.pages;
-    want = std::max(want, seq + 1);
-    return repeat;
+    return true;
 }
 
-/// Each thread's nesting errors as one problem (with the first's labels).
-inline void report_nesting_errors(Profile& out) {
-    for (const ProfileThread& t : out.threads) {
-        if (t.nesting_errors.empty()) continue;
-        const auto& e = t.nesting_errors.front();
-        out.problems.push_back(
-            "thread " + std::to_string(t.index) + ": " + std::to_string(t.nesting_errors.size()) +
-            " end(s) that did not match the innermost open interval (the first: the end of '" + out.string(e.label) +
-            "' while " + (e.inner ? "'" + out.string(e.inner) + "' was innermost" : std::string("nothing was open")) +
-            ", at depth " + std::to_string(e.depth) +
-            "); those intervals are not in the profile (the program's begin/end calls or scopes are unbalanced)");
-    }
-}
-
-/// A strings page's body (after its page header): (u32 id, string) pairs into `out.strings`. False when it is
-/// malformed (the pairs before the damage are kept).
+/// A strings page's body: (u32 id, string) pairs into `out.strings`. False when it is malformed (the pairs
+/// before the damage are kept).
 inline bool read_strings_page(ByteReader& r, std::size_t len, Profile& out) {
     while (r.ok && r.at < len) {
         const auto id = r.get<std::uint32_t>();
         std::string s = r.lstr();
-        if (r.ok) out.strings[id] = std::move(s);
+        if (r.ok && id != 0) out.strings[id] = std::move(s);
     }
     return r.ok;
 }
 
-
-/// A thread page's body (after its page header) into `t`: tid, name, error and, from newer writers, the counters'
-/// times (u32 counters, u32 reserved, per counter u64 enabled, u64 running). False when it is malformed.
+/// A thread page's body into `t` (docs/profile-format.md). False when it is malformed (`t` unchanged).
 inline bool read_thread_page(ByteReader& r, std::size_t len, ProfileThread& t) {
     const auto tid = r.get<std::uint64_t>();
-    r.get<std::uint32_t>();
+    const auto flags = r.get<std::uint32_t>();
     std::string name = r.lstr();
     std::string error = r.lstr();
     std::vector<ProfileCounterTimes> times;
-    if (r.ok && r.at < len) {
-        const auto count = r.get<std::uint32_t>();
-        r.get<std::uint32_t>();
-        for (std::uint32_t i = 0; r.ok && i < count && i < profile_format::max_counters; ++i) {
-            ProfileCounterTimes ct;
-            ct.enabled = r.get<std::uint64_t>();
-            ct.running = r.get<std::uint64_t>();
-            if (r.ok) times.push_back(ct);
-        }
+    const auto count = r.get<std::uint32_t>();
+    r.get<std::uint32_t>();
+    if (count > profile_format::max_counters) return false;
+    for (std::uint32_t i = 0; r.ok && i < count; ++i) {
+        ProfileCounterTimes ct;
+        ct.enabled = r.get<std::uint64_t>();
+        ct.running = r.get<std::uint64_t>();
+        times.push_back(ct);
     }
-    if (!r.ok) return false;
+    const auto pages = r.get<std::uint32_t>();
+    const auto nopen = r.get<std::uint32_t>();
+    if (!r.ok || nopen > (len - r.at) / 16) return false;
+    std::vector<ProfileOpenInterval> open(nopen);
+    for (auto& o : open) {
+        o.label = r.get<std::uint32_t>();
+        o.arg = r.get<std::uint32_t>();
+        o.start = r.get<std::uint64_t>();
+    }
+    if (!r.ok || r.at != len) return false;
     t.tid = tid;
+    t.ended = flags & 1;
     t.name = std::move(name);
     t.error = std::move(error);
-    if (!times.empty()) t.times = std::move(times);
+    t.times = std::move(times);
+    t.pages_written = pages;
+    t.open = std::move(open);
     t.seen_info = true;
     return true;
 }
+
+/// The end record's body.
+struct EndRecord {
+    std::uint32_t how = 0, signal = 0, strings_pages = 0, strings = 0;
+    struct Thread {
+        std::uint32_t index = 0, events_pages = 0, thread_pages = 0;
+    };
+    std::vector<Thread> threads;
+};
+inline bool read_end_page(ByteReader& r, std::size_t len, EndRecord& e) {
+    e.how = r.get<std::uint32_t>();
+    e.signal = r.get<std::uint32_t>();
+    e.strings_pages = r.get<std::uint32_t>();
+    e.strings = r.get<std::uint32_t>();
+    const auto n = r.get<std::uint32_t>();
+    if (!r.ok || n > (len - r.at) / 12 || e.how < 1 || e.how > 3) return false;
+    e.threads.resize(n);
+    for (auto& t : e.threads) {
+        t.index = r.get<std::uint32_t>();
+        t.events_pages = r.get<std::uint32_t>();
+        t.thread_pages = r.get<std::uint32_t>();
+    }
+    return r.ok && r.at == len;
+}
+
+/// One copy of an events page found in the file.
+struct EventsPageRef {
+    std::uint64_t at = 0;    ///< its payload's offset
+    std::uint32_t len = 0;   ///< payload bytes present (less than the header says for a cut page)
+    std::uint32_t seq = 0;
+    std::uint32_t records = 0; ///< as its header says (a cut page: unknown, 0)
+    bool cut = false;          ///< the file ends inside it: whole records kept, unverified
+};
+
+/// The first pass that both readers share: every page checked (header checksum, then payload checksum), damage
+/// skipped to the next valid page header (each byte looked at a bounded number of times: linear in the file's
+/// size), strings and thread pages read, events pages listed per thread (a thread's copies of one page number: the
+/// one with more records kept), and what is missing said against the end record, or, without one, against the
+/// page numbers and the threads' own counts. `get(at, n)` gives the file's bytes [at, at + n) or nullptr (a read
+/// error: the scan stops and returns false).
+class PageScan {
+public:
+    std::unordered_map<std::uint32_t, std::vector<EventsPageRef>> events; ///< per thread, by page number after finish()
+    std::unordered_map<std::uint32_t, std::size_t> thread_at;             ///< thread index -> out.threads slot
+
+    template <class Get>
+    bool run(Get&& get, std::uint64_t n, std::uint64_t at, Profile& out) {
+        namespace pf = profile_format;
+        while (at < n) {
+            const std::uint64_t remaining = n - at;
+            const unsigned char* hp = get(at, static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 32)));
+            if (!hp) return false;
+            const PageHeader h = read_page_header(hp, static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 32)));
+            if (!h.checked) {
+                if (remaining < pf::page_header_bytes) {
+                    lose(out, at, n, "the file ends inside a page header");
+                    break;
+                }
+                // Not a page: the next position where a valid page header starts.
+                std::uint64_t next = at + 1;
+                for (; next < n; ++next) {
+                    const unsigned char* c = get(next, static_cast<std::size_t>(std::min<std::uint64_t>(n - next, 32)));
+                    if (!c) return false;
+                    if (c[0] != 'P') continue;
+                    if (read_page_header(c, static_cast<std::size_t>(std::min<std::uint64_t>(n - next, 32))).checked)
+                        break;
+                }
+                lose(out, at, next, "not a valid page (corrupt or cut); skipped to the next valid page");
+                at = next;
+                continue;
+            }
+            const std::uint64_t body = at + pf::page_header_bytes;
+            if (n - body < h.len) { // the file ends inside this page
+                const auto avail = static_cast<std::uint32_t>(n - body);
+                std::string what = "the file ends inside a page (" + page_name(h) + ": " + bytes_text(avail) +
+                                   " of " + bytes_text(h.len) + ")";
+                if (static_cast<pf::PageKind>(h.kind) == pf::PageKind::events) {
+                    thread(out, h.thread);
+                    events[h.thread].push_back(EventsPageRef{body, avail, h.seq, 0, true});
+                    cut_at_ = at;
+                    cut_end_ = n;
+                    cut_what_ = std::move(what); // said once its whole records are counted (finish)
+                } else {
+                    lose(out, at, n, what + "; that page is lost");
+                }
+                break;
+            }
+            const unsigned char* q = h.len ? get(body, h.len) : hp + pf::page_header_bytes;
+            if (!q) return false;
+            if (!payload_matches(h, q)) {
+                lose(out, at, body + h.len,
+                     "a page whose checksum does not match (" + page_name(h) + ": corrupt); skipped");
+                at = body + h.len;
+                continue;
+            }
+            ByteReader r{q, h.len};
+            switch (static_cast<pf::PageKind>(h.kind)) {
+            case pf::PageKind::strings:
+                if (!read_strings_page(r, h.len, out))
+                    out.problems.push_back("a strings page at byte " + std::to_string(at) + " is malformed");
+                strings_pages_.push_back(h.seq);
+                break;
+            case pf::PageKind::thread: {
+                ProfileThread& t = thread(out, h.thread);
+                ++t.thread_pages;
+                thread_page_seqs_[h.thread].push_back(h.seq);
+                if (!t.seen_info || h.seq >= t.info_seq) { // the latest (by number) counts
+                    ProfileThread copy = t;
+                    if (read_thread_page(r, h.len, copy)) {
+                        copy.info_seq = h.seq;
+                        t = std::move(copy);
+                    } else {
+                        out.problems.push_back("a thread page at byte " + std::to_string(at) + " is malformed");
+                    }
+                }
+                break;
+            }
+            case pf::PageKind::events:
+                thread(out, h.thread);
+                events[h.thread].push_back(EventsPageRef{body, h.len, h.seq, h.records, false});
+                break;
+            case pf::PageKind::end: {
+                EndRecord e;
+                if (!read_end_page(r, h.len, e)) {
+                    out.problems.push_back("the end record at byte " + std::to_string(at) + " is malformed");
+                } else if (!has_end_ || h.seq >= end_seq_) { // a later end (exit(), then a close) supersedes
+                    end_ = std::move(e);
+                    end_seq_ = h.seq;
+                    has_end_ = true;
+                }
+                break;
+            }
+            }
+            out.bytes_read += pf::page_header_bytes + h.len;
+            at = body + h.len;
+        }
+        return true;
+    }
+
+    /// Orders each thread's events pages by number, keeps one copy of each, and says what is missing. Call
+    /// `cut_page_records(records, used)` after decoding a cut page (see decode step), before finish().
+    void finish(Profile& out) {
+        namespace pf = profile_format;
+        out.has_end = has_end_;
+        if (has_end_) {
+            out.end_how = static_cast<pf::EndHow>(end_.how);
+            out.end_signal = end_.signal;
+        }
+        for (auto& [index, pages] : events) {
+            ProfileThread& t = out.threads[thread_at.at(index)];
+            std::stable_sort(pages.begin(), pages.end(),
+                             [](const EventsPageRef& a, const EventsPageRef& b) { return a.seq < b.seq; });
+            std::vector<EventsPageRef> kept;
+            for (const EventsPageRef& pg : pages) {
+                if (!kept.empty() && kept.back().seq == pg.seq) {
+                    // Two copies (exit() or a fatal signal wrote it while its thread went on, then the thread did;
+                    // or a duplicate): the one with more records, the whole one on a tie.
+                    EventsPageRef& k = kept.back();
+                    if (pg.records > k.records || (pg.records == k.records && k.cut && !pg.cut)) k = pg;
+                    continue;
+                }
+                kept.push_back(pg);
+            }
+            pages = std::move(kept);
+            t.pages = static_cast<std::uint32_t>(pages.size());
+        }
+        if (!cut_what_.empty()) { // the cut copy lost to a whole one: said now
+            bool kept_cut = false;
+            for (const auto& [index, pages] : events)
+                for (const EventsPageRef& pg : pages) kept_cut = kept_cut || pg.cut;
+            if (!kept_cut) {
+                lose(out, cut_at_, cut_end_, cut_what_ + "; a whole copy of that page is read instead");
+                cut_what_.clear();
+            }
+        }
+        // What should be there: the end record's counts, else what the pages' numbers and thread pages say.
+        std::unordered_map<std::uint32_t, std::pair<std::uint32_t, std::uint32_t>> expect; // events, thread pages
+        if (has_end_) {
+            for (const auto& et : end_.threads) {
+                expect[et.index] = {et.events_pages, et.thread_pages};
+                if (!thread_at.count(et.index)) {
+                    thread(out, et.index);
+                    events[et.index];
+                }
+            }
+        } else {
+            out.problems.push_back(
+                "the file has no end record: the program did not end its profiler (it was killed, or is still "
+                "running); what each thread had not yet written is lost, at most a page per thread" +
+                open_text(out));
+        }
+        for (ProfileThread& t : out.threads) {
+            auto& pages = events[t.index];
+            std::uint32_t want = pages.empty() ? 0 : pages.back().seq + 1;
+            std::uint32_t want_info = 0;
+            if (has_end_) {
+                auto it = expect.find(t.index);
+                if (it == expect.end()) continue; // began after the end record (a thread still running at exit())
+                want = std::max(want, it->second.first);
+                want_info = it->second.second;
+            } else {
+                want = std::max(want, t.pages_written);
+            }
+            std::vector<std::uint32_t> missing;
+            std::uint32_t k = 0;
+            for (std::uint32_t seq = 0; seq < want; ++seq) {
+                while (k < pages.size() && pages[k].seq < seq) ++k;
+                if (k >= pages.size() || pages[k].seq != seq) missing.push_back(seq);
+            }
+            t.missing_pages = static_cast<std::uint32_t>(missing.size());
+            if (!missing.empty())
+                out.problems.push_back("thread " + std::to_string(t.index) + ": " + std::to_string(missing.size()) +
+                                       " events page(s) lost (" + list_text(missing) + " of " +
+                                       std::to_string(want) + "): their records are missing");
+            auto& infos = thread_page_seqs_[t.index];
+            std::sort(infos.begin(), infos.end());
+            infos.erase(std::unique(infos.begin(), infos.end()), infos.end());
+            const std::uint32_t have_info = infos.empty() ? 0 : infos.back() + 1;
+            missing.clear();
+            for (std::uint32_t seq = 0, j = 0; seq < std::max(want_info, have_info); ++seq) {
+                while (j < infos.size() && infos[j] < seq) ++j;
+                if (j >= infos.size() || infos[j] != seq) missing.push_back(seq);
+            }
+            if (!missing.empty())
+                out.problems.push_back("thread " + std::to_string(t.index) + ": " + std::to_string(missing.size()) +
+                                       " thread page(s) lost (" + list_text(missing) +
+                                       "): its name, counter times or open intervals may be older than written");
+            if (!t.seen_info && !(has_end_ && want_info == 0)) // (0 written: it began as the profile ended)
+                out.problems.push_back("thread " + std::to_string(t.index) +
+                                       ": its thread page is lost (no tid, name, counter times)");
+        }
+        std::sort(strings_pages_.begin(), strings_pages_.end());
+        strings_pages_.erase(std::unique(strings_pages_.begin(), strings_pages_.end()), strings_pages_.end());
+        const std::uint32_t want_strings = std::max<std::uint32_t>(
+            has_end_ ? end_.strings_pages : 0, strings_pages_.empty() ? 0 : strings_pages_.back() + 1);
+        std::vector<std::uint32_t> missing;
+        for (std::uint32_t seq = 0, j = 0; seq < want_strings; ++seq) {
+            while (j < strings_pages_.size() && strings_pages_[j] < seq) ++j;
+            if (j >= strings_pages_.size() || strings_pages_[j] != seq) missing.push_back(seq);
+        }
+        if (!missing.empty())
+            out.problems.push_back(std::to_string(missing.size()) + " strings page(s) lost (" + list_text(missing) +
+                                   "): labels defined there print as <string N: lost>");
+        if (has_end_ && out.strings.size() < end_.strings && missing.empty())
+            out.problems.push_back("the end record counts " + std::to_string(end_.strings) + " strings, the file "
+                                   "defines " + std::to_string(out.strings.size()));
+        std::sort(out.threads.begin(), out.threads.end(),
+                  [](const ProfileThread& a, const ProfileThread& b) { return a.index < b.index; });
+        thread_at.clear();
+        for (std::size_t i = 0; i < out.threads.size(); ++i) thread_at[out.threads[i].index] = i;
+    }
+
+    /// The cut last page, once decoded: its whole records kept, the rest lost.
+    void cut_page_decoded(Profile& out, std::uint64_t n, std::uint64_t payload_at, std::size_t used, std::size_t records) {
+        if (cut_what_.empty()) return;
+        out.bytes_read += profile_format::page_header_bytes + used;
+        lose(out, payload_at + used, n,
+             cut_what_ + "; its " + std::to_string(records) +
+                 " whole records are kept (unverified: the checksum covers the whole page), the rest of the page is lost");
+        cut_what_.clear();
+    }
+    bool has_cut() const { return !cut_what_.empty(); }
+
+    /// After decoding: nesting errors and records that name strings the file does not define.
+    static void report_records(Profile& out, const std::unordered_map<std::uint32_t, std::uint64_t>& undefined) {
+        for (const ProfileThread& t : out.threads) {
+            if (t.nesting_errors.empty()) continue;
+            const auto& e = t.nesting_errors.front();
+            out.problems.push_back(
+                "thread " + std::to_string(t.index) + ": " + std::to_string(t.nesting_errors.size()) +
+                " end(s) that did not match the innermost open interval (the first: the end of '" +
+                out.string(e.label) + "' while " +
+                (e.inner ? "'" + out.string(e.inner) + "' was innermost" : std::string("nothing was open")) +
+                ", at depth " + std::to_string(e.depth) +
+                "); those intervals are not in the profile (the program's begin/end calls or scopes are unbalanced)");
+        }
+        if (!undefined.empty()) {
+            std::uint64_t uses = 0;
+            std::vector<std::uint32_t> ids;
+            for (const auto& [id, count] : undefined) uses += count, ids.push_back(id);
+            std::sort(ids.begin(), ids.end());
+            out.problems.push_back(std::to_string(uses) + " record(s) name " + std::to_string(ids.size()) +
+                                   " string id(s) the file does not define (" + list_text(ids) +
+                                   "): their strings page was lost or the records are corrupt");
+        }
+    }
+
+private:
+    bool has_end_ = false;
+    std::uint32_t end_seq_ = 0;
+    EndRecord end_;
+    std::vector<std::uint32_t> strings_pages_;
+    std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> thread_page_seqs_;
+    std::uint64_t cut_at_ = 0, cut_end_ = 0;
+    std::string cut_what_;
+
+    ProfileThread& thread(Profile& out, std::uint32_t index) {
+        auto it = thread_at.find(index);
+        if (it != thread_at.end()) return out.threads[it->second];
+        thread_at.emplace(index, out.threads.size());
+        out.threads.emplace_back();
+        out.threads.back().index = index;
+        return out.threads.back();
+    }
+    static std::string page_name(const PageHeader& h) {
+        namespace pf = profile_format;
+        switch (static_cast<pf::PageKind>(h.kind)) {
+        case pf::PageKind::events: return "thread " + std::to_string(h.thread) + ", events page " + std::to_string(h.seq);
+        case pf::PageKind::thread: return "thread " + std::to_string(h.thread) + ", thread page " + std::to_string(h.seq);
+        case pf::PageKind::strings: return "strings page " + std::to_string(h.seq);
+        default: return "the end record";
+        }
+    }
+    static std::string list_text(const std::vector<std::uint32_t>& v) {
+        std::string s;
+        for (std::size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+        if (v.size() > 8) s += ", ...";
+        return s;
+    }
+    static std::string open_text(const Profile& out) {
+        std::string s;
+        for (const ProfileThread& t : out.threads) {
+            if (t.open.empty() || t.ended) continue;
+            s += "; thread " + std::to_string(t.index) + " was inside ";
+            for (std::size_t i = 0; i < t.open.size(); ++i) s += (i ? " > " : "") + out.string(t.open[i].label);
+        }
+        return s.empty() ? s : s + " (as of each thread's last page)";
+    }
+};
+
 } // namespace detail
 
 /// Reads a profile from its bytes. Fails only when the header cannot be read; everything after it is read page by
@@ -488,112 +877,45 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
     std::size_t at = 0;
     if (auto failure = detail::parse_profile_header(p, n, out, at)) return std::move(*failure);
     const std::size_t ncounters = out.counters.size();
-    std::unordered_map<std::uint32_t, std::size_t> thread_at; // profiler thread number -> index in out.threads
-    std::unordered_map<std::uint32_t, std::uint32_t> next_seq;
-    std::unordered_map<std::uint32_t, std::size_t> last_page; // records before it
-    auto thread = [&](std::uint32_t index) -> ProfileThread& {
-        auto it = thread_at.find(index);
-        if (it != thread_at.end()) return out.threads[it->second];
-        thread_at.emplace(index, out.threads.size());
-        out.threads.emplace_back();
-        out.threads.back().index = index;
-        return out.threads.back();
+    detail::PageScan scan;
+    scan.run([&](std::uint64_t from, std::size_t) { return p + from; }, n, at, out);
+    scan.finish(out);
+    std::unordered_map<std::uint32_t, std::uint64_t> undefined;
+    auto known = [&](std::uint32_t id) {
+        if (id != 0 && !out.strings.count(id)) ++undefined[id];
     };
-    // Parses an events page's records; returns false at the first record that does not fit or make sense.
-    auto parse_events = [&](ProfileThread& t, const unsigned char* q, std::size_t len, std::size_t& used) {
-        used = 0;
-        while (used < len) {
-            if (len - used < 8) return false;
-            std::uint32_t word, arg;
-            std::memcpy(&word, q + used, 4);
-            std::memcpy(&arg, q + used + 4, 4);
-            const auto kind = static_cast<pf::RecordKind>(word & 3);
-            const std::size_t size = pf::record_bytes(kind, ncounters);
-            if (len - used < size) return false;
-            if (kind == pf::RecordKind::nesting_error) {
-                t.nesting_errors.push_back({word >> (2 + pf::depth_bits), arg, (word >> 2) & pf::max_depth});
-                used += size;
-                continue;
-            }
-            ProfileRecord r;
-            r.kind = kind;
-            r.depth = static_cast<std::uint16_t>((word >> 2) & pf::max_depth);
-            r.label = word >> (2 + pf::depth_bits);
-            r.arg = arg;
-            r.first_value = out.values.size();
-            for (std::size_t i = 8; i < size; i += 8) {
-                std::uint64_t v;
-                std::memcpy(&v, q + used + i, 8);
-                out.values.push_back(v);
-            }
-            t.records.push_back(r);
-            used += size;
+    for (ProfileThread& t : out.threads) {
+        auto it = scan.events.find(t.index);
+        if (it == scan.events.end()) continue;
+        for (const detail::EventsPageRef& page : it->second) {
+            std::size_t used = 0, records = 0;
+            const bool ok = detail::decode_events(p + page.at, page.len, ncounters, used, [&](const detail::DecodedRecord& r) {
+                ++records;
+                known(r.label);
+                if (r.kind == pf::RecordKind::nesting_error) {
+                    t.nesting_errors.push_back({r.label, r.arg, r.depth});
+                    return;
+                }
+                known(r.arg);
+                ProfileRecord rec;
+                rec.kind = r.kind;
+                rec.depth = r.depth;
+                rec.label = r.label;
+                rec.arg = r.arg;
+                rec.first_value = out.values.size();
+                out.values.insert(out.values.end(), r.values, r.values + r.nvalues);
+                t.records.push_back(rec);
+            });
+            if (page.cut) scan.cut_page_decoded(out, n, page.at, used, records);
+            else if (!ok || records != page.records)
+                out.problems.push_back("thread " + std::to_string(t.index) + " events page " + std::to_string(page.seq) +
+                                       ": " + std::to_string(records) + " record(s) make sense, in " +
+                                       detail::bytes_text(used) + " of " + detail::bytes_text(page.len) +
+                                       ", where its header says " + std::to_string(page.records) +
+                                       " (written by another version?)");
         }
-        return true;
-    };
-    while (at < n) {
-        const std::size_t remaining = n - at;
-        const unsigned char* page = p + at;
-        const detail::PageHeader h = detail::read_page_header(page, remaining);
-        const std::uint32_t thread_index = h.thread, seq = h.seq, len = h.len;
-        const std::uint16_t kind = h.kind;
-        const bool header_sane = h.sane(); // false too when fewer than a header's bytes remain
-        if (header_sane && remaining - pf::page_header_bytes < len) {
-            // The last page, cut short (the program was killed while writing it, or the file was truncated): its
-            // whole records are kept, unverified.
-            std::string what = detail::cut_page_text(thread_index, seq, remaining - pf::page_header_bytes, len);
-            std::size_t used = 0;
-            if (static_cast<pf::PageKind>(kind) == pf::PageKind::events) {
-                ProfileThread& t = thread(thread_index);
-                const std::size_t before = t.records.size();
-                parse_events(t, page + pf::page_header_bytes, remaining - pf::page_header_bytes, used);
-                what += detail::cut_page_kept_text(t.records.size() - before);
-            } else {
-                what += "; that page is lost";
-            }
-            out.bytes_read += pf::page_header_bytes + used;
-            detail::lose(out, at + pf::page_header_bytes + used, n, what);
-            at = n;
-            break;
-        }
-        if (!header_sane || !detail::valid_page_at(page, remaining)) {
-            // Corrupt: look for the next whole page.
-            std::size_t next = at + 1;
-            while (next < n && !detail::valid_page_at(p + next, n - next)) ++next;
-            detail::lose(out, at, next, detail::skipped_page_text(remaining, header_sane, thread_index, seq));
-            at = next;
-            continue;
-        }
-        const unsigned char* q = page + pf::page_header_bytes;
-        detail::ByteReader r{q, len};
-        switch (static_cast<pf::PageKind>(kind)) {
-        case pf::PageKind::strings:
-            if (!detail::read_strings_page(r, len, out))
-                out.problems.push_back("a strings page at byte " + std::to_string(at) + " is malformed");
-            break;
-        case pf::PageKind::thread: {
-            ProfileThread& t = thread(thread_index);
-            if (!detail::read_thread_page(r, len, t))
-                out.problems.push_back("a thread page at byte " + std::to_string(at) + " is malformed");
-            break;
-        }
-        case pf::PageKind::events: {
-            ProfileThread& t = thread(thread_index);
-            if (detail::events_page_repeats(out, t, next_seq, seq))
-                t.records.resize(last_page[thread_index]); // keep the longer copy
-            last_page[thread_index] = t.records.size();
-            std::size_t used = 0;
-            if (!parse_events(t, q, len, used))
-                out.problems.push_back(detail::bad_records_text(thread_index, seq, used, len));
-            break;
-        }
-        }
-        out.bytes_read += pf::page_header_bytes + len;
-        at += pf::page_header_bytes + len;
     }
-    std::sort(out.threads.begin(), out.threads.end(),
-              [](const ProfileThread& a, const ProfileThread& b) { return a.index < b.index; });
-    detail::report_nesting_errors(out);
+    detail::PageScan::report_records(out, undefined);
     return out;
 }
 

@@ -45,7 +45,7 @@ struct ProfileEvent {
     profile_format::RecordKind kind = profile_format::RecordKind::interval;
     std::uint32_t thread = 0;  ///< the profiler's number for its thread
     std::uint64_t ordinal = 0; ///< its position among its thread's records, in file order (0: the first written)
-    std::uint16_t depth = 0;   ///< scopes open around it on its thread (saturates at profile_format::max_depth)
+    std::uint32_t depth = 0;   ///< scopes open around it on its thread
     std::uint32_t label = 0;   ///< string id
     std::uint32_t arg = 0;     ///< string id of its argument; 0: none
     /// Interval: start, end per counter (start0, end0, start1, end1, ...). Instant: the primary counter's reading.
@@ -60,7 +60,7 @@ struct NestedInterval {
     std::uint32_t thread = 0;
     std::uint64_t ordinal = 0;        ///< as ProfileEvent::ordinal
     std::uint64_t parent = no_parent; ///< the enclosing scope's ordinal (no_parent: outermost, or none was found)
-    std::uint16_t depth = 0;          ///< as recorded
+    std::uint32_t depth = 0;          ///< as recorded
     std::uint32_t label = 0, arg = 0;
     /// False when the enclosing scopes found are fewer than its depth says: they were lost (a cut file: the
     /// scopes still open when the program stopped; a corrupt page). The path then starts below the loss.
@@ -85,7 +85,7 @@ struct NestedMark {
     std::uint32_t thread = 0;
     std::uint64_t ordinal = 0;
     std::uint64_t parent = no_parent; ///< the innermost enclosing scope's ordinal
-    std::uint16_t depth = 0;
+    std::uint32_t depth = 0;
     std::uint32_t label = 0, arg = 0;
     bool path_complete = true;
     std::uint64_t reading = 0; ///< the primary counter's reading when it happened
@@ -187,42 +187,15 @@ private:
     std::size_t filled_ = 0;
 };
 
-/// Counts the whole records of an events payload (stopping at the first that does not fit or make sense), as
-/// parse_profile's reading of it does; `span` gathers the kinds and primary readings.
-inline bool count_records(const unsigned char* q, std::size_t len, std::size_t counters, std::size_t& used,
-                          std::uint32_t& records, ProfileThreadSpan& span, ProfileThread& t) {
+/// Adds one decoded record to a thread's span (its primary readings and each counter's lowest start).
+inline void add_to_span(const DecodedRecord& r, std::size_t counters, ProfileThreadSpan& span) {
     namespace pf = profile_format;
-    used = 0;
-    records = 0;
-    while (used < len) {
-        if (len - used < 8) return false;
-        std::uint32_t word;
-        std::memcpy(&word, q + used, 4);
-        const auto kind = static_cast<pf::RecordKind>(word & 3);
-        const std::size_t size = pf::record_bytes(kind, counters);
-        if (len - used < size) return false;
-        if (kind == pf::RecordKind::nesting_error) { // reported, not an event
-            std::uint32_t inner;
-            std::memcpy(&inner, q + used + 4, 4);
-            t.nesting_errors.push_back({word >> (2 + pf::depth_bits), inner, (word >> 2) & pf::max_depth});
-            used += size;
-            continue;
-        }
-        std::uint64_t first, last;
-        std::memcpy(&first, q + used + 8, 8);
-        std::memcpy(&last, q + used + (kind == pf::RecordKind::interval ? 16 : 8), 8);
-        span.min_start = std::min(span.min_start, first);
-        span.max_end = std::max(span.max_end, last);
-        if (kind == pf::RecordKind::interval)
-            for (std::size_t c = 0; c < counters; ++c) {
-                std::uint64_t start;
-                std::memcpy(&start, q + used + 8 + 16 * c, 8);
-                span.min_reading[c] = std::min(span.min_reading[c], start);
-            }
-        ++records;
-        used += size;
-    }
-    return true;
+    const bool interval = r.kind == pf::RecordKind::interval;
+    span.min_start = std::min(span.min_start, r.values[0]);
+    span.max_end = std::max(span.max_end, r.values[interval ? 1 : 0]);
+    if (interval)
+        for (std::size_t c = 0; c < counters; ++c) span.min_reading[c] = std::min(span.min_reading[c], r.values[2 * c]);
+    ++span.records;
 }
 
 } // namespace detail
@@ -418,23 +391,17 @@ private:
         const std::size_t nc = profile_.counters.size();
         page_events_.clear();
         std::size_t used = 0;
-        for (std::uint32_t i = 0; i < page.records && used < page.bytes;) {
+        detail::decode_events(q, page.bytes, nc, used, [&](const detail::DecodedRecord& r) {
+            if (r.kind == pf::RecordKind::nesting_error) return;
             ProfileEvent e;
-            std::uint32_t word;
-            std::memcpy(&word, q + used, 4);
-            std::memcpy(&e.arg, q + used + 4, 4);
-            e.kind = static_cast<pf::RecordKind>(word & 3);
+            e.kind = r.kind;
             e.thread = thread;
-            e.depth = static_cast<std::uint16_t>((word >> 2) & pf::max_depth);
-            e.label = word >> (2 + pf::depth_bits);
-            const std::size_t size = pf::record_bytes(e.kind, nc);
-            if (e.kind != pf::RecordKind::nesting_error) {
-                std::memcpy(e.values, q + used + 8, size - 8);
-                page_events_.push_back(e);
-                ++i;
-            }
-            used += size;
-        }
+            e.depth = r.depth;
+            e.label = r.label;
+            e.arg = r.arg;
+            std::memcpy(e.values, r.values, sizeof e.values);
+            page_events_.push_back(e);
+        });
         note_held();
         return std::nullopt;
     }
@@ -462,106 +429,52 @@ private:
         if (auto failure = detail::parse_profile_header(p ? p : &nothing, p ? head : 0, out, header_bytes))
             return failure;
         const std::size_t nc = out.counters.size();
-        std::uint64_t at = header_bytes;
-        std::unordered_map<std::uint32_t, std::uint32_t> next_seq;
-        auto thread = [&](std::uint32_t index) -> ProfileThread& {
-            for (auto& t : out.threads)
-                if (t.index == index) return t;
-            out.threads.emplace_back();
-            out.threads.back().index = index;
-            return out.threads.back();
+        detail::PageScan scan;
+        bool read_ok = true;
+        auto get = [&](std::uint64_t from, std::size_t len) -> const unsigned char* {
+            const unsigned char* q = len ? file_.get(from, len) : &nothing;
+            read_ok = read_ok && q != nullptr;
+            return q;
         };
         auto failed_read = [&] {
             return make_failure(file_.errno_value, std::string("unreadable: ") + std::strerror(file_.errno_value));
         };
-        // Whether a whole, valid page starts at `from` (detail::valid_page_at, through the window).
-        auto valid_page = [&](std::uint64_t from) {
-            const unsigned char* h = file_.get(from, pf::page_header_bytes);
-            if (!h) return false;
-            const std::uint64_t remaining = n - from;
-            const detail::PageHeader ph = detail::read_page_header(h, static_cast<std::size_t>(
-                                                                          std::min<std::uint64_t>(remaining, 32)));
-            if (!ph.sane() || ph.reserved != 0 || remaining - pf::page_header_bytes < ph.len) return false;
-            const unsigned char* whole = file_.get(from, pf::page_header_bytes + ph.len);
-            return whole && detail::valid_page_at(whole, pf::page_header_bytes + ph.len);
+        if (!scan.run(get, n, header_bytes, out) || !read_ok) return failed_read();
+        scan.finish(out);
+        std::unordered_map<std::uint32_t, std::uint64_t> undefined;
+        auto known = [&](std::uint32_t id) {
+            if (id != 0 && !out.strings.count(id)) ++undefined[id];
         };
-        while (at < n) {
-            const std::uint64_t remaining = n - at;
-            const unsigned char* hp = file_.get(at, pf::page_header_bytes);
-            if (!hp) return failed_read();
-            const detail::PageHeader h =
-                detail::read_page_header(hp, static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 32)));
-            const std::uint32_t thread_index = h.thread, seq = h.seq, len = h.len;
-            const bool header_sane = h.sane();
-            if (header_sane && remaining - pf::page_header_bytes < len) {
-                // The last page, cut short: its whole records are kept, unverified.
-                const std::size_t avail = static_cast<std::size_t>(remaining - pf::page_header_bytes);
-                std::string what = detail::cut_page_text(thread_index, seq, avail, len);
-                std::size_t used = 0;
-                if (static_cast<pf::PageKind>(h.kind) == pf::PageKind::events) {
-                    thread(thread_index);
-                    const unsigned char* q = file_.get(at + pf::page_header_bytes, avail);
-                    if (avail && !q) return failed_read();
-                    ThreadPages& tp = threads_[thread_index];
-                    std::uint32_t records = 0;
-                    detail::count_records(q, avail, nc, used, records, tp.span, thread(thread_index));
-                    tp.span.records += records;
-                    if (records)
-                        tp.pages.push_back(
-                            PageRef{at + pf::page_header_bytes, static_cast<std::uint32_t>(used), records});
-                    what += detail::cut_page_kept_text(records);
-                } else {
-                    what += "; that page is lost";
-                }
-                out.bytes_read += pf::page_header_bytes + used;
-                detail::lose(out, at + pf::page_header_bytes + used, n, what);
-                at = n;
-                break;
+        for (ProfileThread& t : out.threads) {
+            auto it = scan.events.find(t.index);
+            if (it == scan.events.end()) continue;
+            ThreadPages& tp = threads_[t.index];
+            for (const detail::EventsPageRef& page : it->second) {
+                const unsigned char* q = get(page.at, page.len);
+                if (!q) return failed_read();
+                std::size_t used = 0, records = 0, kept = 0;
+                const bool ok = detail::decode_events(q, page.len, nc, used, [&](const detail::DecodedRecord& r) {
+                    ++records;
+                    known(r.label);
+                    if (r.kind == pf::RecordKind::nesting_error) {
+                        t.nesting_errors.push_back({r.label, r.arg, r.depth});
+                        return;
+                    }
+                    known(r.arg);
+                    ++kept;
+                    detail::add_to_span(r, nc, tp.span);
+                });
+                if (kept) tp.pages.push_back(PageRef{page.at, static_cast<std::uint32_t>(used), static_cast<std::uint32_t>(kept)});
+                if (page.cut) scan.cut_page_decoded(out, n, page.at, used, records);
+                else if (!ok || records != page.records)
+                    out.problems.push_back("thread " + std::to_string(t.index) + " events page " +
+                                           std::to_string(page.seq) + ": " + std::to_string(records) +
+                                           " record(s) make sense, in " + detail::bytes_text(used) + " of " +
+                                           detail::bytes_text(page.len) + ", where its header says " +
+                                           std::to_string(page.records) + " (written by another version?)");
             }
-            if (!header_sane || !valid_page(at)) {
-                std::uint64_t next = at + 1;
-                while (next < n && !valid_page(next)) ++next;
-                detail::lose(out, at, next, detail::skipped_page_text(remaining, header_sane, thread_index, seq));
-                at = next;
-                continue;
-            }
-            const unsigned char* q = file_.get(at + pf::page_header_bytes, len);
-            if (len && !q) return failed_read();
-            detail::ByteReader r{q, len};
-            switch (static_cast<pf::PageKind>(h.kind)) {
-            case pf::PageKind::strings:
-                if (!detail::read_strings_page(r, len, out))
-                    out.problems.push_back("a strings page at byte " + std::to_string(at) + " is malformed");
-                break;
-            case pf::PageKind::thread: {
-                ProfileThread& t = thread(thread_index);
-                if (!detail::read_thread_page(r, len, t))
-                    out.problems.push_back("a thread page at byte " + std::to_string(at) + " is malformed");
-                break;
-            }
-            case pf::PageKind::events: {
-                ProfileThread& t = thread(thread_index);
-                ThreadPages& tp = threads_[thread_index];
-                if (detail::events_page_repeats(out, t, next_seq, seq) && !tp.pages.empty()) {
-                    tp.span.records -= tp.pages.back().records; // keep the longer copy
-                    tp.pages.pop_back();
-                }
-                std::size_t used = 0;
-                std::uint32_t records = 0;
-                if (!detail::count_records(q, len, nc, used, records, tp.span, t))
-                    out.problems.push_back(detail::bad_records_text(thread_index, seq, used, len));
-                // An empty entry too, so that a longer copy of this page replaces this one and not the one before.
-                tp.pages.push_back(PageRef{at + pf::page_header_bytes, static_cast<std::uint32_t>(used), records});
-                tp.span.records += records;
-                break;
-            }
-            }
-            out.bytes_read += pf::page_header_bytes + len;
-            at += pf::page_header_bytes + len;
         }
-        std::sort(out.threads.begin(), out.threads.end(),
-                  [](const ProfileThread& a, const ProfileThread& b) { return a.index < b.index; });
-        detail::report_nesting_errors(out);
+        detail::PageScan::report_records(out, undefined);
         note_held();
         return std::nullopt;
     }

@@ -36,6 +36,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -79,7 +80,48 @@ struct ProfilerOptions {
     std::size_t preallocate_bytes = 8u << 20;
     bool flush_on_fatal_signals = true;           ///< install handlers for signals left at their default
     bool measure_cost = true;                     ///< measure what one scope adds to its parent (header)
+    /// For CI: from_env never replaces a counter that cannot be opened, nor turns profiling off when its file cannot
+    /// be created: it throws pmc::error with the reason instead (PMC_PROFILE_STRICT=1 sets it). The constructor
+    /// always behaves so.
+    bool strict = false;
 };
+
+namespace detail {
+/// The profile's path with `%p` replaced by the process id, zero-padded to 7 digits (the most a Linux pid has:
+/// pid_max is at most 2^22), and `%%` by `%`. Any other `%` is an error (nullopt, `why` says which).
+inline std::optional<std::string> expand_profile_path(std::string_view pattern, pid_t pid, std::string& why) {
+    std::string out;
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] != '%') {
+            out += pattern[i];
+            continue;
+        }
+        const char next = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
+        if (next == 'p') {
+            char digits[16];
+            std::snprintf(digits, sizeof digits, "%07d", static_cast<int>(pid));
+            out += digits;
+        } else if (next == '%') {
+            out += '%';
+        } else {
+            why = "'%" + std::string(next ? 1 : 0, next) + "' at position " + std::to_string(i) +
+                  ": a profile path knows %p (the process id) and %% (a percent sign)";
+            return std::nullopt;
+        }
+        ++i;
+    }
+    return out;
+}
+
+/// `path` with `.%p` before its extension (or at its end): the file of a process that found `path` in use.
+inline std::string per_process_path(const std::string& path) {
+    const std::size_t slash = path.rfind('/');
+    const std::size_t dot = path.rfind('.');
+    if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == slash + 1)
+        return path + ".%p";
+    return path.substr(0, dot) + ".%p" + path.substr(dot);
+}
+} // namespace detail
 
 namespace detail {
 
@@ -102,13 +144,21 @@ struct ProfilerThread {
     std::uint32_t open_capacity = 0;
     std::uint32_t ended_slots = 0; ///< open intervals marked ended (out of order): dropped once on top
     std::unique_ptr<OpenInterval[]> open; ///< the thread's nesting (scopes and begin/end share it); grows, never shrinks
-    std::uint32_t sequence = 0;  ///< the next events page's number
+    std::uint32_t sequence = 0;  ///< the next events page's number (changed under page_state, by the owner)
+    /// Per counter, the last value encoded in the page (records store differences from it; 0 at a page's start,
+    /// so that each page decodes alone).
+    std::uint64_t last[profile_format::max_counters] = {};
+    std::uint32_t max_record = 0; ///< profile_format::max_record_bytes(ncounters)
+    /// Who may touch the page's written part: 0 nobody, 1 its thread writing it out and starting afresh, 2 another
+    /// thread copying it (exit(), a fatal signal). The owner appends past `committed` in any state.
+    std::atomic<std::uint32_t> page_state{0};
+    std::atomic<std::uint32_t> thread_pages{0}; ///< thread pages written (the next one's number)
     std::size_t ncounters = 1;
     unsigned char* page = nullptr; ///< page header space + payload
     std::uint32_t capacity = 0;    ///< payload bytes
     std::atomic<std::uint64_t> committed{0}; ///< payload bytes (low 32 bits) and records (high): one store per event
     bool broken = false;         ///< its counters failed: records hold zeros
-    bool discard = false;        ///< measuring the cost: pages are not written
+    std::atomic<bool> discard{false}; ///< measuring the cost, or the thread ended: pages are not written
     std::optional<Counter> primary;
     std::vector<Counter> clocks;   ///< ride-along counters that cannot be group members (clocks, composites)
     std::optional<Group> group;    ///< ride-along perf events, read together
@@ -122,6 +172,10 @@ struct ProfilerThread {
     /// This thread's thread page, ready to send with the times filled in at each flush (built where the name
     /// changes, so that a flush allocates nothing).
     std::vector<unsigned char> info_page;
+    /// Where the thread page is assembled (info_page, then the events pages written and the open intervals): sized
+    /// for the stack's capacity, so that writing it allocates nothing (a signal handler writes it).
+    std::unique_ptr<unsigned char[]> info_buf;
+    std::size_t info_buf_bytes = 0;
     /// Per counter, the perf fd whose read(2) gives its times and the bytes to read (fd -1: a clock, no times);
     /// group members share their leader's. Set once the counters are open.
     std::array<int, profile_format::max_counters> times_fd = [] {
@@ -166,36 +220,61 @@ struct ProfilerThread {
             --depth;
             return;
         }
+        const std::size_t buf_bytes = info_page.size() + 8 + 16 * std::size_t{want};
+        unsigned char* buf = new (std::nothrow) unsigned char[buf_bytes];
+        if (!buf) {
+            delete[] bigger;
+            broken = true;
+            --depth;
+            return;
+        }
         for (std::uint32_t i = 0; i < depth; ++i) bigger[i] = open[i];
+        InfoBusy busy(*this); // a signal now leaves the thread page alone
         open.reset(bigger);
+        info_buf.reset(buf);
+        info_buf_bytes = buf_bytes;
         open_capacity = want;
     }
 
-    /// Writes the interval in slot `at` ended with readings `stop` (its depth: `at`), and closes it.
+    /// Writes the interval in slot `at` ended with readings `stop` (its depth: `at`), and closes it. The record
+    /// (docs/profile-format.md): head, depth, [argument], then per counter the end less the page's last value and
+    /// the end less the start, as varints: 5 to 8 bytes for a short interval with one counter.
     BOOST_FORCEINLINE void record_interval(std::uint32_t at, const std::uint64_t* stop) noexcept {
+        namespace pf = profile_format;
         const OpenInterval& o = open[at];
-        const std::uint32_t word = profile_format::record_word(profile_format::RecordKind::interval, at, o.label);
         depth = at;
         if (BOOST_UNLIKELY(ended_slots != 0)) drop_ended();
-        if (BOOST_LIKELY(ncounters == 1)) { // the usual case: a fixed 24-byte record, no loop
-            unsigned char* p = reserve(24);
-            std::memcpy(p, &word, 4);
-            std::memcpy(p + 4, &o.arg, 4);
-            std::memcpy(p + 8, &o.start[0], 8);
-            std::memcpy(p + 16, stop, 8);
-            commit(24);
-            return;
+        unsigned char* const p0 = reserve(max_record);
+        unsigned char* p = pf::put_varint(p0, pf::record_head(pf::RecordKind::interval, o.arg != 0, o.label));
+        p = pf::put_varint(p, at);
+        if (o.arg) p = pf::put_varint(p, o.arg);
+        if (BOOST_LIKELY(ncounters == 1)) { // the usual case: no loop
+            p = pf::put_varint(p, stop[0] - last[0]);
+            p = pf::put_varint(p, stop[0] - o.start[0]);
+            last[0] = stop[0];
+        } else {
+            for (std::size_t i = 0; i < ncounters; ++i) {
+                p = pf::put_varint(p, stop[i] - last[i]);
+                p = pf::put_varint(p, stop[i] - o.start[i]);
+                last[i] = stop[i];
+            }
         }
-        const auto n = ncounters;
-        const auto bytes = static_cast<std::uint32_t>(8 + 16 * n);
-        unsigned char* p = reserve(bytes);
-        std::memcpy(p, &word, 4);
-        std::memcpy(p + 4, &o.arg, 4);
-        for (std::size_t i = 0; i < n; ++i) {
-            std::memcpy(p + 8 + 16 * i, &o.start[i], 8);
-            std::memcpy(p + 16 + 16 * i, &stop[i], 8);
-        }
-        commit(bytes);
+        commit(static_cast<std::uint32_t>(p - p0));
+    }
+
+    /// An instant (`value` unused), integer or nesting-error record (`arg`: the innermost open label) at the
+    /// primary reading `now`.
+    BOOST_FORCEINLINE void record_mark(profile_format::RecordKind kind, std::uint32_t label, std::uint32_t arg,
+                                       std::uint64_t now, std::uint64_t value) noexcept {
+        namespace pf = profile_format;
+        unsigned char* const p0 = reserve(max_record);
+        unsigned char* p = pf::put_varint(p0, pf::record_head(kind, arg != 0, label));
+        p = pf::put_varint(p, depth);
+        if (arg) p = pf::put_varint(p, arg);
+        p = pf::put_varint(p, now - last[0]);
+        last[0] = now;
+        if (kind == pf::RecordKind::integer) p = pf::put_varint(p, value);
+        commit(static_cast<std::uint32_t>(p - p0));
     }
 
     /// Drops the intervals on top that ended out of order (already reported).
@@ -207,12 +286,7 @@ struct ProfilerThread {
     /// innermost open label or 0, the primary reading now). Nothing open is closed: the nesting stays as it was.
     BOOST_NOINLINE void record_mismatch(std::uint32_t label, std::uint64_t now) noexcept {
         const std::uint32_t inner = depth > 0 ? open[depth - 1].label : 0;
-        const std::uint32_t word = profile_format::record_word(profile_format::RecordKind::nesting_error, depth, label);
-        unsigned char* p = reserve(16);
-        std::memcpy(p, &word, 4);
-        std::memcpy(p + 4, &inner, 4);
-        std::memcpy(p + 8, &now, 8);
-        commit(16);
+        record_mark(profile_format::RecordKind::nesting_error, label, inner, now, 0);
     }
 
     /// A scope's end (slot `at`): the record, or, out of order, the error and its slot marked ended.
@@ -307,9 +381,13 @@ struct ProfilerThread {
     }
 
     /// Writes the page (and, on the thread itself, its thread page with its counters' times).
-    inline void flush(bool on_own_thread = true) noexcept; // defined after ProfilerShared
+    /// `ended`: the thread's last (its exit, the profiler's close).
+    inline void flush(bool on_own_thread = true, bool ended = false) noexcept; // defined after ProfilerShared
+    std::atomic<std::uint32_t> sequence_seen{0}; ///< `sequence` for other threads (exit(): a page being written)
+    std::atomic<std::uint32_t> exit_pages{0};    ///< events pages as exit()'s flush counted them
 
-    /// The thread page: header space, tid, name, error, and room for the times.
+    /// The thread page's fixed part: header space, tid, flags, name, error, and room for the times; and the buffer
+    /// where finish_info_page assembles the whole page.
     void build_info_page() {
         info_page.assign(profile_format::page_header_bytes, 0);
         auto put = [&](const void* p, std::size_t n) {
@@ -319,7 +397,7 @@ struct ProfilerThread {
         auto put32 = [&](std::uint32_t v) { put(&v, 4); };
         const std::uint64_t id = static_cast<std::uint64_t>(tid);
         put(&id, 8);
-        put32(0);
+        put32(0); // flags: set when the page is finished
         put32(static_cast<std::uint32_t>(name.size()));
         put(name.data(), name.size());
         put32(static_cast<std::uint32_t>(error.size()));
@@ -327,6 +405,8 @@ struct ProfilerThread {
         put32(static_cast<std::uint32_t>(ncounters));
         put32(0);
         put(times.data(), 16 * ncounters);
+        info_buf_bytes = info_page.size() + 8 + 16 * std::size_t{open_capacity};
+        info_buf.reset(new unsigned char[info_buf_bytes]);
     }
 
     /// Where read_times() finds each counter's times (once the counters are open).
@@ -352,13 +432,13 @@ struct ProfilerThread {
     void read_times() noexcept {
         if (broken || !primary) return;
         std::uint64_t buf[3 + max_group_events];
-        int last = -1;
+        int last_fd = -1;
         bool ok = false;
         for (std::size_t i = 0; i < ncounters; ++i) {
             const int fd = times_fd[i];
             if (fd < 0 || times_bytes[i] > sizeof buf) continue;
-            if (fd != last) { // a group's members: one read for all
-                last = fd;
+            if (fd != last_fd) { // a group's members: one read for all
+                last_fd = fd;
                 ok = read_perf_fd(fd, buf, times_bytes[i]) == static_cast<ssize_t>(times_bytes[i]);
             }
             if (ok) times[2 * i] = buf[1], times[2 * i + 1] = buf[2]; // enabled, running in either layout
@@ -380,14 +460,32 @@ struct ProfilerThread {
         InfoBusy& operator=(const InfoBusy&) = delete;
     };
 
-    /// Fills the thread page's times and header; returns its bytes.
-    std::size_t finish_info_page() noexcept {
-        const std::size_t n = info_page.size();
-        std::memcpy(&info_page[n - 16 * ncounters], times.data(), 16 * ncounters);
-        const auto payload = static_cast<std::uint32_t>(n - profile_format::page_header_bytes);
-        profile_format::write_page_header(info_page.data(), profile_format::PageKind::thread, index, 0,
-                                          info_page.data() + profile_format::page_header_bytes, payload, 0);
-        return n;
+    /// Assembles the thread page in info_buf: the fixed part with the times, `ended` (the thread's last page),
+    /// the events pages written so far (`pages`), and the intervals open now (label, argument, primary start,
+    /// outermost first). Its number is thread_pages, which the caller advances once the page is written. Returns its
+    /// bytes. Allocates nothing.
+    std::size_t finish_info_page(bool ended, std::uint32_t pages) noexcept {
+        const std::size_t fixed = info_page.size();
+        unsigned char* b = info_buf.get();
+        std::memcpy(b, info_page.data(), fixed);
+        std::memcpy(b + fixed - 16 * ncounters, times.data(), 16 * ncounters);
+        const std::uint32_t flags = ended ? 1 : 0;
+        std::memcpy(b + profile_format::page_header_bytes + 8, &flags, 4);
+        const std::uint32_t n_open = std::min(depth, open_capacity);
+        std::memcpy(b + fixed, &pages, 4);
+        std::memcpy(b + fixed + 4, &n_open, 4);
+        unsigned char* o = b + fixed + 8;
+        for (std::uint32_t i = 0; i < n_open; ++i, o += 16) {
+            std::memcpy(o, &open[i].label, 4);
+            std::memcpy(o + 4, &open[i].arg, 4);
+            std::memcpy(o + 8, &open[i].start[0], 8);
+        }
+        const auto total = static_cast<std::size_t>(o - b);
+        const auto payload = static_cast<std::uint32_t>(total - profile_format::page_header_bytes);
+        const std::uint32_t seq = thread_pages.load(std::memory_order_relaxed);
+        profile_format::write_page_header(b, profile_format::PageKind::thread, index, seq,
+                                          b + profile_format::page_header_bytes, payload, 0);
+        return total;
     }
 };
 
@@ -408,6 +506,14 @@ struct ProfilerShared {
     std::atomic<ProfilerThread*> head{nullptr}; ///< the same threads, for the signal handler (no lock there)
     std::atomic<bool> closed{false};
     bool header_written = false; ///< thread pages wait for the header (under `mutex`)
+    std::atomic<std::uint32_t> strings_pages{0}; ///< strings pages written (the next one's number; under `mutex`)
+    std::atomic<std::uint32_t> strings{0};       ///< strings defined
+    std::atomic<std::uint32_t> end_pages{0};     ///< end records written (a later one supersedes)
+    /// Room for the end record (header, fixed part, 12 bytes per thread), grown as threads register (under
+    /// `mutex`, before the thread is linked in): the signal handler writes it without allocating.
+    std::unique_ptr<unsigned char[]> end_buf;
+    std::size_t end_buf_threads = 0;
+    std::vector<std::unique_ptr<unsigned char[]>> retired;
     std::atomic<std::uint64_t> write_errors{0};
     std::atomic<int> last_errno{0};
 
@@ -421,6 +527,9 @@ struct ProfilerShared {
     std::atomic<bool> preallocated{false};        ///< some blocks were reserved: release them at the end
     std::atomic<std::uint32_t> writers{0};
     std::atomic<bool> releasing{false};
+    /// exit() or a fatal signal is writing the end: no other append (see WriteGuard); `ended` once it has.
+    std::atomic<bool> frozen{false}, ended{false};
+    std::atomic<bool> ending{false}; ///< claimed by the first exit()/signal flush
 
     /// Decides whether to preallocate: on a regular file outside tmpfs (where fallocate takes memory and saves
     /// nothing: measured slower).
@@ -433,19 +542,27 @@ struct ProfilerShared {
         prealloc_chunk = chunk;
     }
 
-    /// Counts a writer in for the duration of one append of `bytes`, reserving blocks ahead first if needed.
+    /// Counts a writer in for the duration of one append of `bytes`, reserving blocks ahead first if needed; or
+    /// refuses (allowed false) once the profile is ending (exit(), a fatal signal: `frozen`), so that nothing is
+    /// appended after the end record nor cut by the process's end. seq_cst on both sides: either the ending sees
+    /// this writer (and waits for it) or this writer sees the ending.
     struct WriteGuard {
         ProfilerShared* s = nullptr;
+        bool allowed = false;
         WriteGuard(ProfilerShared& shared, std::size_t bytes) noexcept {
-            if (shared.prealloc_chunk == 0) return;
-            for (;;) { // seq_cst on both sides: either the release sees this writer or this writer sees the release
+            for (;;) {
                 shared.writers.fetch_add(1, std::memory_order_seq_cst);
+                if (shared.frozen.load(std::memory_order_seq_cst)) {
+                    shared.writers.fetch_sub(1, std::memory_order_seq_cst);
+                    return;
+                }
                 if (!shared.releasing.load(std::memory_order_seq_cst)) break;
                 shared.writers.fetch_sub(1, std::memory_order_seq_cst);
                 while (shared.releasing.load(std::memory_order_acquire)) ::sched_yield(); // at the end only
             }
             s = &shared;
-            shared.preallocate(bytes);
+            allowed = true;
+            if (shared.prealloc_chunk != 0) shared.preallocate(bytes);
         }
         ~WriteGuard() {
             if (s) s->writers.fetch_sub(1, std::memory_order_release);
@@ -495,10 +612,12 @@ struct ProfilerShared {
     }
 
     /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole).
-    void write_all(const unsigned char* p, std::size_t n) noexcept {
-        if (::getpid() != pid) return; // a fork() child: its copies of the parent's pages would clash with them
+    bool write_all(const unsigned char* p, std::size_t n) noexcept {
+        if (::getpid() != pid) return false; // a fork() child: its copies of the parent's pages would clash with them
         WriteGuard guard(*this, n);
+        if (!guard.allowed) return false;
         write_raw(p, n);
+        return true;
     }
     /// The same without preallocation or counting in (exit(), a fatal signal, a short writev's rest).
     /// Async-signal-safe.
@@ -518,30 +637,32 @@ struct ProfilerShared {
     }
 
     /// Writes a page of `kind` holding `payload`, through a buffer of its own (not the signal path).
-    void write_page(profile_format::PageKind kind, std::uint32_t thread, const std::string& payload,
+    void write_page(profile_format::PageKind kind, std::uint32_t thread, std::uint32_t seq, const std::string& payload,
                     std::uint32_t records) {
         std::string out(profile_format::page_header_bytes, '\0');
         out += payload;
         auto* bytes = reinterpret_cast<unsigned char*>(&out[0]);
-        profile_format::write_page_header(bytes, kind, thread, 0, bytes + profile_format::page_header_bytes,
+        profile_format::write_page_header(bytes, kind, thread, seq, bytes + profile_format::page_header_bytes,
                                           static_cast<std::uint32_t>(payload.size()), records);
         write_all(bytes, out.size());
     }
 
     /// Writes the buffers as one writev(2) (O_APPEND: the pages stay whole and together).
-    void write_parts(iovec* parts, int n) noexcept {
-        if (::getpid() != pid) return;
+    /// False when nothing was written because the profile is ending (or in a fork() child).
+    bool write_parts(iovec* parts, int n) noexcept {
+        if (::getpid() != pid) return false;
         std::size_t want = 0;
         for (int i = 0; i < n; ++i) want += parts[i].iov_len;
         WriteGuard guard(*this, want);
+        if (!guard.allowed) return false;
         ssize_t got;
         do got = ::writev(fd, parts, n);
         while (got < 0 && errno == EINTR);
-        if (got == static_cast<ssize_t>(want)) return;
+        if (got == static_cast<ssize_t>(want)) return true;
         if (got < 0) {
             last_errno.store(errno, std::memory_order_relaxed);
             write_errors.fetch_add(1, std::memory_order_relaxed);
-            return;
+            return true;
         }
         auto done = static_cast<std::size_t>(got); // a short write (a full disk, a signal): the rest one by one
         for (int i = 0; i < n; ++i) {
@@ -549,62 +670,157 @@ struct ProfilerShared {
             done -= skip;
             write_raw(static_cast<const unsigned char*>(parts[i].iov_base) + skip, parts[i].iov_len - skip);
         }
+        return true;
     }
 
-    /// Writes the calling thread's thread page (its name, error and its counters' times, read now).
-    void write_thread_page(ProfilerThread& t) {
+    /// Writes the calling thread's thread page (its name, error, its counters' times read now, its open intervals).
+    void write_thread_page(ProfilerThread& t, bool last_page = false) {
         ProfilerThread::InfoBusy busy(t);
         t.read_times();
-        write_all(t.info_page.data(), t.finish_info_page());
+        if (write_all(t.info_buf.get(), t.finish_info_page(last_page, t.sequence)))
+            t.thread_pages.fetch_add(1, std::memory_order_relaxed);
     }
 
-    /// Writes every thread's committed events, then the calling thread's thread page with its counters' times
-    /// read now (its last page's are older: it writes no more pages), and gives back the preallocated blocks
-    /// (exit(), a fatal signal). Other threads' times stay as of their last page (their thread pages are theirs
-    /// to write). Async-signal-safe.
-    void flush_all_committed() noexcept {
+    /// Makes room in end_buf for `threads` threads (under `mutex`).
+    void reserve_end_record(std::size_t count) {
+        if (count <= end_buf_threads) return;
+        const std::size_t want = std::max<std::size_t>(2 * end_buf_threads, std::max<std::size_t>(count, 8));
+        std::unique_ptr<unsigned char[]> bigger(new unsigned char[profile_format::page_header_bytes + 20 + 12 * want]);
+        end_buf.swap(bigger);
+        retired.push_back(std::move(bigger)); // a signal handler may be reading it: kept until the profiler ends
+        end_buf_threads = want;
+    }
+
+    /// Writes the end record: how the profile ended, and per thread the events and thread pages written (`pages`
+    /// gives them for a thread). Async-signal-safe (end_buf was sized as threads registered).
+    template <class Pages>
+    void write_end_record(profile_format::EndHow how, std::uint32_t signal, Pages&& pages) noexcept {
+        unsigned char* b = end_buf.get();
+        if (!b) return;
+        unsigned char* q = b + profile_format::page_header_bytes;
+        auto put32 = [&](std::uint32_t v) {
+            std::memcpy(q, &v, 4);
+            q += 4;
+        };
+        put32(static_cast<std::uint32_t>(how));
+        put32(signal);
+        put32(strings_pages.load(std::memory_order_relaxed));
+        put32(strings.load(std::memory_order_relaxed));
+        unsigned char* count_at = q;
+        put32(0);
+        std::uint32_t n = 0;
+        for (ProfilerThread* t = head.load(std::memory_order_acquire); t && n < end_buf_threads;
+             t = t->next.load(std::memory_order_acquire), ++n) {
+            const auto [events, infos] = pages(*t);
+            put32(t->index);
+            put32(events);
+            put32(infos);
+        }
+        std::memcpy(count_at, &n, 4);
+        const auto payload = static_cast<std::uint32_t>(q - b - profile_format::page_header_bytes);
+        profile_format::write_page_header(b, profile_format::PageKind::end, 0,
+                                          end_pages.fetch_add(1, std::memory_order_relaxed),
+                                          b + profile_format::page_header_bytes, payload, n);
+        write_raw(b, profile_format::page_header_bytes + payload);
+    }
+
+    /// exit() or a fatal signal (`signal`, 0 for exit()): writes every thread's committed events, then the calling
+    /// thread's thread page with its counters' times and open intervals as of now, then the end record, and gives
+    /// back the preallocated blocks. Other threads' times and open intervals stay as of their last thread page
+    /// (their thread pages are theirs to write). A page its thread is writing out is not copied (that thread
+    /// writes it whole). Async-signal-safe.
+    void flush_all_committed(int signal) noexcept {
         if (closed.load(std::memory_order_acquire) || ::getpid() != pid) return;
+        bool first = false;
+        if (!ending.compare_exchange_strong(first, true)) return; // a second exit() or a signal during it
         const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
+        // No other append from now on; the ones under way finish first (bounded: a writer interrupted by this
+        // very signal never will).
+        frozen.store(true, std::memory_order_seq_cst);
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (writers.load(std::memory_order_seq_cst) != 0) {
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 100000000L) break;
+            ::sched_yield();
+        }
         for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire)) {
-            if (t->discard) continue;
-            flush_committed(*t);
+            if (t->discard.load(std::memory_order_relaxed)) {
+                t->exit_pages.store(t->sequence_seen.load(std::memory_order_relaxed), std::memory_order_relaxed);
+                continue;
+            }
+            const bool own = t->tid == me;
+            const std::uint32_t pages = flush_committed(*t, own);
+            t->exit_pages.store(pages, std::memory_order_relaxed);
             // Not when its thread already ended its recording (broken: a thread_local destructor at exit() wrote it)
-            // or was using the page when the signal came.
-            if (t->tid == me && !t->broken && !t->info_page.empty() &&
-                !t->info_busy.load(std::memory_order_relaxed)) {
+            // or was using the thread page when the signal came.
+            if (own && !t->broken && t->info_buf && !t->info_busy.load(std::memory_order_relaxed)) {
                 t->read_times();
-                write_raw(t->info_page.data(), t->finish_info_page());
+                write_raw(t->info_buf.get(), t->finish_info_page(false, pages));
+                t->thread_pages.fetch_add(1, std::memory_order_relaxed);
             }
         }
+        write_end_record(signal ? profile_format::EndHow::signal : profile_format::EndHow::exit,
+                         static_cast<std::uint32_t>(signal), [](ProfilerThread& t) {
+                             return std::pair<std::uint32_t, std::uint32_t>{
+                                 t.exit_pages.load(std::memory_order_relaxed),
+                                 t.thread_pages.load(std::memory_order_relaxed)};
+                         });
+        ended.store(true, std::memory_order_release);
         release_preallocation();
     }
+
     /// Writes a thread's committed events as its current page, without resetting it: if the thread goes on to
-    /// write the page itself, readers keep the longer copy (same page number).
-    void flush_committed(ProfilerThread& t) noexcept {
+    /// write the page itself, readers keep the longer copy (same page number). Claims the page first (page_state
+    /// 2), waiting a bounded time while its thread is writing it out; never waits on the calling thread itself
+    /// (a signal that came while it was writing). Returns the thread's events pages written, this one included.
+    std::uint32_t flush_committed(ProfilerThread& t, bool own) noexcept {
+        std::uint32_t expected = 0;
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (!t.page_state.compare_exchange_strong(expected, 2, std::memory_order_acquire)) {
+            expected = 0;
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            if (own || (now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 100000000L) {
+                write_errors.fetch_add(1, std::memory_order_relaxed); // its page is its thread's to write
+                return t.sequence_seen.load(std::memory_order_relaxed);
+            }
+            ::sched_yield();
+        }
         const std::uint64_t c = t.committed.load(std::memory_order_acquire);
         const auto used = static_cast<std::uint32_t>(c);
-        if (used == 0) return;
-        // The header goes into a copy: the page's own header space may be in use by its thread right now.
-        unsigned char header[profile_format::page_header_bytes];
-        const unsigned char* payload = t.page + profile_format::page_header_bytes;
-        profile_format::write_page_header(header, profile_format::PageKind::events, t.index, t.sequence, payload, used,
-                                          static_cast<std::uint32_t>(c >> 32));
-        iovec parts[2] = {{header, sizeof header}, {const_cast<unsigned char*>(payload), used}};
-        const std::size_t want = sizeof header + used;
-        ssize_t got;
-        do got = ::writev(fd, parts, 2);
-        while (got < 0 && errno == EINTR);
-        if (got != static_cast<ssize_t>(want)) write_errors.fetch_add(1, std::memory_order_relaxed);
+        const std::uint32_t seq = t.sequence;
+        if (used > 0) {
+            // The header goes into a copy: the page's own header space is its thread's.
+            unsigned char header[profile_format::page_header_bytes];
+            const unsigned char* payload = t.page + profile_format::page_header_bytes;
+            profile_format::write_page_header(header, profile_format::PageKind::events, t.index, seq, payload, used,
+                                              static_cast<std::uint32_t>(c >> 32));
+            iovec parts[2] = {{header, sizeof header}, {const_cast<unsigned char*>(payload), used}};
+            const std::size_t want = sizeof header + used;
+            ssize_t got;
+            do got = ::writev(fd, parts, 2);
+            while (got < 0 && errno == EINTR);
+            if (got != static_cast<ssize_t>(want)) write_errors.fetch_add(1, std::memory_order_relaxed);
+        }
+        t.page_state.store(0, std::memory_order_release);
+        return seq + (used > 0 ? 1 : 0);
     }
 };
 
-inline void ProfilerThread::flush(bool on_own_thread) noexcept {
-    const std::uint64_t c = committed.load(std::memory_order_relaxed);
-    const auto used = static_cast<std::uint32_t>(c);
-    if (discard) {
+inline void ProfilerThread::flush(bool on_own_thread, bool ended) noexcept {
+    if (discard.load(std::memory_order_relaxed)) {
         committed.store(0, std::memory_order_release);
+        for (auto& v : last) v = 0;
         return;
     }
+    // The page is this thread's to write out and start afresh, unless exit() or a signal handler is copying it
+    // right now (one writev): wait for that.
+    for (std::uint32_t expected = 0; !page_state.compare_exchange_weak(expected, 1, std::memory_order_acquire);
+         expected = 0)
+        ::sched_yield();
+    const std::uint64_t c = committed.load(std::memory_order_relaxed);
+    const auto used = static_cast<std::uint32_t>(c);
     iovec parts[2];
     int n = 0;
     if (used > 0) {
@@ -613,17 +829,39 @@ inline void ProfilerThread::flush(bool on_own_thread) noexcept {
                                           static_cast<std::uint32_t>(c >> 32));
         parts[n++] = {page, profile_format::page_header_bytes + used};
     }
-    // The counters' times go with every page (only their thread can read them): a reader sees how much of the
-    // time each counter counted, up to the thread's last page.
+    // The counters' times and the open intervals go with every page (only their thread can read them).
     std::optional<InfoBusy> busy;
-    if (on_own_thread && !info_page.empty()) {
+    if (on_own_thread && info_buf) {
         busy.emplace(*this);
         read_times();
-        parts[n++] = {info_page.data(), finish_info_page()};
+        parts[n++] = {info_buf.get(), finish_info_page(ended, sequence + (used > 0 ? 1 : 0))};
     }
-    if (n > 0) shared->write_parts(parts, n);
+    if (n > 0 && !shared->write_parts(parts, n) && shared->frozen.load(std::memory_order_acquire)) {
+        // The profile is ending (exit(), a fatal signal on another thread): the ending copies this page as it
+        // is. Let it (bounded: a thread that blocks here must not block a join at exit), then drop it.
+        busy.reset();
+        page_state.store(0, std::memory_order_release);
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (!shared->ended.load(std::memory_order_acquire)) {
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 1000000000L) break;
+            ::sched_yield();
+        }
+        for (std::uint32_t expected = 0; !page_state.compare_exchange_weak(expected, 1, std::memory_order_acquire);
+             expected = 0)
+            ::sched_yield();
+        committed.store(0, std::memory_order_release);
+        for (auto& v : last) v = 0;
+        page_state.store(0, std::memory_order_release);
+        return;
+    }
+    if (n > 0 && busy) thread_pages.fetch_add(1, std::memory_order_relaxed); // its thread page went out
     if (used > 0) ++sequence;
+    sequence_seen.store(sequence, std::memory_order_relaxed);
     committed.store(0, std::memory_order_release);
+    for (auto& v : last) v = 0;
+    page_state.store(0, std::memory_order_release);
 }
 
 /// Live profilers, for exit() and the fatal signals. Fixed slots: the signal handler takes no lock.
@@ -632,16 +870,16 @@ inline std::array<std::atomic<ProfilerShared*>, 16>& live_profilers() {
     return slots;
 }
 
-inline void flush_live_profilers() noexcept {
+inline void flush_live_profilers(int signal) noexcept {
     for (auto& slot : live_profilers())
-        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->flush_all_committed();
+        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->flush_all_committed(signal);
 }
 
 inline constexpr int profiler_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGINT, SIGTERM, SIGQUIT, SIGHUP};
 
 extern "C" inline void pmc_profiler_on_signal(int sig) {
     const int saved = errno;
-    flush_live_profilers();
+    flush_live_profilers(sig);
     // SA_RESETHAND put the default back: raised again (or, for a fault, the instruction re-executed), it ends the
     // process as it would have without the profiler.
     errno = saved;
@@ -650,7 +888,7 @@ extern "C" inline void pmc_profiler_on_signal(int sig) {
 
 inline void install_profiler_handlers_once(bool signals) {
     static std::once_flag exit_once;
-    std::call_once(exit_once, [] { std::atexit([] { flush_live_profilers(); }); });
+    std::call_once(exit_once, [] { std::atexit([] { flush_live_profilers(0); }); });
     if (!signals) return;
     // At every profiler's start: a signal reset to its default since (or in a fork() child) is covered again.
     for (int sig : profiler_signals) {
@@ -705,7 +943,7 @@ struct ProfilerThreadExit {
         for (auto& [shared, t] : entries) {
             std::lock_guard<std::mutex> lock(shared->mutex);
             if (shared->closed.load(std::memory_order_relaxed)) continue;
-            t->flush();
+            t->flush(true, true);
             t->primary.reset();
             t->clocks.clear();
             t->group.reset();
@@ -716,6 +954,29 @@ struct ProfilerThreadExit {
     }
 };
 inline thread_local ProfilerThreadExit profiler_thread_exit;
+
+/// An open file descriptor, closed unless released.
+struct ProfileFile {
+    int fd = -1;
+    ProfileFile() = default;
+    ProfileFile(ProfileFile&& o) noexcept : fd(o.fd) { o.fd = -1; }
+    ProfileFile& operator=(ProfileFile&&) = delete;
+    ~ProfileFile() {
+        if (fd >= 0) ::close(fd);
+    }
+    int release() noexcept {
+        const int f = fd;
+        fd = -1;
+        return f;
+    }
+};
+
+/// What a ';' in a counter list means: commas separate counters.
+inline std::string semicolon_hint(const std::string& counter) {
+    std::string fixed = counter;
+    std::replace(fixed.begin(), fixed.end(), ';', ',');
+    return "counters are separated by commas, not ';': write '" + fixed + "' (PMC_PROFILE_COUNTERS=" + fixed + ")";
+}
 
 inline std::vector<std::string> split_counter_list(std::string_view text) {
     std::vector<std::string> out;
@@ -776,23 +1037,34 @@ public:
 
     /// Opens the counters on this thread (a failure throws pmc::error saying which and why), measures the cost of
     /// one scope, and writes the header to `options.path`.
-    explicit Profiler(ProfilerOptions options) { start(std::move(options), {}, false); }
+    /// `%p` in the path is the process id; a path another live process is writing throws (use `%p`).
+    explicit Profiler(ProfilerOptions options) { start(std::move(options), {}, false, false); }
 
-    /// PMC_PROFILE=PATH turns profiling on and names the file; PMC_PROFILE_COUNTERS (comma-separated event
-    /// strings) overrides `defaults.counters`. Nothing here stops the program: a counter that cannot be opened is
-    /// replaced (wall-time for the primary, dropped otherwise; a counter then named twice is recorded once), a file
-    /// that cannot be created leaves the profiler off; each said on stderr (with the reason and its fix), and the
-    /// fallback is written in the file's header.
+    /// PMC_PROFILE=PATH turns profiling on and names the file (`%p`: the process id, `%%`: a percent sign);
+    /// PMC_PROFILE_COUNTERS (comma-separated event strings) overrides `defaults.counters`. A file another live
+    /// process is writing (a driver and the children it exec'd, given one PMC_PROFILE) is never shared: this
+    /// process writes PATH with `.%p` before its extension instead, and says so. Nothing here stops the program: a
+    /// counter that cannot be opened is replaced (wall-time for the primary, dropped otherwise; a counter then named
+    /// twice is recorded once), a file that cannot be created leaves the profiler off; each said on stderr (with the
+    /// reason and its fix), and the fallback is written in the file's header. Strict mode (PMC_PROFILE_STRICT=1 or
+    /// `defaults.strict`) replaces nothing: any of these throws pmc::error with the reason, so that a CI job's exit
+    /// status shows it (uncaught, the program ends with SIGABRT).
     static Profiler from_env(ProfilerOptions defaults = {}) {
         Profiler p;
         const char* path = std::getenv("PMC_PROFILE");
         if (!path || !*path) return p;
         defaults.path = path;
+        if (const char* strict = std::getenv("PMC_PROFILE_STRICT"); strict && *strict && std::string_view(strict) != "0")
+            defaults.strict = true;
         if (const char* list = std::getenv("PMC_PROFILE_COUNTERS"); list && *list)
             defaults.counters = detail::split_counter_list(list);
+        if (defaults.strict) { // CI: nothing replaced, nothing turned off; the reason is thrown
+            p.start(std::move(defaults), {}, false, true);
+            return p;
+        }
 #if !defined(BOOST_NO_EXCEPTIONS)
         try {
-            p.start(std::move(defaults), {}, true);
+            p.start(std::move(defaults), {}, true, true);
         } catch (const std::exception& e) {
             // The error says "pmc profiler: ..." already: said once.
             std::string_view what = e.what();
@@ -801,7 +1073,7 @@ public:
             p = Profiler();
         }
 #else
-        p.start(std::move(defaults), {}, true);
+        p.start(std::move(defaults), {}, true, true);
 #endif
         return p;
     }
@@ -843,7 +1115,9 @@ public:
         payload.append(reinterpret_cast<const char*>(&id), 4);
         payload.append(reinterpret_cast<const char*>(&len), 4);
         payload.append(name.data(), name.size());
-        s.write_page(profile_format::PageKind::strings, 0, payload, 1);
+        s.write_page(profile_format::PageKind::strings, 0, s.strings_pages.fetch_add(1, std::memory_order_relaxed), payload,
+                     1);
+        s.strings.fetch_add(1, std::memory_order_relaxed);
         return Label{id};
     }
 
@@ -877,29 +1151,18 @@ public:
     BOOST_FORCEINLINE void instant(Label label, Label arg = {}) {
         if (BOOST_UNLIKELY(!shared_)) return;
         detail::ProfilerThread& t = *local();
-        std::uint64_t v[profile_format::max_counters];
+        std::uint64_t v[profile_format::max_counters] = {};
         t.read_all(v);
-        const std::uint32_t word = profile_format::record_word(profile_format::RecordKind::instant, t.depth, label.id);
-        unsigned char* p = t.reserve(16);
-        std::memcpy(p, &word, 4);
-        std::memcpy(p + 4, &arg.id, 4);
-        std::memcpy(p + 8, &v[0], 8);
-        t.commit(16);
+        t.record_mark(profile_format::RecordKind::instant, label.id, arg.id, v[0], 0);
     }
 
     /// An integer event (a size, a count): `value` with the primary counter's reading now.
     BOOST_FORCEINLINE void integer(Label label, std::uint64_t value, Label arg = {}) {
         if (BOOST_UNLIKELY(!shared_)) return;
         detail::ProfilerThread& t = *local();
-        std::uint64_t v[profile_format::max_counters];
+        std::uint64_t v[profile_format::max_counters] = {};
         t.read_all(v);
-        const std::uint32_t word = profile_format::record_word(profile_format::RecordKind::integer, t.depth, label.id);
-        unsigned char* p = t.reserve(24);
-        std::memcpy(p, &word, 4);
-        std::memcpy(p + 4, &arg.id, 4);
-        std::memcpy(p + 8, &v[0], 8);
-        std::memcpy(p + 16, &value, 8);
-        t.commit(24);
+        t.record_mark(profile_format::RecordKind::integer, label.id, arg.id, v[0], value);
     }
 
     /// Names the calling thread in the profile (written at once).
@@ -986,7 +1249,9 @@ private:
             t->find_time_sources();
         }
         t->build_info_page();
+        t->max_record = static_cast<std::uint32_t>(profile_format::max_record_bytes(t->ncounters));
         std::lock_guard<std::mutex> lock(s.mutex);
+        s.reserve_end_record(s.threads.size() + 1);
         t->index = s.next_thread++;
         detail::ProfilerThread* raw = t.get();
         raw->next.store(s.head.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -998,6 +1263,46 @@ private:
                                  "record zeros, the other threads' are not affected\n",
                          raw->index, static_cast<int>(raw->tid), raw->error.substr(0, raw->error.find('\n')).c_str());
         return raw;
+    }
+
+    /// Creates the profile file, locked against other processes (flock: released when the process ends, however it
+    /// ends). `%p` expands to the process id. A file another live process holds: from_env writes PATH.%p instead
+    /// (said on stderr and in the header), the constructor throws.
+    static detail::ProfileFile open_profile_file(ProfilerOptions& o, std::vector<std::string>& warnings,
+                                                 bool from_env) {
+        std::string why;
+        const pid_t me = ::getpid();
+        auto expanded = detail::expand_profile_path(o.path, me, why);
+        if (!expanded) raise(make_failure(EINVAL, "pmc profiler: the profile path '" + o.path + "' has " + why));
+        for (int attempt = 0;; ++attempt) {
+            detail::ProfileFile f;
+            f.fd = ::open(expanded->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+            if (f.fd < 0) {
+                const int err = errno;
+                raise(make_failure(err, "pmc profiler: cannot create the profile '" + *expanded + "': " +
+                                            std::strerror(err)));
+            }
+            // Only a regular file is locked and truncated (/dev/null, a pipe: shared by nature, nothing to mix).
+            struct stat st {};
+            const bool regular = ::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode);
+            if (!regular || ::flock(f.fd, LOCK_EX | LOCK_NB) == 0 || (errno != EWOULDBLOCK && errno != EAGAIN)) {
+                if (regular) (void)!::ftruncate(f.fd, 0);
+                o.path = *expanded;
+                return f;
+            }
+            const std::string taken = *expanded;
+            if (!from_env || attempt > 0)
+                raise(make_failure(EBUSY, "pmc profiler: the profile '" + taken + "' is being written by another "
+                                          "process (two processes given one path would mix their events in one "
+                                          "file); give each process its own file with %p (the process id) in the "
+                                          "path, e.g. '" + detail::per_process_path(o.path) + "'"));
+            expanded = detail::expand_profile_path(detail::per_process_path(o.path), me, why);
+            std::string w = "the profile '" + taken + "' is being written by another process (a parent that exec'd "
+                            "this one?): this process writes '" + *expanded + "' (put %p in PMC_PROFILE to choose "
+                            "the name)";
+            std::fprintf(stderr, "pmc profiler: %s\n", w.c_str());
+            warnings.push_back(std::move(w));
+        }
     }
 
     std::optional<Failure> open_counters(detail::ProfilerThread& t) {
@@ -1028,14 +1333,19 @@ private:
         return std::nullopt;
     }
 
-    void start(ProfilerOptions o, std::vector<std::string> warnings, bool lenient) {
+    void start(ProfilerOptions o, std::vector<std::string> warnings, bool lenient, bool from_env) {
         namespace pf = profile_format;
         if (o.counters.empty()) o.counters = {"wall-time"};
+        for (const auto& c : o.counters)
+            if (!lenient && c.find(';') != std::string::npos)
+                raise(make_failure(EINVAL, "pmc profiler: counter '" + c + "': " + detail::semicolon_hint(c)));
         if (o.counters.size() > pf::max_counters)
             raise(make_failure(E2BIG, "pmc profiler: " + std::to_string(o.counters.size()) + " counters asked for; "
                                       "it records at most " + std::to_string(pf::max_counters) +
                                       " (the primary and three riding along)"));
         o.page_bytes = std::clamp<std::size_t>(o.page_bytes, 4096, pf::max_page_payload);
+        // The file first: when it cannot be created, no counter is opened (wall-time's calibration takes 20 ms).
+        detail::ProfileFile file = open_profile_file(o, warnings, from_env);
         std::vector<std::uint32_t> flags(o.counters.size(), 0);
         if (lenient) {
             // Try each counter on this thread now; replace what fails, and say so.
@@ -1049,6 +1359,7 @@ private:
                 // The whole reason and its fix (the first line alone, "perf_event_open failed with ENOENT", hid
                 // "this machine has no hardware PMU" and what to do), its lines indented under this one.
                 std::string why = c.failure().message;
+                if (o.counters[i].find(';') != std::string::npos) why = detail::semicolon_hint(o.counters[i]) + "\n" + why;
                 for (std::size_t at = 0; (at = why.find('\n', at)) != std::string::npos; at += 3) why.replace(at, 1, "\n  ");
                 std::string w = "counter '" + o.counters[i] + "' could not be opened; " +
                                 (i == 0 ? std::string("recording wall-time instead as the primary value")
@@ -1086,11 +1397,7 @@ private:
         s->counters = o.counters;
         s->ncounters = o.counters.size();
         s->page_bytes = static_cast<std::uint32_t>(o.page_bytes);
-        s->fd = ::open(o.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-        if (s->fd < 0) {
-            const int err = errno;
-            raise(make_failure(err, "pmc profiler: cannot create the profile '" + o.path + "': " + std::strerror(err)));
-        }
+        s->fd = file.release();
         s->setup_preallocation(o.preallocate_bytes);
         shared_ = s;
         // This thread's counters: a failure here throws (the caller asked for these counters).
@@ -1132,6 +1439,7 @@ private:
         for (int r = 0; r < rounds; ++r) {
             std::uint64_t with[profile_format::max_counters], without[profile_format::max_counters];
             t.committed.store(0, std::memory_order_relaxed);
+            for (auto& v : t.last) v = 0;
             t.read_all(a);
             // Through scope(), as a program records: its on/off test and thread lookup are part of the cost.
             for (int k = 0; k < per_round; ++k) auto s = scope(probe);
@@ -1141,22 +1449,27 @@ private:
             for (int k = 0; k < per_round; ++k) detail::compiler_barrier();
             t.read_all(b);
             for (std::size_t i = 0; i < n; ++i) without[i] = b[i] - a[i];
-            const unsigned char* rec = t.page + profile_format::page_header_bytes;
+            // Each empty scope's own value, from the records in the (discarded) page.
+            std::vector<std::array<std::uint64_t, profile_format::max_counters>> own_values;
+            std::size_t used = 0;
+            detail::decode_events(t.page + profile_format::page_header_bytes,
+                                  static_cast<std::uint32_t>(t.committed.load(std::memory_order_relaxed)), n, used,
+                                  [&](const detail::DecodedRecord& rec) {
+                                      std::array<std::uint64_t, profile_format::max_counters> v{};
+                                      for (std::size_t i = 0; i < n; ++i) v[i] = rec.values[2 * i + 1] - rec.values[2 * i];
+                                      own_values.push_back(v);
+                                  });
             for (std::size_t i = 0; i < n; ++i) {
                 added[i].push_back((static_cast<double>(with[i]) - static_cast<double>(without[i])) / per_round);
                 std::vector<double> own;
-                for (int k = 0; k < per_round; ++k) {
-                    std::uint64_t s0, s1;
-                    const std::size_t at = static_cast<std::size_t>(k) * (8 + 16 * n) + 16 * i;
-                    std::memcpy(&s0, rec + at + 8, 8);
-                    std::memcpy(&s1, rec + at + 16, 8);
-                    own.push_back(static_cast<double>(s1 - s0));
-                }
-                std::nth_element(own.begin(), own.begin() + per_round / 2, own.end());
-                inner[i].push_back(own[per_round / 2]);
+                for (const auto& v : own_values) own.push_back(static_cast<double>(v[i]));
+                if (own.empty()) own.push_back(0);
+                std::nth_element(own.begin(), own.begin() + static_cast<std::ptrdiff_t>(own.size() / 2), own.end());
+                inner[i].push_back(own[own.size() / 2]);
             }
         }
         t.committed.store(0, std::memory_order_relaxed);
+        for (auto& v : t.last) v = 0;
         t.discard = false;
         std::vector<std::array<double, 2>> out(n);
         for (std::size_t i = 0; i < n; ++i) {
@@ -1260,7 +1573,11 @@ private:
         {
             std::lock_guard<std::mutex> lock(s.mutex);
             const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
-            for (auto& t : s.threads) t->flush(t->tid == me);
+            for (auto& t : s.threads) t->flush(t->tid == me, true);
+            if (!s.frozen.load()) // (after exit()'s end record, nothing more is written)
+                s.write_end_record(profile_format::EndHow::closed, 0, [](detail::ProfilerThread& t) {
+                return std::pair<std::uint32_t, std::uint32_t>{t.sequence, t.thread_pages.load()};
+            });
             s.closed.store(true, std::memory_order_release);
             if (s.write_errors.load() > 0)
                 std::fprintf(stderr, "pmc profiler: %llu page(s) could not be written to %s (%s): the profile is "

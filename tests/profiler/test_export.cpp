@@ -522,6 +522,7 @@ namespace {
     head.thread(0, "main");
     head.id("request");
     head.id("step");
+    head.end_record = false;
     auto prefix = head.bytes(); // header, strings, thread page (no events)
     std::FILE* f = std::fopen(path.c_str(), "wb");
     REQUIRE(f != nullptr);
@@ -535,24 +536,41 @@ namespace {
             payload.insert(payload.end(), c, c + n);
         };
         const std::uint64_t start = now;
+        std::uint64_t last = 0; // the page's last end reading (records store differences from it)
+        auto var = [&](std::uint64_t v) {
+            unsigned char b[10];
+            put(b, static_cast<std::size_t>(pf::put_varint(b, v) - b));
+        };
+        auto interval = [&](std::uint32_t label, std::uint32_t depth, std::uint64_t s, std::uint64_t e) {
+            var(pf::record_head(pf::RecordKind::interval, false, label));
+            var(depth);
+            var(e - last);
+            var(e - s);
+            last = e;
+        };
         for (std::uint32_t g = 0; g < groups; ++g) {
             const std::uint64_t t = now + 1; // one tick of the request's own first
-            for (std::uint32_t depth = 3; depth >= 1; --depth) { // postorder: the innermost ends first
-                const std::uint32_t word = pf::record_word(pf::RecordKind::interval, depth, 2), arg = 0;
-                std::uint64_t s = t + (depth - 1), e = t + 10 - (depth - 1);
-                put(&word, 4), put(&arg, 4), put(&s, 8), put(&e, 8);
-            }
+            for (std::uint32_t depth = 3; depth >= 1; --depth) // postorder: the innermost ends first
+                interval(2, depth, t + (depth - 1), t + 10 - (depth - 1));
             now = t + 10;
         }
-        const std::uint32_t word = pf::record_word(pf::RecordKind::interval, 0, 1), arg = 0;
-        std::uint64_t e = ++now;
-        put(&word, 4), put(&arg, 4), put(&start, 8), put(&e, 8);
+        interval(1, 0, start, ++now);
         unsigned char h[pf::page_header_bytes];
         pf::write_page_header(h, pf::PageKind::events, 0, page, payload.data(),
                               static_cast<std::uint32_t>(payload.size()), 3 * groups + 1);
         REQUIRE(std::fwrite(h, 1, sizeof h, f) == sizeof h);
         REQUIRE(std::fwrite(payload.data(), 1, payload.size(), f) == payload.size());
     }
+    // The end record: two strings in one page, thread 0's pages and its one thread page.
+    std::vector<unsigned char> end;
+    for (std::uint32_t v : {static_cast<std::uint32_t>(pf::EndHow::closed), 0u, 1u, 2u, 1u, 0u, pages, 1u}) {
+        const auto* c = reinterpret_cast<const unsigned char*>(&v);
+        end.insert(end.end(), c, c + 4);
+    }
+    unsigned char h[pf::page_header_bytes];
+    pf::write_page_header(h, pf::PageKind::end, 0, 0, end.data(), static_cast<std::uint32_t>(end.size()), 1);
+    REQUIRE(std::fwrite(h, 1, sizeof h, f) == sizeof h);
+    REQUIRE(std::fwrite(end.data(), 1, end.size(), f) == end.size());
     REQUIRE(std::fclose(f) == 0);
 }
 

@@ -1,5 +1,5 @@
 // A synthetic profile file for tests: chosen labels, nesting, threads and exact counter values, written in the real
-// format (docs/profile-format.md) with the writer's own pieces from pmc/profile_format.hpp (record_word,
+// format (docs/profile-format.md) with the writer's own pieces from pmc/profile_format.hpp (record_head, put_varint,
 // write_page_header, checksum, the header's tags), so that the readers under test read it as they read a real one.
 //
 //     pmc_test::ProfileBuilder b;                       // one counter: page-faults, exact, unit "events"
@@ -121,7 +121,8 @@ public:
             std::vector<std::uint64_t> start;
         };
         struct Record {
-            std::uint32_t word, arg;
+            pmc::profile_format::RecordKind kind;
+            std::uint32_t depth, label, arg;
             std::vector<std::uint64_t> values;
         };
         Thread(ProfileBuilder* owner, std::string name, std::uint64_t tid, std::uint64_t start)
@@ -130,11 +131,13 @@ public:
         std::uint32_t depth() const { return static_cast<std::uint32_t>(open_.size()); }
         Thread& record(pmc::profile_format::RecordKind kind, std::uint32_t label, std::uint32_t arg,
                        std::uint32_t depth, const std::vector<std::uint64_t>& values) {
-            const std::size_t want = (pmc::profile_format::record_bytes(kind, owner_->counters_.size()) - 8) / 8;
+            const std::size_t want = kind == pmc::profile_format::RecordKind::interval ? 2 * owner_->counters_.size()
+                                     : kind == pmc::profile_format::RecordKind::integer ? 2
+                                                                                        : 1;
             if (values.size() != want)
                 throw std::logic_error("ProfileBuilder: a record of this kind needs " + std::to_string(want) +
                                        " values");
-            records_.push_back(Record{pmc::profile_format::record_word(kind, depth, label), arg, values});
+            records_.push_back(Record{kind, depth, label, arg, values});
             return *this;
         }
 
@@ -177,6 +180,7 @@ public:
     std::uint64_t pid = 4242;
     std::uint64_t start_time_ns = 1795000000000000000ull; // a fixed date, so files are byte-identical run to run
     std::size_t page_records = 1000;           ///< records per events page (small values force many pages)
+    bool end_record = true;                    ///< write the end record (false: a file whose program was killed)
 
     /// The string id of `s` (labels and arguments share the table; ids from 1).
     std::uint32_t id(const std::string& s) {
@@ -195,6 +199,8 @@ public:
             if (!t.open_.empty())
                 throw std::logic_error("ProfileBuilder: thread " + std::to_string(index) + " has open scopes");
         std::vector<unsigned char> out = header();
+        std::uint32_t strings_pages = 0;
+        std::map<std::uint32_t, std::uint32_t> events_pages;
         // Strings first: the writer writes a string before any event that refers to it.
         {
             std::string payload;
@@ -203,7 +209,10 @@ public:
                 put32(payload, static_cast<std::uint32_t>(order_[i].size()));
                 payload += order_[i];
             }
-            if (!order_.empty()) page(out, pf::PageKind::strings, 0, 0, payload, static_cast<std::uint32_t>(order_.size()));
+            if (!order_.empty()) {
+                page(out, pf::PageKind::strings, 0, 0, payload, static_cast<std::uint32_t>(order_.size()));
+                ++strings_pages;
+            }
         }
         for (const auto& [index, t] : threads_) {
             std::string payload;
@@ -213,15 +222,16 @@ public:
             payload += t.name_;
             put32(payload, static_cast<std::uint32_t>(t.error_.size()));
             payload += t.error_;
-            if (!t.times_.empty()) {
-                put32(payload, static_cast<std::uint32_t>(t.times_.size()));
-                put32(payload, 0);
-                for (const auto& [enabled, running] : t.times_) {
-                    put64(payload, enabled);
-                    put64(payload, running);
-                }
+            put32(payload, static_cast<std::uint32_t>(t.times_.size()));
+            put32(payload, 0);
+            for (const auto& [enabled, running] : t.times_) {
+                put64(payload, enabled);
+                put64(payload, running);
             }
-            page(out, pf::PageKind::thread, index, 0, payload, 1);
+            const std::size_t per = std::max<std::size_t>(page_records, 1);
+            put32(payload, static_cast<std::uint32_t>((t.records_.size() + per - 1) / per)); // events pages
+            put32(payload, 0);                                                          // no interval open
+            page(out, pf::PageKind::thread, index, 0, payload, 0);
         }
         // Events pages, round-robin across threads.
         const std::size_t per_page = std::max<std::size_t>(page_records, 1);
@@ -233,17 +243,53 @@ public:
                 any = true;
                 const std::size_t to = std::min(t.records_.size(), from + per_page);
                 std::string payload;
-                for (std::size_t i = from; i < to; ++i) {
-                    put32(payload, t.records_[i].word);
-                    put32(payload, t.records_[i].arg);
-                    for (std::uint64_t v : t.records_[i].values) put64(payload, v);
-                }
+                std::uint64_t last[pf::max_counters] = {};
+                for (std::size_t i = from; i < to; ++i) encode(payload, t.records_[i], last);
                 page(out, pf::PageKind::events, index, static_cast<std::uint32_t>(seq), payload,
                      static_cast<std::uint32_t>(to - from));
+                events_pages[index] = static_cast<std::uint32_t>(seq + 1);
             }
             if (!any) break;
         }
+        if (end_record) {
+            std::string payload;
+            put32(payload, static_cast<std::uint32_t>(pf::EndHow::closed));
+            put32(payload, 0);
+            put32(payload, strings_pages);
+            put32(payload, static_cast<std::uint32_t>(order_.size()));
+            put32(payload, static_cast<std::uint32_t>(threads_.size()));
+            for (const auto& [index, t] : threads_) {
+                put32(payload, index);
+                put32(payload, events_pages.count(index) ? events_pages.at(index) : 0);
+                put32(payload, 1);
+            }
+            page(out, pf::PageKind::end, 0, 0, payload, static_cast<std::uint32_t>(threads_.size()));
+        }
         return out;
+    }
+
+    /// One record as the writer encodes it (docs/profile-format.md): head, depth, [argument], values as varints,
+    /// each counter's reading relative to the page's last one.
+    static void encode(std::string& out, const Thread::Record& r, std::uint64_t* last) {
+        namespace pf = pmc::profile_format;
+        auto var = [&](std::uint64_t v) {
+            unsigned char b[10];
+            out.append(reinterpret_cast<const char*>(b), static_cast<std::size_t>(pf::put_varint(b, v) - b));
+        };
+        var(pf::record_head(r.kind, r.arg != 0, r.label));
+        var(r.depth);
+        if (r.arg) var(r.arg);
+        if (r.kind == pf::RecordKind::interval) {
+            for (std::size_t c = 0; 2 * c < r.values.size(); ++c) {
+                var(r.values[2 * c + 1] - last[c]);
+                var(r.values[2 * c + 1] - r.values[2 * c]);
+                last[c] = r.values[2 * c + 1];
+            }
+        } else {
+            var(r.values[0] - last[0]);
+            last[0] = r.values[0];
+            if (r.kind == pf::RecordKind::integer) var(r.values[1]);
+        }
     }
 
     /// Writes the file; false (with errno) if it could not.

@@ -362,10 +362,12 @@ const std::vector<const char*> counter_cold = {"detail::refresh_rdpmc<", "detail
 const std::vector<const char*> group_cold = {"detail::group_refresh<", "::read_resized(", "::read_slow(",
                                              "detail::group_wrong_thread(", "detail::group_read_syscall("};
 // A profiler scope's: its counter's, the thread's first use (registration), a full page's write, the ride-along
-// counters' read, and clearing the values of a thread whose counters failed.
+// counters' read, clearing the values of a thread whose counters failed, the nesting stack's growth past its
+// deepest so far, and an end out of order (reported) or after one (the ended slots dropped).
 std::vector<const char*> profiler_cold() {
     std::vector<const char*> cold = counter_cold;
-    for (const char* c : {"Profiler::local_slow(", "ProfilerThread::flush(", "ProfilerThread::read_rest(", "memset"})
+    for (const char* c : {"Profiler::local_slow(", "ProfilerThread::flush(", "ProfilerThread::read_rest(", "memset",
+                          "ProfilerThread::grow(", "ProfilerThread::end_scope_slow(", "ProfilerThread::drop_ended("})
         cold.push_back(c);
     return cold;
 }
