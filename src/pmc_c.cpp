@@ -6,13 +6,18 @@
 #include <pmc/error.hpp>
 #include <pmc/profiler.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -105,15 +110,27 @@ std::string label_name(pmc_profiler* p, pmc_label label) {
     return "label " + std::to_string(label);
 }
 
-pmc::ProfilerOptions to_options(const pmc_profiler_options* o) {
+// The caller's options, reading only the fields its struct has (`size`, from pmc_profiler_options_init).
+bool has(const pmc_profiler_options* o, std::size_t offset, std::size_t bytes) { return offset + bytes <= o->size; }
+#define PMC_C_HAS(o, field) has(o, offsetof(pmc_profiler_options, field), sizeof(o->field))
+
+std::optional<pmc::ProfilerOptions> to_options(const pmc_profiler_options* o, const char* caller) {
     pmc::ProfilerOptions out;
     if (!o) return out;
+    if (!PMC_C_HAS(o, path)) {
+        set_error(EINVAL, std::string(caller) + ": the options' size is " + std::to_string(o->size) +
+                              " bytes, too small for any field: fill them with pmc_profiler_options_init(&options, "
+                              "sizeof options) first");
+        return std::nullopt;
+    }
     if (o->path) out.path = o->path;
-    if (o->counters && *o->counters) out.counters = pmc::detail::split_counter_list(o->counters);
-    if (o->page_bytes) out.page_bytes = o->page_bytes;
-    out.preallocate_bytes = o->preallocate_bytes;
-    out.flush_on_fatal_signals = o->flush_on_fatal_signals != 0;
-    out.measure_cost = o->measure_cost != 0;
+    if (PMC_C_HAS(o, counters) && o->counters && *o->counters)
+        out.counters = pmc::detail::split_counter_list(o->counters);
+    if (PMC_C_HAS(o, page_bytes) && o->page_bytes) out.page_bytes = o->page_bytes;
+    if (PMC_C_HAS(o, preallocate_bytes)) out.preallocate_bytes = o->preallocate_bytes;
+    if (PMC_C_HAS(o, flush_on_fatal_signals)) out.flush_on_fatal_signals = o->flush_on_fatal_signals != 0;
+    if (PMC_C_HAS(o, measure_cost)) out.measure_cost = o->measure_cost != 0;
+    if (PMC_C_HAS(o, strict)) out.strict = o->strict != 0;
     return out;
 }
 
@@ -168,24 +185,37 @@ const char* pmc_counter_notes(const pmc_counter* counter) noexcept { return coun
 
 void pmc_counter_close(pmc_counter* counter) noexcept { delete counter; }
 
-void pmc_profiler_options_init(pmc_profiler_options* options) noexcept {
-    if (!options) return;
-    const pmc::ProfilerOptions d;
-    options->path = nullptr;
-    options->counters = nullptr;
-    options->page_bytes = d.page_bytes;
-    options->preallocate_bytes = d.preallocate_bytes;
-    options->flush_on_fatal_signals = d.flush_on_fatal_signals ? 1 : 0;
-    options->measure_cost = d.measure_cost ? 1 : 0;
+void pmc_profiler_options_init(pmc_profiler_options* options, size_t size) noexcept {
+    if (!options || size < sizeof options->size) return;
+    pmc_profiler_options d{};
+    const pmc::ProfilerOptions cpp;
+    d.size = std::min(size, sizeof d);
+    d.page_bytes = cpp.page_bytes;
+    d.preallocate_bytes = cpp.preallocate_bytes;
+    d.flush_on_fatal_signals = cpp.flush_on_fatal_signals ? 1 : 0;
+    d.measure_cost = cpp.measure_cost ? 1 : 0;
+    d.strict = cpp.strict ? 1 : 0;
+    std::memcpy(options, &d, d.size); // never past the caller's struct
 }
 
 pmc_profiler* pmc_profiler_from_env(const pmc_profiler_options* defaults) noexcept {
+    std::optional<pmc::ProfilerOptions> o;
     try {
-        pmc::ProfilerOptions o;
-        if (defaults) o = to_options(defaults);
-        auto p = pmc::Profiler::from_env(std::move(o)); // says on stderr why it is off, if it is
+        o = to_options(defaults, "pmc_profiler_from_env");
+        if (!o) return nullptr;
+    } catch (...) {
+        take_current_exception("pmc_profiler_from_env");
+        return nullptr;
+    }
+    try {
+        auto p = pmc::Profiler::from_env(std::move(*o)); // says on stderr why it is off, if it is
         if (!p.enabled()) return nullptr;
         return make_profiler(std::move(p));
+    } catch (const pmc::error& e) {
+        // Only strict mode throws here: as the uncaught pmc::error would in C++, the program ends, and says why.
+        std::fprintf(stderr, "pmc profiler: strict mode (PMC_PROFILE_STRICT): %s\n", e.what());
+        std::fflush(stderr);
+        std::abort();
     } catch (...) {
         take_current_exception("pmc_profiler_from_env");
         return nullptr;
@@ -193,13 +223,16 @@ pmc_profiler* pmc_profiler_from_env(const pmc_profiler_options* defaults) noexce
 }
 
 pmc_profiler* pmc_profiler_open(const pmc_profiler_options* options) noexcept {
-    if (!options || !options->path || !*options->path) {
+    if (!options || (options->size >= offsetof(pmc_profiler_options, path) + sizeof options->path &&
+                     (!options->path || !*options->path))) {
         set_error(EINVAL, "pmc_profiler_open: no profile path; set options.path (after pmc_profiler_options_init), "
                           "or use pmc_profiler_from_env for PMC_PROFILE");
         return nullptr;
     }
     try {
-        return make_profiler(pmc::Profiler(to_options(options)));
+        auto o = to_options(options, "pmc_profiler_open");
+        if (!o) return nullptr;
+        return make_profiler(pmc::Profiler(std::move(*o)));
     } catch (...) {
         take_current_exception("pmc_profiler_open");
         return nullptr;

@@ -8,7 +8,9 @@ pmc.pmc_counter_open.restype = ctypes.c_void_p
 pmc.pmc_counter_open.argtypes = [ctypes.c_char_p]
 pmc.pmc_counter_read.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
 pmc.pmc_counter_close.argtypes = [ctypes.c_void_p]
+pmc.pmc_profiler_options_init.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 pmc.pmc_profiler_open.restype = ctypes.c_void_p
+pmc.pmc_profiler_open.argtypes = [ctypes.c_void_p]
 pmc.pmc_profiler_close.argtypes = [ctypes.c_void_p]
 pmc.pmc_profiler_label.restype = ctypes.c_uint32
 pmc.pmc_profiler_label.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
@@ -16,10 +18,8 @@ pmc.pmc_profiler_begin.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_ui
 pmc.pmc_profiler_end.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
 
 
-class Options(ctypes.Structure):  # pmc_profiler_options, field for field
-    _fields_ = [("path", ctypes.c_char_p), ("counters", ctypes.c_char_p), ("page_bytes", ctypes.c_size_t),
-                ("preallocate_bytes", ctypes.c_size_t), ("flush_on_fatal_signals", ctypes.c_int),
-                ("measure_cost", ctypes.c_int)]
+class Options(ctypes.Structure):  # pmc_profiler_options: the fields used here (size says how many)
+    _fields_ = [("size", ctypes.c_size_t), ("path", ctypes.c_char_p), ("counters", ctypes.c_char_p)]
 
 
 # Errors come back as text: what failed, why, and the fix.
@@ -40,7 +40,7 @@ else:
     print("page-faults cannot be counted here:", pmc.pmc_last_error().decode())
 
 options = Options()
-pmc.pmc_profiler_options_init(ctypes.byref(options))
+pmc.pmc_profiler_options_init(ctypes.byref(options), ctypes.sizeof(options))
 options.path = sys.argv[2].encode()
 prof = pmc.pmc_profiler_open(ctypes.byref(options))
 if not prof:

@@ -83,26 +83,35 @@ typedef struct pmc_profiler pmc_profiler;
 /** An interned string: a label or an argument. 0 means none. */
 typedef uint32_t pmc_label;
 
-/** How to build a profiler. Fill it with pmc_profiler_options_init() first, then change what you need: fields may
- *  be added at the end in later versions, and init sets them all. */
+/** How to build a profiler. Fill it with pmc_profiler_options_init(&options, sizeof options) first, then change what
+ *  you need. `size` is how large the caller's struct is: fields may be added at the end in later versions, and the
+ *  library reads and writes only the fields that fit in `size`, so a program (or an FFI's copy of this struct)
+ *  built against an older pmc.h keeps working with a newer library. */
 typedef struct pmc_profiler_options {
-    const char* path;               /**< the profile file (created or truncated); required by pmc_profiler_open */
+    size_t size;                    /**< sizeof the caller's struct: set by pmc_profiler_options_init */
+    const char* path;               /**< the profile file (created or truncated; "%p": the process id); required by
+                                         pmc_profiler_open */
     const char* counters;           /**< comma-separated event strings, the primary first; NULL or "": wall-time */
     size_t page_bytes;              /**< per thread: memory held and what a SIGKILL can lose (default 64 KiB) */
     size_t preallocate_bytes;       /**< file blocks reserved ahead in chunks of this size; 0: off (default 8 MiB) */
     int flush_on_fatal_signals;     /**< nonzero: write what is buffered on SIGSEGV, SIGTERM... (default 1) */
     int measure_cost;               /**< nonzero: measure what one interval adds to its parent (default 1) */
+    int strict;                     /**< nonzero: pmc_profiler_from_env replaces nothing (see there; default 0) */
 } pmc_profiler_options;
 
-/** Sets every field of *options to its default (path NULL). */
-PMC_C_API void pmc_profiler_options_init(pmc_profiler_options* options) PMC_C_NOEXCEPT;
+/** Sets every field of the caller's struct of `size` bytes (sizeof it) to its default, path NULL, and `size`. */
+PMC_C_API void pmc_profiler_options_init(pmc_profiler_options* options, size_t size) PMC_C_NOEXCEPT;
 
 /** PMC_PROFILE=PATH turns profiling on (PMC_PROFILE_COUNTERS chooses the counters), as pmc::Profiler::from_env:
  *  NULL when it is off. Nothing here stops the program: a counter that cannot be opened is replaced by wall-time,
- *  a file that cannot be created leaves the profiler off, each said on stderr. `defaults` may be NULL. */
+ *  a file that cannot be created leaves the profiler off, each said on stderr. `defaults` may be NULL.
+ *  Strict mode (PMC_PROFILE_STRICT=1, or defaults->strict), for CI: nothing is replaced or turned off; a failure is
+ *  said on stderr and ends the program with SIGABRT, as the uncaught pmc::error does in C++, so that the job's exit
+ *  status shows it. A program that handles the failure itself uses pmc_profiler_open, which never ends it. */
 PMC_C_API pmc_profiler* pmc_profiler_from_env(const pmc_profiler_options* defaults) PMC_C_NOEXCEPT;
 /** A profiler writing to options->path with exactly the counters asked for. NULL on failure (a counter that cannot
- *  be opened, a file that cannot be created), with the reason in pmc_last_error(). */
+ *  be opened, a file that cannot be created or that another live process is writing), with the reason in
+ *  pmc_last_error(). */
 PMC_C_API pmc_profiler* pmc_profiler_open(const pmc_profiler_options* options) PMC_C_NOEXCEPT;
 /** Writes every thread's buffered events and closes the file (NULL: nothing). Call it after the threads that
  *  record have finished recording. */

@@ -13,6 +13,10 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,12 +61,13 @@ static void check_errors(void) {
     pmc_profiler_thread_name(NULL, "t");
     pmc_profiler_flush(NULL);
     pmc_profiler_close(NULL);
-    pmc_profiler_options_init(NULL);
+    pmc_profiler_options_init(NULL, 0);
 
     pmc_profiler_options o;
-    pmc_profiler_options_init(&o);
-    expect(o.path == NULL && o.page_bytes == 64 * 1024 && o.flush_on_fatal_signals == 1,
-           "pmc_profiler_options_init sets the defaults");
+    pmc_profiler_options_init(&o, sizeof o);
+    expect(o.size == sizeof o && o.path == NULL && o.page_bytes == 64 * 1024 && o.flush_on_fatal_signals == 1 &&
+               o.strict == 0,
+           "pmc_profiler_options_init sets the size and the defaults");
     expect(pmc_profiler_open(NULL) == NULL && contains(pmc_last_error(), "path"), "pmc_profiler_open(NULL) fails, saying so");
     expect(pmc_profiler_open(&o) == NULL && contains(pmc_last_error(), "options.path"),
            "pmc_profiler_open without a path fails, saying which field");
@@ -76,6 +81,54 @@ static void check_errors(void) {
     expect(pmc_profiler_open(&o) == NULL && contains(pmc_last_error(), "instrutions"),
            "pmc_profiler_open with a misspelt counter fails, naming it");
     remove("c-api-bad-counter.pmcprof");
+}
+
+/* The options' size: a caller built against an older, shorter struct (here: without `strict`) has only its own
+ * fields written and read; a size too small for any field is refused. */
+static void check_options_size(void) {
+    union {
+        pmc_profiler_options o;
+        unsigned char bytes[sizeof(pmc_profiler_options)];
+    } old;
+    memset(old.bytes, 0xAB, sizeof old.bytes);
+    const size_t old_size = offsetof(pmc_profiler_options, strict);
+    pmc_profiler_options_init(&old.o, old_size);
+    int untouched = 1;
+    for (size_t i = old_size; i < sizeof old.bytes; ++i) untouched &= old.bytes[i] == 0xAB;
+    expect(old.o.size == old_size && old.o.measure_cost == 1 && untouched,
+           "pmc_profiler_options_init with an older, smaller size writes nothing past it");
+    old.o.path = "c-api-old-options.pmcprof";
+    old.o.measure_cost = 0;
+    pmc_profiler* p = pmc_profiler_open(&old.o);
+    expect(p != NULL, "... and pmc_profiler_open takes it (the missing field at its default)");
+    pmc_profiler_close(p);
+    remove("c-api-old-options.pmcprof");
+
+    pmc_profiler_options tiny;
+    pmc_profiler_options_init(&tiny, sizeof tiny);
+    tiny.path = "c-api-tiny.pmcprof";
+    tiny.size = sizeof(size_t);
+    expect(pmc_profiler_open(&tiny) == NULL && contains(pmc_last_error(), "pmc_profiler_options_init"),
+           "options whose size holds no field are refused, naming the fix");
+}
+
+/* Strict mode (PMC_PROFILE_STRICT=1): a counter that cannot be opened ends the program (SIGABRT), said on stderr,
+ * instead of a silent change of unit. In a child process. */
+static void check_strict(void) {
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) {
+        setenv("PMC_PROFILE", "c-api-strict.pmcprof", 1);
+        setenv("PMC_PROFILE_COUNTERS", "instrutions", 1);
+        setenv("PMC_PROFILE_STRICT", "1", 1);
+        pmc_profiler* p = pmc_profiler_from_env(NULL);
+        pmc_profiler_close(p);
+        _exit(0); /* not reached if strict mode works */
+    }
+    int status = 0;
+    expect(child > 0 && waitpid(child, &status, 0) == child && WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+           "strict mode: pmc_profiler_from_env with a misspelt counter ends the program with SIGABRT");
+    remove("c-api-strict.pmcprof");
 }
 
 /* ---- counters ---- */
@@ -151,7 +204,7 @@ static void check_from_env(const char* path) {
     setenv("PMC_PROFILE", path, 1);
     setenv("PMC_PROFILE_COUNTERS", "wall-time", 1);
     pmc_profiler_options defaults;
-    pmc_profiler_options_init(&defaults);
+    pmc_profiler_options_init(&defaults, sizeof defaults);
     defaults.measure_cost = 0;
     pmc_profiler* p = pmc_profiler_from_env(&defaults);
     expect(p != NULL && pmc_profiler_enabled(p) == 1, "pmc_profiler_from_env with PMC_PROFILE is on");
@@ -207,7 +260,7 @@ static void* worker(void* arg) {
 
 static void record(const char* path) {
     pmc_profiler_options o;
-    pmc_profiler_options_init(&o);
+    pmc_profiler_options_init(&o, sizeof o);
     o.path = path;
     o.counters = "wall-time";
     prof = pmc_profiler_open(&o);
@@ -245,7 +298,7 @@ static void record(const char* path) {
  * of its own: the mismatch is recorded in it as a nesting error, which the tools report). */
 static void check_nesting(const char* path) {
     pmc_profiler_options o;
-    pmc_profiler_options_init(&o);
+    pmc_profiler_options_init(&o, sizeof o);
     o.path = path;
     o.measure_cost = 0;
     prof = pmc_profiler_open(&o);
@@ -273,6 +326,8 @@ int main(int argc, char** argv) {
     }
     printf("pmc %s through pmc/pmc.h\n", pmc_version());
     check_errors();
+    check_options_size();
+    check_strict();
     check_counters();
     check_other_thread();
     check_from_env("c-api-env.pmcprof");

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     pmc_counter_close(wall);
 
     pmc_profiler_options o;
-    pmc_profiler_options_init(&o);
+    pmc_profiler_options_init(&o, sizeof o);
     o.path = argc > 1 ? argv[1] : "c-consumer.pmcprof";
     o.measure_cost = 0;
     pmc_profiler* prof = pmc_profiler_open(&o);
