@@ -128,8 +128,9 @@ PMC_C_API pmc_label pmc_profiler_label_n(pmc_profiler* profiler, const char* nam
 /** Begins an interval labelled `label` (with an optional argument, 0 for none) on this thread. */
 PMC_C_API void pmc_profiler_begin(pmc_profiler* profiler, pmc_label label, pmc_label arg) PMC_C_NOEXCEPT;
 /** Ends this thread's innermost open interval, which must be labelled `label`. 0 on success; EINVAL if the
- *  innermost open interval has another label or none is open (nothing is recorded then, and the message in
- *  pmc_last_error() names both labels). */
+ *  innermost open interval has another label or none is open: nothing is ended, the profile records the mismatch as
+ *  a nesting error (the tools report it, exit status 2), and pmc_last_error() names both labels. A NULL profiler:
+ *  0, nothing checked. */
 PMC_C_API int pmc_profiler_end(pmc_profiler* profiler, pmc_label label) PMC_C_NOEXCEPT;
 
 /** An instant event: the primary counter's reading now. */
