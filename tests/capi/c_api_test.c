@@ -32,6 +32,17 @@ static void expect(int ok, const char* what) {
 
 static int contains(const char* text, const char* part) { return text && strstr(text, part) != NULL; }
 
+/* Scratch profiles are named after the main one (PROFILE.what): two runs at once in one directory (the shared and
+ * the static build under ctest -j) never share a file. */
+static const char* profile_path;
+static const char* scratch(const char* what) {
+    static char names[8][512];
+    static int next = 0;
+    char* name = names[next++ % 8];
+    snprintf(name, sizeof names[0], "%s.%s", profile_path, what);
+    return name;
+}
+
 /* ---- errors and NULL handles ---- */
 
 static void check_errors(void) {
@@ -76,11 +87,11 @@ static void check_errors(void) {
     expect(pmc_profiler_open(&o) == NULL && contains(pmc_last_error(), "/nonexistent-pmc-dir/x.pmcprof"),
            "pmc_profiler_open into a missing directory fails, naming the file");
     printf("        pmc_last_error(): %s\n", pmc_last_error());
-    o.path = "c-api-bad-counter.pmcprof";
+    o.path = scratch("bad-counter");
     o.counters = "wall-time,instrutions";
     expect(pmc_profiler_open(&o) == NULL && contains(pmc_last_error(), "instrutions"),
            "pmc_profiler_open with a misspelt counter fails, naming it");
-    remove("c-api-bad-counter.pmcprof");
+    remove(scratch("bad-counter"));
 }
 
 /* The options' size: a caller built against an older, shorter struct (here: without `strict`) has only its own
@@ -97,16 +108,16 @@ static void check_options_size(void) {
     for (size_t i = old_size; i < sizeof old.bytes; ++i) untouched &= old.bytes[i] == 0xAB;
     expect(old.o.size == old_size && old.o.measure_cost == 1 && untouched,
            "pmc_profiler_options_init with an older, smaller size writes nothing past it");
-    old.o.path = "c-api-old-options.pmcprof";
+    old.o.path = scratch("old-options");
     old.o.measure_cost = 0;
     pmc_profiler* p = pmc_profiler_open(&old.o);
     expect(p != NULL, "... and pmc_profiler_open takes it (the missing field at its default)");
     pmc_profiler_close(p);
-    remove("c-api-old-options.pmcprof");
+    remove(scratch("old-options"));
 
     pmc_profiler_options tiny;
     pmc_profiler_options_init(&tiny, sizeof tiny);
-    tiny.path = "c-api-tiny.pmcprof";
+    tiny.path = scratch("tiny");
     tiny.size = sizeof(size_t);
     expect(pmc_profiler_open(&tiny) == NULL && contains(pmc_last_error(), "pmc_profiler_options_init"),
            "options whose size holds no field are refused, naming the fix");
@@ -118,7 +129,7 @@ static void check_strict(void) {
     fflush(stdout);
     const pid_t child = fork();
     if (child == 0) {
-        setenv("PMC_PROFILE", "c-api-strict.pmcprof", 1);
+        setenv("PMC_PROFILE", scratch("strict"), 1);
         setenv("PMC_PROFILE_COUNTERS", "instrutions", 1);
         setenv("PMC_PROFILE_STRICT", "1", 1);
         pmc_profiler* p = pmc_profiler_from_env(NULL);
@@ -128,7 +139,7 @@ static void check_strict(void) {
     int status = 0;
     expect(child > 0 && waitpid(child, &status, 0) == child && WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
            "strict mode: pmc_profiler_from_env with a misspelt counter ends the program with SIGABRT");
-    remove("c-api-strict.pmcprof");
+    remove(scratch("strict"));
 }
 
 /* ---- counters ---- */
@@ -324,15 +335,16 @@ int main(int argc, char** argv) {
         fprintf(stderr, "usage: pmc-test-c-api PROFILE\n");
         return 2;
     }
+    profile_path = argv[1];
     printf("pmc %s through pmc/pmc.h\n", pmc_version());
     check_errors();
     check_options_size();
     check_strict();
     check_counters();
     check_other_thread();
-    check_from_env("c-api-env.pmcprof");
+    check_from_env(scratch("env"));
     record(argv[1]);
-    check_nesting("c-api-nesting.pmcprof");
+    check_nesting(scratch("nesting"));
     if (failures) {
         printf("c api: %d CHECKS FAILED\n", failures);
         return 1;
