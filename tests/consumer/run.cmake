@@ -5,6 +5,10 @@
 #   STEP=find_package      build and run tests/consumer/project against WORK_DIR/prefix
 #   STEP=add_subdirectory  build and run tests/consumer/project with pmc's source tree as a subdirectory
 #   STEP=fetchcontent      build and run tests/consumer/project with FetchContent (SOURCE_DIR, no network)
+#   STEP=find_package_c    build and run tests/consumer/c_project (C11, find_package(pmc COMPONENTS c)) against
+#                          WORK_DIR/prefix, with pmc::c and with pmc::c_static
+#   STEP=pkg_config        compile c_project/main.c with `cc $(pkg-config --cflags --libs pmc-c)` against
+#                          WORK_DIR/prefix and run it ("SKIPPED:" without pkg-config or cc)
 #   STEP=version           find_package(pmc VERSION) against WORK_DIR/prefix accepts PMC_ACCEPT, rejects PMC_REJECT
 #                          (comma-separated versions)
 #   STEP=plain             compile project/main.cpp with a bare `CXX -std=c++17 -I<pmc>/include` and run it
@@ -81,7 +85,7 @@ if(STEP STREQUAL "install")
   run("configure pmc with only its install rules" "${CMAKE_COMMAND}" -S "${PMC_SOURCE_DIR}" -B "${build}"
       ${generator_args} "-DCMAKE_CXX_COMPILER=${CXX}" -DPMC_BUILD_TESTS=OFF -DPMC_BUILD_TOOLS=OFF
       -DPMC_BUILD_BENCH=OFF -DPMC_BUILD_EXAMPLES=OFF -DPMC_INSTALL=ON "-DCMAKE_INSTALL_PREFIX=${prefix}")
-  run("build pmc (headers only: nothing to compile)" "${CMAKE_COMMAND}" --build "${build}")
+  run("build pmc (the headers, and the C API's library pmc::c)" "${CMAKE_COMMAND}" --build "${build}")
   run("install pmc into ${prefix}" "${CMAKE_COMMAND}" --install "${build}")
 
   # Every header of the source tree is installed, and the package files are where find_package looks.
@@ -92,9 +96,19 @@ if(STEP STREQUAL "install")
       list(APPEND missing "include/${h}")
     endif()
   endforeach()
-  foreach(f pmcConfig.cmake pmcConfigVersion.cmake pmcTargets.cmake)
+  foreach(f pmcConfig.cmake pmcConfigVersion.cmake pmcTargets.cmake pmcCTargets.cmake)
     if(NOT EXISTS "${prefix}/share/cmake/pmc/${f}")
       list(APPEND missing "share/cmake/pmc/${f}")
+    endif()
+  endforeach()
+  # The C API: its header, both libraries and the pkg-config file (in lib/ or lib/<multiarch>/).
+  if(NOT EXISTS "${prefix}/include/pmc/pmc.h")
+    list(APPEND missing "include/pmc/pmc.h")
+  endif()
+  foreach(f libpmc_c.so libpmc_c.a pkgconfig/pmc-c.pc)
+    file(GLOB_RECURSE found "${prefix}/lib*/${f}")
+    if(NOT found)
+      list(APPEND missing "lib/${f}")
     endif()
   endforeach()
   if(missing)
@@ -113,6 +127,55 @@ elseif(STEP STREQUAL "find_package")
   endif()
   consumer(find_package "-DCMAKE_PREFIX_PATH=${prefix}" "-DPMC_EXPECT_PREFIX=${prefix}"
            "-DPMC_WANT_VERSION=${PMC_WANT_VERSION}")
+
+elseif(STEP STREQUAL "find_package_c")
+  if(NOT EXISTS "${prefix}/share/cmake/pmc/pmcCTargets.cmake")
+    message(FATAL_ERROR "FAILED (find_package_c): no pmc::c in ${prefix}; consumer-install must run first")
+  endif()
+  foreach(kind shared static)
+    set(dir "${WORK_DIR}/c-${kind}")
+    file(REMOVE_RECURSE "${dir}")
+    set(static OFF)
+    if(kind STREQUAL "static")
+      set(static ON)
+    endif()
+    run("configure the C consumer project (pmc::c, ${kind})" "${CMAKE_COMMAND}" -S "${CONSUMER_DIR}/c_project"
+        -B "${dir}" ${generator_args} "-DCMAKE_PREFIX_PATH=${prefix}" "-DPMC_CONSUMER_STATIC=${static}")
+    run("build the C consumer project (${kind})" "${CMAKE_COMMAND}" --build "${dir}")
+    run("run the C consumer (${kind})" "${dir}/consumer" "${dir}/profile.pmcprof")
+    if(NOT last_output MATCHES "consumer: all checks passed")
+      message(FATAL_ERROR "FAILED (find_package_c): the C consumer (${kind}) did not pass")
+    endif()
+  endforeach()
+
+elseif(STEP STREQUAL "pkg_config")
+  find_program(pkg_config NAMES pkg-config pkgconf)
+  find_program(cc NAMES cc gcc clang)
+  if(NOT pkg_config OR NOT cc)
+    message("SKIPPED: pkg-config or a C compiler is not installed")
+    return()
+  endif()
+  file(GLOB_RECURSE pc "${prefix}/lib*/pkgconfig/pmc-c.pc")
+  if(NOT pc)
+    message(FATAL_ERROR "FAILED (pkg_config): no pmc-c.pc in ${prefix}; consumer-install must run first")
+  endif()
+  get_filename_component(pc_dir "${pc}" DIRECTORY)
+  set(ENV{PKG_CONFIG_PATH} "${pc_dir}")
+  run("pkg-config --cflags --libs pmc-c" "${pkg_config}" --cflags --libs pmc-c)
+  set(pc_flags "${last_output}")
+  separate_arguments(flags UNIX_COMMAND "${pc_flags}")
+  set(dir "${WORK_DIR}/pkg-config")
+  file(REMOVE_RECURSE "${dir}")
+  file(MAKE_DIRECTORY "${dir}")
+  run("compile the C consumer with pkg-config's flags" "${cc}" -std=c11 -Wall -Wextra -Wpedantic -Werror
+      "${CONSUMER_DIR}/c_project/main.c" ${flags} -o "${dir}/consumer")
+  # The flags' library directory, for the loader (the .pc gives no rpath, as is usual).
+  string(REGEX MATCH "-L([^ ]+)" _ "${pc_flags}")
+  set(ENV{LD_LIBRARY_PATH} "${CMAKE_MATCH_1}")
+  run("run the C consumer (LD_LIBRARY_PATH=${CMAKE_MATCH_1})" "${dir}/consumer" "${dir}/profile.pmcprof")
+  if(NOT last_output MATCHES "consumer: all checks passed")
+    message(FATAL_ERROR "FAILED (pkg_config): the C consumer did not pass")
+  endif()
 
 elseif(STEP STREQUAL "add_subdirectory" OR STEP STREQUAL "fetchcontent")
   consumer(${STEP} "-DPMC_SOURCE_DIR=${PMC_SOURCE_DIR}")

@@ -1,0 +1,133 @@
+#!/bin/sh
+# The SQLite example's checks (tests/sqlite/CMakeLists.txt): check_sqlite_example.sh MODE EXAMPLE PMC
+#   record    a run's profile: every statement kind, trigger and step with the count the run reports, summarize's
+#             exit status 0, and the nesting of triggers (folded stacks: a step under its own trigger, five levels)
+#   diff      pmc diff flags the statements the change touched: wall-time, 3 runs with the index and 3 without,
+#             the sum (now a full scan) slower, and the gate says so
+#   diff-exact  page-faults (exact), one run a side: the order insert (no index pages to fault in), after two
+#             runs of one side came out identical (exit 77, skipped, under ASan: PMC_SANITIZED=1)
+#   diff-emulated  instructions:u under pmc emulate (exact without a PMU), one run a side: the sum up, the order
+#             insert down, after two runs of one side came out identical (skipped without qemu-user, or under ASan)
+#   critical  without the index, the costliest path ends at the sum
+#   usage     --help, and wrong arguments named
+# Prints "ok:" or "FAILED:" per check, and "all checks passed" at the end when none failed.
+set -u
+mode=$1 example=$2 pmc=$3
+failed=0
+ok() { echo "ok:     $1"; }
+fail() { echo "FAILED: $1"; failed=1; }
+check() { if eval "$2"; then ok "$1"; else fail "$1"; fi; }
+row() { grep -E "^$1 +[0-9]" "$2" | head -1 | awk -v n="$(echo "$1" | awk '{print NF}')" '{print $(n+1)}'; } # a label's count
+
+sel='SELECT count\(\*\) \+ sum\(amount\) FROM orders WHERE account_id = \?'
+ins='INSERT INTO orders VALUES \(NULL, \?, \?, \?\)'
+
+case $mode in
+record)
+    out=$(PMC_PROFILE=sqlite-record.pmcprof "$example" --statements 3000 --accounts 100) || fail "the example ran"
+    echo "$out"
+    orders=$(echo "$out" | sed -n 's/.*: \([0-9]*\) orders placed.*/\1/p')
+    sums=$(echo "$out" | sed -n 's/.* \([0-9]*\) sums.*/\1/p')
+    shipped=$(echo "$out" | sed -n 's/.* \([0-9]*\) shipped.*/\1/p')
+    deposits=$(echo "$out" | sed -n 's/.* \([0-9]*\) deposits.*/\1/p')
+    alerts=$(echo "$out" | sed -n 's/.* \([0-9]*\) overdraft alerts.*/\1/p')
+    "$pmc" summarize sqlite-record.pmcprof >sqlite-record.txt
+    check "pmc summarize reads the profile whole (status 0)" "[ $? -eq 0 ]"
+    cat sqlite-record.txt
+    check "some accounts were overdrawn ($alerts alerts): the second trigger level runs" "[ ${alerts:-0} -gt 0 ]"
+    check "'$ins' ran $orders times" "[ \"$(row "$ins" sqlite-record.txt)\" = \"$orders\" ]"
+    check "'TRIGGER order_placed' ran $orders times" "[ \"$(row 'TRIGGER order_placed' sqlite-record.txt)\" = \"$orders\" ]"
+    check "its steps ran $orders times each" "[ \"$(row 'INSERT INTO audit VALUES \(new.id, new.account_id, new.amount\)' sqlite-record.txt)\" = \"$orders\" ] && [ \"$(row 'UPDATE accounts SET balance = balance - new.amount WHERE id = new.account_id' sqlite-record.txt)\" = \"$orders\" ]"
+    check "'TRIGGER overdrawn' ran once per balance update ($orders + $deposits)" "[ \"$(row 'TRIGGER overdrawn' sqlite-record.txt)\" = \"$((orders + deposits))\" ]"
+    check "its step ran once per alert ($alerts)" "[ \"$(row 'INSERT INTO alerts VALUES \(new.id, new.balance\)' sqlite-record.txt)\" = \"$alerts\" ]"
+    check "'$sel' ran $sums times" "[ \"$(row "$sel" sqlite-record.txt)\" = \"$sums\" ]"
+    check "shipping ran $shipped times, deposits $deposits" "[ \"$(row 'UPDATE orders SET status = \? WHERE id = \?' sqlite-record.txt)\" = \"$shipped\" ] && [ \"$(row 'UPDATE accounts SET balance = balance \+ \? WHERE id = \?' sqlite-record.txt)\" = \"$deposits\" ]"
+    "$pmc" export --folded sqlite-record.pmcprof -o sqlite-record.folded
+    check "pmc export --folded reads it whole (status 0)" "[ $? -eq 0 ]"
+    stack5='workload;INSERT INTO orders VALUES (NULL, ?, ?, ?);TRIGGER order_placed;UPDATE accounts SET balance = balance - new.amount WHERE id = new.account_id;TRIGGER overdrawn;INSERT INTO alerts VALUES (new.id, new.balance) '
+    check "triggers nest: an alert's insert is five levels under workload" "grep -qF '$stack5' sqlite-record.folded"
+    check "a step is under its own trigger: the audit insert directly under order_placed, never under the overdrawn trigger its previous step fired" \
+        "[ \"\$(grep -F 'INSERT INTO audit' sqlite-record.folded | grep -vcF 'TRIGGER order_placed;INSERT INTO audit VALUES')\" = 0 ]"
+    check "statements are outermost under workload: no statement inside another's interval" \
+        "! grep -qE ';(SELECT|UPDATE orders|BEGIN|COMMIT)[^;]*;' sqlite-record.folded"
+    ;;
+diff)
+    # A time, several runs a side: the sum's full scan is tens of times slower, far beyond a loaded machine's noise.
+    for i in 1 2 3; do
+        PMC_PROFILE=sqlite-base$i.pmcprof "$example" --statements 8000 >/dev/null || fail "base run $i"
+        PMC_PROFILE=sqlite-new$i.pmcprof "$example" --statements 8000 --drop-index >/dev/null || fail "new run $i"
+    done
+    "$pmc" diff --fail-on-change sqlite-base1.pmcprof sqlite-base2.pmcprof sqlite-base3.pmcprof -- \
+        sqlite-new1.pmcprof sqlite-new2.pmcprof sqlite-new3.pmcprof >sqlite-diff.txt 2>sqlite-diff.err
+    status=$?
+    cat sqlite-diff.txt sqlite-diff.err
+    check "wall-time, 3 and 3 runs: the gate fails (status 3)" "[ $status -eq 3 ]"
+    check "the sum over an account's orders (a full scan now) is flagged, slower" \
+        "grep -qE '^$sel .*beyond the noise: \+' sqlite-diff.txt"
+    check "the gate names the sum" "grep -qE '^  $sel: beyond the noise' sqlite-diff.err"
+    ;;
+diff-exact)
+    # An exact count, one run a side: the index's pages were page faults of the order insert (the scan allocates
+    # nothing, so page-faults cannot see it). Two runs of one side first: the workload is deterministic.
+    if [ "${PMC_SANITIZED:-0}" = 1 ]; then
+        echo "SKIPPED: built with AddressSanitizer, whose shadow memory and quarantine fault pages in where they please: the page faults differ from run to run"
+        exit 77
+    fi
+    for run in base1 base2 new1; do
+        flag=; [ $run = new1 ] && flag=--drop-index
+        PMC_PROFILE=sqlite-pf-$run.pmcprof PMC_PROFILE_COUNTERS=page-faults "$example" --statements 8000 $flag \
+            >/dev/null || fail "page-faults run $run"
+    done
+    "$pmc" diff sqlite-pf-base1.pmcprof sqlite-pf-base2.pmcprof >sqlite-pf-same.txt
+    check "page-faults: two runs of one side are identical (status 0, every label unchanged)" \
+        "[ $? -eq 0 ] && grep -qE '^[0-9]+ labels: [0-9]+ unchanged\$' sqlite-pf-same.txt"
+    "$pmc" diff sqlite-pf-base1.pmcprof sqlite-pf-new1.pmcprof >sqlite-pf-diff.txt
+    cat sqlite-pf-diff.txt
+    check "page-faults, one run a side: the order insert changed by fewer faults (no index pages)" \
+        "grep -qE '^$ins .*changed by -[0-9]+\$' sqlite-pf-diff.txt"
+    ;;
+diff-emulated)
+    # Exact instruction counts without a PMU (pmc emulate: QEMU user mode and pmc's plugin), one run a side: both
+    # statements the change touched are "changed by N", after two runs of one side came out identical.
+    if [ "${PMC_SANITIZED:-0}" = 1 ]; then
+        echo "SKIPPED: built with AddressSanitizer, whose shadow memory does not fit QEMU user mode's address space"
+        exit 77
+    fi
+    why=$("$pmc" emulate -- /bin/true 2>&1) ||
+        { echo "SKIPPED: pmc emulate cannot run here (scripts/install-deps installs qemu-user): $why"; exit 77; }
+    for run in base1 base2 new1; do
+        flag=; [ $run = new1 ] && flag=--drop-index
+        PMC_PROFILE=sqlite-em-$run.pmcprof PMC_PROFILE_COUNTERS=instructions:u "$pmc" emulate -- "$example" \
+            --statements 4000 $flag >/dev/null || fail "emulated run $run"
+    done
+    "$pmc" diff sqlite-em-base1.pmcprof sqlite-em-base2.pmcprof >sqlite-em-same.txt
+    check "instructions:u, emulated: two runs of one side are identical (status 0, every label unchanged)" \
+        "[ $? -eq 0 ] && grep -qE '^[0-9]+ labels: [0-9]+ unchanged\$' sqlite-em-same.txt"
+    "$pmc" diff sqlite-em-base1.pmcprof sqlite-em-new1.pmcprof >sqlite-em-diff.txt
+    cat sqlite-em-diff.txt
+    check "the header says the counter is exact" "grep -q '^counter: instructions:u (a count): exact' sqlite-em-diff.txt"
+    check "the sum (a full scan now) changed by more instructions" "grep -qE '^$sel .*changed by \+[0-9]+\$' sqlite-em-diff.txt"
+    check "the order insert (no index to maintain) changed by fewer" "grep -qE '^$ins .*changed by -[0-9]+\$' sqlite-em-diff.txt"
+    ;;
+critical)
+    PMC_PROFILE=sqlite-critical.pmcprof "$example" --statements 4000 --drop-index >/dev/null || fail "the example ran"
+    "$pmc" critical --expect-path 'workload > SELECT count(*) + sum(amount) FROM orders WHERE account_id = ?' \
+        sqlite-critical.pmcprof >sqlite-critical.txt
+    status=$?
+    cat sqlite-critical.txt
+    check "without the index the costliest path ends at the sum (--expect-path: status 0)" "[ $status -eq 0 ]"
+    ;;
+usage)
+    "$example" --help >sqlite-help.txt
+    check "--help prints the usage, status 0" "[ $? -eq 0 ] && head -1 sqlite-help.txt | grep -q '^usage: pmc-example-sqlite'"
+    err=$("$example" --bogus 2>&1); status=$?
+    check "an unknown argument is named (status 1)" "[ $status -eq 1 ] && echo \"\$err\" | grep -q \"unknown argument '--bogus'\""
+    err=$("$example" --statements 5 2>&1); status=$?
+    check "--statements 5 is refused with the range (status 1)" "[ $status -eq 1 ] && echo \"\$err\" | grep -q 'needs a number from 100 to'"
+    err=$("$example" --accounts 2>&1); status=$?
+    check "--accounts without a value (status 1)" "[ $status -eq 1 ] && echo \"\$err\" | grep -q '^pmc-example-sqlite: --accounts needs a number'"
+    ;;
+*) echo "usage: check_sqlite_example.sh record|diff|diff-exact|diff-emulated|critical|usage EXAMPLE PMC" >&2; exit 2 ;;
+esac
+[ $failed -eq 0 ] && echo "all checks passed"
+exit $failed
