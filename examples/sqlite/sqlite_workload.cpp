@@ -34,7 +34,7 @@
 
 namespace {
 
-constexpr const char* help = R"(usage: pmc-example-sqlite [--statements N] [--accounts N] [--drop-index] [--seed N]
+constexpr const char* help = R"(usage: pmc-example-sqlite [--statements N] [--accounts N] [--drop-index] [--plant N] [--seed N]
 
 An order-processing workload on an in-memory SQLite database, profiled per statement by
 pmc::Profiler when PMC_PROFILE names a file (PMC_PROFILE_COUNTERS chooses the counters; default
@@ -48,6 +48,10 @@ Options:
   --accounts N    Accounts (default 1000; from 1 to 1000000).
   --drop-index    The planted change: no index orders_by_account, so summing an account's
                   orders scans the whole table (and placing an order maintains no index).
+  --plant N       A change of known size in this program's own code: after each deposit, a loop
+                  of exactly 2 x N more instructions (x86-64, AArch64) in the workload scope's
+                  self value, and nothing else; under an exact counter (pmc emulate) pmc diff
+                  reports exactly 2 x N x deposits there.
   --seed N        The workload's random choices (default 1): the same seed, the same statements.
   -h, --help      Show this help.
 )";
@@ -296,10 +300,23 @@ bool parse_number(const char* text, unsigned long long low, unsigned long long h
     return true;
 }
 
+/// --plant's work: a loop of exactly 2 * n instructions (dec + jnz, or subs + b.ne), n >= 1, plus a call's constant.
+/// Always called (with 1 + N), so that a planted N changes the count by exactly 2 * N.
+__attribute__((noinline)) void known_work(std::uint64_t n) {
+#if defined(__x86_64__)
+    asm volatile("1:\n\tdec %0\n\tjnz 1b" : "+r"(n) : : "cc");
+#elif defined(__aarch64__)
+    asm volatile("1:\n\tsubs %0, %0, #1\n\tb.ne 1b" : "+r"(n) : : "cc");
+#else
+    for (volatile std::uint64_t i = 0; i < n; i = i + 1) {
+    }
+#endif
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-    unsigned long long statements = 30000, accounts = 1000, seed = 1;
+    unsigned long long statements = 30000, accounts = 1000, seed = 1, plant = 0;
     bool drop_index = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -317,7 +334,8 @@ int main(int argc, char** argv) {
             unsigned long long low, high;
         } const numbers[] = {{"--statements", &statements, 100, 10000000},
                              {"--accounts", &accounts, 1, 1000000},
-                             {"--seed", &seed, 0, UINT64_MAX}};
+                             {"--seed", &seed, 0, UINT64_MAX},
+                             {"--plant", &plant, 0, 1000000000}};
         bool known = false;
         for (const auto& n : numbers)
             if (a == n.name) {
@@ -387,6 +405,7 @@ int main(int argc, char** argv) {
                 ++counts[2];
             } else {
                 deposit.run({50 + rng.below(500), account});
+                known_work(1 + plant); // in the workload's own self value
                 ++counts[3];
             }
         }

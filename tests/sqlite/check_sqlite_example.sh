@@ -117,6 +117,34 @@ diff-emulated)
     check "the order insert (no index to maintain) changed by fewer" \
         "grep -qE '\"label\":\"$ins\",\"verdict\":\"changed\",\"text\":\"changed by -[0-9]+\"' sqlite-em-diff.json"
     ;;
+plant-emulated)
+    # A third-party program's work, exact and repeatable (pmc emulate): SQLite's statements count the same in three
+    # runs, interval by interval, and a change of known size in the example's own code (--plant N: 2 x N more
+    # instructions after each deposit) is found exactly, in the workload scope alone. The runs' command lines are
+    # of one length (--plant 0000 against --plant 1000): a longer argv moves the stack, and SQLite then counts a
+    # few instructions more or fewer in some statements (as an extra environment variable does).
+    if [ "${PMC_SANITIZED:-0}" = 1 ]; then
+        echo "SKIPPED: built with AddressSanitizer, whose shadow memory does not fit QEMU user mode's address space"
+        exit 77
+    fi
+    why=$("$pmc" emulate -- /bin/true 2>&1) ||
+        { echo "SKIPPED: pmc emulate cannot run here (scripts/install-deps installs qemu-user): $why"; exit 77; }
+    for run in 1 2 3 p; do
+        plant=0000; [ $run = p ] && plant=1000
+        out=$(PMC_PROFILE=sqlite-plant-$run.pmcprof PMC_PROFILE_COUNTERS=instructions:u "$pmc" emulate -- "$example" \
+            --statements 4000 --plant $plant) || fail "emulated run $run"
+    done
+    deposits=$(echo "$out" | sed -n 's/.* \([0-9]*\) deposits.*/\1/p')
+    "$pmc" aggregate sqlite-plant-1.pmcprof sqlite-plant-2.pmcprof sqlite-plant-3.pmcprof >sqlite-plant-agg.txt
+    check "three runs: every interval the same (SQLite's statements included)" \
+        "[ $? -eq 0 ] && grep -q 'every interval has the same value in every run: deterministic' sqlite-plant-agg.txt"
+    "$pmc" diff --fail-on-change sqlite-plant-1.pmcprof sqlite-plant-p.pmcprof >sqlite-plant-diff.txt 2>sqlite-plant-diff.err
+    status=$?
+    cat sqlite-plant-diff.err
+    check "--plant 1000: the gate fails (status 3) on one label" "[ $status -eq 3 ] && grep -q '^pmc diff: --fail-on-change: 1 label changed' sqlite-plant-diff.err"
+    check "workload changed by exactly 2 x 1000 x $deposits deposits" \
+        "grep -qx '  workload: changed by +$((2 * 1000 * deposits))' sqlite-plant-diff.err"
+    ;;
 critical)
     PMC_PROFILE=sqlite-critical.pmcprof "$example" --statements 4000 --drop-index >/dev/null || fail "the example ran"
     "$pmc" critical --expect-path 'workload > SELECT count(*) + sum(amount) FROM orders WHERE account_id = ?' \
@@ -135,7 +163,7 @@ usage)
     err=$("$example" --accounts 2>&1); status=$?
     check "--accounts without a value (status 1)" "[ $status -eq 1 ] && echo \"\$err\" | grep -q '^pmc-example-sqlite: --accounts needs a number'"
     ;;
-*) echo "usage: check_sqlite_example.sh record|diff|diff-exact|diff-emulated|critical|usage EXAMPLE PMC" >&2; exit 2 ;;
+*) echo "usage: check_sqlite_example.sh record|diff|diff-exact|diff-emulated|plant-emulated|critical|usage EXAMPLE PMC" >&2; exit 2 ;;
 esac
 [ $failed -eq 0 ] && echo "all checks passed"
 exit $failed
