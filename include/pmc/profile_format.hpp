@@ -90,22 +90,43 @@ BOOST_FORCEINLINE unsigned char* put_varint(unsigned char* p, std::uint64_t v) n
 /// (under an exact counter a child's change must not show in its parent: put_varint's loop ran once more per 7 bits,
 /// and a planted change in a child made its parent "changed by" 8 instructions per call). Writes 10 bytes (the
 /// caller reserves them) and returns p plus the varint's length. The same bytes as put_varint.
+namespace detail {
+/// For put_varint_fixed_cost, by the value's leading zeros: its length, the continuation bits of its first 8 bytes,
+/// and that of its 9th.
+struct VarintShape {
+    std::uint64_t continuation;
+    std::uint8_t bytes, ninth;
+};
+struct VarintShapes {
+    VarintShape by_leading_zeros[64];
+};
+constexpr VarintShapes varint_shapes() {
+    VarintShapes t{};
+    for (unsigned lz = 0; lz < 64; ++lz) {
+        const unsigned n = (64 - lz + 6) / 7; // 1 to 10 bytes
+        std::uint64_t c = 0;
+        for (unsigned b = 0; b + 1 < n && b < 8; ++b) c |= std::uint64_t{0x80} << (8 * b);
+        t.by_leading_zeros[lz] = VarintShape{c, static_cast<std::uint8_t>(n), static_cast<std::uint8_t>(n == 10 ? 0x80 : 0)};
+    }
+    return t;
+}
+inline constexpr VarintShapes varint_shape_table = varint_shapes();
+} // namespace detail
+
 BOOST_FORCEINLINE unsigned char* put_varint_fixed_cost(unsigned char* p, std::uint64_t v) noexcept {
     static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the 8-byte store below is little-endian");
-    const unsigned n = (64u - static_cast<unsigned>(__builtin_clzll(v | 1)) + 6) / 7; // 1 to 10 bytes
+    const detail::VarintShape& shape =
+        detail::varint_shape_table.by_leading_zeros[static_cast<unsigned>(__builtin_clzll(v | 1))];
     // The low 56 bits, spread into 8 bytes of 7 bits: 28-bit halves, then 14-bit quarters, then 7-bit bytes.
     std::uint64_t x = v & 0x00FFFFFFFFFFFFFFull;
     x = (x & 0x000000000FFFFFFFull) | ((x & 0x00FFFFFFF0000000ull) << 4);
     x = (x & 0x00003FFF00003FFFull) | ((x & 0x0FFFC0000FFFC000ull) << 2);
     x = (x & 0x007F007F007F007Full) | ((x & 0x3F803F803F803F80ull) << 1);
-    // The continuation bit on bytes 0 .. n-2 of the first 8: m = min(n - 1, 8), without a branch.
-    const unsigned m = (n - 1) - (((n - 1) >> 3) & (n - 1) & 1u);
-    const std::uint64_t below = ((std::uint64_t{1} << (4 * m)) << (4 * m)) - 1; // m bytes of ones (all for m = 8)
-    x |= 0x8080808080808080ull & below;
+    x |= shape.continuation;
     std::memcpy(p, &x, 8);
-    p[8] = static_cast<unsigned char>(((v >> 56) & 0x7F) | (((n + 6) >> 4) << 7)); // continued when n is 10
+    p[8] = static_cast<unsigned char>(((v >> 56) & 0x7F) | shape.ninth);
     p[9] = static_cast<unsigned char>(v >> 63);
-    return p + n;
+    return p + shape.bytes;
 }
 
 /// Reads a varint at `p` (not past `end`); false when it runs past `end` or over 64 bits.
