@@ -51,6 +51,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <ctime>
 #include <memory>
 #include <mutex>
@@ -1604,6 +1605,34 @@ private:
 
     std::shared_ptr<detail::ProfilerShared> shared_;
     friend struct detail::ProfilerTestAccess;
+};
+
+/// Labels built at run time (a function's name from an interpreter's hook, a statement's SQL text): one thread's
+/// cache in front of Profiler::label(), which takes a lock and builds a string at every call. A name seen before
+/// costs a hash lookup (no lock, no allocation); a new one, Profiler::label() once. One cache per thread (it is not
+/// locked); the Profiler must outlive it.
+///
+///     thread_local pmc::LabelCache labels{prof};
+///     prof.begin(labels(function_name));      // in a call hook
+class LabelCache {
+public:
+    explicit LabelCache(Profiler& profiler) : profiler_(&profiler) {}
+    LabelCache(const LabelCache&) = delete;
+    LabelCache& operator=(const LabelCache&) = delete;
+
+    Label operator()(std::string_view name) {
+        if (auto it = labels_.find(name); it != labels_.end()) return it->second;
+        const Label label = profiler_->label(name);
+        names_.emplace_back(name); // keys point into names_, whose strings never move (a deque grows at its end)
+        labels_.emplace(names_.back(), label);
+        return label;
+    }
+    std::size_t size() const noexcept { return labels_.size(); }
+
+private:
+    Profiler* profiler_;
+    std::deque<std::string> names_;
+    std::unordered_map<std::string_view, Label> labels_;
 };
 
 namespace detail {

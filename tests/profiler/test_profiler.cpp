@@ -1238,3 +1238,39 @@ TEST_CASE("profiler: a warm thread records scopes, instants, integers and page w
     for (const auto& t : p->threads) records += t.records.size();
     CHECK(records == 3u * (warm + measured));
 }
+
+TEST_CASE("profiler: LabelCache gives Profiler::label()'s labels, and a name seen before takes no lock") {
+    TempDir dir;
+    const std::string path = dir.file("labelcache.pmcprof");
+    pmc::ProfilerOptions o{path, {"wall-time"}};
+    pmc::Profiler prof{o};
+    pmc::LabelCache cache{prof};
+    std::string name = "fn_";
+    const pmc::Label first = cache(name + "a"), again = cache("fn_a"), other = cache("fn_b");
+    CHECK(first.id == prof.label("fn_a").id);
+    CHECK(again.id == first.id);
+    CHECK(other.id != first.id);
+    CHECK(cache.size() == 2);
+    // A name seen before, while another thread holds the profiler's lock: answered without it.
+    std::atomic<int> phase{0};
+    pmc::Label seen{};
+    std::thread worker([&] {
+        while (phase.load() != 1) std::this_thread::yield();
+        seen = cache("fn_b");
+        phase = 2;
+    });
+    bool answered_under_lock = false;
+    {
+        std::lock_guard<std::mutex> lock(pmc::detail::ProfilerTestAccess::mutex(prof));
+        phase = 1;
+        for (int i = 0; i < 20000 && phase.load() != 2; ++i) ::usleep(1000); // a deadline, not a timing
+        answered_under_lock = phase.load() == 2;
+    }
+    worker.join();
+    CHECK(answered_under_lock);
+    CHECK(seen.id == other.id);
+    // Off: Label{} for everything, and nothing kept.
+    pmc::Profiler off;
+    pmc::LabelCache off_cache{off};
+    CHECK(off_cache("x").id == 0);
+}
