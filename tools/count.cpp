@@ -75,7 +75,8 @@ Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
-Ctrl-C reaches COMMAND; pmc still prints the report, then ends with SIGINT as COMMAND did.
+Ctrl-C reaches COMMAND; pmc still prints the report, then ends with SIGINT as COMMAND did. (With
+--emulate, a process a signal ends has no count: pmc says how many such processes there were.)
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or an event is wrong or the counters cannot be opened (COMMAND does not run then).
 )";
@@ -307,9 +308,11 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
             fmt::print(stderr, "pmc: {}\n", spec.failure().message);
             return 1;
         }
-        std::string why = pmc::emulated_refusal(*spec);
-        if (why.empty() && spec->kind != pmc::EventKind::perf)
-            why = "pmc count --emulate counts instructions:u or instructions";
+        std::string why = spec->kind == pmc::EventKind::perf ? pmc::emulated_refusal(*spec) : std::string();
+        if (!why.empty() || spec->kind != pmc::EventKind::perf)
+            why = "pmc count --emulate counts instructions:u or instructions" +
+                  (why.empty() ? std::string(" (pmc's composites and clocks are read inside a program)")
+                               : ": " + why.substr(why.find(';') == std::string::npos ? 0 : why.find(';') + 2));
         if (!why.empty()) {
             fmt::print(stderr, "pmc: count --emulate: cannot count '{}': {}\n", e, why);
             return 1;
@@ -355,18 +358,29 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
     ::sigaction(SIGINT, &old_int, nullptr);
     ::sigaction(SIGQUIT, &old_quit, nullptr);
-    // One line per emulated process that reached its exit: "pid N instructions N".
+    // The plugin's lines: "pid N started" when an emulated process starts, "pid N instructions N" at its exit. A
+    // process that started and never reported (killed by a signal) is said: its instructions are not in the total.
     std::uint64_t total = 0;
-    int processes = 0;
+    int processes = 0, started = 0;
     if (FILE* f = std::fopen(report.c_str(), "r")) {
-        long pid = 0;
-        unsigned long long n = 0;
-        while (std::fscanf(f, "pid %ld instructions %llu\n", &pid, &n) == 2) {
-            total += n;
-            ++processes;
+        char line[128];
+        while (std::fgets(line, sizeof line, f)) {
+            long pid = 0;
+            unsigned long long n = 0;
+            char word[16] = {};
+            if (std::sscanf(line, "pid %ld instructions %llu", &pid, &n) == 2) {
+                total += n;
+                ++processes;
+            } else if (std::sscanf(line, "pid %ld %15s", &pid, word) == 2 && std::strcmp(word, "started") == 0) {
+                ++started;
+            }
         }
         std::fclose(f);
     }
+    if (started > processes)
+        fmt::print(stderr, "pmc: count --emulate: {} of the {} emulated processes ended without reaching their exit "
+                           "(a signal, such as SIGKILL or an unhandled SIGINT): their instructions are not in the count\n",
+                   started - processes, started);
     if (processes == 0) {
         fmt::print(stderr, "pmc: count --emulate: '{}' (exit status {}) left no count: no emulated process reached its "
                            "exit (killed by a signal, or QEMU did not start it)\n", shown, exit_status);
@@ -392,8 +406,9 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     } else if (o.csv) {
         text = pmc::count_csv(names, counts);
     } else {
+        const int shown_processes = std::max(started, processes); // (a process that execs reports twice)
         text = fmt::format("\n pmc count --emulate of '{}' (exit status {}; {} emulated process{}):\n\n", shown,
-                           exit_status, processes, processes == 1 ? "" : "es");
+                           exit_status, shown_processes, shown_processes == 1 ? "" : "es");
         std::size_t width = 5;
         for (const auto& n : names) width = std::max(width, n.size());
         text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
@@ -433,7 +448,7 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         return 1;
     }
     for (const auto& e : events)
-        if (auto why = not_countable_here(e, o.sysfs); !why.empty()) {
+        if (auto why = o.emulate ? std::string() : not_countable_here(e, o.sysfs); !why.empty()) {
             fmt::print(stderr, "pmc: count: {}\n", why);
             return 1;
         }

@@ -51,20 +51,24 @@ a real core's. The program is not rebuilt; run directly it uses the hardware PMU
 perf events cannot be opened under the emulator (QEMU implements no perf_event_open) and say so;
 wall-time and tsc work.
 
-Address randomization is off (as setarch -R) and library symbols are bound at startup
-(LD_BIND_NOW=1, unless set: with lazy binding the thread that first calls a library function pays
-for resolving it, a different thread in each run), so repeated runs count the same. The
-dynamically linked programs COMMAND executes run emulated too; statically linked ones natively.
-Emulation costs about 3-12x the native CPU time (docs/emulated-pmu.md has the figures).
+So that repeated runs count the same: QEMU lays out the program's memory itself, the same way in
+every run, and pmc turns address randomization off for QEMU and for any native child (as setarch
+-R); library symbols are bound at startup (LD_BIND_NOW=1, unless set: with lazy binding the thread
+that first calls a library function pays for resolving it, a different thread in each run). The
+dynamically linked programs COMMAND executes run emulated too (their libraries' constructors run
+once natively first); statically linked ones, and those started without pmc's LD_PRELOAD (env -i),
+run natively. Emulation costs about 2.6-11x the native CPU time (docs/emulated-pmu.md: the figures).
 
 Options:
   --qemu PATH   The QEMU user-mode binary (default: qemu-x86_64 or qemu-aarch64, this machine's
                 architecture, from PATH; $PMC_QEMU also sets it). It must load TCG plugins:
                 Debian's dynamic qemu-user package does, qemu-user-static does not.
-  --keep-aslr   Leave address randomization as it is.
+  --keep-aslr   Leave address randomization on for QEMU's own process and native children (the
+                program's own layout is QEMU's, the same either way).
   -h, --help    Show this help.
 
-Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (where the plugin is).
+Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
+and its preload library: only there, when set).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found, 126 if it is
 not a program QEMU can run (a #! script runs its interpreter under the emulator); 1 if QEMU or
 the plugin is missing or cannot load (pmc says what to install).
@@ -186,10 +190,14 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
                                                                : std::string("it exports no plugin API")) +
                                               ").\n" + install);
     std::vector<std::string> dirs;
-    if (const char* env = ::getenv("PMC_EMULATE_LIBDIR"); env && *env) dirs.emplace_back(env);
-    const std::string self = directory_of(real_path("/proc/self/exe"));
-    dirs.push_back(self);
-    dirs.push_back(self + "/../" PMC_INSTALL_LIBDIR "/pmc");
+    const char* libdir = ::getenv("PMC_EMULATE_LIBDIR");
+    if (libdir && *libdir) { // asked for: that directory only (a plugin found elsewhere would be another one)
+        dirs.emplace_back(libdir);
+    } else {
+        const std::string self = directory_of(real_path("/proc/self/exe"));
+        dirs.push_back(self);
+        dirs.push_back(self + "/../" PMC_INSTALL_LIBDIR "/pmc");
+    }
     for (const auto& dir : dirs) {
         const std::string plugin = dir + "/libpmc-qemu-plugin.so", preload = dir + "/libpmc-emulate-preload.so";
         if (::access(plugin.c_str(), R_OK) == 0 && ::access(preload.c_str(), R_OK) == 0) {
@@ -204,7 +212,8 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
         return pmc::make_failure(ENOENT, "cannot emulate: pmc's plugin (libpmc-qemu-plugin.so with "
                                          "libpmc-emulate-preload.so) is in none of:" + looked +
                                          "\nFix: build or install pmc with its tools (they are built beside the pmc "
-                                         "binary), or point PMC_EMULATE_LIBDIR at their directory.");
+                                         "binary), or point PMC_EMULATE_LIBDIR at their directory" +
+                                         std::string(libdir && *libdir ? " (it names one without them)" : "") + ".");
     }
     if (e.plugin.find(',') != std::string::npos)
         return pmc::make_failure(EINVAL, "cannot emulate: the plugin's path has a comma, which QEMU's -plugin option "
@@ -220,10 +229,16 @@ namespace {
 pmc::Result<std::vector<std::string>> program_to_load(std::vector<std::string> command) {
     for (int depth = 0; depth < 4; ++depth) {
         const std::string program = find_on_path(command[0]);
-        if (program.empty())
+        if (program.empty()) {
+            struct stat st {};
+            if (command[0].find('/') != std::string::npos && ::stat(command[0].c_str(), &st) == 0)
+                return pmc::make_failure(ENOEXEC, "cannot run '" + command[0] + "': " +
+                                                      (S_ISDIR(st.st_mode) ? "it is a directory"
+                                                                           : "permission denied (it is not executable)"));
             return pmc::make_failure(ENOENT, "cannot run '" + command[0] + "': " +
-                                                 (command[0].find('/') != std::string::npos ? "no such executable file"
+                                                 (command[0].find('/') != std::string::npos ? "no such file"
                                                                                              : "not found on PATH"));
+        }
         std::ifstream in(program, std::ios::binary);
         char head[256] = {};
         in.read(head, sizeof head);
@@ -330,11 +345,12 @@ int finish_emulated(pid_t child, const std::string& shown, int& raw_status) {
     if (WIFEXITED(raw_status)) return WEXITSTATUS(raw_status);
     const int sig = WTERMSIG(raw_status);
     if (sig == SIGILL)
-        fmt::print(stderr, "pmc emulate: '{}' died of SIGILL under the emulator: it executed an instruction QEMU's TCG "
-                           "cannot emulate, most likely AVX-512 (code built with -march=native on a CPU that has it, "
-                           "or a library that chose AVX-512 code itself). QEMU 7.2 emulates x86-64 up to AVX2.\nFix: "
-                           "build it for the emulator with -march=x86-64-v3 (or without -march=native) to count it "
-                           "under pmc emulate.\n", shown);
+        fmt::print(stderr, "pmc emulate: '{}' died of SIGILL under the emulator: it executed an illegal instruction. "
+                           "If it runs natively, that is one QEMU's TCG cannot emulate, most likely AVX-512 (code built "
+                           "with -march=native on a CPU that has it, or a library that chose AVX-512 code itself): "
+                           "QEMU 7.2 emulates x86-64 up to AVX2. (If it dies natively too, it is illegal anywhere, as "
+                           "the ud2 of __builtin_trap() is.)\nFix: build it for the emulator with -march=x86-64-v3 (or "
+                           "without -march=native) to count it under pmc emulate.\n", shown);
     return 128 + sig;
 }
 

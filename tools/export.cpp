@@ -723,6 +723,11 @@ int cmd_export(int argc, char** argv) {
     const int status = o.format == ExportOptions::Format::chrome   ? write_chrome(reader, c, o, out, tally, failure)
                        : o.format == ExportOptions::Format::folded ? write_folded(reader, c, o, out, tally, failure)
                                                              : write_speedscope(reader, c, o, out, tally, failure);
+    // Folded stacks and speedscope's JSON have no place for a note: an emulated count is said here (the Chrome
+    // trace says it in its otherData and its own note).
+    if (o.format != ExportOptions::Format::chrome && reader.profile().counters[c].read_path == "emulator")
+        fmt::print(stderr, "pmc export: the values are {}: {}\n", reader.profile().counters[c].name,
+                   reader.exactness(c).why);
     if (status == 0 && !out.flush())
         failure = fmt::format("cannot write {}: {}", o.out.empty() ? "to standard output" : "'" + o.out + "'",
                               std::strerror(out.error()));

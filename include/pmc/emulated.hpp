@@ -80,10 +80,13 @@ inline bool is_instruction_event(const EventSpec& spec) {
 /// Why the emulated PMU cannot count `spec`, or "" if it can.
 inline std::string emulated_refusal(const EventSpec& spec) {
     if (spec.kind == EventKind::wall_time || spec.kind == EventKind::tsc) return "";
+    if (!is_instruction_event(spec) && spec.attr.type == PERF_TYPE_RAW)
+        return "the emulated PMU (pmc emulate) counts instructions only, named: instructions:u, instructions or "
+               "instructions-minus-irqs:u; a raw code such as '" + spec.text + "' is a real CPU's encoding";
     if (!is_instruction_event(spec))
         return "the emulated PMU (pmc emulate) counts instructions only (instructions:u, instructions, "
-               "instructions-minus-irqs:u); '" + spec.text + "' needs a hardware PMU or perf_event_open, which QEMU "
-               "user mode does not implement. Run the program without the emulator to count it";
+               "instructions-minus-irqs:u); '" + spec.text + "' is opened with perf_event_open, which QEMU's user "
+               "mode does not implement. Count it in a run without the emulator, where this machine can";
     if (spec.attr.exclude_user)
         return "the emulated PMU counts the program's own (user-mode) instructions; '" + spec.text +
                "' excludes user mode, and the emulator runs no kernel code to count";

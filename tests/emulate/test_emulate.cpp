@@ -145,7 +145,19 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     // Anything but instructions is refused before anything runs.
     const auto r = pmc_test::run_command("'" + pmc + "' count --emulate -e page-faults -- /bin/true 2>&1");
     CHECK(r.status == 1);
-    CHECK_THAT(r.out, ContainsSubstring("counts instructions only"));
+    CHECK_THAT(r.out, ContainsSubstring("pmc count --emulate counts instructions:u or instructions"));
+    // A process a signal ends leaves no count, and is said to be missing (each process says when it starts).
+    const auto killed = pmc_test::run_command("'" + pmc + "' count --emulate --csv -- sh -c 'kill -KILL $$' 2>&1");
+    INFO(killed.out);
+    CHECK(killed.status == 128 + 9);
+    CHECK_THAT(killed.out, ContainsSubstring("1 of the 1 emulated processes ended without reaching their exit"));
+    // A process that executes another reports what it ran before (the exec'd program reports its own): no
+    // process is said to be missing.
+    const auto execs = pmc_test::run_command("'" + pmc + "' count --emulate --csv -- sh -c 'ls / >/dev/null' 2>&1");
+    INFO(execs.out);
+    CHECK(execs.status == 0);
+    CHECK_THAT(execs.out, !ContainsSubstring("without reaching their exit"));
+    CHECK_THAT(r.out, ContainsSubstring("QEMU's user mode does not implement"));
 }
 
 TEST_CASE("the programs an emulated program executes stay emulated: system(), a shell, a re-exec", "[emulate]") {

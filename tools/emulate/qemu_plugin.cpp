@@ -173,6 +173,17 @@ void on_vcpu_exit(qemu_plugin_id_t, unsigned int vcpu) {
     exited_total += v.instructions;
     v.live = false;
 }
+/// With report=FILE: "pid N started", so that a process that starts and never reports (killed) is known to be missing.
+void say_started() {
+    if (report_path.empty()) return;
+    char line[64];
+    const int n = std::snprintf(line, sizeof line, "pid %ld started\n", static_cast<long>(::getpid()));
+    const int fd = ::open(report_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || ::write(fd, line, static_cast<std::size_t>(n)) != n)
+        std::fprintf(stderr, "pmc's QEMU plugin: cannot write to %s\n", report_path.c_str());
+    if (fd >= 0) ::close(fd);
+}
+
 /// In a fork child (the guest's fork is the host's): only the forking thread lives on, and what it counted before
 /// belongs to the parent's report.
 void in_fork_child() {
@@ -181,8 +192,12 @@ void in_fork_child() {
         if (vcpus[i].live && i != this_vcpu) vcpus[i].live = false;
     fork_baseline = vcpu_state(this_vcpu).instructions;
     new (&totals_lock) std::mutex; // it may have been held by a thread that is gone
+    say_started();
 }
-void at_exit(qemu_plugin_id_t, void*) {
+/// With report=FILE: "pid N instructions M", what this process executed since it started or last reported. At its
+/// exit, and at an execve (QEMU runs the new program natively: this process image, and the plugin, end there; the
+/// preload library starts the program under QEMU again, which reports its own).
+void report_total() {
     if (report_path.empty()) return;
     std::uint64_t total = exited_total;
     for (unsigned i = 0; i < max_vcpus; ++i)
@@ -190,11 +205,16 @@ void at_exit(qemu_plugin_id_t, void*) {
     char line[96];
     const int n = std::snprintf(line, sizeof line, "pid %ld instructions %llu\n", static_cast<long>(::getpid()),
                                 static_cast<unsigned long long>(total - fork_baseline));
+    fork_baseline = total; // an execve that fails, and the process goes on: its exit reports only what follows
     const int fd = ::open(report_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || ::write(fd, line, static_cast<std::size_t>(n)) != n)
         std::fprintf(stderr, "pmc's QEMU plugin: cannot write the instruction count to %s\n", report_path.c_str());
     if (fd >= 0) ::close(fd);
 }
+void at_exit(qemu_plugin_id_t, void*) { report_total(); }
+
+/// The guest's execve and execveat system call numbers.
+long execve_number = -1, execveat_number = -1;
 
 template <class T>
 T* guest_pointer(std::uint64_t guest_address) {
@@ -204,6 +224,10 @@ T* guest_pointer(std::uint64_t guest_address) {
 void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t,
                 uint64_t, uint64_t, uint64_t, uint64_t) {
     this_vcpu = vcpu;
+    if (num == execve_number || num == execveat_number) {
+        report_total();
+        return;
+    }
     if (num != proto::syscall_number || a1 != proto::magic || a3 == 0) return;
     if (a2 == static_cast<std::uint64_t>(proto::Op::read)) {
 #if defined(PMC_PLUGIN_FAULT_SWAP)
@@ -242,6 +266,9 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
     }
     std::snprintf(target_name, sizeof target_name, "%s", info->target_name ? info->target_name : "?");
     target_x86 = std::strcmp(target_name, "x86_64") == 0 || std::strcmp(target_name, "i386") == 0;
+    if (std::strcmp(target_name, "x86_64") == 0) execve_number = 59, execveat_number = 322;
+    if (std::strcmp(target_name, "aarch64") == 0) execve_number = 221, execveat_number = 281;
+    say_started();
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
     qemu_plugin_register_atexit_cb(id, at_exit, nullptr);
