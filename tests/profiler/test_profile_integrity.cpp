@@ -43,7 +43,7 @@ struct TempDir {
 bool spit(const std::string& path, const std::vector<unsigned char>& b) {
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) return false;
-    const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size();
+    const bool ok = b.empty() || std::fwrite(b.data(), 1, b.size(), f) == b.size(); // (data() may be null when empty)
     return std::fclose(f) == 0 && ok;
 }
 
