@@ -7,6 +7,7 @@
 #include <pmc/profile_format.hpp>
 
 #include "catch.hpp"
+#include "temp_dir.hpp"
 #include "command.hpp"
 #include "json_check.hpp"
 #include "profile_builder.hpp"
@@ -23,17 +24,7 @@ namespace {
 namespace pf = pmc::profile_format;
 using pmc::detail::JsonValue;
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/pmc-aggregate-test-XXXXXX";
-        const char* p = ::mkdtemp(tmpl);
-        REQUIRE(p != nullptr);
-        path = p;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using pmc_test::TempDir;
 
 std::string tool() { return PMC_TOOL_PATH; }
 

@@ -5,6 +5,7 @@
 #include <pmc/profiler.hpp>
 
 #include "catch.hpp"
+#include "temp_dir.hpp"
 #include "command.hpp"
 
 #include <signal.h>
@@ -18,17 +19,7 @@
 
 namespace {
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/pmc-begin-end-test-XXXXXX";
-        const char* p = ::mkdtemp(tmpl);
-        REQUIRE(p != nullptr);
-        path = p;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using pmc_test::TempDir;
 
 /// Each record of the profile's only recording thread as "label@depth" (intervals; errors are not records).
 std::vector<std::string> shape(const pmc::Profile& p, std::size_t thread = 0) {

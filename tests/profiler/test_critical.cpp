@@ -4,6 +4,7 @@
 #include <pmc/profile_format.hpp>
 
 #include "catch.hpp"
+#include "temp_dir.hpp"
 #include "command.hpp"
 #include "json_check.hpp"
 #include "profile_builder.hpp"
@@ -23,17 +24,7 @@ namespace {
 
 namespace pf = pmc::profile_format;
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/pmc-critical-test-XXXXXX";
-        const char* p = ::mkdtemp(tmpl);
-        REQUIRE(p != nullptr);
-        path = p;
-    }
-    ~TempDir() { if (!std::getenv("PMC_KEEP_TMP")) std::system(("rm -rf '" + path + "'").c_str()); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using pmc_test::TempDir;
 
 std::uint64_t total(const pmc::Profile& p, const pmc::ProfileRecord& r, std::size_t c = 0) {
     return p.values[r.first_value + 2 * c + 1] - p.values[r.first_value + 2 * c];

@@ -6,6 +6,7 @@
 #include <pmc/profiler.hpp>
 
 #include "catch.hpp"
+#include "temp_dir.hpp"
 #include "command.hpp"
 #include "profile_builder.hpp"
 
@@ -28,17 +29,7 @@ namespace {
 
 namespace pf = pmc::profile_format;
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/pmc-integrity-test-XXXXXX";
-        const char* p = ::mkdtemp(tmpl);
-        REQUIRE(p != nullptr);
-        path = p;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using pmc_test::TempDir;
 
 bool spit(const std::string& path, const std::vector<unsigned char>& b) {
     std::FILE* f = std::fopen(path.c_str(), "wb");

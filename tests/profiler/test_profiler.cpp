@@ -4,6 +4,7 @@
 #include <pmc/profiler.hpp>
 
 #include "catch.hpp"
+#include "temp_dir.hpp"
 #include "command.hpp"
 #include "profile_builder.hpp"
 
@@ -73,17 +74,7 @@ bool faults_match(std::uint64_t got, std::uint64_t pages) {
 }
 
 /// A fresh temporary directory, removed with its files at the end.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/pmc-profiler-test-XXXXXX";
-        const char* p = ::mkdtemp(tmpl);
-        REQUIRE(p != nullptr);
-        path = p;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using pmc_test::TempDir;
 
 std::vector<unsigned char> slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
