@@ -844,6 +844,36 @@ public:
     }
     bool has_cut() const { return !cut_what_.empty(); }
 
+    /// Decodes thread `t`'s events page `page` (its bytes at `q`; the file is `n` bytes, with `nc` counters), as both
+    /// readers do: nesting errors go to `t`, string ids no strings page defines are counted in `undefined`, every
+    /// other record goes to `keep`, and what the page lost is said. Returns the bytes that decoded.
+    template <class Keep>
+    std::size_t decode_page(Profile& out, ProfileThread& t, const EventsPageRef& page, const unsigned char* q,
+                            std::uint64_t n, std::size_t nc, std::unordered_map<std::uint32_t, std::uint64_t>& undefined,
+                            Keep&& keep) {
+        auto known = [&](std::uint32_t id) {
+            if (id != 0 && !out.strings.count(id)) ++undefined[id];
+        };
+        std::size_t used = 0, records = 0;
+        const bool ok = decode_events(q, page.len, nc, used, [&](const DecodedRecord& r) {
+            ++records;
+            known(r.label);
+            if (r.kind == profile_format::RecordKind::nesting_error) {
+                t.nesting_errors.push_back({r.label, r.arg, r.depth});
+                return;
+            }
+            known(r.arg);
+            keep(r);
+        });
+        if (page.cut) cut_page_decoded(out, n, page.at, used, records);
+        else if (!ok || records != page.records)
+            out.problems.push_back("thread " + std::to_string(t.index) + " events page " + std::to_string(page.seq) +
+                                   ": " + std::to_string(records) + " record(s) make sense, in " + bytes_text(used) +
+                                   " of " + bytes_text(page.len) + ", where its header says " +
+                                   std::to_string(page.records) + " (written by another version?)");
+        return used;
+    }
+
     /// After decoding: nesting errors and records that name strings the file does not define.
     static void report_records(Profile& out, const std::unordered_map<std::uint32_t, std::uint64_t>& undefined) {
         for (const ProfileThread& t : out.threads) {
@@ -925,22 +955,11 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
     scan.run([&](std::uint64_t from, std::size_t) { return p + from; }, n, at, out);
     scan.finish(out);
     std::unordered_map<std::uint32_t, std::uint64_t> undefined;
-    auto known = [&](std::uint32_t id) {
-        if (id != 0 && !out.strings.count(id)) ++undefined[id];
-    };
     for (ProfileThread& t : out.threads) {
         auto it = scan.events.find(t.index);
         if (it == scan.events.end()) continue;
-        for (const detail::EventsPageRef& page : it->second) {
-            std::size_t used = 0, records = 0;
-            const bool ok = detail::decode_events(p + page.at, page.len, ncounters, used, [&](const detail::DecodedRecord& r) {
-                ++records;
-                known(r.label);
-                if (r.kind == pf::RecordKind::nesting_error) {
-                    t.nesting_errors.push_back({r.label, r.arg, r.depth});
-                    return;
-                }
-                known(r.arg);
+        for (const detail::EventsPageRef& page : it->second)
+            scan.decode_page(out, t, page, p + page.at, n, ncounters, undefined, [&](const detail::DecodedRecord& r) {
                 ProfileRecord rec;
                 rec.kind = r.kind;
                 rec.depth = r.depth;
@@ -950,14 +969,6 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
                 out.values.insert(out.values.end(), r.values, r.values + r.nvalues);
                 t.records.push_back(rec);
             });
-            if (page.cut) scan.cut_page_decoded(out, n, page.at, used, records);
-            else if (!ok || records != page.records)
-                out.problems.push_back("thread " + std::to_string(t.index) + " events page " + std::to_string(page.seq) +
-                                       ": " + std::to_string(records) + " record(s) make sense, in " +
-                                       detail::bytes_text(used) + " of " + detail::bytes_text(page.len) +
-                                       ", where its header says " + std::to_string(page.records) +
-                                       " (written by another version?)");
-        }
     }
     detail::PageScan::report_records(out, undefined);
     return out;

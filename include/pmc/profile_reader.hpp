@@ -445,9 +445,6 @@ private:
         if (!scan.run(get, n, header_bytes, out) || !read_ok) return failed_read();
         scan.finish(out);
         std::unordered_map<std::uint32_t, std::uint64_t> undefined;
-        auto known = [&](std::uint32_t id) {
-            if (id != 0 && !out.strings.count(id)) ++undefined[id];
-        };
         for (ProfileThread& t : out.threads) {
             auto it = scan.events.find(t.index);
             if (it == scan.events.end()) continue;
@@ -455,26 +452,12 @@ private:
             for (const detail::EventsPageRef& page : it->second) {
                 const unsigned char* q = get(page.at, page.len);
                 if (!q) return failed_read();
-                std::size_t used = 0, records = 0, kept = 0;
-                const bool ok = detail::decode_events(q, page.len, nc, used, [&](const detail::DecodedRecord& r) {
-                    ++records;
-                    known(r.label);
-                    if (r.kind == pf::RecordKind::nesting_error) {
-                        t.nesting_errors.push_back({r.label, r.arg, r.depth});
-                        return;
-                    }
-                    known(r.arg);
+                std::size_t kept = 0;
+                const std::size_t used = scan.decode_page(out, t, page, q, n, nc, undefined, [&](const detail::DecodedRecord& r) {
                     ++kept;
                     detail::add_to_span(r, nc, tp.span);
                 });
                 if (kept) tp.pages.push_back(PageRef{page.at, static_cast<std::uint32_t>(used), static_cast<std::uint32_t>(kept)});
-                if (page.cut) scan.cut_page_decoded(out, n, page.at, used, records);
-                else if (!ok || records != page.records)
-                    out.problems.push_back("thread " + std::to_string(t.index) + " events page " +
-                                           std::to_string(page.seq) + ": " + std::to_string(records) +
-                                           " record(s) make sense, in " + detail::bytes_text(used) + " of " +
-                                           detail::bytes_text(page.len) + ", where its header says " +
-                                           std::to_string(page.records) + " (written by another version?)");
             }
         }
         detail::PageScan::report_records(out, undefined);
