@@ -20,6 +20,16 @@ check() { if eval "$2"; then ok "$1"; else fail "$1"; fi; }
 # A label's count, from summarize's JSON beside the table ($2.json: the table cuts long labels to keep its columns).
 row() { grep -oE "\"label\":\"$1\",\"count\":[0-9]+" "$2.json" | head -1 | sed 's/.*://'; }
 
+# The emulated cases need pmc emulate (qemu-user) and an unsanitized build: skipped otherwise, with the reason.
+need_emulator() {
+    if [ "${PMC_SANITIZED:-0}" = 1 ]; then
+        echo "SKIPPED: built with AddressSanitizer, whose shadow memory does not fit QEMU user mode's address space"
+        exit 77
+    fi
+    why=$("$pmc" emulate -- /bin/true 2>&1) ||
+        { echo "SKIPPED: pmc emulate cannot run here (scripts/install-deps installs qemu-user): $why"; exit 77; }
+}
+
 sel='SELECT count\(\*\) \+ sum\(amount\) FROM orders WHERE account_id = \?'
 ins='INSERT INTO orders VALUES \(NULL, \?, \?, \?\)'
 
@@ -98,12 +108,7 @@ diff-exact)
 diff-emulated)
     # Exact instruction counts without a PMU (pmc emulate: QEMU user mode and pmc's plugin), one run a side: both
     # statements the change touched are "changed by N", after two runs of one side came out identical.
-    if [ "${PMC_SANITIZED:-0}" = 1 ]; then
-        echo "SKIPPED: built with AddressSanitizer, whose shadow memory does not fit QEMU user mode's address space"
-        exit 77
-    fi
-    why=$("$pmc" emulate -- /bin/true 2>&1) ||
-        { echo "SKIPPED: pmc emulate cannot run here (scripts/install-deps installs qemu-user): $why"; exit 77; }
+    need_emulator
     for run in base1 base2 new1; do
         flag=; [ $run = new1 ] && flag=--drop-index
         PMC_PROFILE=sqlite-em-$run.pmcprof PMC_PROFILE_COUNTERS=instructions:u "$pmc" emulate -- "$example" \
@@ -127,12 +132,7 @@ plant-emulated)
     # instructions after each deposit) is found exactly, in the workload scope alone. The runs' command lines are
     # of one length (--plant 0000 against --plant 1000): a longer argv moves the stack, and SQLite then counts a
     # few instructions more or fewer in some statements (as an extra environment variable does).
-    if [ "${PMC_SANITIZED:-0}" = 1 ]; then
-        echo "SKIPPED: built with AddressSanitizer, whose shadow memory does not fit QEMU user mode's address space"
-        exit 77
-    fi
-    why=$("$pmc" emulate -- /bin/true 2>&1) ||
-        { echo "SKIPPED: pmc emulate cannot run here (scripts/install-deps installs qemu-user): $why"; exit 77; }
+    need_emulator
     for run in 1 2 3 p; do
         plant=0000; [ $run = p ] && plant=1000
         out=$(PMC_PROFILE=sqlite-plant-$run.pmcprof PMC_PROFILE_COUNTERS=instructions:u "$pmc" emulate -- "$example" \
