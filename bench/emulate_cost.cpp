@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-bench-emulate: what exact counts without a PMU cost. In one run, on three workloads (an interpreter, a
 // compressor, pmc's profiler example), the CPU time (user + system, of the whole process tree, median of runs)
 // natively, under bare qemu-*, under pmc emulate, and under Valgrind's none, cachegrind (no cache simulation) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libLLVM's TimeTraceScope (-ftime-trace's profiler), the peer pmc-bench-profiler measures beside pmc's scopes.
 // Compiled only where CMake found LLVM 14 (Debian's llvm-14-dev); elsewhere llvm_peer_missing.cpp says why.
 #include <llvm/Support/TimeProfiler.h>

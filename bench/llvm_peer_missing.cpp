@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Stands in for llvm_peer.cpp where CMake found no LLVM 14: pmc-bench-profiler skips the peer and says why.
 #include <cstdint>
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-bench-profiler: what recording one interval with pmc::Profiler costs, beside its floor (two bare counter
 // reads) and a peer (libLLVM's TimeTraceScope, -ftime-trace's profiler), measured in the same run; the bytes per
 // event on disk; recording throughput with 1 and 2 threads. Printed figures, not a test.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-bench-read: what one counter read costs, pmc's counters side by side with the bare instructions and system
 // calls they are made of. Run with --help for what every row means.
 //

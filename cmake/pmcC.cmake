@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # pmc::c: the C API (include/pmc/pmc.h), compiled once over the header-only library. Two builds of src/pmc_c.cpp:
 #   pmc::c         libpmc_c.so: for C programs and other languages' FFIs (Python ctypes, Rust, Go)
 #   pmc::c_static  libpmc_c.a: linked into the program (a C link then needs the C++ runtime: CMake adds it)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <pmc/counter.hpp>
 #include <cstdio>
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The C API (include/pmc/pmc.h) over pmc's C++ profiler and counters. Every entry point is noexcept: a C++
 // exception never crosses into C (or into another language's FFI); failures become pmc_last_error().
 #include <pmc/pmc.h>

@@ -1,6 +1,8 @@
-# Fails unless README.md's first ```cpp block is exactly examples/quickstart.cpp.
+# SPDX-License-Identifier: MIT
+# Fails unless README.md's first ```cpp block is exactly examples/quickstart.cpp (less its SPDX license line).
 file(READ ${README} readme)
 file(READ ${EXAMPLE} example)
+string(REGEX REPLACE "^[^\n]*SPDX-License-Identifier[^\n]*\n" "" example "${example}")
 string(FIND "${readme}" "```cpp\n" start)
 if(start EQUAL -1)
   message(FATAL_ERROR "README.md has no ```cpp block")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc aggregate FILE...: several runs of one program, lined up interval by interval, to show how much each interval
 // and each label varies from run to run (the noise), in the counter's own unit.
 //

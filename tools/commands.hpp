@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pmc tool's commands, shared between its source files.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc count: count a command's events, like perf stat, from its exec to its exit, children included.
 //
 // The events form one group opened on the command's process before it executes (the child waits on a pipe), with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc critical FILE: the costliest nesting path through a profile, after llvm-mca's bottleneck view.
 //
 // The nesting comes from pmc/profile_reader.hpp's walker (the file streamed, never loaded whole). The graph has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc diff BASE NEW, or pmc diff A1 A2 A3 -- B1 B2 B3: what changed between two builds or runs of one program, per
 // label, in the counter's own unit, and whether each change is real: with an exact counter a difference of 1 is a
 // change; with a noisy one a change counts only when it is beyond the spread the runs of each side show.

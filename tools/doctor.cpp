@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc doctor: one screen that says what this machine can count, how precisely, what stands in the way, and the
 // exact fix for each. Every line has a verdict: ok, degraded (works, but less precisely or less repeatably than it
 // could), impossible, or advisory (ASLR, the allocator: a property of the measured program, not of this machine or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc emulate: runs a command under QEMU user mode with pmc's TCG plugin, the emulated PMU, so that its
 // instructions:u counters read exact counts on a machine without a hardware PMU; and pmc count --emulate, the
 // whole command's count.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc export --chrome|--folded|--speedscope FILE: a profile in a format that real viewers open.
 //
 // Streams: the profile is read a page at a time through pmc::ProfileReader's nesting walker, which reports each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc: the command-line face of the pmc library.
 //
 //   pmc list                 generic events, pmc's clocks, and every PMU of this machine with its formats/events

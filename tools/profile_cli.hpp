@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the profile tools (summarize, critical, export, diff, aggregate) share on the command line and in their
 // output, so that they take the same numbers, refuse them in the same words and show values alike.
 #pragma once

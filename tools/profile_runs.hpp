@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Several profiles read as runs of one program, for pmc diff and pmc aggregate: the files read (damage reported) and
 // walked with pmc/profile_reader.hpp's nesting walker, one counter chosen in all of them, whether it is exact, each
 // run's intervals with their label paths and self values, per-label sums, and min / median / max across runs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc sample: sample a command's events (pmc::Sampler, inherit: its threads and children too), then print the bias
 // check (the estimate beside the exact count of the same event) and a data summary of where the samples fell.
 //

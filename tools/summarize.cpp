@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc summarize FILE: what a profile written by pmc::Profiler says, per label, in the counter's own unit.
 //
 // Self (exclusive) values come from each thread's nesting, as pmc::ProfileReader's walker rebuilds it (a scope's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # pmc's C API from Python through ctypes: a counter, and a nested profile that `pmc summarize` reads.
 #     python3 profile_ctypes.py /path/to/libpmc_c.so out.pmcprof
 import ctypes, sys

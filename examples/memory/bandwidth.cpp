@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bandwidth.cpp: see bandwidth.hpp.
 //
 // The kernels are written in x86-64 assembly (GNU inline asm) so that what is measured is exactly the loop shown:

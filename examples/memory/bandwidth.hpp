@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bandwidth.hpp: the bandwidth experiment -- read, write, read-modify-write and copy loops over a working set swept
 // from a few KiB to past the last cache, with scalar 8-byte accesses and with the widest vector loads and stores
 // the CPU has, non-temporal stores, and libc's memcpy/memset on the same buffers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-mem-bandwidth: how many bytes per second one core (or several) reads, writes, reads-modifies-writes and
 // copies, against the working-set size, so that each cache level's bandwidth and the memory's show.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // common.cpp: see common.hpp.
 #include "common.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // common.hpp: what the memory experiments share -- sizes and their labels, a small command-line reader, pinning
 // to one CPU, the clock (pmc's wall-time, plus cycles:u where a PMU lets it open), statistics, progress lines,
 // output files, and what the machine reports about itself (CPU, caches per cpuid/sysfs, kernel, hypervisor).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // latency.cpp: see latency.hpp.
 #include "latency.hpp"
 

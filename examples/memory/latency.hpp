@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // latency.hpp: the load-latency experiment (lmbench's lat_mem_rd definition: back-to-back dependent loads).
 //
 // A circular chain of pointers, one per `stride` bytes of a working set, is followed with `p = *p`, 100 loads

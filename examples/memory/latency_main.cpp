@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-mem-latency: how long one load waits for memory, against the working-set size -- lmbench's lat_mem_rd
 // curve -- and the levels of the memory hierarchy found from that curve alone, beside what the CPU reports.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-memory: the memory hierarchy of this machine in about 20 s (15-30 s on a 2-CPU VM; --quick 1.5 s) -- load
 // latency against working-set size with the levels found in the curve (pmc-mem-latency), bandwidth per level
 // (pmc-mem-bandwidth) and page-fault costs (pmc-mem-pagefault) -- written to a report folder: CSV and JSON data,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pagefault.cpp: see pagefault.hpp.
 #include "pagefault.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pagefault.hpp: what a page fault costs -- a file page read from the disk (major fault), a file page already in
 // the page cache (minor fault), a fresh anonymous page (minor fault, zeroed), and a read of fresh anonymous memory
 // (minor fault mapping the shared zero page: the bare cost of a fault) -- one byte touched per page.

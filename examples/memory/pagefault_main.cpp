@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-mem-pagefault: what a page fault costs when the page comes from the disk (major), from the page cache
 // (minor), or is fresh anonymous memory -- one byte touched per page -- with the fault counts that show it.
 //

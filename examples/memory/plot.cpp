@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // plot.cpp: see plot.hpp.
 #include "plot.hpp"
 

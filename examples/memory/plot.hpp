@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // plot.hpp: the figures, drawn by gnuplot from the CSV files. Each figure's script (latency.gp, bandwidth.gp) is
 // written next to its data, so `gnuplot latency.gp` in the report folder redraws it after an edit; without
 // gnuplot the data and scripts are still written and the outcome says how to get the pictures.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // regimes.hpp: finds the levels of a memory hierarchy (L1, L2, ..., memory) from a load-latency curve alone.
 // A pure function over (working-set size, latency) points: no cpuid, no sysfs, no clock. Unit-tested on
 // synthetic curves in tests/memory; docs/memory.md explains it with this machine's curve.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // report.cpp: see report.hpp.
 #include "report.hpp"
 

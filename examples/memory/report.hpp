@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // report.hpp: writing an experiment's results into the report folder (CSV, JSON, figure) and the markdown
 // summary of pmc-memory.
 #pragma once

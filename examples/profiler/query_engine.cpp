@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-example-profiler: a toy compiler shaped like rustc's query system, embedding pmc's profiler.
 //
 //     PMC_PROFILE=query.pmcprof ./pmc-example-profiler            # wall-time

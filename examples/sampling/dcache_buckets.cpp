@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-example-dcache-buckets: HP Caliper's data-cache report, honestly scaled. Sampled load latencies by bucket,
 // with bucket edges from a latency curve measured on this machine (pmc-mem-latency's latency.json) or given by the
 // user, never from a built-in table; and the same samples by variable (pmc::AddressMap: named heap blocks, ELF

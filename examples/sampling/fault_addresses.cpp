@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-example-fault-addresses: page-fault samples attributed to the variables and regions they fell in.
 //
 // A software event every Linux machine has (no PMU needed): each page-fault sample carries the faulting data

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-example-load-count-bias: the load-latency "shadow" (design.md §7). Two loops with a known number of loads per
 // iteration (7 and 8; 10 M iterations) run while load-latency sampling (Intel mem-loads with ldlat, AMD IBS op)
 // samples them at several periods, and the exact retired-loads count is read beside each run. Load-latency sampling

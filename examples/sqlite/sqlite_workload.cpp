@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-example-sqlite: per-statement profiles of a SQLite workload, through SQLite's own trace callbacks.
 //
 //     PMC_PROFILE=base.pmcprof ./pmc-example-sqlite                 # wall-time

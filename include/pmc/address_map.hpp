@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/address_map.hpp: address attribution — which variable, named heap block or process region a data address
 // (a sample's ADDR) belongs to, and a data summary by variable and by region, after HP Caliper's.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/config.hpp: version, namespace and compiler macros shared by every pmc header.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/counter.hpp: pmc::Counter, a RAII counter opened from an event string, and pmc::Interval.
 //
 //     pmc::Counter c{"instructions:u"};          // or "page-faults", "msr/tsc/", "wall-time", "tsc", ...

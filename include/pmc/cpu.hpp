@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/cpu.hpp: which CPU this is, as far as exact counting is concerned.
 //
 // identify() maps the cpuid signature (vendor string and leaf 1 EAX: family, model, stepping, with the extended

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/determinism.hpp: what, besides the counter, makes the same program count differently from run to run, and
 // the one-call fixes. Effect sizes are measureme's, on rustc (design notes §4); see docs/exact-counts.md.
 //

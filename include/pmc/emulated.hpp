@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/emulated.hpp: the emulated PMU, exact instruction counts on machines without a hardware PMU.
 //
 //     pmc emulate -- ./my_program args      # runs it under QEMU user mode with pmc's TCG plugin

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/error.hpp: how pmc reports failure.
 //
 // Every failure is a pmc::Failure: an errno-style std::error_code plus a message written for a person (what

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/event.hpp: perf-style event strings -> perf_event_attr.
 //
 // Accepted syntax (the attr matches what `perf stat -vv -e EVENT` prints; see docs/events.md for the details):

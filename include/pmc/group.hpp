@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/group.hpp: several events read together, and what multiplexing did to them.
 //
 //     pmc::Group g{"instructions:u", "cycles:u", "branch-misses:u"};

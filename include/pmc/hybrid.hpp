@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/hybrid.hpp: hybrid CPUs (Intel P-cores + E-cores), where each core type has its own PMU.
 //
 // On a hybrid machine the kernel exposes cpu_core and cpu_atom instead of cpu, each with its own `type` and the

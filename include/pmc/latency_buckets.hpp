@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/latency_buckets.hpp: a histogram of sampled load latencies whose bucket edges come from a latency curve
 // measured on this machine (the memory experiment's latency.json: its levels L1, L2, ..., memory) or from edges the
 // user gives, never from a built-in table of what a CPU is supposed to take. Each bucket is labelled with the level

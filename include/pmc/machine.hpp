@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/machine.hpp: facts about this machine that decide what pmc can count, for tools and for people.
 #pragma once
 

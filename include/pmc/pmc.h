@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pmc/pmc.h: pmc's C API (C11, also usable from C++), for C programs and for other languages' FFIs.
  *
  *     pmc_profiler* prof = pmc_profiler_from_env(NULL);   // PMC_PROFILE=out.pmcprof turns it on; NULL: off

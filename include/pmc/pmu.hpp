@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/pmu.hpp: the PMUs the kernel exposes in sysfs, with their formats and named events.
 //
 // Each PMU is a directory /sys/bus/event_source/devices/NAME holding `type` (the perf_event_attr.type to open it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/profile_format.hpp: the profiler's file (docs/profile-format.md) and its reader.
 //
 //     auto profile = pmc::read_profile("out.pmcprof");   // pmc::Result<pmc::Profile>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/profile_reader.hpp: a profile read as a stream, and its nesting walked, without loading the file whole.
 //
 //     auto reader = pmc::ProfileReader::open("out.pmcprof");         // pmc::Result<pmc::ProfileReader>

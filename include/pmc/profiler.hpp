@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/profiler.hpp: a query-level profiler that programs embed, with exact counters on every thread.
 //
 //     auto prof = pmc::Profiler::from_env();        // PMC_PROFILE=out.pmcprof turns it on; absent: off

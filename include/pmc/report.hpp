@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/report.hpp: printing what pmc builds and measures — perf_event_attr in `perf stat -vv` layout, counts with
 // their scaling and running fraction (fmt formatters; a table, CSV and JSON for a group's counts), and a small JSON
 // writer for the tools' --json output. The only public header that needs {fmt}.

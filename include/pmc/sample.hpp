@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/sample.hpp: what one sample holds (pmc::Sample) and the decoded data source of a memory access
 // (pmc::DataSource). pmc::Sampler (pmc/sampler.hpp) fills them from the kernel's PERF_RECORD_SAMPLE records.
 #pragma once

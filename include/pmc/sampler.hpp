@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/sampler.hpp: pmc::Sampler, RAII sampling of any event string with a period or a frequency, and the bias
 // check that comes with every result.
 //

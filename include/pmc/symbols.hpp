@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/symbols.hpp: global and static variables from the ELF symbol tables (.symtab and .dynsym) of the executable
 // and every library a process has mapped, placed at their run-time addresses in a pmc::AddressMap.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/threads.hpp: counting a pool of threads.
 //
 // A perf counter counts the thread that opened it. Two ways to count several threads:

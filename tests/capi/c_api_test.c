@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The C API (pmc/pmc.h) from a C11 program, compiled with -std=c11 -Wall -Wextra -Wpedantic -Werror.
  *
  *     pmc-test-c-api PROFILE   checks the errors and counters, then records PROFILE: on two threads, a nested

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Driver for the consumer tests (tests/consumer/CMakeLists.txt): cmake -DSTEP=... -P run.cmake
 #
 #   STEP=install           configure pmc (PMC_SOURCE_DIR) with only its install rules, install into WORK_DIR/prefix,

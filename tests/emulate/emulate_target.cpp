@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc-emulate-target: what the tests of pmc emulate run under it (and natively), using only pmc's public headers.
 //
 //   exact            known loops read back exactly in every interval, on this thread and on two threads at once;

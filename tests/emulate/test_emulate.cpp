@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc emulate, the emulated PMU (QEMU user mode + pmc's TCG plugin), tested from outside on any machine: exact and
 // identical counts run after run, per thread; pmc count --emulate; children and the ASLR re-exec staying emulated;
 // the errors (no PMU natively, perf events under the emulator, AVX-512); the handshake's one system call on a real

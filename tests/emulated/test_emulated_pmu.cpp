@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The emulated PMU: a control page in ordinary memory, written by the test as the kernel would, and the real
 // rdpmc instruction. Without a PMU (or with user rdpmc disabled) rdpmc raises #GP, delivered as SIGSEGV; the
 // handler below recognises the instruction (0f 33), puts the value of the "hardware" counter ECX names into

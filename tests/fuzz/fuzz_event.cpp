@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for the event parser: every input is one event string, parsed against a fake sysfs tree
 // (tests/support/fake_sysfs.hpp, created once per process) so that sysfs formats, named events and their errors
 // are exercised deterministically, and, for short inputs, against the real /sys/bus/event_source/devices too.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for the profile readers: every input is a whole .pmcprof file, read by pmc::parse_profile (in
 // memory) and by pmc::ProfileReader (from a memfd, through /proc/self/fd), whose nesting walk and event stream are
 // then run over it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writes the profile fuzz target's seeds (tests/fuzz/corpus-profile): synthetic profiles in the real format
 // (tests/support/profile_builder.hpp), whole, cut, with a page gone, and one written by the profiler itself.
 // Usage: pmc-fuzz-profile-seeds DIR   (run again when the format changes; the seeds are checked in)

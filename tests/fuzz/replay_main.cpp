@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Runs a libFuzzer target without libFuzzer: feeds every regular file of the given directories (or the given
 // files) to LLVMFuzzerTestOneInput, after LLVMFuzzerInitialize if the target defines one. This is how the fuzz
 // target and its seed corpus run in every build, under any compiler (ctest -R fuzz-corpus-replay).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The hardware suite: needs a core PMU. Where there is none (our VMs), it exits 77 with the reason and ctest
 // reports it as skipped. Where there is one (a real machine, or AArch64 under QEMU: scripts/qemu-pmu) it adapts to
 // what that PMU and the kernel's settings offer: a case whose event the PMU lacks is skipped with the reason. It

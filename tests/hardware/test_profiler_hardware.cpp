@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The profiler with an exact instruction counter (hardware suite: needs a PMU; on our machines the QEMU PMU machine,
 // scripts/qemu-pmu). Every scope's value is a count, so what recording costs is a constant for given machine code:
 // the header's cost_in_scope (what an empty scope records) and cost_to_parent (what a scope adds to its enclosing

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # --help: exit status 0 and the usage on stdout (PASS_REGULAR_EXPRESSION alone would ignore the exit status).
 #   cmake -DPROGRAM=path -DNAME=pmc-mem-latency -P help.cmake
 execute_process(COMMAND "${PROGRAM}" --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # pmc-memory where gnuplot is not installed (PATH holds only an empty folder): it still succeeds, summary.md embeds
 # no figure that was not drawn, and its file list names only files that exist.
 # Arguments: PROGRAM, OUT (a fresh folder is made there).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Runs one memory experiment with --quick into a fresh folder and checks what it wrote:
 #   cmake -DPROGRAM=path -DKIND=latency|bandwidth|pagefault|memory -DOUT=dir -P smoke.cmake
 # Every expected file exists and is not empty; every JSON file parses (CMake's own parser); every CSV row has as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pure parts of the memory experiments: sizes and their labels, the size grid, the command-line reader,
 // statistics, the pointer chains (one cycle through every element), the chase, every bandwidth kernel (each pass
 // touches every word), bandwidth per level, the CSV layout, empty sweeps, the sweeps a latency run reports, when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The regime detector (examples/memory/regimes.hpp) on synthetic latency curves: clean steps, noisy steps with
 // spikes, gradual transitions, a TLB-like bump inside a level, drift, a single level, no level, bad input.
 #include "catch.hpp"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # A bad command line: exit status 2, and a message that names the problem and points to --help.
 #   cmake -DPROGRAM=path "-DARGS=--min;banana" -DEXPECT=regex -P usage_error.cmake
 # With -DSTATUS=1 (an error found before measuring, not a usage error): exit status 1 and the message only.

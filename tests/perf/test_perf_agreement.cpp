@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // perf as the oracle: for every event string in the tables below, the perf_event_attr pmc builds must match the
 // first attr block `perf stat -vv -e EVENT true` prints (perf prints it even where it then fails to open the
 // event). Compared field by field (type, config, config1, config2, every exclude_* bit, precise_ip, bp_type) and

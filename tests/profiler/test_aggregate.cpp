@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc aggregate (tools/aggregate.cpp) on synthetic runs with chosen values: alignment by position and its fallback
 // by label path (with where the runs diverge), per-label and per-interval min / median / max / spread, the noisiest
 // and largest intervals, which counter is exact, mismatched runs and usage errors. Then the end-to-end

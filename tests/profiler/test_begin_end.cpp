@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Profiler::begin/end (intervals begun in one call and ended in another: hooks and callbacks), the nesting they
 // share with scopes, ends out of order reported as nesting errors, and a scope recorded by a thread_local destroyed
 // after the profiler's thread-exit hook.

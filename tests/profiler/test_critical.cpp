@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The synthetic-profile builder (tests/support/profile_builder.hpp) read back by the real reader, and `pmc critical`
 // (tools/critical.cpp): the label graph, its edges' costs, frequencies and probabilities, the costliest path by its
 // documented definition, recursion, threads, JSON, colour, and damaged files.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc diff (tools/diff.cpp) on synthetic profiles with chosen values (tests/support/profile_builder.hpp): a profile
 // against itself, a planted change found in its query and no other, the noise rule with several runs a side, what
 // makes a counter not exact, mismatched profiles, usage errors; and damaged files (every cut length, byte flips)

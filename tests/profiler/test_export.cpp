@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc export (tools/export.cpp): the Chrome trace checked against the trace-event rules, folded stacks whose
 // weights sum to the self totals, speedscope JSON checked against its schema's required fields with balanced
 // open/close events; labels that JSON must escape; --min-value; -o replaced atomically; every cut and flipped byte

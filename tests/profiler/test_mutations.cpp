@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests that fail for the mutations that survived the suite before issue 19 (each names the mutation it kills):
 // summarize's median returning the minimum, diff's exact verdict ignoring call counts or not requiring each side's
 // runs to agree on them, a reader's bounds check weakened, the folded export keeping negative self values.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Profiles that never lie (issue 19): one file per process, no torn pages at exit(), and every damage to a file
 // (cut at any length, a page deleted, duplicated or moved, a length field changed) either read as the same data or
 // named as a loss, never a crash or a hang. Format version 2 (docs/profile-format.md).

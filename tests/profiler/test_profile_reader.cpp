@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The streaming profile reader and nesting walker (pmc/profile_reader.hpp): the same records, problems and
 // messages as read_profile on whole, cut and corrupt files; each scope's path, parent, self and total against the
 // values the synthetic profile was built with; the memory it holds on a large file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The embedded profiler (pmc/profiler.hpp), its file (pmc/profile_format.hpp) and `pmc summarize`: round trips,
 // damaged files, crashes, and exact per-thread counts with the page-faults software event (no PMU needed).
 #include <pmc/profile_format.hpp>

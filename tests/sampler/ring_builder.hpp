@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A fake perf ring for the sampler's pure tests: a control page and a data area in ordinary memory, and a writer
 // that plays the kernel (records at data_head, wrapping at the end of the data area).
 #pragma once

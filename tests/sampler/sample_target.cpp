@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The program `pmc sample`'s tests sample: touches every page of a 4 MiB global array and of a 4 MiB heap block
 // (one page fault each: huge pages off), in a thread when given --thread, then exits with the status given.
 // --remap instead writes to 8 pages of a file mapped at X, unmaps it, then maps anonymous memory over [X, X+16 pages)

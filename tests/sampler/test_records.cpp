@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sampler's pure tests: records built in the kernel's layout in a fake ring (tests/sampler/ring_builder.hpp),
 // drained through pmc::Sampler: every sample_type combination pmc uses, records split across the ring's end,
 // garbage sizes (no crash, nothing read outside the ring: run under AddressSanitizer too), data-source decoding

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc sample on a real command (tests/sampler/sample_target.cpp): the bias check, the data summary by variable and
 // region, the command's exit status, and bad command lines.
 #include "catch.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc::Sampler on the real kernel, with software events (no PMU needed): page-fault samples carry the faulting
 // data address (design.md §3), so a test knows exactly which samples to expect and where.
 #include "catch.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Address attribution (pmc/address_map.hpp, pmc/symbols.hpp): /proc/PID/maps parsing and its errors, named blocks,
 // the stack, a mapped file, and globals and statics from the ELF symbol tables of this (non-stripped) test binary and
 // of a stripped copy of it (PMC_STRIPPED_COPY, made by objcopy --strip-all at build time).

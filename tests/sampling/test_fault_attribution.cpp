@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Address attribution of real samples (needs no PMU): page-fault samples carry the faulting data address
 // (design.md §3). A global array, a named heap block and a mapped file are touched page by page while
 // pmc::Sampler samples page-faults at period 1; every sample must be attributed to the one it fell in, by name.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Latency buckets (pmc/latency_buckets.hpp): edges from the levels of a measured latency curve (two latency.json
 // files pmc-mem-latency wrote on one of our VMs: a sweep that reached memory, and a short one that stopped at L3),
 // edges given by the user, and malformed input (a clear error, never a crash).

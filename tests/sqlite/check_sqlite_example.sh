@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The SQLite example's checks (tests/sqlite/CMakeLists.txt): check_sqlite_example.sh MODE EXAMPLE PMC
 #   record    a run's profile: every statement kind, trigger and step with the count the run reports, summarize's
 #             exit status 0, and the nesting of triggers (folded stacks: a step under its own trigger, five levels)

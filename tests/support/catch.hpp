@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Catch2 v2 (Debian 12's catch2 2.13) or v3, whichever CMake found.
 #pragma once
 #if PMC_CATCH2_V3

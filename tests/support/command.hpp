@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Running a command from a test: its standard output, exit status, and the signal that ended it.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // LD_PRELOAD shim for pmc count's error paths, which the machine cannot produce on demand: fork() always fails
 // (EAGAIN); with PMC_TEST_FAIL=pipe2 in the environment, pipe2() fails (EMFILE) instead. At exit it prints to
 // stderr "fail-calls: N pipe fds left open" for the pipes opened since it was loaded (those inherited are not pmc's).

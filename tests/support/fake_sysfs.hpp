@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A fake /sys/bus/event_source/devices tree in a temporary directory: PMUs this VM lacks (a cpu PMU with
 // multi-range formats and named events, an uncore PMU with scale/unit) so the parser's sysfs paths are tested
 // everywhere. The perf-agreement test bind-mounts the same tree over the real directory so perf reads it too.

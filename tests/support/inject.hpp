@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Swapping pmc's system calls for the length of a test, to simulate failures the machine cannot produce.
 #pragma once
 

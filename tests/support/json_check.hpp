@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A strict JSON validator (RFC 8259 grammar, no extensions) for checking the tools' --json output.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A loop of known length: exactly 2 * n user-mode instructions and n branches (dec+jnz, or subs+b.ne), plus a
 // constant for the call; n >= 1. Not inlined, so the instructions around it are the same for every n.
 #pragma once

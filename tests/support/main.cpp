@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test main shared by every suite. A suite that cannot run on this machine (no PMU, rdpmc does not trap, no
 // perf) defines pmc_test_skip_reason(); the suite then prints why and exits 77, which ctest reports as skipped.
 // So does a run in which a case skipped itself (PMC_SKIP, catch.hpp) and nothing failed. A run in which the

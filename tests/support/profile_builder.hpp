@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A synthetic profile file for tests: chosen labels, nesting, threads and exact counter values, written in the real
 // format (docs/profile-format.md) with the writer's own pieces from pmc/profile_format.hpp (record_head, put_varint,
 // write_page_header, checksum, the header's tags), so that the readers under test read it as they read a real one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A scratch directory for one test case, removed with what it holds when the case ends (PMC_KEEP_TMP=1 keeps it,
 // to look at what a failing case wrote).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A separate program for tests/system/test_determinism.cpp: what only a fresh process can show.
 //   determinism_probe aslr [--keep-aslr]   re-execute without randomization (unless --keep-aslr), then print the
 //                                          addresses of a stack variable, a heap block and a function, the

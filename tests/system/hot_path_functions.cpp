@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The reads whose machine code tests/system/test_hot_path.cpp inspects (and docs/hot-path.md shows): one
 // out-of-line function per counter flavour, compiled with -O2 and without sanitizers (see tests/CMakeLists.txt).
 #include <pmc/counter.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc's clocks: wall-time (ns from the TSC) and tsc (ticks), read without entering the kernel.
 #include "catch.hpp"
 #include "test_support.hpp"

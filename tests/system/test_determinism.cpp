@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Determinism hazards on the real machine: ASLR and its re-exec (for real, in fresh processes), SpecLockMap,
 // allocator settings, and pmc's own allocations not depending on the PID.
 #include "catch.hpp"

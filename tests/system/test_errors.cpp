@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Failures are for people: every way opening can fail says what failed, why, and the fix. Real failures where
 // this machine can produce them (no PMU, paranoid as an unprivileged user, too many files); injected errnos
 // for the rest.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Several events and several threads on the real kernel (software events: they need no PMU).
 #include "catch.hpp"
 #include "fake_sysfs.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The hot path is a few instructions with no system call: checked on the machine code of this very binary
 // (objdump -d), for each read function of hot_path_functions.cpp (compiled with -O2):
 //   - a fast path exists: a path through the function's own code from its entry to a `ret` that executes the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A perf counter counts the thread that opened it: reads from elsewhere are refused, not silently wrong.
 #include "catch.hpp"
 #include "test_support.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The read(2) path's shape: one call frame between the caller of Counter::read() and read(2). Each frame around a
 // system call costs a mispredicted return after it where the kernel clears the return-stack predictor (8-20 ns
 // each on our AMD Zen VMs, SRSO "Safe RET"); three frames made pmc's read(2) path 1.05-1.17x a bare read(2).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Software events through the real kernel (read() path): they count what the test really does.
 #include "catch.hpp"
 #include "test_support.hpp"

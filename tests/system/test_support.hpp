@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers for the system tests: fresh memory to fault on, fd counting, child processes.
 #pragma once
 

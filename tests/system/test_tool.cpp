@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pmc command as a user runs it: exit statuses, --help, and --json that is valid JSON.
 #include "catch.hpp"
 #include "command.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // As most people run pmc: without root, where the kernel's default perf_event_paranoid (2) refuses to count kernel
 // mode. pmc then does what perf does (evsel__fallback): an event whose string chose no mode is opened again with
 // exclude_kernel=1 and exclude_hv=1, in user mode only. Checked with the refusal injected (runs anywhere), for real as

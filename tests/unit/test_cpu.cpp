@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CPU identification from cpuid values: real leaf-1 signatures of shipped CPUs -> microarchitecture and the
 // interrupt event instructions-minus-irqs subtracts. Pure: no CPU of these kinds is needed.
 #include "catch.hpp"

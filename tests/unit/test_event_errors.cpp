@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Malformed event strings: each gets a failure whose message quotes the string and puts a caret under the bad
 // token, with an errno-style code. None may crash or be accepted.
 #include "catch.hpp"

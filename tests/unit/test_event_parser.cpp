@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Event strings -> perf_event_attr, checked against a table of expected encodings (the values perf prints for
 // the same strings; tests/perf checks the agreement against perf itself where perf is installed).
 #include "catch.hpp"

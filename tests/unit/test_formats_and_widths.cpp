@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sysfs format specs and bit packing; sign extension and interval arithmetic at several counter widths.
 #include "catch.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Hybrid CPUs: which core-type PMU a hardware event opens on, from the thread's affinity (pure, fake sysfs).
 #include "catch.hpp"
 #include "fake_sysfs.hpp"

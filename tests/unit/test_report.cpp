@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // perf -vv style printing and the JSON writer.
 #include "catch.hpp"
 

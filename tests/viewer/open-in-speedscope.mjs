@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Opens profiles in speedscope (the npm package) inside headless Chromium, the way speedscope's own CLI does, and
 // checks that the page shows the expected frame names. The engine of pmc's real-viewer test (tests/viewer/viewer-test).
 import fs from 'node:fs';

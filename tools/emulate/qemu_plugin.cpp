@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libpmc-qemu-plugin.so: pmc's emulated PMU, a TCG plugin for QEMU user mode (qemu-x86_64, qemu-aarch64).
 //
 //     qemu-x86_64 -plugin libpmc-qemu-plugin.so PROGRAM ARGS       (what `pmc emulate -- PROGRAM ARGS` runs)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The part of QEMU's TCG plugin API (API version 1, QEMU 7.2) that pmc's plugin uses, declared from QEMU's
 // documentation ("TCG Plugins", docs/devel/tcg-plugins.rst): Debian ships no qemu-plugin.h. The functions are
 // exported by the qemu-* binary that loads the plugin; the plugin leaves them undefined at link time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libpmc-emulate-preload.so: keeps the programs that an emulated program executes under the emulator.
 //
 // QEMU's user mode runs a program's execve() of a same-architecture program natively, so the children of a program

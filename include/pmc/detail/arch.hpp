@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/arch.hpp: the few instructions pmc's hot path is made of (rdpmc, rdtsc, fences, cpuid) and the
 // per-thread owner token that lets a counter notice it is read from the wrong thread or after fork().
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/clock.hpp: converting TSC ticks to nanoseconds for the "wall-time" counter.
 //
 // Preferred source: the kernel's own conversion, published in a perf event's mmap page (time_mult, time_shift,

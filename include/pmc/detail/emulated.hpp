@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/emulated.hpp: the protocol between pmc and its QEMU TCG plugin, the emulated PMU that
 // `pmc emulate` runs a program under (tools/emulate/, docs/emulated-pmu.md).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/explain.hpp: turning a failed perf_event_open/mmap into a message that says what failed, why, and
 // how to fix it. Only called on failure.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/json.hpp: a small strict JSON reader (RFC 8259) for the files pmc's own programs write (the memory
 // experiment's latency.json). Not on any hot path. Errors say where (line, column) and what was expected; nesting is
 // bounded so that a hostile file cannot exhaust the stack.

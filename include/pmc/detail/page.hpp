@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/page.hpp: consistent snapshots of a perf event's mmap control page (perf_event_mmap_page).
 //
 // The kernel rewrites the page (index, offset, times) when it schedules the event in, bracketing the update with

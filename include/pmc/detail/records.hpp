@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/records.hpp: the layouts of the ring-buffer records pmc reads (linux/perf_event.h, enum
 // perf_event_type): PERF_RECORD_SAMPLE for the fields pmc supports, LOST, THROTTLE/UNTHROTTLE and MMAP/MMAP2.
 // Every parser checks each field against the record's size and refuses a record that would read past it.

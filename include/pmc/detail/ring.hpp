@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/ring.hpp: reading records out of a perf event's ring buffer (the data pages after the control page).
 //
 // The kernel writes records at data_head and never past data_tail, which user space advances. data_head is read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/sys.hpp: the system calls pmc makes, behind one table of function pointers so tests can inject
 // failures (EACCES, EMFILE, ...) without changing the machine; and RAII owners for the fd and the mapping.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pmc/detail/text.hpp: small string helpers for parsing event strings and sysfs files (not on the hot path).
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A C program as a user of pmc's C API writes it: a counter, and a short profile (argv[1]) with a nested interval.
  * Built by tests/consumer against an install, through find_package(pmc COMPONENTS c) and through pkg-config.
  * Exit 0 when every check holds, 1 otherwise (each failed check printed). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A program as a user of pmc writes it: parse an event string, open two counters, measure an interval.
 // Built by tests/consumer against an installed pmc (find_package), a pmc source tree (add_subdirectory,
 // FetchContent) and with a bare compiler command line (-I<include dir>). Exit 0 when every check holds;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Compiled, never run: every public header, and pmc's templates instantiated the ways a user's code instantiates
 // them, under the strict warning set a consumer may build with (-Werror). Driven by tests/consumer/run.cmake
 // (STEP=strict), once with g++ and once with clang++. Warnings inside a template show only where it is
