@@ -224,18 +224,23 @@ TEST_CASE("profiler: %p in the path, and two processes given one path never shar
     // Two processes started at once, 300 and 700 calls, from_env with one PMC_PROFILE.
     ::setenv("PMC_PROFILE", path.c_str(), 1);
     ::setenv("PMC_PROFILE_COUNTERS", "page-faults", 1);
-    int go[2];
+    // Both hold their profilers open at once: each says so on `opened` and records only after `go`, which the
+    // parent sends when both have opened. (Started together but not held, one child could finish before the other
+    // opened the path, on a loaded machine: then the path is free again and no second file is made.)
+    int go[2], opened[2];
     REQUIRE(::pipe(go) == 0);
+    REQUIRE(::pipe(opened) == 0);
     pid_t kids[2];
     const int calls[2] = {300, 700};
     for (int k = 0; k < 2; ++k) {
         kids[k] = ::fork();
         REQUIRE(kids[k] >= 0);
         if (kids[k] == 0) {
-            char c;
-            (void)!::read(go[0], &c, 1); // both start together
             {
                 auto prof = pmc::Profiler::from_env();
+                (void)!::write(opened[1], "o", 1);
+                char c;
+                (void)!::read(go[0], &c, 1);
                 const auto f = prof.label("call");
                 for (int i = 0; i < calls[k]; ++i) auto s = prof.scope(f);
             }
@@ -244,7 +249,12 @@ TEST_CASE("profiler: %p in the path, and two processes given one path never shar
     }
     ::unsetenv("PMC_PROFILE");
     ::unsetenv("PMC_PROFILE_COUNTERS");
+    char both[2];
+    REQUIRE(::read(opened[0], both, 1) == 1);
+    REQUIRE(::read(opened[0], both + 1, 1) == 1);
     (void)!::write(go[1], "xx", 2);
+    ::close(opened[0]);
+    ::close(opened[1]);
     for (pid_t kid : kids) {
         int st = 0;
         REQUIRE(::waitpid(kid, &st, 0) == kid);
@@ -385,7 +395,7 @@ namespace {
 }
 } // namespace
 
-TEST_CASE("profiler: exit() while three threads record, 200 runs: every profile reads with no problem") {
+TEST_CASE("profiler: exit() while three threads record, 200 runs: every profile reads with no problem", "[once]") {
     TempDir dir;
     int bad = 0;
     std::string first_problem;
