@@ -9,7 +9,8 @@
 #   STEP=fetchcontent      build and run tests/consumer/project with FetchContent (SOURCE_DIR, no network)
 #   STEP=find_package_c    build and run tests/consumer/c_project (C11, find_package(pmc COMPONENTS c)) against
 #                          WORK_DIR/prefix, with pmc::c and with pmc::c_static, with Boost hidden
-#                          (CMAKE_DISABLE_FIND_PACKAGE_Boost): the C API needs no Boost
+#                          (CMAKE_DISABLE_FIND_PACKAGE_Boost): the C API needs no Boost; then with Boost, where
+#                          pmc::pmc must be defined too
 #   STEP=pkg_config        compile c_project/main.c with `cc $(pkg-config --cflags --libs pmc-c)` against
 #                          WORK_DIR/prefix and run it the two ways docs/install.md gives: linked with
 #                          -Wl,-rpath,$(pkg-config --variable=libdir pmc-c), and with LD_LIBRARY_PATH
@@ -200,16 +201,21 @@ elseif(STEP STREQUAL "find_package_c")
   if(NOT EXISTS "${prefix}/share/cmake/pmc/pmcCTargets.cmake")
     message(FATAL_ERROR "FAILED (find_package_c): no pmc::c in ${prefix}; consumer-install must run first")
   endif()
-  foreach(kind shared static)
+  # Without Boost (as on a machine without it: the C API does not need it), and once with it.
+  foreach(kind shared static shared-with-boost)
     set(dir "${WORK_DIR}/c-${kind}")
     file(REMOVE_RECURSE "${dir}")
     set(static OFF)
     if(kind STREQUAL "static")
       set(static ON)
     endif()
+    set(hide_boost ON)
+    if(kind MATCHES "with-boost")
+      set(hide_boost OFF)
+    endif()
     run("configure the C consumer project (pmc::c, ${kind})" "${CMAKE_COMMAND}" -S "${CONSUMER_DIR}/c_project"
         -B "${dir}" ${generator_args} "-DCMAKE_PREFIX_PATH=${prefix}" "-DPMC_CONSUMER_STATIC=${static}"
-        -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON) # as on a machine without Boost: the C API does not need it
+        "-DCMAKE_DISABLE_FIND_PACKAGE_Boost=${hide_boost}")
     run("build the C consumer project (${kind})" "${CMAKE_COMMAND}" --build "${dir}")
     run("run the C consumer (${kind})" "${dir}/consumer" "${dir}/profile.pmcprof")
     if(NOT last_output MATCHES "consumer: all checks passed")
