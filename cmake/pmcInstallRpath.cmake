@@ -6,7 +6,8 @@
 # (/usr/lib/x86_64-linux-gnu for --prefix /usr, as a distribution package has it) gets none, as Debian wants.
 # The decision is taken from CMAKE_INSTALL_PREFIX at configure time; an rpath given by the user
 # (-DCMAKE_INSTALL_RPATH=..., or -DCMAKE_SKIP_INSTALL_RPATH=ON) wins.
-#   CMAKE_INSTALL_RPATH            programs in BINDIR: $ORIGIN/../lib (or ../lib/<multiarch>)
+#   CMAKE_INSTALL_RPATH            programs in BINDIR: $ORIGIN/../lib (or ../lib/<multiarch>); also
+#                                  PMC_INSTALL_RPATH_IN_BINDIR
 #   PMC_INSTALL_RPATH_IN_LIBDIR    libraries in LIBDIR (libpmc_c.so): $ORIGIN
 #   PMC_INSTALL_RPATH_IN_PLUGINDIR modules in LIBDIR/pmc (pmc emulate's plugin and preload library): $ORIGIN/..
 # CMAKE_INSTALL_RPATH_USE_LINK_PATH keeps the directories outside the system paths of the libraries a binary
@@ -20,9 +21,14 @@ if(NOT DEFINED CMAKE_INSTALL_RPATH)
     set(CMAKE_INSTALL_RPATH "$ORIGIN/${pmc_bindir_to_libdir}")
     set(PMC_INSTALL_RPATH_IN_LIBDIR "$ORIGIN")
     set(PMC_INSTALL_RPATH_IN_PLUGINDIR "$ORIGIN/..")
+    # Built with it already: otherwise CMake pads the build tree's RUNPATH for the install's with empty entries,
+    # which the loader reads as the current directory. Nothing built beside these links libpmc_c from the build
+    # tree except the tests, which tests/CMakeLists.txt sets back to the build tree's rpath.
+    set(CMAKE_BUILD_WITH_INSTALL_RPATH ON)
   endif()
 else()
   set(PMC_INSTALL_RPATH_IN_LIBDIR "${CMAKE_INSTALL_RPATH}")
   set(PMC_INSTALL_RPATH_IN_PLUGINDIR "${CMAKE_INSTALL_RPATH}")
 endif()
 set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
+set(PMC_INSTALL_RPATH_IN_BINDIR "${CMAKE_INSTALL_RPATH}") # for tests/consumer, whose directory resets the default
