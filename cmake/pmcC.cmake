@@ -23,13 +23,16 @@ foreach(kind SHARED STATIC)
                                              VISIBILITY_INLINES_HIDDEN ON POSITION_INDEPENDENT_CODE ON)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
                                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-  target_link_libraries(${target} PRIVATE pmc)
+  # pmc's headers (and Boost's) are needed to compile the library, not to use it: BUILD_INTERFACE keeps pmc::pmc
+  # out of the exported pmc::c_static, so that find_package(pmc COMPONENTS c) needs no Boost.
+  target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:pmc>)
   if(PMC_WARNINGS)
     target_compile_options(${target} PRIVATE ${PMC_WARNINGS})
   endif()
 endforeach()
 set_target_properties(pmc_c PROPERTIES VERSION ${PROJECT_VERSION}
                                        SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
+                                       INSTALL_RPATH "${PMC_INSTALL_RPATH_IN_LIBDIR}"
                                        LINK_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cmake/pmc_c.map)
 target_link_options(pmc_c PRIVATE "LINKER:--version-script=${CMAKE_CURRENT_SOURCE_DIR}/cmake/pmc_c.map")
 # A static library's users link what it uses, the C++ runtime included: a project with only C enabled links with the

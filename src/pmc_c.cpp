@@ -146,7 +146,7 @@ const char* pmc_version(void) noexcept { return PMC_VERSION_STRING; }
 pmc_counter* pmc_counter_open(const char* event) noexcept {
     if (!event) {
         set_error(EINVAL, "pmc_counter_open: the event string is NULL; pass an event such as \"page-faults\" or "
-                          "\"instructions:u\" (docs/events.md)");
+                          "\"instructions:u\" (docs/events.md, installed as share/doc/pmc/events.md)");
         return nullptr;
     }
     try {

@@ -414,7 +414,8 @@ int cmd_doctor(const Options& o) {
                                                " (user mode only, as perf does: kernel mode is refused to this user)");
     fmt::print("\n  best precision here: {}\n", summary);
     if (status <= 2 && (hazards || advice))
-        fmt::print("  for repeatable counts, also {}{}{} (docs/exact-counts.md)\n",
+        fmt::print("  for repeatable counts, also {}{}{} (docs/exact-counts.md, installed as "
+                   "share/doc/pmc/exact-counts.md)\n",
                    hazards ? fmt::format("fix the {} degraded line{} above", hazards, hazards == 1 ? "" : "s") : "",
                    hazards && advice ? " and " : "", advice ? "follow the advisory lines in the measured program" : "");
     return status;

@@ -58,7 +58,8 @@ every run, and pmc turns address randomization off for QEMU and for any native c
 that first calls a library function pays for resolving it, a different thread in each run). The
 dynamically linked programs COMMAND executes run emulated too (their libraries' constructors run
 once natively first); statically linked ones, and those started without pmc's LD_PRELOAD (env -i),
-run natively. Emulation costs about 2.6-11x the native CPU time (docs/emulated-pmu.md: the figures).
+run natively. Emulation costs about 2.6-11x the native CPU time (the figures: docs/emulated-pmu.md,
+installed as share/doc/pmc/emulated-pmu.md).
 
 Options:
   --qemu PATH   The QEMU user-mode binary (default: qemu-x86_64 or qemu-aarch64, this machine's

@@ -151,7 +151,7 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
                          l->options.sweeps,
                          l->pin_note, "Pages: " + l->pages_note, l->cycles_note);
         s += "The levels below were found from the " + std::string(chain_name(l->regimes_chain)) +
-             "-chain curve alone, without cpuid or sysfs (docs/memory.md: "
+             "-chain curve alone, without cpuid or sysfs (docs/memory.md, installed as share/doc/pmc/memory.md: "
              "plateaus of points within ±10 % of each other, levels at least 1.5× apart, each boundary where the "
              "curve is halfway up its step on the log-latency axis); the last column is what the CPU reports, "
              "for comparison only.\n\n";
@@ -198,7 +198,7 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
             s += value_probe_markdown(b->values) + "\n" + value_probe_findings(b->values) +
                  " Where only the stores that write whole lines without reading them first are faster with zeros, "
                  "the difference arises below the core, on the way to memory, where no core PMU event sees it "
-                 "(docs/memory.md, section 3).\n\n";
+                 "(section 3 of docs/memory.md, installed as share/doc/pmc/memory.md).\n\n";
         }
         if (in.all_cpus && !in.all_cpus->gbps.empty()) {
             s += fmt::format("With {} threads on {} CPUs at W = {} (memory): ", in.all_cpus->threads,
@@ -233,7 +233,8 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
     }
 
     for (const auto& n : in.notes) s += "- " + n + "\n";
-    s += "\n## Files\n\n" + files_markdown(in.files) + "\nHow each experiment works: docs/memory.md in pmc's source.\n";
+    s += "\n## Files\n\n" + files_markdown(in.files) +
+         "\nHow each experiment works: docs/memory.md, installed as share/doc/pmc/memory.md.\n";
     return s;
 }
 

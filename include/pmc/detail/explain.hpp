@@ -122,7 +122,7 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
                    "context-switches) and pmc's wall-time and tsc counters still work, and msr/tsc/ where "
                    "kernel.perf_event_paranoid is at most 1 or with CAP_PERFMON (it counts kernel mode too). For "
                    "exact instruction counts without a PMU, run the program under `pmc emulate` (QEMU user mode with "
-                   "pmc's plugin: docs/emulated-pmu.md).";
+                   "pmc's plugin: docs/emulated-pmu.md, installed as share/doc/pmc/emulated-pmu.md).";
         } else if (err == ENOENT) {
             msg += "The kernel has no such event: " + describe_attr_fields(attr) +
                    ".\nFix: check the event name or code against `pmc list` and your CPU's event tables.";
