@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: MIT
+// pmc/detail/profiler_shared.hpp: what every thread of one pmc::Profiler shares: the file, appended to one whole
+// page per write(2) (O_APPEND), with blocks reserved ahead of its end and given back at the end; the labels and the
+// threads' registration (under one mutex, which the recording path never takes); the end record; and the flush of
+// every thread's committed events at exit() or a fatal signal (async-signal-safe). At the end, ProfilerThread::flush
+// (detail/profiler_thread.hpp): a thread writing out its own page.
+#pragma once
+
+#include <pmc/config.hpp>
+#include <pmc/detail/profiler_thread.hpp>
+#include <pmc/profile_format.hpp>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+PMC_BEGIN_NAMESPACE
+namespace detail {
+
+/// What every thread of one profiler shares.
+struct ProfilerShared {
+    int fd = -1;
+    pid_t pid = 0; ///< the process that opened the file: a fork() child writes nothing into it
+    std::string path;
+    std::size_t ncounters = 1;
+    std::vector<std::string> counters; ///< the event strings actually recorded
+    std::uint32_t page_bytes = 0;
+    std::uint64_t generation = 0;
+    std::mutex mutex; ///< labels, thread registration, closing
+    std::unordered_map<std::string, std::uint32_t> labels;
+    std::uint32_t next_label = 1;
+    std::uint32_t next_thread = 0;
+    std::vector<std::unique_ptr<ProfilerThread>> threads;
+    std::atomic<ProfilerThread*> head{nullptr}; ///< the same threads, for the signal handler (no lock there)
+    std::atomic<bool> closed{false};
+    bool header_written = false; ///< thread pages wait for the header (under `mutex`)
+    std::atomic<std::uint32_t> strings_pages{0}; ///< strings pages written (the next one's number; under `mutex`)
+    std::atomic<std::uint32_t> strings{0};       ///< strings defined
+    std::atomic<std::uint32_t> end_pages{0};     ///< end records written (a later one supersedes)
+    /// Room for the end record (header, fixed part, 12 bytes per thread), grown as threads register (under
+    /// `mutex`, before the thread is linked in): the signal handler writes it without allocating.
+    std::unique_ptr<unsigned char[]> end_buf;
+    std::size_t end_buf_threads = 0;
+    std::vector<std::unique_ptr<unsigned char[]>> retired;
+    std::atomic<std::uint64_t> write_errors{0};
+    std::atomic<int> last_errno{0};
+
+    // Preallocation: blocks reserved ahead of the end of the file in chunks, claimed by whichever writer gets there
+    // first (a compare-exchange, no lock). Writers count themselves in `writers` so that the release at the end
+    // (truncating to the file's size) never runs while a page is being appended: it would cut it.
+    static constexpr std::uint64_t prealloc_off = UINT64_MAX;
+    std::uint64_t prealloc_chunk = 0;             ///< 0: off (not a regular file, tmpfs, or not asked for)
+    std::atomic<std::uint64_t> appended{0};       ///< bytes handed to writes so far
+    std::atomic<std::uint64_t> allocated{0};      ///< reserved up to here; prealloc_off once it failed or ended
+    std::atomic<bool> preallocated{false};        ///< some blocks were reserved: release them at the end
+    std::atomic<std::uint32_t> writers{0};
+    std::atomic<bool> releasing{false};
+    /// exit() or a fatal signal is writing the end: no other append (see WriteGuard); `ended` once it has.
+    std::atomic<bool> frozen{false}, ended{false};
+    std::atomic<bool> ending{false}; ///< claimed by the first exit()/signal flush
+
+    /// Decides whether to preallocate: on a regular file outside tmpfs (where fallocate takes memory and saves
+    /// nothing: measured slower).
+    void setup_preallocation(std::size_t chunk) noexcept {
+        struct stat st {};
+        struct statfs fs {};
+        if (chunk == 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::fstatfs(fd, &fs) != 0 ||
+            fs.f_type == 0x01021994 /* TMPFS_MAGIC */)
+            return;
+        prealloc_chunk = chunk;
+    }
+
+    /// Counts a writer in for the duration of one append of `bytes`, reserving blocks ahead first if needed; or
+    /// refuses (allowed false) once the profile is ending (exit(), a fatal signal: `frozen`), so that nothing is
+    /// appended after the end record nor cut by the process's end. seq_cst on both sides: either the ending sees
+    /// this writer (and waits for it) or this writer sees the ending.
+    struct WriteGuard {
+        ProfilerShared* s = nullptr;
+        bool allowed = false;
+        WriteGuard(ProfilerShared& shared, std::size_t bytes) noexcept {
+            for (;;) {
+                shared.writers.fetch_add(1, std::memory_order_seq_cst);
+                if (shared.frozen.load(std::memory_order_seq_cst)) {
+                    shared.writers.fetch_sub(1, std::memory_order_seq_cst);
+                    return;
+                }
+                if (!shared.releasing.load(std::memory_order_seq_cst)) break;
+                shared.writers.fetch_sub(1, std::memory_order_seq_cst);
+                while (shared.releasing.load(std::memory_order_acquire)) ::sched_yield(); // at the end only
+            }
+            s = &shared;
+            allowed = true;
+            if (shared.prealloc_chunk != 0) shared.preallocate(bytes);
+        }
+        ~WriteGuard() {
+            if (s) s->writers.fetch_sub(1, std::memory_order_release);
+        }
+        WriteGuard(const WriteGuard&) = delete;
+        WriteGuard& operator=(const WriteGuard&) = delete;
+    };
+
+    /// Keeps at least half a chunk reserved beyond the end after this append. Any failure (EOPNOTSUPP: the file
+    /// system cannot; ENOSPC) turns it off: the writes then allocate as they go, and report their own errors.
+    void preallocate(std::uint64_t bytes) noexcept {
+        const std::uint64_t end = appended.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+        std::uint64_t have = allocated.load(std::memory_order_relaxed);
+        while (have != prealloc_off && end + prealloc_chunk / 2 > have) {
+            if (!allocated.compare_exchange_weak(have, have + prealloc_chunk, std::memory_order_relaxed)) continue;
+            if (::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(have), static_cast<off_t>(prealloc_chunk)) != 0) {
+                allocated.store(prealloc_off, std::memory_order_relaxed);
+                return;
+            }
+            preallocated.store(true, std::memory_order_relaxed);
+            have += prealloc_chunk;
+        }
+    }
+
+    /// Gives back the blocks reserved past the end of the file (truncating it to its own size) and stops
+    /// preallocating. Waits, bounded (20 ms), for appends under way; gives up after that rather than cut one.
+    /// Async-signal-safe.
+    void release_preallocation() noexcept {
+        if (prealloc_chunk == 0 || ::getpid() != pid) return;
+        bool expected = false;
+        if (!releasing.compare_exchange_strong(expected, true, std::memory_order_seq_cst)) return; // under way
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (writers.load(std::memory_order_seq_cst) != 0) {
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 20000000L) {
+                releasing.store(false, std::memory_order_release); // (an append interrupted by this signal)
+                return;
+            }
+            ::sched_yield();
+        }
+        allocated.store(prealloc_off, std::memory_order_relaxed);
+        struct stat st {};
+        if (preallocated.exchange(false, std::memory_order_relaxed) && ::fstat(fd, &st) == 0)
+            (void)!::ftruncate(fd, st.st_size);
+        releasing.store(false, std::memory_order_release);
+    }
+
+    /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole).
+    bool write_all(const unsigned char* p, std::size_t n) noexcept {
+        if (::getpid() != pid) return false; // a fork() child: its copies of the parent's pages would clash with them
+        WriteGuard guard(*this, n);
+        if (!guard.allowed) return false;
+        write_raw(p, n);
+        return true;
+    }
+    /// The same without preallocation or counting in (exit(), a fatal signal, a short writev's rest).
+    /// Async-signal-safe.
+    void write_raw(const unsigned char* p, std::size_t n) noexcept {
+        if (::getpid() != pid) return;
+        while (n > 0) {
+            const ssize_t got = ::write(fd, p, n);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) {
+                last_errno.store(got < 0 ? errno : EIO, std::memory_order_relaxed);
+                write_errors.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
+            p += got;
+            n -= static_cast<std::size_t>(got);
+        }
+    }
+
+    /// Writes a page of `kind` holding `payload`, through a buffer of its own (not the signal path).
+    void write_page(profile_format::PageKind kind, std::uint32_t thread, std::uint32_t seq, const std::string& payload,
+                    std::uint32_t records) {
+        std::string out(profile_format::page_header_bytes, '\0');
+        out += payload;
+        auto* bytes = reinterpret_cast<unsigned char*>(&out[0]);
+        profile_format::write_page_header(bytes, kind, thread, seq, bytes + profile_format::page_header_bytes,
+                                          static_cast<std::uint32_t>(payload.size()), records);
+        write_all(bytes, out.size());
+    }
+
+    /// Writes the buffers as one writev(2) (O_APPEND: the pages stay whole and together).
+    /// False when nothing was written because the profile is ending (or in a fork() child).
+    bool write_parts(iovec* parts, int n) noexcept {
+        if (::getpid() != pid) return false;
+        std::size_t want = 0;
+        for (int i = 0; i < n; ++i) want += parts[i].iov_len;
+        WriteGuard guard(*this, want);
+        if (!guard.allowed) return false;
+        ssize_t got;
+        do got = ::writev(fd, parts, n);
+        while (got < 0 && errno == EINTR);
+        if (got == static_cast<ssize_t>(want)) return true;
+        if (got < 0) {
+            last_errno.store(errno, std::memory_order_relaxed);
+            write_errors.fetch_add(1, std::memory_order_relaxed);
+            return true;
+        }
+        auto done = static_cast<std::size_t>(got); // a short write (a full disk, a signal): the rest one by one
+        for (int i = 0; i < n; ++i) {
+            const std::size_t skip = std::min(done, parts[i].iov_len);
+            done -= skip;
+            write_raw(static_cast<const unsigned char*>(parts[i].iov_base) + skip, parts[i].iov_len - skip);
+        }
+        return true;
+    }
+
+    /// Writes the calling thread's thread page (its name, error, its counters' times read now, its open intervals).
+    void write_thread_page(ProfilerThread& t, bool last_page = false) {
+        ProfilerThread::InfoBusy busy(t);
+        t.read_times();
+        if (write_all(t.info_buf.get(), t.finish_info_page(last_page, t.sequence)))
+            t.thread_pages.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    /// Makes room in end_buf for `threads` threads (under `mutex`).
+    void reserve_end_record(std::size_t count) {
+        if (count <= end_buf_threads) return;
+        const std::size_t want = std::max<std::size_t>(2 * end_buf_threads, std::max<std::size_t>(count, 8));
+        std::unique_ptr<unsigned char[]> bigger(new unsigned char[profile_format::page_header_bytes + 20 + 12 * want]);
+        end_buf.swap(bigger);
+        retired.push_back(std::move(bigger)); // a signal handler may be reading it: kept until the profiler ends
+        end_buf_threads = want;
+    }
+
+    /// Writes the end record: how the profile ended, and per thread the events and thread pages written (`pages`
+    /// gives them for a thread). Async-signal-safe (end_buf was sized as threads registered).
+    template <class Pages>
+    void write_end_record(profile_format::EndHow how, std::uint32_t signal, Pages&& pages) noexcept {
+        unsigned char* b = end_buf.get();
+        if (!b) return;
+        unsigned char* q = b + profile_format::page_header_bytes;
+        auto put32 = [&](std::uint32_t v) {
+            std::memcpy(q, &v, 4);
+            q += 4;
+        };
+        put32(static_cast<std::uint32_t>(how));
+        put32(signal);
+        put32(strings_pages.load(std::memory_order_relaxed));
+        put32(strings.load(std::memory_order_relaxed));
+        unsigned char* count_at = q;
+        put32(0);
+        std::uint32_t n = 0;
+        for (ProfilerThread* t = head.load(std::memory_order_acquire); t && n < end_buf_threads;
+             t = t->next.load(std::memory_order_acquire), ++n) {
+            const auto [events, infos] = pages(*t);
+            put32(t->index);
+            put32(events);
+            put32(infos);
+        }
+        std::memcpy(count_at, &n, 4);
+        const auto payload = static_cast<std::uint32_t>(static_cast<std::size_t>(q - b) - profile_format::page_header_bytes);
+        profile_format::write_page_header(b, profile_format::PageKind::end, 0,
+                                          end_pages.fetch_add(1, std::memory_order_relaxed),
+                                          b + profile_format::page_header_bytes, payload, n);
+        write_raw(b, profile_format::page_header_bytes + payload);
+    }
+
+    /// exit() or a fatal signal (`signal`, 0 for exit()): writes every thread's committed events, then the calling
+    /// thread's thread page with its counters' times and open intervals as of now, then the end record, and gives
+    /// back the preallocated blocks. Other threads' times and open intervals stay as of their last thread page
+    /// (their thread pages are theirs to write). A page its thread is writing out is not copied (that thread
+    /// writes it whole). Async-signal-safe.
+    void flush_all_committed(int signal) noexcept {
+        if (closed.load(std::memory_order_acquire) || ::getpid() != pid) return;
+        bool first = false;
+        if (!ending.compare_exchange_strong(first, true)) return; // a second exit() or a signal during it
+        const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
+        // No other append from now on; the ones under way finish first (bounded: a writer interrupted by this
+        // very signal never will).
+        frozen.store(true, std::memory_order_seq_cst);
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (writers.load(std::memory_order_seq_cst) != 0) {
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 100000000L) break;
+            ::sched_yield();
+        }
+        for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire)) {
+            if (t->discard.load(std::memory_order_relaxed)) {
+                t->exit_pages.store(t->sequence_seen.load(std::memory_order_relaxed), std::memory_order_relaxed);
+                continue;
+            }
+            const bool own = t->tid == me;
+            const std::uint32_t pages = flush_committed(*t, own);
+            t->exit_pages.store(pages, std::memory_order_relaxed);
+            // Not when its thread already ended its recording (broken: a thread_local destructor at exit() wrote it)
+            // or was using the thread page when the signal came.
+            if (own && !t->broken && t->info_buf && !t->info_busy.load(std::memory_order_relaxed)) {
+                t->read_times();
+                write_raw(t->info_buf.get(), t->finish_info_page(false, pages));
+                t->thread_pages.fetch_add(1, std::memory_order_relaxed);
+            }
+        }
+        write_end_record(signal ? profile_format::EndHow::signal : profile_format::EndHow::exit,
+                         static_cast<std::uint32_t>(signal), [](ProfilerThread& t) {
+                             return std::pair<std::uint32_t, std::uint32_t>{
+                                 t.exit_pages.load(std::memory_order_relaxed),
+                                 t.thread_pages.load(std::memory_order_relaxed)};
+                         });
+        ended.store(true, std::memory_order_release);
+        release_preallocation();
+    }
+
+    /// Writes a thread's committed events as its current page, without resetting it: if the thread goes on to
+    /// write the page itself, readers keep the longer copy (same page number). Claims the page first (page_state
+    /// 2), waiting a bounded time while its thread is writing it out; never waits on the calling thread itself
+    /// (a signal that came while it was writing). Returns the thread's events pages written, this one included.
+    std::uint32_t flush_committed(ProfilerThread& t, bool own) noexcept {
+        std::uint32_t expected = 0;
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (!t.page_state.compare_exchange_strong(expected, 2, std::memory_order_acquire)) {
+            expected = 0;
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            if (own || (now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 100000000L) {
+                write_errors.fetch_add(1, std::memory_order_relaxed); // its page is its thread's to write
+                return t.sequence_seen.load(std::memory_order_relaxed);
+            }
+            ::sched_yield();
+        }
+        const std::uint64_t c = t.committed.load(std::memory_order_acquire);
+        const auto used = static_cast<std::uint32_t>(c);
+        const std::uint32_t seq = t.sequence;
+        if (used > 0) {
+            // The header goes into a copy: the page's own header space is its thread's.
+            unsigned char header[profile_format::page_header_bytes];
+            const unsigned char* payload = t.page + profile_format::page_header_bytes;
+            profile_format::write_page_header(header, profile_format::PageKind::events, t.index, seq, payload, used,
+                                              static_cast<std::uint32_t>(c >> 32));
+            iovec parts[2] = {{header, sizeof header}, {const_cast<unsigned char*>(payload), used}};
+            const std::size_t want = sizeof header + used;
+            ssize_t got;
+            do got = ::writev(fd, parts, 2);
+            while (got < 0 && errno == EINTR);
+            if (got != static_cast<ssize_t>(want)) write_errors.fetch_add(1, std::memory_order_relaxed);
+        }
+        t.page_state.store(0, std::memory_order_release);
+        return seq + (used > 0 ? 1 : 0);
+    }
+};
+
+// ---- a thread writes out its page ------------------------------------------------------------------------------
+
+inline void ProfilerThread::flush(bool on_own_thread, bool ended) noexcept {
+    if (discard.load(std::memory_order_relaxed)) {
+        committed.store(0, std::memory_order_release);
+        for (auto& v : last) v = 0;
+        return;
+    }
+    // The page is this thread's to write out and start afresh, unless exit() or a signal handler is copying it
+    // right now (one writev): wait for that.
+    for (std::uint32_t expected = 0; !page_state.compare_exchange_weak(expected, 1, std::memory_order_acquire);
+         expected = 0)
+        ::sched_yield();
+    const std::uint64_t c = committed.load(std::memory_order_relaxed);
+    const auto used = static_cast<std::uint32_t>(c);
+    iovec parts[2];
+    int n = 0;
+    if (used > 0) {
+        profile_format::write_page_header(page, profile_format::PageKind::events, index, sequence,
+                                          page + profile_format::page_header_bytes, used,
+                                          static_cast<std::uint32_t>(c >> 32));
+        parts[n++] = {page, profile_format::page_header_bytes + used};
+    }
+    // The counters' times and the open intervals go with every page (only their thread can read them).
+    std::optional<InfoBusy> busy;
+    if (on_own_thread && info_buf) {
+        busy.emplace(*this);
+        read_times();
+        parts[n++] = {info_buf.get(), finish_info_page(ended, sequence + (used > 0 ? 1 : 0))};
+    }
+    if (n > 0 && !shared->write_parts(parts, n) && shared->frozen.load(std::memory_order_acquire)) {
+        // The profile is ending (exit(), a fatal signal on another thread): the ending copies this page as it
+        // is. Let it (bounded: a thread that blocks here must not block a join at exit), then drop it.
+        busy.reset();
+        page_state.store(0, std::memory_order_release);
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (!shared->ended.load(std::memory_order_acquire)) {
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 1000000000L) break;
+            ::sched_yield();
+        }
+        for (std::uint32_t expected = 0; !page_state.compare_exchange_weak(expected, 1, std::memory_order_acquire);
+             expected = 0)
+            ::sched_yield();
+        committed.store(0, std::memory_order_release);
+        for (auto& v : last) v = 0;
+        page_state.store(0, std::memory_order_release);
+        return;
+    }
+    if (n > 0 && busy) thread_pages.fetch_add(1, std::memory_order_relaxed); // its thread page went out
+    if (used > 0) ++sequence;
+    sequence_seen.store(sequence, std::memory_order_relaxed);
+    committed.store(0, std::memory_order_release);
+    for (auto& v : last) v = 0;
+    page_state.store(0, std::memory_order_release);
+}
+
+} // namespace detail
+PMC_END_NAMESPACE
