@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -32,6 +34,34 @@ namespace pmc_cli {
 inline int usage_error(const std::string& program, const std::string& why) {
     std::fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", program.c_str(), why.c_str(), program.c_str());
     return 1;
+}
+
+/// An option's whole number: digits only (strtoull alone takes "-1", " 5" and "1e3" in part), at most `max`.
+inline std::optional<std::uint64_t> whole_number(const std::string& text, std::uint64_t max = UINT64_MAX) {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    errno = 0;
+    const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+    if (errno == ERANGE || v > max) return std::nullopt;
+    return static_cast<std::uint64_t>(v);
+}
+
+/// A whole-number option's value, read as `text` (CLI11's own conversion takes "+5", " 5" and "-1"): `fallback`
+/// when `option` was not given, nothing when the text is not a whole number up to `max`.
+inline std::optional<std::uint64_t> whole_number_option(const CLI::Option* option, const std::string& text,
+                                                        std::uint64_t fallback, std::uint64_t max = UINT64_MAX) {
+    if (option->count() == 0) return fallback;
+    return whole_number(text, max);
+}
+
+/// Prints a help text to stdout, as -h/--help does: returns 0, or 1 when it cannot be written (said on stderr).
+inline int print_help(const std::string& program, const std::string& help) {
+    std::fputs(help.c_str(), stdout);
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        const int err = errno;
+        std::fprintf(stderr, "%s: cannot write the help to standard output: %s\n", program.c_str(), std::strerror(err));
+        return 1;
+    }
+    return 0;
 }
 
 /// A program's command line: a CLI::App whose -h/--help prints the program's own help text, and whose parse errors
@@ -64,7 +94,7 @@ public:
         try {
             app_.parse(args);
         } catch (const CLI::CallForHelp&) {
-            return print_help();
+            return print_help(program_, help_);
         } catch (const CLI::ParseError& e) {
             return usage_error(what_is_wrong(e));
         }
@@ -141,17 +171,6 @@ private:
         const CLI::Option* o = app_.get_option_no_throw(name);
         return o && !o->get_description().empty() ? o->get_description() : otherwise;
     }
-    int print_help() const {
-        std::fputs(help_.c_str(), stdout);
-        if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-            const int err = errno;
-            std::fprintf(stderr, "%s: cannot write the help to standard output: %s\n", program_.c_str(),
-                         std::strerror(err));
-            return 1;
-        }
-        return 0;
-    }
-
     std::string program_, help_;
     CLI::App app_;
 };
