@@ -8,6 +8,7 @@
 // merged, and the output says so and where each thread's runs first diverged.
 #include <pmc/report.hpp>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "profile_runs.hpp"
 
@@ -19,7 +20,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -63,8 +63,6 @@ namespace {
 using runs::Interval;
 using runs::Run;
 using runs::Spread;
-
-int aggregate_usage_error(const std::string& why) { return cli::usage_error("aggregate", why); }
 
 /// One interval matched across runs.
 struct Slot {
@@ -119,28 +117,20 @@ struct LabelRow {
 
 } // namespace
 
-int cmd_aggregate(int argc, char** argv) {
+int cmd_aggregate(const std::vector<std::string>& arguments) {
+    pmc_cli::CommandLine cl("pmc aggregate", aggregate_help);
     std::vector<std::string> files;
-    std::string counter_name;
+    std::string counter_name, top_text;
     bool json = false;
-    std::size_t top = 10;
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        if (a == "-h" || a == "--help") {
-            fmt::print("{}", aggregate_help);
-            return 0;
-        } else if (a == "--json") json = true;
-        else if (a == "--counter") {
-            if (i + 1 >= argc) return aggregate_usage_error("--counter needs a counter name");
-            counter_name = argv[++i];
-        } else if (a == "--top") {
-            const auto v = cli::whole_number(i + 1 < argc ? argv[++i] : "", SIZE_MAX);
-            if (!v) return aggregate_usage_error("--top needs a whole number");
-            top = *v;
-        } else if (a.size() > 1 && a[0] == '-') return aggregate_usage_error(fmt::format("unknown option '{}'", a));
-        else files.emplace_back(a);
-    }
-    if (files.size() < 2) return aggregate_usage_error("give two or more profiles, one per run (pmc aggregate A B C)");
+    cl.app().add_flag("--json", json);
+    cl.app().add_option("--counter", counter_name, "a counter name");
+    const CLI::Option* top_option = cl.app().add_option("--top", top_text, "a whole number");
+    cl.app().add_option("FILE", files, "a profile");
+    if (auto status = cl.parse(arguments)) return *status;
+    const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 10, SIZE_MAX);
+    if (!top_given) return cl.usage_error("--top needs a whole number");
+    const std::size_t top = static_cast<std::size_t>(*top_given);
+    if (files.size() < 2) return cl.usage_error("give two or more profiles, one per run (pmc aggregate A B C)");
 
     std::vector<Run> rs;
     if (auto failure = runs::load(files, rs)) {

@@ -38,9 +38,6 @@ struct Options {
     bool like_perf_stat = false;
     bool emulate = false; ///< count --emulate
     std::string output; ///< -o FILE (count)
-    bool help = false;
-    std::string command;
-    std::vector<std::string> args;
 };
 
 /// On a hybrid CPU, where a hardware counter counts on one core type only: confines the calling thread (and what
@@ -71,29 +68,29 @@ int cmd_doctor(const Options& o);
 extern const char* const doctor_help;
 extern const char* const count_help;
 
-/// pmc count (tools/count.cpp): counts `command` with `events`; returns the command's exit status.
+/// pmc count (tools/count.cpp): counts `command` (not empty) with `events`; returns the command's exit status.
 int cmd_count(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& events);
 
 /// pmc summarize (tools/summarize.cpp): parses its own arguments (those after "summarize").
-int cmd_summarize(int argc, char** argv);
+int cmd_summarize(const std::vector<std::string>& args);
 extern const char* const summarize_help;
 
 /// pmc critical (tools/critical.cpp): the costliest nesting path; parses its own arguments (those after "critical").
-int cmd_critical(int argc, char** argv);
+int cmd_critical(const std::vector<std::string>& args);
 extern const char* const critical_help;
 
 /// pmc sample (tools/sample.cpp): parses its own arguments (those after "sample").
-int cmd_sample(int argc, char** argv);
+int cmd_sample(const std::vector<std::string>& args);
 extern const char* const sample_help;
 
 /// pmc diff and pmc aggregate (tools/diff.cpp, tools/aggregate.cpp): parse their own arguments.
-int cmd_diff(int argc, char** argv);
+int cmd_diff(const std::vector<std::string>& args);
 extern const char* const diff_help;
-int cmd_aggregate(int argc, char** argv);
+int cmd_aggregate(const std::vector<std::string>& args);
 extern const char* const aggregate_help;
 
 /// pmc emulate (tools/emulate.cpp): runs a command under QEMU user mode with pmc's plugin; parses its own arguments.
-int cmd_emulate(int argc, char** argv);
+int cmd_emulate(const std::vector<std::string>& args);
 extern const char* const emulate_help;
 /// QEMU's user-mode binary and pmc's plugin and preload library, as found for this machine.
 struct Emulator {
@@ -108,7 +105,7 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
 int finish_emulated(pid_t child, const std::string& shown, int& raw_status);
 
 /// pmc export (tools/export.cpp): a profile as Chrome trace events, folded stacks or speedscope JSON.
-int cmd_export(int argc, char** argv);
+int cmd_export(const std::vector<std::string>& args);
 extern const char* const export_help;
 
 } // namespace pmc_tool

@@ -425,10 +425,6 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
 } // namespace
 
 int cmd_count(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& events_in) {
-    if (command.empty()) {
-        fmt::print(stderr, "pmc: count needs a command after '--': pmc count [-e EVENT]... -- COMMAND [ARGS]\n");
-        return 1;
-    }
     std::vector<std::string> events;
     for (const auto& e : events_in)
         for (auto& one : split_event_list(e)) {

@@ -16,6 +16,7 @@
 #include <pmc/profile_reader.hpp>
 #include <pmc/report.hpp>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "profile_cli.hpp"
 
@@ -29,7 +30,6 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -568,36 +568,29 @@ std::string expected_path(const std::string& given) {
     return s;
 }
 
-int critical_usage_error(const std::string& why) { return cli::usage_error("critical", why); }
-
 } // namespace
 
-int cmd_critical(int argc, char** argv) {
+int cmd_critical(const std::vector<std::string>& arguments) {
+    pmc_cli::CommandLine cl("pmc critical", critical_help);
     cli::ProfileArgs args;
-    std::string color = "auto";
-    std::optional<std::string> expect_path;
+    std::string color = "auto", expect_text;
     bool list_all = false;
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        if (a == "-h" || a == "--help") {
-            fmt::print("{}", critical_help);
-            return 0;
-        } else if (a == "--graph") list_all = true;
-        else if (a == "--expect-path") {
-            if (i + 1 >= argc || !*argv[i + 1])
-                return critical_usage_error("--expect-path needs the path's labels, e.g. \"compile > typeck\"");
-            expect_path = expected_path(argv[++i]);
-        } else if (a == "--color" || a.rfind("--color=", 0) == 0) {
-            if (a == "--color" && i + 1 >= argc) return critical_usage_error("--color needs auto, always or never");
-            color = a == "--color" ? argv[++i] : std::string(a.substr(8));
-            if (color != "auto" && color != "always" && color != "never")
-                return critical_usage_error(fmt::format("--color {}: auto, always or never", color));
-        } else if (auto why = args.take(argc, argv, i)) return critical_usage_error(*why);
-    }
-    if (auto why = args.check("critical")) return critical_usage_error(*why);
+    args.add_to(cl);
+    cl.app().add_flag("--graph", list_all);
+    const CLI::Option* expect_option =
+        cl.app().add_option("--expect-path", expect_text, "the path's labels, e.g. \"compile > typeck\"");
+    cl.app().add_option("--color", color, "auto, always or never");
+    if (auto status = cl.parse(arguments)) return *status;
+    if (expect_option->count() > 0 && expect_text.empty())
+        return cl.usage_error("--expect-path needs the path's labels, e.g. \"compile > typeck\"");
+    const std::optional<std::string> expect_path =
+        expect_option->count() > 0 ? std::optional<std::string>(expected_path(expect_text)) : std::nullopt;
+    if (color != "auto" && color != "always" && color != "never")
+        return cl.usage_error(fmt::format("--color {}: auto, always or never", color));
+    if (auto why = args.check("critical")) return cl.usage_error(*why);
     if (args.per_thread && expect_path)
-        return critical_usage_error("--expect-path checks one path: all threads together, or --thread N; not "
-                                    "--per-thread");
+        return cl.usage_error("--expect-path checks one path: all threads together, or --thread N; not "
+                              "--per-thread");
     const std::string& file = args.file;
     const std::optional<std::uint32_t> only_thread = args.only_thread;
     const bool json = args.json, per_thread = args.per_thread;

@@ -4,6 +4,7 @@
 // change; with a noisy one a change counts only when it is beyond the spread the runs of each side show.
 #include <pmc/report.hpp>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "profile_runs.hpp"
 
@@ -15,7 +16,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -86,8 +86,6 @@ namespace {
 
 using runs::Run;
 using runs::Spread;
-
-int diff_usage_error(const std::string& why) { return cli::usage_error("diff", why); }
 
 /// The chance that the ranges of n and m exchangeable runs do not overlap: 2 / C(n + m, n).
 double chance_apart(std::size_t n, std::size_t m) {
@@ -182,48 +180,44 @@ std::string signed_pct(double p) {
 
 } // namespace
 
-int cmd_diff(int argc, char** argv) {
+int cmd_diff(const std::vector<std::string>& arguments) {
+    pmc_cli::CommandLine cl("pmc diff", diff_help);
     std::vector<std::string> before_files, after_files;
-    std::string counter_name;
+    std::string counter_name, top_text, alpha_text;
     bool json = false, separated = false, fail_on_change = false;
-    std::size_t top = 0;
     double alpha = 0.05; // the family-wise false-alarm rate of the noise rule
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        if (a == "-h" || a == "--help") {
-            fmt::print("{}", diff_help);
-            return 0;
-        } else if (a == "--") {
-            if (separated) return diff_usage_error("one '--' between the BASE runs and the NEW runs");
-            separated = true;
-        } else if (a == "--json") json = true;
-        else if (a == "--fail-on-change") fail_on_change = true;
-        else if (a == "--alpha") {
-            const std::string text = i + 1 < argc ? argv[++i] : "";
-            char* end = nullptr;
-            alpha = std::strtod(text.c_str(), &end);
-            if (text.empty() || *end || !(alpha > 0 && alpha < 1))
-                return diff_usage_error("--alpha needs a chance between 0 and 1 (e.g. 0.05 for 5 %)");
-        }
-        else if (a == "--counter") {
-            if (i + 1 >= argc) return diff_usage_error("--counter needs a counter name");
-            counter_name = argv[++i];
-        } else if (a == "--top") {
-            const auto v = cli::whole_number(i + 1 < argc ? argv[++i] : "", SIZE_MAX);
-            if (!v) return diff_usage_error("--top needs a whole number");
-            top = *v;
-        } else if (a.size() > 1 && a[0] == '-') return diff_usage_error(fmt::format("unknown option '{}'", a));
-        else (separated ? after_files : before_files).emplace_back(a);
+    cl.app().add_flag("--json", json);
+    cl.app().add_flag("--fail-on-change", fail_on_change);
+    const CLI::Option* alpha_option =
+        cl.app().add_option("--alpha", alpha_text, "a chance between 0 and 1 (e.g. 0.05 for 5 %)");
+    cl.app().add_option("--counter", counter_name, "a counter name");
+    const CLI::Option* top_option = cl.app().add_option("--top", top_text, "a whole number");
+    cl.app().allow_extras(); // the files, with the '--' between the sides, are read below
+    if (auto status = cl.parse(arguments)) return *status;
+    for (const auto& a : cl.app().remaining()) {
+        if (a == "--" && !separated) separated = true;
+        else if (a == "--") return cl.usage_error("one '--' between the BASE runs and the NEW runs");
+        else if (!separated && a.size() > 1 && a[0] == '-') return cl.usage_error(fmt::format("unknown option '{}'", a));
+        else (separated ? after_files : before_files).push_back(a);
     }
+    if (alpha_option->count() > 0) {
+        char* end = nullptr;
+        alpha = std::strtod(alpha_text.c_str(), &end);
+        if (alpha_text.empty() || *end || !(alpha > 0 && alpha < 1))
+            return cl.usage_error("--alpha needs a chance between 0 and 1 (e.g. 0.05 for 5 %)");
+    }
+    const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 0, SIZE_MAX);
+    if (!top_given) return cl.usage_error("--top needs a whole number");
+    const std::size_t top = static_cast<std::size_t>(*top_given);
     if (!separated) {
         if (before_files.size() != 2)
-            return diff_usage_error("give BASE and NEW (pmc diff BASE NEW), or several runs a side with '--' between "
-                                    "them (pmc diff A1 A2 A3 -- B1 B2 B3)");
+            return cl.usage_error("give BASE and NEW (pmc diff BASE NEW), or several runs a side with '--' between "
+                                  "them (pmc diff A1 A2 A3 -- B1 B2 B3)");
         after_files.push_back(before_files.back());
         before_files.pop_back();
     }
     if (before_files.empty() || after_files.empty())
-        return diff_usage_error("each side needs at least one profile (BASE... -- NEW...)");
+        return cl.usage_error("each side needs at least one profile (BASE... -- NEW...)");
 
     std::vector<Run> before, after;
     for (auto [files, side] : {std::pair{&before_files, &before}, std::pair{&after_files, &after}})

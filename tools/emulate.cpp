@@ -8,6 +8,7 @@
 // keeps the dynamically linked programs the command executes under the emulator (QEMU runs them natively). The
 // plugin and the preload library are found beside the pmc binary (the build tree), in ../LIBDIR/pmc (an install),
 // or in $PMC_EMULATE_LIBDIR.
+#include "command_line.hpp"
 #include "commands.hpp"
 
 #include <pmc/emulated.hpp>
@@ -356,36 +357,16 @@ int finish_emulated(pid_t child, const std::string& shown, int& raw_status) {
     return 128 + sig;
 }
 
-int cmd_emulate(int argc, char** argv) {
+int cmd_emulate(const std::vector<std::string>& arguments) {
+    pmc_cli::CommandLine cl("pmc emulate", emulate_help);
     std::string qemu;
     bool keep_aslr = false;
-    std::vector<std::string> command;
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        if (a == "--") {
-            command.assign(argv + i + 1, argv + argc);
-            break;
-        }
-        if (a == "-h" || a == "--help") {
-            fmt::print("{}", emulate_help);
-            return 0;
-        }
-        if (a == "--keep-aslr") keep_aslr = true;
-        else if (a == "--qemu") {
-            if (i + 1 >= argc) return fmt::print(stderr, "pmc emulate: --qemu needs a path\n"), 1;
-            qemu = argv[++i];
-        } else if (a.size() > 1 && a[0] == '-') {
-            fmt::print(stderr, "pmc emulate: unknown option '{}'\nRun 'pmc emulate --help' for usage.\n", a);
-            return 1;
-        } else {
-            command.assign(argv + i, argv + argc);
-            break;
-        }
-    }
-    if (command.empty()) {
-        fmt::print(stderr, "pmc emulate: needs a command: pmc emulate [OPTIONS] -- COMMAND [ARGS]\n");
-        return 1;
-    }
+    cl.app().add_flag("--keep-aslr", keep_aslr);
+    cl.app().add_option("--qemu", qemu, "a path");
+    cl.app().prefix_command(); // the command starts at the first word that is not an option, or after '--'
+    if (auto status = cl.parse(arguments)) return *status;
+    const std::vector<std::string> command = cl.command();
+    if (command.empty()) return cl.usage_error("no command to emulate: pmc emulate [OPTIONS] -- COMMAND [ARGS]");
     auto emulator = find_emulator(qemu);
     if (!emulator) {
         fmt::print(stderr, "pmc emulate: {}\n", emulator.failure().message);

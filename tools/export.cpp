@@ -8,6 +8,7 @@
 // spooled to an unlinked temporary file (24 bytes each) and read back from its end.
 #include <pmc/profile_reader.hpp>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "profile_cli.hpp"
 
@@ -171,8 +172,6 @@ struct ExportOptions {
     std::uint64_t min_value = 0;
     bool collapse = false;
 };
-
-int usage_error(const std::string& why) { return cli::usage_error("export", why); }
 
 /// What the export left out or could not place, to say on stderr.
 struct Tally {
@@ -663,41 +662,36 @@ private:
 
 } // namespace
 
-int cmd_export(int argc, char** argv) {
+int cmd_export(const std::vector<std::string>& arguments) {
+    pmc_cli::CommandLine cl("pmc export", export_help);
     ExportOptions o;
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        auto format = [&](ExportOptions::Format f) {
-            if (o.format != ExportOptions::Format::none && o.format != f) return false;
-            o.format = f;
-            return true;
-        };
-        if (a == "-h" || a == "--help") {
-            fmt::print("{}", export_help);
-            return 0;
-        } else if (a == "--chrome" || a == "--folded" || a == "--speedscope") {
-            if (!format(a == "--chrome" ? ExportOptions::Format::chrome
-                        : a == "--folded" ? ExportOptions::Format::folded
-                                          : ExportOptions::Format::speedscope))
-                return usage_error("one format at a time (--chrome, --folded or --speedscope)");
-        } else if (a == "--collapse") o.collapse = true;
-        else if (a == "-o" || a == "--output") {
-            if (i + 1 >= argc || !*argv[i + 1]) return usage_error("-o needs a file name");
-            o.out = argv[++i];
-        } else if (a == "--counter") {
-            if (i + 1 >= argc) return usage_error("--counter needs a counter name");
-            o.counter = argv[++i];
-        } else if (a == "--min-value") {
-            const auto v = cli::whole_number(i + 1 < argc ? argv[++i] : "");
-            if (!v) return usage_error("--min-value needs a whole number (in the counter's unit; ns for wall-time)");
-            o.min_value = *v;
-        } else if (a.size() > 1 && a[0] == '-') return usage_error(fmt::format("unknown option '{}'", a));
-        else if (o.file.empty()) o.file = std::string(a);
-        else return usage_error("one FILE at a time");
-    }
-    if (o.format == ExportOptions::Format::none) return usage_error("which format? --chrome, --folded or --speedscope");
-    if (o.file.empty()) return usage_error("which profile? (pmc export --chrome FILE)" + cli::took_file(o.counter));
-    if (o.collapse && o.format != ExportOptions::Format::folded) return usage_error("--collapse belongs to --folded");
+    bool chrome = false, folded = false, speedscope = false;
+    std::vector<std::string> files;
+    std::string min_value_text;
+    cl.app().add_flag("--chrome", chrome);
+    cl.app().add_flag("--folded", folded);
+    cl.app().add_flag("--speedscope", speedscope);
+    cl.app().add_flag("--collapse", o.collapse);
+    const CLI::Option* out_option = cl.app().add_option("-o,--output", o.out, "a file name");
+    cl.app().add_option("--counter", o.counter, "a counter name");
+    const CLI::Option* min_value_option = cl.app().add_option(
+        "--min-value", min_value_text, "a whole number (in the counter's unit; ns for wall-time)");
+    cl.app().add_option("FILE", files, "a profile");
+    if (auto status = cl.parse(arguments)) return *status;
+    if (chrome + folded + speedscope > 1) return cl.usage_error("one format at a time (--chrome, --folded or --speedscope)");
+    o.format = chrome ? ExportOptions::Format::chrome
+               : folded ? ExportOptions::Format::folded
+               : speedscope ? ExportOptions::Format::speedscope
+                            : ExportOptions::Format::none;
+    if (out_option->count() > 0 && o.out.empty()) return cl.usage_error("-o needs a file name");
+    const auto min_value = pmc_cli::whole_number_option(min_value_option, min_value_text, 0);
+    if (!min_value) return cl.usage_error("--min-value needs a whole number (in the counter's unit; ns for wall-time)");
+    o.min_value = *min_value;
+    if (files.size() > 1) return cl.usage_error("one FILE at a time");
+    if (!files.empty()) o.file = files.front();
+    if (o.format == ExportOptions::Format::none) return cl.usage_error("which format? --chrome, --folded or --speedscope");
+    if (o.file.empty()) return cl.usage_error("which profile? (pmc export --chrome FILE)" + cli::took_file(o.counter));
+    if (o.collapse && o.format != ExportOptions::Format::folded) return cl.usage_error("--collapse belongs to --folded");
 
     std::size_t c = 0;
     auto read = cli::open_profile("export", o.file, o.counter, c);

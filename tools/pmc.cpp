@@ -12,6 +12,7 @@
 #include <pmc/pmu.hpp>
 #include <pmc/report.hpp>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "profile_cli.hpp"
 
@@ -19,12 +20,9 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <iterator>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace {
@@ -131,11 +129,6 @@ Exit status: 0 every EVENT was encoded; 1 one was not (the error says where and 
 
 using pmc_tool::Options;
 
-int usage_error(const std::string& why) {
-    fmt::print(stderr, "pmc: {}\nRun 'pmc --help' for usage.\n", why);
-    return 1;
-}
-
 // ---- list -------------------------------------------------------------------------------------------------------
 
 /// NamedEvent::aliases ("a, b") as a list.
@@ -223,12 +216,11 @@ int cmd_list(const Options& o) {
 
 // ---- encode -----------------------------------------------------------------------------------------------------
 
-int cmd_encode(const Options& o) {
-    if (o.args.empty()) return usage_error("encode needs at least one EVENT");
+int cmd_encode(const Options& o, const std::vector<std::string>& events) {
     int status = 0;
     pmc::JsonWriter j;
     if (o.json) j.begin_array();
-    for (auto& text : o.args) {
+    for (auto& text : events) {
         auto spec = pmc::try_parse_event(text, o.sysfs);
         if (!spec) {
             status = 1;
@@ -280,7 +272,7 @@ int cmd_encode(const Options& o) {
             j.end_object();
             continue;
         }
-        if (o.args.size() > 1) fmt::print("# {}\n", text);
+        if (events.size() > 1) fmt::print("# {}\n", text);
         if (clock) {
             fmt::print("{}: {}\n", text, clock_text);
             continue;
@@ -303,120 +295,126 @@ int cmd_encode(const Options& o) {
     return status;
 }
 
+// ---- the command line ----------------------------------------------------------------------------------------
+
+/// --sysfs DIR, which list, encode, doctor and count take.
+void add_sysfs(pmc_cli::CommandLine& cl, Options& o) {
+    cl.app().add_option("--sysfs", o.sysfs, "a directory");
+}
+
+int run_list(const std::vector<std::string>& args) {
+    pmc_cli::CommandLine cl("pmc list", list_help);
+    Options o;
+    add_sysfs(cl, o);
+    cl.app().add_flag("--json", o.json);
+    if (auto status = cl.parse(args)) return *status;
+    return cmd_list(o);
+}
+
+int run_encode(const std::vector<std::string>& args) {
+    pmc_cli::CommandLine cl("pmc encode", encode_help);
+    Options o;
+    std::vector<std::string> events;
+    add_sysfs(cl, o);
+    cl.app().add_flag("--json", o.json);
+    cl.app().add_flag("--like-perf-stat", o.like_perf_stat);
+    cl.app().add_option("EVENT", events, "an event");
+    if (auto status = cl.parse(args)) return *status;
+    if (events.empty()) return cl.usage_error("which events? (pmc encode EVENT...)");
+    return cmd_encode(o, events);
+}
+
+int run_doctor(const std::vector<std::string>& args) {
+    pmc_cli::CommandLine cl("pmc doctor", pmc_tool::doctor_help);
+    Options o;
+    add_sysfs(cl, o);
+    cl.app().add_flag("--json", o.json);
+    if (auto status = cl.parse(args)) return *status;
+    return pmc_tool::cmd_doctor(o);
+}
+
+int run_count(const std::vector<std::string>& args) {
+    pmc_cli::CommandLine cl("pmc count", pmc_tool::count_help);
+    Options o;
+    std::vector<std::string> events;
+    add_sysfs(cl, o);
+    cl.app().add_flag("--json", o.json);
+    cl.app().add_flag("--csv", o.csv);
+    cl.app().add_flag("--emulate", o.emulate);
+    cl.app().add_option("-e,--event", events, "an event")->allow_extra_args(false);
+    cl.app().add_option("-o", o.output, "a file");
+    cl.app().prefix_command(); // the command starts at the first word that is not an option, or after '--'
+    if (auto status = cl.parse(args)) return *status;
+    if (o.csv && o.json) return cl.usage_error("--csv and --json exclude each other: give one output format");
+    const auto command = cl.command();
+    if (command.empty()) return cl.usage_error("no command to count: pmc count [-e EVENT]... -- COMMAND [ARGS]");
+    return pmc_tool::cmd_count(o, command, events);
+}
+
+struct Command {
+    const char* name;
+    const char* help;
+    int (*run)(const std::vector<std::string>& args);
+    bool guarded; ///< a profile tool: a failed write of its output is an error too (profile_cli.hpp)
+};
+const Command commands[] = {
+    {"list", list_help, run_list, false},
+    {"encode", encode_help, run_encode, false},
+    {"doctor", pmc_tool::doctor_help, run_doctor, false},
+    {"count", pmc_tool::count_help, run_count, false},
+    {"emulate", pmc_tool::emulate_help, pmc_tool::cmd_emulate, false},
+    {"sample", pmc_tool::sample_help, pmc_tool::cmd_sample, false},
+    {"summarize", pmc_tool::summarize_help, pmc_tool::cmd_summarize, true},
+    {"critical", pmc_tool::critical_help, pmc_tool::cmd_critical, true},
+    {"diff", pmc_tool::diff_help, pmc_tool::cmd_diff, true},
+    {"aggregate", pmc_tool::aggregate_help, pmc_tool::cmd_aggregate, true},
+    {"export", pmc_tool::export_help, pmc_tool::cmd_export, true},
+};
+
+const Command* find_command(const std::string& name) {
+    for (const auto& c : commands)
+        if (name == c.name) return &c;
+    return nullptr;
+}
+
+/// pmc help [COMMAND]: the help of pmc, or of COMMAND (as pmc COMMAND --help).
+int run_help(const std::vector<std::string>& args) {
+    pmc_cli::CommandLine cl("pmc help", usage_text);
+    std::string name;
+    cl.app().add_option("COMMAND", name, "a command");
+    if (auto status = cl.parse(args)) return *status;
+    if (name.empty()) return pmc_cli::print_help("pmc help", usage_text);
+    const Command* c = find_command(name);
+    if (!c) return cl.usage_error(fmt::format("unknown command '{}' (the commands are listed by pmc --help)", name));
+    return pmc_cli::print_help("pmc help", c->help);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-    // summarize parses its own options (pmc summarize --help).
-    // The profile tools: a failed write of their output is an error too (profile_cli.hpp).
-    using pmc_tool::cli::guarded;
-    // `pmc --json summarize F`: options written before a subcommand that parses its own go after its name.
-    std::vector<char*> moved;
-    {
-        int first = 1;
-        while (first < argc) {
-            const std::string_view a = argv[first];
-            if (a == "--json" || a == "--csv" || a == "--like-perf-stat") ++first;
-            else if (a == "--sysfs" && first + 1 < argc) first += 2;
-            else break;
-        }
-        static constexpr std::string_view own_parsers[] = {"summarize", "critical", "sample", "diff", "aggregate",
-                                                           "export", "emulate"};
-        if (first > 1 && first < argc &&
-            std::find(std::begin(own_parsers), std::end(own_parsers), std::string_view(argv[first])) !=
-                std::end(own_parsers)) {
-            moved.push_back(argv[0]);
-            moved.push_back(argv[first]);
-            moved.insert(moved.end(), argv + 1, argv + first);
-            moved.insert(moved.end(), argv + first + 1, argv + argc);
-            moved.push_back(nullptr);
-            argv = moved.data();
-        }
-    }
-    if (argc >= 2 && std::string_view(argv[1]) == "summarize")
-        return guarded("summarize", [&] { return pmc_tool::cmd_summarize(argc - 2, argv + 2); });
-    if (argc >= 2 && std::string_view(argv[1]) == "critical")
-        return guarded("critical", [&] { return pmc_tool::cmd_critical(argc - 2, argv + 2); });
-    if (argc >= 2 && std::string_view(argv[1]) == "sample") return pmc_tool::cmd_sample(argc - 2, argv + 2);
-    if (argc >= 2 && std::string_view(argv[1]) == "diff")
-        return guarded("diff", [&] { return pmc_tool::cmd_diff(argc - 2, argv + 2); });
-    if (argc >= 2 && std::string_view(argv[1]) == "aggregate")
-        return guarded("aggregate", [&] { return pmc_tool::cmd_aggregate(argc - 2, argv + 2); });
-    if (argc >= 2 && std::string_view(argv[1]) == "export")
-        return guarded("export", [&] { return pmc_tool::cmd_export(argc - 2, argv + 2); });
-    if (argc >= 2 && std::string_view(argv[1]) == "emulate") return pmc_tool::cmd_emulate(argc - 2, argv + 2);
-    Options o;
-    std::vector<std::string> events, command;
-    std::vector<std::string_view> argv_views(argv + 1, argv + argc);
-    for (std::size_t i = 0; i < argv_views.size(); ++i) {
-        std::string_view a = argv_views[i];
-        auto value = [&](const char* what) -> std::optional<std::string> {
-            if (i + 1 >= argv_views.size()) return std::nullopt;
-            (void)what;
-            return std::string(argv_views[++i]);
-        };
-        if (a == "--") {
-            for (++i; i < argv_views.size(); ++i) command.emplace_back(argv_views[i]);
-            break;
-        }
-        if (a == "-h" || a == "--help") o.help = true;
-        else if (a == "--version") {
-            fmt::print("pmc {}\n", PMC_VERSION_STRING);
-            return 0;
-        } else if (a == "--json") o.json = true;
-        else if (a == "--csv") o.csv = true;
-        else if (a == "--like-perf-stat") o.like_perf_stat = true;
-        else if (a == "--emulate") o.emulate = true;
-        else if (a == "--sysfs") {
-            auto v = value("--sysfs");
-            if (!v) return usage_error("--sysfs needs a directory");
-            o.sysfs = *v;
-        } else if (a == "-e" || a == "--event") {
-            auto v = value("-e");
-            if (!v) return usage_error("-e needs an event");
-            events.push_back(*v);
-        } else if (a == "-o") {
-            auto v = value("-o");
-            if (!v) return usage_error("-o needs a file");
-            o.output = *v;
-        } else if (a.size() > 1 && a[0] == '-')
-            return usage_error(fmt::format("unknown option '{}'", a));
-        else if (o.command.empty()) o.command = std::string(a);
-        else if (o.command == "count") {
-            // The command starts at the first word that is not an option, with or without '--'.
-            for (; i < argv_views.size(); ++i) command.emplace_back(argv_views[i]);
-            break;
-        } else o.args.emplace_back(a);
-    }
-    // `pmc COMMAND --help` and `pmc help COMMAND`: that command's own help.
-    const std::string help_for = o.command == "help" ? (o.args.empty() ? "" : o.args.front()) : o.command;
-    if (o.help || o.command == "help") {
-        const char* text = help_for == "list"     ? list_help
-                           : help_for == "encode" ? encode_help
-                           : help_for == "doctor" ? pmc_tool::doctor_help
-                           : help_for == "count"  ? pmc_tool::count_help
-                           : help_for == "summarize" ? pmc_tool::summarize_help
-                           : help_for == "critical" ? pmc_tool::critical_help
-                           : help_for == "sample" ? pmc_tool::sample_help
-                           : help_for == "diff" ? pmc_tool::diff_help
-                           : help_for == "aggregate" ? pmc_tool::aggregate_help
-                           : help_for == "export" ? pmc_tool::export_help
-                           : help_for == "emulate" ? pmc_tool::emulate_help
-                                                  : usage_text;
-        if (text == usage_text && !help_for.empty())
-            return usage_error(fmt::format("unknown command '{}' (the commands are listed by pmc --help)", help_for));
-        fmt::print("{}", text);
+    pmc_cli::CommandLine cl("pmc", usage_text);
+    // The options the usage line puts before COMMAND are the command's own: `pmc --json summarize F` is
+    // `pmc summarize --json F`. They are read here only to find COMMAND, and handed to it.
+    std::string sysfs;
+    bool flag = false, version = false;
+    cl.app().add_option("--sysfs", sysfs, "a directory");
+    cl.app().add_flag("--json", flag);
+    cl.app().add_flag("--csv", flag);
+    cl.app().add_flag("--like-perf-stat", flag);
+    cl.app().add_flag("--version", version);
+    cl.app().prefix_command(); // COMMAND and what follows it
+    if (auto status = cl.parse(argc, argv)) return *status;
+    if (version) {
+        fmt::print("pmc {}\n", PMC_VERSION_STRING);
         return 0;
     }
-    if (o.command.empty()) {
-        fmt::print(stderr, "{}", usage_text);
-        return 1;
-    }
-    if (o.command != "count" && (!events.empty() || !command.empty() || !o.output.empty() || o.csv || o.emulate))
-        return usage_error("-e, -o, --csv, --emulate and a '-- COMMAND' belong to pmc count");
-    if (o.csv && o.json) return usage_error("--csv and --json exclude each other: give one output format");
-    if (o.command == "list") return o.args.empty() ? cmd_list(o) : usage_error("list takes no arguments");
-    if (o.command == "encode") return cmd_encode(o);
-    if (o.command == "doctor") return o.args.empty() ? pmc_tool::cmd_doctor(o) : usage_error("doctor takes no arguments");
-    if (o.command == "count") return pmc_tool::cmd_count(o, command, events);
-    return usage_error(fmt::format("unknown command '{}'", o.command));
+    const std::vector<std::string> rest = cl.command();
+    if (rest.empty()) return cl.usage_error("no command given (pmc COMMAND; pmc --help lists them)");
+    const int before = argc - 1 - static_cast<int>(cl.app().remaining().size()); // the options before COMMAND
+    std::vector<std::string> args(argv + 1, argv + 1 + before);
+    args.insert(args.end(), rest.begin() + 1, rest.end());
+    if (rest.front() == "help") return run_help(args);
+    if (const Command* c = find_command(rest.front()))
+        return c->guarded ? pmc_tool::cli::guarded(c->name, [&] { return c->run(args); }) : c->run(args);
+    return cl.usage_error(fmt::format("unknown command '{}'", rest.front()));
 }

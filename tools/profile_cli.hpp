@@ -6,6 +6,8 @@
 #include <pmc/profile_format.hpp>
 #include <pmc/profile_reader.hpp>
 
+#include "command_line.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,7 +23,6 @@
 #include <new>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -61,21 +62,6 @@ inline std::string overflow_text(const char* what) {
                        what);
 }
 
-/// A command-line mistake: what is wrong, where the help is; status 1.
-inline int usage_error(const char* tool, const std::string& why) {
-    fmt::print(stderr, "pmc {}: {}\nRun 'pmc {} --help' for usage.\n", tool, why, tool);
-    return 1;
-}
-
-/// An option's whole number: digits only (strtoull alone takes "-1", " 5" and "1e3" in part), at most `max`.
-inline std::optional<std::uint64_t> whole_number(const std::string& text, std::uint64_t max = UINT64_MAX) {
-    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-    errno = 0;
-    const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
-    if (errno == ERANGE || v > max) return std::nullopt;
-    return static_cast<std::uint64_t>(v);
-}
-
 /// The index of counter `name` in `p`, read from `file` (an empty name: the primary, 0); else what went wrong, with
 /// the counters the file has.
 inline std::optional<std::string> find_counter(const pmc::Profile& p, const std::string& file, const std::string& name,
@@ -112,31 +98,31 @@ struct ProfileArgs {
     std::optional<std::uint32_t> only_thread;
     bool per_thread = false, json = false;
 
-    /// Takes argv[i] (and its value): one of these options, FILE, or an unknown option (an error). Call it after the
-    /// tool's own options. Returns the usage error, if any.
-    std::optional<std::string> take(int argc, char** argv, int& i) {
-        const std::string_view a = argv[i];
-        if (a == "--json") json = true;
-        else if (a == "--per-thread") per_thread = true;
-        else if (a == "--counter") {
-            if (i + 1 >= argc) return std::string("--counter needs a counter name");
-            counter = argv[++i];
-        } else if (a == "--thread") {
-            const auto v = whole_number(i + 1 < argc ? argv[++i] : "", UINT32_MAX);
-            if (!v) return std::string("--thread needs a thread number");
-            only_thread = static_cast<std::uint32_t>(*v);
-        } else if (a.size() > 1 && a[0] == '-') return fmt::format("unknown option '{}'", a);
-        else if (file.empty()) file = std::string(a);
-        else return std::string("one FILE at a time");
-        return std::nullopt;
+    /// Declares them on the tool's command line (before parsing).
+    void add_to(pmc_cli::CommandLine& cl) {
+        cl.app().add_flag("--json", json);
+        cl.app().add_flag("--per-thread", per_thread);
+        cl.app().add_option("--counter", counter, "a counter name");
+        thread_option_ = cl.app().add_option("--thread", thread_text_, "a thread number");
+        cl.app().add_option("FILE", files_, "a profile");
     }
 
-    /// After the command line: what is missing or conflicts.
-    std::optional<std::string> check(const char* tool) const {
-        if (file.empty()) return fmt::format("which profile? (pmc {} FILE){}", tool, took_file(counter));
+    /// After parsing: the values read (`file`, `only_thread`), or what is wrong, missing or conflicting.
+    std::optional<std::string> check(const char* tool) {
+        const auto thread = pmc_cli::whole_number_option(thread_option_, thread_text_, UINT64_MAX, UINT32_MAX);
+        if (!thread) return std::string("--thread needs a thread number");
+        if (*thread != UINT64_MAX) only_thread = static_cast<std::uint32_t>(*thread);
+        if (files_.size() > 1) return std::string("one FILE at a time");
+        if (files_.empty()) return fmt::format("which profile? (pmc {} FILE){}", tool, took_file(counter));
+        file = files_.front();
         if (per_thread && only_thread) return std::string("--per-thread and --thread exclude each other");
         return std::nullopt;
     }
+
+private:
+    CLI::Option* thread_option_ = nullptr;
+    std::string thread_text_;
+    std::vector<std::string> files_;
 };
 
 /// Opens `file` with the streaming reader and finds counter `name` in it (empty: the primary); when either fails,

@@ -9,6 +9,7 @@
 // Samples are attributed to variables and regions with
 // pmc/address_map.hpp (and pmc/symbols.hpp where pmc was built with libelf): by data address when the event
 // records one (page faults, memory events), by instruction address otherwise.
+#include "command_line.hpp"
 #include "commands.hpp"
 
 #include <pmc/address_map.hpp>
@@ -35,7 +36,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace pmc_tool {
@@ -74,21 +74,6 @@ command line or the event is wrong or sampling cannot start (COMMAND does not ru
 )";
 
 namespace {
-
-int sample_usage_error(const std::string& what) {
-    fmt::print(stderr, "pmc sample: {}\nTry 'pmc sample --help'.\n", what);
-    return 1;
-}
-
-std::optional<std::uint64_t> parse_positive(std::string_view s) {
-    if (s.empty() || s.size() > 19) return std::nullopt;
-    std::uint64_t v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return std::nullopt;
-        v = v * 10 + static_cast<std::uint64_t>(c - '0');
-    }
-    return v;
-}
 
 /// One sample as the summary needs it (kept until the end: the memory map is complete only then).
 struct Kept {
@@ -267,63 +252,47 @@ std::string rows_text(const char* title, const std::vector<pmc::DataSummary::Row
 
 } // namespace
 
-int cmd_sample(int argc, char** argv) {
+int cmd_sample(const std::vector<std::string>& arguments) {
+    pmc_cli::CommandLine cl("pmc sample", sample_help);
     SampleArgs a;
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        auto value = [&]() -> std::optional<std::string_view> {
-            if (i + 1 >= argc) return std::nullopt;
-            return std::string_view(argv[++i]);
-        };
-        if (arg == "--") {
-            for (++i; i < argc; ++i) a.command.emplace_back(argv[i]);
-            break;
-        }
-        if (arg == "-h" || arg == "--help") {
-            fmt::print("{}", sample_help);
-            return 0;
-        }
-        if (arg == "--json") a.json = true;
-        else if (arg == "-e" || arg == "--event") {
-            auto v = value();
-            if (!v) return sample_usage_error("-e needs an event");
-            a.event = std::string(*v);
-            a.event_given = true;
-        } else if (arg == "-c" || arg == "-F" || arg == "-m" || arg == "--top") {
-            auto v = value();
-            auto n = v ? parse_positive(*v) : std::nullopt;
-            if (!n || (*n == 0 && arg != "--top"))
-                return sample_usage_error(fmt::format("{} needs a positive whole number{}", arg,
-                                                      v ? fmt::format(", not '{}'", *v) : std::string()));
-            if (arg == "-c") a.period = *n;
-            else if (arg == "-F") a.frequency = *n;
-            else if (arg == "-m") a.pages = static_cast<std::size_t>(*n);
-            else a.top = static_cast<std::size_t>(*n);
-        } else if (arg == "--tolerance") {
-            auto v = value();
-            char* end = nullptr;
-            const std::string text(v ? *v : "");
-            const double pct = v ? std::strtod(text.c_str(), &end) : -1;
-            if (!v || text.empty() || *end != '\0' || !(pct >= 0) || pct > 1000)
-                return sample_usage_error("--tolerance needs a percentage (0 to 1000), e.g. 5");
-            a.tolerance = pct / 100;
-        } else if (arg == "-o") {
-            auto v = value();
-            if (!v) return sample_usage_error("-o needs a file");
-            a.output = std::string(*v);
-        } else if (arg == "--sysfs") {
-            auto v = value();
-            if (!v) return sample_usage_error("--sysfs needs a directory");
-            a.sysfs = std::string(*v);
-        } else if (arg.size() > 1 && arg[0] == '-') {
-            return sample_usage_error(fmt::format("unknown option '{}'", arg));
-        } else {
-            for (; i < argc; ++i) a.command.emplace_back(argv[i]);
-            break;
-        }
+    std::string period_text, frequency_text, pages_text, top_text, tolerance_text;
+    auto& app = cl.app();
+    app.add_flag("--json", a.json);
+    const CLI::Option* event = app.add_option("-e,--event", a.event, "an event");
+    const CLI::Option* period = app.add_option("-c", period_text, "a positive whole number");
+    const CLI::Option* frequency = app.add_option("-F", frequency_text, "a positive whole number");
+    const CLI::Option* pages = app.add_option("-m", pages_text, "a positive whole number");
+    const CLI::Option* top = app.add_option("--top", top_text, "a whole number");
+    const CLI::Option* tolerance = app.add_option("--tolerance", tolerance_text, "a percentage (0 to 1000), e.g. 5");
+    app.add_option("-o", a.output, "a file");
+    app.add_option("--sysfs", a.sysfs, "a directory");
+    app.prefix_command(); // the command starts at the first word that is not an option, or after '--'
+    if (auto status = cl.parse(arguments)) return *status;
+    a.event_given = event->count() > 0;
+    a.command = cl.command();
+    // -c, -F, -m and --top: whole numbers (-c, -F and -m above 0); the first wrong one is said.
+    std::optional<std::string> wrong;
+    auto number = [&](const CLI::Option* option, const std::string& text, bool positive, std::uint64_t fallback) {
+        const auto n = pmc_cli::whole_number_option(option, text, fallback);
+        if (!wrong && option->count() > 0 && (!n || (positive && *n == 0)))
+            wrong = fmt::format("{} needs a {}whole number, not '{}'", option->get_name(), positive ? "positive " : "",
+                                text);
+        return n.value_or(fallback);
+    };
+    a.period = number(period, period_text, true, a.period);
+    a.frequency = number(frequency, frequency_text, true, a.frequency);
+    a.pages = static_cast<std::size_t>(number(pages, pages_text, true, a.pages));
+    a.top = static_cast<std::size_t>(number(top, top_text, false, a.top));
+    if (wrong) return cl.usage_error(*wrong);
+    if (tolerance->count() > 0) {
+        char* end = nullptr;
+        const double pct = std::strtod(tolerance_text.c_str(), &end);
+        if (tolerance_text.empty() || *end != '\0' || !(pct >= 0) || pct > 1000)
+            return cl.usage_error("--tolerance needs a percentage (0 to 1000), e.g. 5");
+        a.tolerance = pct / 100;
     }
-    if (a.command.empty()) return sample_usage_error("no command to sample: pmc sample [-e EVENT] -- COMMAND [ARGS]");
-    if (a.period && a.frequency) return sample_usage_error("-c and -F exclude each other: give a period or a frequency");
+    if (a.command.empty()) return cl.usage_error("no command to sample: pmc sample [-e EVENT] -- COMMAND [ARGS]");
+    if (a.period && a.frequency) return cl.usage_error("-c and -F exclude each other: give a period or a frequency");
     if (!a.period && !a.frequency) {
         if (a.event_given) a.frequency = 1000;
         else a.period = 1;

@@ -6,6 +6,7 @@
 #include <pmc/profile_reader.hpp>
 #include <pmc/report.hpp>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "profile_cli.hpp"
 
@@ -18,7 +19,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace pmc_tool {
@@ -274,27 +274,21 @@ void json_summary(pmc::JsonWriter& j, const pmc::Profile& p, Summary& s) {
     j.end_array();
 }
 
-int summarize_usage_error(const std::string& why) { return cli::usage_error("summarize", why); }
-
 } // namespace
 
-int cmd_summarize(int argc, char** argv) {
+int cmd_summarize(const std::vector<std::string>& arguments) {
+    pmc_cli::CommandLine cl("pmc summarize", summarize_help);
     cli::ProfileArgs args;
     bool without_overhead = false;
-    std::size_t top = 0;
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        if (a == "-h" || a == "--help") {
-            fmt::print("{}", summarize_help);
-            return 0;
-        } else if (a == "--without-overhead") without_overhead = true;
-        else if (a == "--top") {
-            const auto v = cli::whole_number(i + 1 < argc ? argv[++i] : "", SIZE_MAX);
-            if (!v) return summarize_usage_error("--top needs a whole number");
-            top = *v;
-        } else if (auto why = args.take(argc, argv, i)) return summarize_usage_error(*why);
-    }
-    if (auto why = args.check("summarize")) return summarize_usage_error(*why);
+    std::string top_text;
+    args.add_to(cl);
+    cl.app().add_flag("--without-overhead", without_overhead);
+    const CLI::Option* top_option = cl.app().add_option("--top", top_text, "a whole number");
+    if (auto status = cl.parse(arguments)) return *status;
+    const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 0, SIZE_MAX);
+    if (!top_given) return cl.usage_error("--top needs a whole number");
+    const std::size_t top = static_cast<std::size_t>(*top_given);
+    if (auto why = args.check("summarize")) return cl.usage_error(*why);
     const std::string& file = args.file;
     const std::optional<std::uint32_t> only_thread = args.only_thread;
     const bool json = args.json, per_thread = args.per_thread;
