@@ -512,6 +512,13 @@ MachineFacts machine_facts() {
     return m;
 }
 
+double load_average() {
+    std::ifstream f("/proc/loadavg");
+    double one_minute = -1;
+    if (!(f >> one_minute)) return -1;
+    return one_minute;
+}
+
 void write_machine_json(pmc::JsonWriter& json, const MachineFacts& m) {
     json.begin_object();
     json.field("cpu_model", m.cpu_model);

@@ -209,6 +209,8 @@ struct MachineFacts {
 };
 
 MachineFacts machine_facts();
+/// The 1-minute load average (/proc/loadavg), or -1 if it cannot be read.
+double load_average();
 void write_machine_json(pmc::JsonWriter& json, const MachineFacts& m);
 /// One paragraph for summaries: CPU, kernel, hypervisor, and the caches it reports.
 std::string machine_text(const MachineFacts& m);

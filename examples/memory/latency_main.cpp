@@ -132,7 +132,8 @@ int run(int argc, char** argv) {
     Progress progress(quiet);
     const MachineFacts machine = machine_facts();
     progress.note("pmc-mem-latency: " + pin_note + "; " + clock.cycles_note());
-    const LatencyResult r = run_latency(o, clock, progress, pin_note);
+    LatencyResult r = run_latency(o, clock, progress, pin_note);
+    check_latency(r, machine); // the levels against what the CPU reports, and whether the machine was busy
     const Written w = save_latency(out, r, machine, plot);
 
     std::printf("Levels found in the %s-chain latency curve (%u runs per size), beside what the CPU "

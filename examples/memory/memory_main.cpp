@@ -123,6 +123,8 @@ int run(int argc, char** argv) {
                             ", measured on its own (median of 31 runs of 2000 loads)";
             compare_with_memory(latency, memory_ns, memory_source);
         }
+        // Then the levels against what the CPU reports, and whether the machine was busy: said beside the table.
+        check_latency(latency, machine);
         written.add(save_latency(out, latency, machine, plot));
         summary.latency = &latency;
         std::printf("Levels found in the random-chain load latency (%u runs per size), beside what the CPU "
