@@ -4,6 +4,8 @@
 
 #include "plot.hpp"
 
+#include <command_line.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -67,8 +69,7 @@ int report_exception(const char* program) {
     try {
         throw;
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", program, e.what(), program);
-        return 2;
+        return pmc_cli::usage_error(program, e.what());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: error: %s\n", program, e.what());
         return 1;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The pure parts of the memory experiments: sizes and their labels, the size grid, the command-line reader,
+// The pure parts of the memory experiments: sizes and their labels, the size grid, the checks of option values,
 // statistics, the pointer chains (one cycle through every element), the chase, every bandwidth kernel (each pass
 // touches every word), bandwidth per level, the CSV layout, empty sweeps, the sweeps a latency run reports, when
 // the latency curve's last level is main memory, and what a short sweep's last level is, the page-fault tables (one
@@ -61,24 +61,15 @@ TEST_CASE("the size grid steps like lmbench: 2^n * (1 + k/N)") {
     CHECK(size_grid(100, 50, 2, 64).empty());
 }
 
-TEST_CASE("Args: values, --name=value, and errors for people") {
-    const char* argv[] = {"prog", "--out", "dir", "--max=1M", "--runs", "x", "--what"};
-    Args a(7, const_cast<char**>(argv));
-    REQUIRE(a.next());
-    CHECK(a.is("--out"));
-    CHECK(a.value() == "dir");
-    REQUIRE(a.next());
-    CHECK(a.is("--max"));
-    CHECK(a.size_value() == 1 << 20);
-    REQUIRE(a.next());
-    CHECK_THROWS_WITH(a.integer_value(1, 10), "--runs: 'x' is not an integer");
-    REQUIRE(a.next());
-    CHECK_THROWS_WITH(a.unknown(), "unknown option '--what'");
-    CHECK_FALSE(a.next());
-    const char* argv2[] = {"prog", "--runs"};
-    Args b(2, const_cast<char**>(argv2));
-    REQUIRE(b.next());
-    CHECK_THROWS_WITH(b.value(), "--runs needs a value");
+TEST_CASE("option values: integers and numbers in range, and errors that name the option") {
+    CHECK(integer_option("--runs", "7", 1, 10) == 7);
+    CHECK_THROWS_WITH(integer_option("--runs", "x", 1, 10), "--runs: 'x' is not an integer");
+    CHECK_THROWS_WITH(integer_option("--runs", "7x", 1, 10), "--runs: '7x' is not an integer");
+    CHECK_THROWS_WITH(integer_option("--runs", "0", 1, 10), "--runs: 0 is outside 1..10");
+    CHECK(number_option("--run-ms", "0.25", 0.01, 10) == 0.25);
+    CHECK_THROWS_WITH(number_option("--run-ms", "", 0.01, 10), "--run-ms: '' is not a number");
+    CHECK_THROWS_WITH(number_option("--run-ms", "inf", 0.01, 10), "--run-ms: 'inf' is not a number");
+    CHECK_THROWS_WITH(number_option("--run-ms", "20", 0.01, 10), "--run-ms: 20 is outside 0.01..10");
 }
 
 TEST_CASE("statistics") {
