@@ -7,6 +7,8 @@
 // quote. Goals (issue 18): pmc emulate at most a third of callgrind's time, and within 1.25x of bare qemu-*.
 #include <pmc/counter.hpp>
 
+#include <command_line.hpp>
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <fcntl.h>
@@ -110,21 +112,22 @@ int read_cost() {
 
 int main(int argc, char** argv) {
     int runs = 3;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "-h" || a == "--help") {
-            std::printf("%s", help);
-            return 0;
-        }
-        if (a == "--read-cost") return read_cost();
-        if (a == "--quick") runs = 1;
-        else if (a == "--runs" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) runs = std::atoi(argv[++i]);
-        else {
-            std::fprintf(stderr, "pmc-bench-emulate: unknown argument '%s'\nRun 'pmc-bench-emulate --help' for usage.\n",
-                         a.c_str());
-            return 1;
-        }
+    pmc_cli::CommandLine command_line("pmc-bench-emulate", help);
+    bool quick = false, read_cost_only = false;
+    std::string runs_text;
+    command_line.app().add_option("--runs", runs_text, "a number of runs from 1");
+    command_line.app().add_flag("--quick", quick);
+    command_line.app().add_flag("--read-cost", read_cost_only);
+    if (auto status = command_line.parse(argc, argv)) return *status;
+    if (read_cost_only) return read_cost();
+    if (command_line.app().count("--runs") > 0) {
+        char* end = nullptr;
+        const long n = std::strtol(runs_text.c_str(), &end, 10);
+        if (runs_text.empty() || *end || n < 1 || n > 1000)
+            return command_line.usage_error("--runs needs a number of runs from 1 to 1000, not '" + runs_text + "'");
+        runs = static_cast<int>(n);
     }
+    if (quick) runs = 1;
     const char* qemu_name = PMC_ARCH_AARCH64 ? "qemu-aarch64" : "qemu-x86_64";
     if (std::system((pmc_tool + " emulate -- /bin/true >/dev/null 2>&1").c_str()) != 0) {
         std::printf("pmc-bench-emulate: skipped: pmc emulate cannot run here (install Debian's qemu-user)\n");

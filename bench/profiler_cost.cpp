@@ -5,6 +5,7 @@
 #include <pmc/counter.hpp>
 #include <pmc/profiler.hpp>
 
+#include <command_line.hpp>
 #include <fmt/format.h>
 
 #include <sys/stat.h>
@@ -99,23 +100,12 @@ FileBlocks file_blocks(const std::string& path) {
 static int run(int argc, char** argv) {
     bool quick = false;
     std::string dir;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        if (a == "-h" || a == "--help") {
-            fmt::print("{}", help);
-            return 0;
-        } else if (a == "--quick") quick = true;
-        else if (a == "--dir") {
-            if (i + 1 >= argc || !*argv[i + 1]) {
-                fmt::print(stderr, "pmc-bench-profiler: --dir needs a value (a directory for the profiles)\n");
-                return 1;
-            }
-            dir = argv[++i];
-        } else {
-            fmt::print(stderr, "pmc-bench-profiler: unknown argument '{}'\nRun 'pmc-bench-profiler --help' for usage.\n", a);
-            return 1;
-        }
-    }
+    pmc_cli::CommandLine command_line("pmc-bench-profiler", help);
+    command_line.app().add_flag("--quick", quick);
+    command_line.app().add_option("--dir", dir, "a directory for the profiles");
+    if (auto status = command_line.parse(argc, argv)) return *status;
+    if (command_line.app().count("--dir") > 0 && dir.empty())
+        return command_line.usage_error("--dir needs a directory for the profiles, not ''");
     bool remove_dir = false;
     if (!dir.empty()) {
         struct stat st {};

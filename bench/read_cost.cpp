@@ -15,6 +15,7 @@
 #include <pmc/machine.hpp>
 #include <pmc/report.hpp>
 
+#include <command_line.hpp>
 #include <fmt/format.h>
 
 #include <linux/perf_event.h>
@@ -363,19 +364,13 @@ struct Machine {
 
 int main(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view a = argv[i];
-        if (a == "--json") opt.json = true;
-        else if (a == "--quick") opt.quick = true;
-        else if (a == "--no-pin") opt.pin = false;
-        else if (a == "--help" || a == "-h") {
-            std::fputs(help_text, stdout);
-            return 0;
-        } else {
-            fmt::print(stderr, "pmc-bench-read: unknown argument '{}'\nRun 'pmc-bench-read --help' for usage.\n", a);
-            return 2;
-        }
-    }
+    pmc_cli::CommandLine command_line("pmc-bench-read", help_text);
+    bool no_pin = false;
+    command_line.app().add_flag("--json", opt.json);
+    command_line.app().add_flag("--quick", opt.quick);
+    command_line.app().add_flag("--no-pin", no_pin);
+    if (auto status = command_line.parse(argc, argv)) return *status;
+    opt.pin = !no_pin;
 
     const int fast_r = opt.quick ? 31 : 201, fast_n = opt.quick ? 200 : 1000;
     const int cpuid_r = opt.quick ? 7 : 31, cpuid_n = opt.quick ? 10 : 20;

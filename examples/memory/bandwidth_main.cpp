@@ -18,6 +18,8 @@
 #include "common.hpp"
 #include "report.hpp"
 
+#include <command_line.hpp>
+
 #include <cstdio>
 #include <string>
 
@@ -77,52 +79,45 @@ int run(int argc, char** argv) {
     std::optional<Regimes> regimes;
     int cpu = -1;
     bool pin = true, plot = true, quiet = false, quick = false;
-    std::string sized; // the options --quick sets, if given too
-    Args args(argc, argv);
-    while (args.next()) {
-        if (args.is("--help") || args.is("-h")) {
-            std::fputs(usage, stdout);
-            return 0;
-        } else if (args.is("--min")) {
-            sized = args.current();
-            o.min_size = args.size_value();
-        } else if (args.is("--max")) {
-            sized = args.current();
-            o.max_size = args.size_value();
-        } else if (args.is("--per-octave")) {
-            sized = args.current();
-            o.per_octave = static_cast<unsigned>(args.integer_value(1, 64));
-        } else if (args.is("--kernels")) {
-            o.kernels = split(args.value());
-            if (o.kernels.empty()) throw UsageError("--kernels needs kernel names, e.g. read,copy-vec,memcpy");
-        } else if (args.is("--threads")) {
-            o.threads = static_cast<unsigned>(args.integer_value(1, 1024));
-        } else if (args.is("--runs")) {
-            sized = args.current();
-            o.reps = static_cast<unsigned>(args.integer_value(1, 1000));
-        } else if (args.is("--run-ms")) {
-            sized = args.current();
-            o.rep_ms = args.number_value(0.01, 10000);
-        } else if (args.is("--boundaries")) {
-            regimes = regimes_from_boundaries(args.value());
-        } else if (args.is("--cpu")) {
-            cpu = static_cast<int>(args.integer_value(0, 1 << 20));
-        } else if (args.is("--no-pin")) {
-            pin = false;
-        } else if (args.is("--out")) {
-            out = args.value();
-        } else if (args.is("--no-plot")) {
-            plot = false;
-        } else if (args.is("--no-value-probe")) {
-            o.value_probe = false;
-        } else if (args.is("--quick")) {
-            quick = true;
-        } else if (args.is("--quiet")) {
-            quiet = true;
-        } else {
-            args.unknown();
-        }
+    std::string min_text, max_text, per_octave_text, kernels_text, threads_text, runs_text, run_ms_text,
+        boundaries_text, cpu_text;
+    bool no_pin = false, no_plot = false, no_value_probe = false;
+    pmc_cli::CommandLine cl("pmc-mem-bandwidth", usage);
+    CLI::App& app = cl.app();
+    app.add_option("--min", min_text, "a size such as 4K");
+    app.add_option("--max", max_text, "a size such as 256M");
+    app.add_option("--per-octave", per_octave_text, "a number of points");
+    app.add_option("--kernels", kernels_text, "kernel names, e.g. read,copy-vec,memcpy");
+    app.add_flag("--no-value-probe", no_value_probe);
+    app.add_option("--threads", threads_text, "a number of threads");
+    app.add_option("--runs", runs_text, "a number of runs");
+    app.add_option("--run-ms", run_ms_text, "milliseconds");
+    app.add_option("--boundaries", boundaries_text, "cache sizes such as 48K,1M,32M");
+    app.add_option("--cpu", cpu_text, "a CPU number");
+    app.add_flag("--no-pin", no_pin);
+    app.add_option("--out", out, "a folder");
+    app.add_flag("--no-plot", no_plot);
+    app.add_flag("--quick", quick);
+    app.add_flag("--quiet", quiet);
+    if (auto status = cl.parse(argc, argv)) return *status;
+    pin = !no_pin;
+    plot = !no_plot;
+    o.value_probe = !no_value_probe;
+    std::string sized; // an option --quick sets, if given too
+    for (const char* name : {"--min", "--max", "--per-octave", "--runs", "--run-ms"})
+        if (app.count(name) > 0) sized = name;
+    if (!min_text.empty()) o.min_size = parse_size(min_text);
+    if (!max_text.empty()) o.max_size = parse_size(max_text);
+    if (!per_octave_text.empty()) o.per_octave = static_cast<unsigned>(integer_option("--per-octave", per_octave_text, 1, 64));
+    if (app.count("--kernels") > 0) {
+        o.kernels = split(kernels_text);
+        if (o.kernels.empty()) throw UsageError("--kernels needs kernel names, e.g. read,copy-vec,memcpy");
     }
+    if (!threads_text.empty()) o.threads = static_cast<unsigned>(integer_option("--threads", threads_text, 1, 1024));
+    if (!runs_text.empty()) o.reps = static_cast<unsigned>(integer_option("--runs", runs_text, 1, 1000));
+    if (!run_ms_text.empty()) o.rep_ms = number_option("--run-ms", run_ms_text, 0.01, 10000);
+    if (app.count("--boundaries") > 0) regimes = regimes_from_boundaries(boundaries_text);
+    if (!cpu_text.empty()) cpu = static_cast<int>(integer_option("--cpu", cpu_text, 0, 1 << 20));
     if (quick) { // its kernels only where --kernels chose none (in either order)
         if (!sized.empty())
             throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");

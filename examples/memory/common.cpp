@@ -119,41 +119,7 @@ std::vector<std::uint64_t> sweep_sizes(std::uint64_t min, std::uint64_t max, uns
 // ---------------------------------------------------------------------------------------------------------------
 // Command line
 
-bool Args::next() {
-    inline_value_.reset();
-    if (next_ >= argv_.size()) return false;
-    current_ = argv_[next_++];
-    if (current_.rfind("--", 0) == 0) {
-        const auto eq = current_.find('=');
-        if (eq != std::string::npos) {
-            inline_value_ = current_.substr(eq + 1);
-            current_.resize(eq);
-        }
-    }
-    return true;
-}
-
-std::string Args::value() {
-    if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
-    if (next_ >= argv_.size()) throw UsageError(current_ + " needs a value");
-    return argv_[next_++];
-}
-
-double Args::number_value(double min, double max) {
-    const std::string name = current_;
-    const std::string text = value();
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v))
-        throw UsageError(name + ": '" + text + "' is not a number");
-    if (v < min || v > max) throw UsageError(name + ": " + text + " is outside " + num(min) + ".." + num(max));
-    return v;
-}
-
-long Args::integer_value(long min, long max) {
-    const std::string name = current_;
-    const std::string text = value();
+long integer_option(const std::string& name, const std::string& text, long min, long max) {
     char* end = nullptr;
     errno = 0;
     const long v = std::strtol(text.c_str(), &end, 10);
@@ -163,9 +129,14 @@ long Args::integer_value(long min, long max) {
     return v;
 }
 
-void Args::unknown() const {
-    if (current_.rfind("-", 0) == 0) throw UsageError("unknown option '" + current_ + "'");
-    throw UsageError("unexpected argument '" + current_ + "'");
+double number_option(const std::string& name, const std::string& text, double min, double max) {
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v))
+        throw UsageError(name + ": '" + text + "' is not a number");
+    if (v < min || v > max) throw UsageError(name + ": " + text + " is outside " + num(min) + ".." + num(max));
+    return v;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -510,6 +481,13 @@ MachineFacts machine_facts() {
         m.notes.push_back("under a hypervisor the L3 size the CPU reports can be the host's total, not what one "
                           "virtual CPU sees");
     return m;
+}
+
+double load_average() {
+    std::ifstream f("/proc/loadavg");
+    double one_minute = -1;
+    if (!(f >> one_minute)) return -1;
+    return one_minute;
 }
 
 void write_machine_json(pmc::JsonWriter& json, const MachineFacts& m) {

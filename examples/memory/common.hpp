@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// common.hpp: what the memory experiments share -- sizes and their labels, a small command-line reader, pinning
+// common.hpp: what the memory experiments share -- sizes and their labels, checks of option values, pinning
 // to one CPU, the clock (pmc's wall-time, plus cycles:u where a PMU lets it open), statistics, progress lines,
 // output files, and what the machine reports about itself (CPU, caches per cpuid/sysfs, kernel, hypervisor).
 #pragma once
@@ -23,7 +23,7 @@
 
 namespace pmc_mem {
 
-/// A bad command line: main() prints it with a pointer to --help and exits with status 2.
+/// A bad command line: main() prints it as every pmc program does (tools/command_line.hpp) and exits with status 1.
 struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
@@ -48,28 +48,13 @@ std::vector<std::uint64_t> sweep_sizes(std::uint64_t min, std::uint64_t max, uns
                                        std::uint64_t granule);
 
 // ---------------------------------------------------------------------------------------------------------------
-// Command line
+// Command line: CLI11 reads it (tools/command_line.hpp); these check an option's value. Each throws UsageError
+// naming the option.
 
-/// Walks argv: `while (args.next()) { if (args.is("--out")) out = args.value(); ... else args.unknown(); }`.
-class Args {
-public:
-    Args(int argc, char** argv) : argv_(argv + 1, argv + argc) {}
-    bool next();
-    bool is(const char* name) const { return current_ == name; }
-    /// The option's value (--name VALUE or --name=VALUE). Throws UsageError when it is missing.
-    std::string value();
-    std::uint64_t size_value() { return parse_size(value()); }
-    double number_value(double min, double max);
-    long integer_value(long min, long max);
-    [[noreturn]] void unknown() const;
-    const std::string& current() const { return current_; }
-
-private:
-    std::vector<std::string> argv_;
-    std::size_t next_ = 0;
-    std::string current_;
-    std::optional<std::string> inline_value_;
-};
+/// "--runs: 'x' is not an integer", "--runs: 0 is outside 1..1000".
+long integer_option(const std::string& name, const std::string& text, long min, long max);
+/// "--run-ms: 'x' is not a number", "--run-ms: 0 is outside 0.01..10000".
+double number_option(const std::string& name, const std::string& text, double min, double max);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Pinning
@@ -209,6 +194,8 @@ struct MachineFacts {
 };
 
 MachineFacts machine_facts();
+/// The 1-minute load average (/proc/loadavg), or -1 if it cannot be read.
+double load_average();
 void write_machine_json(pmc::JsonWriter& json, const MachineFacts& m);
 /// One paragraph for summaries: CPU, kernel, hypervisor, and the caches it reports.
 std::string machine_text(const MachineFacts& m);

@@ -220,6 +220,7 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
     r.pin_note = pin_note;
     r.wall_note = clock.wall_note();
     r.cycles_note = clock.cycles_note();
+    r.load_before = load_average();
     const std::uint64_t t0 = clock.now_ns();
 
     Buffer buffer(o.max_size, o.hugepages);
@@ -330,6 +331,7 @@ LatencyResult run_latency(const LatencyOptions& o, Clock& clock, Progress& progr
                                       "256M or more)");
     }
     r.seconds = static_cast<double>(clock.now_ns() - t0) / 1e9;
+    r.load_after = load_average();
     return r;
 }
 
@@ -361,6 +363,128 @@ const Level* memory_level(const Regimes& regimes) {
     for (const auto& l : regimes.levels)
         if (l.name == "memory") return &l;
     return nullptr;
+}
+
+namespace {
+
+std::string level_name_of(const std::string& cache) { return cache == "L1d" ? "L1" : cache; }
+
+/// A factor for people: "2.55x larger" / "3.1x smaller".
+std::string factor_text(double found, double reported) {
+    return found >= reported ? num(found / reported, 3) + "x larger" : num(reported / found, 3) + "x smaller";
+}
+
+} // namespace
+
+void check_against_reported(Regimes& regimes, const MachineFacts& m) {
+    const ReportedCache* llc = nullptr;
+    for (const auto& c : m.caches)
+        if (c.bytes > 0 && (!llc || c.bytes > llc->bytes)) llc = &c;
+    if (!llc) return;
+    auto& levels = regimes.levels;
+    const std::string rerun = "rerun on an idle machine, without --quick";
+    auto host_clause = [&](const ReportedCache& c) {
+        return &c == llc && !m.hypervisor.empty()
+                   ? " (under the hypervisor \"" + m.hypervisor + "\" the reported " + c.name +
+                         " can be the host's, not what this virtual CPU sees)"
+                   : std::string();
+    };
+
+    // 1. A plateau inside the reported last-level cache is never memory.
+    for (std::size_t i = 0; i < levels.size(); ++i) {
+        Level& l = levels[i];
+        if (l.name != "memory" || l.first_size >= static_cast<double>(llc->bytes)) continue;
+        const ReportedCache* in = llc; // the smallest reported cache that holds the plateau's first size
+        for (const auto& c : m.caches)
+            if (static_cast<double>(c.bytes) > l.first_size && c.bytes < in->bytes) in = &c;
+        const std::string name = level_name_of(in->name);
+        const bool taken = std::any_of(levels.begin(), levels.end(), [&](const Level& o) { return o.name == name; });
+        const std::string reported = in->name + " " + size_text(static_cast<double>(in->bytes)) + " (" + in->source + ")";
+        const std::string found = fmt::format("the level found at {}..{} ({})", size_label(l.first_size),
+                                              size_label(l.last_size), duration_text(l.latency));
+        l.name = taken ? beyond_level_name : name;
+        l.check = "inside the reported " + in->name + ": not memory";
+        regimes.warnings.push_back(
+            found + " lies inside the " + reported + " the CPU reports, so it is not memory: " +
+            (taken ? fmt::format("it is shown as \"{}\" (beyond the detected levels), since the found {} already "
+                                 "ends at {}",
+                                 beyond_level_name, name, i > 0 && levels[i - 1].boundary
+                                                              ? size_text(levels[i - 1].boundary->size)
+                                                              : std::string("?"))
+                   : "it is shown as " + name) +
+            host_clause(*in) + "; to measure memory, " + rerun + " (the sweep must go well past the " + in->name +
+            ")");
+    }
+
+    // 2. Each cache level against the reported size of the same name.
+    for (Level& l : levels) {
+        const ReportedCache* c = reported_for(l, m);
+        if (!l.boundary || !c || c->bytes == 0) continue;
+        const double reported = static_cast<double>(c->bytes), found = l.boundary->size;
+        if (found <= reported * reported_disagreement_ratio && found * reported_disagreement_ratio >= reported)
+            continue;
+        const std::string factor = factor_text(found, reported);
+        l.check = "found " + factor;
+        regimes.warnings.push_back(fmt::format(
+            "{} found at {} (between the measured sizes {} and {}; its plateau {}..{}) where the CPU reports {} "
+            "({}): {}, more than {}x off{}; a busy machine or a short sweep moves a boundary, so {}",
+            l.name, size_text(found), size_label(l.boundary->below), size_label(l.boundary->above),
+            size_label(l.first_size), size_label(l.last_size), size_text(reported), c->source, factor,
+            num(reported_disagreement_ratio, 2), host_clause(*c), rerun));
+    }
+}
+
+SweepSpread sweep_spread(const LatencyCurve& curve) {
+    SweepSpread s;
+    for (const auto& p : curve.points) {
+        if (p.sweep_min.size() < 2) continue;
+        const double lo = min_of(p.sweep_min), hi = max_of(p.sweep_min);
+        if (!(lo > 0)) continue;
+        ++s.sizes;
+        if (hi >= lo * sweep_disagreement_ratio) ++s.disagreeing;
+        if (hi / lo > s.worst_ratio) {
+            s.worst_ratio = hi / lo;
+            s.worst_size = static_cast<double>(p.size);
+        }
+    }
+    return s;
+}
+
+std::string busy_warning(double load_before, double load_after, int cpus, const SweepSpread& spread) {
+    std::vector<std::string> signs;
+    if (cpus > 0 && std::max(load_before, load_after) > cpus)
+        signs.push_back(fmt::format("the load average was above the {} CPUs ({} before the sweep, {} after)", cpus,
+                                    load_before < 0 ? "?" : num(load_before, 3),
+                                    load_after < 0 ? "?" : num(load_after, 3)));
+    if (spread.sizes > 0 && spread.disagreeing * 4 > spread.sizes)
+        signs.push_back(fmt::format("the sweeps disagreed: at {} of {} sizes the slowest sweep's fastest run took "
+                                    "{}x the fastest's or more (the worst {}x at {})",
+                                    spread.disagreeing, spread.sizes, num(sweep_disagreement_ratio, 2),
+                                    num(spread.worst_ratio, 3), size_label(spread.worst_size)));
+    if (signs.empty()) return "";
+    std::string text = "the machine was busy: " + signs[0];
+    for (std::size_t i = 1; i < signs.size(); ++i) text += "; and " + signs[i];
+    return text + ". Other work moves the levels found (their sizes and latencies), so rerun on an idle machine, "
+                  "without --quick";
+}
+
+void check_latency(LatencyResult& r, const MachineFacts& m) {
+    const bool had_memory = memory_level(r.regimes) != nullptr;
+    check_against_reported(r.regimes, m);
+    if (had_memory && !memory_level(r.regimes)) {
+        // What the sweep's end said about its last level ("may be a cache", "is memory") is superseded.
+        auto& notes = r.regimes.notes;
+        notes.erase(std::remove_if(notes.begin(), notes.end(),
+                                   [](const std::string& n) { return n.rfind("the sweep ends at", 0) == 0; }),
+                    notes.end());
+        if (r.memory_apart_ns > 0)
+            notes.push_back("a load from memory takes " + duration_text(r.memory_apart_ns) +
+                            " (" + r.memory_apart_source + ")");
+    }
+    for (const auto& c : r.curves)
+        if (c.chain == r.regimes_chain) r.spread = sweep_spread(c);
+    const std::string busy = busy_warning(r.load_before, r.load_after, m.online_cpus, r.spread);
+    if (!busy.empty()) r.regimes.warnings.push_back(busy);
 }
 
 namespace {
@@ -439,6 +563,7 @@ void write_latency_json(pmc::JsonWriter& json, const LatencyResult& r, const Mac
         json.field("latency_low_ns", l.latency_low);
         json.field("latency_high_ns", l.latency_high);
         json.field("points", l.points);
+        json.field("check", l.check);
         json.key("boundary");
         if (l.boundary) write_transition(json, *l.boundary);
         else json.null();
@@ -461,6 +586,14 @@ void write_latency_json(pmc::JsonWriter& json, const LatencyResult& r, const Mac
     json.key("notes").begin_array();
     for (const auto& n : r.regimes.notes) json.value(n);
     json.end_array();
+    json.key("warnings").begin_array();
+    for (const auto& w : r.regimes.warnings) json.value(w);
+    json.end_array();
+    json.end_object();
+    json.field("load_average_before", r.load_before).field("load_average_after", r.load_after);
+    json.key("sweep_spread").begin_object();
+    json.field("sizes", r.spread.sizes).field("disagreeing", r.spread.disagreeing);
+    json.field("worst_ratio", r.spread.worst_ratio).field("worst_size_bytes", r.spread.worst_size);
     json.end_object();
     if (r.memory_apart_ns > 0) {
         json.key("memory_measured_apart").begin_object();
@@ -474,6 +607,7 @@ void write_latency_json(pmc::JsonWriter& json, const LatencyResult& r, const Mac
 namespace {
 struct RegimeRow {
     std::string level, boundary, bracket, latency, range, reported;
+    std::string check; ///< how the level disagrees with the report, "" if it does not
 };
 
 std::vector<RegimeRow> regime_rows(const Regimes& regimes, const MachineFacts& m) {
@@ -485,7 +619,9 @@ std::vector<RegimeRow> regime_rows(const Regimes& regimes, const MachineFacts& m
             row.boundary = size_text(l.boundary->size);
             row.bracket = size_label(l.boundary->below) + " .. " + size_label(l.boundary->above);
         } else {
-            row.boundary = l.name == "memory" ? "(beyond the caches)" : "-";
+            row.boundary = l.name == "memory"             ? "(beyond the caches)"
+                           : l.name == beyond_level_name ? "(beyond the detected levels)"
+                                                         : "-";
         }
         row.latency = duration_text(l.latency);
         row.range = fmt::format("{}..{} ns, {}..{}", num(l.latency_low, 3), num(l.latency_high, 3),
@@ -494,6 +630,7 @@ std::vector<RegimeRow> regime_rows(const Regimes& regimes, const MachineFacts& m
             row.reported = c->name + " " + size_text(static_cast<double>(c->bytes)) + " (" + c->source + ")";
         else
             row.reported = "-";
+        row.check = l.check;
         rows.push_back(row);
     }
     return rows;
@@ -504,13 +641,14 @@ std::string regimes_text(const Regimes& regimes, const MachineFacts& m) {
     std::string out = fmt::format("{:<7} {:<11} {:<14} {:<9} {:<32} {}\n", "level", "size", "between", "latency",
                                   "plateau (latency, sizes)", "the CPU reports");
     for (const auto& row : regime_rows(regimes, m))
-        out += fmt::format("{:<7} {:<11} {:<14} {:<9} {:<32} {}\n", row.level, row.boundary, row.bracket, row.latency,
-                           row.range, row.reported);
+        out += fmt::format("{:<7} {:<11} {:<14} {:<9} {:<32} {}{}\n", row.level, row.boundary, row.bracket,
+                           row.latency, row.range, row.reported, row.check.empty() ? "" : "  <- " + row.check + "!");
     for (const auto& s : regimes.minor_steps)
         out += fmt::format("minor step (not a new level): x{:.2f} ({} -> {}) near {} (between {} and {})\n",
                            s.ratio(), duration_text(s.latency_from), duration_text(s.latency_to), size_text(s.size), size_label(s.below),
                            size_label(s.above));
     for (const auto& n : regimes.notes) out += "note: " + n + "\n";
+    for (const auto& w : regimes.warnings) out += "WARNING: " + w + ".\n";
     return out;
 }
 
@@ -519,7 +657,7 @@ std::string regimes_markdown(const Regimes& regimes, const MachineFacts& m) {
                       "the CPU reports |\n|---|---|---|---|---|---|\n";
     for (const auto& row : regime_rows(regimes, m))
         out += "| " + row.level + " | " + row.boundary + " | " + row.bracket + " | " + row.latency + " | " +
-               row.range + " | " + row.reported + " |\n";
+               row.range + " | " + row.reported + (row.check.empty() ? "" : " — **" + row.check + "**") + " |\n";
     return out;
 }
 

@@ -59,6 +59,16 @@ struct LatencyCurve {
     std::vector<LatencyPoint> points;
 };
 
+/// How much the sweeps' fastest runs of each size disagree (LatencyPoint::sweep_min): on an idle machine the
+/// sweeps of a size agree within a few percent on a plateau (they differ at most where a physically indexed cache
+/// fills, by where its pages land); interference from other work makes them disagree everywhere.
+struct SweepSpread {
+    std::size_t sizes = 0;       ///< sizes measured in two sweeps or more
+    std::size_t disagreeing = 0; ///< of those, where the slowest sweep took sweep_disagreement_ratio x the fastest
+    double worst_ratio = 1;      ///< the largest slowest/fastest sweep ratio, and where
+    double worst_size = 0;
+};
+
 struct LatencyResult {
     LatencyOptions options;
     std::vector<LatencyCurve> curves;
@@ -74,6 +84,10 @@ struct LatencyResult {
     /// A load from memory measured on its own beside a short sweep (compare_with_memory), for the figure; 0: none.
     double memory_apart_ns = 0;
     std::string memory_apart_source;
+    /// The 1-minute load average just before and just after the sweep (-1: /proc/loadavg unreadable).
+    double load_before = -1;
+    double load_after = -1;
+    SweepSpread spread; ///< of the curve the regimes come from (check_latency fills it)
 };
 
 /// The sizes each chain measures (options.chains, in order). Throws UsageError for --min 0, --max below --min,
@@ -124,5 +138,37 @@ constexpr double cache_below_memory_ratio = 5;
 /// "memory"; the regimes' note says which and why, and `r` keeps the figure for the plot. A sweep that went past
 /// memory_sweep_bytes, or whose last level is not called memory, keeps its names.
 void compare_with_memory(LatencyResult& r, double memory_ns, const std::string& source);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Knowing when the levels are wrong: the found levels against what the CPU reports, and a busy machine.
+
+/// A found boundary more than this factor away from the size the CPU reports (either way) puts the level in doubt.
+constexpr double reported_disagreement_ratio = 2;
+/// The name of a level past the last one the curve found that cannot be called memory: it lies inside a reported
+/// cache whose name a found level already has (see check_against_reported).
+constexpr const char* beyond_level_name = "beyond";
+
+/// Checks the found levels against the caches the CPU reports (m.caches: sysfs, else cpuid), in place:
+///  - a level called "memory" whose plateau starts inside the reported last-level cache is not memory: it takes the
+///    name of the smallest reported cache that holds that size ("L3"), or beyond_level_name ("beyond the detected
+///    levels") when a found level has that name already; its `check` and a warning say why;
+///  - a cache level whose boundary is more than reported_disagreement_ratio from the reported size of the same
+///    name: its `check` says by how much, and a warning says what disagreed, by how much and what to do.
+/// Under a hypervisor (m.hypervisor) the warnings add that a reported last-level cache can be the host's. Pure:
+/// the reported caches come from `m`.
+void check_against_reported(Regimes& regimes, const MachineFacts& m);
+
+/// Sweeps of one size this far apart disagree as much as two levels do (RegimeOptions::level_ratio).
+constexpr double sweep_disagreement_ratio = 1.5;
+SweepSpread sweep_spread(const LatencyCurve& curve);
+
+/// "" on a quiet machine; otherwise a warning saying that the machine was busy and how it shows -- the load average
+/// (before or after the sweep; negative: unknown) above `cpus`, or the sweeps disagreeing at more than a quarter of
+/// the sizes -- and what to do.
+std::string busy_warning(double load_before, double load_after, int cpus, const SweepSpread& spread);
+
+/// Both checks on a finished run (after compare_with_memory, when a load from memory was measured apart):
+/// check_against_reported on r.regimes, and busy_warning from r's load averages and its regimes' curve.
+void check_latency(LatencyResult& r, const MachineFacts& m);
 
 } // namespace pmc_mem

@@ -15,6 +15,8 @@
 #include "latency.hpp"
 #include "report.hpp"
 
+#include <command_line.hpp>
+
 #include <cstdio>
 #include <string>
 
@@ -55,61 +57,53 @@ int run(int argc, char** argv) {
     std::string out = "pmc-memory-report";
     int cpu = -1;
     bool pin = true, plot = true, quiet = false, quick = false;
-    std::string sized; // the options --quick sets, if given too
-    Args args(argc, argv);
-    while (args.next()) {
-        if (args.is("--help") || args.is("-h")) {
-            std::fputs(usage, stdout);
-            return 0;
-        } else if (args.is("--min")) {
-            sized = args.current();
-            o.min_size = args.size_value();
-        } else if (args.is("--max")) {
-            sized = args.current();
-            o.max_size = args.size_value();
-        } else if (args.is("--per-octave")) {
-            sized = args.current();
-            o.per_octave = static_cast<unsigned>(args.integer_value(1, 64));
-        } else if (args.is("--stride")) {
-            o.stride = args.size_value();
-        } else if (args.is("--chain")) {
-            o.chains.clear();
-            const std::string list = args.value();
-            std::size_t start = 0;
-            while (start <= list.size()) {
-                const auto comma = list.find(',', start);
-                o.chains.push_back(parse_chain(list.substr(start, comma == std::string::npos ? comma : comma - start)));
-                if (comma == std::string::npos) break;
-                start = comma + 1;
-            }
-        } else if (args.is("--runs")) {
-            sized = args.current();
-            o.reps = static_cast<unsigned>(args.integer_value(1, 1000));
-        } else if (args.is("--run-ms")) {
-            o.rep_ms = args.number_value(0.01, 10000);
-        } else if (args.is("--sweeps")) {
-            sized = args.current();
-            o.sweeps = static_cast<unsigned>(args.integer_value(1, 1000));
-        } else if (args.is("--seed")) {
-            o.seed = static_cast<std::uint64_t>(args.integer_value(0, INT64_MAX));
-        } else if (args.is("--hugepages")) {
-            o.hugepages = true;
-        } else if (args.is("--cpu")) {
-            cpu = static_cast<int>(args.integer_value(0, 1 << 20));
-        } else if (args.is("--no-pin")) {
-            pin = false;
-        } else if (args.is("--out")) {
-            out = args.value();
-        } else if (args.is("--no-plot")) {
-            plot = false;
-        } else if (args.is("--quick")) {
-            quick = true;
-        } else if (args.is("--quiet")) {
-            quiet = true;
-        } else {
-            args.unknown();
+    std::string min_text, max_text, per_octave_text, stride_text, chain_text, runs_text, run_ms_text, sweeps_text,
+        seed_text, cpu_text;
+    bool no_pin = false, no_plot = false;
+    pmc_cli::CommandLine cl("pmc-mem-latency", usage);
+    CLI::App& app = cl.app();
+    app.add_option("--min", min_text, "a size such as 512 or 48K");
+    app.add_option("--max", max_text, "a size such as 256M");
+    app.add_option("--per-octave", per_octave_text, "a number of points");
+    app.add_option("--stride", stride_text, "a size in bytes");
+    app.add_option("--chain", chain_text, "chain names: random, forward, backward");
+    app.add_option("--runs", runs_text, "a number of runs");
+    app.add_option("--run-ms", run_ms_text, "milliseconds");
+    app.add_option("--sweeps", sweeps_text, "a number of sweeps");
+    app.add_option("--seed", seed_text, "a number");
+    app.add_flag("--hugepages", o.hugepages);
+    app.add_option("--cpu", cpu_text, "a CPU number");
+    app.add_flag("--no-pin", no_pin);
+    app.add_option("--out", out, "a folder");
+    app.add_flag("--no-plot", no_plot);
+    app.add_flag("--quick", quick);
+    app.add_flag("--quiet", quiet);
+    if (auto status = cl.parse(argc, argv)) return *status;
+    pin = !no_pin;
+    plot = !no_plot;
+    std::string sized; // an option --quick sets, if given too
+    for (const char* name : {"--min", "--max", "--per-octave", "--runs", "--sweeps"})
+        if (app.count(name) > 0) sized = name;
+    if (!min_text.empty()) o.min_size = parse_size(min_text);
+    if (!max_text.empty()) o.max_size = parse_size(max_text);
+    if (!per_octave_text.empty()) o.per_octave = static_cast<unsigned>(integer_option("--per-octave", per_octave_text, 1, 64));
+    if (!stride_text.empty()) o.stride = parse_size(stride_text);
+    if (app.count("--chain") > 0) {
+        o.chains.clear();
+        std::size_t start = 0;
+        while (start <= chain_text.size()) {
+            const auto comma = chain_text.find(',', start);
+            o.chains.push_back(
+                parse_chain(chain_text.substr(start, comma == std::string::npos ? comma : comma - start)));
+            if (comma == std::string::npos) break;
+            start = comma + 1;
         }
     }
+    if (!runs_text.empty()) o.reps = static_cast<unsigned>(integer_option("--runs", runs_text, 1, 1000));
+    if (!run_ms_text.empty()) o.rep_ms = number_option("--run-ms", run_ms_text, 0.01, 10000);
+    if (!sweeps_text.empty()) o.sweeps = static_cast<unsigned>(integer_option("--sweeps", sweeps_text, 1, 1000));
+    if (!seed_text.empty()) o.seed = static_cast<std::uint64_t>(integer_option("--seed", seed_text, 0, INT64_MAX));
+    if (!cpu_text.empty()) cpu = static_cast<int>(integer_option("--cpu", cpu_text, 0, 1 << 20));
     if (quick) {
         if (!sized.empty())
             throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
@@ -132,7 +126,8 @@ int run(int argc, char** argv) {
     Progress progress(quiet);
     const MachineFacts machine = machine_facts();
     progress.note("pmc-mem-latency: " + pin_note + "; " + clock.cycles_note());
-    const LatencyResult r = run_latency(o, clock, progress, pin_note);
+    LatencyResult r = run_latency(o, clock, progress, pin_note);
+    check_latency(r, machine); // the levels against what the CPU reports, and whether the machine was busy
     const Written w = save_latency(out, r, machine, plot);
 
     std::printf("Levels found in the %s-chain latency curve (%u runs per size), beside what the CPU "

@@ -17,6 +17,7 @@
 #include "pagefault.hpp"
 #include "report.hpp"
 
+#include <command_line.hpp>
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -54,38 +55,30 @@ int run(int argc, char** argv) {
     bool do_latency = true, do_bandwidth = true, do_pagefault = true;
     std::string command = "pmc-memory";
     for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-    Args args(argc, argv);
-    while (args.next()) {
-        if (args.is("--help") || args.is("-h")) {
-            std::fputs(usage, stdout);
-            return 0;
-        } else if (args.is("--out")) {
-            out = args.value();
-        } else if (args.is("--quick")) {
-            quick = true;
-        } else if (args.is("--skip")) {
-            const std::string list = args.value() + ",";
-            for (std::size_t start = 0, comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1) {
-                const std::string item = list.substr(start, comma - start);
-                if (item == "latency") do_latency = false;
-                else if (item == "bandwidth") do_bandwidth = false;
-                else if (item == "pagefault") do_pagefault = false;
-                else if (!item.empty()) throw UsageError("--skip: latency, bandwidth or pagefault, not '" + item + "'");
-            }
-        } else if (args.is("--dir")) {
-            pf_dir = args.value();
-        } else if (args.is("--cpu")) {
-            cpu = static_cast<int>(args.integer_value(0, 1 << 20));
-        } else if (args.is("--no-pin")) {
-            pin = false;
-        } else if (args.is("--no-plot")) {
-            plot = false;
-        } else if (args.is("--quiet")) {
-            quiet = true;
-        } else {
-            args.unknown();
-        }
+    std::string skip, cpu_text;
+    bool no_pin = false, no_plot = false;
+    pmc_cli::CommandLine cl("pmc-memory", usage);
+    CLI::App& app = cl.app();
+    app.add_option("--out", out, "a folder");
+    app.add_flag("--quick", quick);
+    app.add_option("--skip", skip, "experiments to leave out: latency, bandwidth, pagefault");
+    app.add_option("--dir", pf_dir, "a folder");
+    app.add_option("--cpu", cpu_text, "a CPU number");
+    app.add_flag("--no-pin", no_pin);
+    app.add_flag("--no-plot", no_plot);
+    app.add_flag("--quiet", quiet);
+    if (auto status = cl.parse(argc, argv)) return *status;
+    pin = !no_pin;
+    plot = !no_plot;
+    const std::string list = skip + ",";
+    for (std::size_t start = 0, comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1) {
+        const std::string item = list.substr(start, comma - start);
+        if (item == "latency") do_latency = false;
+        else if (item == "bandwidth") do_bandwidth = false;
+        else if (item == "pagefault") do_pagefault = false;
+        else if (!item.empty()) throw UsageError("--skip: latency, bandwidth or pagefault, not '" + item + "'");
     }
+    if (!cpu_text.empty()) cpu = static_cast<int>(integer_option("--cpu", cpu_text, 0, 1 << 20));
 
     std::string pin_note = "Not pinned (--no-pin)";
     if (pin) pin_to_cpu(cpu, pin_note);
@@ -123,6 +116,8 @@ int run(int argc, char** argv) {
                             ", measured on its own (median of 31 runs of 2000 loads)";
             compare_with_memory(latency, memory_ns, memory_source);
         }
+        // Then the levels against what the CPU reports, and whether the machine was busy: said beside the table.
+        check_latency(latency, machine);
         written.add(save_latency(out, latency, machine, plot));
         summary.latency = &latency;
         std::printf("Levels found in the random-chain load latency (%u runs per size), beside what the CPU "

@@ -14,6 +14,8 @@
 #include "pagefault.hpp"
 #include "report.hpp"
 
+#include <command_line.hpp>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -46,36 +48,31 @@ int run(int argc, char** argv) {
     std::string out = "pmc-memory-report";
     std::string dir;
     bool quiet = false, quick = false;
-    std::string sized; // the options --quick sets, if given too
-    Args args(argc, argv);
-    while (args.next()) {
-        if (args.is("--help") || args.is("-h")) {
-            std::fputs(usage, stdout);
-            return 0;
-        } else if (args.is("--dir")) {
-            dir = args.value();
-        } else if (args.is("--file-size")) {
-            sized = args.current();
-            o.file_size = args.size_value();
-        } else if (args.is("--runs")) {
-            sized = args.current();
-            o.runs = static_cast<unsigned>(args.integer_value(1, 1000));
-        } else if (args.is("--order")) {
-            const std::string v = args.value();
-            if (v != "address" && v != "random") throw UsageError("--order: address or random, not '" + v + "'");
-            o.random_order = v == "random";
-        } else if (args.is("--memory-latency-ns")) {
-            o.memory_latency_ns = args.number_value(0.1, 1e6);
-            o.memory_latency_source = "given with --memory-latency-ns";
-        } else if (args.is("--out")) {
-            out = args.value();
-        } else if (args.is("--quick")) {
-            quick = true;
-        } else if (args.is("--quiet")) {
-            quiet = true;
-        } else {
-            args.unknown();
-        }
+    std::string file_size_text, runs_text, order_text, memory_latency_text;
+    pmc_cli::CommandLine cl("pmc-mem-pagefault", usage);
+    CLI::App& app = cl.app();
+    app.add_option("--dir", dir, "a folder");
+    app.add_option("--file-size", file_size_text, "a size such as 16M");
+    app.add_option("--runs", runs_text, "a number of runs");
+    app.add_option("--order", order_text, "address or random");
+    app.add_option("--memory-latency-ns", memory_latency_text, "nanoseconds");
+    app.add_option("--out", out, "a folder");
+    app.add_flag("--quick", quick);
+    app.add_flag("--quiet", quiet);
+    if (auto status = cl.parse(argc, argv)) return *status;
+    std::string sized; // an option --quick sets, if given too
+    for (const char* name : {"--file-size", "--runs"})
+        if (app.count(name) > 0) sized = name;
+    if (!file_size_text.empty()) o.file_size = parse_size(file_size_text);
+    if (!runs_text.empty()) o.runs = static_cast<unsigned>(integer_option("--runs", runs_text, 1, 1000));
+    if (app.count("--order") > 0) {
+        if (order_text != "address" && order_text != "random")
+            throw UsageError("--order: address or random, not '" + order_text + "'");
+        o.random_order = order_text == "random";
+    }
+    if (app.count("--memory-latency-ns") > 0) {
+        o.memory_latency_ns = number_option("--memory-latency-ns", memory_latency_text, 0.1, 1e6);
+        o.memory_latency_source = "given with --memory-latency-ns";
     }
     if (quick) {
         if (!sized.empty())

@@ -33,7 +33,8 @@
 //  5. Names: L1, L2, ... in order; the last level is "memory" when there are at least two and it lasts to the
 //     largest size measured (points after its last plateau that stay within level_ratio of it only drift, and
 //     belong to it). If the sweep stops before the last cache overflows, that level is in fact the last cache:
-//     sweep further.
+//     sweep further. The curve cannot tell; check_against_reported (latency.hpp) renames a "memory" that lies
+//     inside the last-level cache the CPU reports, and warns where a level is more than 2x off its reported size.
 #pragma once
 
 #include <algorithm>
@@ -81,12 +82,18 @@ struct Level {
     double latency_high = 0;
     std::size_t points = 0;
     std::optional<Transition> boundary; ///< to the next level; none for the last one
+    /// Beside the level in the tables: how it disagrees with what the CPU reports ("" where it agrees or where
+    /// nothing is reported). The detector leaves it empty; check_against_reported (latency.hpp) fills it.
+    std::string check;
 };
 
 struct Regimes {
     std::vector<Level> levels;
     std::vector<Transition> minor_steps; ///< steps inside a level (ratio between minor_step_ratio and level_ratio)
     std::vector<std::string> notes;      ///< what the detector could not decide, for people
+    /// Reasons to distrust the levels (they disagree with the CPU's report, the machine was busy), each a sentence
+    /// that says what to do. The detector leaves it empty: it knows only the curve (see latency.hpp).
+    std::vector<std::string> warnings;
 };
 
 namespace detail {

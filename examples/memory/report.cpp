@@ -4,6 +4,8 @@
 
 #include "plot.hpp"
 
+#include <command_line.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -67,8 +69,7 @@ int report_exception(const char* program) {
     try {
         throw;
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", program, e.what(), program);
-        return 2;
+        return pmc_cli::usage_error(program, e.what());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: error: %s\n", program, e.what());
         return 1;
@@ -137,6 +138,12 @@ std::uint64_t last_size(const LatencyResult& r) {
 std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
     std::string s = "# Memory hierarchy report (pmc-memory)\n\n";
     s += "`" + in.command + "` took " + fmt::format("{:.0f}", in.seconds) + " s. " + machine_text(m) + "\n\n";
+    // Reasons to distrust the levels come first, where nobody reads past them.
+    if (in.latency)
+        for (std::string w : in.latency->regimes.warnings) {
+            if (!w.empty() && w[0] >= 'a' && w[0] <= 'z') w[0] = static_cast<char>(w[0] - 'a' + 'A');
+            s += "> **Warning:** " + w + ".\n\n";
+        }
 
     if (const LatencyResult* l = in.latency) {
         s += "## Load latency and the levels found in it\n\n" + figure_markdown(in, "latency", "load latency");
@@ -154,7 +161,8 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
              "-chain curve alone, without cpuid or sysfs (docs/memory.md, installed as share/doc/pmc/memory.md: "
              "plateaus of points within ±10 % of each other, levels at least 1.5× apart, each boundary where the "
              "curve is halfway up its step on the log-latency axis); the last column is what the CPU reports, "
-             "for comparison only.\n\n";
+             "for comparison: it says where a level found is more than 2× off the reported size or lies inside the "
+             "reported last-level cache (the warnings above say why and what to do).\n\n";
         s += regimes_markdown(l->regimes, m) + "\n";
         for (const auto& st : l->regimes.minor_steps)
             s += fmt::format("- Minor step inside a level (not a new level, ratio below 1.5): ×{:.2f} ({} → "

@@ -55,7 +55,8 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in);
 /// Prints the files written and the notes to stdout/stderr.
 void print_written(const Written& w);
 
-/// The usual ending of main(): messages for a UsageError (status 2) or any other exception (status 1).
+/// The usual ending of main(): a UsageError as every pmc program says a usage error (tools/command_line.hpp), any
+/// other exception as "PROGRAM: error: WHAT"; status 1 for both.
 int report_exception(const char* program);
 
 } // namespace pmc_mem

@@ -18,6 +18,8 @@
 // allocator state is shared by the threads), which is why callees() returns an array.
 #include <pmc/profiler.hpp>
 
+#include <command_line.hpp>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -148,40 +151,29 @@ struct Compiler {
 int main(int argc, char** argv) {
     std::size_t threads = 2, functions = 400;
     Query plant = Query::none;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto number = [&](std::size_t& out) {
-            if (i + 1 >= argc) return false;
-            char* end = nullptr;
-            const unsigned long v = std::strtoul(argv[++i], &end, 10);
-            if (*end || v == 0 || v > 100000) return false;
-            out = v;
-            return true;
-        };
-        if (a == "-h" || a == "--help") {
-            std::fputs(help, stdout);
-            return 0;
-        }
-        if ((a == "--threads" && number(threads)) || (a == "--functions" && number(functions))) continue;
-        if (a == "--plant" && i + 1 < argc) {
-            const std::string q = argv[++i];
-            plant = q == "parse" ? Query::parse : q == "typeck" ? Query::typeck : q == "type_of" ? Query::type_of
-                  : q == "optimize" ? Query::optimize : q == "codegen" ? Query::codegen : Query::none;
-            if (plant != Query::none) continue;
-            std::fprintf(stderr, "pmc-example-profiler: --plant '%s': not a query (parse, typeck, type_of, optimize or "
-                                 "codegen)\n", q.c_str());
-            return 1;
-        }
-        if (a == "--threads" || a == "--functions")
-            std::fprintf(stderr, "pmc-example-profiler: %s needs a number from 1 to 100000%s%s%s\n", a.c_str(),
-                         i + 1 < argc ? " (got '" : "", i + 1 < argc ? argv[i + 1] : "", i + 1 < argc ? "')" : "");
-        else if (a == "--plant")
-            std::fprintf(stderr, "pmc-example-profiler: --plant needs a query (parse, typeck, type_of, optimize or "
-                                 "codegen)\n");
-        else
-            std::fprintf(stderr, "pmc-example-profiler: unknown argument '%s'\n", a.c_str());
-        std::fprintf(stderr, "Run 'pmc-example-profiler --help' for usage.\n");
-        return 1;
+    pmc_cli::CommandLine command_line("pmc-example-profiler", help);
+    std::string threads_text, functions_text, plant_text;
+    command_line.app().add_option("--threads", threads_text, "a number from 1 to 100000");
+    command_line.app().add_option("--functions", functions_text, "a number from 1 to 100000");
+    command_line.app().add_option("--plant", plant_text, "a query (parse, typeck, type_of, optimize or codegen)");
+    if (auto status = command_line.parse(argc, argv)) return *status;
+    for (auto [name, text, out] : {std::make_tuple("--threads", &threads_text, &threads),
+                                   std::make_tuple("--functions", &functions_text, &functions)}) {
+        if (command_line.app().count(name) == 0) continue;
+        char* end = nullptr;
+        const unsigned long v = std::strtoul(text->c_str(), &end, 10);
+        if (text->empty() || *end || v == 0 || v > 100000)
+            return command_line.usage_error(std::string(name) + " needs a number from 1 to 100000, not '" + *text +
+                                            "'");
+        *out = v;
+    }
+    if (command_line.app().count("--plant") > 0) {
+        const std::string& q = plant_text;
+        plant = q == "parse" ? Query::parse : q == "typeck" ? Query::typeck : q == "type_of" ? Query::type_of
+              : q == "optimize" ? Query::optimize : q == "codegen" ? Query::codegen : Query::none;
+        if (plant == Query::none)
+            return command_line.usage_error("--plant '" + q + "': not a query (parse, typeck, type_of, optimize or "
+                                            "codegen)");
     }
 
     auto prof = pmc::Profiler::from_env(); // PMC_PROFILE=FILE turns it on

@@ -9,13 +9,16 @@
 // The workload: one random pointer chain per level of the curve, in a heap block sized inside that level's working
 // sets (so each chain's loads are served mostly from that level), each block named after its level.
 // Load-latency sampling needs a PMU (Intel PEBS mem-loads with ldlat, AMD IBS op); without one the program prints the
-// buckets it would use and "SKIPPED: reason", and exits 0. Bad input: a message and exit status 2.
+// buckets it would use and "SKIPPED: reason", and exits 0. A bad command line or input file: the usage error every
+// pmc program prints (tools/command_line.hpp), exit status 1.
 #include <pmc/address_map.hpp>
 #include <pmc/cpu.hpp>
 #include <pmc/latency_buckets.hpp>
 #include <pmc/sampler.hpp>
 #if PMC_HAVE_SYMBOLS
 #include <pmc/symbols.hpp>
+
+#include <command_line.hpp>
 #endif
 
 #include <sys/mman.h>
@@ -31,6 +34,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -53,10 +57,10 @@ bucket and by variable, with the bias check of the sampled event beside every sc
   -h, --help      this text
 )";
 
-int bad_usage(const std::string& why) {
-    std::fprintf(stderr, "pmc-example-dcache-buckets: %s\n(see --help)\n", why.c_str());
-    return 2;
-}
+pmc_cli::CommandLine command_line("pmc-example-dcache-buckets", usage);
+
+/// A bad command line or a bad input file it names: the usage error every pmc program prints, status 1.
+int bad_usage(const std::string& why) { return command_line.usage_error(why); }
 
 bool parse_size(std::string s, std::size_t& out) {
     std::size_t mult = 1;
@@ -114,30 +118,30 @@ int main(int argc, char** argv) {
     std::string curve_path, edges_list, labels_list, sizes_list;
     double ghz = 0;
     std::uint64_t period = 1000, loads = 4000000;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "-h" || a == "--help") {
-            std::fputs(usage, stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) return bad_usage("unknown option or missing value: '" + a + "'");
-        std::string v = argv[++i];
+    std::string ghz_text, period_text, loads_text;
+    CLI::App& app = command_line.app();
+    app.add_option("--curve", curve_path, "a latency.json file");
+    app.add_option("--edges", edges_list, "bucket edges in cycles, e.g. 8,30,150");
+    app.add_option("--labels", labels_list, "a label per bucket, e.g. L1,L2,L3,DRAM");
+    app.add_option("--sizes", sizes_list, "block sizes, e.g. 16K,256K,4M,256M");
+    app.add_option("--ghz", ghz_text, "a positive number");
+    app.add_option("--period", period_text, "a positive whole number");
+    app.add_option("--loads", loads_text, "a positive whole number");
+    if (auto status = command_line.parse(argc, argv)) return *status;
+    if (app.count("--ghz") > 0) {
         char* end = nullptr;
-        if (a == "--curve") curve_path = v;
-        else if (a == "--edges") edges_list = v;
-        else if (a == "--labels") labels_list = v;
-        else if (a == "--sizes") sizes_list = v;
-        else if (a == "--ghz") {
-            ghz = std::strtod(v.c_str(), &end);
-            if (!end || *end || !(ghz > 0) || !std::isfinite(ghz)) return bad_usage("--ghz needs a positive number, not '" + v + "'");
-        } else if (a == "--period" || a == "--loads") {
-            unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-            if (!end || *end || v.empty() || v[0] == '-' || n == 0)
-                return bad_usage(a + " needs a positive whole number, not '" + v + "'");
-            (a == "--period" ? period : loads) = n;
-        } else {
-            return bad_usage("unknown option '" + a + "'");
-        }
+        ghz = std::strtod(ghz_text.c_str(), &end);
+        if (!end || *end || !(ghz > 0) || !std::isfinite(ghz))
+            return bad_usage("--ghz needs a positive number, not '" + ghz_text + "'");
+    }
+    for (auto [name, text, target] : {std::make_tuple("--period", &period_text, &period),
+                                      std::make_tuple("--loads", &loads_text, &loads)}) {
+        if (app.count(name) == 0) continue;
+        char* end = nullptr;
+        const unsigned long long n = std::strtoull(text->c_str(), &end, 10);
+        if (!end || *end || text->empty() || (*text)[0] == '-' || n == 0)
+            return bad_usage(std::string(name) + " needs a positive whole number, not '" + *text + "'");
+        *target = n;
     }
     if (curve_path.empty() == edges_list.empty()) return bad_usage("give either --curve FILE or --edges LIST");
 

@@ -7,13 +7,15 @@
 // attributes every sample (pmc::AddressMap: ELF symbols where pmc::symbols is built, the named block, the regions of
 // /proc/self/maps), prints the data summary by variable and by region, checks each object's samples x period against
 // the faults mincore predicted, and prints the bias check: estimated against the exact count of the same event.
-// Exit status: 0 when every check holds (or sampling is impossible here: "SKIPPED: reason"), 1 when one fails, 2 for
-// a bad command line.
+// Exit status: 0 when every check holds (or sampling is impossible here: "SKIPPED: reason"), 1 when one fails or for
+// a bad command line (said as every pmc program says it: tools/command_line.hpp).
 #include <pmc/address_map.hpp>
 #include <pmc/sampler.hpp>
 #if PMC_HAVE_SYMBOLS
 #include <pmc/symbols.hpp>
 #endif
+
+#include <command_line.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -69,29 +71,20 @@ bool parse_count(const char* s, std::uint64_t lo, std::uint64_t hi, std::uint64_
 
 int main(int argc, char** argv) {
     std::uint64_t pages = 512, period = 1;
-    for (int i = 1; i < argc; i += 2) { // options and their values, in pairs
-        std::string a = argv[i];
-        if (a == "-h" || a == "--help") {
-            std::fputs(usage, stdout);
-            return 0;
-        }
-        std::uint64_t* target = a == "--pages" ? &pages : a == "--period" ? &period : nullptr;
-        if (!target) {
-            std::fprintf(stderr, "pmc-example-fault-addresses: unknown option '%s'\n%s", argv[i], usage);
-            return 2;
-        }
-        if (i + 1 >= argc || !parse_count(argv[i + 1], 1, a == "--pages" ? max_pages : UINT32_MAX, *target)) {
-            std::fprintf(stderr, "pmc-example-fault-addresses: %s needs a whole number %s, not '%s'\n", a.c_str(),
-                         a == "--pages" ? "from 1 to 65536" : "from 1", i + 1 < argc ? argv[i + 1] : "");
-            return 2;
-        }
-    }
+    pmc_cli::CommandLine command_line("pmc-example-fault-addresses", usage);
+    std::string pages_text, period_text;
+    command_line.app().add_option("--pages", pages_text, "a whole number from 1 to 65536");
+    command_line.app().add_option("--period", period_text, "a whole number from 1");
+    if (auto status = command_line.parse(argc, argv)) return *status;
+    if (command_line.app().count("--pages") > 0 && !parse_count(pages_text.c_str(), 1, max_pages, pages))
+        return command_line.usage_error("--pages needs a whole number from 1 to 65536, not '" + pages_text + "'");
+    if (command_line.app().count("--period") > 0 && !parse_count(period_text.c_str(), 1, UINT32_MAX, period))
+        return command_line.usage_error("--period needs a whole number from 1, not '" + period_text + "'");
     const std::size_t page = page_size();
     const std::size_t bytes = pages * page;
     if (bytes > sizeof fault_demo_global_array) {
-        std::fprintf(stderr, "pmc-example-fault-addresses: --pages %llu is more than the array holds with %zu-byte pages\n",
-                     static_cast<unsigned long long>(pages), page);
-        return 2;
+        return command_line.usage_error("--pages " + std::to_string(pages) + " is more than the array holds with " +
+                                        std::to_string(page) + "-byte pages");
     }
 
     // The three objects, huge pages off so that each page is one fault.

@@ -8,10 +8,13 @@
 // Where the PMU has no such events (our VMs have no PMU at all) it says so, and shows the same method on an event
 // it has: page faults, with loops that touch 7 and 8 fresh pages per iteration, where samples x period does match
 // the exact count (software events have no shadow). Exit status 0 (with "SKIPPED: reason" when the load part
-// cannot run here), 1 when the page-fault method disagrees with the exact count, 2 for a bad command line.
+// cannot run here), 1 when the page-fault method disagrees with the exact count or for a bad command line (said as
+// every pmc program says it: tools/command_line.hpp).
 #include <pmc/counter.hpp>
 #include <pmc/cpu.hpp>
 #include <pmc/sampler.hpp>
+
+#include <command_line.hpp>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -255,31 +258,17 @@ int main(int argc, char** argv) {
     std::uint64_t iterations = 0;
     std::vector<std::uint64_t> periods;
     bool software = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "-h" || a == "--help") {
-            std::fputs(usage, stdout);
-            return 0;
-        }
-        if (a == "--software") {
-            software = true;
-        } else if (a == "--iterations" && i + 1 < argc) {
-            if (!parse_u64(argv[++i], iterations)) {
-                std::fprintf(stderr, "pmc-example-load-count-bias: --iterations needs a positive whole number, not '%s'\n",
-                             argv[i]);
-                return 2;
-            }
-        } else if (a == "--periods" && i + 1 < argc) {
-            if (!parse_list(argv[++i], periods)) {
-                std::fprintf(stderr, "pmc-example-load-count-bias: --periods needs positive whole numbers separated by "
-                                     "commas (e.g. 1,10,100), not '%s'\n", argv[i]);
-                return 2;
-            }
-        } else {
-            std::fprintf(stderr, "pmc-example-load-count-bias: unknown option or missing value: '%s'\n%s", argv[i], usage);
-            return 2;
-        }
-    }
+    pmc_cli::CommandLine command_line("pmc-example-load-count-bias", usage);
+    std::string iterations_text, periods_text;
+    command_line.app().add_option("--iterations", iterations_text, "a positive whole number");
+    command_line.app().add_option("--periods", periods_text, "positive whole numbers separated by commas");
+    command_line.app().add_flag("--software", software);
+    if (auto status = command_line.parse(argc, argv)) return *status;
+    if (command_line.app().count("--iterations") > 0 && !parse_u64(iterations_text.c_str(), iterations))
+        return command_line.usage_error("--iterations needs a positive whole number, not '" + iterations_text + "'");
+    if (command_line.app().count("--periods") > 0 && !parse_list(periods_text.c_str(), periods))
+        return command_line.usage_error("--periods needs positive whole numbers separated by commas (e.g. 1,10,100), "
+                                        "not '" + periods_text + "'");
 
     std::string why;
     if (!software) {
@@ -293,9 +282,8 @@ int main(int argc, char** argv) {
     }
     const std::uint64_t fault_iterations = iterations ? iterations : 1000;
     if (fault_iterations > (std::uint64_t{1} << 20)) {
-        std::fprintf(stderr, "pmc-example-load-count-bias: with page faults, at most 1048576 iterations (8 pages each, "
-                             "mapped and freed 16 MiB at a time)\n");
-        return 2;
+        return command_line.usage_error("with page faults, at most 1048576 iterations (8 pages each, mapped and "
+                                        "freed 16 MiB at a time)");
     }
     bool skipped = false;
     bool ok = run_faults(fault_iterations, periods.empty() ? std::vector<std::uint64_t>{1, 10, 100, 1000} : periods,

@@ -18,6 +18,8 @@
 // trigger returns (for these one-row statements, little). Which trigger a step belongs to comes from the schema.
 #include <pmc/profiler.hpp>
 
+#include <command_line.hpp>
+
 #include <sqlite3.h>
 
 #include <cctype>
@@ -319,43 +321,25 @@ __attribute__((noinline)) void known_work(std::uint64_t n) {
 int main(int argc, char** argv) {
     unsigned long long statements = 30000, accounts = 1000, seed = 1, plant = 0;
     bool drop_index = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "-h" || a == "--help") {
-            std::fputs(help, stdout);
-            return 0;
-        }
-        if (a == "--drop-index") {
-            drop_index = true;
-            continue;
-        }
-        struct {
-            const char* name;
-            unsigned long long* out;
-            unsigned long long low, high;
-        } const numbers[] = {{"--statements", &statements, 100, 10000000},
-                             {"--accounts", &accounts, 1, 1000000},
-                             {"--seed", &seed, 0, UINT64_MAX},
-                             {"--plant", &plant, 0, 1000000000}};
-        bool known = false;
-        for (const auto& n : numbers)
-            if (a == n.name) {
-                known = true;
-                if (i + 1 < argc && parse_number(argv[i + 1], n.low, n.high, *n.out)) {
-                    ++i;
-                    break;
-                }
-                std::fprintf(stderr, "pmc-example-sqlite: %s needs a number from %llu to %llu%s%s%s\n", n.name, n.low,
-                             n.high, i + 1 < argc ? " (got '" : "", i + 1 < argc ? argv[i + 1] : "",
-                             i + 1 < argc ? "')" : "");
-                std::fprintf(stderr, "Run 'pmc-example-sqlite --help' for usage.\n");
-                return 1;
-            }
-        if (known) continue;
-        std::fprintf(stderr, "pmc-example-sqlite: unknown argument '%s'\nRun 'pmc-example-sqlite --help' for usage.\n",
-                     a.c_str());
-        return 1;
-    }
+    pmc_cli::CommandLine command_line("pmc-example-sqlite", help);
+    CLI::App& app = command_line.app();
+    struct Number {
+        const char* name;
+        unsigned long long* out;
+        unsigned long long low, high;
+        std::string text;
+    } numbers[] = {{"--statements", &statements, 100, 10000000, {}},
+                   {"--accounts", &accounts, 1, 1000000, {}},
+                   {"--seed", &seed, 0, UINT64_MAX, {}},
+                   {"--plant", &plant, 0, 1000000000, {}}};
+    for (Number& n : numbers)
+        app.add_option(n.name, n.text, "a number from " + std::to_string(n.low) + " to " + std::to_string(n.high));
+    app.add_flag("--drop-index", drop_index);
+    if (auto status = command_line.parse(argc, argv)) return *status;
+    for (const Number& n : numbers)
+        if (app.count(n.name) > 0 && !parse_number(n.text.c_str(), n.low, n.high, *n.out))
+            return command_line.usage_error(std::string(n.name) + " needs a number from " + std::to_string(n.low) +
+                                            " to " + std::to_string(n.high) + ", not '" + n.text + "'");
 
     sqlite3* db = nullptr;
     if (sqlite3_open(":memory:", &db) != SQLITE_OK) {

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
-// The pure parts of the memory experiments: sizes and their labels, the size grid, the command-line reader,
+// The pure parts of the memory experiments: sizes and their labels, the size grid, the checks of option values,
 // statistics, the pointer chains (one cycle through every element), the chase, every bandwidth kernel (each pass
 // touches every word), bandwidth per level, the CSV layout, empty sweeps, the sweeps a latency run reports, when
 // the latency curve's last level is main memory, and what a short sweep's last level is, the page-fault tables (one
-// run per row), the reported caches, numbers without exponents.
+// run per row), the reported caches, numbers without exponents, and the warnings of a busy machine or of levels
+// that disagree with the CPU's report, beside the table and at the top of summary.md.
 #include "catch.hpp"
 
 #include "bandwidth.hpp"
 #include "common.hpp"
 #include "latency.hpp"
 #include "pagefault.hpp"
+#include "report.hpp"
 
 #include <cstdint>
 #include <cstdlib>
@@ -59,24 +61,15 @@ TEST_CASE("the size grid steps like lmbench: 2^n * (1 + k/N)") {
     CHECK(size_grid(100, 50, 2, 64).empty());
 }
 
-TEST_CASE("Args: values, --name=value, and errors for people") {
-    const char* argv[] = {"prog", "--out", "dir", "--max=1M", "--runs", "x", "--what"};
-    Args a(7, const_cast<char**>(argv));
-    REQUIRE(a.next());
-    CHECK(a.is("--out"));
-    CHECK(a.value() == "dir");
-    REQUIRE(a.next());
-    CHECK(a.is("--max"));
-    CHECK(a.size_value() == 1 << 20);
-    REQUIRE(a.next());
-    CHECK_THROWS_WITH(a.integer_value(1, 10), "--runs: 'x' is not an integer");
-    REQUIRE(a.next());
-    CHECK_THROWS_WITH(a.unknown(), "unknown option '--what'");
-    CHECK_FALSE(a.next());
-    const char* argv2[] = {"prog", "--runs"};
-    Args b(2, const_cast<char**>(argv2));
-    REQUIRE(b.next());
-    CHECK_THROWS_WITH(b.value(), "--runs needs a value");
+TEST_CASE("option values: integers and numbers in range, and errors that name the option") {
+    CHECK(integer_option("--runs", "7", 1, 10) == 7);
+    CHECK_THROWS_WITH(integer_option("--runs", "x", 1, 10), "--runs: 'x' is not an integer");
+    CHECK_THROWS_WITH(integer_option("--runs", "7x", 1, 10), "--runs: '7x' is not an integer");
+    CHECK_THROWS_WITH(integer_option("--runs", "0", 1, 10), "--runs: 0 is outside 1..10");
+    CHECK(number_option("--run-ms", "0.25", 0.01, 10) == 0.25);
+    CHECK_THROWS_WITH(number_option("--run-ms", "", 0.01, 10), "--run-ms: '' is not a number");
+    CHECK_THROWS_WITH(number_option("--run-ms", "inf", 0.01, 10), "--run-ms: 'inf' is not a number");
+    CHECK_THROWS_WITH(number_option("--run-ms", "20", 0.01, 10), "--run-ms: 20 is outside 0.01..10");
 }
 
 TEST_CASE("statistics") {
@@ -483,4 +476,148 @@ TEST_CASE("memset runs with zeros and with a non-zero byte, and the value probe 
         CHECK(row.other.best() > 0);
     }
     CHECK_THAT(value_probe_markdown(probe), ContainsSubstring("| memset | libc memset"));
+}
+
+namespace {
+
+/// One point of a latency curve with the fastest run of each sweep.
+LatencyPoint point_with_sweeps(std::uint64_t size, std::vector<double> sweep_min) {
+    LatencyPoint p;
+    p.size = size;
+    p.sweep_min = std::move(sweep_min);
+    p.ns = p.sweep_min;
+    return p;
+}
+
+} // namespace
+
+TEST_CASE("sweeps that disagree: how many sizes, and the worst") {
+    LatencyCurve c;
+    c.points = {point_with_sweeps(1024, {1.0, 1.1, 1.05}), point_with_sweeps(2048, {1.0, 1.6}),
+                point_with_sweeps(4096, {4.0, 4.1}), point_with_sweeps(8192, {4.0}), // one sweep: not compared
+                point_with_sweeps(16384, {15, 40})};
+    const SweepSpread s = sweep_spread(c);
+    CHECK(s.sizes == 4);
+    CHECK(s.disagreeing == 2); // 1.6x and 2.67x; 1.1x and 1.025x agree
+    CHECK(s.worst_ratio == Approx(40.0 / 15));
+    CHECK(s.worst_size == 16384);
+}
+
+TEST_CASE("a busy machine: the load average above the CPUs, or sweeps that disagree, draws a warning") {
+    SweepSpread agree;
+    agree.sizes = 100;
+    agree.disagreeing = 25; // a quarter: where physically indexed caches fill, sweeps may differ
+    CHECK(busy_warning(0.4, 1.2, 2, agree).empty());
+    CHECK(busy_warning(-1, -1, 2, agree).empty()); // no /proc/loadavg: no claim
+    CHECK(busy_warning(2, 2, 2, agree).empty());   // at the CPUs, not above
+
+    const std::string loaded = busy_warning(5.9, 8.4, 2, agree);
+    CHECK_THAT(loaded, ContainsSubstring("the machine was busy: the load average was above the 2 CPUs (5.9 before "
+                                         "the sweep, 8.4 after)"));
+    CHECK_THAT(loaded, ContainsSubstring("rerun on an idle machine, without --quick"));
+    CHECK_THAT(busy_warning(0.5, 2.5, 2, agree), ContainsSubstring("0.5 before the sweep, 2.5 after"));
+
+    SweepSpread disagree = agree;
+    disagree.disagreeing = 26;
+    disagree.worst_ratio = 9.23;
+    disagree.worst_size = 2.75 * 1024 * 1024;
+    const std::string runs = busy_warning(0.3, 0.5, 2, disagree);
+    CHECK_THAT(runs, ContainsSubstring("the sweeps disagreed: at 26 of 100 sizes"));
+    CHECK_THAT(runs, ContainsSubstring("the worst 9.23x at 2.75M"));
+    CHECK(runs.find("load average") == std::string::npos);
+    const std::string both = busy_warning(3, 3, 2, disagree);
+    CHECK_THAT(both, ContainsSubstring("load average"));
+    CHECK_THAT(both, ContainsSubstring("; and the sweeps disagreed"));
+}
+
+TEST_CASE("check_latency: a quick sweep's memory inside the reported L3, on a busy machine, and what it says") {
+    // The busy VM's --quick run: its last plateau (136 ns, to 8 MiB) stayed "memory" beside a load from memory at
+    // 382 ns (less than 5x apart), inside a reported 32 MiB L3.
+    LatencyResult r;
+    r.options.max_size = 8u << 20;
+    Level l1, l2, last;
+    l1.name = "L1";
+    l1.latency = 1.1;
+    l1.boundary = Transition{};
+    l1.boundary->size = 49 * 1024;
+    l2.name = "L2";
+    l2.latency = 4;
+    l2.first_size = 36 * 1024;
+    l2.last_size = 416 * 1024;
+    l2.boundary = Transition{};
+    l2.boundary->size = 2.55 * 1024 * 1024;
+    l2.boundary->below = 2.5 * 1024 * 1024;
+    l2.boundary->above = 2.75 * 1024 * 1024;
+    last.name = "memory";
+    last.first_size = 3 << 20;
+    last.last_size = 8 << 20;
+    last.latency = 136;
+    r.regimes.levels = {l1, l2, last};
+    r.regimes.notes = {"the sweep ends at 8 MiB: the level called memory may be a cache that did not overflow"};
+    compare_with_memory(r, 382, "random pointer chain over 256 MiB");
+    REQUIRE(memory_level(r.regimes) != nullptr); // the latency alone keeps it memory
+    r.load_before = 5.9;
+    r.load_after = 6.2;
+    MachineFacts m;
+    m.online_cpus = 2;
+    m.caches = {{"L1d", 48 * 1024, 12, 0, "sysfs"}, {"L2", 1 << 20, 16, 0, "sysfs"}, {"L3", 32u << 20, 16, 0, "sysfs"}};
+    check_latency(r, m);
+
+    CHECK(memory_level(r.regimes) == nullptr);
+    CHECK(r.regimes.levels.back().name == "L3");
+    // The sweep's end no longer claims memory; the load from memory measured apart is still reported.
+    REQUIRE(r.regimes.notes.size() == 1);
+    CHECK_THAT(r.regimes.notes[0], ContainsSubstring("a load from memory takes 382 ns (random pointer chain"));
+    REQUIRE(r.regimes.warnings.size() == 3); // memory inside the L3, L2 2.55x off, busy
+    CHECK_THAT(r.regimes.warnings[0], ContainsSubstring("the level found at 3M..8M (136 ns) lies inside the L3"));
+    CHECK_THAT(r.regimes.warnings[1], ContainsSubstring("L2 found at 2.55 MiB"));
+    CHECK_THAT(r.regimes.warnings[1], ContainsSubstring("its plateau 36K..416K"));
+    CHECK_THAT(r.regimes.warnings[1], ContainsSubstring("2.55x larger"));
+    CHECK_THAT(r.regimes.warnings[2], ContainsSubstring("the machine was busy"));
+
+    // Beside the result: the table marks the level, and the warnings follow it.
+    const std::string text = regimes_text(r.regimes, m);
+    CHECK_THAT(text, ContainsSubstring("L2 1 MiB (sysfs)  <- found 2.55x larger!"));
+    CHECK_THAT(text, ContainsSubstring("L3 32 MiB (sysfs)  <- inside the reported L3: not memory!"));
+    CHECK_THAT(text, ContainsSubstring("WARNING: the machine was busy"));
+    CHECK_THAT(regimes_markdown(r.regimes, m), ContainsSubstring("| L2 1 MiB (sysfs) — **found 2.55x larger** |"));
+
+    // summary.md: each warning a line of its own at the top, before the first section.
+    SummaryInput in;
+    in.command = "pmc-memory --quick";
+    in.latency = &r;
+    const std::string md = summary_markdown(m, in);
+    const auto first_section = md.find("\n## ");
+    for (const char* w : {"> **Warning:** The level found at 3M..8M (136 ns) lies inside the L3",
+                          "> **Warning:** L2 found at 2.55 MiB", "> **Warning:** The machine was busy"}) {
+        INFO(w);
+        CHECK(md.find(w) < first_section);
+    }
+    pmc::JsonWriter json;
+    write_latency_json(json, r, m);
+    CHECK_THAT(json.str(), ContainsSubstring("\"warnings\":[\"the level found at 3M..8M"));
+    CHECK_THAT(json.str(), ContainsSubstring("\"check\":\"found 2.55x larger\""));
+}
+
+TEST_CASE("check_latency on a quiet machine whose levels agree with the report adds nothing") {
+    LatencyResult r;
+    Level l1, mem;
+    l1.name = "L1";
+    l1.boundary = Transition{};
+    l1.boundary->size = 48 * 1024;
+    mem.name = "memory";
+    mem.first_size = 64 * 1024;
+    mem.last_size = 256 << 20;
+    r.regimes.levels = {l1, mem};
+    r.curves = {LatencyCurve{Chain::random, {point_with_sweeps(1024, {1, 1.02}), point_with_sweeps(2048, {1, 1.01})}}};
+    r.load_before = 0.2;
+    r.load_after = 1.1;
+    MachineFacts m;
+    m.online_cpus = 2;
+    m.caches = {{"L1d", 48 * 1024, 12, 0, "cpuid 0x80000005"}};
+    check_latency(r, m);
+    CHECK(r.regimes.warnings.empty());
+    CHECK(r.regimes.levels.back().name == "memory");
+    CHECK(r.spread.sizes == 2);
+    CHECK(r.spread.disagreeing == 0);
 }

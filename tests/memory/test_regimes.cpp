@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The regime detector (examples/memory/regimes.hpp) on synthetic latency curves: clean steps, noisy steps with
-// spikes, gradual transitions, a TLB-like bump inside a level, drift, a single level, no level, bad input.
+// spikes, gradual transitions, a TLB-like bump inside a level, drift, a single level, no level, bad input; and
+// the levels found on such curves checked against synthetic sizes as a CPU reports them (latency.hpp).
 #include "catch.hpp"
 
 #include "common.hpp"
+#include "latency.hpp"
 #include "regimes.hpp"
 
 #include <cmath>
@@ -230,4 +232,126 @@ TEST_CASE("a narrow level's latency is its plateau's median, not one raw point")
     pmc_mem::RegimeOptions one;
     one.min_core_points = 1;
     CHECK(detect_regimes(points, one).levels.at(1).latency == Approx(5));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The levels found against what the CPU reports (check_against_reported): synthetic curves, synthetic caches.
+
+namespace {
+
+constexpr double KiB = 1024, MiB = 1024 * 1024;
+
+/// A machine that reports these caches (name, bytes), as sysfs would.
+pmc_mem::MachineFacts reporting(std::vector<std::pair<std::string, double>> caches, std::string hypervisor = "") {
+    pmc_mem::MachineFacts m;
+    for (const auto& [name, bytes] : caches)
+        m.caches.push_back({name, static_cast<std::uint64_t>(bytes), 0, 0, "sysfs"});
+    m.hypervisor = std::move(hypervisor);
+    m.online_cpus = 2;
+    return m;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+const pmc_mem::Level* named(const Regimes& r, const std::string& name) {
+    for (const auto& l : r.levels)
+        if (l.name == name) return &l;
+    return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("levels that agree with the reported caches draw no warning") {
+    Regimes r = detect_regimes(curve(grid(), steps)); // L1 32K, L2 512K, L3 8M, memory
+    pmc_mem::check_against_reported(r, reporting({{"L1d", 32 * KiB}, {"L2", 512 * KiB}, {"L3", 8 * MiB}}));
+    CHECK(r.warnings.empty());
+    REQUIRE(r.levels.size() == 4);
+    CHECK(r.levels.back().name == "memory");
+    for (const auto& l : r.levels) CHECK(l.check.empty());
+    // Within 2x either way still agrees: an L2 reported at half or twice the found 512 KiB.
+    for (double l2 : {300 * KiB, 1 * MiB}) {
+        Regimes again = detect_regimes(curve(grid(), steps));
+        pmc_mem::check_against_reported(again, reporting({{"L2", l2}, {"L3", 8 * MiB}}));
+        CHECK(again.warnings.empty());
+    }
+}
+
+TEST_CASE("a level found more than 2x from the reported size says so beside it and in a warning") {
+    // The busy VM's report: its L2 found at about 2.5 MiB where the CPU reports 1 MiB.
+    auto busy = [](double s) {
+        if (s <= 32 * KiB) return 1.0;
+        if (s <= 2.5 * MiB) return 4.0;
+        if (s <= 16 * MiB) return 15.0;
+        return 100.0;
+    };
+    Regimes r = detect_regimes(curve(grid(), busy));
+    REQUIRE(r.levels.size() == 4);
+    REQUIRE(r.levels[1].boundary);
+    pmc_mem::check_against_reported(r, reporting({{"L1d", 32 * KiB}, {"L2", 1 * MiB}, {"L3", 12 * MiB}}));
+    CHECK(r.levels[0].check.empty());
+    CHECK(r.levels[1].check == "found " + pmc_mem::num(r.levels[1].boundary->size / MiB, 3) + "x larger");
+    CHECK(r.levels[2].check.empty()); // L3 found at 16 MiB against 12 MiB: within 2x
+    CHECK(r.levels[3].name == "memory");
+    REQUIRE(r.warnings.size() == 1);
+    CHECK(starts_with(r.warnings[0], "L2 found at 2."));
+    CHECK_THAT(r.warnings[0], ContainsSubstring("where the CPU reports 1 MiB (sysfs)"));
+    CHECK_THAT(r.warnings[0], ContainsSubstring("larger, more than 2x off"));
+    CHECK(ends_with(r.warnings[0], "rerun on an idle machine, without --quick"));
+    // Smaller than reported by more than 2x is as wrong: an L2 found at 256 KiB against a reported 1 MiB.
+    Regimes small = detect_regimes(curve(grid(), [](double s) { return s <= 256 * KiB ? steps(s) : steps(s * 2); }));
+    pmc_mem::check_against_reported(small, reporting({{"L2", 1 * MiB}}));
+    REQUIRE(small.levels.size() >= 2);
+    CHECK_THAT(small.levels[1].check, ContainsSubstring("x smaller"));
+    CHECK(small.warnings.size() == 1);
+}
+
+TEST_CASE("a plateau inside the reported last-level cache is never called memory") {
+    // pmc-memory --quick stops at 8 MiB: its last plateau (136 ns here) lies inside a reported 32 MiB L3.
+    auto quick = [](double s) { return s <= 32 * KiB ? 1.0 : s <= 512 * KiB ? 4.0 : 136.0; };
+    Regimes r = detect_regimes(curve(grid(8 * MiB), quick));
+    REQUIRE(r.levels.size() == 3);
+    REQUIRE(r.levels.back().name == "memory"); // the curve alone calls it memory
+    pmc_mem::check_against_reported(r, reporting({{"L1d", 32 * KiB}, {"L2", 512 * KiB}, {"L3", 32 * MiB}}));
+    CHECK(pmc_mem::memory_level(r) == nullptr);
+    CHECK(r.levels.back().name == "L3"); // the reported cache it lies in
+    CHECK(r.levels.back().check == "inside the reported L3: not memory");
+    REQUIRE(r.warnings.size() == 1);
+    CHECK_THAT(r.warnings[0], ContainsSubstring("lies inside the L3 32 MiB (sysfs) the CPU reports, so it is not "
+                                                "memory: it is shown as L3"));
+    CHECK_THAT(r.warnings[0], ContainsSubstring("rerun on an idle machine, without --quick"));
+
+    // Where no cache is reported beyond the L2, the same plateau stays memory.
+    Regimes unreported = detect_regimes(curve(grid(8 * MiB), quick));
+    pmc_mem::check_against_reported(unreported, reporting({{"L1d", 32 * KiB}, {"L2", 512 * KiB}}));
+    CHECK(unreported.levels.back().name == "memory");
+    CHECK(unreported.warnings.empty());
+    // Nothing reported at all: nothing to check against.
+    Regimes nothing = detect_regimes(curve(grid(8 * MiB), quick));
+    pmc_mem::check_against_reported(nothing, reporting({}));
+    CHECK(nothing.levels.back().name == "memory");
+    CHECK(nothing.warnings.empty());
+}
+
+TEST_CASE("a plateau inside the reported LLC past a found level of that name is beyond the detected levels") {
+    // A full sweep finds L1, L2, L3 (to 8 MiB) and a memory plateau from 16 MiB, but the hypervisor reports an L3
+    // of 508 MiB (the host's): the plateau is not called memory, nor L3 (a found level has that name).
+    Regimes r = detect_regimes(curve(grid(), steps));
+    pmc_mem::check_against_reported(r, reporting({{"L1d", 32 * KiB}, {"L2", 512 * KiB}, {"L3", 508 * MiB}}, "KVMKVMKVM"));
+    REQUIRE(r.levels.size() == 4);
+    CHECK(pmc_mem::memory_level(r) == nullptr);
+    CHECK(r.levels[3].name == pmc_mem::beyond_level_name);
+    CHECK(named(r, "L3") == &r.levels[2]);
+    CHECK_THAT(r.levels[2].check, ContainsSubstring("x smaller"));
+    REQUIRE(r.warnings.size() == 2);
+    CHECK_THAT(r.warnings[0], ContainsSubstring("beyond the detected levels"));
+    CHECK_THAT(r.warnings[0], ContainsSubstring("the host's"));
+    CHECK(starts_with(r.warnings[1], "L3 found at "));
+    CHECK_THAT(r.warnings[1], ContainsSubstring("the host's"));
+    // A memory plateau that starts past the reported LLC stays memory.
+    Regimes full = detect_regimes(curve(grid(), steps));
+    pmc_mem::check_against_reported(full, reporting({{"L3", 8 * MiB}}));
+    CHECK(full.levels.back().name == "memory");
 }

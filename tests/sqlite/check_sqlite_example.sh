@@ -162,7 +162,8 @@ usage)
     "$example" --help >sqlite-help.txt
     check "--help prints the usage, status 0" "[ $? -eq 0 ] && head -1 sqlite-help.txt | grep -q '^usage: pmc-example-sqlite'"
     err=$("$example" --bogus 2>&1); status=$?
-    check "an unknown argument is named (status 1)" "[ $status -eq 1 ] && echo \"\$err\" | grep -q \"unknown argument '--bogus'\""
+    check "an unknown option is named, then the usage hint (status 1)" "[ $status -eq 1 ] && [ \"\$err\" = \"pmc-example-sqlite: unknown option '--bogus'
+Run 'pmc-example-sqlite --help' for usage.\" ]"
     err=$("$example" --statements 5 2>&1); status=$?
     check "--statements 5 is refused with the range (status 1)" "[ $status -eq 1 ] && echo \"\$err\" | grep -q 'needs a number from 100 to'"
     err=$("$example" --accounts 2>&1); status=$?
