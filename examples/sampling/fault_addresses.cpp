@@ -192,7 +192,12 @@ int main(int argc, char** argv) {
     std::printf("  attribution: %llu samples in the three objects attributed elsewhere\n\n",
                 static_cast<unsigned long long>(misattributed));
     std::fputs(pmc::to_text(check).c_str(), stdout);
-    ok = ok && check.agrees && (period != 1 || check.estimated == check.exact);
+    // At one sample per fault the whole program's estimate is the exact count, give or take the faults between the
+    // two events' opening (and closing) moments, which only one of them counts: under AddressSanitizer its runtime
+    // faulted one page there (1734 samples, 1735 counted).
+    const std::uint64_t apart = check.estimated > check.exact ? check.estimated - check.exact
+                                                              : check.exact - check.estimated;
+    ok = ok && check.agrees && (period != 1 || apart <= 2);
     std::printf("%s\n", ok ? "every check holds" : "A CHECK FAILED (see above)");
     ::munmap(file, bytes);
     ::close(fd);

