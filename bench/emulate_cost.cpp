@@ -115,12 +115,12 @@ int main(int argc, char** argv) {
     pmc_cli::CommandLine command_line("pmc-bench-emulate", help);
     bool quick = false, read_cost_only = false;
     std::string runs_text;
-    command_line.app().add_option("--runs", runs_text, "a number of runs from 1");
-    command_line.app().add_flag("--quick", quick);
-    command_line.app().add_flag("--read-cost", read_cost_only);
+    command_line.option("--runs", runs_text, "a number of runs from 1");
+    command_line.flag("--quick", quick);
+    command_line.flag("--read-cost", read_cost_only);
     if (auto status = command_line.parse(argc, argv)) return *status;
     if (read_cost_only) return read_cost();
-    if (command_line.app().count("--runs") > 0) {
+    if (command_line.count("--runs") > 0) {
         char* end = nullptr;
         const long n = std::strtol(runs_text.c_str(), &end, 10);
         if (runs_text.empty() || *end || n < 1 || n > 1000)

@@ -101,10 +101,10 @@ static int run(int argc, char** argv) {
     bool quick = false;
     std::string dir;
     pmc_cli::CommandLine command_line("pmc-bench-profiler", help);
-    command_line.app().add_flag("--quick", quick);
-    command_line.app().add_option("--dir", dir, "a directory for the profiles");
+    command_line.flag("--quick", quick);
+    command_line.option("--dir", dir, "a directory for the profiles");
     if (auto status = command_line.parse(argc, argv)) return *status;
-    if (command_line.app().count("--dir") > 0 && dir.empty())
+    if (command_line.count("--dir") > 0 && dir.empty())
         return command_line.usage_error("--dir needs a directory for the profiles, not ''");
     bool remove_dir = false;
     if (!dir.empty()) {

@@ -366,9 +366,9 @@ int main(int argc, char** argv) {
     Options opt;
     pmc_cli::CommandLine command_line("pmc-bench-read", help_text);
     bool no_pin = false;
-    command_line.app().add_flag("--json", opt.json);
-    command_line.app().add_flag("--quick", opt.quick);
-    command_line.app().add_flag("--no-pin", no_pin);
+    command_line.flag("--json", opt.json);
+    command_line.flag("--quick", opt.quick);
+    command_line.flag("--no-pin", no_pin);
     if (auto status = command_line.parse(argc, argv)) return *status;
     opt.pin = !no_pin;
 

@@ -9,6 +9,16 @@ if(PMC_TOP_LEVEL)
 else()
   set(pmc_c_exclude EXCLUDE_FROM_ALL)
 endif()
+# The two share one compile of it (the same flags: hidden visibility, position-independent).
+add_library(pmc_c_objects OBJECT ${pmc_c_exclude} ${CMAKE_CURRENT_SOURCE_DIR}/src/pmc_c.cpp)
+set_target_properties(pmc_c_objects PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                                               POSITION_INDEPENDENT_CODE ON)
+# pmc's headers (and Boost's) are needed to compile the library, not to use it: BUILD_INTERFACE keeps pmc::pmc out
+# of the exported pmc::c_static, so that find_package(pmc COMPONENTS c) needs no Boost.
+target_link_libraries(pmc_c_objects PRIVATE $<BUILD_INTERFACE:pmc>)
+if(PMC_WARNINGS)
+  target_compile_options(pmc_c_objects PRIVATE ${PMC_WARNINGS})
+endif()
 foreach(kind SHARED STATIC)
   if(kind STREQUAL "SHARED")
     set(target pmc_c)
@@ -17,18 +27,12 @@ foreach(kind SHARED STATIC)
     set(target pmc_c_static)
     set(export_name c_static)
   endif()
-  add_library(${target} ${kind} ${pmc_c_exclude} ${CMAKE_CURRENT_SOURCE_DIR}/src/pmc_c.cpp)
+  add_library(${target} ${kind} ${pmc_c_exclude} $<TARGET_OBJECTS:pmc_c_objects>)
   add_library(pmc::${export_name} ALIAS ${target})
-  set_target_properties(${target} PROPERTIES OUTPUT_NAME pmc_c EXPORT_NAME ${export_name} CXX_VISIBILITY_PRESET hidden
-                                             VISIBILITY_INLINES_HIDDEN ON POSITION_INDEPENDENT_CODE ON)
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME pmc_c EXPORT_NAME ${export_name} LINKER_LANGUAGE CXX)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
                                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-  # pmc's headers (and Boost's) are needed to compile the library, not to use it: BUILD_INTERFACE keeps pmc::pmc
-  # out of the exported pmc::c_static, so that find_package(pmc COMPONENTS c) needs no Boost.
-  target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:pmc>)
-  if(PMC_WARNINGS)
-    target_compile_options(${target} PRIVATE ${PMC_WARNINGS})
-  endif()
+  target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:pmc>) # what pmc's headers link (threads, dl)
 endforeach()
 set_target_properties(pmc_c PROPERTIES VERSION ${PROJECT_VERSION}
                                        SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}

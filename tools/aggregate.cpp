@@ -122,10 +122,10 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
     std::vector<std::string> files;
     std::string counter_name, top_text;
     bool json = false;
-    cl.app().add_flag("--json", json);
-    cl.app().add_option("--counter", counter_name, "a counter name");
-    const CLI::Option* top_option = cl.app().add_option("--top", top_text, "a whole number");
-    cl.app().add_option("FILE", files, "a profile");
+    cl.flag("--json", json);
+    cl.option("--counter", counter_name, "a counter name");
+    pmc_cli::Option top_option = cl.option("--top", top_text, "a whole number");
+    cl.option("FILE", files, "a profile");
     if (auto status = cl.parse(arguments)) return *status;
     const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 10, SIZE_MAX);
     if (!top_given) return cl.usage_error("--top needs a whole number");

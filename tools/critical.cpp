@@ -576,15 +576,15 @@ int cmd_critical(const std::vector<std::string>& arguments) {
     std::string color = "auto", expect_text;
     bool list_all = false;
     args.add_to(cl);
-    cl.app().add_flag("--graph", list_all);
-    const CLI::Option* expect_option =
-        cl.app().add_option("--expect-path", expect_text, "the path's labels, e.g. \"compile > typeck\"");
-    cl.app().add_option("--color", color, "auto, always or never");
+    cl.flag("--graph", list_all);
+    pmc_cli::Option expect_option =
+        cl.option("--expect-path", expect_text, "the path's labels, e.g. \"compile > typeck\"");
+    cl.option("--color", color, "auto, always or never");
     if (auto status = cl.parse(arguments)) return *status;
-    if (expect_option->count() > 0 && expect_text.empty())
+    if (expect_option.given() && expect_text.empty())
         return cl.usage_error("--expect-path needs the path's labels, e.g. \"compile > typeck\"");
     const std::optional<std::string> expect_path =
-        expect_option->count() > 0 ? std::optional<std::string>(expected_path(expect_text)) : std::nullopt;
+        expect_option.given() ? std::optional<std::string>(expected_path(expect_text)) : std::nullopt;
     if (color != "auto" && color != "always" && color != "never")
         return cl.usage_error(fmt::format("--color {}: auto, always or never", color));
     if (auto why = args.check("critical")) return cl.usage_error(*why);

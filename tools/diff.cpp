@@ -186,21 +186,21 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     std::string counter_name, top_text, alpha_text;
     bool json = false, separated = false, fail_on_change = false;
     double alpha = 0.05; // the family-wise false-alarm rate of the noise rule
-    cl.app().add_flag("--json", json);
-    cl.app().add_flag("--fail-on-change", fail_on_change);
-    const CLI::Option* alpha_option =
-        cl.app().add_option("--alpha", alpha_text, "a chance between 0 and 1 (e.g. 0.05 for 5 %)");
-    cl.app().add_option("--counter", counter_name, "a counter name");
-    const CLI::Option* top_option = cl.app().add_option("--top", top_text, "a whole number");
-    cl.app().allow_extras(); // the files, with the '--' between the sides, are read below
+    cl.flag("--json", json);
+    cl.flag("--fail-on-change", fail_on_change);
+    pmc_cli::Option alpha_option =
+        cl.option("--alpha", alpha_text, "a chance between 0 and 1 (e.g. 0.05 for 5 %)");
+    cl.option("--counter", counter_name, "a counter name");
+    pmc_cli::Option top_option = cl.option("--top", top_text, "a whole number");
+    cl.allow_extras(); // the files, with the '--' between the sides, are read below
     if (auto status = cl.parse(arguments)) return *status;
-    for (const auto& a : cl.app().remaining()) {
+    for (const auto& a : cl.remaining()) {
         if (a == "--" && !separated) separated = true;
         else if (a == "--") return cl.usage_error("one '--' between the BASE runs and the NEW runs");
         else if (!separated && a.size() > 1 && a[0] == '-') return cl.usage_error(fmt::format("unknown option '{}'", a));
         else (separated ? after_files : before_files).push_back(a);
     }
-    if (alpha_option->count() > 0) {
+    if (alpha_option.given()) {
         char* end = nullptr;
         alpha = std::strtod(alpha_text.c_str(), &end);
         if (alpha_text.empty() || *end || !(alpha > 0 && alpha < 1))

@@ -361,9 +361,9 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     pmc_cli::CommandLine cl("pmc emulate", emulate_help);
     std::string qemu;
     bool keep_aslr = false;
-    cl.app().add_flag("--keep-aslr", keep_aslr);
-    cl.app().add_option("--qemu", qemu, "a path");
-    cl.app().prefix_command(); // the command starts at the first word that is not an option, or after '--'
+    cl.flag("--keep-aslr", keep_aslr);
+    cl.option("--qemu", qemu, "a path");
+    cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(arguments)) return *status;
     const std::vector<std::string> command = cl.command();
     if (command.empty()) return cl.usage_error("no command to emulate: pmc emulate [OPTIONS] -- COMMAND [ARGS]");

@@ -668,22 +668,22 @@ int cmd_export(const std::vector<std::string>& arguments) {
     bool chrome = false, folded = false, speedscope = false;
     std::vector<std::string> files;
     std::string min_value_text;
-    cl.app().add_flag("--chrome", chrome);
-    cl.app().add_flag("--folded", folded);
-    cl.app().add_flag("--speedscope", speedscope);
-    cl.app().add_flag("--collapse", o.collapse);
-    const CLI::Option* out_option = cl.app().add_option("-o,--output", o.out, "a file name");
-    cl.app().add_option("--counter", o.counter, "a counter name");
-    const CLI::Option* min_value_option = cl.app().add_option(
+    cl.flag("--chrome", chrome);
+    cl.flag("--folded", folded);
+    cl.flag("--speedscope", speedscope);
+    cl.flag("--collapse", o.collapse);
+    pmc_cli::Option out_option = cl.option("-o,--output", o.out, "a file name");
+    cl.option("--counter", o.counter, "a counter name");
+    pmc_cli::Option min_value_option = cl.option(
         "--min-value", min_value_text, "a whole number (in the counter's unit; ns for wall-time)");
-    cl.app().add_option("FILE", files, "a profile");
+    cl.option("FILE", files, "a profile");
     if (auto status = cl.parse(arguments)) return *status;
     if (chrome + folded + speedscope > 1) return cl.usage_error("one format at a time (--chrome, --folded or --speedscope)");
     o.format = chrome ? ExportOptions::Format::chrome
                : folded ? ExportOptions::Format::folded
                : speedscope ? ExportOptions::Format::speedscope
                             : ExportOptions::Format::none;
-    if (out_option->count() > 0 && o.out.empty()) return cl.usage_error("-o needs a file name");
+    if (out_option.given() && o.out.empty()) return cl.usage_error("-o needs a file name");
     const auto min_value = pmc_cli::whole_number_option(min_value_option, min_value_text, 0);
     if (!min_value) return cl.usage_error("--min-value needs a whole number (in the counter's unit; ns for wall-time)");
     o.min_value = *min_value;

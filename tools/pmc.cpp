@@ -299,14 +299,14 @@ int cmd_encode(const Options& o, const std::vector<std::string>& events) {
 
 /// --sysfs DIR, which list, encode, doctor and count take.
 void add_sysfs(pmc_cli::CommandLine& cl, Options& o) {
-    cl.app().add_option("--sysfs", o.sysfs, "a directory");
+    cl.option("--sysfs", o.sysfs, "a directory");
 }
 
 int run_list(const std::vector<std::string>& args) {
     pmc_cli::CommandLine cl("pmc list", list_help);
     Options o;
     add_sysfs(cl, o);
-    cl.app().add_flag("--json", o.json);
+    cl.flag("--json", o.json);
     if (auto status = cl.parse(args)) return *status;
     return cmd_list(o);
 }
@@ -316,9 +316,9 @@ int run_encode(const std::vector<std::string>& args) {
     Options o;
     std::vector<std::string> events;
     add_sysfs(cl, o);
-    cl.app().add_flag("--json", o.json);
-    cl.app().add_flag("--like-perf-stat", o.like_perf_stat);
-    cl.app().add_option("EVENT", events, "an event");
+    cl.flag("--json", o.json);
+    cl.flag("--like-perf-stat", o.like_perf_stat);
+    cl.option("EVENT", events, "an event");
     if (auto status = cl.parse(args)) return *status;
     if (events.empty()) return cl.usage_error("which events? (pmc encode EVENT...)");
     return cmd_encode(o, events);
@@ -328,7 +328,7 @@ int run_doctor(const std::vector<std::string>& args) {
     pmc_cli::CommandLine cl("pmc doctor", pmc_tool::doctor_help);
     Options o;
     add_sysfs(cl, o);
-    cl.app().add_flag("--json", o.json);
+    cl.flag("--json", o.json);
     if (auto status = cl.parse(args)) return *status;
     return pmc_tool::cmd_doctor(o);
 }
@@ -338,12 +338,12 @@ int run_count(const std::vector<std::string>& args) {
     Options o;
     std::vector<std::string> events;
     add_sysfs(cl, o);
-    cl.app().add_flag("--json", o.json);
-    cl.app().add_flag("--csv", o.csv);
-    cl.app().add_flag("--emulate", o.emulate);
-    cl.app().add_option("-e,--event", events, "an event")->allow_extra_args(false);
-    cl.app().add_option("-o", o.output, "a file");
-    cl.app().prefix_command(); // the command starts at the first word that is not an option, or after '--'
+    cl.flag("--json", o.json);
+    cl.flag("--csv", o.csv);
+    cl.flag("--emulate", o.emulate);
+    cl.option("-e,--event", events, "an event").one_value_each();
+    cl.option("-o", o.output, "a file");
+    cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(args)) return *status;
     if (o.csv && o.json) return cl.usage_error("--csv and --json exclude each other: give one output format");
     const auto command = cl.command();
@@ -381,7 +381,7 @@ const Command* find_command(const std::string& name) {
 int run_help(const std::vector<std::string>& args) {
     pmc_cli::CommandLine cl("pmc help", usage_text);
     std::string name;
-    cl.app().add_option("COMMAND", name, "a command");
+    cl.option("COMMAND", name, "a command");
     if (auto status = cl.parse(args)) return *status;
     if (name.empty()) return pmc_cli::print_help("pmc help", usage_text);
     const Command* c = find_command(name);
@@ -397,12 +397,12 @@ int main(int argc, char** argv) {
     // `pmc summarize --json F`. They are read here only to find COMMAND, and handed to it.
     std::string sysfs;
     bool flag = false, version = false;
-    cl.app().add_option("--sysfs", sysfs, "a directory");
-    cl.app().add_flag("--json", flag);
-    cl.app().add_flag("--csv", flag);
-    cl.app().add_flag("--like-perf-stat", flag);
-    cl.app().add_flag("--version", version);
-    cl.app().prefix_command(); // COMMAND and what follows it
+    cl.option("--sysfs", sysfs, "a directory");
+    cl.flag("--json", flag);
+    cl.flag("--csv", flag);
+    cl.flag("--like-perf-stat", flag);
+    cl.flag("--version", version);
+    cl.command_follows(); // COMMAND and what follows it
     if (auto status = cl.parse(argc, argv)) return *status;
     if (version) {
         fmt::print("pmc {}\n", PMC_VERSION_STRING);
@@ -410,7 +410,7 @@ int main(int argc, char** argv) {
     }
     const std::vector<std::string> rest = cl.command();
     if (rest.empty()) return cl.usage_error("no command given (pmc COMMAND; pmc --help lists them)");
-    const int before = argc - 1 - static_cast<int>(cl.app().remaining().size()); // the options before COMMAND
+    const int before = argc - 1 - static_cast<int>(cl.remaining().size()); // the options before COMMAND
     std::vector<std::string> args(argv + 1, argv + 1 + before);
     args.insert(args.end(), rest.begin() + 1, rest.end());
     if (rest.front() == "help") return run_help(args);

@@ -100,11 +100,11 @@ struct ProfileArgs {
 
     /// Declares them on the tool's command line (before parsing).
     void add_to(pmc_cli::CommandLine& cl) {
-        cl.app().add_flag("--json", json);
-        cl.app().add_flag("--per-thread", per_thread);
-        cl.app().add_option("--counter", counter, "a counter name");
-        thread_option_ = cl.app().add_option("--thread", thread_text_, "a thread number");
-        cl.app().add_option("FILE", files_, "a profile");
+        cl.flag("--json", json);
+        cl.flag("--per-thread", per_thread);
+        cl.option("--counter", counter, "a counter name");
+        thread_option_ = cl.option("--thread", thread_text_, "a thread number");
+        cl.option("FILE", files_, "a profile");
     }
 
     /// After parsing: the values read (`file`, `only_thread`), or what is wrong, missing or conflicting.
@@ -120,7 +120,7 @@ struct ProfileArgs {
     }
 
 private:
-    CLI::Option* thread_option_ = nullptr;
+    pmc_cli::Option thread_option_;
     std::string thread_text_;
     std::vector<std::string> files_;
 };

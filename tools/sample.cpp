@@ -256,26 +256,26 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     pmc_cli::CommandLine cl("pmc sample", sample_help);
     SampleArgs a;
     std::string period_text, frequency_text, pages_text, top_text, tolerance_text;
-    auto& app = cl.app();
-    app.add_flag("--json", a.json);
-    const CLI::Option* event = app.add_option("-e,--event", a.event, "an event");
-    const CLI::Option* period = app.add_option("-c", period_text, "a positive whole number");
-    const CLI::Option* frequency = app.add_option("-F", frequency_text, "a positive whole number");
-    const CLI::Option* pages = app.add_option("-m", pages_text, "a positive whole number");
-    const CLI::Option* top = app.add_option("--top", top_text, "a whole number");
-    const CLI::Option* tolerance = app.add_option("--tolerance", tolerance_text, "a percentage (0 to 1000), e.g. 5");
-    app.add_option("-o", a.output, "a file");
-    app.add_option("--sysfs", a.sysfs, "a directory");
-    app.prefix_command(); // the command starts at the first word that is not an option, or after '--'
+    pmc_cli::CommandLine& app = cl;
+    app.flag("--json", a.json);
+    pmc_cli::Option event = app.option("-e,--event", a.event, "an event");
+    pmc_cli::Option period = app.option("-c", period_text, "a positive whole number");
+    pmc_cli::Option frequency = app.option("-F", frequency_text, "a positive whole number");
+    pmc_cli::Option pages = app.option("-m", pages_text, "a positive whole number");
+    pmc_cli::Option top = app.option("--top", top_text, "a whole number");
+    pmc_cli::Option tolerance = app.option("--tolerance", tolerance_text, "a percentage (0 to 1000), e.g. 5");
+    app.option("-o", a.output, "a file");
+    app.option("--sysfs", a.sysfs, "a directory");
+    app.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(arguments)) return *status;
-    a.event_given = event->count() > 0;
+    a.event_given = event.given();
     a.command = cl.command();
     // -c, -F, -m and --top: whole numbers (-c, -F and -m above 0); the first wrong one is said.
     std::optional<std::string> wrong;
-    auto number = [&](const CLI::Option* option, const std::string& text, bool positive, std::uint64_t fallback) {
+    auto number = [&](pmc_cli::Option option, const std::string& text, bool positive, std::uint64_t fallback) {
         const auto n = pmc_cli::whole_number_option(option, text, fallback);
-        if (!wrong && option->count() > 0 && (!n || (positive && *n == 0)))
-            wrong = fmt::format("{} needs a {}whole number, not '{}'", option->get_name(), positive ? "positive " : "",
+        if (!wrong && option.given() && (!n || (positive && *n == 0)))
+            wrong = fmt::format("{} needs a {}whole number, not '{}'", option.name(), positive ? "positive " : "",
                                 text);
         return n.value_or(fallback);
     };
@@ -284,7 +284,7 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     a.pages = static_cast<std::size_t>(number(pages, pages_text, true, a.pages));
     a.top = static_cast<std::size_t>(number(top, top_text, false, a.top));
     if (wrong) return cl.usage_error(*wrong);
-    if (tolerance->count() > 0) {
+    if (tolerance.given()) {
         char* end = nullptr;
         const double pct = std::strtod(tolerance_text.c_str(), &end);
         if (tolerance_text.empty() || *end != '\0' || !(pct >= 0) || pct > 1000)

@@ -282,8 +282,8 @@ int cmd_summarize(const std::vector<std::string>& arguments) {
     bool without_overhead = false;
     std::string top_text;
     args.add_to(cl);
-    cl.app().add_flag("--without-overhead", without_overhead);
-    const CLI::Option* top_option = cl.app().add_option("--top", top_text, "a whole number");
+    cl.flag("--without-overhead", without_overhead);
+    pmc_cli::Option top_option = cl.option("--top", top_text, "a whole number");
     if (auto status = cl.parse(arguments)) return *status;
     const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 0, SIZE_MAX);
     if (!top_given) return cl.usage_error("--top needs a whole number");

@@ -50,15 +50,15 @@ int run(int argc, char** argv) {
     bool quiet = false, quick = false;
     std::string file_size_text, runs_text, order_text, memory_latency_text;
     pmc_cli::CommandLine cl("pmc-mem-pagefault", usage);
-    CLI::App& app = cl.app();
-    app.add_option("--dir", dir, "a folder");
-    app.add_option("--file-size", file_size_text, "a size such as 16M");
-    app.add_option("--runs", runs_text, "a number of runs");
-    app.add_option("--order", order_text, "address or random");
-    app.add_option("--memory-latency-ns", memory_latency_text, "nanoseconds");
-    app.add_option("--out", out, "a folder");
-    app.add_flag("--quick", quick);
-    app.add_flag("--quiet", quiet);
+    pmc_cli::CommandLine& app = cl;
+    app.option("--dir", dir, "a folder");
+    app.option("--file-size", file_size_text, "a size such as 16M");
+    app.option("--runs", runs_text, "a number of runs");
+    app.option("--order", order_text, "address or random");
+    app.option("--memory-latency-ns", memory_latency_text, "nanoseconds");
+    app.option("--out", out, "a folder");
+    app.flag("--quick", quick);
+    app.flag("--quiet", quiet);
     if (auto status = cl.parse(argc, argv)) return *status;
     std::string sized; // an option --quick sets, if given too
     for (const char* name : {"--file-size", "--runs"})

@@ -153,13 +153,13 @@ int main(int argc, char** argv) {
     Query plant = Query::none;
     pmc_cli::CommandLine command_line("pmc-example-profiler", help);
     std::string threads_text, functions_text, plant_text;
-    command_line.app().add_option("--threads", threads_text, "a number from 1 to 100000");
-    command_line.app().add_option("--functions", functions_text, "a number from 1 to 100000");
-    command_line.app().add_option("--plant", plant_text, "a query (parse, typeck, type_of, optimize or codegen)");
+    command_line.option("--threads", threads_text, "a number from 1 to 100000");
+    command_line.option("--functions", functions_text, "a number from 1 to 100000");
+    command_line.option("--plant", plant_text, "a query (parse, typeck, type_of, optimize or codegen)");
     if (auto status = command_line.parse(argc, argv)) return *status;
     for (auto [name, text, out] : {std::make_tuple("--threads", &threads_text, &threads),
                                    std::make_tuple("--functions", &functions_text, &functions)}) {
-        if (command_line.app().count(name) == 0) continue;
+        if (command_line.count(name) == 0) continue;
         char* end = nullptr;
         const unsigned long v = std::strtoul(text->c_str(), &end, 10);
         if (text->empty() || *end || v == 0 || v > 100000)
@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
                                             "'");
         *out = v;
     }
-    if (command_line.app().count("--plant") > 0) {
+    if (command_line.count("--plant") > 0) {
         const std::string& q = plant_text;
         plant = q == "parse" ? Query::parse : q == "typeck" ? Query::typeck : q == "type_of" ? Query::type_of
               : q == "optimize" ? Query::optimize : q == "codegen" ? Query::codegen : Query::none;

@@ -119,14 +119,14 @@ int main(int argc, char** argv) {
     double ghz = 0;
     std::uint64_t period = 1000, loads = 4000000;
     std::string ghz_text, period_text, loads_text;
-    CLI::App& app = command_line.app();
-    app.add_option("--curve", curve_path, "a latency.json file");
-    app.add_option("--edges", edges_list, "bucket edges in cycles, e.g. 8,30,150");
-    app.add_option("--labels", labels_list, "a label per bucket, e.g. L1,L2,L3,DRAM");
-    app.add_option("--sizes", sizes_list, "block sizes, e.g. 16K,256K,4M,256M");
-    app.add_option("--ghz", ghz_text, "a positive number");
-    app.add_option("--period", period_text, "a positive whole number");
-    app.add_option("--loads", loads_text, "a positive whole number");
+    pmc_cli::CommandLine& app = command_line;
+    app.option("--curve", curve_path, "a latency.json file");
+    app.option("--edges", edges_list, "bucket edges in cycles, e.g. 8,30,150");
+    app.option("--labels", labels_list, "a label per bucket, e.g. L1,L2,L3,DRAM");
+    app.option("--sizes", sizes_list, "block sizes, e.g. 16K,256K,4M,256M");
+    app.option("--ghz", ghz_text, "a positive number");
+    app.option("--period", period_text, "a positive whole number");
+    app.option("--loads", loads_text, "a positive whole number");
     if (auto status = command_line.parse(argc, argv)) return *status;
     if (app.count("--ghz") > 0) {
         char* end = nullptr;

@@ -73,12 +73,12 @@ int main(int argc, char** argv) {
     std::uint64_t pages = 512, period = 1;
     pmc_cli::CommandLine command_line("pmc-example-fault-addresses", usage);
     std::string pages_text, period_text;
-    command_line.app().add_option("--pages", pages_text, "a whole number from 1 to 65536");
-    command_line.app().add_option("--period", period_text, "a whole number from 1");
+    command_line.option("--pages", pages_text, "a whole number from 1 to 65536");
+    command_line.option("--period", period_text, "a whole number from 1");
     if (auto status = command_line.parse(argc, argv)) return *status;
-    if (command_line.app().count("--pages") > 0 && !parse_count(pages_text.c_str(), 1, max_pages, pages))
+    if (command_line.count("--pages") > 0 && !parse_count(pages_text.c_str(), 1, max_pages, pages))
         return command_line.usage_error("--pages needs a whole number from 1 to 65536, not '" + pages_text + "'");
-    if (command_line.app().count("--period") > 0 && !parse_count(period_text.c_str(), 1, UINT32_MAX, period))
+    if (command_line.count("--period") > 0 && !parse_count(period_text.c_str(), 1, UINT32_MAX, period))
         return command_line.usage_error("--period needs a whole number from 1, not '" + period_text + "'");
     const std::size_t page = page_size();
     const std::size_t bytes = pages * page;

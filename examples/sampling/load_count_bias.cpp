@@ -260,13 +260,13 @@ int main(int argc, char** argv) {
     bool software = false;
     pmc_cli::CommandLine command_line("pmc-example-load-count-bias", usage);
     std::string iterations_text, periods_text;
-    command_line.app().add_option("--iterations", iterations_text, "a positive whole number");
-    command_line.app().add_option("--periods", periods_text, "positive whole numbers separated by commas");
-    command_line.app().add_flag("--software", software);
+    command_line.option("--iterations", iterations_text, "a positive whole number");
+    command_line.option("--periods", periods_text, "positive whole numbers separated by commas");
+    command_line.flag("--software", software);
     if (auto status = command_line.parse(argc, argv)) return *status;
-    if (command_line.app().count("--iterations") > 0 && !parse_u64(iterations_text.c_str(), iterations))
+    if (command_line.count("--iterations") > 0 && !parse_u64(iterations_text.c_str(), iterations))
         return command_line.usage_error("--iterations needs a positive whole number, not '" + iterations_text + "'");
-    if (command_line.app().count("--periods") > 0 && !parse_list(periods_text.c_str(), periods))
+    if (command_line.count("--periods") > 0 && !parse_list(periods_text.c_str(), periods))
         return command_line.usage_error("--periods needs positive whole numbers separated by commas (e.g. 1,10,100), "
                                         "not '" + periods_text + "'");
 

@@ -563,7 +563,7 @@ TEST_CASE("pmc diff: usage errors and --help") {
     CHECK_THAT(missing.out, ContainsSubstring("No such file or directory"));
 }
 
-TEST_CASE("pmc diff and pmc aggregate: a file cut at every length, and byte flips: a message, never a crash") {
+TEST_CASE("pmc diff and pmc aggregate: a file cut at every length, and byte flips: a message, never a crash", "[once]") {
     TempDir dir;
     pmc_test::ProfileBuilder b({pmc_test::exact_counter(), pmc_test::time_counter()});
     b.page_records = 3; // many pages: cuts inside and between them

@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <string>
 
@@ -27,6 +28,18 @@ inline CommandResult run_command(const std::string& command) {
         r.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     }
     return r;
+}
+
+/// Tests that run one process per case (every cut length of a file, byte flips) run every `k`th case in a sanitized
+/// build, all of them otherwise. There a process costs 10 times its plain start (300 ms against 30 here: the shadow
+/// memory, the leak check at exit), and the reader under those cases is checked at every length in-process, sanitized
+/// (test_profile_reader.cpp), and by the fuzzer (scripts/fuzz --target profile).
+constexpr std::size_t one_in_sanitized(std::size_t k) {
+#if defined(PMC_SANITIZED)
+    return k;
+#else
+    return static_cast<void>(k), std::size_t{1};
+#endif
 }
 
 } // namespace pmc_test
