@@ -75,52 +75,38 @@ std::vector<std::string> split(const std::string& list) {
 int run(int argc, char** argv) {
     using namespace pmc_mem;
     BandwidthOptions o;
-    std::string out = "pmc-memory-report";
+    CommonOptions common;
     std::optional<Regimes> regimes;
-    int cpu = -1;
-    bool pin = true, plot = true, quiet = false, quick = false;
     std::string min_text, max_text, per_octave_text, kernels_text, threads_text, runs_text, run_ms_text,
-        boundaries_text, cpu_text;
-    bool no_pin = false, no_plot = false, no_value_probe = false;
+        boundaries_text;
+    bool no_value_probe = false;
     pmc_cli::CommandLine cl("pmc-mem-bandwidth", usage);
-    pmc_cli::CommandLine& app = cl;
-    app.option("--min", min_text, "a size such as 4K");
-    app.option("--max", max_text, "a size such as 256M");
-    app.option("--per-octave", per_octave_text, "a number of points");
-    app.option("--kernels", kernels_text, "kernel names, e.g. read,copy-vec,memcpy");
-    app.flag("--no-value-probe", no_value_probe);
-    app.option("--threads", threads_text, "a number of threads");
-    app.option("--runs", runs_text, "a number of runs");
-    app.option("--run-ms", run_ms_text, "milliseconds");
-    app.option("--boundaries", boundaries_text, "cache sizes such as 48K,1M,32M");
-    app.option("--cpu", cpu_text, "a CPU number");
-    app.flag("--no-pin", no_pin);
-    app.option("--out", out, "a folder");
-    app.flag("--no-plot", no_plot);
-    app.flag("--quick", quick);
-    app.flag("--quiet", quiet);
+    cl.option("--min", min_text, "a size such as 4K");
+    cl.option("--max", max_text, "a size such as 256M");
+    cl.option("--per-octave", per_octave_text, "a number of points");
+    cl.option("--kernels", kernels_text, "kernel names, e.g. read,copy-vec,memcpy");
+    cl.flag("--no-value-probe", no_value_probe);
+    cl.option("--threads", threads_text, "a number of threads");
+    cl.option("--runs", runs_text, "a number of runs");
+    cl.option("--run-ms", run_ms_text, "milliseconds");
+    cl.option("--boundaries", boundaries_text, "cache sizes such as 48K,1M,32M");
+    common.add_to(cl, true);
     if (auto status = cl.parse(argc, argv)) return *status;
-    pin = !no_pin;
-    plot = !no_plot;
     o.value_probe = !no_value_probe;
-    std::string sized; // an option --quick sets, if given too
-    for (const char* name : {"--min", "--max", "--per-octave", "--runs", "--run-ms"})
-        if (app.count(name) > 0) sized = name;
+    common.check_quick(cl, {"--min", "--max", "--per-octave", "--runs", "--run-ms"}, "the sizes and runs");
     if (!min_text.empty()) o.min_size = parse_size(min_text);
     if (!max_text.empty()) o.max_size = parse_size(max_text);
     if (!per_octave_text.empty()) o.per_octave = static_cast<unsigned>(integer_option("--per-octave", per_octave_text, 1, 64));
-    if (app.count("--kernels") > 0) {
+    if (cl.count("--kernels") > 0) {
         o.kernels = split(kernels_text);
         if (o.kernels.empty()) throw UsageError("--kernels needs kernel names, e.g. read,copy-vec,memcpy");
     }
     if (!threads_text.empty()) o.threads = static_cast<unsigned>(integer_option("--threads", threads_text, 1, 1024));
     if (!runs_text.empty()) o.reps = static_cast<unsigned>(integer_option("--runs", runs_text, 1, 1000));
     if (!run_ms_text.empty()) o.rep_ms = number_option("--run-ms", run_ms_text, 0.01, 10000);
-    if (app.count("--boundaries") > 0) regimes = regimes_from_boundaries(boundaries_text);
-    if (!cpu_text.empty()) cpu = static_cast<int>(integer_option("--cpu", cpu_text, 0, 1 << 20));
-    if (quick) { // its kernels only where --kernels chose none (in either order)
-        if (!sized.empty())
-            throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
+    if (cl.count("--boundaries") > 0) regimes = regimes_from_boundaries(boundaries_text);
+    const int cpu = common.cpu();
+    if (common.quick) { // its kernels only where --kernels chose none (in either order)
         o.min_size = 4096;
         o.max_size = 8u << 20;
         o.per_octave = 1;
@@ -142,7 +128,7 @@ int run(int argc, char** argv) {
             throw UsageError("unknown or unavailable kernel '" + name + "' (here: " + list + ")");
         }
     }
-    probe_output_dir(out);
+    probe_output_dir(common.out);
     // Threads that share a CPU measure the scheduler, not the memory, and their start barrier spins: refuse.
     if (o.threads > process_cpus().size())
         throw UsageError("--threads " + std::to_string(o.threads) + ": this process may run on " +
@@ -150,15 +136,15 @@ int run(int argc, char** argv) {
                          " CPUs (its affinity mask); give at most that many threads, one per CPU");
 
     std::string pin_note = "Not pinned (--no-pin)";
-    if (pin) pin_to_cpu(cpu, pin_note);
+    if (common.pin()) pin_to_cpu(cpu, pin_note);
     Clock clock;
-    Progress progress(quiet);
+    Progress progress(common.quiet);
     const MachineFacts machine = machine_facts();
     progress.note("pmc-mem-bandwidth: " + pin_note + "; vector kernels: " +
                   (vector_isa().empty() ? std::string("none") : vector_isa()));
     BandwidthResult r = run_bandwidth(o, clock, progress, pin_note);
     r.levels_caption = "shaded: levels given with --boundaries";
-    const Written w = save_bandwidth(out, r, machine, regimes ? &*regimes : nullptr, plot);
+    const Written w = save_bandwidth(common.out, r, machine, regimes ? &*regimes : nullptr, common.plot());
 
     if (regimes) std::printf("GB/s per level (best run; median over the sizes well inside each level):\n%s\n",
                              level_bandwidth_text(bandwidth_per_level(r, *regimes)).c_str());

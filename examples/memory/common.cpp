@@ -139,6 +139,27 @@ double number_option(const std::string& name, const std::string& text, double mi
     return v;
 }
 
+void CommonOptions::add_to(pmc_cli::CommandLine& cl, bool pins_and_plots) {
+    cl.option("--out", out, "a folder");
+    cl.flag("--quick", quick);
+    cl.flag("--quiet", quiet);
+    if (!pins_and_plots) return;
+    cl.option("--cpu", cpu_text, "a CPU number");
+    cl.flag("--no-pin", no_pin);
+    cl.flag("--no-plot", no_plot);
+}
+
+int CommonOptions::cpu() const {
+    return cpu_text.empty() ? -1 : static_cast<int>(integer_option("--cpu", cpu_text, 0, 1 << 20));
+}
+
+void CommonOptions::check_quick(const pmc_cli::CommandLine& cl, std::initializer_list<const char*> sized,
+                                const std::string& what) const {
+    if (!quick) return;
+    for (const char* name : sized)
+        if (cl.count(name) > 0) throw UsageError("--quick sets " + what + ": give " + name + " or --quick, not both");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Pinning
 

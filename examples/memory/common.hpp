@@ -7,7 +7,10 @@
 #include <pmc/counter.hpp>
 #include <pmc/report.hpp>
 
+#include <command_line.hpp>
+
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -55,6 +58,25 @@ std::vector<std::uint64_t> sweep_sizes(std::uint64_t min, std::uint64_t max, uns
 long integer_option(const std::string& name, const std::string& text, long min, long max);
 /// "--run-ms: 'x' is not a number", "--run-ms: 0 is outside 0.01..10000".
 double number_option(const std::string& name, const std::string& text, double min, double max);
+
+/// The options the memory programs share: --out and --quick, --quiet; and, for those that pin and plot, --cpu,
+/// --no-pin and --no-plot.
+struct CommonOptions {
+    std::string out = "pmc-memory-report";
+    bool quick = false, quiet = false, no_pin = false, no_plot = false;
+    std::string cpu_text;
+
+    /// Declares them on the program's command line (before parsing).
+    void add_to(pmc_cli::CommandLine& cl, bool pins_and_plots);
+    /// After parsing: --cpu's value, or -1 (throws UsageError).
+    int cpu() const;
+    bool pin() const { return !no_pin; }
+    bool plot() const { return !no_plot; }
+    /// After parsing, with --quick: throws UsageError when an option --quick sets (`sized`) was given too; `what`
+    /// says what --quick sets ("the sizes and runs").
+    void check_quick(const pmc_cli::CommandLine& cl, std::initializer_list<const char*> sized,
+                     const std::string& what) const;
+};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Pinning

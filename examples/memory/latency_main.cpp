@@ -54,41 +54,28 @@ SIZE: bytes, or with K, M, G (powers of 1024): 48K, 1.5M. Writes DIR/latency.csv
 int run(int argc, char** argv) {
     using namespace pmc_mem;
     LatencyOptions o;
-    std::string out = "pmc-memory-report";
-    int cpu = -1;
-    bool pin = true, plot = true, quiet = false, quick = false;
+    CommonOptions common;
     std::string min_text, max_text, per_octave_text, stride_text, chain_text, runs_text, run_ms_text, sweeps_text,
-        seed_text, cpu_text;
-    bool no_pin = false, no_plot = false;
+        seed_text;
     pmc_cli::CommandLine cl("pmc-mem-latency", usage);
-    pmc_cli::CommandLine& app = cl;
-    app.option("--min", min_text, "a size such as 512 or 48K");
-    app.option("--max", max_text, "a size such as 256M");
-    app.option("--per-octave", per_octave_text, "a number of points");
-    app.option("--stride", stride_text, "a size in bytes");
-    app.option("--chain", chain_text, "chain names: random, forward, backward");
-    app.option("--runs", runs_text, "a number of runs");
-    app.option("--run-ms", run_ms_text, "milliseconds");
-    app.option("--sweeps", sweeps_text, "a number of sweeps");
-    app.option("--seed", seed_text, "a number");
-    app.flag("--hugepages", o.hugepages);
-    app.option("--cpu", cpu_text, "a CPU number");
-    app.flag("--no-pin", no_pin);
-    app.option("--out", out, "a folder");
-    app.flag("--no-plot", no_plot);
-    app.flag("--quick", quick);
-    app.flag("--quiet", quiet);
+        cl.option("--min", min_text, "a size such as 512 or 48K");
+    cl.option("--max", max_text, "a size such as 256M");
+    cl.option("--per-octave", per_octave_text, "a number of points");
+    cl.option("--stride", stride_text, "a size in bytes");
+    cl.option("--chain", chain_text, "chain names: random, forward, backward");
+    cl.option("--runs", runs_text, "a number of runs");
+    cl.option("--run-ms", run_ms_text, "milliseconds");
+    cl.option("--sweeps", sweeps_text, "a number of sweeps");
+    cl.option("--seed", seed_text, "a number");
+    cl.flag("--hugepages", o.hugepages);
+    common.add_to(cl, true);
     if (auto status = cl.parse(argc, argv)) return *status;
-    pin = !no_pin;
-    plot = !no_plot;
-    std::string sized; // an option --quick sets, if given too
-    for (const char* name : {"--min", "--max", "--per-octave", "--runs", "--sweeps"})
-        if (app.count(name) > 0) sized = name;
+    common.check_quick(cl, {"--min", "--max", "--per-octave", "--runs", "--sweeps"}, "the sizes and runs");
     if (!min_text.empty()) o.min_size = parse_size(min_text);
     if (!max_text.empty()) o.max_size = parse_size(max_text);
     if (!per_octave_text.empty()) o.per_octave = static_cast<unsigned>(integer_option("--per-octave", per_octave_text, 1, 64));
     if (!stride_text.empty()) o.stride = parse_size(stride_text);
-    if (app.count("--chain") > 0) {
+    if (cl.count("--chain") > 0) {
         o.chains.clear();
         std::size_t start = 0;
         while (start <= chain_text.size()) {
@@ -103,10 +90,8 @@ int run(int argc, char** argv) {
     if (!run_ms_text.empty()) o.rep_ms = number_option("--run-ms", run_ms_text, 0.01, 10000);
     if (!sweeps_text.empty()) o.sweeps = static_cast<unsigned>(integer_option("--sweeps", sweeps_text, 1, 1000));
     if (!seed_text.empty()) o.seed = static_cast<std::uint64_t>(integer_option("--seed", seed_text, 0, INT64_MAX));
-    if (!cpu_text.empty()) cpu = static_cast<int>(integer_option("--cpu", cpu_text, 0, 1 << 20));
-    if (quick) {
-        if (!sized.empty())
-            throw UsageError("--quick sets the sizes and runs: give " + sized + " or --quick, not both");
+    const int cpu = common.cpu();
+    if (common.quick) {
         o.min_size = 512;
         o.max_size = 4u << 20;
         o.per_octave = 8;
@@ -118,17 +103,17 @@ int run(int argc, char** argv) {
     if (o.max_size < 4 * o.stride) throw UsageError("--max must hold at least 4 chain elements");
     if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
     latency_grids(o); // --min 0, --max below --min, a range with no size in it: usage errors now, not after pinning
-    probe_output_dir(out);
+    probe_output_dir(common.out);
 
     std::string pin_note = "Not pinned (--no-pin)";
-    if (pin) pin_to_cpu(cpu, pin_note);
+    if (common.pin()) pin_to_cpu(cpu, pin_note);
     Clock clock;
-    Progress progress(quiet);
+    Progress progress(common.quiet);
     const MachineFacts machine = machine_facts();
     progress.note("pmc-mem-latency: " + pin_note + "; " + clock.cycles_note());
     LatencyResult r = run_latency(o, clock, progress, pin_note);
     check_latency(r, machine); // the levels against what the CPU reports, and whether the machine was busy
-    const Written w = save_latency(out, r, machine, plot);
+    const Written w = save_latency(common.out, r, machine, common.plot());
 
     std::printf("Levels found in the %s-chain latency curve (%u runs per size), beside what the CPU "
                 "reports:\n\n%s\n",

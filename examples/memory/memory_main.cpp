@@ -49,27 +49,16 @@ Each experiment runs alone with more options: pmc-mem-latency, pmc-mem-bandwidth
 
 int run(int argc, char** argv) {
     using namespace pmc_mem;
-    std::string out = "pmc-memory-report", pf_dir;
-    int cpu = -1;
-    bool pin = true, plot = true, quiet = false, quick = false;
+    CommonOptions common;
+    std::string pf_dir, skip;
     bool do_latency = true, do_bandwidth = true, do_pagefault = true;
     std::string command = "pmc-memory";
     for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-    std::string skip, cpu_text;
-    bool no_pin = false, no_plot = false;
     pmc_cli::CommandLine cl("pmc-memory", usage);
-    pmc_cli::CommandLine& app = cl;
-    app.option("--out", out, "a folder");
-    app.flag("--quick", quick);
-    app.option("--skip", skip, "experiments to leave out: latency, bandwidth, pagefault");
-    app.option("--dir", pf_dir, "a folder");
-    app.option("--cpu", cpu_text, "a CPU number");
-    app.flag("--no-pin", no_pin);
-    app.flag("--no-plot", no_plot);
-    app.flag("--quiet", quiet);
+    common.add_to(cl, true);
+    cl.option("--skip", skip, "experiments to leave out: latency, bandwidth, pagefault");
+    cl.option("--dir", pf_dir, "a folder");
     if (auto status = cl.parse(argc, argv)) return *status;
-    pin = !no_pin;
-    plot = !no_plot;
     const std::string list = skip + ",";
     for (std::size_t start = 0, comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1) {
         const std::string item = list.substr(start, comma - start);
@@ -78,7 +67,9 @@ int run(int argc, char** argv) {
         else if (item == "pagefault") do_pagefault = false;
         else if (!item.empty()) throw UsageError("--skip: latency, bandwidth or pagefault, not '" + item + "'");
     }
-    if (!cpu_text.empty()) cpu = static_cast<int>(integer_option("--cpu", cpu_text, 0, 1 << 20));
+    const int cpu = common.cpu();
+    const std::string& out = common.out;
+    const bool pin = common.pin(), plot = common.plot(), quiet = common.quiet, quick = common.quick;
 
     std::string pin_note = "Not pinned (--no-pin)";
     if (pin) pin_to_cpu(cpu, pin_note);

@@ -45,53 +45,45 @@ Writes DIR/pagefault.csv and pagefault.json; the table goes to stdout.
 int run(int argc, char** argv) {
     using namespace pmc_mem;
     PagefaultOptions o;
-    std::string out = "pmc-memory-report";
+    CommonOptions common;
     std::string dir;
-    bool quiet = false, quick = false;
     std::string file_size_text, runs_text, order_text, memory_latency_text;
     pmc_cli::CommandLine cl("pmc-mem-pagefault", usage);
-    pmc_cli::CommandLine& app = cl;
-    app.option("--dir", dir, "a folder");
-    app.option("--file-size", file_size_text, "a size such as 16M");
-    app.option("--runs", runs_text, "a number of runs");
-    app.option("--order", order_text, "address or random");
-    app.option("--memory-latency-ns", memory_latency_text, "nanoseconds");
-    app.option("--out", out, "a folder");
-    app.flag("--quick", quick);
-    app.flag("--quiet", quiet);
+    cl.option("--dir", dir, "a folder");
+    cl.option("--file-size", file_size_text, "a size such as 16M");
+    cl.option("--runs", runs_text, "a number of runs");
+    cl.option("--order", order_text, "address or random");
+    cl.option("--memory-latency-ns", memory_latency_text, "nanoseconds");
+    common.add_to(cl, false);
     if (auto status = cl.parse(argc, argv)) return *status;
-    std::string sized; // an option --quick sets, if given too
-    for (const char* name : {"--file-size", "--runs"})
-        if (app.count(name) > 0) sized = name;
+    common.check_quick(cl, {"--file-size", "--runs"}, "the file size and runs");
     if (!file_size_text.empty()) o.file_size = parse_size(file_size_text);
     if (!runs_text.empty()) o.runs = static_cast<unsigned>(integer_option("--runs", runs_text, 1, 1000));
-    if (app.count("--order") > 0) {
+    if (cl.count("--order") > 0) {
         if (order_text != "address" && order_text != "random")
             throw UsageError("--order: address or random, not '" + order_text + "'");
         o.random_order = order_text == "random";
     }
-    if (app.count("--memory-latency-ns") > 0) {
+    if (cl.count("--memory-latency-ns") > 0) {
         o.memory_latency_ns = number_option("--memory-latency-ns", memory_latency_text, 0.1, 1e6);
         o.memory_latency_source = "given with --memory-latency-ns";
     }
-    if (quick) {
-        if (!sized.empty())
-            throw UsageError("--quick sets the file size and runs: give " + sized + " or --quick, not both");
+    if (common.quick) {
         o.file_size = 4u << 20;
         o.runs = 2;
     }
     const long page = ::sysconf(_SC_PAGESIZE);
     if (o.file_size < static_cast<std::uint64_t>(page))
         throw UsageError("--file-size must be at least one page (" + std::to_string(page) + " bytes)");
-    probe_output_dir(out);
+    probe_output_dir(common.out);
     if (!dir.empty()) probe_test_file_dir(dir);
-    o.dir = dir.empty() ? out : dir;
+    o.dir = dir.empty() ? common.out : dir;
 
     Clock clock;
-    Progress progress(quiet);
+    Progress progress(common.quiet);
     const MachineFacts machine = machine_facts();
     const PagefaultResult r = run_pagefault(o, clock, progress);
-    const Written w = save_pagefault(out, r, machine);
+    const Written w = save_pagefault(common.out, r, machine);
     std::printf("%s", pagefault_text(r).c_str());
     print_written(w);
     return 0;

@@ -119,16 +119,15 @@ int main(int argc, char** argv) {
     double ghz = 0;
     std::uint64_t period = 1000, loads = 4000000;
     std::string ghz_text, period_text, loads_text;
-    pmc_cli::CommandLine& app = command_line;
-    app.option("--curve", curve_path, "a latency.json file");
-    app.option("--edges", edges_list, "bucket edges in cycles, e.g. 8,30,150");
-    app.option("--labels", labels_list, "a label per bucket, e.g. L1,L2,L3,DRAM");
-    app.option("--sizes", sizes_list, "block sizes, e.g. 16K,256K,4M,256M");
-    app.option("--ghz", ghz_text, "a positive number");
-    app.option("--period", period_text, "a positive whole number");
-    app.option("--loads", loads_text, "a positive whole number");
+    command_line.option("--curve", curve_path, "a latency.json file");
+    command_line.option("--edges", edges_list, "bucket edges in cycles, e.g. 8,30,150");
+    command_line.option("--labels", labels_list, "a label per bucket, e.g. L1,L2,L3,DRAM");
+    command_line.option("--sizes", sizes_list, "block sizes, e.g. 16K,256K,4M,256M");
+    command_line.option("--ghz", ghz_text, "a positive number");
+    command_line.option("--period", period_text, "a positive whole number");
+    command_line.option("--loads", loads_text, "a positive whole number");
     if (auto status = command_line.parse(argc, argv)) return *status;
-    if (app.count("--ghz") > 0) {
+    if (command_line.count("--ghz") > 0) {
         char* end = nullptr;
         ghz = std::strtod(ghz_text.c_str(), &end);
         if (!end || *end || !(ghz > 0) || !std::isfinite(ghz))
@@ -136,7 +135,7 @@ int main(int argc, char** argv) {
     }
     for (auto [name, text, target] : {std::make_tuple("--period", &period_text, &period),
                                       std::make_tuple("--loads", &loads_text, &loads)}) {
-        if (app.count(name) == 0) continue;
+        if (command_line.count(name) == 0) continue;
         char* end = nullptr;
         const unsigned long long n = std::strtoull(text->c_str(), &end, 10);
         if (!end || *end || text->empty() || (*text)[0] == '-' || n == 0)

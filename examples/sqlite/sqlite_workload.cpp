@@ -322,7 +322,6 @@ int main(int argc, char** argv) {
     unsigned long long statements = 30000, accounts = 1000, seed = 1, plant = 0;
     bool drop_index = false;
     pmc_cli::CommandLine command_line("pmc-example-sqlite", help);
-    pmc_cli::CommandLine& app = command_line;
     struct Number {
         const char* name;
         unsigned long long* out;
@@ -333,11 +332,11 @@ int main(int argc, char** argv) {
                    {"--seed", &seed, 0, UINT64_MAX, {}},
                    {"--plant", &plant, 0, 1000000000, {}}};
     for (Number& n : numbers)
-        app.option(n.name, n.text, "a number from " + std::to_string(n.low) + " to " + std::to_string(n.high));
-    app.flag("--drop-index", drop_index);
+        command_line.option(n.name, n.text, "a number from " + std::to_string(n.low) + " to " + std::to_string(n.high));
+    command_line.flag("--drop-index", drop_index);
     if (auto status = command_line.parse(argc, argv)) return *status;
     for (const Number& n : numbers)
-        if (app.count(n.name) > 0 && !parse_number(n.text.c_str(), n.low, n.high, *n.out))
+        if (command_line.count(n.name) > 0 && !parse_number(n.text.c_str(), n.low, n.high, *n.out))
             return command_line.usage_error(std::string(n.name) + " needs a number from " + std::to_string(n.low) +
                                             " to " + std::to_string(n.high) + ", not '" + n.text + "'");
 
