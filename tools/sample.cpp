@@ -256,17 +256,16 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     pmc_cli::CommandLine cl("pmc sample", sample_help);
     SampleArgs a;
     std::string period_text, frequency_text, pages_text, top_text, tolerance_text;
-    pmc_cli::CommandLine& app = cl;
-    app.flag("--json", a.json);
-    pmc_cli::Option event = app.option("-e,--event", a.event, "an event");
-    pmc_cli::Option period = app.option("-c", period_text, "a positive whole number");
-    pmc_cli::Option frequency = app.option("-F", frequency_text, "a positive whole number");
-    pmc_cli::Option pages = app.option("-m", pages_text, "a positive whole number");
-    pmc_cli::Option top = app.option("--top", top_text, "a whole number");
-    pmc_cli::Option tolerance = app.option("--tolerance", tolerance_text, "a percentage (0 to 1000), e.g. 5");
-    app.option("-o", a.output, "a file");
-    app.option("--sysfs", a.sysfs, "a directory");
-    app.command_follows(); // the command starts at the first word that is not an option, or after '--'
+    cl.flag("--json", a.json);
+    pmc_cli::Option event = cl.option("-e,--event", a.event, "an event");
+    pmc_cli::Option period = cl.option("-c", period_text, "a positive whole number");
+    pmc_cli::Option frequency = cl.option("-F", frequency_text, "a positive whole number");
+    pmc_cli::Option pages = cl.option("-m", pages_text, "a positive whole number");
+    pmc_cli::Option top = cl.option("--top", top_text, "a whole number");
+    pmc_cli::Option tolerance = cl.option("--tolerance", tolerance_text, "a percentage (0 to 1000), e.g. 5");
+    cl.option("-o", a.output, "a file");
+    cl.option("--sysfs", a.sysfs, "a directory");
+    cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(arguments)) return *status;
     a.event_given = event.given();
     a.command = cl.command();
