@@ -340,16 +340,9 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     } cleanup{report, dir};
     std::string shown;
     for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
-    struct sigaction ignore {}, old_int {}, old_quit {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    ::sigaction(SIGINT, &ignore, &old_int);
-    ::sigaction(SIGQUIT, &ignore, &old_quit);
     const auto go_time = std::chrono::steady_clock::now();
     auto child = start_emulated(*emulator, command, false, ",report=" + report);
     if (!child) {
-        ::sigaction(SIGINT, &old_int, nullptr);
-        ::sigaction(SIGQUIT, &old_quit, nullptr);
         fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
     }
@@ -357,8 +350,6 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     const int exit_status = finish_emulated(*child, shown, raw);
     const auto elapsed_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
-    ::sigaction(SIGINT, &old_int, nullptr);
-    ::sigaction(SIGQUIT, &old_quit, nullptr);
     // The plugin's lines: "pid N started" when an emulated process starts, "pid N instructions N" at its exit. A
     // process that started and never reported (killed by a signal) is said: its instructions are not in the total.
     std::uint64_t total = 0;
@@ -419,7 +410,9 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
                             "real core's.\n {:>14.9f} seconds time elapsed (under the emulator)\n",
                             static_cast<double>(elapsed_ns) / 1e9);
     }
-    return write_report(o, text, out_file, exit_status);
+    const int status = write_report(o, text, out_file, exit_status);
+    if (WIFSIGNALED(raw) && (WTERMSIG(raw) == SIGINT || WTERMSIG(raw) == SIGQUIT)) die_of(WTERMSIG(raw));
+    return status;
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 //   reexec           pmc::reexec_without_aslr, then says whether it re-executed and what instructions:u opens on
 //   profile [--plant N]  a two-thread profile (PMC_PROFILE): labels outer, work, planted; --plant N adds exactly 2N
 //                    instructions to every 'planted' scope
+//   until-signal FILE    records scopes on two threads until a signal ends it; creates FILE once both have recorded
 #include <pmc/counter.hpp>
 #include <pmc/determinism.hpp>
 #include <pmc/group.hpp>
@@ -18,6 +19,7 @@
 
 #include "known_loop.hpp"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -230,6 +232,34 @@ int run_profile(std::uint64_t plant) {
     return 0;
 }
 
+/// Records 'tick' scopes on this thread and another until a signal (left at its default: the profiler's handler
+/// writes what was recorded, then the signal ends the process). `ready` is created once both threads have recorded.
+int run_until_signal(const char* ready) {
+    auto prof = pmc::Profiler::from_env();
+    const pmc::Label tick = prof.label("tick"), other = prof.label("other");
+    std::atomic<int> started{0};
+    std::thread worker([&] {
+        prof.thread_name("worker");
+        for (std::uint64_t i = 0;; ++i) {
+            auto s = prof.scope(other);
+            known_loop(100);
+            if (i == 100) started.fetch_add(1);
+        }
+    });
+    worker.detach();
+    for (std::uint64_t i = 0;; ++i) {
+        {
+            auto s = prof.scope(tick);
+            known_loop(100);
+        }
+        if (i == 100) started.fetch_add(1);
+        if (i > 100 && started.load() == 2 && ready) {
+            if (FILE* f = std::fopen(ready, "w")) std::fclose(f);
+            ready = nullptr;
+        }
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -262,6 +292,7 @@ int main(int argc, char** argv) {
                         pmc::aslr_state().randomized ? "on" : "off");
             return run_probe();
         }
+        if (mode == "until-signal" && argc > 2) return run_until_signal(argv[2]);
         if (mode == "profile") {
             const std::uint64_t plant = argc > 3 && std::string(argv[2]) == "--plant" ? std::strtoull(argv[3], nullptr, 10) : 0;
             return run_profile(plant);
@@ -271,6 +302,6 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N]\n");
+                         "profile [--plant N] | until-signal FILE\n");
     return 2;
 }

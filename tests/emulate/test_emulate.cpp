@@ -7,14 +7,20 @@
 #include "catch.hpp"
 #include "command.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -167,6 +173,31 @@ TEST_CASE("the programs an emulated program executes stay emulated: system(), a 
     INFO(r.out);
     CHECK(r.status == 0);
     CHECK_THAT(r.out, ContainsSubstring("instructions:u: opened, read with emulator"));
+    // Shells that re-execute (bash exports its own unsetenv, which leaves the environment array alone): bash -c
+    // started from a child, exec in a #!/usr/bin/env bash shim (pyenv-style), make running recipes with bash.
+    const std::string dir = temp_dir();
+    {
+        std::ofstream shim(dir + "/shim");
+        shim << "#!/usr/bin/env bash\nexec \"$@\"\n";
+    }
+    ::chmod((dir + "/shim").c_str(), 0755);
+    std::vector<std::string> shapes = {
+        "bash -c \"bash -c '" + target + " probe'\"",
+        "bash -c \"true; '" + dir + "/shim' '" + target + "' probe\"",
+        "dash -c \"env X=1 '" + target + "' probe\"",
+    };
+    if (::system("command -v make >/dev/null 2>&1") == 0)
+        shapes.push_back("make -s -f /dev/null SHELL=/bin/bash --eval 'all: ; @true && \"" + target + "\" probe'");
+    if (::system("command -v python3 >/dev/null 2>&1") == 0) // posix_spawn, which glibc does with vfork (clone)
+        shapes.push_back("python3 -c \"import os; os.waitpid(os.posix_spawn('" + target + "', ['t', 'probe'], "
+                         "os.environ), 0)\"");
+    for (const auto& shape : shapes) {
+        const auto s = pmc_test::run_command("'" + pmc + "' emulate -- " + shape + " 2>&1");
+        INFO(shape << "\n" << s.out);
+        CHECK(s.status == 0);
+        CHECK_THAT(s.out, ContainsSubstring("instructions:u: opened, read with emulator"));
+        CHECK_THAT(s.out, !ContainsSubstring("runs natively"));
+    }
     // pmc::reexec_without_aslr: with randomization left on, the program re-executes itself, and stays emulated.
     const auto re = pmc_test::run_command("'" + pmc + "' emulate --keep-aslr -- '" + target + "' reexec");
     INFO(re.out);
@@ -325,5 +356,124 @@ TEST_CASE("plugins with a planted fault are caught: a block counted twice, a thr
         INFO(fault << "\n" << r.out);
         CHECK(r.status == 1);
         CHECK_THAT(r.out, ContainsSubstring("exact: NOT every interval"));
+    }
+}
+
+namespace {
+
+/// Starts `command` through /bin/sh with the signal dispositions and mask at their defaults (as a CI runner starts
+/// a job), its output into `out`; the shell execs the last program, so the pid is pmc's.
+pid_t spawn(const std::string& command, const std::string& out) {
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::signal(sig, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            ::dup2(fd, 1);
+            ::dup2(fd, 2);
+        }
+        ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    return pid;
+}
+
+bool wait_for_file(const std::string& path, int seconds) {
+    for (int i = 0; i < seconds * 20; ++i) {
+        if (::access(path.c_str(), F_OK) == 0) return true;
+        ::usleep(50000);
+    }
+    return false;
+}
+
+/// The raw wait status of `pid`, or -1 if it did not end within `seconds` (then it is killed).
+int wait_status(pid_t pid, int seconds) {
+    int raw = 0;
+    for (int i = 0; i < seconds * 20; ++i) {
+        if (::waitpid(pid, &raw, WNOHANG) == pid) return raw;
+        ::usleep(50000);
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &raw, 0);
+    return -1;
+}
+
+/// Processes whose command line mentions `text` (QEMU's and the program's both name the program's argument).
+int processes_naming(const std::string& text) {
+    int found = 0;
+    if (DIR* d = ::opendir("/proc")) {
+        while (const dirent* e = ::readdir(d)) {
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
+            const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            if (cmdline.find(text) != std::string::npos && std::to_string(::getpid()) != e->d_name) ++found;
+        }
+        ::closedir(d);
+    }
+    return found;
+}
+
+std::string file_text(const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+} // namespace
+
+TEST_CASE("SIGINT, SIGTERM and SIGHUP sent to pmc emulate end the program as natively: its status, its whole "
+          "profile, nothing left running", "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+        const std::string name = dir + "/signal-" + std::to_string(sig);
+        const std::string ready = name + ".ready", profile = name + ".pmcprof";
+        ::unlink(ready.c_str());
+        const pid_t pmc_pid = spawn("env PMC_PROFILE='" + profile + "' PMC_PROFILE_COUNTERS=instructions:u '" + pmc +
+                                        "' emulate -- '" + target + "' until-signal '" + ready + "'",
+                                    name + ".out");
+        INFO("signal " << sig << "; output: " << file_text(name + ".out"));
+        const bool started = wait_for_file(ready, 120);
+        if (!started) ::kill(pmc_pid, SIGKILL);
+        REQUIRE(started);
+        ::kill(pmc_pid, sig); // as timeout(1), a CI runner's cancel or kill(1) send it: to pmc alone
+        const int raw = wait_status(pmc_pid, 60);
+        REQUIRE(raw != -1); // (it did not hang)
+        if (sig == SIGINT) { // pmc ends of the program's SIGINT itself, so that a calling script stops
+            CHECK(WIFSIGNALED(raw));
+            CHECK(WTERMSIG(raw) == SIGINT);
+        } else {
+            CHECK(WIFEXITED(raw));
+            CHECK(WEXITSTATUS(raw) == 128 + sig);
+        }
+        CHECK(processes_naming(ready) == 0);
+        // The profiler's handler ran on QEMU's signal stack and wrote both threads' scopes: the file reads whole.
+        const auto summary = pmc_test::run_command("'" + pmc + "' summarize '" + profile + "' 2>&1");
+        INFO(summary.out);
+        CHECK(summary.status == 0);
+        CHECK_THAT(summary.out, ContainsSubstring("tick"));
+        CHECK_THAT(summary.out, ContainsSubstring("other"));
+    }
+}
+
+TEST_CASE("pmc emulate killed itself (SIGKILL) takes QEMU and the program with it", "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    {
+        const std::string ready = dir + "/killed.ready";
+        ::unlink(ready.c_str());
+        const pid_t pmc_pid = spawn("'" + pmc + "' emulate -- '" + target + "' until-signal '" + ready + "'",
+                                    dir + "/killed.out");
+        const bool started = wait_for_file(ready, 120);
+        if (!started) ::kill(pmc_pid, SIGKILL);
+        REQUIRE(started);
+        ::kill(pmc_pid, SIGKILL);
+        CHECK(wait_status(pmc_pid, 60) != -1);
+        int left = 0;
+        for (int i = 0; i < 100 && (left = processes_naming(ready)) > 0; ++i) ::usleep(50000);
+        CHECK(left == 0);
     }
 }

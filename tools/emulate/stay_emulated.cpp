@@ -30,6 +30,18 @@ namespace {
 
 namespace proto = pmc::detail::emulated;
 
+/// Removes NAME=... from the environment array itself. unsetenv() is not enough: bash exports its own unsetenv, which
+/// leaves `environ` alone until bash has read it, so a marker "removed" that way reaches the next program bash
+/// executes under the same pid (`bash -c CMD`, `exec`, a #!/usr/bin/env bash shim), which would then give up.
+void drop_from_environment(char** env, const char* name) {
+    const size_t len = strlen(name);
+    if (!env) return;
+    char** out = env;
+    for (char** in = env; *in; ++in)
+        if (!(strncmp(*in, name, len) == 0 && (*in)[len] == '=')) *out++ = *in;
+    *out = nullptr;
+}
+
 bool under_emulator() {
     proto::Hello hello{};
     proto::request(proto::Op::hello, &hello);
@@ -60,7 +72,8 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     const char* preload = getenv("PMC_EMULATE_PRELOAD");
     if (!qemu || !plugin || !preload || argc < 1 || !argv) return;
     if (under_emulator()) { // the re-exec, if any, worked
-        unsetenv("PMC_EMULATE_REEXEC");
+        drop_from_environment(environ, "PMC_EMULATE_REEXEC");
+        if (envp != environ) drop_from_environment(envp, "PMC_EMULATE_REEXEC");
         // The thread is QEMU's, named after qemu-x86_64: give it the program's name, as an exec would (what ps and
         // the profiler's thread names show). QEMU's /proc/self/exe is the program.
         static char path[PATH_MAX];
@@ -81,7 +94,7 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     if (const char* tried = getenv("PMC_EMULATE_REEXEC"); tried && strcmp(tried, me) == 0) {
         fprintf(stderr, "pmc emulate: %s (pid %s) runs natively: under %s with %s it found no emulated PMU\n", exe, me,
                 qemu, plugin);
-        unsetenv("PMC_EMULATE_REEXEC");
+        drop_from_environment(environ, "PMC_EMULATE_REEXEC");
         return;
     }
     // QEMU itself gets the environment without this library; the program gets it back through -E.

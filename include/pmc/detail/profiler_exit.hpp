@@ -38,7 +38,15 @@ inline void flush_live_profilers(int signal) noexcept {
 
 inline constexpr int profiler_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGINT, SIGTERM, SIGQUIT, SIGHUP};
 
-extern "C" inline void pmc_profiler_on_signal(int sig) {
+// The handler realigns its stack on entry (x86-64): QEMU's user mode (7.2) starts a guest's handler with the stack 8
+// bytes off the ABI's 16, and the compiler's aligned SSE spills (movaps) would fault there, under `pmc emulate`.
+#if PMC_ARCH_X86_64
+#define PMC_DETAIL_SIGNAL_HANDLER __attribute__((force_align_arg_pointer))
+#else
+#define PMC_DETAIL_SIGNAL_HANDLER
+#endif
+
+extern "C" inline PMC_DETAIL_SIGNAL_HANDLER void pmc_profiler_on_signal(int sig) {
     const int saved = errno;
     flush_live_profilers(sig);
     // SA_RESETHAND put the default back: raised again (or, for a fault, the instruction re-executed), it ends the
