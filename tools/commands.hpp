@@ -103,6 +103,26 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
                                   const std::string& plugin_args);
 /// Waits for it: the command's exit status (128 + N for signal N, explaining SIGILL); `raw_status` from waitpid.
 int finish_emulated(pid_t child, const std::string& shown, int& raw_status);
+/// Ends pmc of the command's SIGINT or SIGQUIT, if one ended it, so that a calling script stops as it would have.
+void end_like(int raw_status);
+/// A temporary file for the plugin's report=FILE, removed with its directory at the end.
+struct EmulatedReportFile {
+    std::string dir, path;
+    EmulatedReportFile();
+    ~EmulatedReportFile();
+    EmulatedReportFile(const EmulatedReportFile&) = delete;
+    EmulatedReportFile& operator=(const EmulatedReportFile&) = delete;
+};
+/// What the plugin's report says about a command's processes (its lines: tools/emulate/qemu_plugin.cpp).
+struct EmulatedReport {
+    std::uint64_t instructions = 0; ///< every emulated process's, summed
+    int processes = 0;              ///< emulated processes (a process that executes another program: one for each)
+    int unfinished = 0;             ///< of them, those that never reported their count (ended by a signal)
+    std::vector<std::string> native; ///< "PATH (why)" for each program that ran natively, not counted
+};
+EmulatedReport read_emulated_report(const std::string& path);
+/// The note pmc prints when some programs ran natively; "" if none did.
+std::string native_programs_note(const EmulatedReport& r);
 
 /// pmc export (tools/export.cpp): a profile as Chrome trace events, folded stacks or speedscope JSON.
 int cmd_export(const std::vector<std::string>& args);

@@ -324,20 +324,12 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         fmt::print(stderr, "pmc: count --emulate: {}\n", emulator.failure().message);
         return 1;
     }
-    char dir_template[] = "/tmp/pmc-count-XXXXXX";
-    const char* dir = ::mkdtemp(dir_template);
-    if (!dir) {
+    const EmulatedReportFile report_file;
+    if (report_file.path.empty()) {
         fmt::print(stderr, "pmc: count --emulate: cannot make a temporary directory: {}\n", std::strerror(errno));
         return 1;
     }
-    const std::string report = std::string(dir) + "/instructions";
-    struct RemoveReport {
-        std::string file, dir;
-        ~RemoveReport() {
-            ::unlink(file.c_str());
-            ::rmdir(dir.c_str());
-        }
-    } cleanup{report, dir};
+    const std::string& report = report_file.path;
     std::string shown;
     for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
     const auto go_time = std::chrono::steady_clock::now();
@@ -350,29 +342,15 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     const int exit_status = finish_emulated(*child, shown, raw);
     const auto elapsed_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
-    // The plugin's lines: "pid N started" when an emulated process starts, "pid N instructions N" at its exit. A
-    // process that started and never reported (killed by a signal) is said: its instructions are not in the total.
-    std::uint64_t total = 0;
-    int processes = 0, started = 0;
-    if (FILE* f = std::fopen(report.c_str(), "r")) {
-        char line[128];
-        while (std::fgets(line, sizeof line, f)) {
-            long pid = 0;
-            unsigned long long n = 0;
-            char word[16] = {};
-            if (std::sscanf(line, "pid %ld instructions %llu", &pid, &n) == 2) {
-                total += n;
-                ++processes;
-            } else if (std::sscanf(line, "pid %ld %15s", &pid, word) == 2 && std::strcmp(word, "started") == 0) {
-                ++started;
-            }
-        }
-        std::fclose(f);
-    }
-    if (started > processes)
+    const EmulatedReport processes_report = read_emulated_report(report);
+    const std::uint64_t total = processes_report.instructions;
+    const int processes = processes_report.processes - processes_report.unfinished;
+    if (processes_report.unfinished > 0)
         fmt::print(stderr, "pmc: count --emulate: {} of the {} emulated processes ended without reaching their exit "
                            "(a signal, such as SIGKILL or an unhandled SIGINT): their instructions are not in the count\n",
-                   started - processes, started);
+                   processes_report.unfinished, processes_report.processes);
+    const std::string native = native_programs_note(processes_report);
+    if (!native.empty()) fmt::print(stderr, "pmc: count --emulate: {}\n", native);
     if (processes == 0) {
         fmt::print(stderr, "pmc: count --emulate: '{}' (exit status {}) left no count: no emulated process reached its "
                            "exit (killed by a signal, or QEMU did not start it)\n", shown, exit_status);
@@ -391,14 +369,20 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         pmc::JsonWriter j;
         json_report_head(j, command, exit_status, elapsed_ns)
             .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
-                               "whole command, not a real core's").field("processes", processes).key("counts");
+                               "whole command, not a real core's")
+            .field("processes", processes_report.processes)
+            .field("unfinished_processes", processes_report.unfinished)
+            .key("native_programs")
+            .begin_array();
+        for (const auto& n : processes_report.native) j.value(n);
+        j.end_array().key("counts");
         pmc::write_counts_json(j, names, counts);
         j.end_object();
         text = j.str() + "\n";
     } else if (o.csv) {
         text = pmc::count_csv(names, counts);
     } else {
-        const int shown_processes = std::max(started, processes); // (a process that execs reports twice)
+        const int shown_processes = processes_report.processes;
         text = fmt::format("\n pmc count --emulate of '{}' (exit status {}; {} emulated process{}):\n\n", shown,
                            exit_status, shown_processes, shown_processes == 1 ? "" : "es");
         std::size_t width = 5;
@@ -406,8 +390,13 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
         for (const auto& n : names) text += fmt::format("{:<{}}  {:>18}\n", n, width, total);
         text += fmt::format("\n emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
-                            "whole command (every thread, and every dynamically linked program it executed), not a "
-                            "real core's.\n {:>14.9f} seconds time elapsed (under the emulator)\n",
+                            "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
+                            "emulator)\n",
+                            processes_report.native.empty()
+                                ? "every thread, and every program it executed"
+                                : fmt::format("every thread and every emulated process; not the {} program{} that ran "
+                                              "natively", processes_report.native.size(),
+                                              processes_report.native.size() == 1 ? "" : "s"),
                             static_cast<double>(elapsed_ns) / 1e9);
     }
     const int status = write_report(o, text, out_file, exit_status);

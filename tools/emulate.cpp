@@ -31,7 +31,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <iterator>
 #include <optional>
 #include <sstream>
@@ -326,7 +328,7 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
             if (s.size() > 11) preload += ":" + std::string(s.substr(11));
             continue;
         }
-        if (s.rfind("PMC_EMULATE_", 0) == 0) continue;
+        if (s.rfind("PMC_EMULATE_", 0) == 0 || s.rfind("PMC_EMULATED=", 0) == 0) continue;
         env.emplace_back(s);
     }
     // Symbols bound at startup: with lazy binding, the first call of each library function resolves it, and which
@@ -335,6 +337,7 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
     env.push_back("PMC_EMULATE_QEMU=" + e.qemu);
     env.push_back("PMC_EMULATE_PLUGIN=" + plugin);
     env.push_back("PMC_EMULATE_PRELOAD=" + e.preload);
+    env.push_back(std::string(pmc::detail::emulated::announce_variable) + "=1"); // the program may ask the plugin
     std::vector<std::string> args = {e.qemu, "-0", command.size() == original.size() ? original[0] : command[0], "-E",
                                      "LD_PRELOAD=" + preload};
     if (!bind_now_set) args.insert(args.end(), {"-E", "LD_BIND_NOW=1"});
@@ -409,6 +412,77 @@ int finish_emulated(pid_t child, const std::string& shown, int& raw_status) {
     return 128 + sig;
 }
 
+EmulatedReportFile::EmulatedReportFile() {
+    char dir_template[] = "/tmp/pmc-emulate-XXXXXX";
+    if (const char* d = ::mkdtemp(dir_template)) {
+        dir = d;
+        path = dir + "/processes";
+    }
+}
+EmulatedReportFile::~EmulatedReportFile() {
+    if (dir.empty()) return;
+    ::unlink(path.c_str());
+    ::rmdir(dir.c_str());
+}
+
+EmulatedReport read_emulated_report(const std::string& path) {
+    EmulatedReport r;
+    std::ifstream in(path);
+    // Per pid, in order: an open process image, and a native program its pending execve would start.
+    struct Pid {
+        bool open = false;
+        std::vector<std::string> native;
+    };
+    std::map<long, Pid> pids;
+    for (std::string line; std::getline(in, line);) {
+        long pid = 0;
+        unsigned long long n = 0;
+        int used = 0;
+        if (std::sscanf(line.c_str(), "pid %ld %n", &pid, &used) != 1 || used == 0) continue;
+        const std::string rest = line.substr(static_cast<std::size_t>(used));
+        Pid& p = pids[pid];
+        if (rest == "started") {
+            ++r.processes;
+            if (p.open) ++r.unfinished; // (a pid reused after a process vanished without a word)
+            p.open = true;
+            p.native.clear();
+        } else if (std::sscanf(rest.c_str(), "instructions %llu", &n) == 1) {
+            r.instructions += n;
+            p.open = false;
+        } else if (std::sscanf(rest.c_str(), "exec instructions %llu", &n) == 1) {
+            r.instructions += n;
+            p.open = false;
+            for (auto& native : p.native) r.native.push_back(std::move(native)); // (a previous execve that worked)
+            p.native.clear();
+        } else if (rest == "exec-failed") {
+            p.open = true; // the execve failed, and the process goes on
+            p.native.clear();
+        } else if (rest.rfind("native ", 0) == 0) {
+            const auto tab = rest.find('\t');
+            const std::string why = rest.substr(7, tab == std::string::npos ? std::string::npos : tab - 7);
+            p.native.push_back((tab == std::string::npos ? std::string("?") : rest.substr(tab + 1)) + " (" + why + ")");
+        }
+    }
+    for (auto& [pid, p] : pids) {
+        if (p.open) ++r.unfinished;
+        for (auto& native : p.native) r.native.push_back(std::move(native));
+    }
+    return r;
+}
+
+std::string native_programs_note(const EmulatedReport& r) {
+    if (r.native.empty()) return "";
+    std::string note = fmt::format("{} program{} ran natively, outside the emulator (not counted; {} counters find no "
+                                   "emulated PMU):", r.native.size(), r.native.size() == 1 ? "" : "s",
+                                   r.native.size() == 1 ? "its" : "their");
+    std::vector<std::string> shown = r.native;
+    std::sort(shown.begin(), shown.end());
+    shown.erase(std::unique(shown.begin(), shown.end()), shown.end());
+    for (std::size_t i = 0; i < shown.size() && i < 10; ++i) note += "\n  " + shown[i];
+    if (shown.size() > 10) note += fmt::format("\n  and {} more", shown.size() - 10);
+    return note;
+}
+
 void end_like(int raw_status) {
     // Die of the command's SIGINT or SIGQUIT, so that a calling shell script stops as it would have.
     if (WIFSIGNALED(raw_status) && (WTERMSIG(raw_status) == SIGINT || WTERMSIG(raw_status) == SIGQUIT)) {
@@ -433,7 +507,9 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
         fmt::print(stderr, "pmc emulate: {}\n", emulator.failure().message);
         return 1;
     }
-    auto child = start_emulated(*emulator, command, keep_aslr, "");
+    // The plugin's report of the command's processes: which programs ran natively, outside the emulator.
+    const EmulatedReportFile report;
+    auto child = start_emulated(*emulator, command, keep_aslr, report.path.empty() ? "" : ",report=" + report.path);
     if (!child) {
         fmt::print(stderr, "pmc emulate: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
@@ -442,6 +518,9 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     for (const auto& c : command) shown += (shown.empty() ? "" : " ") + c;
     int raw = 0;
     const int status = finish_emulated(*child, shown, raw);
+    if (!report.path.empty())
+        if (const std::string note = native_programs_note(read_emulated_report(report.path)); !note.empty())
+            fmt::print(stderr, "pmc emulate: {}\n", note);
     end_like(raw);
     return status;
 }

@@ -788,8 +788,8 @@ inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, uns
         return make_failure(EINVAL, "cannot open '" + spec.text + "' for source::rdpmc: it is not a perf event");
 
     if (spec.kind == EventKind::perf || spec.kind == EventKind::difference) {
-        // Under pmc emulate the instruction events are the emulator's (probed once: one failed system call on a
-        // real kernel); the other perf events go to perf_event_open, which explains QEMU's refusal.
+        // Under pmc emulate the instruction events are the emulator's (probed once, and only where PMC_EMULATED=1
+        // says so); the other perf events go to perf_event_open, which explains QEMU's refusal.
         auto c = is_instruction_event(spec) && emulated_pmu() ? open_emulated(spec, req, options)
                                                               : open_perf(spec, req, fixed_width, options);
         if (c) {

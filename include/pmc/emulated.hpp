@@ -16,6 +16,7 @@
 #include <pmc/detail/emulated.hpp>
 #include <pmc/event.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -36,6 +37,8 @@ struct EmulatedPmu {
 namespace detail {
 inline std::optional<EmulatedPmu> probe_emulated_pmu() {
     if (!emulated::request_supported) return std::nullopt;
+    const char* announced = std::getenv(emulated::announce_variable); // no request outside the emulator
+    if (!announced || std::strcmp(announced, "1") != 0) return std::nullopt;
     emulated::Hello hello{};
     emulated::request(emulated::Op::hello, &hello); // a real kernel: ENOSYS, and hello stays zero
     if (hello.reply != emulated::hello_reply) return std::nullopt;
@@ -47,8 +50,8 @@ inline std::optional<EmulatedPmu> probe_emulated_pmu() {
 }
 } // namespace detail
 
-/// The emulated PMU, if this process runs under `pmc emulate`. The first call costs one system call (which a real
-/// kernel fails with ENOSYS); the answer is kept for the process's life.
+/// The emulated PMU, if this process runs under `pmc emulate` (which sets PMC_EMULATED=1). There, the first call
+/// costs one request to the plugin; elsewhere nothing is asked. The answer is kept for the process's life.
 inline const std::optional<EmulatedPmu>& emulated_pmu() {
     static const std::optional<EmulatedPmu> pmu = detail::probe_emulated_pmu();
     return pmu;

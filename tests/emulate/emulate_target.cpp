@@ -11,6 +11,9 @@
 //   reexec           pmc::reexec_without_aslr, then says whether it re-executed and what instructions:u opens on
 //   profile [--plant N]  a two-thread profile (PMC_PROFILE): labels outer, work, planted; --plant N adds exactly 2N
 //                    instructions to every 'planted' scope
+//   jit-rep          code with a rep movsb replaced at the same address (x86): the same intervals before and after
+//   churn            12 threads whose lives overlap, each checking its own intervals exact
+//   bad-pointer      requests to the plugin naming memory the program cannot write; then a counter still reads
 //   until-signal FILE    records scopes on two threads until a signal ends it; creates FILE once both have recorded
 #include <pmc/counter.hpp>
 #include <pmc/determinism.hpp>
@@ -21,6 +24,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <sys/mman.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -120,7 +124,78 @@ int run_rep() {
     std::printf("\n");
     return 0;
 }
+
+/// Code replaced at the same address, as a JIT or dlclose and dlopen do: two functions whose first block has the
+/// same start and length and ends with a rep movsb at another address. Both execute the same number of
+/// instructions (3, the rep once, ret), so every interval is the same before and after the replacement.
+int run_jit_rep() {
+    void* code = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (code == MAP_FAILED) {
+        std::printf("jit: cannot map executable memory\n");
+        return 1;
+    }
+    // mov ecx, 16; nop; rep movsb; ret          then          xor ecx, ecx; mov cl, 16; rep movsb; ret
+    static const unsigned char first[] = {0xB9, 16, 0, 0, 0, 0x90, 0xF3, 0xA4, 0xC3};
+    static const unsigned char second[] = {0x31, 0xC9, 0xB1, 16, 0xF3, 0xA4, 0xC3};
+    using Copy = void (*)(void* to, const void* from); // rdi: to, rsi: from, as rep movsb wants them
+    const auto copy = reinterpret_cast<Copy>(code);
+    char from[16] = "fifteen bytes..", to[16];
+    pmc::Counter c{"instructions:u"};
+    auto interval = [&] {
+        const std::uint64_t start = c.read();
+        copy(to, from);
+        return c.read() - start;
+    };
+    std::printf("jit rep: first code");
+    std::memcpy(code, first, sizeof first);
+    for (int i = 0; i < 3; ++i) std::printf(" %llu", static_cast<unsigned long long>(interval()));
+    std::printf("; replaced at the same address");
+    std::memcpy(code, second, sizeof second);
+    for (int i = 0; i < 3; ++i) std::printf(" %llu", static_cast<unsigned long long>(interval()));
+    std::printf("\n");
+    return 0;
+}
 #endif
+
+/// Threads whose lives overlap, one after another: QEMU numbers a new thread one past the highest live index, so
+/// the indexes climb past the plugin's slots (a test build has 4) while at most three threads live. Every
+/// thread's intervals must be exact: a slot shared by two live threads is not.
+int run_churn() {
+    std::atomic<int> off{0};
+    std::thread previous;
+    for (int i = 0; i < 12; ++i) {
+        std::promise<void> counting;
+        auto started = counting.get_future();
+        std::thread next([&off, i, counting = std::move(counting)]() mutable {
+            pmc::Counter c{"instructions:u"};
+            (void)c.read();
+            counting.set_value();
+            std::uint64_t base = 0;
+            const std::string where = "thread " + std::to_string(i);
+            off += check_exact(where.c_str(), 100, base);
+        });
+        started.wait(); // the new thread counts while the previous one still does
+        if (previous.joinable()) previous.join();
+        previous = std::move(next);
+    }
+    previous.join();
+    std::printf("churn: %s\n", off == 0 ? "every interval exact on all 12 threads" : "NOT every interval exact");
+    return off == 0 ? 0 : 1;
+}
+
+/// Requests naming memory the program cannot write: the plugin must refuse them, not crash QEMU.
+int run_bad_pointer() {
+    namespace em = pmc::detail::emulated;
+    em::request(em::Op::read, reinterpret_cast<void*>(0x10));
+    em::request(em::Op::hello, reinterpret_cast<void*>(0x10));
+    void* read_only = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (read_only != MAP_FAILED) em::request(em::Op::read, read_only);
+    pmc::Counter c{"instructions:u"};
+    const std::uint64_t start = c.read();
+    known_loop(1000);
+    std::printf("bad pointers: still running; a counter reads %s\n", c.read() > start ? "on" : "nothing");
+    return 0;
+}
 
 /// How instructions the emulator handles specially count (docs/emulated-pmu.md): the extra instructions an interval
 /// shows for cpuid, a system call, a signal delivery and a page fault, over the same interval without them.
@@ -271,7 +346,10 @@ int main(int argc, char** argv) {
         if (mode == "quirks") return run_quirks();
 #if defined(__x86_64__)
         if (mode == "rep") return run_rep();
+        if (mode == "jit-rep") return run_jit_rep();
 #endif
+        if (mode == "churn") return run_churn();
+        if (mode == "bad-pointer") return run_bad_pointer();
         if (mode == "loop" && argc > 2) {
             known_loop(std::strtoull(argv[2], nullptr, 10));
             return 0;
@@ -302,6 +380,6 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N] | until-signal FILE\n");
+                         "profile [--plant N] | until-signal FILE | jit-rep | churn | bad-pointer\n");
     return 2;
 }

@@ -124,13 +124,20 @@ TEST_CASE("under pmc emulate: instruction events are emulated, perf events are r
     CHECK_THAT(r.out, ContainsSubstring("group with page-faults: cannot open 'page-faults' in a group on the emulated PMU"));
 }
 
-TEST_CASE("on a real kernel the handshake costs one failed system call per process, whatever is opened", "[emulate]") {
+TEST_CASE("run directly, a program never makes the emulator's request: not even the handshake (seccomp-safe)",
+          "[emulate]") {
     if (::system("command -v strace >/dev/null 2>&1") != 0) PMC_SKIP("strace is not installed");
-    // probe opens five counters, three of them instruction events.
-    const auto r = pmc_test::run_command("strace -f -e trace=all '" + target + "' probe 2>&1 >/dev/null | "
-                                         "grep -c 'syscall_0x504d43'");
-    INFO(r.out);
-    CHECK(std::atoi(r.out.c_str()) == 1);
+    // probe opens five counters, three of them instruction events, and a group.
+    auto requests = [](const std::string& env) {
+        const auto r = pmc_test::run_command(env + " strace -f -e trace=all '" + target + "' probe 2>&1 >/dev/null | "
+                                             "grep -c 'syscall_0x504d43'");
+        INFO(r.out);
+        return std::atoi(r.out.c_str());
+    };
+    CHECK(requests("env -u PMC_EMULATED") == 0);
+    // Where pmc emulate says it runs the program (PMC_EMULATED=1), one handshake per process; on a real kernel it
+    // fails with ENOSYS and the hardware PMU (or its absence) is what the counters find.
+    CHECK(requests("env PMC_EMULATED=1") == 1);
 }
 
 TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's difference is exact", "[emulate]") {
@@ -350,8 +357,8 @@ TEST_CASE("pmc-example-profiler under pmc emulate: every interval identical in 3
 TEST_CASE("plugins with a planted fault are caught: a block counted twice, a thread handed another's count",
           "[emulate]") {
     REQUIRE_EMULATOR();
-    for (const char* fault : {PMC_FAULT_PLUGIN_DOUBLE, PMC_FAULT_PLUGIN_SWAP}) {
-        const auto r = pmc_test::run_command(emulate("exact", std::string("PMC_EMULATE_LIBDIR='") + fault + "'") +
+    for (const std::string fault : {"double", "swap"}) {
+        const auto r = pmc_test::run_command(emulate("exact", "PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS + fault + "'") +
                                              " 2>&1");
         INFO(fault << "\n" << r.out);
         CHECK(r.status == 1);
@@ -476,4 +483,84 @@ TEST_CASE("pmc emulate killed itself (SIGKILL) takes QEMU and the program with i
         for (int i = 0; i < 100 && (left = processes_naming(ready)) > 0; ++i) ::usleep(50000);
         CHECK(left == 0);
     }
+}
+
+TEST_CASE("programs that run natively are named, failed execve attempts are not processes, and the footer says what "
+          "it counted", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    {
+        std::ofstream src(dir + "/static.c");
+        src << "int main(void) { return 0; }\n";
+    }
+    const bool have_static = ::system(("cc -static -o '" + dir + "/static' '" + dir + "/static.c' 2>/dev/null").c_str()) == 0;
+    // env tries each PATH directory (execvp): two attempts fail before the third starts the program. The same
+    // processes as without the failing directories.
+    auto processes = [&](const std::string& path) {
+        const auto r = pmc_test::run_command("'" + pmc + "' count --emulate -- sh -c \"env PATH=" + path +
+                                             " env true\" 2>&1");
+        INFO(r.out);
+        CHECK(r.status == 0);
+        CHECK_THAT(r.out, ContainsSubstring("every thread, and every program it executed"));
+        CHECK_THAT(r.out, !ContainsSubstring("natively"));
+        std::smatch m;
+        return std::regex_search(r.out, m, std::regex("exit status 0; ([0-9]+) emulated process")) ? std::stoi(m[1]) : -1;
+    };
+    const int straight = processes("/usr/bin:/bin");
+    CHECK(straight >= 3); // sh, env, env again (and true), whether or not sh forks first
+    CHECK(processes("/nonexistent-1:/nonexistent-2:/usr/bin:/bin") == straight);
+    std::string native = "env -i '" + target + "' loop 10";
+    if (have_static) native += "; '" + dir + "/static'";
+    for (const std::string tool : {"count --emulate", "emulate"}) {
+        const auto r = pmc_test::run_command("'" + pmc + "' " + tool + " -- sh -c \"" + native + "\" 2>&1");
+        INFO(tool << "\n" << r.out);
+        CHECK(r.status == 0);
+        CHECK_THAT(r.out, ContainsSubstring(have_static ? "2 programs ran natively, outside the emulator"
+                                                        : "1 program ran natively, outside the emulator"));
+        CHECK_THAT(r.out, ContainsSubstring(target + " (its environment drops pmc's LD_PRELOAD"));
+        if (have_static) CHECK_THAT(r.out, ContainsSubstring(dir + "/static (statically linked"));
+        if (tool == "count --emulate") CHECK_THAT(r.out, ContainsSubstring("not the "));
+    }
+    if (!have_static) PMC_SKIP("no static C library (libc6-dev's libc.a) to build a static program: its case was left out");
+}
+
+#if defined(__x86_64__)
+TEST_CASE("code replaced at the same address counts its rep string instruction once, as before", "[emulate]") {
+    REQUIRE_EMULATOR();
+    auto intervals = [](const std::string& libdir) {
+        const auto r = pmc_test::run_command(emulate("jit-rep", libdir.empty() ? "" : "PMC_EMULATE_LIBDIR='" + libdir + "'"));
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        std::smatch m;
+        REQUIRE(std::regex_search(r.out, m, std::regex("first code ([0-9]+) ([0-9]+) ([0-9]+); replaced at the same "
+                                                       "address ([0-9]+) ([0-9]+) ([0-9]+)")));
+        std::vector<std::string> v(m.begin() + 1, m.end());
+        return v;
+    };
+    const auto right = intervals("");
+    for (const auto& v : right) CHECK(v == right[0]);
+    // A plugin keying its rep blocks without the rep's address counts the new code's rep once more.
+    const auto planted = intervals(PMC_PLUGIN_VARIANTS "rep-key");
+    CHECK(planted[0] == right[0]);
+    CHECK(planted[3] != planted[0]);
+}
+#endif
+
+TEST_CASE("vCPU slots are reused as threads come and go (a plugin with 4 slots, 12 threads whose lives overlap)",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("churn", "PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS "slots'") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("churn: every interval exact on all 12 threads"));
+    CHECK_THAT(r.out, !ContainsSubstring("share one count"));
+}
+
+TEST_CASE("a request naming memory the program cannot write is refused, not a crash", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("bad-pointer") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("not writable memory of the program: ignored"));
+    CHECK_THAT(r.out, ContainsSubstring("bad pointers: still running; a counter reads on"));
 }

@@ -22,24 +22,32 @@
 // too: a block that is just that instruction, entered straight from the block that ended with it, adds nothing.
 //
 // Cost: one call per executed block (a few host instructions) and nothing per instruction; a read costs a guest
-// system call.
+// system call (and, once per page and change of the program's mappings, a process_vm_writev that checks the
+// address).
 #include "qemu_plugin_api.h"
 
 #include <pmc/detail/emulated.hpp>
 
+#include <elf.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <string>
+#include <map>
 #include <mutex>
-#include <unordered_map>
+#include <tuple>
 
 namespace {
 
@@ -48,16 +56,25 @@ namespace proto = pmc::detail::emulated;
 /// One vCPU's state on a cache line of its own: threads run in parallel under user mode, and counts sharing a
 /// line would make every block's add contend.
 struct alignas(64) Vcpu {
+    std::atomic<std::uint32_t> owner; ///< 1 + the vCPU index that has this slot; 0: free
+    bool live;                  ///< a thread of this process has it (for the report's total)
     std::uint64_t instructions;
     std::uint64_t rep_at;       ///< the rep string instruction that ended a block last
     std::uint64_t count_at_rep; ///< `instructions` just after that block: unchanged if no other block ran since
-    bool live;                  ///< a thread of this process has it (for the report's total)
 };
 
-/// Threads get the lowest vCPU index not in use, so live threads, not threads ever made, bound the index. The
-/// array is zero pages until touched. A thread past it shares the last slot.
-constexpr unsigned max_vcpus = 1u << 16;
-Vcpu vcpus[max_vcpus];
+/// A slot per live thread. QEMU numbers a new thread one past the highest live index, so a long-lived thread
+/// beside short ones pushes the indexes up without bound: a thread's slot is found from its index (open
+/// addressing, the index's own slot first) and freed when the thread exits. The array is zero pages until touched.
+#if defined(PMC_PLUGIN_SLOTS)
+constexpr unsigned slot_count = PMC_PLUGIN_SLOTS; // tests: a few slots, so that they must be reused
+#else
+constexpr unsigned slot_count = 1u << 16;
+#endif
+static_assert((slot_count & (slot_count - 1)) == 0, "a power of two");
+Vcpu vcpus[slot_count];
+std::mutex slots_lock;
+Vcpu shared_slot; ///< more live threads than slots: the rest share this one (said once)
 
 /// Host address of guest address 0 (user mode maps guest memory at a fixed offset), from the first block.
 std::atomic<std::intptr_t> guest_base{0};
@@ -65,7 +82,66 @@ std::atomic<bool> guest_base_known{false};
 char target_name[32];
 bool target_x86 = false;
 
-inline Vcpu& vcpu_state(unsigned vcpu) { return vcpus[vcpu < max_vcpus ? vcpu : max_vcpus - 1]; }
+/// A free slot for `vcpu` (its own if it has one), reset to zero: a new thread counts from zero, as a new perf
+/// counter would. Under slots_lock.
+Vcpu& claim_slot(unsigned vcpu) {
+    const std::uint32_t owner = vcpu + 1;
+    Vcpu* free = nullptr;
+    for (unsigned k = 0; k < slot_count; ++k) {
+        Vcpu& v = vcpus[(vcpu + k) & (slot_count - 1)];
+        const std::uint32_t o = v.owner.load(std::memory_order_relaxed);
+        if (o == owner) {
+            free = &v;
+            break;
+        }
+        if (o == 0 && !free) free = &v;
+    }
+    if (!free) {
+        static bool said = false;
+        if (!said)
+            std::fprintf(stderr, "pmc's QEMU plugin: more than %u threads at once: the others share one count\n",
+                         slot_count);
+        said = true;
+        return shared_slot;
+    }
+    free->instructions = free->rep_at = free->count_at_rep = 0;
+    free->live = true;
+    free->owner.store(owner, std::memory_order_release);
+    return *free;
+}
+
+/// The slot `vcpu` has, or null.
+Vcpu* slot_of(unsigned vcpu) {
+    const std::uint32_t owner = vcpu + 1;
+    for (unsigned k = 0; k < slot_count; ++k) {
+        Vcpu& v = vcpus[(vcpu + k) & (slot_count - 1)];
+        if (v.owner.load(std::memory_order_acquire) == owner) return &v;
+    }
+    return nullptr;
+}
+
+/// The slot of `vcpu` when it is not the index's own: found by probing, remembered by the thread.
+__attribute__((noinline)) Vcpu& find_slot(unsigned vcpu) {
+    static thread_local unsigned cached_vcpu = ~0u;
+    static thread_local Vcpu* cached = nullptr;
+    const std::uint32_t owner = vcpu + 1;
+    if (cached && cached_vcpu == vcpu && (cached == &shared_slot || cached->owner.load(std::memory_order_relaxed) == owner))
+        return *cached;
+    Vcpu* found = slot_of(vcpu);
+    if (!found) { // a vCPU the plugin was not told of
+        std::lock_guard<std::mutex> hold(slots_lock);
+        found = &claim_slot(vcpu);
+    }
+    cached_vcpu = vcpu;
+    cached = found;
+    return *found;
+}
+
+inline Vcpu& vcpu_state(unsigned vcpu) {
+    Vcpu& own = vcpus[vcpu & (slot_count - 1)];
+    if (__builtin_expect(own.owner.load(std::memory_order_relaxed) == vcpu + 1, 1)) return own;
+    return find_slot(vcpu);
+}
 
 // Test builds of the plugin with a planted fault (tests/emulated): a test that cannot tell them from the real plugin
 // tests nothing.
@@ -80,9 +156,11 @@ struct RepBlock {
     std::uint64_t insns;
     std::uint64_t rep_at;
 };
-/// Kept for the plugin's life (blocks are retranslated rarely); one per address, so retranslation adds nothing.
+/// Kept for the plugin's life (blocks are retranslated rarely), one per block start, length and rep address: code
+/// replaced at the same address (a JIT, dlclose and dlopen) with its rep elsewhere gets an entry of its own, never
+/// the old one's address (which would count the new rep's first iteration twice).
 std::mutex rep_blocks_lock;
-std::unordered_map<std::uint64_t, std::unique_ptr<RepBlock>> rep_blocks;
+std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>, std::unique_ptr<RepBlock>> rep_blocks;
 
 // The common case, one add: every block but those ending with a rep string instruction.
 void on_block(unsigned int vcpu, void* insns) {
@@ -123,9 +201,13 @@ bool is_rep_string(const unsigned char* p, std::size_t n) {
     return op >= 0xA4 && op <= 0xAF && op != 0xA8 && op != 0xA9; // A8/A9 are test al/eax, imm
 }
 
-const RepBlock* rep_block(std::uint64_t key, std::uint64_t insns, std::uint64_t rep_at) {
+const RepBlock* rep_block(std::uint64_t start, std::uint64_t insns, std::uint64_t rep_at) {
     std::lock_guard<std::mutex> hold(rep_blocks_lock);
-    auto& slot = rep_blocks[key];
+#if defined(PMC_PLUGIN_FAULT_REP_KEY)
+    auto& slot = rep_blocks[{start, insns, 0}]; // keyed by start and length only: the old rep address survives
+#else
+    auto& slot = rep_blocks[{start, insns, rep_at}];
+#endif
     if (!slot) slot.reset(new RepBlock{insns, rep_at});
     return slot.get();
 }
@@ -143,9 +225,7 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
         const qemu_plugin_insn* last = qemu_plugin_tb_get_insn(tb, n - 1);
         if (is_rep_string(static_cast<const unsigned char*>(qemu_plugin_insn_data(last)), qemu_plugin_insn_size(last))) {
             const std::uint64_t at = qemu_plugin_insn_vaddr(last);
-            // Keyed by the block's start and length: the same rep ends blocks that start elsewhere.
-            const std::uint64_t key = qemu_plugin_tb_vaddr(tb) * 1024 + n;
-            auto* block = const_cast<RepBlock*>(rep_block(key, n, at));
+            auto* block = const_cast<RepBlock*>(rep_block(qemu_plugin_tb_vaddr(tb), n, at));
             qemu_plugin_register_vcpu_tb_exec_cb(tb, n == 1 ? on_rep_alone : on_block_ending_in_rep,
                                                  QEMU_PLUGIN_CB_NO_REGS, block);
             return;
@@ -155,7 +235,93 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
                                          reinterpret_cast<void*>(static_cast<std::uintptr_t>(n)));
 }
 
-// ---- the process's total, for pmc count --emulate (report=FILE) ----
+// ---- guest memory, read and written without trusting the program's pointers ----
+
+/// Host address of a guest address (user mode maps guest memory at a fixed offset).
+std::uintptr_t host_address(std::uint64_t guest_address) {
+    return static_cast<std::uintptr_t>(guest_base.load(std::memory_order_relaxed) +
+                                       static_cast<std::intptr_t>(guest_address));
+}
+
+/// This process's pid, for process_vm_readv/writev (getpid() is a system call; a fork child sets it again).
+pid_t own_pid = 0;
+/// process_vm_readv/writev refused here (a container's seccomp profile may deny them): plain copies then.
+std::atomic<bool> checked_copies{true};
+
+/// Copies into or out of the program's memory through the kernel, which checks the address: a bad pointer in a
+/// request gets EFAULT, where a plain copy would crash QEMU. Returns the bytes copied.
+std::size_t copy_guest(std::uint64_t guest_address, void* here, std::size_t size, bool to_guest) {
+    if (checked_copies.load(std::memory_order_relaxed)) {
+        iovec local{here, size}, remote{reinterpret_cast<void*>(host_address(guest_address)), size};
+        const ssize_t n = to_guest ? ::process_vm_writev(own_pid, &local, 1, &remote, 1, 0)
+                                   : ::process_vm_readv(own_pid, &local, 1, &remote, 1, 0);
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (errno != EPERM && errno != ENOSYS) return 0;
+        checked_copies.store(false, std::memory_order_relaxed);
+    }
+    void* guest = reinterpret_cast<void*>(host_address(guest_address));
+    if (to_guest) std::memcpy(guest, here, size);
+    else std::memcpy(here, guest, size);
+    return size;
+}
+
+/// Bumped at every system call that may unmap or protect the program's memory (mmap, munmap, mprotect, mremap, brk,
+/// shmdt): a page a thread's read was checked on stays writable until then, and the next reads there are plain
+/// copies (a checked copy costs a host system call, 15 % of an emulated profiler example's CPU time).
+std::atomic<std::uint64_t> mappings_changed{0};
+long mapping_calls[6] = {-1, -1, -1, -1, -1, -1};
+
+/// Writes a read's count into the program's variable: checked once per page and mapping change, per thread.
+bool write_count(std::uint64_t guest_address, std::uint64_t count) {
+    static thread_local std::uint64_t checked_page = ~std::uint64_t{0}, checked_at = 0;
+    const std::uint64_t page = guest_address & ~std::uint64_t{4095};
+    const std::uint64_t now = mappings_changed.load(std::memory_order_acquire);
+    if (page == checked_page && checked_at == now && (guest_address & 4095) <= 4096 - sizeof count) {
+        std::memcpy(reinterpret_cast<void*>(host_address(guest_address)), &count, sizeof count);
+        return true;
+    }
+    if (copy_guest(guest_address, &count, sizeof count, true) != sizeof count) return false;
+    checked_page = (guest_address & 4095) <= 4096 - sizeof count ? page : ~std::uint64_t{0};
+    checked_at = now;
+    return true;
+}
+
+/// Says once that a request named memory the program cannot write, and ignores it.
+void bad_request(std::uint64_t guest_address) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+        std::fprintf(stderr, "pmc's QEMU plugin: a request named address 0x%llx, which is not writable memory of the "
+                             "program: ignored (the program's counter reads nothing there)\n",
+                     static_cast<unsigned long long>(guest_address));
+}
+
+/// A NUL-ended string of the program's, or "" if it cannot be read.
+std::string guest_string(std::uint64_t guest_address, std::size_t max = 4096) {
+    std::string s;
+    char chunk[256];
+    while (s.size() < max) {
+        // Up to the page's end at most: the next page may not be mapped.
+        const std::size_t to_page_end = 4096 - (guest_address + s.size()) % 4096;
+        const std::size_t want = std::min(sizeof chunk, to_page_end);
+        const std::size_t got = copy_guest(guest_address + s.size(), chunk, want, false);
+        if (got == 0) return "";
+        const void* nul = std::memchr(chunk, '\0', got);
+        if (nul) return s.append(chunk, static_cast<const char*>(nul) - chunk);
+        s.append(chunk, got);
+    }
+    return "";
+}
+
+// ---- the process's total, for pmc count --emulate and pmc emulate (report=FILE) ----
+//
+// The lines, appended to FILE by every emulated process (O_APPEND, one write each):
+//   pid N started                 an emulated process began (QEMU started, or a fork)
+//   pid N instructions M          it ended: M instructions since it started (or since its last line)
+//   pid N exec instructions M     it executes another program: M so far; this image ends if the execve succeeds
+//   pid N exec-failed             that execve failed: the process goes on
+//   pid N native REASON<TAB>PATH  the program that execve starts will run natively, uncounted (a static binary, an
+//                                 environment without pmc's preload library); the preload library writes one
+//                                 too when a re-execution under QEMU finds no plugin
 std::mutex totals_lock;
 std::uint64_t exited_total = 0;  ///< instructions of this process's threads that have exited
 std::uint64_t fork_baseline = 0; ///< a fork child: what its thread had counted in the parent
@@ -163,84 +329,168 @@ std::string report_path;
 thread_local unsigned this_vcpu = 0; ///< the vCPU of the host thread running it, set at each system call
 
 void on_vcpu_init(qemu_plugin_id_t, unsigned int vcpu) {
-    // A new thread may get the index of one that exited: it starts from zero, as a new perf counter would.
-    std::lock_guard<std::mutex> hold(totals_lock);
-    vcpu_state(vcpu) = Vcpu{0, 0, 0, true};
+    std::lock_guard<std::mutex> hold(slots_lock);
+    claim_slot(vcpu);
 }
 void on_vcpu_exit(qemu_plugin_id_t, unsigned int vcpu) {
-    std::lock_guard<std::mutex> hold(totals_lock);
-    Vcpu& v = vcpu_state(vcpu);
-    if (!v.live) return;
-    exited_total += v.instructions;
-    v.live = false;
+    std::lock_guard<std::mutex> hold(slots_lock);
+    Vcpu* v = slot_of(vcpu);
+    if (!v) return; // one of those sharing shared_slot: its count stays with theirs
+    if (v->live) exited_total += v->instructions;
+    v->live = false;
+    v->owner.store(0, std::memory_order_release); // the slot is free for the next thread
 }
-/// With report=FILE: "pid N started", so that a process that starts and never reports (killed) is known to be missing.
-void say_started() {
+
+void append_line(const char* line, int n) {
     if (report_path.empty()) return;
-    char line[64];
-    const int n = std::snprintf(line, sizeof line, "pid %ld started\n", static_cast<long>(::getpid()));
     const int fd = ::open(report_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || ::write(fd, line, static_cast<std::size_t>(n)) != n)
         std::fprintf(stderr, "pmc's QEMU plugin: cannot write to %s\n", report_path.c_str());
     if (fd >= 0) ::close(fd);
 }
 
+/// "pid N started", so that a process that starts and never reports (killed) is known to be missing.
+void say_started() {
+    char line[64];
+    append_line(line, std::snprintf(line, sizeof line, "pid %ld started\n", static_cast<long>(own_pid)));
+}
+
 /// In a fork child (the guest's fork is the host's): only the forking thread lives on, and what it counted before
 /// belongs to the parent's report.
 void in_fork_child() {
+    own_pid = ::getpid();
     exited_total = 0;
-    for (unsigned i = 0; i < max_vcpus; ++i)
-        if (vcpus[i].live && i != this_vcpu) vcpus[i].live = false;
+    const std::uint32_t mine = this_vcpu + 1;
+    for (auto& v : vcpus)
+        if (v.owner.load(std::memory_order_relaxed) != mine) {
+            v.live = false;
+            v.owner.store(0, std::memory_order_relaxed);
+        }
     fork_baseline = vcpu_state(this_vcpu).instructions;
-    new (&totals_lock) std::mutex; // it may have been held by a thread that is gone
+    new (&totals_lock) std::mutex; // they may have been held by a thread that is gone
+    new (&slots_lock) std::mutex;
     say_started();
 }
-/// With report=FILE: "pid N instructions M", what this process executed since it started or last reported. At its
-/// exit, and at an execve (QEMU runs the new program natively: this process image, and the plugin, end there; the
-/// preload library starts the program under QEMU again, which reports its own).
-void report_total() {
+
+/// "pid N [exec ]instructions M", what this process executed since it started or last reported: at its exit, and
+/// at an execve (QEMU runs the new program natively: this process image, and the plugin, end there; the preload
+/// library starts the program under QEMU again, which reports its own).
+void report_total(const char* what) {
     if (report_path.empty()) return;
-    std::uint64_t total = exited_total;
-    for (unsigned i = 0; i < max_vcpus; ++i)
-        if (vcpus[i].live) total += vcpus[i].instructions;
+    std::uint64_t total = exited_total + (shared_slot.live ? shared_slot.instructions : 0);
+    for (const auto& v : vcpus)
+        if (v.live) total += v.instructions;
     char line[96];
-    const int n = std::snprintf(line, sizeof line, "pid %ld instructions %llu\n", static_cast<long>(::getpid()),
-                                static_cast<unsigned long long>(total - fork_baseline));
+    append_line(line, std::snprintf(line, sizeof line, "pid %ld %sinstructions %llu\n", static_cast<long>(own_pid),
+                                    what, static_cast<unsigned long long>(total - fork_baseline)));
     fork_baseline = total; // an execve that fails, and the process goes on: its exit reports only what follows
-    const int fd = ::open(report_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || ::write(fd, line, static_cast<std::size_t>(n)) != n)
-        std::fprintf(stderr, "pmc's QEMU plugin: cannot write the instruction count to %s\n", report_path.c_str());
-    if (fd >= 0) ::close(fd);
 }
-void at_exit(qemu_plugin_id_t, void*) { report_total(); }
+void at_exit(qemu_plugin_id_t, void*) { report_total(""); }
 
 /// The guest's execve and execveat system call numbers.
 long execve_number = -1, execveat_number = -1;
 
-template <class T>
-T* guest_pointer(std::uint64_t guest_address) {
-    return reinterpret_cast<T*>(guest_base.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(guest_address));
+/// Why the program an execve starts will run natively, outside the emulator, or "" if it will be emulated (or
+/// the execve will fail). QEMU runs every execve natively; the preload library, loaded by every dynamically
+/// linked program whose environment keeps it in LD_PRELOAD, brings it back under QEMU.
+std::string runs_natively(const std::string& path, std::uint64_t envp) {
+    std::string program = path;
+    for (int depth = 0; depth < 2; ++depth) {
+        const int fd = ::open(program.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return ""; // the execve fails too
+        unsigned char head[4096];
+        const ssize_t got = ::read(fd, head, sizeof head);
+        struct stat st {};
+        ::fstat(fd, &st);
+        ::close(fd);
+        if (got >= 2 && head[0] == '#' && head[1] == '!') { // its interpreter is what runs
+            std::string line(reinterpret_cast<const char*>(head) + 2, static_cast<std::size_t>(got) - 2);
+            line = line.substr(0, line.find('\n'));
+            const auto b = line.find_first_not_of(" \t");
+            if (b == std::string::npos) return "";
+            program = line.substr(b, line.find_first_of(" \t\r", b) - b);
+            continue;
+        }
+        if (got < static_cast<ssize_t>(sizeof(Elf64_Ehdr)) || std::memcmp(head, ELFMAG, SELFMAG) != 0) return "";
+        Elf64_Ehdr eh;
+        std::memcpy(&eh, head, sizeof eh);
+        const std::uint16_t ours = target_x86 ? EM_X86_64 : EM_AARCH64;
+        if (head[EI_CLASS] != ELFCLASS64 || eh.e_machine != ours)
+            return "not a 64-bit " + std::string(target_name) + " program (another emulator, or none, runs it)";
+        bool dynamic = false;
+        for (unsigned i = 0; i < eh.e_phnum; ++i) {
+            const std::uint64_t off = eh.e_phoff + std::uint64_t{i} * sizeof(Elf64_Phdr);
+            if (off + sizeof(Elf64_Phdr) > static_cast<std::uint64_t>(got)) break;
+            Elf64_Phdr ph;
+            std::memcpy(&ph, head + off, sizeof ph);
+            if (ph.p_type == PT_INTERP) dynamic = true;
+        }
+        if (!dynamic) return "statically linked: it loads no preload library";
+        if (st.st_mode & (S_ISUID | S_ISGID)) return "set-user-ID or set-group-ID: the loader ignores LD_PRELOAD";
+        break;
+    }
+    // Its environment must keep pmc's library in LD_PRELOAD.
+    for (int i = 0; i < 100000; ++i) {
+        std::uint64_t entry = 0;
+        if (copy_guest(envp + 8 * static_cast<std::uint64_t>(i), &entry, sizeof entry, false) != sizeof entry) return "";
+        if (entry == 0) break;
+        const std::string var = guest_string(entry, 65536);
+        if (var.rfind("LD_PRELOAD=", 0) == 0 && var.find("libpmc-emulate-preload") != std::string::npos) return "";
+    }
+    return "its environment drops pmc's LD_PRELOAD: env -i, or a cleaned environment";
 }
 
-void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t,
-                uint64_t, uint64_t, uint64_t, uint64_t) {
+void on_execve(int64_t num, std::uint64_t a1, std::uint64_t a2, std::uint64_t a3, std::uint64_t a5) {
+    if (report_path.empty()) return;
+    std::string path;
+    std::uint64_t envp = a3;
+    if (num == execve_number) {
+        path = guest_string(a1);
+    } else { // execveat(dirfd, path, argv, envp, flags)
+        path = guest_string(a2);
+        envp = 0; // (a4, not passed on by this callback's caller)
+        const auto dirfd = static_cast<int>(a1);
+        if (path.empty() && (a5 & AT_EMPTY_PATH)) path = "/proc/self/fd/" + std::to_string(dirfd);
+        else if (!path.empty() && path[0] != '/' && dirfd != AT_FDCWD)
+            path = "/proc/self/fd/" + std::to_string(dirfd) + "/" + path;
+    }
+    const std::string why = path.empty() ? "" : runs_natively(path, envp);
+    if (why.empty()) return;
+    std::string line = "pid " + std::to_string(own_pid) + " native " + why + "\t" + path + "\n";
+    append_line(line.data(), static_cast<int>(line.size()));
+}
+
+void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
+                uint64_t a4, uint64_t a5, uint64_t, uint64_t, uint64_t) {
     this_vcpu = vcpu;
     if (num == execve_number || num == execveat_number) {
-        report_total();
+        on_execve(num, a1, a2, num == execve_number ? a3 : a4, a5);
+        report_total("exec ");
         return;
     }
+    for (long call : mapping_calls)
+        if (num == call) mappings_changed.fetch_add(1, std::memory_order_acq_rel);
     if (num != proto::syscall_number || a1 != proto::magic || a3 == 0) return;
     if (a2 == static_cast<std::uint64_t>(proto::Op::read)) {
 #if defined(PMC_PLUGIN_FAULT_SWAP)
         vcpu ^= 1; // hands a thread another thread's count
 #endif
-        *guest_pointer<std::uint64_t>(a3) = vcpu_state(vcpu).instructions;
+        if (!write_count(a3, vcpu_state(vcpu).instructions)) bad_request(a3);
     } else if (a2 == static_cast<std::uint64_t>(proto::Op::hello)) {
-        auto* hello = guest_pointer<proto::Hello>(a3);
-        hello->protocol = proto::protocol_version;
-        hello->flags = 0;
-        std::memcpy(hello->target, target_name, sizeof hello->target);
-        hello->reply = proto::hello_reply; // last: the program checks it
+        proto::Hello hello{};
+        hello.protocol = proto::protocol_version;
+        hello.flags = 0;
+        std::memcpy(hello.target, target_name, sizeof hello.target);
+        hello.reply = proto::hello_reply;
+        if (copy_guest(a3, &hello, sizeof hello, true) != sizeof hello) bad_request(a3);
+    }
+}
+
+/// An execve that returns failed (one that succeeds never returns to QEMU): the process goes on.
+void on_syscall_return(qemu_plugin_id_t, unsigned int, int64_t num, int64_t ret) {
+    if ((num == execve_number || num == execveat_number) && ret < 0) {
+        char line[64];
+        append_line(line, std::snprintf(line, sizeof line, "pid %ld exec-failed\n", static_cast<long>(own_pid)));
     }
 }
 
@@ -267,8 +517,17 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
     }
     std::snprintf(target_name, sizeof target_name, "%s", info->target_name ? info->target_name : "?");
     target_x86 = std::strcmp(target_name, "x86_64") == 0 || std::strcmp(target_name, "i386") == 0;
-    if (std::strcmp(target_name, "x86_64") == 0) execve_number = 59, execveat_number = 322;
-    if (std::strcmp(target_name, "aarch64") == 0) execve_number = 221, execveat_number = 281;
+    if (std::strcmp(target_name, "x86_64") == 0) {
+        execve_number = 59, execveat_number = 322;
+        const long mapping[] = {9, 11, 10, 25, 12, 67}; // mmap munmap mprotect mremap brk shmdt
+        std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
+    }
+    if (std::strcmp(target_name, "aarch64") == 0) {
+        execve_number = 221, execveat_number = 281;
+        const long mapping[] = {222, 215, 226, 216, 214, 197};
+        std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
+    }
+    own_pid = ::getpid();
     say_started();
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
@@ -276,6 +535,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
     ::pthread_atfork(nullptr, nullptr, in_fork_child);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
     qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+    qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_return);
     return 0;
 }
 

@@ -94,6 +94,14 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     if (const char* tried = getenv("PMC_EMULATE_REEXEC"); tried && strcmp(tried, me) == 0) {
         fprintf(stderr, "pmc emulate: %s (pid %s) runs natively: under %s with %s it found no emulated PMU\n", exe, me,
                 qemu, plugin);
+        // For pmc's closing note of the programs that ran natively: the plugin's report file, if it has one.
+        if (const char* report = strstr(plugin, ",report=")) {
+            FILE* f = fopen(report + 8, "a");
+            if (f) {
+                fprintf(f, "pid %s native under QEMU it found no emulated PMU\t%s\n", me, exe);
+                fclose(f);
+            }
+        }
         drop_from_environment(environ, "PMC_EMULATE_REEXEC");
         return;
     }

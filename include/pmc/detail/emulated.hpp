@@ -7,7 +7,8 @@
 // call to the plugin before emulating it, the plugin writes the count into the guest's variable, and QEMU then
 // fails the call with ENOSYS. A system call ends the emulator's translation block, so the count is exact at the
 // call. On a real kernel the same call fails with ENOSYS and writes nothing: the handshake at open (a magic reply
-// the plugin writes) cannot be mistaken, and costs one failed system call once per process.
+// the plugin writes) cannot be mistaken. It is made only where pmc emulate says so (PMC_EMULATED=1), once per
+// process.
 //
 // The plugin touches guest memory only when the first argument is `magic`, so another program's use of the same
 // number is harmless to it.
@@ -20,6 +21,11 @@
 PMC_BEGIN_NAMESPACE
 namespace detail {
 namespace emulated {
+
+/// The environment variable `pmc emulate` sets to 1 for the program it runs (set it by hand beside `qemu-x86_64
+/// -plugin libpmc-qemu-plugin.so`). pmc asks the plugin only when it is set: a program run directly (on a machine
+/// with a PMU, or under a seccomp allowlist that kills on an unknown system call) never issues the request.
+inline constexpr const char* announce_variable = "PMC_EMULATED";
 
 /// No kernel has this system call (x86-64 and AArch64 tables end below 1,000): ENOSYS everywhere but the plugin.
 inline constexpr long syscall_number = 0x504d43; // "PMC"
