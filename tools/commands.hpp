@@ -119,10 +119,15 @@ struct EmulatedReport {
     int processes = 0;              ///< emulated processes (a process that executes another program: one for each)
     int unfinished = 0;             ///< of them, those that never reported their count (ended by a signal)
     std::vector<std::string> native; ///< "PATH (why)" for each program that ran natively, not counted
+    std::vector<std::pair<long, std::string>> sigill; ///< pid and program of each process that died of SIGILL
 };
 EmulatedReport read_emulated_report(const std::string& path);
 /// The note pmc prints when some programs ran natively; "" if none did.
 std::string native_programs_note(const EmulatedReport& r);
+/// Why a program died of SIGILL under the emulator, and the fix ("pmc emulate: " + this, on stderr).
+std::string sigill_explanation(const std::string& program);
+/// The explanations for the command's children that died of SIGILL (not `command_pid`, explained already).
+void explain_child_sigills(const EmulatedReport& r, pid_t command_pid);
 
 /// pmc export (tools/export.cpp): a profile as Chrome trace events, folded stacks or speedscope JSON.
 int cmd_export(const std::vector<std::string>& args);

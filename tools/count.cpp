@@ -349,6 +349,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         fmt::print(stderr, "pmc: count --emulate: {} of the {} emulated processes ended without reaching their exit "
                            "(a signal, such as SIGKILL or an unhandled SIGINT): their instructions are not in the count\n",
                    processes_report.unfinished, processes_report.processes);
+    explain_child_sigills(processes_report, *child);
     const std::string native = native_programs_note(processes_report);
     if (!native.empty()) fmt::print(stderr, "pmc: count --emulate: {}\n", native);
     if (processes == 0) {

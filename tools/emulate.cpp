@@ -61,10 +61,12 @@ wall-time and tsc work.
 So that repeated runs count the same: QEMU lays out the program's memory itself, the same way in
 every run, and pmc turns address randomization off for QEMU and for any native child (as setarch
 -R); library symbols are bound at startup (LD_BIND_NOW=1, unless set: with lazy binding the thread
-that first calls a library function pays for resolving it, a different thread in each run). The
-dynamically linked programs COMMAND executes run emulated too (their libraries' constructors run
-once natively first); statically linked ones, and those started without pmc's LD_PRELOAD (env -i),
-run natively. Emulation costs about 2.6-11x the native CPU time (the figures: docs/emulated-pmu.md,
+that first calls a library function pays for resolving it, a different thread in each run); the
+environment gets PMC_EMULATE_PAD, sized so that the program's stack starts at the same page offset
+whatever its path's length and the environment's size. The dynamically linked programs COMMAND
+executes run emulated too (their libraries' constructors run once natively first); statically
+linked ones, and those started without pmc's LD_PRELOAD (env -i), run natively, and pmc names them
+at the end. Emulation costs about 2.6-11x the native CPU time (the figures: docs/emulated-pmu.md,
 installed as share/doc/pmc/emulated-pmu.md).
 
 Options:
@@ -338,9 +340,18 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
     env.push_back("PMC_EMULATE_PLUGIN=" + plugin);
     env.push_back("PMC_EMULATE_PRELOAD=" + e.preload);
     env.push_back(std::string(pmc::detail::emulated::announce_variable) + "=1"); // the program may ask the plugin
-    std::vector<std::string> args = {e.qemu, "-0", command.size() == original.size() ? original[0] : command[0], "-E",
-                                     "LD_PRELOAD=" + preload};
+    const std::string argv0 = command.size() == original.size() ? original[0] : command[0];
+    std::vector<std::string> args = {e.qemu, "-0", argv0, "-E", "LD_PRELOAD=" + preload};
     if (!bind_now_set) args.insert(args.end(), {"-E", "LD_BIND_NOW=1"});
+    // The program's initial stack at one page offset whatever its path and environment (pmc/detail/emulated.hpp):
+    // QEMU copies the program's real path, argv and the environment (its own, with -E's) onto it.
+    namespace em = pmc::detail::emulated;
+    std::size_t used = real_path(program).size() + 1 + argv0.size() + 1 + 8 * command.size();
+    for (std::size_t i = 1; i < command.size(); ++i) used += command[i].size() + 1;
+    for (const auto& s : env) used += s.size() + 1 + 8;
+    used += preload.size() + sizeof("LD_PRELOAD=") + 8;
+    if (!bind_now_set) used += sizeof("LD_BIND_NOW=1") + 8;
+    args.insert(args.end(), {"-E", std::string(em::pad_variable) + "=" + std::string(em::pad_value_length(used), '.')});
     args.insert(args.end(), {"-plugin", plugin, program});
     args.insert(args.end(), command.begin() + 1, command.end());
     std::vector<char*> a, v;
@@ -402,14 +413,23 @@ int finish_emulated(pid_t child, const std::string& shown, int& raw_status) {
     }
     if (WIFEXITED(raw_status)) return WEXITSTATUS(raw_status);
     const int sig = WTERMSIG(raw_status);
-    if (sig == SIGILL)
-        fmt::print(stderr, "pmc emulate: '{}' died of SIGILL under the emulator: it executed an illegal instruction. "
-                           "If it runs natively, that is one QEMU's TCG cannot emulate, most likely AVX-512 (code built "
-                           "with -march=native on a CPU that has it, or a library that chose AVX-512 code itself): "
-                           "QEMU 7.2 emulates x86-64 up to AVX2. (If it dies natively too, it is illegal anywhere, as "
-                           "the ud2 of __builtin_trap() is.)\nFix: build it for the emulator with -march=x86-64-v3 (or "
-                           "without -march=native) to count it under pmc emulate.\n", shown);
+    if (sig == SIGILL) fmt::print(stderr, "pmc emulate: {}\n", sigill_explanation("'" + shown + "'"));
     return 128 + sig;
+}
+
+std::string sigill_explanation(const std::string& program) {
+    return program + " died of SIGILL under the emulator: it executed an illegal instruction. If it runs natively, "
+           "that is one QEMU's TCG cannot emulate, most likely AVX-512 (code built with -march=native on a CPU that "
+           "has it, or a library that chose AVX-512 code itself): QEMU 7.2 emulates x86-64 up to AVX2. (If it dies "
+           "natively too, it is illegal anywhere, as the ud2 of __builtin_trap() is.)\nFix: build it for the emulator "
+           "with -march=x86-64-v3 (or without -march=native) to count it under pmc emulate.";
+}
+
+void explain_child_sigills(const EmulatedReport& r, pid_t command_pid) {
+    for (const auto& [pid, program] : r.sigill)
+        if (pid != command_pid)
+            fmt::print(stderr, "pmc emulate: {}\n", sigill_explanation(program + " (pid " + std::to_string(pid) + ", "
+                                                                      "a process the command started)"));
 }
 
 EmulatedReportFile::EmulatedReportFile() {
@@ -457,6 +477,8 @@ EmulatedReport read_emulated_report(const std::string& path) {
         } else if (rest == "exec-failed") {
             p.open = true; // the execve failed, and the process goes on
             p.native.clear();
+        } else if (rest.rfind("sigill\t", 0) == 0) {
+            r.sigill.emplace_back(pid, rest.substr(7));
         } else if (rest.rfind("native ", 0) == 0) {
             const auto tab = rest.find('\t');
             const std::string why = rest.substr(7, tab == std::string::npos ? std::string::npos : tab - 7);
@@ -518,9 +540,12 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     for (const auto& c : command) shown += (shown.empty() ? "" : " ") + c;
     int raw = 0;
     const int status = finish_emulated(*child, shown, raw);
-    if (!report.path.empty())
-        if (const std::string note = native_programs_note(read_emulated_report(report.path)); !note.empty())
+    if (!report.path.empty()) {
+        const EmulatedReport processes = read_emulated_report(report.path);
+        explain_child_sigills(processes, *child);
+        if (const std::string note = native_programs_note(processes); !note.empty())
             fmt::print(stderr, "pmc emulate: {}\n", note);
+    }
     end_like(raw);
     return status;
 }

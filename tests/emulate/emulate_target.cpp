@@ -12,6 +12,8 @@
 //   profile [--plant N]  a two-thread profile (PMC_PROFILE): labels outer, work, planted; --plant N adds exactly 2N
 //                    instructions to every 'planted' scope
 //   jit-rep          code with a rep movsb replaced at the same address (x86): the same intervals before and after
+//   stack            2000 string calls on stack arrays (their count follows the stack's alignment), and where
+//                    the stack lies
 //   churn            12 threads whose lives overlap, each checking its own intervals exact
 //   bad-pointer      requests to the plugin naming memory the program cannot write; then a counter still reads
 //   until-signal FILE    records scopes on two threads until a signal ends it; creates FILE once both have recorded
@@ -183,6 +185,29 @@ int run_churn() {
     return off == 0 ? 0 : 1;
 }
 
+/// Code whose count follows where its stack buffers lie (glibc's string routines take another path for each
+/// alignment): the interval of 2000 strlen and memcpy calls on stack arrays, and the page offset of a local.
+__attribute__((noinline)) std::size_t stack_work(int i) {
+    char text[96], copy[96];
+    std::memset(text, 'a' + i % 26, sizeof text);
+    text[40 + i % 50] = '\0';
+    std::memcpy(copy, text, sizeof copy);
+    asm volatile("" : : "r"(copy) : "memory");
+    return std::strlen(copy) + std::strlen(text + i % 7);
+}
+int run_stack() {
+    pmc::Counter c{"instructions:u"};
+    volatile char local = 0;
+    std::size_t sum = 0;
+    const std::uint64_t start = c.read();
+    for (int i = 0; i < 2000; ++i) sum += stack_work(i);
+    const std::uint64_t got = c.read() - start;
+    std::printf("stack: page offset of a local %zu; 2000 calls on stack strings: %llu instructions (%zu)\n",
+                static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(&local) & 4095),
+                static_cast<unsigned long long>(got), sum);
+    return 0;
+}
+
 /// Requests naming memory the program cannot write: the plugin must refuse them, not crash QEMU.
 int run_bad_pointer() {
     namespace em = pmc::detail::emulated;
@@ -349,6 +374,7 @@ int main(int argc, char** argv) {
         if (mode == "jit-rep") return run_jit_rep();
 #endif
         if (mode == "churn") return run_churn();
+        if (mode == "stack") return run_stack();
         if (mode == "bad-pointer") return run_bad_pointer();
         if (mode == "loop" && argc > 2) {
             known_loop(std::strtoull(argv[2], nullptr, 10));
@@ -380,6 +406,6 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N] | until-signal FILE | jit-rep | churn | bad-pointer\n");
+                         "profile [--plant N] | until-signal FILE | jit-rep | churn | bad-pointer | stack\n");
     return 2;
 }

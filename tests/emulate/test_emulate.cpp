@@ -264,6 +264,13 @@ TEST_CASE("an AVX-512 instruction under the emulator is explained, with the comm
     CHECK_THAT(r.out, ContainsSubstring("died of SIGILL under the emulator"));
     CHECK_THAT(r.out, ContainsSubstring("AVX-512"));
     CHECK_THAT(r.out, ContainsSubstring("-march=x86-64-v3"));
+    CHECK(r.out.find("died of SIGILL") == r.out.rfind("died of SIGILL")); // said once
+    // A child of the command: named, with its pid, after the command's own status.
+    const auto child = pmc_test::run_command("'" + pmc + "' emulate -- sh -c \"'" + dir + "/avx512'; exit 3\" 2>&1");
+    INFO(child.out);
+    CHECK(child.status == 3);
+    CHECK_THAT(child.out, ContainsSubstring(dir + "/avx512 (pid "));
+    CHECK_THAT(child.out, ContainsSubstring("a process the command started) died of SIGILL under the emulator"));
 }
 #endif
 
@@ -563,4 +570,41 @@ TEST_CASE("a request naming memory the program cannot write is refused, not a cr
     CHECK(r.status == 0);
     CHECK_THAT(r.out, ContainsSubstring("not writable memory of the program: ignored"));
     CHECK_THAT(r.out, ContainsSubstring("bad pointers: still running; a counter reads on"));
+}
+
+TEST_CASE("one binary from paths of two lengths, with environments of other sizes, counts the same (the stack "
+          "starts at one page offset)", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    const std::string short_path = dir + "/t", long_path = dir + "/a-much-longer-directory-name/target-program";
+    ::mkdir((dir + "/a-much-longer-directory-name").c_str(), 0755);
+    for (const auto& to : {short_path, long_path})
+        REQUIRE(pmc_test::run_command("cp '" + target + "' '" + to + "'").status == 0);
+    // 2000 strlen and memcpy calls on stack arrays: their count follows the arrays' alignment.
+    std::string first;
+    for (const auto& path : {short_path, long_path})
+        for (const std::size_t extra : {1, 3000})
+            for (const bool child : {false, true}) { // pmc emulate's own start, and a child the preload restarts
+                const std::string run = child ? "sh -c \"'" + path + "' stack\"" : "'" + path + "' stack";
+                const auto r = pmc_test::run_command("env PMC_TEST_EXTRA=" + std::string(extra, 'x') + " '" + pmc +
+                                                     "' emulate -- " + run + " 2>&1");
+                INFO(path << ", " << extra << " more bytes of environment" << (child ? ", a child" : "") << "\n" << r.out);
+                REQUIRE(r.status == 0);
+                REQUIRE_THAT(r.out, ContainsSubstring("stack: page offset of a local"));
+                if (first.empty()) first = r.out;
+                CHECK(r.out == first);
+            }
+    // The profiler's workflow: the two runs' profiles diff as unchanged.
+    auto record = [&](const std::string& path, const std::string& name, std::size_t extra) {
+        const auto r = pmc_test::run_command("env PMC_TEST_EXTRA=" + std::string(extra, 'x') + " PMC_PROFILE='" + dir +
+                                             "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" + pmc +
+                                             "' emulate -- '" + path + "' profile 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        return "'" + dir + "/" + name + "'";
+    };
+    const std::string a = record(short_path, "short.pmcprof", 1), b = record(long_path, "long.pmcprof", 2345);
+    const auto d = pmc_test::run_command("'" + pmc + "' diff --fail-on-change " + a + " " + b + " 2>&1");
+    INFO(d.out);
+    CHECK(d.status == 0);
 }

@@ -16,6 +16,7 @@
 
 #include <pmc/config.hpp>
 
+#include <cstddef>
 #include <cstdint>
 
 PMC_BEGIN_NAMESPACE
@@ -26,6 +27,22 @@ namespace emulated {
 /// -plugin libpmc-qemu-plugin.so`). pmc asks the plugin only when it is set: a program run directly (on a machine
 /// with a PMU, or under a seccomp allowlist that kills on an unknown system call) never issues the request.
 inline constexpr const char* announce_variable = "PMC_EMULATED";
+
+/// The program's initial stack (argv's and the environment's strings and pointers, copied below a top that is the
+/// same in every run) moves with the length of the program's path and the size of its environment, and with it
+/// every stack buffer's alignment, which changes the instructions of code such as glibc's string routines (2000
+/// strlen and memcpy calls on stack arrays: 250,688 or 252,688). pmc emulate, and the preload library for each
+/// program it re-executes, add `pad_variable` to the program's environment with a value of as many bytes as make the
+/// strings and pointers fill a whole number of `stack_period`s: the stack then starts at the same page offset
+/// whatever the path and the environment (a program can still see their text, and this variable).
+inline constexpr const char* pad_variable = "PMC_EMULATE_PAD";
+inline constexpr std::size_t stack_period = 4096;
+/// The length of the pad's value for `used` bytes of strings (with their NULs) and pointers (8 bytes each, argv's
+/// and the environment's) on the initial stack without it.
+inline constexpr std::size_t pad_value_length(std::size_t used) noexcept {
+    const std::size_t entry = sizeof("PMC_EMULATE_PAD=") + 8; // its name, '=', the value's NUL, its pointer
+    return (stack_period - (used + entry) % stack_period) % stack_period;
+}
 
 /// No kernel has this system call (x86-64 and AArch64 tables end below 1,000): ENOSYS everywhere but the plugin.
 inline constexpr long syscall_number = 0x504d43; // "PMC"
