@@ -27,12 +27,15 @@ namespace {
 
 constexpr const char* help = R"(usage: pmc-bench-emulate [--runs N] [--quick]
 
-Prints the CPU time of three workloads (lua5.4 running a benchmark script, xz -6 compressing 2 MB,
-pmc-example-profiler recording instructions:u) natively, under bare qemu-*, under pmc emulate,
-and under valgrind --tool=none, --tool=cachegrind --cache-sim=no and --tool=callgrind, as the
+Prints the CPU time of five workloads (lua5.4 running a benchmark script, xz -6 compressing 2 MB,
+pmc-example-profiler recording instructions:u, /bin/true's start-up, a shell loop of 200 short
+processes) natively, under bare qemu-*, qemu-* with pmc's plugin, pmc emulate, and valgrind
+--tool=none, --tool=cachegrind --cache-sim=no and --tool=callgrind (--trace-children=yes), as the
 median of N runs (default 3; --quick: 1) with each one's ratio to native; then the instructions
-and host nanoseconds one read of instructions:u costs under pmc emulate. A tool or workload that
-is missing is skipped with the reason. Emulated counts are exact; the times are this machine's.
+and host nanoseconds one read of instructions:u costs under pmc emulate. The QEMU is $PMC_QEMU's
+(as pmc emulate takes it), else qemu-x86_64 from PATH, with the plugin for its API version. A tool
+or workload that is missing is skipped with the reason. Emulated counts are exact; the times are
+this machine's.
 )";
 
 std::string pmc_tool = PMC_TOOL_PATH;
@@ -128,7 +131,23 @@ int main(int argc, char** argv) {
         runs = static_cast<int>(n);
     }
     if (quick) runs = 1;
-    const char* qemu_name = PMC_ARCH_AARCH64 ? "qemu-aarch64" : "qemu-x86_64";
+    // The QEMU pmc emulate runs ($PMC_QEMU, as pmc emulate takes it), with the plugin for its API version.
+    const char* chosen_qemu = std::getenv("PMC_QEMU");
+    const std::string qemu_path = full_path(chosen_qemu && *chosen_qemu ? chosen_qemu
+                                                                        : PMC_ARCH_AARCH64 ? "qemu-aarch64" : "qemu-x86_64");
+    const char* qemu_name = "qemu";
+    std::string qemu_version = "?";
+    if (FILE* p = ::popen(("'" + qemu_path + "' --version 2>/dev/null").c_str(), "r")) {
+        char line[256] = {};
+        if (std::fgets(line, sizeof line, p)) {
+            qemu_version = line;
+            if (const auto v = qemu_version.find("version "); v != std::string::npos) qemu_version = qemu_version.substr(v + 8);
+            qemu_version = qemu_version.substr(0, qemu_version.find_first_of(" \n"));
+        }
+        ::pclose(p);
+    }
+    const bool api2 = std::atoi(qemu_version.c_str()) >= 9; // QEMU 9.0 and later take plugin API 2 only
+    const std::string plugin_path = api2 ? PMC_QEMU_PLUGIN_V2_PATH : PMC_QEMU_PLUGIN_PATH;
     if (std::system((pmc_tool + " emulate -- /bin/true >/dev/null 2>&1").c_str()) != 0) {
         std::printf("pmc-bench-emulate: skipped: pmc emulate cannot run here (install Debian's qemu-user)\n");
         return 0;
@@ -171,6 +190,10 @@ int main(int argc, char** argv) {
         {"compressor (xz -6, 2 MB)", {full_path("xz"), "-T1", "-6", "-c", data}, {}, on_path("xz") ? "" : "xz is not installed"},
         {"pmc-example-profiler", {example, "--functions", "200"},
          {"PMC_PROFILE=" + dir + "/example.pmcprof", "PMC_PROFILE_COUNTERS=instructions:u"}, ""},
+        // Start-up alone, and a test suite's shape: many short processes (each one QEMU's start, and pmc's preload).
+        {"start-up (/bin/true)", {"/bin/true"}, {}, ""},
+        {"200 short processes (sh loop)", {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done"},
+         {}, ""},
     };
     struct Config {
         const char* name;
@@ -180,15 +203,20 @@ int main(int argc, char** argv) {
     const bool valgrind = on_path("valgrind");
     std::vector<Config> configs = {
         {"native", {}, ""},
-        {qemu_name, {qemu_name}, on_path(qemu_name) ? "" : std::string(qemu_name) + " is not installed"},
+        // Bare QEMU runs the first process only (a child's execve runs natively): on the short-processes row, it and
+        // the plugin alone are the shell's share; pmc emulate and Valgrind (--trace-children) run every process.
+        {qemu_name, {qemu_path}, on_path(qemu_path) ? "" : qemu_path + " is not installed"},
         // The plugin alone, without pmc emulate's environment (bound symbols, the preload library): its own cost.
-        {"qemu + plugin", {qemu_name, "-plugin", PMC_QEMU_PLUGIN_PATH}, on_path(qemu_name) ? "" : std::string(qemu_name) + " is not installed"},
+        {"qemu + plugin", {qemu_path, "-plugin", plugin_path}, on_path(qemu_path) ? "" : qemu_path + " is not installed"},
         {"pmc emulate", {pmc_tool, "emulate", "--"}, ""},
-        {"valgrind none", {"valgrind", "--tool=none", "-q"}, valgrind ? "" : "valgrind is not installed"},
-        {"cachegrind --cache-sim=no", {"valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", "-q"},
+        {"valgrind none", {"valgrind", "--tool=none", "--trace-children=yes", "-q"}, valgrind ? "" : "valgrind is not installed"},
+        {"cachegrind --cache-sim=no", {"valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                                       "--trace-children=yes", "-q"}, valgrind ? "" : "valgrind is not installed"},
+        {"callgrind", {"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "--trace-children=yes", "-q"},
          valgrind ? "" : "valgrind is not installed"},
-        {"callgrind", {"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "-q"}, valgrind ? "" : "valgrind is not installed"},
     };
+    std::printf("QEMU %s (%s), plugin API %d (%s)\n", qemu_version.c_str(), qemu_path.c_str(), api2 ? 2 : 1,
+                plugin_path.substr(plugin_path.rfind('/') + 1).c_str());
     std::printf("CPU seconds (user + system, the whole process tree), median of %d run%s; x: ratio to native\n\n", runs,
                 runs == 1 ? "" : "s");
     std::printf("%-34s", "workload");

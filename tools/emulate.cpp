@@ -129,8 +129,9 @@ std::string directory_of(const std::string& path) {
 /// names a program interpreter (dynamically linked), and whether its dynamic symbols include `symbol`.
 struct ElfFacts {
     bool elf = false, dynamic = false, exports = false;
+    bool exports_second = false; ///< and `second_symbol`
 };
-ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr) {
+ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const char* second_symbol = nullptr) {
     ElfFacts f;
     std::ifstream in(path, std::ios::binary);
     std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -166,10 +167,10 @@ ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr) {
             std::memcpy(&sym, bytes.data() + sh.sh_offset + at, sizeof sym);
             if (sym.st_name >= strings.sh_size || sym.st_shndx == SHN_UNDEF) continue;
             const char* name = bytes.data() + strings.sh_offset + sym.st_name;
-            if (std::strncmp(name, symbol, strings.sh_size - sym.st_name) == 0) {
-                f.exports = true;
-                return f;
-            }
+            if (std::strncmp(name, symbol, strings.sh_size - sym.st_name) == 0) f.exports = true;
+            if (second_symbol && std::strncmp(name, second_symbol, strings.sh_size - sym.st_name) == 0)
+                f.exports_second = true;
+            if (f.exports && (f.exports_second || !second_symbol)) return f;
         }
     }
     return f;
@@ -186,15 +187,20 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
         if (const char* env = ::getenv("PMC_QEMU"); env && *env) wanted = env;
     Emulator e;
     e.qemu = find_on_path(wanted.empty() ? name : wanted);
-    const std::string install = std::string("Fix: install Debian's dynamic qemu-user package (sudo apt-get install "
-                                            "qemu-user; its ") + name + " loads plugins; qemu-user-static's does not), "
-                                            "or give one that does with --qemu PATH.";
+    const std::string install = std::string("pmc emulate needs a QEMU user mode that loads TCG plugins: QEMU 6.0 or "
+                                            "later, dynamically linked (Debian 12's and Ubuntu's qemu-user package; a "
+                                            "static qemu-user, as Debian 13's, loads none).\nFix: sudo apt-get install "
+                                            "qemu-user where it is the dynamic one, or build one from the distribution's "
+                                            "own source with pmc's scripts/build-qemu (about a minute; it prints the "
+                                            "path of its ") + name + ") and give it with --qemu PATH or PMC_QEMU.";
     if (e.qemu.empty())
         return pmc::make_failure(ENOENT, "cannot emulate: " + (wanted.empty() ? std::string(name) + " is not on PATH"
                                                                                : "no executable '" + wanted + "'") +
                                              ".\n" + install);
     e.qemu = real_path(e.qemu);
-    const ElfFacts qemu = elf_facts(e.qemu, "qemu_plugin_register_vcpu_tb_trans_cb");
+    // QEMU 9.0 and later take plugin API 2 (and refuse 1); they alone have scoreboards.
+    const ElfFacts qemu = elf_facts(e.qemu, "qemu_plugin_register_vcpu_tb_trans_cb", "qemu_plugin_scoreboard_new");
+    const char* plugin_name = qemu.exports_second ? "libpmc-qemu-plugin-v2.so" : "libpmc-qemu-plugin.so";
     if (!qemu.exports)
         return pmc::make_failure(ENOTSUP, "cannot emulate: " + e.qemu + " cannot load TCG plugins (" +
                                               (!qemu.elf     ? std::string("it is not a 64-bit ELF program")
@@ -211,7 +217,7 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
         dirs.push_back(self + "/../" PMC_INSTALL_LIBDIR "/pmc");
     }
     for (const auto& dir : dirs) {
-        const std::string plugin = dir + "/libpmc-qemu-plugin.so", preload = dir + "/libpmc-emulate-preload.so";
+        const std::string plugin = dir + "/" + plugin_name, preload = dir + "/libpmc-emulate-preload.so";
         if (::access(plugin.c_str(), R_OK) == 0 && ::access(preload.c_str(), R_OK) == 0) {
             e.plugin = real_path(plugin);
             e.preload = real_path(preload);
@@ -221,8 +227,9 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
     if (e.plugin.empty()) {
         std::string looked;
         for (const auto& d : dirs) looked += "\n  " + d;
-        return pmc::make_failure(ENOENT, "cannot emulate: pmc's plugin (libpmc-qemu-plugin.so with "
-                                         "libpmc-emulate-preload.so) is in none of:" + looked +
+        return pmc::make_failure(ENOENT, "cannot emulate: pmc's plugin (" + std::string(plugin_name) + ", for " +
+                                         (qemu.exports_second ? "QEMU 9.0 and later" : "QEMU 6.0 to 8.2") +
+                                         ", with libpmc-emulate-preload.so) is in none of:" + looked +
                                          "\nFix: build or install pmc with its tools (they are built beside the pmc "
                                          "binary), or point PMC_EMULATE_LIBDIR at their directory" +
                                          std::string(libdir && *libdir ? " (it names one without them)" : "") + ".");
@@ -420,8 +427,9 @@ int finish_emulated(pid_t child, const std::string& shown, int& raw_status) {
 std::string sigill_explanation(const std::string& program) {
     return program + " died of SIGILL under the emulator: it executed an illegal instruction. If it runs natively, "
            "that is one QEMU's TCG cannot emulate, most likely AVX-512 (code built with -march=native on a CPU that "
-           "has it, or a library that chose AVX-512 code itself): QEMU 7.2 emulates x86-64 up to AVX2. (If it dies "
-           "natively too, it is illegal anywhere, as the ud2 of __builtin_trap() is.)\nFix: build it for the emulator "
+           "has it, or a library that chose AVX-512 code itself): QEMU's TCG (7.2 to 10) emulates x86-64 up to "
+           "AVX2. (If it dies natively too, it is illegal anywhere, as the ud2 of __builtin_trap() is.)\nFix: build "
+           "it for the emulator "
            "with -march=x86-64-v3 (or without -march=native) to count it under pmc emulate.";
 }
 

@@ -49,6 +49,19 @@ std::string why_no_emulator() {
         if (auto why = why_no_emulator(); !why.empty()) PMC_SKIP(why);                                                 \
     } while (0)
 
+/// The major version of the QEMU pmc emulate runs ($PMC_QEMU, else qemu-x86_64 or qemu-aarch64), or 0.
+int qemu_major() {
+    const char* chosen = std::getenv("PMC_QEMU");
+#if defined(__aarch64__)
+    const std::string qemu = chosen && *chosen ? chosen : "qemu-aarch64";
+#else
+    const std::string qemu = chosen && *chosen ? chosen : "qemu-x86_64";
+#endif
+    const auto r = pmc_test::run_command("'" + qemu + "' --version 2>/dev/null");
+    std::smatch m;
+    return std::regex_search(r.out, m, std::regex("version ([0-9]+)\\.")) ? std::stoi(m[1]) : 0;
+}
+
 std::string temp_dir() {
     static const std::string dir = [] {
         char t[] = "/tmp/pmc-test-emulate-XXXXXX";
@@ -546,10 +559,12 @@ TEST_CASE("code replaced at the same address counts its rep string instruction o
     };
     const auto right = intervals("");
     for (const auto& v : right) CHECK(v == right[0]);
-    // A plugin keying its rep blocks without the rep's address counts the new code's rep once more.
+    // A plugin keying its rep blocks without the rep's address counts the new code's rep once more, where QEMU
+    // runs each iteration as a block of its own (QEMU 7.2; QEMU 10 loops within the block, and the case does not
+    // arise: every count is right either way).
     const auto planted = intervals(PMC_PLUGIN_VARIANTS "rep-key");
     CHECK(planted[0] == right[0]);
-    CHECK(planted[3] != planted[0]);
+    if (qemu_major() < 9) CHECK(planted[3] != planted[0]);
 }
 #endif
 

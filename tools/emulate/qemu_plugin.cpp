@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -48,6 +49,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -55,12 +57,24 @@ namespace proto = pmc::detail::emulated;
 
 /// One vCPU's state on a cache line of its own: threads run in parallel under user mode, and counts sharing a
 /// line would make every block's add contend.
-struct alignas(64) Vcpu {
-    std::atomic<std::uint32_t> owner; ///< 1 + the vCPU index that has this slot; 0: free
-    bool live;                  ///< a thread of this process has it (for the report's total)
+struct Counts {
     std::uint64_t instructions;
     std::uint64_t rep_at;       ///< the rep string instruction that ended a block last
     std::uint64_t count_at_rep; ///< `instructions` just after that block: unchanged if no other block ran since
+};
+
+/// Host address of guest address 0 (user mode maps guest memory at a fixed offset), from the first block.
+std::atomic<std::intptr_t> guest_base{0};
+std::atomic<bool> guest_base_known{false};
+char target_name[32];
+bool target_x86 = false;
+
+#if PMC_PLUGIN_API == 1
+// ---- counting, plugin API 1 (QEMU 6.0 to 8.2): a call per block into a slot per live thread ----
+
+struct alignas(64) Vcpu : Counts {
+    std::atomic<std::uint32_t> owner; ///< 1 + the vCPU index that has this slot; 0: free
+    bool live;                        ///< a thread of this process has it (for the report's total)
 };
 
 /// A slot per live thread. QEMU numbers a new thread one past the highest live index, so a long-lived thread
@@ -75,12 +89,6 @@ static_assert((slot_count & (slot_count - 1)) == 0, "a power of two");
 Vcpu vcpus[slot_count];
 std::mutex slots_lock;
 Vcpu shared_slot; ///< more live threads than slots: the rest share this one (said once)
-
-/// Host address of guest address 0 (user mode maps guest memory at a fixed offset), from the first block.
-std::atomic<std::intptr_t> guest_base{0};
-std::atomic<bool> guest_base_known{false};
-char target_name[32];
-bool target_x86 = false;
 
 /// A free slot for `vcpu` (its own if it has one), reset to zero: a new thread counts from zero, as a new perf
 /// counter would. Under slots_lock.
@@ -142,6 +150,86 @@ inline Vcpu& vcpu_state(unsigned vcpu) {
     if (__builtin_expect(own.owner.load(std::memory_order_relaxed) == vcpu + 1, 1)) return own;
     return find_slot(vcpu);
 }
+inline Counts& counts_of(unsigned vcpu) { return vcpu_state(vcpu); }
+[[maybe_unused]] bool known_vcpu(unsigned) { return true; }
+std::uint64_t instructions_of(unsigned vcpu) { return vcpu_state(vcpu).instructions; }
+
+void thread_started(unsigned vcpu) { // under slots_lock
+    claim_slot(vcpu);
+}
+/// What the exiting thread counted (its slot is freed).
+std::uint64_t thread_ended(unsigned vcpu) { // under slots_lock
+    Vcpu* v = slot_of(vcpu);
+    if (!v) return 0; // one of those sharing shared_slot: its count stays with theirs
+    const std::uint64_t counted = v->live ? v->instructions : 0;
+    v->live = false;
+    v->owner.store(0, std::memory_order_release); // the slot is free for the next thread
+    return counted;
+}
+std::uint64_t live_threads_total() {
+    std::uint64_t total = shared_slot.live ? shared_slot.instructions : 0;
+    for (const auto& v : vcpus)
+        if (v.live) total += v.instructions;
+    return total;
+}
+/// A fork child: only `vcpu`, the forking thread, lives on.
+void keep_only(unsigned vcpu) {
+    for (auto& v : vcpus)
+        if (v.owner.load(std::memory_order_relaxed) != vcpu + 1) {
+            v.live = false;
+            v.owner.store(0, std::memory_order_relaxed);
+        }
+}
+void on_block(unsigned int vcpu, void* insns);
+void count_block(qemu_plugin_tb* tb, std::size_t n) {
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS,
+                                         reinterpret_cast<void*>(static_cast<std::uintptr_t>(n)));
+}
+bool start_counting() { return true; }
+
+#else
+// ---- counting, plugin API 2 and later (QEMU 9.0 on): an inline add per block to a per-vCPU scoreboard ----
+//
+// No call per block: QEMU adds the block's length to the vCPU's entry in generated code. QEMU reuses a vCPU index
+// when its thread exits; the entry is reset when a thread starts on it.
+
+qemu_plugin_scoreboard* board = nullptr;
+std::mutex slots_lock;
+std::vector<char> live; ///< per vCPU index: a thread of this process has it
+
+inline Counts& counts_of(unsigned vcpu) { return *static_cast<Counts*>(qemu_plugin_scoreboard_find(board, vcpu)); }
+std::uint64_t instructions_of(unsigned vcpu) { return counts_of(vcpu).instructions; }
+[[maybe_unused]] bool known_vcpu(unsigned vcpu) { // (QEMU asserts on a scoreboard index past its vCPUs)
+    std::lock_guard<std::mutex> hold(slots_lock);
+    return vcpu < live.size();
+}
+
+void thread_started(unsigned vcpu) { // under slots_lock
+    counts_of(vcpu) = Counts{};
+    if (live.size() <= vcpu) live.resize(vcpu + 1, 0);
+    live[vcpu] = 1;
+}
+std::uint64_t thread_ended(unsigned vcpu) { // under slots_lock
+    if (vcpu >= live.size() || !live[vcpu]) return 0;
+    live[vcpu] = 0;
+    return counts_of(vcpu).instructions;
+}
+std::uint64_t live_threads_total() {
+    std::uint64_t total = 0;
+    for (unsigned i = 0; i < live.size(); ++i)
+        if (live[i]) total += counts_of(i).instructions;
+    return total;
+}
+void keep_only(unsigned vcpu) {
+    for (unsigned i = 0; i < live.size(); ++i)
+        if (i != vcpu) live[i] = 0;
+}
+void count_block(qemu_plugin_tb* tb, std::size_t n);
+bool start_counting() {
+    board = qemu_plugin_scoreboard_new(sizeof(Counts));
+    return board != nullptr;
+}
+#endif
 
 // Test builds of the plugin with a planted fault (tests/emulated): a test that cannot tell them from the real plugin
 // tests nothing.
@@ -162,13 +250,21 @@ struct RepBlock {
 std::mutex rep_blocks_lock;
 std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>, std::unique_ptr<RepBlock>> rep_blocks;
 
+#if PMC_PLUGIN_API == 1
 // The common case, one add: every block but those ending with a rep string instruction.
 void on_block(unsigned int vcpu, void* insns) {
     vcpu_state(vcpu).instructions += block_weight * reinterpret_cast<std::uintptr_t>(insns);
 }
+#else
+void count_block(qemu_plugin_tb* tb, std::size_t n) {
+    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64,
+                                                      qemu_plugin_u64{board, offsetof(Counts, instructions)},
+                                                      block_weight * n);
+}
+#endif
 void on_block_ending_in_rep(unsigned int vcpu, void* block) {
     const auto* b = static_cast<const RepBlock*>(block);
-    Vcpu& v = vcpu_state(vcpu);
+    Counts& v = counts_of(vcpu);
     v.instructions += block_weight * b->insns;
     v.rep_at = b->rep_at;
     v.count_at_rep = v.instructions;
@@ -177,7 +273,7 @@ void on_block_ending_in_rep(unsigned int vcpu, void* block) {
 /// block that ended with it with no other block between (the count is as that block left it), do not.
 void on_rep_alone(unsigned int vcpu, void* block) {
     const auto* b = static_cast<const RepBlock*>(block);
-    Vcpu& v = vcpu_state(vcpu);
+    Counts& v = counts_of(vcpu);
     if (v.rep_at != b->rep_at || v.count_at_rep != v.instructions) v.instructions += block_weight;
     v.rep_at = b->rep_at;
     v.count_at_rep = v.instructions;
@@ -223,7 +319,8 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
     }
     if (target_x86) {
         const qemu_plugin_insn* last = qemu_plugin_tb_get_insn(tb, n - 1);
-        if (is_rep_string(static_cast<const unsigned char*>(qemu_plugin_insn_data(last)), qemu_plugin_insn_size(last))) {
+        // The instruction's bytes in the program's memory (user mode): the same call in every API version.
+        if (is_rep_string(static_cast<const unsigned char*>(qemu_plugin_insn_haddr(last)), qemu_plugin_insn_size(last))) {
             const std::uint64_t at = qemu_plugin_insn_vaddr(last);
             auto* block = const_cast<RepBlock*>(rep_block(qemu_plugin_tb_vaddr(tb), n, at));
             qemu_plugin_register_vcpu_tb_exec_cb(tb, n == 1 ? on_rep_alone : on_block_ending_in_rep,
@@ -231,8 +328,7 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
             return;
         }
     }
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS,
-                                         reinterpret_cast<void*>(static_cast<std::uintptr_t>(n)));
+    count_block(tb, n);
 }
 
 // ---- guest memory, read and written without trusting the program's pointers ----
@@ -330,15 +426,11 @@ thread_local unsigned this_vcpu = 0; ///< the vCPU of the host thread running it
 
 void on_vcpu_init(qemu_plugin_id_t, unsigned int vcpu) {
     std::lock_guard<std::mutex> hold(slots_lock);
-    claim_slot(vcpu);
+    thread_started(vcpu);
 }
 void on_vcpu_exit(qemu_plugin_id_t, unsigned int vcpu) {
     std::lock_guard<std::mutex> hold(slots_lock);
-    Vcpu* v = slot_of(vcpu);
-    if (!v) return; // one of those sharing shared_slot: its count stays with theirs
-    if (v->live) exited_total += v->instructions;
-    v->live = false;
-    v->owner.store(0, std::memory_order_release); // the slot is free for the next thread
+    exited_total += thread_ended(vcpu);
 }
 
 void append_line(const char* line, int n) {
@@ -360,13 +452,8 @@ void say_started() {
 void in_fork_child() {
     own_pid = ::getpid();
     exited_total = 0;
-    const std::uint32_t mine = this_vcpu + 1;
-    for (auto& v : vcpus)
-        if (v.owner.load(std::memory_order_relaxed) != mine) {
-            v.live = false;
-            v.owner.store(0, std::memory_order_relaxed);
-        }
-    fork_baseline = vcpu_state(this_vcpu).instructions;
+    keep_only(this_vcpu);
+    fork_baseline = instructions_of(this_vcpu);
     new (&totals_lock) std::mutex; // they may have been held by a thread that is gone
     new (&slots_lock) std::mutex;
     say_started();
@@ -377,9 +464,7 @@ void in_fork_child() {
 /// library starts the program under QEMU again, which reports its own).
 void report_total(const char* what) {
     if (report_path.empty()) return;
-    std::uint64_t total = exited_total + (shared_slot.live ? shared_slot.instructions : 0);
-    for (const auto& v : vcpus)
-        if (v.live) total += v.instructions;
+    const std::uint64_t total = exited_total + live_threads_total();
     char line[96];
     append_line(line, std::snprintf(line, sizeof line, "pid %ld %sinstructions %llu\n", static_cast<long>(own_pid),
                                     what, static_cast<unsigned long long>(total - fork_baseline)));
@@ -473,9 +558,9 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
     if (num != proto::syscall_number || a1 != proto::magic || a3 == 0) return;
     if (a2 == static_cast<std::uint64_t>(proto::Op::read)) {
 #if defined(PMC_PLUGIN_FAULT_SWAP)
-        vcpu ^= 1; // hands a thread another thread's count
+        if (known_vcpu(vcpu ^ 1)) vcpu ^= 1; // hands a thread another thread's count
 #endif
-        if (!write_count(a3, vcpu_state(vcpu).instructions)) bad_request(a3);
+        if (!write_count(a3, instructions_of(vcpu))) bad_request(a3);
     } else if (a2 == static_cast<std::uint64_t>(proto::Op::hello)) {
         proto::Hello hello{};
         hello.protocol = proto::protocol_version;
@@ -498,7 +583,7 @@ void on_syscall_return(qemu_plugin_id_t, unsigned int, int64_t num, int64_t ret)
 
 extern "C" {
 
-__attribute__((visibility("default"))) int qemu_plugin_version = 1;
+__attribute__((visibility("default"))) int qemu_plugin_version = PMC_PLUGIN_API;
 
 __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info,
                                                                int argc, char** argv) {
@@ -526,6 +611,10 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         execve_number = 221, execveat_number = 281;
         const long mapping[] = {222, 215, 226, 216, 214, 197};
         std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
+    }
+    if (!start_counting()) {
+        std::fprintf(stderr, "pmc's QEMU plugin: QEMU could not make its per-vCPU counts\n");
+        return -1;
     }
     own_pid = ::getpid();
     say_started();

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-// The part of QEMU's TCG plugin API (API version 1, QEMU 7.2) that pmc's plugin uses, declared from QEMU's
-// documentation ("TCG Plugins", docs/devel/tcg-plugins.rst): Debian ships no qemu-plugin.h. The functions are
-// exported by the qemu-* binary that loads the plugin; the plugin leaves them undefined at link time.
+// The part of QEMU's TCG plugin API that pmc's plugin uses, declared from QEMU's documentation ("TCG Plugins",
+// docs/devel/tcg-plugins.rst) and its qemu-plugin.h: Debian ships no qemu-plugin.h. The functions are exported by
+// the qemu-* binary that loads the plugin; the plugin leaves them undefined at link time.
+//
+// PMC_PLUGIN_API: 1 for QEMU 6.0 to 8.2 (a call per block), 2 for QEMU 9.0 and later (which refuse version 1, and
+// add per-vCPU scoreboards with inline adds). pmc builds the plugin once for each.
 #pragma once
+
+#ifndef PMC_PLUGIN_API
+#define PMC_PLUGIN_API 1
+#endif
 
 #include <stddef.h>
 #include <stdint.h>
@@ -58,11 +65,27 @@ void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t 
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb* tb);
 uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb* tb);
 struct qemu_plugin_insn* qemu_plugin_tb_get_insn(const struct qemu_plugin_tb* tb, size_t idx);
-const void* qemu_plugin_insn_data(const struct qemu_plugin_insn* insn);
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn* insn);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn* insn);
 void* qemu_plugin_insn_haddr(const struct qemu_plugin_insn* insn);
 
 void qemu_plugin_outs(const char* string);
+
+#if PMC_PLUGIN_API >= 2
+struct qemu_plugin_scoreboard;
+/// One uint64_t member of every vCPU's entry in a scoreboard: what inline operations act on.
+typedef struct {
+    struct qemu_plugin_scoreboard* score;
+    size_t offset;
+} qemu_plugin_u64;
+enum qemu_plugin_op {
+    QEMU_PLUGIN_INLINE_ADD_U64,
+    QEMU_PLUGIN_INLINE_STORE_U64,
+};
+struct qemu_plugin_scoreboard* qemu_plugin_scoreboard_new(size_t element_size);
+void* qemu_plugin_scoreboard_find(struct qemu_plugin_scoreboard* score, unsigned int vcpu_index);
+void qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(struct qemu_plugin_tb* tb, enum qemu_plugin_op op,
+                                                       qemu_plugin_u64 entry, uint64_t imm);
+#endif
 
 } // extern "C"
