@@ -18,6 +18,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -71,8 +72,10 @@ installed as share/doc/pmc/emulated-pmu.md).
 
 Options:
   --qemu PATH   The QEMU user-mode binary (default: qemu-x86_64 or qemu-aarch64, this machine's
-                architecture, from PATH; $PMC_QEMU also sets it). It must load TCG plugins:
-                Debian's dynamic qemu-user package does, qemu-user-static does not.
+                architecture, from PATH; $PMC_QEMU also sets it). It must load TCG plugins, QEMU 6.0
+                or later: Debian 12's dynamic qemu-user package does, a static one does not. When the
+                default is missing or static, pmc takes the newest QEMU that scripts/build-qemu built
+                (~/.cache/pmc-qemu-build, or $PMC_QEMU_BUILD_CACHE).
   --keep-aslr   Leave address randomization on for QEMU's own process and native children (the
                 program's own layout is QEMU's, the same either way).
   -h, --help    Show this help.
@@ -133,8 +136,15 @@ struct ElfFacts {
 };
 ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const char* second_symbol = nullptr) {
     ElfFacts f;
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<char> bytes;
+    if (FILE* in = std::fopen(path.c_str(), "rb")) { // (one read: QEMU is megabytes, read at every start)
+        struct stat st {};
+        if (::fstat(::fileno(in), &st) == 0 && st.st_size > 0) {
+            bytes.resize(static_cast<std::size_t>(st.st_size));
+            bytes.resize(std::fread(bytes.data(), 1, bytes.size(), in));
+        }
+        std::fclose(in);
+    }
     if (bytes.size() < sizeof(Elf64_Ehdr) || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0 ||
         bytes[EI_CLASS] != ELFCLASS64)
         return f;
@@ -176,6 +186,24 @@ ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const 
     return f;
 }
 
+/// The newest `name` that scripts/build-qemu left in its cache ($PMC_QEMU_BUILD_CACHE, else
+/// ~/.cache/pmc-qemu-build, as the script takes it), or "".
+std::string built_qemu(const char* name) {
+    std::string cache;
+    if (const char* c = ::getenv("PMC_QEMU_BUILD_CACHE"); c && *c) cache = c;
+    else if (const char* x = ::getenv("XDG_CACHE_HOME"); x && *x) cache = std::string(x) + "/pmc-qemu-build";
+    else if (const char* h = ::getenv("HOME"); h && *h) cache = std::string(h) + "/.cache/pmc-qemu-build";
+    else return "";
+    std::string newest;
+    glob_t found{};
+    if (::glob((cache + "/qemu-*/bin/" + name).c_str(), 0, nullptr, &found) == 0)
+        for (std::size_t i = 0; i < found.gl_pathc; ++i)
+            if (::access(found.gl_pathv[i], X_OK) == 0 && ::strverscmp(found.gl_pathv[i], newest.c_str()) > 0)
+                newest = found.gl_pathv[i];
+    ::globfree(&found);
+    return newest;
+}
+
 } // namespace
 
 pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
@@ -187,19 +215,27 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
         if (const char* env = ::getenv("PMC_QEMU"); env && *env) wanted = env;
     Emulator e;
     e.qemu = find_on_path(wanted.empty() ? name : wanted);
+    // QEMU 9.0 and later take plugin API 2 (and refuse 1); they alone have scoreboards.
+    auto facts = [](const std::string& qemu) {
+        return elf_facts(qemu, "qemu_plugin_register_vcpu_tb_trans_cb", "qemu_plugin_scoreboard_new");
+    };
+    ElfFacts qemu;
+    if (!e.qemu.empty()) qemu = facts(e.qemu = real_path(e.qemu));
+    // Not asked for one, and the one on PATH is missing or loads no plugin (a static qemu-user): a QEMU that
+    // scripts/build-qemu built, from its cache.
+    if (wanted.empty() && !qemu.exports)
+        if (std::string built = built_qemu(name); !built.empty()) qemu = facts(e.qemu = real_path(built));
     const std::string install = std::string("pmc emulate needs a QEMU user mode that loads TCG plugins: QEMU 6.0 or "
                                             "later, dynamically linked (Debian 12's and Ubuntu's qemu-user package; a "
                                             "static qemu-user, as Debian 13's, loads none).\nFix: sudo apt-get install "
                                             "qemu-user where it is the dynamic one, or build one from the distribution's "
-                                            "own source with pmc's scripts/build-qemu (about a minute; it prints the "
-                                            "path of its ") + name + ") and give it with --qemu PATH or PMC_QEMU.";
+                                            "own source with pmc's scripts/build-qemu (about a minute; pmc emulate "
+                                            "then finds it in the script's cache, ~/.cache/pmc-qemu-build, or give it "
+                                            "with --qemu PATH or PMC_QEMU).");
     if (e.qemu.empty())
         return pmc::make_failure(ENOENT, "cannot emulate: " + (wanted.empty() ? std::string(name) + " is not on PATH"
                                                                                : "no executable '" + wanted + "'") +
                                              ".\n" + install);
-    e.qemu = real_path(e.qemu);
-    // QEMU 9.0 and later take plugin API 2 (and refuse 1); they alone have scoreboards.
-    const ElfFacts qemu = elf_facts(e.qemu, "qemu_plugin_register_vcpu_tb_trans_cb", "qemu_plugin_scoreboard_new");
     const char* plugin_name = qemu.exports_second ? "libpmc-qemu-plugin-v2.so" : "libpmc-qemu-plugin.so";
     if (!qemu.exports)
         return pmc::make_failure(ENOTSUP, "cannot emulate: " + e.qemu + " cannot load TCG plugins (" +

@@ -623,3 +623,25 @@ TEST_CASE("one binary from paths of two lengths, with environments of other size
     INFO(d.out);
     CHECK(d.status == 0);
 }
+
+TEST_CASE("with no plugin-capable QEMU on PATH, pmc emulate takes the one scripts/build-qemu left in its cache",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir() + "/build-cache";
+    const auto qemu = pmc_test::run_command("command -v qemu-x86_64 || command -v qemu-aarch64");
+    std::string path = qemu.out.substr(0, qemu.out.find('\n'));
+    REQUIRE(!path.empty());
+    const std::string name = path.substr(path.rfind('/') + 1);
+    REQUIRE(pmc_test::run_command("mkdir -p '" + dir + "/qemu-1_9.9/bin' && ln -sf '" + path + "' '" + dir +
+                                  "/qemu-1_9.9/bin/" + name + "'").status == 0);
+    // PATH without QEMU (pmc and the command by their full paths).
+    const std::string run = "env -u PMC_QEMU PATH=/nonexistent '" + pmc + "' emulate -- '" + target + "' probe 2>&1";
+    const auto none = pmc_test::run_command("env PMC_QEMU_BUILD_CACHE='" + dir + "/empty' " + run);
+    INFO(none.out);
+    CHECK(none.status == 1);
+    CHECK_THAT(none.out, ContainsSubstring("scripts/build-qemu"));
+    const auto cached = pmc_test::run_command("env PMC_QEMU_BUILD_CACHE='" + dir + "' " + run);
+    INFO(cached.out);
+    CHECK(cached.status == 0);
+    CHECK_THAT(cached.out, ContainsSubstring("instructions:u: opened, read with emulator"));
+}

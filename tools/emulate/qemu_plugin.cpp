@@ -87,23 +87,33 @@ constexpr unsigned slot_count = 1u << 16;
 #endif
 static_assert((slot_count & (slot_count - 1)) == 0, "a power of two");
 Vcpu vcpus[slot_count];
+/// One past the highest slot ever claimed: what loops over the slots visit (the rest are untouched zero pages,
+/// which a loop over all 4 MiB would fault in at every fork and exit).
+std::atomic<unsigned> slots_used{0};
 std::mutex slots_lock;
 Vcpu shared_slot; ///< more live threads than slots: the rest share this one (said once)
+
+/// The slot `vcpu` has, or null.
+Vcpu* slot_of(unsigned vcpu) {
+    const std::uint32_t owner = vcpu + 1;
+    if (vcpus[vcpu & (slot_count - 1)].owner.load(std::memory_order_acquire) == owner)
+        return &vcpus[vcpu & (slot_count - 1)];
+    const unsigned used = slots_used.load(std::memory_order_acquire);
+    for (unsigned i = 0; i < used; ++i)
+        if (vcpus[i].owner.load(std::memory_order_acquire) == owner) return &vcpus[i];
+    return nullptr;
+}
 
 /// A free slot for `vcpu` (its own if it has one), reset to zero: a new thread counts from zero, as a new perf
 /// counter would. Under slots_lock.
 Vcpu& claim_slot(unsigned vcpu) {
+    // The index's own slot if free (or already its own), else the lowest free one: the slots in use stay few.
+    Vcpu* free = slot_of(vcpu);
+    if (!free && vcpus[vcpu & (slot_count - 1)].owner.load(std::memory_order_relaxed) == 0)
+        free = &vcpus[vcpu & (slot_count - 1)];
+    for (unsigned i = 0; i < slot_count && !free; ++i)
+        if (vcpus[i].owner.load(std::memory_order_relaxed) == 0) free = &vcpus[i];
     const std::uint32_t owner = vcpu + 1;
-    Vcpu* free = nullptr;
-    for (unsigned k = 0; k < slot_count; ++k) {
-        Vcpu& v = vcpus[(vcpu + k) & (slot_count - 1)];
-        const std::uint32_t o = v.owner.load(std::memory_order_relaxed);
-        if (o == owner) {
-            free = &v;
-            break;
-        }
-        if (o == 0 && !free) free = &v;
-    }
     if (!free) {
         static bool said = false;
         if (!said)
@@ -114,18 +124,10 @@ Vcpu& claim_slot(unsigned vcpu) {
     }
     free->instructions = free->rep_at = free->count_at_rep = 0;
     free->live = true;
+    const auto index = static_cast<unsigned>(free - vcpus);
+    if (index >= slots_used.load(std::memory_order_relaxed)) slots_used.store(index + 1, std::memory_order_release);
     free->owner.store(owner, std::memory_order_release);
     return *free;
-}
-
-/// The slot `vcpu` has, or null.
-Vcpu* slot_of(unsigned vcpu) {
-    const std::uint32_t owner = vcpu + 1;
-    for (unsigned k = 0; k < slot_count; ++k) {
-        Vcpu& v = vcpus[(vcpu + k) & (slot_count - 1)];
-        if (v.owner.load(std::memory_order_acquire) == owner) return &v;
-    }
-    return nullptr;
 }
 
 /// The slot of `vcpu` when it is not the index's own: found by probing, remembered by the thread.
@@ -168,16 +170,18 @@ std::uint64_t thread_ended(unsigned vcpu) { // under slots_lock
 }
 std::uint64_t live_threads_total() {
     std::uint64_t total = shared_slot.live ? shared_slot.instructions : 0;
-    for (const auto& v : vcpus)
-        if (v.live) total += v.instructions;
+    const unsigned used = slots_used.load(std::memory_order_acquire);
+    for (unsigned i = 0; i < used; ++i)
+        if (vcpus[i].live) total += vcpus[i].instructions;
     return total;
 }
 /// A fork child: only `vcpu`, the forking thread, lives on.
 void keep_only(unsigned vcpu) {
-    for (auto& v : vcpus)
-        if (v.owner.load(std::memory_order_relaxed) != vcpu + 1) {
-            v.live = false;
-            v.owner.store(0, std::memory_order_relaxed);
+    const unsigned used = slots_used.load(std::memory_order_acquire);
+    for (unsigned i = 0; i < used; ++i)
+        if (const std::uint32_t o = vcpus[i].owner.load(std::memory_order_relaxed); o != 0 && o != vcpu + 1) {
+            vcpus[i].live = false;
+            vcpus[i].owner.store(0, std::memory_order_relaxed);
         }
 }
 void on_block(unsigned int vcpu, void* insns);
