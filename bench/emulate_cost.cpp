@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
         std::vector<std::string> command;
         std::vector<std::string> env;
         std::string missing;
+        const char* goal = "goal <= 1.25x"; ///< beside pmc emulate's ratio to bare QEMU
     };
     std::vector<Workload> workloads = {
         {"interpreter (lua5.4 fannkuch 9)", {full_path("lua5.4"), "-e", lua_script}, {},
@@ -191,9 +192,9 @@ int main(int argc, char** argv) {
         {"pmc-example-profiler", {example, "--functions", "200"},
          {"PMC_PROFILE=" + dir + "/example.pmcprof", "PMC_PROFILE_COUNTERS=instructions:u"}, ""},
         // Start-up alone, and a test suite's shape: many short processes (each one QEMU's start, and pmc's preload).
-        {"start-up (/bin/true)", {"/bin/true"}, {}, ""},
+        {"start-up (/bin/true)", {"/bin/true"}, {}, "", "goal <= 2x"},
         {"200 short processes (sh loop)", {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done"},
-         {}, ""},
+         {}, "", "bare QEMU emulates the shell alone: its children run natively"},
     };
     struct Config {
         const char* name;
@@ -255,8 +256,8 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
         if (emulate > 0 && qemu > 0)
-            std::printf("%-34s  qemu + plugin / %s: %.2fx; pmc emulate / %s: %.2fx (goal <= 1.25x)%s\n", "", qemu_name,
-                        plugin / qemu, qemu_name, emulate / qemu,
+            std::printf("%-34s  qemu + plugin / qemu: %.2fx (goal <= 1.25x); pmc emulate / qemu: %.2fx (%s)%s\n", "",
+                        plugin / qemu, emulate / qemu, w.goal,
                         callgrind > 0 ? (", pmc emulate / callgrind: " + std::to_string(emulate / callgrind).substr(0, 4) +
                                          "x (goal <= 0.33x)").c_str()
                                       : "");
