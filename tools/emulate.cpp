@@ -67,8 +67,9 @@ environment gets PMC_EMULATE_PAD, sized so that the program's stack starts at th
 whatever its path's length and the environment's size. The dynamically linked programs COMMAND
 executes run emulated too (their libraries' constructors run once natively first); statically
 linked ones, and those started without pmc's LD_PRELOAD (env -i), run natively, and pmc names them
-at the end. Emulation costs about 2.6-11x the native CPU time (the figures: docs/emulated-pmu.md,
-installed as share/doc/pmc/emulated-pmu.md).
+at the end. Emulation costs about 2.6-11x the native CPU time (20-30x for many short processes:
+QEMU starts for each; the figures: docs/emulated-pmu.md, installed as
+share/doc/pmc/emulated-pmu.md).
 
 Options:
   --qemu PATH   The QEMU user-mode binary (default: qemu-x86_64 or qemu-aarch64, this machine's
