@@ -8,6 +8,7 @@
 //   quirks           what cpuid, a system call and a signal add to an interval (docs/emulated-pmu.md)
 //   probe            opens instructions:u, page-faults and wall-time; prints each one's read path or error
 //   system CMD       runs CMD with system() and exits with its status
+//   spawn PROG ARGS  runs PROG with posix_spawn (a vfork) and exits with its status
 //   reexec           pmc::reexec_without_aslr, then says whether it re-executed and what instructions:u opens on
 //   profile [--plant N]  a two-thread profile (PMC_PROFILE): labels outer, work, planted; --plant N adds exactly 2N
 //                    instructions to every 'planted' scope
@@ -26,7 +27,10 @@
 
 #include <atomic>
 #include <csignal>
+#include <spawn.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -379,6 +383,13 @@ int main(int argc, char** argv) {
         if (mode == "loop" && argc > 2) {
             known_loop(std::strtoull(argv[2], nullptr, 10));
             return 0;
+        }
+        if (mode == "spawn" && argc > 2) { // posix_spawn, which glibc does with clone(CLONE_VM | CLONE_VFORK)
+            pid_t child = 0;
+            if (::posix_spawn(&child, argv[2], nullptr, nullptr, argv + 2, environ) != 0) return 127;
+            int status = 0;
+            ::waitpid(child, &status, 0);
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
         }
         if (mode == "system" && argc > 2) {
             std::fflush(nullptr);
