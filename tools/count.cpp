@@ -401,7 +401,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
                             static_cast<double>(elapsed_ns) / 1e9);
     }
     const int status = write_report(o, text, out_file, exit_status);
-    if (WIFSIGNALED(raw) && (WTERMSIG(raw) == SIGINT || WTERMSIG(raw) == SIGQUIT)) die_of(WTERMSIG(raw));
+    end_like(raw); // (the report is written: now end as the command did)
     return status;
 }
 

@@ -58,7 +58,7 @@ int run(int argc, char** argv) {
     std::string min_text, max_text, per_octave_text, stride_text, chain_text, runs_text, run_ms_text, sweeps_text,
         seed_text;
     pmc_cli::CommandLine cl("pmc-mem-latency", usage);
-        cl.option("--min", min_text, "a size such as 512 or 48K");
+    cl.option("--min", min_text, "a size such as 512 or 48K");
     cl.option("--max", max_text, "a size such as 256M");
     cl.option("--per-octave", per_octave_text, "a number of points");
     cl.option("--stride", stride_text, "a size in bytes");
