@@ -101,6 +101,7 @@ OpenLabels& open_labels(const pmc_profiler* p) {
         }
     open_all.push_back(std::make_unique<OpenLabels>());
     open_all.back()->serial = p->serial;
+    open_all.back()->labels.reserve(64); // as the profiler's own nesting: no allocation inside the first 64 levels
     return *(open_cache = open_all.back().get());
 }
 
@@ -251,6 +252,8 @@ pmc_label pmc_profiler_label_n(pmc_profiler* profiler, const char* name, size_t 
         return 0;
     }
     try {
+        // A lock other threads may hold, a copy: left out of this thread's intervals, as label() itself is.
+        const pmc::ProfilerPause own_work = profiler->profiler.pause();
         const std::string_view text(name, length);
         const pmc_label id = profiler->profiler.label(text).id;
         std::lock_guard<std::mutex> lock(profiler->names_mutex);
@@ -328,6 +331,20 @@ void pmc_profiler_thread_name(pmc_profiler* profiler, const char* name) noexcept
         profiler->profiler.thread_name(name);
     } catch (...) {
         take_current_exception("pmc_profiler_thread_name");
+    }
+}
+
+uint32_t pmc_profiler_depth(pmc_profiler* profiler) noexcept { return profiler ? profiler->profiler.depth() : 0; }
+
+void pmc_profiler_end_to(pmc_profiler* profiler, uint32_t depth) noexcept {
+    if (!profiler) return;
+    profiler->profiler.end_to(depth);
+    // This API's own list of open labels follows (it holds the begins made through it, the innermost last).
+    try {
+        auto& open = open_labels(profiler).labels;
+        if (open.size() > depth) open.resize(depth);
+    } catch (...) {
+        take_current_exception("pmc_profiler_end_to");
     }
 }
 

@@ -133,6 +133,12 @@ PMC_C_API void pmc_profiler_begin(pmc_profiler* profiler, pmc_label label, pmc_l
  *  a nesting error (the tools report it, exit status 2), and pmc_last_error() names both labels. A NULL profiler:
  *  0, nothing checked. */
 PMC_C_API int pmc_profiler_end(pmc_profiler* profiler, pmc_label label) PMC_C_NOEXCEPT;
+/** Intervals open on this thread (0 when off or before the thread's first event). Taken where an error path will
+ *  return to (a setjmp, Lua's pcall), and given to pmc_profiler_end_to there. */
+PMC_C_API uint32_t pmc_profiler_depth(pmc_profiler* profiler) PMC_C_NOEXCEPT;
+/** Ends every interval open on this thread above `depth`, innermost first, at one reading now: what the ends an
+ *  error path skipped (a longjmp past the return hooks) would have recorded. Nothing when the depth is not above. */
+PMC_C_API void pmc_profiler_end_to(pmc_profiler* profiler, uint32_t depth) PMC_C_NOEXCEPT;
 
 /** An instant event: the primary counter's reading now. */
 PMC_C_API void pmc_profiler_instant(pmc_profiler* profiler, pmc_label label, pmc_label arg) PMC_C_NOEXCEPT;

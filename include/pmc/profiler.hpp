@@ -24,10 +24,10 @@
 // profiler that is off (from_env without PMC_PROFILE) costs a predictable branch per event. A fork() child records
 // nothing into the parent's file (its counters count the parent's threads, and its pages would clash).
 //
-// This header reads top down: the API (Label, ProfilerOptions, Profiler, ProfilerScope, LabelCache), then, past the
-// banner "implementation", the definitions of its members. The internals they use are in detail/:
-// profiler_thread.hpp (one thread's recording: its counters, its nesting of open intervals, its page; the recording
-// path), profiler_shared.hpp (what a profiler's threads share: the file, its appends, the end record),
+// This header reads top down: the API (Label, ProfilerOptions, Profiler, ProfilerScope, ProfilerPause, LabelCache,
+// KeyedLabelCache), then, past the banner "implementation", the definitions of its members. The internals they use
+// are in detail/: profiler_thread.hpp (one thread's recording: its counters, its nesting of open intervals, its
+// page; the recording path), profiler_shared.hpp (what a profiler's threads share: the file, its appends, the end record),
 // profiler_exit.hpp (a thread's exit, exit(), the fatal signals) and profiler_setup.hpp (the profile's path, the
 // counter list).
 #pragma once
@@ -66,7 +66,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 PMC_BEGIN_NAMESPACE
@@ -76,6 +78,7 @@ struct ProfilerTestAccess;
 } // namespace detail
 
 class ProfilerScope;
+class ProfilerPause;
 
 // ---- Label, ProfilerOptions ------------------------------------------------------------------------------------
 
@@ -141,7 +144,8 @@ public:
     /// Pages that could not be written (a full disk...).
     std::uint64_t write_errors() const noexcept;
 
-    /// Interns `name` (a lock and a lookup: do it once, not per event). Label{} when off.
+    /// Interns `name` (a lock and a lookup: do it once, not per event). Label{} when off. Its cost is left out of the
+    /// calling thread's intervals (see pause()).
     Label label(std::string_view name);
 
     /// Starts an interval on this thread; it ends when the returned scope is destroyed.
@@ -158,23 +162,44 @@ public:
     /// error, which the tools report (exit status 2), never silently re-nested.
     BOOST_FORCEINLINE void end(Label label) noexcept;
 
+    /// Intervals open on the calling thread (scopes and begin()s; 0 when off or before the thread's first event).
+    /// Taken where a hook's error path will return to (a setjmp, Lua's pcall, a catch), and given to end_to() there.
+    std::uint32_t depth() const noexcept;
+    /// Ends every interval open on the calling thread above `depth`, innermost first, all at one reading now: what
+    /// the missed end()s would have recorded had they come at once. For error paths that unwind past the hooks that
+    /// would have ended them (longjmp, an exception, Lua's pcall): without it, the next end() finds another label
+    /// open, and the tools report nesting errors. Nothing when depth() <= `depth`. For begin() intervals: a scope
+    /// ends itself (its destructor, later, then finds its interval gone: a nesting error).
+    void end_to(std::uint32_t depth) noexcept;
+
     /// An instant event: the primary counter's reading now.
     BOOST_FORCEINLINE void instant(Label label, Label arg = {});
 
     /// An integer event (a size, a count): `value` with the primary counter's reading now.
     BOOST_FORCEINLINE void integer(Label label, std::uint64_t value, Label arg = {});
 
-    /// Names the calling thread in the profile (written at once).
+    /// Names the calling thread in the profile (written at once; its cost left out, as with pause()).
     void thread_name(std::string_view name);
 
-    /// Writes this thread's buffered events now (a system call; the page starts afresh).
+    /// Writes this thread's buffered events now (a system call; the page starts afresh; its cost left out).
     void flush();
+
+    /// Leaves the calling thread's work from now until the returned object is destroyed out of its intervals: the
+    /// counters are read at both ends and what they counted is taken off every later reading on this thread. For an
+    /// instrumentation hook's own bookkeeping (building a label's text, a lookup whose cost varies with the key),
+    /// which would otherwise land in the enclosing interval's self value and, under an exact counter, make it
+    /// change when nothing in the program did. What remains is constant: the instructions around two readings.
+    /// Not for the program's own work (it would hide it). label(), thread_name(), flush() and the recording path's
+    /// own page writes pause themselves. Nothing to do on a thread that has not recorded yet, or when off.
+    ProfilerPause pause() noexcept;
 
 private:
     // The calling thread's state in this profiler (registered on its first event).
     BOOST_FORCEINLINE detail::ProfilerThread* local();
     BOOST_FORCEINLINE detail::ProfilerThread* local_noexcept() noexcept;
     BOOST_NOINLINE inline detail::ProfilerThread* local_slow();
+    // The calling thread's state if it has one already (nothing is registered): for pause(), depth(), end_to().
+    detail::ProfilerThread* local_if_registered() const noexcept;
     detail::ProfilerThread* register_thread(bool throw_on_failure = false);
 
     // The start (the file, the counters, the cost of a scope, the header) and the close.
@@ -217,12 +242,28 @@ private:
     std::uint32_t at_ = 0; ///< its slot in the thread's nesting (its depth)
 };
 
+// ---- ProfilerPause ---------------------------------------------------------------------------------------------
+
+/// Profiler::pause(): the calling thread's work during its life left out of the thread's intervals.
+class ProfilerPause {
+public:
+    ProfilerPause(const ProfilerPause&) = delete;
+    ProfilerPause& operator=(const ProfilerPause&) = delete;
+
+private:
+    friend class Profiler;
+    explicit ProfilerPause(detail::ProfilerThread* t) noexcept : own_work_(t) {}
+    detail::ProfilerThread::Uncounted own_work_;
+};
+
 // ---- LabelCache ------------------------------------------------------------------------------------------------
 
-/// Labels built at run time (a function's name from an interpreter's hook, a statement's SQL text): one thread's
-/// cache in front of Profiler::label(), which takes a lock and builds a string at every call. A name seen before
-/// costs a hash lookup (no lock, no allocation); a new one, Profiler::label() once. One cache per thread (it is not
-/// locked); the Profiler must outlive it.
+/// Labels built at run time from text (a statement's SQL text): one thread's cache in front of Profiler::label(),
+/// which takes a lock and builds a string at every call. A name seen before costs a hash lookup (no lock, no
+/// allocation); a new one, Profiler::label() once. The lookup's cost depends on the text and on the other names (a
+/// longer string to hash, a longer chain): it is left out of the thread's intervals (Profiler::pause(): two counter
+/// reads). Where the caller has a pointer or an id for the name (an interpreter's function object), KeyedLabelCache
+/// is cheaper and never builds the text again. One cache per thread (it is not locked); the Profiler must outlive it.
 ///
 ///     thread_local pmc::LabelCache labels{prof};
 ///     prof.begin(labels(function_name));      // in a call hook
@@ -233,6 +274,7 @@ public:
     LabelCache& operator=(const LabelCache&) = delete;
 
     Label operator()(std::string_view name) {
+        const ProfilerPause own_work = profiler_->pause();
         if (auto it = labels_.find(name); it != labels_.end()) return it->second;
         const Label label = profiler_->label(name);
         names_.emplace_back(name); // keys point into names_, whose strings never move (a deque grows at its end)
@@ -245,6 +287,93 @@ private:
     Profiler* profiler_;
     std::deque<std::string> names_;
     std::unordered_map<std::string_view, Label> labels_;
+};
+
+// ---- KeyedLabelCache -------------------------------------------------------------------------------------------
+
+/// Labels for keys the caller already has (a function's address, an integer id): one thread's cache in front of
+/// Profiler::label() for an instrumentation hook. A key seen before costs a hash and four compares, the same
+/// instructions for every key and however full the table is (no probe sequence: a lookup's cost must not move when
+/// another key is added, or under an exact counter a caller's self value would change when nothing it does did). A
+/// new key calls `name_of()` to build its name, once, with the cost left out of the thread's intervals
+/// (Profiler::pause()). One cache per thread (it is not locked); the Profiler must outlive it.
+///
+///     thread_local pmc::KeyedLabelCache<const Proto*> labels{prof};
+///     prof.begin(labels(f, [&] { return function_name(f); }));     // in a call hook: the name built once
+template <class Key = const void*>
+class KeyedLabelCache {
+    static_assert(std::is_pointer_v<Key> || std::is_integral_v<Key> || std::is_enum_v<Key>,
+                  "KeyedLabelCache's key is a pointer or an integer");
+
+public:
+    explicit KeyedLabelCache(Profiler& profiler) : profiler_(&profiler), buckets_(16) {}
+    KeyedLabelCache(const KeyedLabelCache&) = delete;
+    KeyedLabelCache& operator=(const KeyedLabelCache&) = delete;
+
+    /// The label of `key`; `name_of()` (returning something a std::string_view takes) builds its name on a miss.
+    template <class NameOf>
+    BOOST_FORCEINLINE Label operator()(Key key, NameOf&& name_of) {
+        const std::uint64_t k = bits(key);
+        const Bucket& b = buckets_[index(k)];
+        std::uint32_t found = 0; // an empty slot's label is 0: it adds nothing, whatever its key
+        for (int i = 0; i < slots; ++i) found |= b.labels[i] & (0u - static_cast<std::uint32_t>(b.keys[i] == k));
+        if (BOOST_LIKELY(found != 0)) return Label{found};
+        return miss(k, std::forward<NameOf>(name_of));
+    }
+    std::size_t size() const noexcept { return size_; }
+
+private:
+    static constexpr int slots = 4;
+    struct Bucket {
+        std::uint64_t keys[slots] = {};
+        std::uint32_t labels[slots] = {};
+    };
+    static std::uint64_t bits(Key key) noexcept {
+        if constexpr (std::is_pointer_v<Key>) return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(key));
+        else return static_cast<std::uint64_t>(key);
+    }
+    std::size_t index(std::uint64_t k) const noexcept {
+        return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> shift_);
+    }
+    template <class NameOf>
+    BOOST_NOINLINE Label miss(std::uint64_t k, NameOf&& name_of) {
+        if (!profiler_->enabled()) return Label{}; // off: no name built, nothing remembered
+        const ProfilerPause own_work = profiler_->pause();
+        const Label label = profiler_->label(std::string_view(name_of()));
+        while (!insert(k, label.id)) grow();
+        ++size_;
+        return label;
+    }
+    bool insert(std::uint64_t k, std::uint32_t label) noexcept {
+        Bucket& b = buckets_[index(k)];
+        for (int i = 0; i < slots; ++i)
+            if (b.labels[i] == 0) {
+                b.keys[i] = k;
+                b.labels[i] = label;
+                return true;
+            }
+        return false; // full: the table doubles
+    }
+    /// Twice the buckets, every key placed again (and again, should five keys still share one).
+    void grow() {
+        const std::vector<Bucket> old = std::move(buckets_);
+        for (std::size_t n = 2 * old.size();; n *= 2) {
+            buckets_.assign(n, Bucket{});
+            shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
+            if (reinsert(old)) return;
+        }
+    }
+    bool reinsert(const std::vector<Bucket>& from) noexcept {
+        for (const Bucket& b : from)
+            for (int i = 0; i < slots; ++i)
+                if (b.labels[i] != 0 && !insert(b.keys[i], b.labels[i])) return false;
+        return true;
+    }
+
+    Profiler* profiler_;
+    std::vector<Bucket> buckets_;
+    unsigned shift_ = 60; ///< 64 - log2(buckets): the hash's top bits pick the bucket
+    std::size_t size_ = 0;
 };
 
 // ================================================================================================================
@@ -390,6 +519,8 @@ inline detail::ProfilerThread* Profiler::register_thread(bool throw_on_failure) 
 inline Label Profiler::label(std::string_view name) {
     if (!shared_) return Label{};
     auto& s = *shared_;
+    // A lock that may be contended, a lookup, a page written: nothing an interval open here should count.
+    const ProfilerPause own_work = pause();
     std::lock_guard<std::mutex> lock(s.mutex);
     auto it = s.labels.find(std::string(name));
     if (it != s.labels.end()) return Label{it->second};
@@ -413,6 +544,7 @@ inline Label Profiler::label(std::string_view name) {
 inline void Profiler::thread_name(std::string_view name) {
     if (!shared_) return;
     detail::ProfilerThread& t = *local();
+    const detail::ProfilerThread::Uncounted own_work(&t);
     {
         detail::ProfilerThread::InfoBusy busy(t);
         t.name = std::string(name);
@@ -422,7 +554,30 @@ inline void Profiler::thread_name(std::string_view name) {
 }
 
 inline void Profiler::flush() {
-    if (shared_) local()->flush();
+    if (shared_) local()->flush_uncounted();
+}
+
+inline ProfilerPause Profiler::pause() noexcept {
+    detail::ProfilerThread* t = shared_ ? local_if_registered() : nullptr;
+    return ProfilerPause(t && !t->broken ? t : nullptr);
+}
+
+inline std::uint32_t Profiler::depth() const noexcept {
+    const detail::ProfilerThread* t = shared_ ? local_if_registered() : nullptr;
+    return t ? t->depth : 0;
+}
+
+inline void Profiler::end_to(std::uint32_t depth) noexcept {
+    if (detail::ProfilerThread* t = shared_ ? local_if_registered() : nullptr) t->end_to(depth);
+}
+
+inline detail::ProfilerThread* Profiler::local_if_registered() const noexcept {
+    const detail::ProfilerTls& c = detail::profiler_tls;
+    if (BOOST_LIKELY(c.generation == shared_->generation)) return c.state;
+    if (!detail::profiler_thread_ended)
+        for (auto& e : detail::profiler_thread_exit.entries)
+            if (e.first.get() == shared_.get()) return e.second;
+    return nullptr;
 }
 
 inline std::string Profiler::path() const { return shared_ ? shared_->path : std::string(); }

@@ -12,6 +12,9 @@
 //   reexec           pmc::reexec_without_aslr, then says whether it re-executed and what instructions:u opens on
 //   profile [--plant N]  a two-thread profile (PMC_PROFILE): labels outer, work, planted; --plant N adds exactly 2N
 //                    instructions to every 'planted' scope
+//   hooks            hook-shaped scopes around LabelCache and KeyedLabelCache lookups and a pause, for 600 names;
+//                    then a pcall-like error path ended with end_to (PMC_PROFILE)
+//   page-cross       a loop whose block ends where its last instruction crosses a page (x86): 19 per pass
 //   jit-rep          code with a rep movsb replaced at the same address (x86): the same intervals before and after
 //   stack            2000 string calls on stack arrays (their count follows the stack's alignment), and where
 //                    the stack lies
@@ -160,6 +163,39 @@ int run_jit_rep() {
     for (int i = 0; i < 3; ++i) std::printf(" %llu", static_cast<unsigned long long>(interval()));
     std::printf("\n");
     return 0;
+}
+
+/// A loop whose block ends at a page boundary: its last instruction (a 5-byte mov) crosses into the next page, so
+/// QEMU ends the block before it and starts the next block with it. Every pass must count its 19 instructions
+/// (dec, 16 nops, mov, jnz): QEMU 7.2 still listed the mov in the first block, and a plugin counting the listed
+/// instructions counted 20. Prints the count per pass; exit status 1 when it is not 19.
+int run_page_cross() {
+    void* code = ::mmap(nullptr, 2 * 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (code == MAP_FAILED) {
+        std::printf("page-cross: cannot map executable memory\n");
+        return 1;
+    }
+    std::vector<unsigned char> f = {0x48, 0x89, 0xF9}; // mov rcx, rdi
+    const std::size_t loop = f.size();
+    f.insert(f.end(), {0x48, 0xFF, 0xC9});             // loop: dec rcx
+    f.insert(f.end(), 16, 0x90);                       // 16 nops
+    f.insert(f.end(), {0xB8, 0x78, 0x56, 0x34, 0x12}); // mov eax, 0x12345678: bytes 22 to 26, across the page
+    const auto back = static_cast<unsigned char>(static_cast<int>(loop) - static_cast<int>(f.size() + 2));
+    f.insert(f.end(), {0x75, back, 0xC3});             // jnz loop; ret
+    const std::size_t entry = 4096 - 24;               // the mov starts 2 bytes before the page's end
+    std::memcpy(static_cast<unsigned char*>(code) + entry, f.data(), f.size());
+    using Loop = void (*)(std::uint64_t passes);
+    const auto run = reinterpret_cast<Loop>(static_cast<unsigned char*>(code) + entry);
+    pmc::Counter c{"instructions:u"};
+    auto interval = [&](std::uint64_t passes) {
+        const std::uint64_t start = c.read();
+        run(passes);
+        return c.read() - start;
+    };
+    const std::uint64_t one = interval(1), more = interval(1001);
+    const double per_pass = static_cast<double>(more - one) / 1000.0;
+    std::printf("page-cross: %.3f instructions per pass (19 expected)\n", per_pass);
+    return per_pass == 19.0 ? 0 : 1;
 }
 #endif
 
@@ -336,6 +372,53 @@ int run_profile(std::uint64_t plant) {
     return 0;
 }
 
+/// An interpreter's hooks, as a user writes them: a 'text' scope around a LabelCache lookup and a 'keyed' scope
+/// around a KeyedLabelCache lookup, for 600 names of 1 to 300 characters (each seen first, then twice again), and a
+/// 'paused' scope around work inside Profiler::pause(). Every one of them must record the same value: a lookup's
+/// cost depends on neither the key nor the names seen before. Then an error path: three calls begun, end_to(depth).
+int run_hooks() {
+    auto prof = pmc::Profiler::from_env();
+    const pmc::Label text = prof.label("text"), keyed = prof.label("keyed"), by_int = prof.label("keyed-id"), paused = prof.label("paused"),
+                     call = prof.label("call"), pcall = prof.label("pcall");
+    std::vector<std::string> names;
+    for (int i = 0; i < 600; ++i) names.push_back("fn" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 300), 'x'));
+    pmc::LabelCache by_text{prof};
+    pmc::KeyedLabelCache<const std::string*> by_address{prof};
+    pmc::KeyedLabelCache<int> by_id{prof};
+    for (int round = 0; round < 3; ++round)
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            const std::string& name = names[i];
+            {
+                auto s = prof.scope(text);
+                by_text(name);
+            }
+            {
+                auto s = prof.scope(keyed);
+                by_address(&name, [&] { return name; });
+            }
+            {
+                auto s = prof.scope(by_int);
+                by_id(static_cast<int>(i), [&] { return name; });
+            }
+            {
+                auto s = prof.scope(paused);
+                const pmc::ProfilerPause own_work = prof.pause();
+                known_loop(1 + i);
+            }
+        }
+    // Lua's pcall: an error raised three calls deep unwinds past their return hooks.
+    for (int i = 0; i < 10; ++i) {
+        prof.begin(pcall);
+        const std::uint32_t at = prof.depth();
+        prof.begin(call);
+        prof.begin(call);
+        prof.begin(call);
+        prof.end_to(at); // the error lands here
+        prof.end(pcall);
+    }
+    return 0;
+}
+
 /// Records 'tick' scopes on this thread and another until a signal (left at its default: the profiler's handler
 /// writes what was recorded, then the signal ends the process). `ready` is created once both threads have recorded.
 int run_until_signal(const char* ready) {
@@ -376,6 +459,7 @@ int main(int argc, char** argv) {
 #if defined(__x86_64__)
         if (mode == "rep") return run_rep();
         if (mode == "jit-rep") return run_jit_rep();
+        if (mode == "page-cross") return run_page_cross();
 #endif
         if (mode == "churn") return run_churn();
         if (mode == "stack") return run_stack();
@@ -408,6 +492,7 @@ int main(int argc, char** argv) {
             return run_probe();
         }
         if (mode == "until-signal" && argc > 2) return run_until_signal(argv[2]);
+        if (mode == "hooks") return run_hooks();
         if (mode == "profile") {
             const std::uint64_t plant = argc > 3 && std::string(argv[2]) == "--plant" ? std::strtoull(argv[3], nullptr, 10) : 0;
             return run_profile(plant);
@@ -417,6 +502,6 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N] | until-signal FILE | jit-rep | churn | bad-pointer | stack\n");
+                         "profile [--plant N] | hooks | until-signal FILE | jit-rep | churn | bad-pointer | stack\n");
     return 2;
 }

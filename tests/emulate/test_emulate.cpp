@@ -7,6 +7,8 @@
 #include "catch.hpp"
 #include "command.hpp"
 
+#include <pmc/profile_format.hpp>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,17 +20,19 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
 #include <regex>
 #include <string>
 #include <vector>
 
 namespace {
 
-const std::string pmc = PMC_TOOL_PATH;
+const std::string pmc_tool = PMC_TOOL_PATH;
 const std::string target = PMC_EMULATE_TARGET;
 
 std::string emulate(const std::string& args, const std::string& env = "") {
-    return env + (env.empty() ? "" : " ") + "'" + pmc + "' emulate -- '" + target + "' " + args;
+    return env + (env.empty() ? "" : " ") + "'" + pmc_tool + "' emulate -- '" + target + "' " + args;
 }
 
 /// Why pmc emulate cannot run here, or "".
@@ -37,7 +41,7 @@ std::string why_no_emulator() {
     return "this build is sanitized: AddressSanitizer's shadow memory does not fit QEMU user mode's address space";
 #else
     static const std::string why = [] {
-        const auto r = pmc_test::run_command("'" + pmc + "' emulate -- /bin/true 2>&1");
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate -- /bin/true 2>&1");
         if (r.status == 0) return std::string();
         return "pmc emulate cannot run here (scripts/install-deps installs qemu-user): " + r.out;
     }();
@@ -156,7 +160,7 @@ TEST_CASE("run directly, a program never makes the emulator's request: not even 
 TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's difference is exact", "[emulate]") {
     REQUIRE_EMULATOR();
     auto count = [](const char* n) {
-        const auto r = pmc_test::run_command("'" + pmc + "' count --emulate --csv -- '" + target + "' loop " + n +
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- '" + target + "' loop " + n +
                                              " 2>&1");
         INFO(r.out);
         REQUIRE(r.status == 0);
@@ -170,17 +174,17 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     const auto again = count("1000000");
     CHECK(again == small);
     // Anything but instructions is refused before anything runs.
-    const auto r = pmc_test::run_command("'" + pmc + "' count --emulate -e page-faults -- /bin/true 2>&1");
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate -e page-faults -- /bin/true 2>&1");
     CHECK(r.status == 1);
     CHECK_THAT(r.out, ContainsSubstring("pmc count --emulate counts instructions:u or instructions"));
     // A process a signal ends leaves no count, and is said to be missing (each process says when it starts).
-    const auto killed = pmc_test::run_command("'" + pmc + "' count --emulate --csv -- sh -c 'kill -KILL $$' 2>&1");
+    const auto killed = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- sh -c 'kill -KILL $$' 2>&1");
     INFO(killed.out);
     CHECK(killed.status == 128 + 9);
     CHECK_THAT(killed.out, ContainsSubstring("1 of the 1 emulated processes ended without reaching their exit"));
     // A process that executes another reports what it ran before (the exec'd program reports its own): no
     // process is said to be missing.
-    const auto execs = pmc_test::run_command("'" + pmc + "' count --emulate --csv -- sh -c 'ls / >/dev/null' 2>&1");
+    const auto execs = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- sh -c 'ls / >/dev/null' 2>&1");
     INFO(execs.out);
     CHECK(execs.status == 0);
     CHECK_THAT(execs.out, !ContainsSubstring("without reaching their exit"));
@@ -210,14 +214,14 @@ TEST_CASE("the programs an emulated program executes stay emulated: system(), a 
         shapes.push_back("make -s -f /dev/null SHELL=/bin/bash --eval 'all: ; @true && \"" + target + "\" probe'");
     shapes.push_back("'" + target + "' spawn '" + target + "' probe"); // posix_spawn: a vfork (clone) and exec
     for (const auto& shape : shapes) {
-        const auto s = pmc_test::run_command("'" + pmc + "' emulate -- " + shape + " 2>&1");
+        const auto s = pmc_test::run_command("'" + pmc_tool + "' emulate -- " + shape + " 2>&1");
         INFO(shape << "\n" << s.out);
         CHECK(s.status == 0);
         CHECK_THAT(s.out, ContainsSubstring("instructions:u: opened, read with emulator"));
         CHECK_THAT(s.out, !ContainsSubstring("runs natively"));
     }
     // pmc::reexec_without_aslr: with randomization left on, the program re-executes itself, and stays emulated.
-    const auto re = pmc_test::run_command("'" + pmc + "' emulate --keep-aslr -- '" + target + "' reexec");
+    const auto re = pmc_test::run_command("'" + pmc_tool + "' emulate --keep-aslr -- '" + target + "' reexec");
     INFO(re.out);
     CHECK(re.status == 0);
     CHECK_THAT(re.out, ContainsSubstring("re-executed: yes; address randomization: off"));
@@ -226,14 +230,14 @@ TEST_CASE("the programs an emulated program executes stay emulated: system(), a 
 
 TEST_CASE("pmc emulate: the command's exit status, 127 for a missing command, scripts, and --help", "[emulate]") {
     REQUIRE_EMULATOR();
-    CHECK(pmc_test::run_command("'" + pmc + "' emulate -- sh -c 'exit 7'").status == 7);
-    const auto missing = pmc_test::run_command("'" + pmc + "' emulate -- /nonexistent/program 2>&1");
+    CHECK(pmc_test::run_command("'" + pmc_tool + "' emulate -- sh -c 'exit 7'").status == 7);
+    const auto missing = pmc_test::run_command("'" + pmc_tool + "' emulate -- /nonexistent/program 2>&1");
     CHECK(missing.status == 127);
     CHECK_THAT(missing.out, ContainsSubstring("cannot run '/nonexistent/program'"));
-    const auto help = pmc_test::run_command("'" + pmc + "' emulate --help");
+    const auto help = pmc_test::run_command("'" + pmc_tool + "' emulate --help");
     CHECK(help.status == 0);
     CHECK_THAT(help.out, ContainsSubstring("usage: pmc emulate"));
-    const auto none = pmc_test::run_command("'" + pmc + "' emulate 2>&1");
+    const auto none = pmc_test::run_command("'" + pmc_tool + "' emulate 2>&1");
     CHECK(none.status == 1);
     // A #! script runs its interpreter under the emulator (QEMU alone exits 1 on a script, saying nothing); a file
     // that is neither a script nor a program of this machine is refused with 126.
@@ -246,14 +250,14 @@ TEST_CASE("pmc emulate: the command's exit status, 127 for a missing command, sc
     }
     ::chmod((dir + "/probe.sh").c_str(), 0755);
     ::chmod((dir + "/text").c_str(), 0755);
-    const auto script = pmc_test::run_command("'" + pmc + "' emulate -- '" + dir + "/probe.sh' 2>&1");
+    const auto script = pmc_test::run_command("'" + pmc_tool + "' emulate -- '" + dir + "/probe.sh' 2>&1");
     INFO(script.out);
     CHECK(script.status == 0);
     CHECK_THAT(script.out, ContainsSubstring("instructions:u: opened, read with emulator"));
-    const auto text = pmc_test::run_command("'" + pmc + "' emulate -- '" + dir + "/text' 2>&1");
+    const auto text = pmc_test::run_command("'" + pmc_tool + "' emulate -- '" + dir + "/text' 2>&1");
     CHECK(text.status == 126);
     CHECK_THAT(text.out, ContainsSubstring("neither an ELF program nor a #! script"));
-    const auto bad = pmc_test::run_command("'" + pmc + "' emulate --qemu /bin/true -- /bin/true 2>&1");
+    const auto bad = pmc_test::run_command("'" + pmc_tool + "' emulate --qemu /bin/true -- /bin/true 2>&1");
     CHECK(bad.status == 1);
     CHECK_THAT(bad.out, ContainsSubstring("cannot load TCG plugins"));
     CHECK_THAT(bad.out, ContainsSubstring("qemu-user"));
@@ -269,7 +273,7 @@ TEST_CASE("an AVX-512 instruction under the emulator is explained, with the comm
     }
     if (::system(("cc -o '" + dir + "/avx512' '" + dir + "/avx512.c' 2>/dev/null").c_str()) != 0)
         PMC_SKIP("no C compiler to build the AVX-512 program");
-    const auto r = pmc_test::run_command("'" + pmc + "' emulate -- '" + dir + "/avx512' 2>&1");
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate -- '" + dir + "/avx512' 2>&1");
     INFO(r.out);
     CHECK(r.status == 128 + 4);
     CHECK_THAT(r.out, ContainsSubstring("died of SIGILL under the emulator"));
@@ -277,7 +281,7 @@ TEST_CASE("an AVX-512 instruction under the emulator is explained, with the comm
     CHECK_THAT(r.out, ContainsSubstring("-march=x86-64-v3"));
     CHECK(r.out.find("died of SIGILL") == r.out.rfind("died of SIGILL")); // said once
     // A child of the command: named, with its pid, after the command's own status.
-    const auto child = pmc_test::run_command("'" + pmc + "' emulate -- sh -c \"'" + dir + "/avx512'; exit 3\" 2>&1");
+    const auto child = pmc_test::run_command("'" + pmc_tool + "' emulate -- sh -c \"'" + dir + "/avx512'; exit 3\" 2>&1");
     INFO(child.out);
     CHECK(child.status == 3);
     CHECK_THAT(child.out, ContainsSubstring(dir + "/avx512 (pid "));
@@ -299,18 +303,18 @@ TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and
         return dir + "/" + name;
     };
     const std::string a = record("a.pmcprof", ""), b = record("b.pmcprof", ""), c = record("c.pmcprof", "");
-    const auto agg = pmc_test::run_command("'" + pmc + "' aggregate --json '" + a + "' '" + b + "' '" + c + "'");
+    const auto agg = pmc_test::run_command("'" + pmc_tool + "' aggregate --json '" + a + "' '" + b + "' '" + c + "'");
     INFO(agg.out);
     REQUIRE(agg.status == 0);
     CHECK_THAT(agg.out, ContainsSubstring("\"exact\":true"));
     CHECK_THAT(agg.out, ContainsSubstring("\"spread\":0"));
     CHECK_FALSE(std::regex_search(agg.out, std::regex("\"spread\":[1-9]"))); // labels and intervals alike
-    const auto same = pmc_test::run_command("'" + pmc + "' diff --fail-on-change '" + a + "' '" + b + "' 2>&1");
+    const auto same = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change '" + a + "' '" + b + "' 2>&1");
     INFO(same.out);
     CHECK(same.status == 0);
     // Every tool that shows the counter says what its counts are.
     for (const std::string tool : {"summarize", "diff", "aggregate", "critical"}) {
-        const auto shown = pmc_test::run_command("'" + pmc + "' " + tool + " '" + a + "' " +
+        const auto shown = pmc_test::run_command("'" + pmc_tool + "' " + tool + " '" + a + "' " +
                                                  (tool == "summarize" || tool == "critical" ? "" : "'" + b + "'") + " 2>&1");
         INFO(tool << ": " << shown.out);
         CHECK_THAT(shown.out, ContainsSubstring("emulated (QEMU TCG): an exact count of the instructions the emulator "
@@ -318,7 +322,7 @@ TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and
     }
     // 'planted' gains exactly 2 x 1000 instructions in each of its 150 calls (50 on each of three threads).
     const std::string p = record("p.pmcprof", " --plant 1000");
-    const auto changed = pmc_test::run_command("'" + pmc + "' diff --fail-on-change '" + a + "' '" + p + "' 2>&1");
+    const auto changed = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change '" + a + "' '" + p + "' 2>&1");
     INFO(changed.out);
     CHECK(changed.status == 3);
     CHECK(std::regex_search(changed.out, std::regex("planted .*changed by \\+300000\\b")));
@@ -327,12 +331,106 @@ TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and
     // instructions:u riding along with wall-time (a group member): as exact, and diffed alike.
     const std::string r1 = record("ride1.pmcprof", "", "wall-time,instructions:u");
     const std::string r2 = record("ride2.pmcprof", " --plant 1000", "wall-time,instructions:u");
-    const auto ride = pmc_test::run_command("'" + pmc + "' diff --counter instructions:u --fail-on-change '" + r1 + "' '" +
+    const auto ride = pmc_test::run_command("'" + pmc_tool + "' diff --counter instructions:u --fail-on-change '" + r1 + "' '" +
                                             r2 + "' 2>&1");
     INFO(ride.out);
     CHECK(ride.status == 3);
     CHECK(std::regex_search(ride.out, std::regex("planted .*changed by \\+300000\\b")));
     CHECK(std::regex_search(ride.out, std::regex("\\nwork .* unchanged")));
+}
+
+#if defined(PMC_CAPI_WORKERS_PATH)
+TEST_CASE("the recorder's own cost is a constant: three C-API threads recording at once run identically, and a "
+          "change whose values cross varint lengths changes its own label alone",
+          "[emulate][profiler]") {
+    REQUIRE_EMULATOR();
+    // Three workers start at once, intern their labels inside an interval at once (a contended lock) and fill
+    // pages; 'eval' grows from 1-byte to 3-byte varints over a run. Before the recorder left its own work out of
+    // the readings (a page write's checksum over the page's bytes, a lock another thread held) and wrote every field
+    // at a fixed cost, runs differed in 'request' by 2 to 203 instructions (9 of 9 runs here).
+    const std::string dir = temp_dir(), workers = PMC_CAPI_WORKERS_PATH;
+    auto record = [&](const std::string& name, const std::string& args) {
+        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" +
+                                             pmc_tool + "' emulate -- '" + workers + "' " + args + " 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        return dir + "/" + name;
+    };
+    const std::string first = record("w0.pmcprof", "");
+    for (int run = 1; run < 6; ++run) {
+        const std::string again = record("w" + std::to_string(run) + ".pmcprof", "");
+        const auto same = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change '" + first + "' '" + again + "' 2>&1");
+        INFO("run " << run << ": " << same.out);
+        CHECK(same.status == 0);
+    }
+    // 2 x 5000 instructions more in each of the 600 evals: found to the instruction, and nowhere else.
+    const std::string planted = record("wp.pmcprof", "--plant 5000");
+    const auto d = pmc_test::run_command("'" + pmc_tool + "' diff --json --fail-on-change '" + first + "' '" + planted + "'");
+    INFO(d.out);
+    CHECK(d.status == 3);
+    CHECK_THAT(d.out, ContainsSubstring("\"changed_labels\":[\"eval\"]"));
+    CHECK_THAT(d.out, ContainsSubstring("\"label\":\"eval\",\"verdict\":\"changed\",\"text\":\"changed by +6000000\""));
+}
+#endif
+
+#if defined(__x86_64__)
+TEST_CASE("a loop whose block ends at an instruction crossing a page counts exactly (QEMU 7.2 lists that instruction "
+          "in the block it took it out of)", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("page-cross") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("page-cross: 19.000 instructions per pass"));
+    // The plugin that counts every listed instruction: one too many per pass where QEMU lists the taken-out one.
+    const auto fault = pmc_test::run_command(emulate("page-cross", "PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS "page-cross'") +
+                                             " 2>&1");
+    INFO(fault.out);
+    if (qemu_major() == 7) CHECK_THAT(fault.out, ContainsSubstring("page-cross: 20.000 instructions per pass"));
+}
+#endif
+
+TEST_CASE("hooks: label lookups by text or by key, and a pause, add the same to every interval, and end_to closes what "
+          "an error path skipped", "[emulate][profiler]") {
+    REQUIRE_EMULATOR();
+    const std::string path = temp_dir() + "/hooks.pmcprof";
+    const auto r = pmc_test::run_command(emulate("hooks", "PMC_PROFILE='" + path + "' PMC_PROFILE_COUNTERS=instructions:u") +
+                                         " 2>&1");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    REQUIRE(p->problems.empty());
+    // Per label, its intervals' values (end less start) in the order recorded: one value for every lookup by text
+    // and every pause, whatever the name's length and however full the cache; by key, one value for the first
+    // sight of each key (a miss: the name built and interned, paused) and one for every later lookup.
+    std::map<std::string, std::vector<std::uint64_t>> values;
+    for (const auto& t : p->threads)
+        for (const auto& rec : t.records)
+            if (rec.kind == pmc::profile_format::RecordKind::interval)
+                values[p->string(rec.label)].push_back(p->values[rec.first_value + 1] - p->values[rec.first_value]);
+    auto distinct = [](std::vector<std::uint64_t>::const_iterator from, std::vector<std::uint64_t>::const_iterator to) {
+        return std::set<std::uint64_t>(from, to).size();
+    };
+    for (const char* label : {"text", "keyed", "keyed-id", "paused"}) {
+        const auto& v = values[label];
+        INFO(label);
+        REQUIRE(v.size() == 1800);
+        if (std::string(label).rfind("keyed", 0) == 0) {
+            CHECK(distinct(v.begin(), v.begin() + 600) == 1);
+            CHECK(distinct(v.begin() + 600, v.end()) == 1);
+        } else {
+            CHECK(distinct(v.begin(), v.end()) == 1);
+        }
+    }
+    std::map<std::string, int> count;
+    for (const auto& [label, v] : values) count[label] = static_cast<int>(v.size());
+    // The error path: each pcall closed with its three calls inside it, no nesting error.
+    CHECK(count["pcall"] == 10);
+    CHECK(count["call"] == 30);
+    for (const auto& t : p->threads) CHECK(t.nesting_errors.empty());
+    const auto s = pmc_test::run_command("'" + pmc_tool + "' summarize '" + path + "' 2>&1");
+    INFO(s.out);
+    CHECK(s.status == 0);
 }
 
 #if defined(PMC_EXAMPLE_PROFILER_PATH)
@@ -342,27 +440,27 @@ TEST_CASE("pmc-example-profiler under pmc emulate: every interval identical in 3
     const std::string dir = temp_dir();
     auto record = [&](const std::string& name, const std::string& args) {
         const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" +
-                                             pmc + "' emulate -- '" PMC_EXAMPLE_PROFILER_PATH "' --functions 60 " +
+                                             pmc_tool + "' emulate -- '" PMC_EXAMPLE_PROFILER_PATH "' --functions 60 " +
                                              args + " 2>&1");
         INFO(r.out);
         REQUIRE(r.status == 0);
         return "'" + dir + "/" + name + "'";
     };
     const std::string a = record("ex1.pmcprof", ""), b = record("ex2.pmcprof", ""), c = record("ex3.pmcprof", "");
-    const auto agg = pmc_test::run_command("'" + pmc + "' aggregate " + a + " " + b + " " + c);
+    const auto agg = pmc_test::run_command("'" + pmc_tool + "' aggregate " + a + " " + b + " " + c);
     INFO(agg.out);
     CHECK(agg.status == 0);
     CHECK_THAT(agg.out, ContainsSubstring("every interval has the same value in every run: deterministic"));
-    CHECK(pmc_test::run_command("'" + pmc + "' diff --fail-on-change " + a + " " + b).status == 0);
+    CHECK(pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change " + a + " " + b).status == 0);
     // The costliest path, the same on every run (the gate pmc critical --expect-path keeps).
     for (const auto& run : {a, b, c}) {
-        const auto cr = pmc_test::run_command("'" + pmc + "' critical --expect-path 'compile > optimize' " + run);
+        const auto cr = pmc_test::run_command("'" + pmc_tool + "' critical --expect-path 'compile > optimize' " + run);
         INFO(cr.out);
         CHECK(cr.status == 0);
         CHECK_THAT(cr.out, ContainsSubstring("path: compile > optimize"));
     }
     const std::string planted = record("explant.pmcprof", "--plant optimize");
-    const auto d = pmc_test::run_command("'" + pmc + "' diff --fail-on-change " + a + " " + planted + " 2>&1");
+    const auto d = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change " + a + " " + planted + " 2>&1");
     INFO(d.out);
     CHECK(d.status == 3);
     CHECK_THAT(d.out, ContainsSubstring("1 label changed"));
@@ -457,7 +555,7 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP sent to pmc emulate end the program as nat
         const std::string name = dir + "/signal-" + std::to_string(sig);
         const std::string ready = name + ".ready", profile = name + ".pmcprof";
         ::unlink(ready.c_str());
-        const pid_t pmc_pid = spawn("env PMC_PROFILE='" + profile + "' PMC_PROFILE_COUNTERS=instructions:u '" + pmc +
+        const pid_t pmc_pid = spawn("env PMC_PROFILE='" + profile + "' PMC_PROFILE_COUNTERS=instructions:u '" + pmc_tool +
                                         "' emulate -- '" + target + "' until-signal '" + ready + "'",
                                     name + ".out");
         INFO("signal " << sig << "; output: " << file_text(name + ".out"));
@@ -476,7 +574,7 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP sent to pmc emulate end the program as nat
         }
         CHECK(processes_naming(ready) == 0);
         // The profiler's handler ran on QEMU's signal stack and wrote both threads' scopes: the file reads whole.
-        const auto summary = pmc_test::run_command("'" + pmc + "' summarize '" + profile + "' 2>&1");
+        const auto summary = pmc_test::run_command("'" + pmc_tool + "' summarize '" + profile + "' 2>&1");
         INFO(summary.out);
         CHECK(summary.status == 0);
         CHECK_THAT(summary.out, ContainsSubstring("tick"));
@@ -490,7 +588,7 @@ TEST_CASE("pmc emulate killed itself (SIGKILL) takes QEMU and the program with i
     {
         const std::string ready = dir + "/killed.ready";
         ::unlink(ready.c_str());
-        const pid_t pmc_pid = spawn("'" + pmc + "' emulate -- '" + target + "' until-signal '" + ready + "'",
+        const pid_t pmc_pid = spawn("'" + pmc_tool + "' emulate -- '" + target + "' until-signal '" + ready + "'",
                                     dir + "/killed.out");
         const bool started = wait_for_file(ready, 120);
         if (!started) ::kill(pmc_pid, SIGKILL);
@@ -515,7 +613,7 @@ TEST_CASE("programs that run natively are named, failed execve attempts are not 
     // env tries each PATH directory (execvp): two attempts fail before the third starts the program. The same
     // processes as without the failing directories.
     auto processes = [&](const std::string& path) {
-        const auto r = pmc_test::run_command("'" + pmc + "' count --emulate -- sh -c \"env PATH=" + path +
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate -- sh -c \"env PATH=" + path +
                                              " env true\" 2>&1");
         INFO(r.out);
         CHECK(r.status == 0);
@@ -530,7 +628,7 @@ TEST_CASE("programs that run natively are named, failed execve attempts are not 
     std::string native = "env -i '" + target + "' loop 10";
     if (have_static) native += "; '" + dir + "/static'";
     for (const std::string tool : {"count --emulate", "emulate"}) {
-        const auto r = pmc_test::run_command("'" + pmc + "' " + tool + " -- sh -c \"" + native + "\" 2>&1");
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' " + tool + " -- sh -c \"" + native + "\" 2>&1");
         INFO(tool << "\n" << r.out);
         CHECK(r.status == 0);
         CHECK_THAT(r.out, ContainsSubstring(have_static ? "2 programs ran natively, outside the emulator"
@@ -599,7 +697,7 @@ TEST_CASE("one binary from paths of two lengths, with environments of other size
         for (const std::size_t extra : {1, 3000})
             for (const bool child : {false, true}) { // pmc emulate's own start, and a child the preload restarts
                 const std::string run = child ? "sh -c \"'" + path + "' stack\"" : "'" + path + "' stack";
-                const auto r = pmc_test::run_command("env PMC_TEST_EXTRA=" + std::string(extra, 'x') + " '" + pmc +
+                const auto r = pmc_test::run_command("env PMC_TEST_EXTRA=" + std::string(extra, 'x') + " '" + pmc_tool +
                                                      "' emulate -- " + run + " 2>&1");
                 INFO(path << ", " << extra << " more bytes of environment" << (child ? ", a child" : "") << "\n" << r.out);
                 REQUIRE(r.status == 0);
@@ -610,14 +708,14 @@ TEST_CASE("one binary from paths of two lengths, with environments of other size
     // The profiler's workflow: the two runs' profiles diff as unchanged.
     auto record = [&](const std::string& path, const std::string& name, std::size_t extra) {
         const auto r = pmc_test::run_command("env PMC_TEST_EXTRA=" + std::string(extra, 'x') + " PMC_PROFILE='" + dir +
-                                             "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" + pmc +
+                                             "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" + pmc_tool +
                                              "' emulate -- '" + path + "' profile 2>&1");
         INFO(r.out);
         REQUIRE(r.status == 0);
         return "'" + dir + "/" + name + "'";
     };
     const std::string a = record(short_path, "short.pmcprof", 1), b = record(long_path, "long.pmcprof", 2345);
-    const auto d = pmc_test::run_command("'" + pmc + "' diff --fail-on-change " + a + " " + b + " 2>&1");
+    const auto d = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change " + a + " " + b + " 2>&1");
     INFO(d.out);
     CHECK(d.status == 0);
 }
@@ -633,7 +731,7 @@ TEST_CASE("with no plugin-capable QEMU on PATH, pmc emulate takes the one script
     REQUIRE(pmc_test::run_command("mkdir -p '" + dir + "/qemu-1_9.9/bin' && ln -sf '" + path + "' '" + dir +
                                   "/qemu-1_9.9/bin/" + name + "'").status == 0);
     // PATH without QEMU (pmc and the command by their full paths).
-    const std::string run = "env -u PMC_QEMU PATH=/nonexistent '" + pmc + "' emulate -- '" + target + "' probe 2>&1";
+    const std::string run = "env -u PMC_QEMU PATH=/nonexistent '" + pmc_tool + "' emulate -- '" + target + "' probe 2>&1";
     const auto none = pmc_test::run_command("env PMC_QEMU_BUILD_CACHE='" + dir + "/empty' " + run);
     INFO(none.out);
     CHECK(none.status == 1);

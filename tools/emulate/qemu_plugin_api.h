@@ -58,6 +58,8 @@ void qemu_plugin_register_vcpu_exit_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_sim
 void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
 void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb* tb, qemu_plugin_vcpu_udata_cb_t cb,
                                           enum qemu_plugin_cb_flags flags, void* userdata);
+void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn* insn, qemu_plugin_vcpu_udata_cb_t cb,
+                                            enum qemu_plugin_cb_flags flags, void* userdata);
 void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_syscall_cb_t cb);
 void qemu_plugin_register_vcpu_syscall_ret_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_syscall_ret_cb_t cb);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void* userdata);
@@ -86,6 +88,8 @@ struct qemu_plugin_scoreboard* qemu_plugin_scoreboard_new(size_t element_size);
 void* qemu_plugin_scoreboard_find(struct qemu_plugin_scoreboard* score, unsigned int vcpu_index);
 void qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(struct qemu_plugin_tb* tb, enum qemu_plugin_op op,
                                                        qemu_plugin_u64 entry, uint64_t imm);
+void qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(struct qemu_plugin_insn* insn, enum qemu_plugin_op op,
+                                                         qemu_plugin_u64 entry, uint64_t imm);
 #endif
 
 } // extern "C"

@@ -57,6 +57,12 @@ struct ProfilerThread {
     /// run out, so the write happens in the same scope whatever the values recorded (their varints' lengths vary):
     /// under an exact counter, the write's instructions must not move between scopes when a value changes.
     std::uint32_t record_limit = 1;
+    /// Per counter, what the profiler's own work on this thread has counted so far (its page writes, label
+    /// interning, growing the nesting, pauses: see Uncounted), subtracted from every reading. Under an exact
+    /// counter, that work then adds to no interval, whatever it cost this time (a contended lock, a page whose
+    /// checksum covers more bytes, a file that had to grow): what remains is the few instructions around the two
+    /// readings, the same every time.
+    std::uint64_t skew[profile_format::max_counters] = {};
     /// Who may touch the page's written part: 0 nobody, 1 its thread writing it out and starting afresh, 2 another
     /// thread copying it (exit(), a fatal signal). The owner appends past `committed` in any state.
     std::atomic<std::uint32_t> page_state{0};
@@ -100,6 +106,28 @@ struct ProfilerThread {
         if (page) ::munmap(page, capacity + profile_format::page_header_bytes);
     }
 
+    /// The profiler's own work on this thread, from construction to destruction, left out of its readings: the
+    /// counters are read at both ends and the difference added to `skew`. Null: nothing to do (a thread that has
+    /// not recorded yet has no interval open to protect).
+    class Uncounted {
+    public:
+        explicit Uncounted(ProfilerThread* t) noexcept : t_(t) {
+            if (t_) t_->read_all(at_);
+        }
+        ~Uncounted() {
+            if (!t_) return;
+            std::uint64_t now[profile_format::max_counters];
+            t_->read_all(now);
+            for (std::size_t i = 0; i < t_->ncounters; ++i) t_->skew[i] += now[i] - at_[i];
+        }
+        Uncounted(const Uncounted&) = delete;
+        Uncounted& operator=(const Uncounted&) = delete;
+
+    private:
+        ProfilerThread* t_;
+        std::uint64_t at_[profile_format::max_counters];
+    };
+
     /// Opens an interval (`label`, `arg`: Label ids, 0 for none): its slot, then the start readings last (as close to
     /// the body as possible).
     BOOST_FORCEINLINE std::uint32_t push(std::uint32_t label, std::uint32_t arg) noexcept {
@@ -122,6 +150,7 @@ struct ProfilerThread {
     /// the first 64). Out of memory: the thread stops recording (broken: zeros) and reuses the top slot rather than
     /// throw from a scope.
     BOOST_NOINLINE void grow() noexcept {
+        Uncounted own_work(this);
         const std::uint32_t want = 2 * open_capacity;
         OpenInterval* bigger = want > open_capacity ? new (std::nothrow) OpenInterval[want] : nullptr;
         if (!bigger) {
@@ -154,11 +183,11 @@ struct ProfilerThread {
         depth = at;
         if (BOOST_UNLIKELY(ended_slots != 0)) drop_ended();
         unsigned char* const p0 = reserve(max_record);
-        unsigned char* p = pf::put_varint(p0, pf::record_head(pf::RecordKind::interval, o.arg != 0, o.label));
-        p = pf::put_varint(p, at);
-        if (o.arg) p = pf::put_varint(p, o.arg);
-        // The readings at a cost that does not depend on them (put_varint_fixed_cost): a child's value must not
-        // change what recording it costs its parent.
+        // Every field at a cost that does not depend on its value: label ids follow the order threads interned
+        // them in, which changes from run to run; a child's value must not change what recording it costs its parent.
+        unsigned char* p = pf::put_varint_fixed_cost(p0, pf::record_head(pf::RecordKind::interval, o.arg != 0, o.label));
+        p = pf::put_varint_fixed_cost(p, at);
+        if (o.arg) p = pf::put_varint_fixed_cost(p, o.arg);
         if (BOOST_LIKELY(ncounters == 1)) { // the usual case: no loop
             p = pf::put_varint_fixed_cost(p, stop[0] - last[0]);
             p = pf::put_varint_fixed_cost(p, stop[0] - o.start[0]);
@@ -179,10 +208,10 @@ struct ProfilerThread {
                                        std::uint64_t now, std::uint64_t value) noexcept {
         namespace pf = profile_format;
         unsigned char* const p0 = reserve(max_record);
-        unsigned char* p = pf::put_varint(p0, pf::record_head(kind, arg != 0, label));
-        p = pf::put_varint(p, depth);
-        if (arg) p = pf::put_varint(p, arg);
-        p = pf::put_varint_fixed_cost(p, now - last[0]); // (as in record_interval: a cost the value does not change)
+        unsigned char* p = pf::put_varint_fixed_cost(p0, pf::record_head(kind, arg != 0, label)); // (as in
+        p = pf::put_varint_fixed_cost(p, depth);                                                 // record_interval)
+        if (arg) p = pf::put_varint_fixed_cost(p, arg);
+        p = pf::put_varint_fixed_cost(p, now - last[0]);
         last[0] = now;
         if (kind == pf::RecordKind::integer) p = pf::put_varint_fixed_cost(p, value);
         commit(static_cast<std::uint32_t>(p - p0));
@@ -234,13 +263,24 @@ struct ProfilerThread {
         record_mismatch(label, stop[0]);
     }
 
+    /// Profiler::end_to: ends the intervals open above `target`, innermost first, at one reading.
+    BOOST_NOINLINE void end_to(std::uint32_t target) noexcept {
+        if (depth <= target) return;
+        std::uint64_t stop[profile_format::max_counters];
+        read_all(stop);
+        while (depth > target) {
+            if (open[depth - 1].ended) drop_ended(); // already reported: nothing to record
+            else record_interval(depth - 1, stop);
+        }
+    }
+
     /// The primary counter alone (one counter recorded).
     BOOST_FORCEINLINE std::uint64_t read_primary() noexcept {
         if (BOOST_UNLIKELY(broken)) return 0;
 #if !defined(BOOST_NO_EXCEPTIONS)
         try {
 #endif
-            return primary->read();
+            return primary->read() - skew[0];
 #if !defined(BOOST_NO_EXCEPTIONS)
         } catch (...) { // as in read_all
             broken = true;
@@ -258,11 +298,12 @@ struct ProfilerThread {
         try {
 #endif
             if (BOOST_LIKELY(ncounters == 1)) {
-                out[0] = primary->read();
+                out[0] = primary->read() - skew[0];
                 return;
             }
             read_rest(out);
             out[0] = primary->read();
+            for (std::size_t i = 0; i < ncounters; ++i) out[i] -= skew[i];
 #if !defined(BOOST_NO_EXCEPTIONS)
         } catch (...) { // a read in a fork() child, or read() failing: stop recording on this thread
             broken = true;
@@ -282,7 +323,7 @@ struct ProfilerThread {
         const std::uint64_t c = committed.load(std::memory_order_relaxed);
         // (record_limit records of at most max_record bytes fit; the byte check is for a larger `bytes`.)
         if (BOOST_UNLIKELY((c >> 32) >= record_limit || static_cast<std::uint32_t>(c) + bytes > capacity)) {
-            flush();
+            flush_uncounted();
             return page + profile_format::page_header_bytes;
         }
         return page + profile_format::page_header_bytes + static_cast<std::uint32_t>(c);
@@ -295,6 +336,12 @@ struct ProfilerThread {
     /// Writes the page (and, on the thread itself, its thread page with its counters' times).
     /// `ended`: the thread's last (its exit, the profiler's close).
     inline void flush(bool on_own_thread = true, bool ended = false) noexcept; // defined after ProfilerShared
+    /// flush() from the recording path: its cost (a checksum over the page's bytes, a system call, a wait for
+    /// exit()'s copy) left out of the readings.
+    BOOST_NOINLINE void flush_uncounted() noexcept {
+        Uncounted own_work(this);
+        flush();
+    }
     std::atomic<std::uint32_t> sequence_seen{0}; ///< `sequence` for other threads (exit(): a page being written)
     std::atomic<std::uint32_t> exit_pages{0};    ///< events pages as exit()'s flush counted them
 
