@@ -22,7 +22,9 @@
 //
 // The Profiler must outlive every scope and every thread's recording: destroy it after joining its threads. A
 // profiler that is off (from_env without PMC_PROFILE) costs a predictable branch per event. A fork() child records
-// nothing into the parent's file (its counters count the parent's threads, and its pages would clash).
+// nothing into the parent's file (its counters count the parent's threads, and its pages would clash), holds none of
+// its parent's locks or files, and never waits on the parent's recording at its exit. A static Profiler destroyed by
+// exit() while threads still record ends the file as exit() does (docs/profiling.md, "Process shapes").
 //
 // This header reads top down: the API (Label, ProfilerOptions, Profiler, ProfilerScope, LabelCache), then, past the
 // banner "implementation", the definitions of its members. The internals they use are in detail/:

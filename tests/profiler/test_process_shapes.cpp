@@ -85,16 +85,22 @@ TEST_CASE("process shapes: a fork() child (no exec) of a threaded profiled progr
     std::vector<std::thread> workers;
     for (int k = 0; k < 2; ++k) // labels: the lock, and a strings page written under it
         workers.emplace_back([&, k] {
-            for (unsigned i = 0; !stop.load(std::memory_order_relaxed); ++i)
+            for (unsigned i = 0; !stop.load(std::memory_order_relaxed); ++i) {
                 (void)prof->label("l" + std::to_string(k) + "." + std::to_string(i % 3000));
+                if (i % 32 == 0) ::usleep(50); // (busy threads on a small machine starve the children)
+            }
         });
     workers.emplace_back([&] { // threads registering (the lock) and ending (their exit hook takes it)
-        while (!stop.load(std::memory_order_relaxed)) std::thread([&] { auto s = prof->scope(a); }).join();
+        while (!stop.load(std::memory_order_relaxed)) {
+            std::thread([&] { auto s = prof->scope(a); }).join();
+            ::usleep(20);
+        }
     });
     workers.emplace_back([&] { // pages written, and flushes
         for (unsigned i = 0; !stop.load(std::memory_order_relaxed); ++i) {
             auto s = prof->scope(a);
             if (i % 64 == 0) prof->flush();
+            if (i % 4096 == 0) ::usleep(50);
         }
     });
     { auto s = prof->scope(a); } // this thread is registered too: its exit hook runs in every child
@@ -169,39 +175,48 @@ TEST_CASE("process shapes: SIGTERM while a thread writes its own pages, 300 runs
     int lost = 0, reported = 0, wrong_end = 0, not_signalled = 0;
     std::string first_loss;
     const std::size_t runs = 300 / pmc_test::one_in_sanitized(3); // sanitized: 100
-    for (std::size_t run = 0; run < runs; ++run) {
-        const std::string path = dir.file("term" + std::to_string(run) + ".pmcprof");
-        *progress = 0;
-        const bool to_worker = run % 4 != 3;
-        std::fflush(nullptr); // (a child's exit would write this process's buffered output again)
-        const pid_t kid = ::fork();
-        REQUIRE(kid >= 0);
-        if (kid == 0) sigterm_while_writing(path, progress, static_cast<long>((run * 137) % 1500), to_worker);
-        int status = 0;
-        REQUIRE(wait_bounded(kid, status, 20.0) == 0);
-        if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)) ++not_signalled;
-        const std::uint64_t committed = __atomic_load_n(progress, __ATOMIC_ACQUIRE);
-        auto p = pmc::read_profile(path);
-        REQUIRE(p.ok());
-        if (p->ended_by() != "signal 15") ++wrong_end;
-        if (!p->problems.empty()) { // a loss said is a loss the tools report (exit status 2)
-            ++reported;
-            continue;
+    constexpr std::size_t batch = 4; // children at a time (each mostly waits: its start, its delay, its files)
+    for (std::size_t first = 0; first < runs; first += batch) {
+        pid_t kids[batch] = {};
+        for (std::size_t run = first; run < first + batch && run < runs; ++run) {
+            const std::string path = dir.file("term" + std::to_string(run) + ".pmcprof");
+            progress[run % batch] = 0;
+            std::fflush(nullptr); // (a child's exit would write this process's buffered output again)
+            kids[run % batch] = ::fork();
+            REQUIRE(kids[run % batch] >= 0);
+            if (kids[run % batch] == 0)
+                sigterm_while_writing(path, &progress[run % batch], static_cast<long>((run * 137) % 1500),
+                                      run % 4 != 3);
         }
-        std::vector<std::uint64_t> values;
-        for (auto& v : integers_of(*p))
-            if (!v.empty()) values = v;
-        // Every committed record (one more when the signal came between its commit and `progress`), in order. Sent
-        // to the process, the signal may be taken by main while the worker goes on recording until the end (what it
-        // records after the ending froze the file is not written): then the file holds a prefix.
-        const bool short_ok = !to_worker;
-        if (!consecutive(values) || (values.size() < committed && !short_ok) || values.size() > committed + 1) {
-            if (first_loss.empty())
-                first_loss = "run " + std::to_string(run) + ": committed " + std::to_string(committed) +
-                             ", in the file " + std::to_string(values.size()) + (consecutive(values) ? "" : " (a gap)");
-            ++lost;
+        for (std::size_t run = first; run < first + batch && run < runs; ++run) {
+            const std::string path = dir.file("term" + std::to_string(run) + ".pmcprof");
+            const bool to_worker = run % 4 != 3;
+            int status = 0;
+            REQUIRE(wait_bounded(kids[run % batch], status, 20.0) == 0);
+            if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)) ++not_signalled;
+            const std::uint64_t committed = __atomic_load_n(&progress[run % batch], __ATOMIC_ACQUIRE);
+            auto p = pmc::read_profile(path);
+            REQUIRE(p.ok());
+            if (p->ended_by() != "signal 15") ++wrong_end;
+            if (!p->problems.empty()) { // a loss said is a loss the tools report (exit status 2)
+                ++reported;
+                continue;
+            }
+            std::vector<std::uint64_t> values;
+            for (auto& v : integers_of(*p))
+                if (!v.empty()) values = v;
+            // Every committed record (one more when the signal came between its commit and `progress`), in order.
+            // Sent to the process, the signal may be taken by main while the worker goes on recording until the end
+            // (what it records after the ending froze the file is not written): then the file holds a prefix.
+            if (!consecutive(values) || (values.size() < committed && to_worker) || values.size() > committed + 1) {
+                if (first_loss.empty())
+                    first_loss = "run " + std::to_string(run) + ": committed " + std::to_string(committed) +
+                                 ", in the file " + std::to_string(values.size()) +
+                                 (consecutive(values) ? "" : " (a gap)");
+                ++lost;
+            }
+            ::unlink(path.c_str());
         }
-        ::unlink(path.c_str());
     }
     ::munmap(progress, 4096);
     INFO("first silent loss: " << first_loss);
@@ -246,28 +261,34 @@ TEST_CASE("process shapes: a static Profiler destroyed by exit() while three thr
     calibrate_wall_time();
     int bad = 0, gaps = 0, tool_failures = 0;
     std::string first_problem;
-    for (int run = 0; run < 40; ++run) {
-        const std::string path = dir.file("static" + std::to_string(run) + ".pmcprof");
-        std::fflush(nullptr);
-        const pid_t kid = ::fork();
-        REQUIRE(kid >= 0);
-        if (kid == 0) static_profiler_exit(path);
-        int status = 0;
-        REQUIRE(wait_bounded(kid, status, 20.0) == 0);
-        CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-        auto p = pmc::read_profile(path);
-        REQUIRE(p.ok());
-        if (!p->problems.empty()) {
-            ++bad;
-            if (first_problem.empty()) first_problem = p->problems.front();
+    constexpr int batch = 4;
+    for (int first = 0; first < 40; first += batch) {
+        pid_t kids[batch] = {};
+        for (int run = first; run < first + batch; ++run) {
+            std::fflush(nullptr);
+            kids[run - first] = ::fork();
+            REQUIRE(kids[run - first] >= 0);
+            if (kids[run - first] == 0) static_profiler_exit(dir.file("static" + std::to_string(run) + ".pmcprof"));
         }
-        for (const auto& v : integers_of(*p))
-            if (!consecutive(v)) ++gaps;
-        if (run % 10 == 0) { // the tools too (a few: each is a process)
-            auto r = pmc_test::run_command(std::string(PMC_TOOL_PATH) + " summarize " + path + " >/dev/null 2>&1");
-            if (r.status != 0) ++tool_failures;
+        for (int run = first; run < first + batch; ++run) {
+            const std::string path = dir.file("static" + std::to_string(run) + ".pmcprof");
+            int status = 0;
+            REQUIRE(wait_bounded(kids[run - first], status, 20.0) == 0);
+            CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+            auto p = pmc::read_profile(path);
+            REQUIRE(p.ok());
+            if (!p->problems.empty()) {
+                ++bad;
+                if (first_problem.empty()) first_problem = p->problems.front();
+            }
+            for (const auto& v : integers_of(*p))
+                if (!consecutive(v)) ++gaps;
+            if (run % 10 == 0) { // the tools too (a few: each is a process)
+                auto r = pmc_test::run_command(std::string(PMC_TOOL_PATH) + " summarize " + path + " >/dev/null 2>&1");
+                if (r.status != 0) ++tool_failures;
+            }
+            ::unlink(path.c_str());
         }
-        ::unlink(path.c_str());
     }
     INFO("first problem: " << first_problem);
     CHECK(bad == 0);
