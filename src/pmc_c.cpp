@@ -34,6 +34,8 @@ struct pmc_profiler {
     pmc::Profiler profiler;
     std::uint64_t serial = 0;           ///< tells this profiler's per-thread nesting from a closed one's
     std::mutex names_mutex;             ///< names: written when a label is interned, read for error messages
+    std::uint32_t forks = 0;            ///< pmc::detail::profiler_forks at its start: another value in a fork() child,
+                                        ///< where names_mutex may be held for ever by a thread that was not copied
     std::vector<std::string> names;     ///< by label id (interned through this API)
 };
 
@@ -76,6 +78,7 @@ pmc_profiler* make_profiler(pmc::Profiler p) {
     auto* out = new pmc_profiler;
     out->profiler = std::move(p);
     out->serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+    out->forks = pmc::detail::profiler_forks.load(std::memory_order_relaxed);
     return out;
 }
 
@@ -105,8 +108,13 @@ OpenLabels& open_labels(const pmc_profiler* p) {
     return *(open_cache = open_all.back().get());
 }
 
+bool in_fork_child(const pmc_profiler* p) noexcept {
+    return pmc::detail::profiler_forks.load(std::memory_order_relaxed) != p->forks;
+}
+
 std::string label_name(pmc_profiler* p, pmc_label label) {
     if (label == 0) return "none (0)";
+    if (in_fork_child(p)) return "label " + std::to_string(label); // (names_mutex may be held for ever there)
     std::lock_guard<std::mutex> lock(p->names_mutex);
     if (label < p->names.size() && !p->names[label].empty()) return "'" + p->names[label] + "'";
     return "label " + std::to_string(label);
@@ -256,6 +264,7 @@ pmc_label pmc_profiler_label_n(pmc_profiler* profiler, const char* name, size_t 
         const pmc::ProfilerPause own_work = profiler->profiler.pause();
         const std::string_view text(name, length);
         const pmc_label id = profiler->profiler.label(text).id;
+        if (in_fork_child(profiler)) return id; // its names are for messages: not worth a hang
         std::lock_guard<std::mutex> lock(profiler->names_mutex);
         if (profiler->names.size() <= id) profiler->names.resize(id + 1);
         if (profiler->names[id].empty()) profiler->names[id] = std::string(text);

@@ -22,7 +22,9 @@
 //
 // The Profiler must outlive every scope and every thread's recording: destroy it after joining its threads. A
 // profiler that is off (from_env without PMC_PROFILE) costs a predictable branch per event. A fork() child records
-// nothing into the parent's file (its counters count the parent's threads, and its pages would clash).
+// nothing into the parent's file (its counters count the parent's threads, and its pages would clash), holds none of
+// its parent's locks or files, and never waits on the parent's recording at its exit. A static Profiler destroyed by
+// exit() while threads still record ends the file as exit() does (docs/profiling.md, "Process shapes").
 //
 // This header reads top down: the API (Label, ProfilerOptions, Profiler, ProfilerScope, ProfilerPause, LabelCache,
 // KeyedLabelCache), then, past the banner "implementation", the definitions of its members. The internals they use
@@ -774,10 +776,7 @@ inline void Profiler::start(ProfilerOptions o, std::vector<std::string> warnings
     std::vector<std::array<double, 2>> cost(s->ncounters, {0.0, 0.0});
     if (o.measure_cost) cost = measure_cost(*t);
     write_header(o, warnings, flags, cost, *t);
-    for (auto& slot : detail::live_profilers()) {
-        detail::ProfilerShared* expected = nullptr;
-        if (slot.compare_exchange_strong(expected, s.get())) break;
-    }
+    detail::add_live_profiler(s.get());
     detail::install_profiler_handlers_once(o.flush_on_fatal_signals);
 }
 
@@ -930,18 +929,32 @@ inline Profiler& Profiler::operator=(Profiler&& o) noexcept {
 inline void Profiler::close() noexcept {
     if (!shared_) return;
     auto& s = *shared_;
-    for (auto& slot : detail::live_profilers()) {
-        detail::ProfilerShared* expected = &s;
-        slot.compare_exchange_strong(expected, nullptr);
+    detail::remove_live_profiler(&s);
+    if (::getpid() != s.pid) { // a fork() child: nothing of its parent's recording is its to write, flush or lock
+        if (s.fd >= 0) ::close(s.fd); // (its copy; fork's handler closed it already, if it ran)
+        s.fd = -1;
+        if (detail::profiler_tls.generation == s.generation) detail::profiler_tls = {};
+        shared_.reset();
+        return;
     }
+    bool others_recording = false;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
-        for (auto& t : s.threads) t->flush(t->tid == me, true);
-        if (!s.frozen.load()) // (after exit()'s end record, nothing more is written)
-            s.write_end_record(profile_format::EndHow::closed, 0, [](detail::ProfilerThread& t) {
-            return std::pair<std::uint32_t, std::uint32_t>{t.sequence, t.thread_pages.load()};
-        });
+        for (auto& t : s.threads)
+            others_recording = others_recording || (t->tid != me && !t->discard.load(std::memory_order_relaxed));
+        if (others_recording) {
+            // Threads that have not ended may still be recording (a static Profiler destroyed by exit() while
+            // threads run): their pages are copied as committed, never reset under them, as at exit(); what they
+            // record from now on is not written (the file is frozen), and the end record counts what was.
+            (void)s.end_while_recording(profile_format::EndHow::closed, 0);
+        } else {
+            for (auto& t : s.threads) t->flush(t->tid == me, true);
+            if (!s.frozen.load()) // (after exit()'s end record, nothing more is written)
+                s.write_end_record(profile_format::EndHow::closed, 0, [](detail::ProfilerThread& t) {
+                return std::pair<std::uint32_t, std::uint32_t>{t.sequence, t.thread_pages.load()};
+            });
+        }
         s.closed.store(true, std::memory_order_release);
         if (s.write_errors.load() > 0)
             std::fprintf(stderr, "pmc profiler: %llu page(s) could not be written to %s (%s): the profile is "
@@ -949,11 +962,17 @@ inline void Profiler::close() noexcept {
                          static_cast<unsigned long long>(s.write_errors.load()), s.path.c_str(),
                          std::strerror(s.last_errno.load()));
         s.release_preallocation();
-        ::close(s.fd);
-        s.fd = -1;
+        // Not while an append may still be under way (one that outlasted the ending's wait): its descriptor's number
+        // could be reused by then. The frozen file takes no new ones.
+        if (!others_recording || s.writers.load() == 0) {
+            ::close(s.fd);
+            s.fd = -1;
+        }
     }
     if (detail::profiler_tls.generation == s.generation) detail::profiler_tls = {};
-    shared_.reset();
+    // Threads still recording read shared_ (scope(), local()): left for the destructor's release, never nulled
+    // under them. Their states stay alive (each thread's exit hook holds the shared state).
+    if (!others_recording) shared_.reset();
 }
 
 // ---- for tests -------------------------------------------------------------------------------------------------

@@ -2,14 +2,18 @@
 // pmc/detail/profiler_exit.hpp: how a pmc::Profiler's data gets out when recording ends without its close: at a
 // thread's exit (a thread_local's destructor writes the thread's last page and closes its counters), at exit() (an
 // atexit handler) and at the fatal signals left at their default (a handler that writes every live profiler's
-// committed events, then lets the signal end the process as it would have).
+// committed events, then lets the signal end the process as it would have); and fork(): a child that does not
+// exec inherits every profiler's lock consistent and unlocked (pthread_atfork), holds none of its parent's files, and
+// never writes, flushes or waits on its parent's recording (docs/profiling.md, "Process shapes").
 #pragma once
 
 #include <pmc/config.hpp>
 #include <pmc/detail/profiler_shared.hpp>
 #include <pmc/detail/profiler_thread.hpp>
 
+#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -29,6 +33,61 @@ namespace detail {
 inline std::array<std::atomic<ProfilerShared*>, 16>& live_profilers() {
     static std::array<std::atomic<ProfilerShared*>, 16> slots{};
     return slots;
+}
+
+/// Guards adding and removing live profilers against fork()'s handlers below (which lock each one's mutex): never
+/// taken while a profiler's own mutex is held. The signal handler does not take it.
+inline std::mutex& live_profilers_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+inline void add_live_profiler(ProfilerShared* s) {
+    std::lock_guard<std::mutex> lock(live_profilers_mutex());
+    for (auto& slot : live_profilers()) {
+        ProfilerShared* expected = nullptr;
+        if (slot.compare_exchange_strong(expected, s)) break;
+    }
+}
+
+inline void remove_live_profiler(ProfilerShared* s) noexcept {
+    std::lock_guard<std::mutex> lock(live_profilers_mutex());
+    for (auto& slot : live_profilers()) {
+        ProfilerShared* expected = s;
+        slot.compare_exchange_strong(expected, nullptr);
+    }
+}
+
+/// fork() in a threaded program: the child has one thread, and a lock another thread held at the fork stays held
+/// there for ever. Before the fork every live profiler's lock is taken (waiting for a label() or a thread's
+/// registration under way: short, no lock is taken under it), so the child gets their data consistent; after it,
+/// parent and child release them. The child also closes its copies of the profiles' descriptors: it never holds
+/// its parent's file (nor, through it, the file's lock) and never writes into it.
+inline void profiler_fork_prepare() noexcept {
+    live_profilers_mutex().lock();
+    for (auto& slot : live_profilers())
+        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->mutex.lock();
+}
+inline void profiler_fork_parent() noexcept {
+    for (auto& slot : live_profilers())
+        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->mutex.unlock();
+    live_profilers_mutex().unlock();
+}
+/// fork() children this process descends from, as far as fork's handler saw (a lock of the C API, held by another
+/// thread at a fork, is left alone in the child: src/pmc_c.cpp).
+inline std::atomic<std::uint32_t> profiler_forks{0};
+
+inline void profiler_fork_child() noexcept {
+    profiler_forks.fetch_add(1, std::memory_order_relaxed);
+    for (auto& slot : live_profilers())
+        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) {
+            if (s->fd >= 0 && s->pid != ::getpid()) {
+                ::close(s->fd);
+                s->fd = -1;
+            }
+            s->mutex.unlock();
+        }
+    live_profilers_mutex().unlock();
 }
 
 inline void flush_live_profilers(int signal) noexcept {
@@ -57,7 +116,10 @@ extern "C" inline PMC_DETAIL_SIGNAL_HANDLER void pmc_profiler_on_signal(int sig)
 
 inline void install_profiler_handlers_once(bool signals) {
     static std::once_flag exit_once;
-    std::call_once(exit_once, [] { std::atexit([] { flush_live_profilers(0); }); });
+    std::call_once(exit_once, [] {
+        std::atexit([] { flush_live_profilers(0); });
+        ::pthread_atfork(profiler_fork_prepare, profiler_fork_parent, profiler_fork_child);
+    });
     if (!signals) return;
     // At every profiler's start: a signal reset to its default since (or in a fork() child) is covered again.
     for (int sig : profiler_signals) {
@@ -86,6 +148,11 @@ struct ProfilerThreadExit {
     ~ProfilerThreadExit() {
         profiler_thread_ended = true;
         for (auto& [shared, t] : entries) {
+            if (::getpid() != shared->pid) { // a fork() child: its parent's recording is not its to end (no lock)
+                t->broken = true;
+                t->discard = true;
+                continue;
+            }
             std::lock_guard<std::mutex> lock(shared->mutex);
             if (shared->closed.load(std::memory_order_relaxed)) continue;
             t->flush(true, true);

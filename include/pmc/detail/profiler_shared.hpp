@@ -36,6 +36,17 @@
 PMC_BEGIN_NAMESPACE
 namespace detail {
 
+/// Appends (WriteGuards) under way on this thread: a fatal signal's handler, taken in the middle of one, does not
+/// wait for its own thread's append to finish (it never will: the handler ends the process).
+inline thread_local std::uint32_t profiler_appends_here = 0;
+
+/// Nanoseconds since `start` (CLOCK_MONOTONIC). Async-signal-safe.
+inline long profiler_elapsed_ns(const timespec& start) noexcept {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec);
+}
+
 /// What every thread of one profiler shares.
 struct ProfilerShared {
     int fd = -1;
@@ -77,6 +88,7 @@ struct ProfilerShared {
     /// exit() or a fatal signal is writing the end: no other append (see WriteGuard); `ended` once it has.
     std::atomic<bool> frozen{false}, ended{false};
     std::atomic<bool> ending{false}; ///< claimed by the first exit()/signal flush
+    std::atomic<pid_t> ending_tid{0}; ///< the thread that claimed it
 
     /// Decides whether to preallocate: on a regular file outside tmpfs (where fallocate takes memory and saves
     /// nothing: measured slower).
@@ -109,10 +121,16 @@ struct ProfilerShared {
             }
             s = &shared;
             allowed = true;
+            ++profiler_appends_here; // after counting in: never more than this thread's share of `writers`
+            std::atomic_signal_fence(std::memory_order_seq_cst);
             if (shared.prealloc_chunk != 0) shared.preallocate(bytes);
         }
         ~WriteGuard() {
-            if (s) s->writers.fetch_sub(1, std::memory_order_release);
+            if (!s) return;
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            --profiler_appends_here; // before counting out
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            s->writers.fetch_sub(1, std::memory_order_release);
         }
         WriteGuard(const WriteGuard&) = delete;
         WriteGuard& operator=(const WriteGuard&) = delete;
@@ -141,21 +159,27 @@ struct ProfilerShared {
         if (prealloc_chunk == 0 || ::getpid() != pid) return;
         bool expected = false;
         if (!releasing.compare_exchange_strong(expected, true, std::memory_order_seq_cst)) return; // under way
-        timespec start{}, now{};
-        ::clock_gettime(CLOCK_MONOTONIC, &start);
-        while (writers.load(std::memory_order_seq_cst) != 0) {
-            ::clock_gettime(CLOCK_MONOTONIC, &now);
-            if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 20000000L) {
-                releasing.store(false, std::memory_order_release); // (an append interrupted by this signal)
-                return;
-            }
-            ::sched_yield();
+        if (!wait_for_writers(20000000L)) {
+            releasing.store(false, std::memory_order_release);
+            return;
         }
         allocated.store(prealloc_off, std::memory_order_relaxed);
         struct stat st {};
         if (preallocated.exchange(false, std::memory_order_relaxed) && ::fstat(fd, &st) == 0)
             (void)!::ftruncate(fd, st.st_size);
         releasing.store(false, std::memory_order_release);
+    }
+
+    /// Waits, at most `ns`, until no other thread is appending (an append on this thread, interrupted by the signal
+    /// being handled, never finishes: not waited for). Async-signal-safe.
+    bool wait_for_writers(long ns) noexcept {
+        timespec start{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (writers.load(std::memory_order_seq_cst) > profiler_appends_here) {
+            if (profiler_elapsed_ns(start) > ns) return false;
+            ::sched_yield();
+        }
+        return true;
     }
 
     /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole).
@@ -274,23 +298,34 @@ struct ProfilerShared {
     /// exit() or a fatal signal (`signal`, 0 for exit()): writes every thread's committed events, then the calling
     /// thread's thread page with its counters' times and open intervals as of now, then the end record, and gives
     /// back the preallocated blocks. Other threads' times and open intervals stay as of their last thread page
-    /// (their thread pages are theirs to write). A page its thread is writing out is not copied (that thread
-    /// writes it whole). Async-signal-safe.
+    /// (their thread pages are theirs to write). A page another thread is writing out is not copied (that thread
+    /// writes it whole); the calling thread's own page, interrupted while being written, is (see flush_committed).
+    /// A fork() child does nothing. Async-signal-safe.
     void flush_all_committed(int signal) noexcept {
-        if (closed.load(std::memory_order_acquire) || ::getpid() != pid) return;
-        bool first = false;
-        if (!ending.compare_exchange_strong(first, true)) return; // a second exit() or a signal during it
+        end_while_recording(signal ? profile_format::EndHow::signal : profile_format::EndHow::exit, signal);
+    }
+
+    /// flush_all_committed, for `how` (also Profiler::close while other threads still record: a static Profiler
+    /// destroyed by exit()). Returns false when another ending had been claimed (and has finished, or did not in 2 s).
+    bool end_while_recording(profile_format::EndHow how, int signal) noexcept {
+        if (closed.load(std::memory_order_acquire) || ::getpid() != pid) return false;
         const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
-        // No other append from now on; the ones under way finish first (bounded: a writer interrupted by this
-        // very signal never will).
-        frozen.store(true, std::memory_order_seq_cst);
-        timespec start{}, now{};
-        ::clock_gettime(CLOCK_MONOTONIC, &start);
-        while (writers.load(std::memory_order_seq_cst) != 0) {
-            ::clock_gettime(CLOCK_MONOTONIC, &now);
-            if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 100000000L) break;
-            ::sched_yield();
+        bool first = false;
+        if (!ending.compare_exchange_strong(first, true)) {
+            // A second exit() or a signal during it. On another thread: let it finish (bounded) before the caller
+            // goes on to end the process (a fatal signal re-raised now would cut its end record off).
+            timespec start{};
+            ::clock_gettime(CLOCK_MONOTONIC, &start);
+            while (ending_tid.load(std::memory_order_acquire) != me && !ended.load(std::memory_order_acquire) &&
+                   profiler_elapsed_ns(start) < 2000000000L)
+                ::sched_yield();
+            return false;
         }
+        ending_tid.store(me, std::memory_order_release);
+        // No other append from now on; the ones under way finish first (bounded; this thread's own, interrupted by
+        // this very signal, never will: not waited for).
+        frozen.store(true, std::memory_order_seq_cst);
+        (void)wait_for_writers(100000000L);
         for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire)) {
             if (t->discard.load(std::memory_order_relaxed)) {
                 t->exit_pages.store(t->sequence_seen.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -303,40 +338,48 @@ struct ProfilerShared {
             // or was using the thread page when the signal came.
             if (own && !t->broken && t->info_buf && !t->info_busy.load(std::memory_order_relaxed)) {
                 t->read_times();
-                write_raw(t->info_buf.get(), t->finish_info_page(false, pages));
+                write_raw(t->info_buf.get(),
+                          t->finish_info_page(how == profile_format::EndHow::closed, pages));
                 t->thread_pages.fetch_add(1, std::memory_order_relaxed);
             }
         }
-        write_end_record(signal ? profile_format::EndHow::signal : profile_format::EndHow::exit,
-                         static_cast<std::uint32_t>(signal), [](ProfilerThread& t) {
-                             return std::pair<std::uint32_t, std::uint32_t>{
-                                 t.exit_pages.load(std::memory_order_relaxed),
-                                 t.thread_pages.load(std::memory_order_relaxed)};
-                         });
+        write_end_record(how, static_cast<std::uint32_t>(signal), [](ProfilerThread& t) {
+            return std::pair<std::uint32_t, std::uint32_t>{t.exit_pages.load(std::memory_order_relaxed),
+                                                           t.thread_pages.load(std::memory_order_relaxed)};
+        });
         ended.store(true, std::memory_order_release);
         release_preallocation();
+        return true;
     }
 
     /// Writes a thread's committed events as its current page, without resetting it: if the thread goes on to
     /// write the page itself, readers keep the longer copy (same page number). Claims the page first (page_state
-    /// 2), waiting a bounded time while its thread is writing it out; never waits on the calling thread itself
-    /// (a signal that came while it was writing). Returns the thread's events pages written, this one included.
+    /// 2), waiting a bounded time while its thread is writing it out. On the calling thread itself (`own`: a fatal
+    /// signal that came while it was writing its page, page_state 1) it writes the page as it stands: its own write
+    /// will never finish. ProfilerThread::flush empties `committed` before it advances `sequence_seen`, so either
+    /// the page is still there under its number (written again if its writev was done: readers keep one copy of a
+    /// number) or it is gone and counted. Returns the thread's events pages written, this one included.
     std::uint32_t flush_committed(ProfilerThread& t, bool own) noexcept {
         std::uint32_t expected = 0;
-        timespec start{}, now{};
+        timespec start{};
         ::clock_gettime(CLOCK_MONOTONIC, &start);
+        bool claimed = true;
         while (!t.page_state.compare_exchange_strong(expected, 2, std::memory_order_acquire)) {
+            if (own && expected == 1) { // interrupted in its own flush: nobody else touches the page now
+                claimed = false;
+                break;
+            }
             expected = 0;
-            ::clock_gettime(CLOCK_MONOTONIC, &now);
-            if (own || (now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 100000000L) {
+            if (own || profiler_elapsed_ns(start) > 100000000L) {
                 write_errors.fetch_add(1, std::memory_order_relaxed); // its page is its thread's to write
                 return t.sequence_seen.load(std::memory_order_relaxed);
             }
             ::sched_yield();
         }
+        const std::uint32_t seq = claimed ? t.sequence : t.sequence_seen.load(std::memory_order_relaxed);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
         const std::uint64_t c = t.committed.load(std::memory_order_acquire);
         const auto used = static_cast<std::uint32_t>(c);
-        const std::uint32_t seq = t.sequence;
         if (used > 0) {
             // The header goes into a copy: the page's own header space is its thread's.
             unsigned char header[profile_format::page_header_bytes];
@@ -350,7 +393,7 @@ struct ProfilerShared {
             while (got < 0 && errno == EINTR);
             if (got != static_cast<ssize_t>(want)) write_errors.fetch_add(1, std::memory_order_relaxed);
         }
-        t.page_state.store(0, std::memory_order_release);
+        if (claimed) t.page_state.store(0, std::memory_order_release);
         return seq + (used > 0 ? 1 : 0);
     }
 };
@@ -406,9 +449,12 @@ inline void ProfilerThread::flush(bool on_own_thread, bool ended) noexcept {
         return;
     }
     if (n > 0 && busy) thread_pages.fetch_add(1, std::memory_order_relaxed); // its thread page went out
+    // Emptied before the number advances (a fatal signal's handler on this thread reads them in the other order:
+    // it sees the page whole under its number, or gone and counted; see flush_committed).
+    committed.store(0, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     if (used > 0) ++sequence;
     sequence_seen.store(sequence, std::memory_order_relaxed);
-    committed.store(0, std::memory_order_release);
     for (auto& v : last) v = 0;
     page_state.store(0, std::memory_order_release);
 }
