@@ -16,6 +16,9 @@ int main() {
     const auto l_sort = prof.label("sort");
 
     auto whole = prof.scope(l_main);
+    // The source's path, as a log line or an assert message carries it: built in another directory, the program
+    // does other work here (the gate builds both sides in one directory).
+    std::printf("sample, built from %s\n", __FILE__);
     std::string text;
     {
         auto s = prof.scope(l_input);
