@@ -6,6 +6,9 @@
 #include <pmc/profiler.hpp>
 
 #include <cstdio>
+#include <cstring>
+
+#include <unistd.h> // environ
 
 int main() {
     auto prof = pmc::Profiler::from_env();
@@ -19,6 +22,10 @@ int main() {
     // The source's path, as a log line or an assert message carries it: built in another directory, the program
     // does other work here (the gate builds both sides in one directory).
     std::printf("sample, built from %s\n", __FILE__);
+    // Its environment, as a program that copies it for a child does: run with another, it does other work here (the
+    // gate gives both sides the same).
+    std::size_t env_bytes = 0;
+    for (char** e = environ; *e; ++e) env_bytes += std::strlen(*e) + 1;
     std::string text;
     {
         auto s = prof.scope(l_input);
@@ -39,6 +46,6 @@ int main() {
         auto s = prof.scope(l_sort);
         sum = sort_and_sum(numbers);
     }
-    std::printf("%zu numbers, checksum %016llx, sum %llu\n", numbers.size(), static_cast<unsigned long long>(h),
-                static_cast<unsigned long long>(sum));
+    std::printf("%zu numbers, checksum %016llx, sum %llu; %zu bytes of environment\n", numbers.size(),
+                static_cast<unsigned long long>(h), static_cast<unsigned long long>(sum), env_bytes);
 }
