@@ -224,11 +224,34 @@ TEST_CASE("pmc diff --fail-on-change: the noise rule's false-alarm chance holds 
         base.push_back(write_labels(dir, "a" + std::to_string(r), a));
         fresh.push_back(write_labels(dir, "b" + std::to_string(r), b));
     }
+    // Five and five runs cannot reach Holm's first bar over ten labels (0.79 % > 0.5 %): the gate cannot flag
+    // anything, so it cannot pass either: status 4 and the runs it needs.
     auto r = pmc_test::run_command(tool() + " diff --fail-on-change" + join_files(base) + " --" + join_files(fresh) + " 2>&1");
     INFO(r.out);
-    CHECK(r.status == 0);
+    CHECK(r.status == 4);
     CHECK_THAT(r.out, ContainsSubstring("within the noise (p 0.8%, needed <= 0.5%)"));
     CHECK_THAT(r.out, ContainsSubstring("over the 10 labels so judged"));
+    CHECK_THAT(r.out, ContainsSubstring("cannot judge 10 labels (exit status 4): with 5 and 5 runs the smallest p-value "
+                                        "is 0.8%, above Holm's first bar 5.0% / 10 = 0.5%: no label can be flagged. "
+                                        "Record 6 runs a side"));
+    // Six and six runs can (2 / C(12, 6) = 0.22 %): q0's runs overlap by two pairs (p 0.87 %, under 5 % for one
+    // label, not under 5 % / 10): within the noise, and the gate passes.
+    std::vector<std::string> base6, fresh6;
+    const std::uint64_t q0_base[] = {1000, 1010, 1020, 1030, 1040, 1050}, q0_new[] = {1035, 1060, 1070, 1080, 1090, 1100};
+    for (std::uint64_t run = 0; run < 6; ++run) {
+        std::vector<std::uint64_t> a(10), b(10);
+        for (std::size_t l = 0; l < 10; ++l) {
+            a[l] = 100 + 2 * run + (l % 2);
+            b[l] = 100 + 2 * run + 1 - (l % 2);
+        }
+        a[0] = q0_base[run];
+        b[0] = q0_new[run];
+        base6.push_back(write_labels(dir, "six-a" + std::to_string(run), a));
+        fresh6.push_back(write_labels(dir, "six-b" + std::to_string(run), b));
+    }
+    r = pmc_test::run_command(tool() + " diff --fail-on-change" + join_files(base6) + " --" + join_files(fresh6) + " 2>&1");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("within the noise (p 0.9%, needed <= 0.5%)"));
     // The same split with fewer labels judged passes Holm's bar (5 % / 2 = 2.5 %): flagged.
     std::vector<std::string> base2, fresh2;
     for (std::uint64_t run = 0; run < 5; ++run) {
@@ -441,7 +464,7 @@ TEST_CASE("pmc diff: mismatched profiles are compared as far as they can be, and
     CHECK(by_name.find("counter")->string == "wall-time");
 }
 
-TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 when it cannot judge, 2 on damage") {
+TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 4 when it cannot judge, 2 on damage") {
     TempDir dir;
     const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
     const auto same = write(dir, "same.pmcprof", [](auto& b) { compiler_run(b); });
@@ -468,7 +491,7 @@ TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 w
     auto added = gate("'" + a + "' '" + other + "'");
     CHECK(added.status == 3);
     CHECK_THAT(added.out, ContainsSubstring("link: new (not in BASE)"));
-    // A noisy counter: beyond the noise fails, within it passes, one run a side cannot be judged (never a pass).
+    // A noisy counter: beyond the noise fails, within it passes, one run a side cannot be judged (never a pass: 4).
     std::string b3, m3, o3;
     for (std::uint64_t r = 0; r < 4; ++r) {
         const std::uint64_t jitter = r == 1 ? 2 : r == 2 ? 1 : r == 3 ? 3 : 0;
@@ -484,10 +507,12 @@ TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 w
     CHECK_THAT(beyond.out, ContainsSubstring("parse: beyond the noise"));
     CHECK(gate(b3 + " --" + o3).status == 0);
     auto single = gate("'" + dir.file("w0") + "' '" + dir.file("m0") + "'");
-    CHECK(single.status == 1);
-    CHECK_THAT(single.out, ContainsSubstring("cannot judge 1 label:"));
+    CHECK(single.status == 4);
+    CHECK_THAT(single.out, ContainsSubstring("cannot judge 1 label (exit status 4): one run a side gives no noise "
+                                             "estimate"));
     CHECK_THAT(single.out, ContainsSubstring("wall-time is not exact"));
-    CHECK_THAT(single.out, ContainsSubstring("A1 A2 A3 -- B1 B2 B3"));
+    CHECK_THAT(single.out, ContainsSubstring("Record 4 runs a side (pmc diff --fail-on-change A1 ... A4 -- B1 ... B4)"));
+    CHECK_THAT(single.out, ContainsSubstring("\n  parse: no noise estimate"));
     // A damaged file: 2, before 3 (a change seen in lost data is not trusted).
     const std::string cut = write_cut(dir);
     auto damaged = gate("'" + a + "' '" + cut + "'");
@@ -530,12 +555,16 @@ TEST_CASE("pmc diff --json states the gate's verdict, the changed labels (beyond
     CHECK_FALSE(off.find("fail_on_change")->boolean);
     CHECK(off.find("verdict")->string == "changed");
 
-    // A noisy counter with one run a side: the gate cannot judge (status 1), never a pass.
+    // A noisy counter with one run a side: the gate cannot judge (status 4), never a pass.
     const auto w = write(dir, "w.pmcprof", [](auto& b) { compiler_run(b, 0, 10); }, {pmc_test::time_counter()});
     const auto m = write(dir, "m.pmcprof", [](auto& b) { compiler_run(b, 0, 20); }, {pmc_test::time_counter()});
-    auto unjudged = gate_of("--fail-on-change '" + w + "' '" + m + "'", 1);
+    auto unjudged = gate_of("--fail-on-change '" + w + "' '" + m + "'", 4);
     CHECK(unjudged.find("verdict")->string == "cannot judge");
     CHECK(unjudged.find("unjudged")->number == 1); // parse; the others have the same values on both sides
+    REQUIRE(unjudged.find("unjudged_labels")->items.size() == 1);
+    CHECK(unjudged.find("unjudged_labels")->items[0].string == "parse");
+    CHECK(unjudged.find("runs_needed")->number == 4); // 2 / C(8, 4) = 2.9 % <= 5 % for the one label
+    CHECK(changed.find("runs_needed")->type == pmc::detail::JsonValue::Type::null);
 
     // A damaged file: not judged, status 2 (before 3).
     const std::string cut = write_cut(dir);
