@@ -189,7 +189,7 @@ std::optional<Threshold> parse_threshold(const std::string& text) {
     t.text = text;
     t.percent = !text.empty() && text.back() == '%';
     auto v = number_text(t.percent ? text.substr(0, text.size() - 1) : text);
-    if (!v || *v < 0 || (!text.empty() && (text[0] == '+' || text[0] == '-'))) return std::nullopt;
+    if (!v || text[0] == '+' || text[0] == '-') return std::nullopt; // signless: a size, not a direction
     t.value = *v;
     return t;
 }
