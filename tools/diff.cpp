@@ -56,7 +56,8 @@ its callers) and its calls:
     alternately (A1 B1 A2 B2 ...) keeps a slow drift of the machine off one side. n and m runs
     give p-values no smaller than 2 n! m! / (n+m)! (10% for 3 and 3 runs, 0.79% for 5 and 5,
     0.022% for 8 and 8): with 5 and 5 runs at most 6 labels can be judged at 5% (the output says
-    when no label can be flagged: run more). One run a side gives no noise estimate;
+    when no label can be flagged, and a fail option then exits 4). One run a side gives no noise
+    estimate;
   - "new" / "gone": a label only one side has. With an exact counter, when every run of that side
     has it: a change, whatever its values. Otherwise (a noisy counter, or a label only some runs of
     a side recorded) by the noise rule above, its values 0 in the runs without it, in the same
@@ -87,8 +88,8 @@ Options:
                   runs for Holm's first bar, e.g. 2 and 2 wall-time runs: no label can be
                   flagged) exits 4, never 0, and says how many runs a side it needs.
   --fail-on-increase
-                  As --fail-on-change, but only increases fail (a larger self value, or as
-                  many and more calls; a new label): a decrease is shown and passes.
+                  As --fail-on-change, but only increases fail (a larger self value, or the
+                  same self value in more calls; a new label): a decrease is shown and passes.
   --threshold VALUE
                   A flagged label whose self delta is below VALUE does not fail the gate (it is
                   shown, marked "under the threshold"): a count in the counter's unit (100; ns

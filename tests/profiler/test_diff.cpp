@@ -899,7 +899,7 @@ TEST_CASE("pmc diff --threshold: a flagged label whose self delta is under a cou
     }
 }
 
-TEST_CASE("pmc diff --fail-on-increase: only increases fail; --fail-on-change stays both ways") {
+TEST_CASE("pmc diff --fail-on-increase: only increases fail, --fail-on-change stays both ways") {
     TempDir dir;
     const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
     const auto planted = write(dir, "b.pmcprof", [](auto& p) { compiler_run(p, 4); });
