@@ -176,7 +176,7 @@ struct Threshold {
     std::string text; ///< as given
 };
 
-/// A non-negative finite number, the whole text ("" and "1x" are not).
+/// A finite number, the whole text ("", " 1" and "1x" are not).
 std::optional<double> number_text(const std::string& text) {
     if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
     char* end = nullptr;
@@ -205,6 +205,15 @@ struct Accepted {
     bool seen = false;     ///< the label is on some side (else said: a stale or mistyped line)
 };
 
+/// Text from a file, for a message: at most 40 bytes, bytes that are not printable as '?' (a binary file given as
+/// --accept must not write control bytes to the terminal).
+std::string shown(const std::string& text) {
+    std::string out = text.substr(0, 40);
+    for (char& c : out)
+        if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+    return text.size() > 40 ? out + "..." : out;
+}
+
 /// Reads an --accept file: one label a line, "VALUE LABEL" (VALUE first: a label may hold spaces and '#'), where
 /// VALUE is a signed self delta (+4, -120, +2.5%), a range MIN..MAX of them (-100..0, 0%..5%), "new" or "gone";
 /// blank lines and lines starting with '#' are comments. Any other line is an error, with its number.
@@ -224,7 +233,7 @@ std::variant<std::map<std::string, Accepted>, std::string> read_accept_file(cons
         };
         const std::size_t gap = line.find_first_of(" \t", first);
         const std::size_t label_at = gap == std::string::npos ? gap : line.find_first_not_of(" \t", gap);
-        if (label_at == std::string::npos) return bad("no label after the value '" + line.substr(first) + "'");
+        if (label_at == std::string::npos) return bad("no label after the value '" + shown(line.substr(first)) + "'");
         Accepted a;
         a.text = line.substr(first, gap - first);
         a.line = number;
@@ -245,7 +254,7 @@ std::variant<std::map<std::string, Accepted>, std::string> read_accept_file(cons
             };
             bool lo_percent = false, hi_percent = false;
             const auto l = value(lo, lo_percent), h = value(hi, hi_percent);
-            if (!l || !h) return bad("'" + a.text + "' is not a self delta (+4, -2.5%), a range (-100..0) or new/gone");
+            if (!l || !h) return bad("'" + shown(a.text) + "' is not a self delta (+4, -2.5%), a range (-100..0) or new/gone");
             if (lo_percent != hi_percent) return bad("'" + a.text + "': both ends in % or neither");
             if (*l > *h) return bad("'" + a.text + "': the range's low end is above its high end");
             a.lo = *l;
@@ -253,7 +262,7 @@ std::variant<std::map<std::string, Accepted>, std::string> read_accept_file(cons
             a.percent = lo_percent;
         }
         if (!out.emplace(label, a).second)
-            return bad(fmt::format("label '{}' is already accepted on line {}", label, out.at(label).line));
+            return bad(fmt::format("label '{}' is already accepted on line {}", shown(label), out.at(label).line));
     }
     if (in.bad()) return fmt::format("--accept '{}': {}", file, std::strerror(errno));
     return out;

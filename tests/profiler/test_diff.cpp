@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -984,6 +985,13 @@ TEST_CASE("pmc diff --accept FILE: accepted changes pass as accepted, others sti
         CHECK(r.status == 1);
         CHECK_THAT(r.out, ContainsSubstring("pmc diff: --accept '" + dir.file("bad" + std::to_string(i)) + "' " + why));
     }
+    // Control bytes in the file are not written to the terminal.
+    auto binary = gate_run("--fail-on-change" + accept("binary", std::string("\x01\x1b[2J typeck\n")) + sides);
+    CHECK(binary.status == 1);
+    CHECK_THAT(binary.out, ContainsSubstring("line 1: '??[2J' is not a self delta"));
+    CHECK(std::none_of(binary.out.begin(), binary.out.end(), [](char c) {
+        return c != '\n' && !std::isprint(static_cast<unsigned char>(c));
+    }));
     auto missing = gate_run("--fail-on-change --accept '" + dir.file("nope") + "'" + sides);
     CHECK(missing.status == 1);
     CHECK_THAT(missing.out, ContainsSubstring("No such file or directory"));
