@@ -63,7 +63,8 @@ its callers) and its calls:
     a side recorded) by the noise rule above, its values 0 in the runs without it, in the same
     Holm family as the other labels: a label recorded in 1 run of 5 is within the noise.
 A label's total (shown, not judged) is the inclusive value of its outermost calls: a call inside
-a call of the same label on its thread (recursion) is counted once.
+a call of the same label on its thread (recursion) is counted once. Each label's values are summed
+over all threads, so the order threads registered in (their numbers) changes nothing.
 
 Options:
   --counter NAME  Compare this recorded counter (default: the first file's primary); every file
