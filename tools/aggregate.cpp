@@ -2,8 +2,10 @@
 // pmc aggregate FILE...: several runs of one program, lined up interval by interval, to show how much each interval
 // and each label varies from run to run (the noise), in the counter's own unit.
 //
-// Alignment: when every thread recorded the same sequence of intervals (label, argument, depth) in every run, the
-// k-th interval of thread t is matched across runs. Otherwise (threads took work in another order, a cache hit
+// Alignment: threads are matched across runs by name (then by place among threads of the same name), never by the
+// profiler's thread number, which follows registration order and changes from run to run. When every thread recorded
+// the same sequence of intervals (label, argument, depth) in every run, the k-th interval of thread t is matched
+// across runs. Otherwise (threads took work in another order, a cache hit
 // differed) intervals are matched by their label path from the outermost scope and their occurrence, threads
 // merged, and the output says so and where each thread's runs first diverged.
 #include <pmc/report.hpp>
@@ -32,6 +34,11 @@ interval, the min / median / max across the runs and the spread (max - min, and 
 median), the N noisiest intervals (largest spread) and the N largest (largest median), in the
 counter's own unit. The output says whether the counter is exact (a count read whole, never
 multiplexed: a deterministic program then gives the same value every run) or not (a time).
+
+Threads are matched across runs by name (Profiler::thread_name, else the kernel's), then by their
+place among threads of the same name ("worker#2": the second by thread number), never by the
+profiler's thread number alone: it follows the order threads registered in, which changes from run
+to run when they start at once. Tables show the thread's name (and number in the first run).
 
 Alignment: where every thread recorded the same sequence of intervals in every run, the k-th
 interval of each thread is matched across the runs. Otherwise the intervals are matched by their
@@ -66,7 +73,8 @@ using runs::Spread;
 
 /// One interval matched across runs.
 struct Slot {
-    std::uint32_t thread = 0; ///< the thread (first run's, when threads are merged)
+    std::uint32_t thread = 0; ///< the thread's number in the first run seen (threads match by name across runs)
+    std::string thread_name;  ///< its thread's key (cli::ThreadKey::text)
     std::size_t ordinal = 0;  ///< its place in its thread (first run seen)
     std::string path;
     std::vector<double> totals; ///< one per run that has it
@@ -75,7 +83,8 @@ struct Slot {
 
 /// Where one thread's runs first diverge from the first run's.
 struct Divergence {
-    std::uint32_t thread = 0;
+    std::uint32_t thread = 0;  ///< the thread's number in the first run (in this run when the first lacks it)
+    std::string thread_name;   ///< its key (cli::ThreadKey::text): what matched it across runs
     std::size_t run = 0;   ///< index into runs
     std::size_t at = 0;    ///< interval ordinal (postorder) where they differ
     std::string here, first; ///< what this run and the first run have there ("(none)": the thread ended)
@@ -86,22 +95,29 @@ std::string step_text(const Interval& iv) { return fmt::format("{} at depth {}",
 /// Per thread, the first place where a run's sequence of intervals differs from the first run's; empty: same.
 std::vector<Divergence> divergences(const std::vector<Run>& rs) {
     std::vector<Divergence> out;
-    std::map<std::uint32_t, std::vector<std::vector<const Interval*>>> by_thread; // thread -> run -> its intervals
+    // thread (by name, not number) -> run -> its intervals
+    std::map<cli::ThreadKey, std::vector<std::vector<const Interval*>>> by_thread;
     for (std::size_t r = 0; r < rs.size(); ++r)
         for (const auto& iv : rs[r].intervals) {
-            auto& runs_of = by_thread[iv.thread];
+            auto& runs_of = by_thread[iv.thread_key];
             runs_of.resize(rs.size());
             runs_of[r].push_back(&iv);
         }
-    for (auto& [thread, per_run] : by_thread) {
+    for (auto& [key, per_run] : by_thread) {
         per_run.resize(rs.size());
         const auto& a = per_run[0];
+        std::uint32_t number = 0;
+        for (const auto& intervals : per_run)
+            if (!intervals.empty()) {
+                number = intervals.front()->thread;
+                break;
+            }
         for (std::size_t r = 1; r < rs.size(); ++r) {
             const auto& b = per_run[r];
             std::size_t i = 0;
             while (i < a.size() && i < b.size() && a[i]->name == b[i]->name && a[i]->depth == b[i]->depth) ++i;
             if (i == a.size() && i == b.size()) continue;
-            out.push_back(Divergence{thread, r, i, i < b.size() ? step_text(*b[i]) : "(none: the thread ends)",
+            out.push_back(Divergence{number, key.text(), r, i, i < b.size() ? step_text(*b[i]) : "(none: the thread ends)",
                                      i < a.size() ? step_text(*a[i]) : "(none: the thread ends)"});
             break; // the first diverging run is enough per thread
         }
@@ -154,10 +170,11 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
         for (std::size_t r = 0; r < rs.size(); ++r) {
             std::unordered_map<std::string, std::size_t> seen; // path -> occurrences so far in this run
             for (const auto& iv : rs[r].intervals) {
-                const std::string key = by_position ? fmt::format("{}:{}", iv.thread, iv.ordinal)
+                // By position: the thread's name and the interval's place (a thread's number may differ between runs).
+                const std::string key = by_position ? fmt::format("{}\n{}", iv.thread_key.text(), iv.ordinal)
                                                     : fmt::format("{}#{}", iv.path, seen[iv.path]++);
                 auto [it, fresh] = slot_of.emplace(key, slots.size());
-                if (fresh) slots.push_back(Slot{iv.thread, iv.ordinal, iv.path, {}, {}});
+                if (fresh) slots.push_back(Slot{iv.thread, iv.thread_key.text(), iv.ordinal, iv.path, {}, {}});
                 slots[it->second].totals.push_back(static_cast<double>(iv.total[rs[r].counter]));
             }
         }
@@ -228,7 +245,7 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
         j.field("total_rule", runs::total_rule);
         j.key("divergences").begin_array();
         for (const auto& d : diverged)
-            j.begin_object().field("thread", d.thread).field("file", rs[d.run].file).field("interval", d.at)
+            j.begin_object().field("thread", d.thread).field("thread_name", d.thread_name).field("file", rs[d.run].file).field("interval", d.at)
                 .field("this_run", d.here).field("first_run", d.first).end_object();
         j.end_array().field("intervals_aligned", everywhere.size()).field("intervals_in_some_runs_only", partial);
         j.field("intervals_identical", identical);
@@ -251,7 +268,7 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
         auto slots_json = [&](const char* key, const std::vector<const Slot*>& v) {
             j.key(key).begin_array();
             for (const Slot* s : v) {
-                j.begin_object().field("thread", s->thread).field("interval", s->ordinal).field("path", s->path);
+                j.begin_object().field("thread", s->thread).field("thread_name", s->thread_name).field("interval", s->ordinal).field("path", s->path);
                 spread_json("total", s->s);
                 j.end_object();
             }
@@ -289,9 +306,9 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
         }
     fmt::print("alignment: {}\n", rule);
     for (const auto& d : diverged)
-        fmt::print("  thread {}: '{}' first differs from '{}' at the thread's interval {} (in the order they ended): "
+        fmt::print("  thread {} ({}): '{}' first differs from '{}' at the thread's interval {} (in the order they ended): "
                    "{} where the first run has {}\n",
-                   d.thread, rs[d.run].file, rs[0].file, d.at, d.here, d.first);
+                   d.thread_name, d.thread, rs[d.run].file, rs[0].file, d.at, d.here, d.first);
     fmt::print("intervals in every run: {}; identical in every run: {} ({}){}\n", everywhere.size(), identical,
                everywhere.empty() ? "-" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(identical) /
                                                                    static_cast<double>(everywhere.size())),
@@ -320,10 +337,12 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
     auto list = [&](const char* title, const std::vector<const Slot*>& v_) {
         if (v_.empty()) return;
         fmt::print("\n{} (inclusive value; {}):\n", title, u);
-        fmt::print("{:>6}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {}\n", "thread", "interval", "min", "median",
-                   "max", "spread", "spread%", "path");
+        std::size_t thread_width = 6; // the thread's name: what matched it across runs
+        for (const Slot* s : v_) thread_width = std::max(thread_width, s->thread_name.size());
+        fmt::print("{:>{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {}\n", "thread", thread_width, "interval", "min",
+                   "median", "max", "spread", "spread%", "path");
         for (const Slot* s : v_)
-            fmt::print("{:>6}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {}\n", s->thread, s->ordinal, v(s->s.min),
+            fmt::print("{:>{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {}\n", s->thread_name, thread_width, s->ordinal, v(s->s.min),
                        v(s->s.median), v(s->s.max), v(s->s.range()), runs::percent_text(s->s.percent()), s->path);
     };
     list(fmt::format("the {} noisiest intervals (largest max - min)", noisiest.size()).c_str(), noisiest);

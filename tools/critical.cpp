@@ -35,7 +35,7 @@
 
 namespace pmc_tool {
 
-const char* const critical_help = R"(usage: pmc critical [--counter NAME] [--per-thread | --thread N] [--graph] [--json]
+const char* const critical_help = R"(usage: pmc critical [--counter NAME] [--per-thread | --thread N|NAME] [--graph] [--json]
                     [--color WHEN] [--expect-path PATH] FILE
 
 The costliest nesting path through a profile written by pmc::Profiler (PMC_PROFILE=FILE), after
@@ -76,7 +76,9 @@ leaves their enclosing scopes out of the file: the scopes recorded inside them c
 Options:
   --counter NAME  Use this recorded counter instead of the primary (the first one).
   --per-thread    One graph and path per thread instead of all threads together.
-  --thread N      Only thread N (the profiler's thread number).
+  --thread N|NAME Only thread N (the profiler's thread number), or the thread named NAME (numbers
+                  follow registration order, which changes from run to run; names do not). Of
+                  several threads with one name, NAME#K is the K-th by number.
   --graph         Also list every label and every edge.
   --json          One JSON object: the counter ("exact" and "exact_why", by the rule all pmc's
                   profile tools share; "deterministic": exact and the file whole),
@@ -592,7 +594,6 @@ int cmd_critical(const std::vector<std::string>& arguments) {
         return cl.usage_error("--expect-path checks one path: all threads together, or --thread N; not "
                               "--per-thread");
     const std::string& file = args.file;
-    const std::optional<std::uint32_t> only_thread = args.only_thread;
     const bool json = args.json, per_thread = args.per_thread;
 
     // The streaming reader: a profile larger than memory is walked page by page.
@@ -602,7 +603,8 @@ int cmd_critical(const std::vector<std::string>& arguments) {
     const pmc::Profile& p = reader->profile();
     const pmc::ProfileCounter& counter = p.counters[c];
     std::vector<const pmc::ProfileThread*> threads;
-    if (!cli::select_threads("critical", p, file, only_thread, threads)) return 1;
+    if (!cli::select_threads("critical", p, args, threads)) return 1; // --thread NAME: its number
+    const std::optional<std::uint32_t> only_thread = args.only_thread;
     // One graph for all threads (or the one asked for), or one per thread.
     std::vector<std::pair<std::optional<std::uint32_t>, Graph>> graphs;
     auto add_graph = [&](std::optional<std::uint32_t> index) {

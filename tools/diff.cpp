@@ -12,18 +12,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace pmc_tool {
 
-const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] [--fail-on-change] [--alpha A] BASE NEW
-       pmc diff [--counter NAME] [--top N] [--json] [--fail-on-change] [--alpha A] BASE... -- NEW...
+const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] [--alpha A]
+                [--fail-on-change | --fail-on-increase] [--threshold VALUE] [--accept FILE]
+                BASE NEW | BASE... -- NEW...
 
 Compare profiles of two builds or runs of one program (PMC_PROFILE=FILE), per label: calls, self
 (exclusive) and total (inclusive) before and after, the delta and delta %, sorted by the largest
@@ -49,37 +56,69 @@ its callers) and its calls:
     alternately (A1 B1 A2 B2 ...) keeps a slow drift of the machine off one side. n and m runs
     give p-values no smaller than 2 n! m! / (n+m)! (10% for 3 and 3 runs, 0.79% for 5 and 5,
     0.022% for 8 and 8): with 5 and 5 runs at most 6 labels can be judged at 5% (the output says
-    when no label can be flagged: run more). One run a side gives no noise estimate;
-  - "new" / "gone": a label only one side has.
+    when no label can be flagged, and a fail option then exits 4). One run a side gives no noise
+    estimate;
+  - "new" / "gone": a label only one side has. With an exact counter, when every run of that side
+    has it: a change, whatever its values. Otherwise (a noisy counter, or a label only some runs of
+    a side recorded) by the noise rule above, its values 0 in the runs without it, in the same
+    Holm family as the other labels: a label recorded in 1 run of 5 is within the noise.
 A label's total (shown, not judged) is the inclusive value of its outermost calls: a call inside
-a call of the same label on its thread (recursion) is counted once.
+a call of the same label on its thread (recursion) is counted once. Each label's values are summed
+over all threads, so the order threads registered in (their numbers) changes nothing.
 
 Options:
   --counter NAME  Compare this recorded counter (default: the first file's primary); every file
                   must have recorded it.
   --top N         Show the N labels with the largest |self delta|, and every flagged label beyond
                   them (a gate's reason is never hidden).
-  --json          One JSON object instead of tables. Its "gate" is the --fail-on-change verdict
-                  (stated with or without the flag): fail_on_change, verdict ("unchanged",
+  --json          One JSON object instead of tables. Each label has "fails_gate", "under_threshold"
+                  and "accepted" (its --accept value, or null; "accepted_as_is": its change is as
+                  accepted). Its "gate" is the gate's verdict (stated with or without a fail
+                  option; without one, as --fail-on-change): fail_on_change, fail_on_increase,
+                  threshold ({value, percent, text} or null), accept_file, verdict ("unchanged",
                   "changed", "cannot judge", or "not judged" where a file was damaged), changed,
-                  unjudged, changed_labels (all of them, whatever --top) and exit_status.
+                  unjudged, changed_labels (exactly the labels that fail the gate, whatever --top),
+                  unjudged_labels, under_threshold_labels, accepted_labels and passed_decreases
+                  (flagged labels that do not fail, and why), runs_needed (when it cannot judge:
+                  the runs a side it needs) and exit_status.
   --fail-on-change
                   For CI: exit status 3 when any label's verdict is "changed by N", "beyond
-                  the noise", "new" or "gone" (instant and integer events are not judged). A
-                  noisy counter with one run a side cannot be judged: status 1, with the fix.
+                  the noise", "new" or "gone" (instant and integer events are not judged), up
+                  or down, and not excused by --threshold or --accept. A gate that cannot judge
+                  a label that could fail it (a noisy counter with one run a side; or too few
+                  runs for Holm's first bar, e.g. 2 and 2 wall-time runs: no label can be
+                  flagged) exits 4, never 0, and says how many runs a side it needs.
+  --fail-on-increase
+                  As --fail-on-change, but only increases fail (a larger self value, or the
+                  same self value in more calls; a new label): a decrease is shown and passes.
+  --threshold VALUE
+                  A flagged label whose self delta is below VALUE does not fail the gate (it is
+                  shown, marked "under the threshold"): a count in the counter's unit (100; ns
+                  for wall-time), or a percentage of the BASE median (0.5%). A new label's
+                  percentage is infinite: only a count threshold can excuse it.
+  --accept FILE   Intended changes, in a file committed with the change, one label a line:
+                  VALUE LABEL, VALUE being the self delta accepted (+4, -120, +2.5%), a range
+                  of them (-100..0, 0%..5%), "new" or "gone"; lines starting with # and blank
+                  lines are comments. A flagged label whose change is as accepted does not fail;
+                  one whose change is not (another value, outside the range) still fails; an
+                  accepted label that did not change passes (remove the line once merged). A
+                  malformed line is an error (status 1) naming its line; a label on neither
+                  side is warned about.
   --alpha A       The noise rule's family-wise false-alarm chance (default 0.05): an unchanged
-                  program fails --fail-on-change with a chance of at most A.
+                  program fails the gate with a chance of at most A.
   -h, --help      Show this help.
 
 A truncated or corrupt file is used up to its last whole record; what was lost is said on stderr
 and the exit status is 2. So it is for a profile whose program stopped with scopes open (killed):
 its verdicts are "not judged".
 
-Exit status: 0 every file was read whole (and, with --fail-on-change, no label changed); 2 read,
-but part of a file was lost or corrupt, or its program stopped with scopes open (verdicts on lost
-data are not trusted: 2 comes before 3); 3 with --fail-on-change, a label changed (the labels are
-named on stderr); 1 a file could not be read at all, the command line was wrong, --fail-on-change
-had no noise estimate to judge by, or the output could not be written.
+Exit status: 0 every file was read whole (and, with a fail option, no label failed the gate); 2
+read, but part of a file was lost or corrupt, or its program stopped with scopes open (verdicts on
+lost data are not trusted: 2 comes before 3 and 4); 3 with --fail-on-change or --fail-on-increase,
+a label failed the gate (the labels are named on stderr); 4 with a fail option, the gate cannot
+judge a label that could fail it (too few runs; the fix is said on stderr; 4 comes before 3); 1 a
+file could not be read at all, the --accept file is malformed, the command line was wrong, or the
+output could not be written.
 )";
 
 namespace {
@@ -130,6 +169,113 @@ double rank_sum_p(const std::vector<double>& x, const std::vector<double>& y) {
     return std::min(1.0, static_cast<double>(2 * std::min(below, above) / all));
 }
 
+/// --threshold: a difference of a label's self median below it does not fail the gate. A count in the counter's unit
+/// (ns for a time), or a percentage of the BASE median.
+struct Threshold {
+    double value = 0;
+    bool percent = false;
+    std::string text; ///< as given
+};
+
+/// A finite number, the whole text ("", " 1" and "1x" are not).
+std::optional<double> number_text(const std::string& text) {
+    if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (*end || !std::isfinite(v)) return std::nullopt;
+    return v;
+}
+
+std::optional<Threshold> parse_threshold(const std::string& text) {
+    Threshold t;
+    t.text = text;
+    t.percent = !text.empty() && text.back() == '%';
+    auto v = number_text(t.percent ? text.substr(0, text.size() - 1) : text);
+    if (!v || text[0] == '+' || text[0] == '-') return std::nullopt; // signless: a size, not a direction
+    t.value = *v;
+    return t;
+}
+
+/// One line of an --accept file: the change a label is allowed to show.
+struct Accepted {
+    enum class Kind { delta, added, removed } kind = Kind::delta;
+    double lo = 0, hi = 0; ///< the self delta's accepted range (lo == hi: one value)
+    bool percent = false;  ///< the range is in % of the BASE median
+    std::string text;      ///< the value as written
+    std::size_t line = 0;
+    bool seen = false;     ///< the label is on some side (else said: a stale or mistyped line)
+};
+
+/// Text from a file, for a message: at most 40 bytes, bytes that are not printable as '?' (a binary file given as
+/// --accept must not write control bytes to the terminal).
+std::string shown(const std::string& text) {
+    std::string out = text.substr(0, 40);
+    for (char& c : out)
+        if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+    return text.size() > 40 ? out + "..." : out;
+}
+
+/// Reads an --accept file: one label a line, "VALUE LABEL" (VALUE first: a label may hold spaces and '#'), where
+/// VALUE is a signed self delta (+4, -120, +2.5%), a range MIN..MAX of them (-100..0, 0%..5%), "new" or "gone";
+/// blank lines and lines starting with '#' are comments. Any other line is an error, with its number.
+std::variant<std::map<std::string, Accepted>, std::string> read_accept_file(const std::string& file) {
+    std::ifstream in(file);
+    if (!in) return fmt::format("--accept '{}': {}", file, std::strerror(errno));
+    std::map<std::string, Accepted> out;
+    std::string line;
+    for (std::size_t number = 1; std::getline(in, line); ++number) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        const std::size_t first = line.find_first_not_of(" \t");
+        if (first == std::string::npos || line[first] == '#') continue;
+        auto bad = [&](const std::string& why) {
+            return fmt::format("--accept '{}' line {}: {} (a line is VALUE LABEL: +4 typeck, -100..0 parse, 0%..5% "
+                               "scan, new link, gone old_pass; # starts a comment line)",
+                               file, number, why);
+        };
+        const std::size_t gap = line.find_first_of(" \t", first);
+        const std::size_t label_at = gap == std::string::npos ? gap : line.find_first_not_of(" \t", gap);
+        if (label_at == std::string::npos) return bad("no label after the value '" + shown(line.substr(first)) + "'");
+        Accepted a;
+        a.text = line.substr(first, gap - first);
+        a.line = number;
+        std::string label = line.substr(label_at);
+        label.erase(label.find_last_not_of(" \t") + 1);
+        if (a.text == "new") a.kind = Accepted::Kind::added;
+        else if (a.text == "gone") a.kind = Accepted::Kind::removed;
+        else {
+            const std::size_t dots = a.text.find("..");
+            const std::string lo = a.text.substr(0, dots), hi = dots == std::string::npos ? lo : a.text.substr(dots + 2);
+            auto value = [](std::string v, bool& percent) -> std::optional<double> {
+                percent = !v.empty() && v.back() == '%';
+                if (percent) v.pop_back();
+                const bool sign = !v.empty() && (v[0] == '+' || v[0] == '-');
+                auto n = number_text(sign ? v.substr(1) : v);
+                if (!n || (sign && v.size() > 1 && (v[1] == '+' || v[1] == '-'))) return std::nullopt;
+                return v[0] == '-' ? -*n : *n;
+            };
+            bool lo_percent = false, hi_percent = false;
+            const auto l = value(lo, lo_percent), h = value(hi, hi_percent);
+            if (!l || !h) return bad("'" + shown(a.text) + "' is not a self delta (+4, -2.5%), a range (-100..0) or new/gone");
+            if (lo_percent != hi_percent) return bad("'" + a.text + "': both ends in % or neither");
+            if (*l > *h) return bad("'" + a.text + "': the range's low end is above its high end");
+            a.lo = *l;
+            a.hi = *h;
+            a.percent = lo_percent;
+        }
+        if (!out.emplace(label, a).second)
+            return bad(fmt::format("label '{}' is already accepted on line {}", shown(label), out.at(label).line));
+    }
+    if (in.bad()) return fmt::format("--accept '{}': {}", file, std::strerror(errno));
+    return out;
+}
+
+/// The smallest number of runs a side for which Holm's first step can pass over `labels` labels at `alpha`.
+std::size_t runs_needed(std::size_t labels, double alpha) {
+    std::size_t n = 2;
+    while (n < 1000 && chance_apart(n, n) > alpha / static_cast<double>(std::max<std::size_t>(labels, 1))) ++n;
+    return n;
+}
+
 /// One side's values for one label: one entry per run (0 where the run does not have it).
 struct Side {
     std::vector<double> calls, self, total;
@@ -159,7 +305,16 @@ struct Row {
     Verdict verdict = Verdict::unchanged;
     std::string text; ///< the verdict in words
     double p = 1;     ///< judged by the noise rule: the rank-sum test's p-value
+    bool by_noise = false; ///< judged by the noise rule (p is set)
     bool nondeterministic_before = false, nondeterministic_after = false; ///< an exact counter's runs disagree
+    std::size_t runs_before = 0, runs_after = 0; ///< runs of each side that recorded the label
+    // The gate's judgement of a flagged label: under the threshold, a decrease under --fail-on-increase, accepted.
+    bool under_threshold = false, increase = false;
+    const Accepted* accepted = nullptr; ///< its --accept line
+    bool accepted_ok = false;           ///< its change is as accepted
+    bool fails = false;                 ///< flagged, and none of the above excuses it: fails the gate
+    bool only_before() const { return runs_after == 0; }
+    bool only_after() const { return runs_before == 0; }
     bool flagged() const {
         return verdict == Verdict::changed || verdict == Verdict::beyond_noise || verdict == Verdict::added ||
                verdict == Verdict::removed;
@@ -183,11 +338,15 @@ std::string signed_pct(double p) {
 int cmd_diff(const std::vector<std::string>& arguments) {
     pmc_cli::CommandLine cl("pmc diff", diff_help);
     std::vector<std::string> before_files, after_files;
-    std::string counter_name, top_text, alpha_text;
-    bool json = false, separated = false, fail_on_change = false;
+    std::string counter_name, top_text, alpha_text, threshold_text, accept_file;
+    bool json = false, separated = false, fail_on_change = false, fail_on_increase = false;
     double alpha = 0.05; // the family-wise false-alarm rate of the noise rule
     cl.flag("--json", json);
     cl.flag("--fail-on-change", fail_on_change);
+    cl.flag("--fail-on-increase", fail_on_increase);
+    pmc_cli::Option threshold_option =
+        cl.option("--threshold", threshold_text, "a count (e.g. 100) or a percentage (e.g. 0.5%)");
+    pmc_cli::Option accept_option = cl.option("--accept", accept_file, "a file of accepted changes");
     pmc_cli::Option alpha_option =
         cl.option("--alpha", alpha_text, "a chance between 0 and 1 (e.g. 0.05 for 5 %)");
     cl.option("--counter", counter_name, "a counter name");
@@ -209,6 +368,19 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 0, SIZE_MAX);
     if (!top_given) return cl.usage_error("--top needs a whole number");
     const std::size_t top = static_cast<std::size_t>(*top_given);
+    if (fail_on_change && fail_on_increase)
+        return cl.usage_error("--fail-on-change (both ways) and --fail-on-increase exclude each other");
+    const bool gate_on = fail_on_change || fail_on_increase;
+    const char* const gate_option = fail_on_increase ? "--fail-on-increase" : "--fail-on-change";
+    std::optional<Threshold> threshold;
+    if (threshold_option.given()) {
+        threshold = parse_threshold(threshold_text);
+        if (!threshold)
+            return cl.usage_error(fmt::format("--threshold needs a count (e.g. 100) or a percentage (e.g. 0.5%), not "
+                                              "'{}'",
+                                              threshold_text));
+    }
+    if (accept_option.given() && accept_file.empty()) return cl.usage_error("--accept needs a file");
     if (!separated) {
         if (before_files.size() != 2)
             return cl.usage_error("give BASE and NEW (pmc diff BASE NEW), or several runs a side with '--' between "
@@ -218,6 +390,16 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     }
     if (before_files.empty() || after_files.empty())
         return cl.usage_error("each side needs at least one profile (BASE... -- NEW...)");
+
+    std::map<std::string, Accepted> accepted;
+    if (accept_option.given()) {
+        auto read = read_accept_file(accept_file);
+        if (auto* why = std::get_if<std::string>(&read)) {
+            fmt::print(stderr, "pmc diff: {}\n", *why);
+            return 1;
+        }
+        accepted = std::move(std::get<0>(read));
+    }
 
     std::vector<Run> before, after;
     for (auto [files, side] : {std::pair{&before_files, &before}, std::pair{&after_files, &after}})
@@ -285,9 +467,17 @@ int cmd_diff(const std::vector<std::string>& arguments) {
             row.nondeterministic_before = b.present() && (b.s.range() != 0 || b.c.range() != 0);
             row.nondeterministic_after = a.present() && (a.s.range() != 0 || a.c.range() != 0);
         }
-        if (!b.present() || !a.present()) {
-            row.verdict = b.present() ? Verdict::removed : Verdict::added;
-            row.text = b.present() ? "gone (not in NEW)" : "new (not in BASE)";
+        row.runs_before = static_cast<std::size_t>(std::count_if(b.calls.begin(), b.calls.end(), [](double c) { return c > 0; }));
+        row.runs_after = static_cast<std::size_t>(std::count_if(a.calls.begin(), a.calls.end(), [](double c) { return c > 0; }));
+        // Whether each side recorded the label in all its runs or in none: then its presence is no accident.
+        const bool presence_agrees =
+            (row.runs_before == 0 || row.runs_before == nb) && (row.runs_after == 0 || row.runs_after == na);
+        if (exact.exact && presence_agrees && (row.only_before() || row.only_after())) {
+            // An exact counter, and every run of one side has it and no run of the other: a change, whatever the
+            // values. A label in some runs of a side only is judged by the noise rule like any other (below): a
+            // label that one run in five records is not a change of the program.
+            row.verdict = row.only_before() ? Verdict::removed : Verdict::added;
+            row.text = row.only_before() ? "gone (not in NEW)" : "new (not in BASE)";
         } else if (sides_agree && row.self_delta == 0 && b.c.median == a.c.median) {
             // The same values in every run of both sides (pmc diff a.pmcprof a.pmcprof): nothing changed, whatever
             // the counter; no noise estimate is needed to say so.
@@ -299,10 +489,13 @@ int cmd_diff(const std::vector<std::string>& arguments) {
             row.text = same ? "unchanged" : fmt::format("changed by {}{}", signed_value(row.self_delta, unit), calls_note);
         } else if (nb < 2 || na < 2) {
             row.verdict = Verdict::no_estimate;
-            row.text = "no noise estimate (one run a side)";
+            row.text = row.only_after()    ? "no noise estimate (one run a side; new: not in BASE)"
+                       : row.only_before() ? "no noise estimate (one run a side; gone: not in NEW)"
+                                           : "no noise estimate (one run a side)";
         } else {
             // Judged by the noise rule below, once every label's p-value is known (Holm's step-down).
             row.p = rank_sum_p(b.self, a.self);
+            row.by_noise = true;
             row.verdict = Verdict::within_noise;
             row.text = calls_note;
         }
@@ -325,10 +518,16 @@ int cmd_diff(const std::vector<std::string>& arguments) {
         const double needed = alpha / static_cast<double>(judged.size() - i);
         stepping = stepping && r.p <= needed;
         const double spread = std::max(r.before.s.range(), r.after.s.range());
-        const std::string calls_note = r.text;
+        // A label only one side recorded (in some of its runs): said, and called new or gone when flagged.
+        const std::string calls_note =
+            r.text + (r.only_after()    ? fmt::format("; new: in {} of {} NEW runs, no BASE run", r.runs_after, na)
+                      : r.only_before() ? fmt::format("; gone: in {} of {} BASE runs, no NEW run", r.runs_before, nb)
+                                        : "");
         if (stepping && std::fabs(r.self_delta) > spread) {
-            r.verdict = Verdict::beyond_noise;
-            r.text = fmt::format("beyond the noise: {} (p {}){}", signed_value(r.self_delta, unit), p_text(r.p), calls_note);
+            r.verdict = r.only_after() ? Verdict::added : r.only_before() ? Verdict::removed : Verdict::beyond_noise;
+            r.text = fmt::format("{}beyond the noise: {} (p {}){}",
+                                 r.only_after() ? "new, " : r.only_before() ? "gone, " : "",
+                                 signed_value(r.self_delta, unit), p_text(r.p), calls_note);
         } else if (stepping) {
             r.text = fmt::format("within the noise (p {}, but the medians differ by less than a side's spread, {}){}",
                                  p_text(r.p), runs::show(spread, unit), calls_note);
@@ -337,6 +536,34 @@ int cmd_diff(const std::vector<std::string>& arguments) {
                                  r.p <= alpha ? fmt::format(", needed <= {}", p_text(needed)) : "",
                                  calls_note);
         }
+    }
+    // The gate's rule, per label: a flagged label fails unless its self delta is under --threshold, it is a decrease
+    // under --fail-on-increase, or --accept accepts its change as it is (an accepted label that changed otherwise
+    // still fails).
+    for (auto& r : table) {
+        if (threshold) {
+            const double size =
+                threshold->percent ? std::fabs(pct(r.self_delta, r.before.s.median)) : std::fabs(r.self_delta);
+            r.under_threshold = size < threshold->value; // a new label's % is infinite: never under a percentage
+        }
+        r.increase = r.self_delta > 0 || (r.self_delta == 0 && r.after.c.median > r.before.c.median);
+        if (auto it = accepted.find(r.label); it != accepted.end()) {
+            Accepted& a = it->second;
+            a.seen = true;
+            r.accepted = &a;
+            const double value = a.percent ? pct(r.self_delta, r.before.s.median) : r.self_delta;
+            r.accepted_ok = a.kind == Accepted::Kind::added     ? r.only_after()
+                            : a.kind == Accepted::Kind::removed ? r.only_before()
+                                                                : value >= a.lo && value <= a.hi;
+        }
+        const bool excused = r.under_threshold || (fail_on_increase && !r.increase) || (r.accepted && r.accepted_ok);
+        r.fails = r.flagged() && !excused;
+        if (!r.flagged()) continue;
+        if (r.under_threshold) r.text += fmt::format(" (under the threshold {}: does not fail)", threshold->text);
+        else if (fail_on_increase && !r.increase) r.text += " (a decrease: does not fail --fail-on-increase)";
+        else if (r.accepted)
+            r.text += fmt::format(" ({}: {}, --accept line {}{})", r.accepted_ok ? "accepted" : "not as accepted",
+                                  r.accepted->text, r.accepted->line, r.accepted_ok ? "" : ": fails");
     }
     std::stable_sort(table.begin(), table.end(), [](const Row& x, const Row& y) {
         return std::fabs(x.self_delta) > std::fabs(y.self_delta);
@@ -386,41 +613,73 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     for (const auto& r : table) ++verdicts[r.verdict];
     // A damaged file, or one whose program stopped with scopes open (killed): its verdicts are not trusted.
     const int read_status = std::any_of(all.begin(), all.end(), [](const Run& r) { return r.cut(); }) ? 2 : 0;
-    // The --fail-on-change gate's judgement, also put in the JSON (so a CI reading it sees the verdict). A gate that
-    // cannot judge fails too: passing it would hide every change.
-    std::vector<const Row*> changed_rows;
-    for (const auto& r : table)
-        if (r.flagged()) changed_rows.push_back(&r);
-    const std::size_t unjudged = verdicts.count(Verdict::no_estimate) ? verdicts.at(Verdict::no_estimate) : 0;
+    // The gate's judgement (--fail-on-change, or --fail-on-increase), also put in the JSON (so a CI reading it sees
+    // the verdict): the labels that fail it, and those it cannot judge though they could fail it (no noise estimate,
+    // or too few runs for Holm's bar to be reachable). A gate that cannot judge fails too, with its own status:
+    // passing it would hide every change there.
+    std::vector<const Row*> changed_rows, unjudged_rows;
+    const bool noise_blind = !judged.empty() && p_floor > alpha / static_cast<double>(judged.size());
+    for (const auto& r : table) {
+        if (r.fails) changed_rows.push_back(&r);
+        const bool could_fail =
+            !r.under_threshold && (!fail_on_increase || r.increase) && !(r.accepted && r.accepted_ok);
+        if (could_fail && (r.verdict == Verdict::no_estimate || (noise_blind && r.verdict == Verdict::within_noise)))
+            unjudged_rows.push_back(&r);
+    }
+    const std::size_t unjudged = unjudged_rows.size();
+    // The fix: runs a side for Holm's first step to be reachable over the labels that need the noise rule.
+    const std::size_t needs_noise_rule = judged.size() + (verdicts.count(Verdict::no_estimate) ? verdicts.at(Verdict::no_estimate) : 0);
+    const std::size_t needed_runs = runs_needed(needs_noise_rule, alpha);
     const char* const gate_verdict = read_status != 0      ? "not judged"
                                      : unjudged             ? "cannot judge"
                                      : changed_rows.empty() ? "unchanged"
                                                             : "changed";
-    const int exit_status = !fail_on_change || read_status != 0 ? read_status
-                            : unjudged                          ? 1
-                            : changed_rows.empty()              ? 0
-                                                                : 3;
-    // --fail-on-change, said after the report (a CI log then shows the table that failed it).
+    constexpr int cannot_judge_status = 4; // distinct from 1 (usage, unreadable), 2 (damage) and 3 (a change)
+    const int exit_status = !gate_on || read_status != 0 ? read_status
+                            : unjudged                   ? cannot_judge_status
+                            : changed_rows.empty()       ? 0
+                                                         : 3;
+    for (const auto& [label, a] : accepted)
+        if (!a.seen)
+            fmt::print(stderr, "pmc diff: --accept '{}' line {}: no label '{}' on either side (mistyped, or gone "
+                               "from the program?)\n",
+                       accept_file, a.line, label);
+    auto label_list = [](const std::vector<const Row*>& some) {
+        std::string out;
+        for (std::size_t i = 0; i < some.size() && i < 10; ++i) out += fmt::format("\n  {}: {}", some[i]->label, some[i]->text);
+        if (some.size() > 10) out += fmt::format("\n  ... and {} more", some.size() - 10);
+        return out;
+    };
+    // The gate, said after the report (a CI log then shows the table that failed it).
     auto gate = [&]() -> int {
-        if (!fail_on_change || read_status != 0) return read_status;
+        if (!gate_on || read_status != 0) return read_status;
         if (const std::size_t n = unjudged) {
+            const bool one_run = std::any_of(unjudged_rows.begin(), unjudged_rows.end(),
+                                             [](const Row* r) { return r->verdict == Verdict::no_estimate; });
+            const std::string why =
+                one_run ? exact.exact ? "the runs of one side differ and the other side has one run: no noise estimate"
+                                      : fmt::format("one run a side gives no noise estimate, and {} is not exact: {}",
+                                                    counter.name, exact.why)
+                        : fmt::format("with {} and {} runs the smallest p-value is {}, above Holm's first bar {} / {} "
+                                      "= {}: no label can be flagged",
+                                      nb, na, p_text(p_floor), p_text(alpha), judged.size(),
+                                      p_text(alpha / static_cast<double>(judged.size())));
             fmt::print(stderr,
-                       "pmc diff: --fail-on-change cannot judge {} label{}: {}. Run each side several times (pmc "
-                       "diff --fail-on-change A1 A2 A3 -- B1 B2 B3){}\n",
-                       n, n == 1 ? "" : "s",
-                       exact.exact ? "the runs of one side differ and the other side has one run: no noise estimate"
-                                   : fmt::format("one run a side gives no noise estimate, and {} is not exact: {}",
-                                                 counter.name, exact.why),
-                       exact.exact ? "" : ", or record an exact counter (PMC_PROFILE_COUNTERS=page-faults)");
-            return 1;
+                       "pmc diff: {} cannot judge {} label{} (exit status {}): {}. Record {} runs a side (pmc diff {} "
+                       "A1 ... A{} -- B1 ... B{}){}:{}\n",
+                       gate_option, n, n == 1 ? "" : "s", cannot_judge_status, why, needed_runs, gate_option,
+                       needed_runs, needed_runs,
+                       exact.exact ? "" : ", or record an exact counter (PMC_PROFILE_COUNTERS=page-faults)",
+                       label_list(unjudged_rows));
+            if (!changed_rows.empty())
+                fmt::print(stderr, "pmc diff: {}: and {} label{} changed:{}\n", gate_option, changed_rows.size(),
+                           changed_rows.size() == 1 ? "" : "s", label_list(changed_rows));
+            return cannot_judge_status;
         }
-        std::string changed;
         const std::size_t n = changed_rows.size();
-        for (std::size_t i = 0; i < n && i < 10; ++i)
-            changed += fmt::format("\n  {}: {}", changed_rows[i]->label, changed_rows[i]->text);
         if (n == 0) return 0;
-        fmt::print(stderr, "pmc diff: --fail-on-change: {} label{} changed (exit status 3):{}{}\n", n,
-                   n == 1 ? "" : "s", changed, n > 10 ? fmt::format("\n  ... and {} more", n - 10) : "");
+        fmt::print(stderr, "pmc diff: {}: {} label{} changed (exit status 3):{}\n", gate_option, n, n == 1 ? "" : "s",
+                   label_list(changed_rows));
         return exit_status;
     };
 
@@ -446,7 +705,10 @@ int cmd_diff(const std::vector<std::string>& arguments) {
         for (const Row* shown_row : rows_shown) {
             const Row& r = *shown_row;
             j.begin_object().field("label", r.label).field("verdict", verdict_key(r.verdict)).field("text", r.text);
-            if (r.verdict == Verdict::within_noise || r.verdict == Verdict::beyond_noise) j.field("p", r.p);
+            j.field("fails_gate", r.fails).field("under_threshold", r.under_threshold);
+            if (r.accepted) j.field("accepted", r.accepted->text).field("accepted_as_is", r.accepted_ok);
+            else j.key("accepted").null();
+            if (r.by_noise) j.field("p", r.p);
             side_json("before", r.before);
             side_json("after", r.after);
             j.field("calls_delta", r.after.c.median - r.before.c.median).field("self_delta", r.self_delta);
@@ -480,10 +742,34 @@ int cmd_diff(const std::vector<std::string>& arguments) {
         for (const auto& r : all)
             for (const auto& p : r.profile.problems) j.begin_object().field("file", r.file).field("problem", p).end_object();
         j.end_array();
-        j.key("gate").begin_object().field("fail_on_change", fail_on_change).field("verdict", gate_verdict);
+        auto labels_json = [&](const char* key, auto keep) {
+            j.key(key).begin_array();
+            for (const Row& r : table)
+                if (keep(r)) j.value(r.label);
+            j.end_array();
+        };
+        j.key("gate").begin_object().field("fail_on_change", fail_on_change).field("fail_on_increase", fail_on_increase);
+        if (threshold)
+            j.key("threshold").begin_object().field("value", threshold->value).field("percent", threshold->percent)
+                .field("text", threshold->text).end_object();
+        else j.key("threshold").null();
+        if (accept_option.given()) j.field("accept_file", accept_file);
+        else j.key("accept_file").null();
+        j.field("verdict", gate_verdict);
         j.field("changed", changed_rows.size()).field("unjudged", unjudged).key("changed_labels").begin_array();
         for (const Row* r : changed_rows) j.value(r->label);
-        j.end_array().field("exit_status", exit_status).end_object().end_object();
+        j.end_array().key("unjudged_labels").begin_array();
+        for (const Row* r : unjudged_rows) j.value(r->label);
+        j.end_array();
+        // Flagged labels that do not fail, and why.
+        labels_json("under_threshold_labels", [](const Row& r) { return r.flagged() && r.under_threshold; });
+        labels_json("accepted_labels", [](const Row& r) { return r.flagged() && r.accepted && r.accepted_ok; });
+        labels_json("passed_decreases", [&](const Row& r) {
+            return r.flagged() && !r.under_threshold && fail_on_increase && !r.increase;
+        });
+        if (unjudged) j.field("runs_needed", needed_runs);
+        else j.key("runs_needed").null();
+        j.field("exit_status", exit_status).end_object().end_object();
         fmt::print("{}\n", j.str());
         runs::report_damage("diff", all);
         return gate();

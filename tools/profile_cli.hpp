@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <variant>
 #include <vector>
 
 namespace pmc_tool::cli {
@@ -84,18 +85,72 @@ inline std::string took_file(const std::string& value) {
     return value.empty() ? "" : "; --counter took '" + value + "' as its counter name";
 }
 
-/// No thread `index` in `p`: the numbers it has (not always 0 to n-1).
-inline std::string no_thread(const pmc::Profile& p, const std::string& file, std::uint32_t index) {
-    std::string have;
-    for (const auto& t : p.threads) have += (have.empty() ? "" : ", ") + std::to_string(t.index);
-    return fmt::format("'{}' has no thread {} (it has {}); its threads: {}", file, index, p.threads.size(),
-                       have.empty() ? "none recorded events" : have);
+/// A thread as people and other runs know it: its name, and where several threads share that name, its place
+/// among them ("worker#2": the second by thread number). The profiler's numbers follow registration order, which
+/// changes from run to run when threads start at once; the names a program gives its threads do not.
+struct ThreadKey {
+    std::string name;      ///< as recorded ("" when the thread had none)
+    std::uint32_t rank = 1; ///< 1, 2, ... among the file's threads with this name, by thread number
+    std::uint32_t of = 1;   ///< how many threads have this name
+    std::string text() const {
+        const std::string shown = name.empty() ? "(unnamed)" : name;
+        return of > 1 ? fmt::format("{}#{}", shown, rank) : shown;
+    }
+    bool operator<(const ThreadKey& o) const { return name != o.name ? name < o.name : rank < o.rank; }
+    bool operator==(const ThreadKey& o) const { return name == o.name && rank == o.rank; }
+};
+
+/// Each thread's key (see ThreadKey), by thread number.
+inline std::map<std::uint32_t, ThreadKey> thread_keys(const pmc::Profile& p) {
+    std::map<std::string, std::vector<std::uint32_t>> by_name; // name -> thread numbers, in increasing order
+    for (const auto& t : p.threads) by_name[t.name].push_back(t.index);
+    std::map<std::uint32_t, ThreadKey> out;
+    for (auto& [name, indexes] : by_name) {
+        std::sort(indexes.begin(), indexes.end());
+        for (std::size_t i = 0; i < indexes.size(); ++i)
+            out[indexes[i]] = ThreadKey{name, static_cast<std::uint32_t>(i + 1), static_cast<std::uint32_t>(indexes.size())};
+    }
+    return out;
 }
 
-/// The options summarize and critical share: FILE, --counter NAME, --per-thread, --thread N, --json.
+/// The threads of `p`, for a message: "0 "main", 1 "worker"".
+inline std::string threads_text(const pmc::Profile& p) {
+    std::string have;
+    for (const auto& t : p.threads)
+        have += (have.empty() ? "" : ", ") + std::to_string(t.index) + (t.name.empty() ? "" : " \"" + t.name + "\"");
+    return have.empty() ? "none recorded events" : have;
+}
+
+/// No thread `index` in `p`: the numbers it has (not always 0 to n-1), and their names.
+inline std::string no_thread(const pmc::Profile& p, const std::string& file, std::uint32_t index) {
+    return fmt::format("'{}' has no thread {} (it has {}); its threads: {}", file, index, p.threads.size(),
+                       threads_text(p));
+}
+
+/// The thread named `name` in `p` ("worker#2": the second of several named worker, by thread number), or why none
+/// is: no thread has that name, or several do (their numbers and keys listed).
+inline std::variant<std::uint32_t, std::string> thread_named(const pmc::Profile& p, const std::string& file,
+                                                             const std::string& name) {
+    const auto keys = thread_keys(p);
+    std::vector<std::uint32_t> named;
+    for (const auto& [index, key] : keys) {
+        if (key.text() == name) return index; // worker#2, or a name only one thread has
+        if (key.name == name) named.push_back(index);
+    }
+    if (named.empty())
+        return fmt::format("'{}' has no thread named '{}' (it has {}); its threads: {}", file, name, p.threads.size(),
+                           threads_text(p));
+    std::string which;
+    for (auto index : named) which += fmt::format("{}{} ({})", which.empty() ? "" : ", ", keys.at(index).text(), index);
+    return fmt::format("'{}' has {} threads named '{}': {}; give one of these names or numbers", file, named.size(),
+                       name, which);
+}
+
+/// The options summarize and critical share: FILE, --counter NAME, --per-thread, --thread N|NAME, --json.
 struct ProfileArgs {
     std::string file, counter;
     std::optional<std::uint32_t> only_thread;
+    std::optional<std::string> thread_name; ///< --thread NAME (not a number): resolved by select_threads
     bool per_thread = false, json = false;
 
     /// Declares them on the tool's command line (before parsing).
@@ -103,19 +158,27 @@ struct ProfileArgs {
         cl.flag("--json", json);
         cl.flag("--per-thread", per_thread);
         cl.option("--counter", counter, "a counter name");
-        thread_option_ = cl.option("--thread", thread_text_, "a thread number");
+        thread_option_ = cl.option("--thread", thread_text_, "a thread number or name");
         cl.option("FILE", files_, "a profile");
     }
 
     /// After parsing: the values read (`file`, `only_thread`), or what is wrong, missing or conflicting.
     std::optional<std::string> check(const char* tool) {
-        const auto thread = pmc_cli::whole_number_option(thread_option_, thread_text_, UINT64_MAX, UINT32_MAX);
-        if (!thread) return std::string("--thread needs a thread number");
-        if (*thread != UINT64_MAX) only_thread = static_cast<std::uint32_t>(*thread);
+        // Digits are a thread number, anything else a name (found in the file by select_threads).
+        const bool digits = !thread_text_.empty() && std::all_of(thread_text_.begin(), thread_text_.end(),
+                                                                 [](char ch) { return ch >= '0' && ch <= '9'; });
+        if (thread_option_.given() && !digits) {
+            if (thread_text_.empty()) return std::string("--thread needs a thread number or name");
+            thread_name = thread_text_;
+        } else {
+            const auto thread = pmc_cli::whole_number_option(thread_option_, thread_text_, UINT64_MAX, UINT32_MAX);
+            if (!thread) return std::string("--thread needs a thread number or name");
+            if (*thread != UINT64_MAX) only_thread = static_cast<std::uint32_t>(*thread);
+        }
         if (files_.size() > 1) return std::string("one FILE at a time");
         if (files_.empty()) return fmt::format("which profile? (pmc {} FILE){}", tool, took_file(counter));
         file = files_.front();
-        if (per_thread && only_thread) return std::string("--per-thread and --thread exclude each other");
+        if (per_thread && (only_thread || thread_name)) return std::string("--per-thread and --thread exclude each other");
         return std::nullopt;
     }
 
@@ -151,6 +214,20 @@ inline bool select_threads(const char* tool, const pmc::Profile& p, const std::s
         return false;
     }
     return true;
+}
+
+/// As above for the tool's --thread: a name is first turned into the thread's number (args.only_thread).
+inline bool select_threads(const char* tool, const pmc::Profile& p, ProfileArgs& args,
+                           std::vector<const pmc::ProfileThread*>& out) {
+    if (args.thread_name) {
+        auto found = thread_named(p, args.file, *args.thread_name);
+        if (auto* why = std::get_if<std::string>(&found)) {
+            fmt::print(stderr, "pmc {}: {}\n", tool, *why);
+            return false;
+        }
+        args.only_thread = std::get<std::uint32_t>(found);
+    }
+    return select_threads(tool, p, args.file, args.only_thread, out);
 }
 
 /// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Several profiles read as runs of one program, for pmc diff and pmc aggregate: the files read (damage reported) and
-// walked with pmc/profile_reader.hpp's nesting walker, one counter chosen in all of them, whether it is exact, each
+// walked with pmc/profile_reader.hpp's nesting walker, each interval's thread known by name (cli::ThreadKey), one counter chosen in all of them, whether it is exact, each
 // run's intervals with their label paths and self values, per-label sums, and min / median / max across runs.
 #pragma once
 
@@ -23,7 +23,8 @@ namespace pmc_tool::runs {
 
 /// One interval of one run: where it is, its name and label path from its thread's outermost scope, its values.
 struct Interval {
-    std::uint32_t thread = 0;  ///< the profiler's thread number
+    std::uint32_t thread = 0;  ///< the profiler's thread number (registration order: may differ between runs)
+    cli::ThreadKey thread_key; ///< its thread's name and place among equal names: what matches it across runs
     std::size_t ordinal = 0;   ///< its place among its thread's intervals, in the order they ended (postorder)
     std::string label;         ///< label text
     std::string name;          ///< label(argument), or the label when it has no argument
@@ -97,10 +98,13 @@ inline std::optional<std::string> load(const std::string& file, Run& out) {
     const pmc::Profile& p = out.profile;
     const std::size_t nc = p.counters.size();
     for (const auto& t : p.threads) out.records[t.index] = reader->span(t.index).records;
+    const std::map<std::uint32_t, cli::ThreadKey> keys = cli::thread_keys(p);
     auto failure = reader->walk(
         [&](const pmc::NestedInterval& s) {
             Interval iv;
             iv.thread = s.thread;
+            auto key = keys.find(s.thread);
+            iv.thread_key = key != keys.end() ? key->second : cli::ThreadKey{fmt::format("(thread {})", s.thread)};
             iv.ordinal = static_cast<std::size_t>(s.ordinal); // the record's; renumbered below
             iv.label = p.string(s.label);
             iv.name = name_of(p, s.label, s.arg);
@@ -136,9 +140,11 @@ inline std::optional<std::string> load(const std::string& file, Run& out) {
             break;
         }
     // The walker reports each thread from its last record back: put them in the order they ended, numbered among
-    // the thread's intervals only (so that instant events do not shift them).
+    // the thread's intervals only (so that instant events do not shift them). Threads in the order of their names
+    // (then their place among equal names), not of their numbers: the numbers follow registration order, which
+    // changes from run to run, and runs are compared thread by thread in this order.
     std::sort(out.intervals.begin(), out.intervals.end(), [](const Interval& a, const Interval& b) {
-        return a.thread != b.thread ? a.thread < b.thread : a.ordinal < b.ordinal;
+        return !(a.thread_key == b.thread_key) ? a.thread_key < b.thread_key : a.ordinal < b.ordinal;
     });
     for (std::size_t i = 0, n = 0; i < out.intervals.size(); ++i, ++n) {
         if (i > 0 && out.intervals[i].thread != out.intervals[i - 1].thread) n = 0;

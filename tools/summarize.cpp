@@ -23,7 +23,7 @@
 
 namespace pmc_tool {
 
-const char* const summarize_help = R"(usage: pmc summarize [--counter NAME] [--per-thread | --thread N] [--without-overhead]
+const char* const summarize_help = R"(usage: pmc summarize [--counter NAME] [--per-thread | --thread N|NAME] [--without-overhead]
                      [--top N] [--json] FILE
 
 Summarize a profile written by a program that embeds pmc::Profiler (PMC_PROFILE=FILE): one line
@@ -47,7 +47,10 @@ add up to 100 %), and what was open is said (with --json, in "open_scopes").
 Options:
   --counter NAME      Summarize this recorded counter instead of the primary (the first one).
   --per-thread        One table per thread instead of all threads together.
-  --thread N          Only thread N (the profiler's thread number, as listed in the header).
+  --thread N|NAME     Only thread N (the profiler's thread number, as listed in the header), or
+                      the thread named NAME (Profiler::thread_name, else the kernel's): numbers
+                      follow the order threads registered in, which changes from run to run, names
+                      do not. Of several threads with one name, NAME#K is the K-th by number.
   --without-overhead  Subtract from each scope's self value what recording its child scopes added
                       (the header's cost measured when the profile started: what one scope adds to
                       its parent less what it records itself), never below 0 (says how many were
@@ -290,7 +293,6 @@ int cmd_summarize(const std::vector<std::string>& arguments) {
     const std::size_t top = static_cast<std::size_t>(*top_given);
     if (auto why = args.check("summarize")) return cl.usage_error(*why);
     const std::string& file = args.file;
-    const std::optional<std::uint32_t> only_thread = args.only_thread;
     const bool json = args.json, per_thread = args.per_thread;
 
     std::size_t c = 0;
@@ -314,7 +316,8 @@ int cmd_summarize(const std::vector<std::string>& arguments) {
         return s;
     };
     std::vector<const pmc::ProfileThread*> threads;
-    if (!cli::select_threads("summarize", p, file, only_thread, threads)) return 1;
+    if (!cli::select_threads("summarize", p, args, threads)) return 1; // --thread NAME: its number
+    const std::optional<std::uint32_t> only_thread = args.only_thread;
     // 2 when part of the file is lost, a sum could not be made, or scopes were still open when the program stopped
     // (killed): not whole.
     auto status = [&] { return p.problems.empty() && !open_scopes && !overflowed ? 0 : 2; };

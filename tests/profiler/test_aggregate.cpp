@@ -192,11 +192,65 @@ TEST_CASE("pmc aggregate: runs whose sequences differ are lined up by label path
     CHECK(find_by(*j.find("labels"), "label", "cache").find("runs")->number == 1);
     auto text = pmc_test::run_command(tool() + " aggregate '" + a + "' '" + b + "' '" + c + "'");
     CHECK_THAT(text.out, ContainsSubstring("alignment: by label path"));
-    CHECK_THAT(text.out, ContainsSubstring("thread 0: '" + b + "' first differs from '" + a +
+    CHECK_THAT(text.out, ContainsSubstring("thread main (0): '" + b + "' first differs from '" + a +
                                            "' at the thread's interval 2 (in the order they ended): cache at depth 0 "
                                            "where the first run has lex at depth 1"));
     CHECK_THAT(text.out, ContainsSubstring("(in 1 of 3 runs)"));
     CHECK_THAT(text.out, ContainsSubstring("in some runs only (not aggregated): 1"));
+}
+
+TEST_CASE("pmc aggregate: threads are matched across runs by name, then by place among equal names, not by number") {
+    // Threads that start at once register in any order: the decoder is thread 1 in one run and thread 2 in the
+    // next, and the two "worker" threads are 3 and 4 in one run, 6 and 9 in the other. Matched by name, every
+    // thread recorded the same sequence in both runs: lined up by position, every interval identical.
+    TempDir dir;
+    const auto a = write(dir, "a", [](auto& b) {
+        b.thread(0, "main").scope("main", 1);
+        b.thread(1, "decoder").scope("decode", 50);
+        b.thread(2, "encoder").scope("encode", 70);
+        b.thread(3, "worker").scope("job", 10);
+        b.thread(4, "worker").scope("job", 20);
+    });
+    const auto b = write(dir, "b", [](auto& p) {
+        p.thread(0, "main").scope("main", 1);
+        p.thread(1, "encoder").scope("encode", 70);
+        p.thread(2, "decoder").scope("decode", 50);
+        p.thread(6, "worker").scope("job", 10);
+        p.thread(9, "worker").scope("job", 20);
+    });
+    auto j = json_of(tool() + " aggregate --json '" + a + "' '" + b + "'");
+    CHECK(j.find("alignment")->string == "position");
+    CHECK(j.find("divergences")->items.empty());
+    CHECK(j.find("intervals_aligned")->number == 5);
+    CHECK(j.find("intervals_identical")->number == 5);
+    const auto& largest = j.find("largest")->items;
+    CHECK(find_by(*j.find("largest"), "path", "decode").find("thread_name")->string == "decoder");
+    CHECK(find_by(*j.find("largest"), "path", "decode").find("thread")->number == 1); // its number in run a
+    // Equal names: by place (thread number order) among them.
+    std::vector<std::string> worker_threads;
+    for (const auto& slot : largest)
+        if (slot.find("path")->string == "job") worker_threads.push_back(slot.find("thread_name")->string);
+    CHECK(worker_threads == std::vector<std::string>{"worker#2", "worker#1"}); // job 20, then job 10
+    auto text = pmc_test::run_command(tool() + " aggregate '" + a + "' '" + b + "'");
+    CHECK_THAT(text.out, ContainsSubstring("identical in every run: 5 (100.0%)"));
+    CHECK_THAT(text.out, ContainsSubstring("worker#2"));
+    CHECK_THAT(pmc_test::run_command(tool() + " aggregate --help").out, ContainsSubstring("matched across runs by name"));
+    // Where a thread's runs diverge, the thread is named.
+    const auto c = write(dir, "c", [](auto& p) {
+        p.thread(0, "main").scope("main", 1);
+        p.thread(1, "encoder").scope("encode", 70);
+        p.thread(2, "decoder").scope("inflate", 50);
+        p.thread(6, "worker").scope("job", 10);
+        p.thread(9, "worker").scope("job", 20);
+    });
+    auto diverged = json_of(tool() + " aggregate --json '" + a + "' '" + c + "'");
+    REQUIRE(diverged.find("divergences")->items.size() == 1); // the decoder only (thread 1 in a, 2 in c)
+    CHECK(diverged.find("divergences")->items[0].find("thread_name")->string == "decoder");
+    CHECK(diverged.find("divergences")->items[0].find("this_run")->string == "inflate at depth 0");
+    CHECK_THAT(pmc_test::run_command(tool() + " aggregate '" + a + "' '" + c + "'").out,
+               ContainsSubstring("thread decoder (1): '" + c + "' first differs"));
+    // pmc diff sums each label over all threads: the registration order does not move a label.
+    CHECK(pmc_test::run_command(tool() + " diff --fail-on-change '" + a + "' '" + b + "' >/dev/null 2>&1").status == 0);
 }
 
 TEST_CASE("pmc aggregate: mismatched counters, usage errors and --help") {

@@ -296,6 +296,38 @@ TEST_CASE("pmc critical: the same path and output whatever the label ids, thread
     CHECK(pmc_test::run_command("cd '" + dir.path + "' && '" + tool() + "' critical --graph one.pmcprof").out == a.out);
 }
 
+TEST_CASE("summarize and critical --thread: a number stays a number, a name shared by threads is told apart by place") {
+    TempDir dir;
+    pmc_test::ProfileBuilder b({pmc_test::exact_counter()});
+    b.thread(3, "worker").scope("first", 1);
+    b.thread(5, "worker").scope("second", 2);
+    b.thread(7, "9").scope("numbered", 3); // a thread whose name is digits
+    const std::string file = dir.file("names.pmcprof");
+    REQUIRE(b.write(file));
+    for (const std::string tool_name : {"critical", "summarize"}) {
+        auto run = [&](const std::string& args) {
+            return pmc_test::run_command(tool() + " " + tool_name + " " + args + " '" + file + "' 2>&1");
+        };
+        INFO(tool_name);
+        auto shared = run("--thread worker");
+        CHECK(shared.status == 1);
+        CHECK_THAT(shared.out, ContainsSubstring("has 2 threads named 'worker': worker#1 (3), worker#2 (5); give one "
+                                                 "of these names or numbers"));
+        auto second = run("--thread worker#2");
+        CHECK(second.status == 0);
+        CHECK_THAT(second.out, ContainsSubstring("thread 5 only"));
+        CHECK_THAT(second.out, ContainsSubstring("second"));
+        CHECK(second.out.find("first") == std::string::npos);
+        CHECK_THAT(run("--thread 7").out, ContainsSubstring("thread 7 only")); // the number, not the thread named 7
+        auto nine = run("--thread 9");
+        CHECK(nine.status == 1);
+        CHECK_THAT(nine.out, ContainsSubstring("has no thread 9 (it has 3); its threads: 3 \"worker\", 5 \"worker\", "
+                                               "7 \"9\""));
+        CHECK(run("--thread worker#3").status == 1);
+        CHECK(run("--per-thread --thread worker#1").status == 1);
+    }
+}
+
 TEST_CASE("pmc critical: per thread, one thread, another counter") {
     TempDir dir;
     pmc_test::ProfileBuilder b({pmc_test::exact_counter("page-faults"), pmc_test::exact_counter("minor-faults")});
@@ -334,7 +366,20 @@ TEST_CASE("pmc critical: per thread, one thread, another counter") {
     CHECK_THAT(r.out, ContainsSubstring("recorded no counter 'cycles'; it has: page-faults, minor-faults"));
     r = critical("--thread 9 '" + file + "'");
     CHECK(r.status == 1);
-    CHECK_THAT(r.out, ContainsSubstring("has no thread 9 (it has 2)"));
+    CHECK_THAT(r.out, ContainsSubstring("has no thread 9 (it has 2); its threads: 0 \"main\", 1 \"worker\""));
+    // --thread NAME: the thread with that name (numbers follow registration order, which changes between runs).
+    for (const char* tool_name : {"critical", "summarize"}) {
+        auto by_name = pmc_test::run_command(tool() + " " + tool_name + " --thread worker '" + file + "' 2>&1");
+        INFO(tool_name << ": " << by_name.out);
+        CHECK(by_name.status == 0);
+        CHECK_THAT(by_name.out, ContainsSubstring("thread 1 only"));
+        CHECK(by_name.out == pmc_test::run_command(tool() + " " + tool_name + " --thread 1 '" + file + "' 2>&1").out);
+        auto unknown = pmc_test::run_command(tool() + " " + tool_name + " --thread parser '" + file + "' 2>&1");
+        CHECK(unknown.status == 1);
+        CHECK_THAT(unknown.out, ContainsSubstring("has no thread named 'parser' (it has 2); its threads: 0 \"main\", 1 "
+                                                  "\"worker\""));
+        CHECK_THAT(pmc_test::run_command(tool() + " " + tool_name + " --help").out, ContainsSubstring("--thread N|NAME"));
+    }
     CHECK(critical("--per-thread --thread 1 '" + file + "'").status == 1);
     CHECK(critical("--bogus '" + file + "'").status == 1);
     CHECK(critical("").status == 1);

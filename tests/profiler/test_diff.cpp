@@ -14,6 +14,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -224,11 +226,34 @@ TEST_CASE("pmc diff --fail-on-change: the noise rule's false-alarm chance holds 
         base.push_back(write_labels(dir, "a" + std::to_string(r), a));
         fresh.push_back(write_labels(dir, "b" + std::to_string(r), b));
     }
+    // Five and five runs cannot reach Holm's first bar over ten labels (0.79 % > 0.5 %): the gate cannot flag
+    // anything, so it cannot pass either: status 4 and the runs it needs.
     auto r = pmc_test::run_command(tool() + " diff --fail-on-change" + join_files(base) + " --" + join_files(fresh) + " 2>&1");
     INFO(r.out);
-    CHECK(r.status == 0);
+    CHECK(r.status == 4);
     CHECK_THAT(r.out, ContainsSubstring("within the noise (p 0.8%, needed <= 0.5%)"));
     CHECK_THAT(r.out, ContainsSubstring("over the 10 labels so judged"));
+    CHECK_THAT(r.out, ContainsSubstring("cannot judge 10 labels (exit status 4): with 5 and 5 runs the smallest p-value "
+                                        "is 0.8%, above Holm's first bar 5.0% / 10 = 0.5%: no label can be flagged. "
+                                        "Record 6 runs a side"));
+    // Six and six runs can (2 / C(12, 6) = 0.22 %): q0's runs overlap by two pairs (p 0.87 %, under 5 % for one
+    // label, not under 5 % / 10): within the noise, and the gate passes.
+    std::vector<std::string> base6, fresh6;
+    const std::uint64_t q0_base[] = {1000, 1010, 1020, 1030, 1040, 1050}, q0_new[] = {1035, 1060, 1070, 1080, 1090, 1100};
+    for (std::uint64_t run = 0; run < 6; ++run) {
+        std::vector<std::uint64_t> a(10), b(10);
+        for (std::size_t l = 0; l < 10; ++l) {
+            a[l] = 100 + 2 * run + (l % 2);
+            b[l] = 100 + 2 * run + 1 - (l % 2);
+        }
+        a[0] = q0_base[run];
+        b[0] = q0_new[run];
+        base6.push_back(write_labels(dir, "six-a" + std::to_string(run), a));
+        fresh6.push_back(write_labels(dir, "six-b" + std::to_string(run), b));
+    }
+    r = pmc_test::run_command(tool() + " diff --fail-on-change" + join_files(base6) + " --" + join_files(fresh6) + " 2>&1");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("within the noise (p 0.9%, needed <= 0.5%)"));
     // The same split with fewer labels judged passes Holm's bar (5 % / 2 = 2.5 %): flagged.
     std::vector<std::string> base2, fresh2;
     for (std::uint64_t run = 0; run < 5; ++run) {
@@ -441,7 +466,7 @@ TEST_CASE("pmc diff: mismatched profiles are compared as far as they can be, and
     CHECK(by_name.find("counter")->string == "wall-time");
 }
 
-TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 when it cannot judge, 2 on damage") {
+TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 4 when it cannot judge, 2 on damage") {
     TempDir dir;
     const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
     const auto same = write(dir, "same.pmcprof", [](auto& b) { compiler_run(b); });
@@ -468,7 +493,7 @@ TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 w
     auto added = gate("'" + a + "' '" + other + "'");
     CHECK(added.status == 3);
     CHECK_THAT(added.out, ContainsSubstring("link: new (not in BASE)"));
-    // A noisy counter: beyond the noise fails, within it passes, one run a side cannot be judged (never a pass).
+    // A noisy counter: beyond the noise fails, within it passes, one run a side cannot be judged (never a pass: 4).
     std::string b3, m3, o3;
     for (std::uint64_t r = 0; r < 4; ++r) {
         const std::uint64_t jitter = r == 1 ? 2 : r == 2 ? 1 : r == 3 ? 3 : 0;
@@ -484,10 +509,12 @@ TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 1 w
     CHECK_THAT(beyond.out, ContainsSubstring("parse: beyond the noise"));
     CHECK(gate(b3 + " --" + o3).status == 0);
     auto single = gate("'" + dir.file("w0") + "' '" + dir.file("m0") + "'");
-    CHECK(single.status == 1);
-    CHECK_THAT(single.out, ContainsSubstring("cannot judge 1 label:"));
+    CHECK(single.status == 4);
+    CHECK_THAT(single.out, ContainsSubstring("cannot judge 1 label (exit status 4): one run a side gives no noise "
+                                             "estimate"));
     CHECK_THAT(single.out, ContainsSubstring("wall-time is not exact"));
-    CHECK_THAT(single.out, ContainsSubstring("A1 A2 A3 -- B1 B2 B3"));
+    CHECK_THAT(single.out, ContainsSubstring("Record 4 runs a side (pmc diff --fail-on-change A1 ... A4 -- B1 ... B4)"));
+    CHECK_THAT(single.out, ContainsSubstring("\n  parse: no noise estimate"));
     // A damaged file: 2, before 3 (a change seen in lost data is not trusted).
     const std::string cut = write_cut(dir);
     auto damaged = gate("'" + a + "' '" + cut + "'");
@@ -530,12 +557,16 @@ TEST_CASE("pmc diff --json states the gate's verdict, the changed labels (beyond
     CHECK_FALSE(off.find("fail_on_change")->boolean);
     CHECK(off.find("verdict")->string == "changed");
 
-    // A noisy counter with one run a side: the gate cannot judge (status 1), never a pass.
+    // A noisy counter with one run a side: the gate cannot judge (status 4), never a pass.
     const auto w = write(dir, "w.pmcprof", [](auto& b) { compiler_run(b, 0, 10); }, {pmc_test::time_counter()});
     const auto m = write(dir, "m.pmcprof", [](auto& b) { compiler_run(b, 0, 20); }, {pmc_test::time_counter()});
-    auto unjudged = gate_of("--fail-on-change '" + w + "' '" + m + "'", 1);
+    auto unjudged = gate_of("--fail-on-change '" + w + "' '" + m + "'", 4);
     CHECK(unjudged.find("verdict")->string == "cannot judge");
     CHECK(unjudged.find("unjudged")->number == 1); // parse; the others have the same values on both sides
+    REQUIRE(unjudged.find("unjudged_labels")->items.size() == 1);
+    CHECK(unjudged.find("unjudged_labels")->items[0].string == "parse");
+    CHECK(unjudged.find("runs_needed")->number == 4); // 2 / C(8, 4) = 2.9 % <= 5 % for the one label
+    CHECK(changed.find("runs_needed")->type == pmc::detail::JsonValue::Type::null);
 
     // A damaged file: not judged, status 2 (before 3).
     const std::string cut = write_cut(dir);
@@ -629,4 +660,340 @@ TEST_CASE("pmc diff and pmc aggregate: a file cut at every length, and byte flip
         CHECK(r.status == 2);
         CHECK(count(r.out, "is incomplete") == reported);
     }
+}
+
+// ---- The gate's rules (issue 23): new/gone by the noise rule, --threshold, --fail-on-increase, --accept, status 4,
+// and the statistics under them (the rank-sum's ties, Holm's step-down) pinned to exact values.
+
+namespace {
+
+/// One run: each label an outermost scope with the given self value, in this order (a label not listed: absent).
+std::string write_named(const TempDir& dir, const std::string& name,
+                        const std::vector<std::pair<std::string, std::uint64_t>>& labels,
+                        pmc_test::BuilderCounter counter = pmc_test::time_counter()) {
+    return write(dir, name, [&](auto& b) {
+        auto& t = b.thread(0, "main");
+        for (const auto& [label, self] : labels) t.scope(label, self);
+    }, {counter});
+}
+
+/// pmc diff with its stderr (the gate's words) and stdout together.
+pmc_test::CommandResult gate_run(const std::string& args) { return pmc_test::run_command(tool() + " diff " + args + " 2>&1"); }
+
+/// pmc diff --json (stdout only), its status checked against the gate's exit_status; and every label's fails_gate
+/// is its being in changed_labels: the JSON's facts agree with each other.
+pmc::detail::JsonValue gate_json(const std::string& args, int expected_status) {
+    auto r = pmc_test::run_command(tool() + " diff --json " + args + " 2>/dev/null");
+    INFO(args << "\n" << r.out);
+    CHECK(r.status == expected_status);
+    auto j = json_of(r);
+    const auto& gate = *j.find("gate");
+    CHECK(gate.find("exit_status")->number == r.status);
+    std::vector<std::string> changed;
+    for (const auto& l : gate.find("changed_labels")->items) changed.push_back(l.string);
+    CHECK(gate.find("changed")->number == static_cast<double>(changed.size()));
+    for (const auto& l : j.find("labels")->items) {
+        const bool listed = std::find(changed.begin(), changed.end(), l.find("label")->string) != changed.end();
+        INFO(l.find("label")->string);
+        CHECK(l.find("fails_gate")->boolean == listed);
+    }
+    return j;
+}
+
+std::vector<std::string> strings(const pmc::detail::JsonValue& array) {
+    std::vector<std::string> out;
+    for (const auto& v : array.items) out.push_back(v.string);
+    return out;
+}
+
+std::vector<std::string> gate_list(const pmc::detail::JsonValue& j, const char* key) {
+    return strings(*j.find("gate")->find(key));
+}
+
+/// Five runs a side of one label "q" (a time) with the given self values: its rank-sum p-value from --json.
+double p_of(const TempDir& dir, const std::string& tag, const std::vector<std::uint64_t>& base,
+            const std::vector<std::uint64_t>& fresh) {
+    std::vector<std::string> a, b;
+    for (std::size_t r = 0; r < base.size(); ++r) a.push_back(write_named(dir, tag + "a" + std::to_string(r), {{"q", base[r]}}));
+    for (std::size_t r = 0; r < fresh.size(); ++r) b.push_back(write_named(dir, tag + "b" + std::to_string(r), {{"q", fresh[r]}}));
+    auto j = json_of(pmc_test::run_command(tool() + " diff --json" + join_files(a) + " --" + join_files(b)));
+    return label(j, "q").find("p")->number;
+}
+
+} // namespace
+
+TEST_CASE("pmc diff: the rank-sum test's exact p-value, ties counted a half and taken toward the larger p") {
+    // Reference values: every one of the C(10, 5) = 252 splits of ten distinct ranks enumerated (a script, not this
+    // code): P(U <= 0) = 1/252, P(U <= 1) = 2/252, P(U <= 2) = 4/252; p is twice the smaller tail.
+    TempDir dir;
+    CHECK(p_of(dir, "apart", {100, 101, 102, 103, 104}, {110, 111, 112, 113, 114}) == Approx(2.0 / 252));
+    // One tie (104 on both sides): U = 24.5 of 25 pairs; the tie is taken toward the larger p (U = 24): 4 / 252.
+    // Counting it 1 gives 2 / 252; rounding the half the other way, too.
+    CHECK(p_of(dir, "tie-up", {100, 101, 102, 103, 104}, {104, 105, 106, 107, 108}) == Approx(4.0 / 252));
+    // The mirror image (U = 0.5): counting the tie 0 gives 2 / 252.
+    CHECK(p_of(dir, "tie-down", {104, 105, 106, 107, 108}, {100, 101, 102, 103, 104}) == Approx(4.0 / 252));
+    // Many ties: U = 22 (10s below every 20 and 30, 20s against 20s a half each): 14 / 252.
+    CHECK(p_of(dir, "ties", {10, 10, 20, 20, 20}, {20, 20, 30, 30, 30}) == Approx(14.0 / 252));
+    // Two overlapping pairs, no tie (U = 23): 8 / 252.
+    CHECK(p_of(dir, "overlap", {100, 101, 102, 103, 113}, {111, 112, 120, 121, 122}) == Approx(8.0 / 252));
+}
+
+TEST_CASE("pmc diff: Holm's step-down, neither Bonferroni nor step-up: the k-th smallest p against A / (L - k + 1), stopping at the first that fails") {
+    TempDir dir;
+    // Two labels, five runs a side, both beyond either side's spread. "apart": p = 2/252 = 0.79 %; "overlap": two
+    // pairs cross, p = 8/252 = 3.17 %. Holm: 0.79 % <= 5 % / 2, then 3.17 % <= 5 % / 1: both flagged. Bonferroni
+    // (5 % / 2 for both) flags "apart" only.
+    const std::uint64_t apart_base[] = {100, 101, 102, 103, 104}, apart_new[] = {110, 111, 112, 113, 114};
+    const std::uint64_t overlap_base[] = {100, 101, 102, 103, 113}, overlap_new[] = {111, 112, 120, 121, 122};
+    std::vector<std::string> a, b;
+    for (std::size_t r = 0; r < 5; ++r) {
+        a.push_back(write_named(dir, "a" + std::to_string(r), {{"apart", apart_base[r]}, {"overlap", overlap_base[r]}}));
+        b.push_back(write_named(dir, "b" + std::to_string(r), {{"apart", apart_new[r]}, {"overlap", overlap_new[r]}}));
+    }
+    auto both = gate_json("--fail-on-change" + join_files(a) + " --" + join_files(b), 3);
+    CHECK(label(both, "apart").find("p")->number == Approx(2.0 / 252));
+    CHECK(label(both, "overlap").find("p")->number == Approx(8.0 / 252));
+    CHECK(gate_list(both, "changed_labels") == std::vector<std::string>{"overlap", "apart"}); // by |self delta|
+    // Two labels at 3.17 % each: Holm stops at the first (3.17 % > 5 % / 2): none flagged, the gate passes. A
+    // step-up rule (Hochberg: the largest p against 5 % / 1 first) would flag both; a rule that does not stop at
+    // the first failure would flag the second.
+    std::vector<std::string> c, d;
+    for (std::size_t r = 0; r < 5; ++r) {
+        c.push_back(write_named(dir, "c" + std::to_string(r), {{"one", overlap_base[r]}, {"two", overlap_base[r] + 1000}}));
+        d.push_back(write_named(dir, "d" + std::to_string(r), {{"one", overlap_new[r]}, {"two", overlap_new[r] + 1000}}));
+    }
+    auto neither = gate_json("--fail-on-change" + join_files(c) + " --" + join_files(d), 0);
+    CHECK(label(neither, "one").find("verdict")->string == "within the noise");
+    CHECK(label(neither, "two").find("verdict")->string == "within the noise");
+    CHECK(label(neither, "two").find("p")->number == Approx(8.0 / 252));
+    CHECK_THAT(label(neither, "one").find("text")->string, ContainsSubstring("needed <= 2.5%"));
+}
+
+TEST_CASE("pmc diff: new and gone labels are judged by the noise rule (exact counter, every run: any new or gone fails)") {
+    TempDir dir;
+    // Wall-time, five runs a side of an unchanged program: "rare" was recorded in one NEW run only. It is one of
+    // the labels judged (the others are identical), its p-value is large: within the noise, the gate passes.
+    std::vector<std::string> base, once, always, without;
+    for (std::uint64_t r = 0; r < 5; ++r) {
+        base.push_back(write_named(dir, "a" + std::to_string(r), {{"work", 100}, {"rare", 50 + r}}));
+        without.push_back(write_named(dir, "w" + std::to_string(r), {{"work", 100}}));
+        std::vector<std::pair<std::string, std::uint64_t>> labels = {{"work", 100}};
+        if (r == 2) labels.push_back({"rare", 60});
+        once.push_back(write_named(dir, "o" + std::to_string(r), labels));
+        always.push_back(write_named(dir, "n" + std::to_string(r), {{"work", 100}, {"rare", 50 + r}}));
+    }
+    auto rare = gate_json("--fail-on-change" + join_files(without) + " --" + join_files(once), 0);
+    CHECK(label(rare, "rare").find("verdict")->string == "within the noise");
+    CHECK(label(rare, "rare").find("p")->number == Approx(0.6904761904761905)); // U = 15 of 25: 174 / 252
+    CHECK_THAT(label(rare, "rare").find("text")->string, ContainsSubstring("new: in 1 of 5 NEW runs, no BASE run"));
+    CHECK(rare.find("judged_by_noise")->number == 1);
+    // In every NEW run: beyond the noise, called new, the gate fails; and gone the other way round.
+    auto added = gate_json("--fail-on-change" + join_files(without) + " --" + join_files(always), 3);
+    CHECK(label(added, "rare").find("verdict")->string == "new");
+    CHECK_THAT(label(added, "rare").find("text")->string, ContainsSubstring("new, beyond the noise: +52 ns (p 0.8%)"));
+    CHECK(gate_list(added, "changed_labels") == std::vector<std::string>{"rare"});
+    auto removed = gate_json("--fail-on-change" + join_files(base) + " --" + join_files(without), 3);
+    CHECK(label(removed, "rare").find("verdict")->string == "gone");
+    // An exact counter: a label in one run of five is the program's nondeterminism, judged by the noise rule...
+    std::vector<std::string> exact_without, exact_once, exact_always;
+    for (std::uint64_t r = 0; r < 5; ++r) {
+        exact_without.push_back(write_named(dir, "ew" + std::to_string(r), {{"work", 100}}, pmc_test::exact_counter()));
+        std::vector<std::pair<std::string, std::uint64_t>> labels = {{"work", 100}};
+        if (r == 2) labels.push_back({"rare", 60});
+        exact_once.push_back(write_named(dir, "eo" + std::to_string(r), labels, pmc_test::exact_counter()));
+    }
+    auto nondeterministic = gate_json("--fail-on-change" + join_files(exact_without) + " --" + join_files(exact_once), 0);
+    CHECK(label(nondeterministic, "rare").find("verdict")->string == "within the noise");
+    CHECK(strings(*nondeterministic.find("nondeterministic_labels")) == std::vector<std::string>{"rare (NEW)"});
+    // ... and a label every run of one side has and no run of the other is a change, whatever the number of runs.
+    for (std::uint64_t r = 0; r < 2; ++r)
+        exact_always.push_back(write_named(dir, "ea" + std::to_string(r), {{"work", 100}, {"rare", 60 + r}},
+                                           pmc_test::exact_counter()));
+    auto exact_new = gate_json("--fail-on-change '" + exact_without[0] + "' '" + exact_without[1] + "' --" +
+                                   join_files(exact_always), 3);
+    CHECK(label(exact_new, "rare").find("verdict")->string == "new");
+    CHECK(label(exact_new, "rare").find("text")->string == "new (not in BASE)");
+}
+
+TEST_CASE("pmc diff: a gate that cannot flag anything never passes: status 4, with the runs it needs") {
+    TempDir dir;
+    // Two and two wall-time runs: the smallest p-value is 2 / C(4, 2) = 33 %: no label can be flagged at 5 %.
+    std::vector<std::string> base, fresh;
+    for (std::uint64_t r = 0; r < 2; ++r) {
+        base.push_back(write_named(dir, "a" + std::to_string(r), {{"work", 100 + r}, {"idle", 5}}));
+        fresh.push_back(write_named(dir, "b" + std::to_string(r), {{"work", 200 + r}, {"idle", 5}}));
+    }
+    const std::string sides = join_files(base) + " --" + join_files(fresh);
+    auto r = gate_run("--fail-on-change" + sides);
+    INFO(r.out);
+    CHECK(r.status == 4);
+    CHECK_THAT(r.out, ContainsSubstring("pmc diff: --fail-on-change cannot judge 1 label (exit status 4): with 2 and 2 "
+                                        "runs the smallest p-value is 33.3%, above Holm's first bar 5.0% / 1 = 5.0%: no "
+                                        "label can be flagged. Record 4 runs a side (pmc diff --fail-on-change A1 ... A4 "
+                                        "-- B1 ... B4)"));
+    CHECK_THAT(r.out, ContainsSubstring("\n  work: within the noise"));
+    CHECK(gate_run("--fail-on-increase" + sides).status == 4);
+    auto j = gate_json("--fail-on-change" + sides, 4);
+    CHECK(j.find("gate")->find("verdict")->string == "cannot judge");
+    CHECK(gate_list(j, "unjudged_labels") == std::vector<std::string>{"work"});
+    CHECK(j.find("gate")->find("runs_needed")->number == 4);
+    // Without a fail option the status stays 0, and the JSON still says the gate could not judge.
+    CHECK(gate_json(sides, 0).find("gate")->find("verdict")->string == "cannot judge");
+    // A label that could not fail the gate anyway does not make it 4: under the threshold, or a decrease under
+    // --fail-on-increase.
+    CHECK(gate_json("--fail-on-change --threshold 200" + sides, 0).find("gate")->find("verdict")->string == "unchanged");
+    CHECK(gate_run("--fail-on-increase" + join_files(fresh) + " --" + join_files(base)).status == 0);
+    CHECK(gate_run("--fail-on-change" + join_files(fresh) + " --" + join_files(base)).status == 4);
+    // Enough runs for the labels judged: 4 and 4 (2 / C(8, 4) = 2.9 %) flag the change.
+    for (std::uint64_t k = 2; k < 4; ++k) {
+        base.push_back(write_named(dir, "a" + std::to_string(k), {{"work", 100 + k}, {"idle", 5}}));
+        fresh.push_back(write_named(dir, "b" + std::to_string(k), {{"work", 200 + k}, {"idle", 5}}));
+    }
+    CHECK(gate_run("--fail-on-change" + join_files(base) + " --" + join_files(fresh)).status == 3);
+    CHECK_THAT(pmc_test::run_command(tool() + " diff --help").out, ContainsSubstring("exits 4, never 0"));
+}
+
+TEST_CASE("pmc diff --threshold: a flagged label whose self delta is under a count or a percentage does not fail") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    const auto planted = write(dir, "b.pmcprof", [](auto& p) { compiler_run(p, 4); }); // typeck 60 -> 64: +6.7 %
+    const auto with_link = write(dir, "c.pmcprof", [](auto& p) {
+        compiler_run(p);
+        p.thread(2, "late").scope("link", 3);
+    });
+    const std::string sides = " '" + a + "' '" + planted + "'";
+    auto under = gate_json("--fail-on-change --threshold 5" + sides, 0);
+    CHECK(label(under, "typeck").find("verdict")->string == "changed"); // still shown as changed
+    CHECK(label(under, "typeck").find("under_threshold")->boolean);
+    CHECK(gate_list(under, "under_threshold_labels") == std::vector<std::string>{"typeck"});
+    CHECK(gate_list(under, "changed_labels").empty());
+    CHECK(under.find("gate")->find("threshold")->find("value")->number == 5);
+    CHECK_FALSE(under.find("gate")->find("threshold")->find("percent")->boolean);
+    CHECK_THAT(gate_run("--fail-on-change --threshold 5" + sides).out,
+               ContainsSubstring("changed by +4 (under the threshold 5: does not fail)"));
+    CHECK(gate_json("--fail-on-change --threshold 4" + sides, 3).find("gate")->find("changed")->number == 1); // not below
+    CHECK(gate_json("--fail-on-change --threshold 7%" + sides, 0).find("gate")->find("threshold")->find("percent")->boolean);
+    CHECK(gate_run("--fail-on-change --threshold 6.5%" + sides).status == 3);
+    CHECK(gate_run("--fail-on-change --threshold 6.7%" + sides).status == 0);
+    // A new label: its share of a BASE median of 0 is infinite, so only a count excuses it.
+    CHECK(gate_run("--fail-on-change --threshold 99% '" + a + "' '" + with_link + "'").status == 3);
+    CHECK(gate_run("--fail-on-change --threshold 4 '" + a + "' '" + with_link + "'").status == 0);
+    CHECK(gate_run("--fail-on-change --threshold 3 '" + a + "' '" + with_link + "'").status == 3);
+    // A noisy counter: beyond the noise by +30 ns (medians 34.5 -> 64.5), so 31 excuses it, 30 does not.
+    std::string b4, m4;
+    for (std::uint64_t r = 0; r < 4; ++r) {
+        const std::uint64_t jitter = r == 1 ? 2 : r == 2 ? 1 : r == 3 ? 3 : 0;
+        b4 += " '" + write(dir, "w" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 10 + jitter); },
+                           {pmc_test::time_counter()}) + "'";
+        m4 += " '" + write(dir, "m" + std::to_string(r), [&](auto& b) { compiler_run(b, 0, 20 + jitter); },
+                           {pmc_test::time_counter()}) + "'";
+    }
+    CHECK(gate_run("--fail-on-change --threshold 31" + b4 + " --" + m4).status == 0);
+    CHECK(gate_run("--fail-on-change --threshold 30" + b4 + " --" + m4).status == 3);
+    // Values that are not a count or a percentage: a usage error.
+    for (const std::string bad : {"''", "abc", "-5", "+5", "5%%", "%", "1e999", "nan", "' 5'", "5x"}) {
+        auto r = gate_run("--fail-on-change --threshold " + bad + sides);
+        INFO(bad << ": " << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("pmc diff: --threshold needs a count (e.g. 100) or a percentage (e.g. 0.5%)"));
+        CHECK_THAT(r.out, ContainsSubstring("Run 'pmc diff --help' for usage."));
+    }
+}
+
+TEST_CASE("pmc diff --fail-on-increase: only increases fail, --fail-on-change stays both ways") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    const auto planted = write(dir, "b.pmcprof", [](auto& p) { compiler_run(p, 4); });
+    const auto with_link = write(dir, "c.pmcprof", [](auto& p) {
+        compiler_run(p);
+        p.thread(2, "late").scope("link", 3);
+    });
+    auto up = gate_run("--fail-on-increase '" + a + "' '" + planted + "'");
+    CHECK(up.status == 3);
+    CHECK_THAT(up.out, ContainsSubstring("pmc diff: --fail-on-increase: 1 label changed (exit status 3):\n  typeck: "
+                                         "changed by +4"));
+    auto down = gate_json("--fail-on-increase '" + planted + "' '" + a + "'", 0);
+    CHECK(label(down, "typeck").find("verdict")->string == "changed");
+    CHECK(gate_list(down, "passed_decreases") == std::vector<std::string>{"typeck"});
+    CHECK(down.find("gate")->find("fail_on_increase")->boolean);
+    CHECK_THAT(gate_run("--fail-on-increase '" + planted + "' '" + a + "'").out,
+               ContainsSubstring("changed by -4 (a decrease: does not fail --fail-on-increase)"));
+    CHECK(gate_run("--fail-on-change '" + planted + "' '" + a + "'").status == 3);
+    CHECK(gate_run("--fail-on-increase '" + a + "' '" + with_link + "'").status == 3); // new: an increase
+    CHECK(gate_run("--fail-on-increase '" + with_link + "' '" + a + "'").status == 0); // gone: a decrease
+    // The same self value in fewer calls is no increase; in more calls, it is.
+    const auto two_calls = write_named(dir, "two-calls", {{"x", 5}, {"x", 5}}, pmc_test::exact_counter());
+    const auto one_call = write_named(dir, "one-call", {{"x", 10}}, pmc_test::exact_counter());
+    CHECK(gate_run("--fail-on-increase '" + two_calls + "' '" + one_call + "'").status == 0);
+    CHECK(gate_run("--fail-on-increase '" + one_call + "' '" + two_calls + "'").status == 3);
+    auto both = gate_run("--fail-on-increase --fail-on-change '" + a + "' '" + planted + "'");
+    CHECK(both.status == 1);
+    CHECK_THAT(both.out, ContainsSubstring("exclude each other\nRun 'pmc diff --help' for usage."));
+}
+
+TEST_CASE("pmc diff --accept FILE: accepted changes pass as accepted, others still fail, a malformed file is an error") {
+    TempDir dir;
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });
+    const auto two = write(dir, "two.pmcprof", [](auto& b) { // typeck +4 (+6.7 %) and a new label, link
+        compiler_run(b, 4);
+        b.thread(2, "late").scope("link", 1);
+    });
+    const std::string sides = " '" + a + "' '" + two + "'";
+    auto accept = [&](const std::string& name, const std::string& text) {
+        const std::string path = dir.file(name);
+        std::ofstream(path) << text;
+        return " --accept '" + path + "'";
+    };
+    const std::string good = accept("good", "# intended by this change\n\n  +4   typeck\r\nnew link\n");
+    auto ok = gate_json("--fail-on-change" + good + sides, 0);
+    CHECK(gate_list(ok, "accepted_labels") == std::vector<std::string>{"typeck", "link"});
+    CHECK(gate_list(ok, "changed_labels").empty());
+    CHECK(label(ok, "typeck").find("accepted")->string == "+4");
+    CHECK(label(ok, "typeck").find("accepted_as_is")->boolean);
+    CHECK(label(ok, "parse").find("accepted")->type == pmc::detail::JsonValue::Type::null);
+    CHECK_THAT(gate_run("--fail-on-change" + good + sides).out, ContainsSubstring("changed by +4 (accepted: +4, --accept line 3)"));
+    // Ranges, in the unit or in %; the same without the gate's flag is only reported.
+    CHECK(gate_run("--fail-on-change" + accept("range", "0..10 typeck\nnew link\n") + sides).status == 0);
+    CHECK(gate_run("--fail-on-change" + accept("pct", "+5%..+10% typeck\n1..1 link\n") + sides).status == 0);
+    // Not as accepted: still fails, and says so; the unaccepted label fails as before.
+    auto other = gate_json("--fail-on-change" + accept("other", "+5 typeck\ngone link\n") + sides, 3);
+    CHECK(gate_list(other, "changed_labels") == std::vector<std::string>{"typeck", "link"});
+    CHECK_FALSE(label(other, "typeck").find("accepted_as_is")->boolean);
+    CHECK_THAT(gate_run("--fail-on-change" + accept("other2", "+7%..+10% typeck\nnew link\n") + sides).out,
+               ContainsSubstring("typeck: changed by +4 (not as accepted: +7%..+10%, --accept line 1: fails)"));
+    auto partly = gate_json("--fail-on-change" + accept("partly", "+4 typeck\n") + sides, 3);
+    CHECK(gate_list(partly, "changed_labels") == std::vector<std::string>{"link"});
+    // An accepted label that did not change passes (a file left in place does not fail the next commit); a label
+    // on neither side is warned about.
+    auto stale = gate_run("--fail-on-change" + accept("stale", "+4 parse\n+4 typeck\nnew link\n-3 nosuch label\n") + sides);
+    CHECK(stale.status == 0);
+    CHECK_THAT(stale.out, ContainsSubstring("line 4: no label 'nosuch label' on either side"));
+    // Malformed: the file and line, status 1.
+    const std::vector<std::pair<std::string, std::string>> malformed = {
+        {"typeck\n", "line 1: no label after the value 'typeck'"},
+        {"# ok\nfour typeck\n", "line 2: 'four' is not a self delta"},
+        {"10..0 typeck\n", "line 1: '10..0': the range's low end is above its high end"},
+        {"5%..10 typeck\n", "line 1: '5%..10': both ends in % or neither"},
+        {"+4 typeck\n+5 typeck\n", "line 2: label 'typeck' is already accepted on line 1"},
+        {"++4 typeck\n", "line 1: '++4' is not a self delta"},
+        {"4.. typeck\n", "line 1: '4..' is not a self delta"},
+    };
+    for (std::size_t i = 0; i < malformed.size(); ++i) {
+        const auto& [text, why] = malformed[i];
+        auto r = gate_run("--fail-on-change" + accept("bad" + std::to_string(i), text) + sides);
+        INFO(text << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("pmc diff: --accept '" + dir.file("bad" + std::to_string(i)) + "' " + why));
+    }
+    // Control bytes in the file are not written to the terminal.
+    auto binary = gate_run("--fail-on-change" + accept("binary", std::string("\x01\x1b[2J typeck\n")) + sides);
+    CHECK(binary.status == 1);
+    CHECK_THAT(binary.out, ContainsSubstring("line 1: '??[2J' is not a self delta"));
+    CHECK(std::none_of(binary.out.begin(), binary.out.end(), [](char c) {
+        return c != '\n' && !std::isprint(static_cast<unsigned char>(c));
+    }));
+    auto missing = gate_run("--fail-on-change --accept '" + dir.file("nope") + "'" + sides);
+    CHECK(missing.status == 1);
+    CHECK_THAT(missing.out, ContainsSubstring("No such file or directory"));
+    CHECK_THAT(pmc_test::run_command(tool() + " diff --help").out, ContainsSubstring("--accept FILE"));
 }

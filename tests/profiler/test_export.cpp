@@ -696,8 +696,9 @@ TEST_CASE("every profile tool: no profile, an unusable option, conflicting flags
         {"critical --thread 7", "has no thread 7 (it has 1); its threads: 0"},
         {"summarize --top 99999999999999999999999", "--top needs a whole number"},
         {"summarize --top +5", "--top needs a whole number"},
-        {"summarize --thread ' 0'", "--thread needs a thread number"},
-        {"critical --thread +0", "--thread needs a thread number"},
+        {"summarize --thread ' 0'", "has no thread named ' 0' (it has 1); its threads: 0"}, // not digits: a name
+        {"critical --thread +0", "has no thread named '+0'"},
+        {"critical --thread 99999999999", "--thread needs a thread number or name"},
         {"export --chrome --min-value garbage", "--min-value needs a whole number"},
         {"export --chrome --min-value +5", "--min-value needs a whole number"},
         {"export --chrome --min-value ' 5'", "--min-value needs a whole number"},
