@@ -357,12 +357,19 @@ TEST_CASE("the recorder's own cost is a constant: three C-API threads recording 
         return dir + "/" + name;
     };
     const std::string first = record("w0.pmcprof", "");
+    std::string all = "'" + first + "'";
     for (int run = 1; run < 6; ++run) {
         const std::string again = record("w" + std::to_string(run) + ".pmcprof", "");
+        all += " '" + again + "'";
         const auto same = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change '" + first + "' '" + again + "' 2>&1");
         INFO("run " << run << ": " << same.out);
         CHECK(same.status == 0);
     }
+    // Interval by interval too, each worker matched to itself by its name (they register in any order).
+    const auto agg = pmc_test::run_command("'" + pmc_tool + "' aggregate " + all + " 2>&1");
+    INFO(agg.out);
+    CHECK(agg.status == 0);
+    CHECK_THAT(agg.out, ContainsSubstring("every interval has the same value in every run: deterministic"));
     // 2 x 5000 instructions more in each of the 600 evals: found to the instruction, and nowhere else.
     const std::string planted = record("wp.pmcprof", "--plant 5000");
     const auto d = pmc_test::run_command("'" + pmc_tool + "' diff --json --fail-on-change '" + first + "' '" + planted + "'");
