@@ -16,6 +16,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -36,7 +37,10 @@ struct pmc_profiler {
     std::mutex names_mutex;             ///< names: written when a label is interned, read for error messages
     std::uint32_t forks = 0;            ///< pmc::detail::profiler_forks at its start: another value in a fork() child,
                                         ///< where names_mutex may be held for ever by a thread that was not copied
-    std::vector<std::string> names;     ///< by label id (interned through this API)
+    /// By label id (interned through this API; data() null: not yet), the texts in names_memory: mapped for the
+    /// profiler, not the heap of whichever thread interned a label first (see pmc::detail::MappedArena).
+    pmc::detail::MappedArena names_memory;
+    std::pmr::vector<std::string_view> names{&names_memory};
 };
 
 namespace {
@@ -116,7 +120,7 @@ std::string label_name(pmc_profiler* p, pmc_label label) {
     if (label == 0) return "none (0)";
     if (in_fork_child(p)) return "label " + std::to_string(label); // (names_mutex may be held for ever there)
     std::lock_guard<std::mutex> lock(p->names_mutex);
-    if (label < p->names.size() && !p->names[label].empty()) return "'" + p->names[label] + "'";
+    if (label < p->names.size() && p->names[label].data()) return "'" + std::string(p->names[label]) + "'";
     return "label " + std::to_string(label);
 }
 
@@ -267,7 +271,11 @@ pmc_label pmc_profiler_label_n(pmc_profiler* profiler, const char* name, size_t 
         if (in_fork_child(profiler)) return id; // its names are for messages: not worth a hang
         std::lock_guard<std::mutex> lock(profiler->names_mutex);
         if (profiler->names.size() <= id) profiler->names.resize(id + 1);
-        if (profiler->names[id].empty()) profiler->names[id] = std::string(text);
+        if (!profiler->names[id].data()) {
+            char* copy = static_cast<char*>(profiler->names_memory.allocate(std::max<std::size_t>(length, 1), 1));
+            std::memcpy(copy, text.data(), length);
+            profiler->names[id] = std::string_view(copy, length);
+        }
         return id;
     } catch (...) {
         take_current_exception("pmc_profiler_label");

@@ -177,13 +177,21 @@ struct Threshold {
     std::string text; ///< as given
 };
 
-/// A finite number, the whole text ("", " 1" and "1x" are not).
+/// A decimal number, the whole text: digits with at most one '.' ("", " 1", "1x", "0x10", "1e3" and "inf" are not).
 std::optional<double> number_text(const std::string& text) {
-    if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (*end || !std::isfinite(v)) return std::nullopt;
-    return v;
+    const std::size_t dot = text.find('.');
+    const bool digits = !text.empty() && text != "." && text.find_first_not_of("0123456789.") == std::string::npos &&
+                        (dot == std::string::npos || text.find('.', dot + 1) == std::string::npos);
+    if (!digits) return std::nullopt;
+    return std::strtod(text.c_str(), nullptr);
+}
+
+/// Half a unit of a decimal number's last written digit ("2.5": 0.05, "120": 0.5): how far a percentage shown at
+/// that precision may be from it.
+double half_last_digit(const std::string& number) {
+    const std::size_t dot = number.find('.');
+    const std::size_t decimals = dot == std::string::npos ? 0 : number.size() - dot - 1;
+    return 0.5 * std::pow(10.0, -static_cast<double>(decimals));
 }
 
 std::optional<Threshold> parse_threshold(const std::string& text) {
@@ -261,6 +269,11 @@ std::variant<std::map<std::string, Accepted>, std::string> read_accept_file(cons
             a.lo = *l;
             a.hi = *h;
             a.percent = lo_percent;
+            if (a.percent && dots == std::string::npos) { // one percentage matches at the precision written:
+                const double half = half_last_digit(lo.substr(0, lo.size() - 1)); // +120.2% is what pmc diff showed
+                a.lo -= half;
+                a.hi += half;
+            }
         }
         if (!out.emplace(label, a).second)
             return bad(fmt::format("label '{}' is already accepted on line {}", shown(label), out.at(label).line));
@@ -669,7 +682,7 @@ int cmd_diff(const std::vector<std::string>& arguments) {
                        "A1 ... A{} -- B1 ... B{}){}:{}\n",
                        gate_option, n, n == 1 ? "" : "s", cannot_judge_status, why, needed_runs, gate_option,
                        needed_runs, needed_runs,
-                       exact.exact ? "" : ", or record an exact counter (PMC_PROFILE_COUNTERS=page-faults)",
+                       exact.exact ? "" : ", or record an exact counter (instructions:u under pmc emulate, one run a side)",
                        label_list(unjudged_rows));
             if (!changed_rows.empty())
                 fmt::print(stderr, "pmc diff: {}: and {} label{} changed:{}\n", gate_option, changed_rows.size(),

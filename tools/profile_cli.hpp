@@ -127,7 +127,8 @@ inline std::string no_thread(const pmc::Profile& p, const std::string& file, std
                        threads_text(p));
 }
 
-/// The thread named `name` in `p` ("worker#2": the second of several named worker, by thread number), or why none
+/// The thread named `name` in `p` ("worker#2": the second of several named worker, by thread number; "#1" also names
+/// a thread whose name is its own, so that a script's NAME#1 keeps working), or why none
 /// is: no thread has that name, or several do (their numbers and keys listed).
 inline std::variant<std::uint32_t, std::string> thread_named(const pmc::Profile& p, const std::string& file,
                                                              const std::string& name) {
@@ -135,6 +136,7 @@ inline std::variant<std::uint32_t, std::string> thread_named(const pmc::Profile&
     std::vector<std::uint32_t> named;
     for (const auto& [index, key] : keys) {
         if (key.text() == name) return index; // worker#2, or a name only one thread has
+        if (key.of == 1 && name == (key.name.empty() ? "(unnamed)" : key.name) + "#1") return index; // a script's #1
         if (key.name == name) named.push_back(index);
     }
     if (named.empty())

@@ -524,22 +524,13 @@ inline Label Profiler::label(std::string_view name) {
     // A lock that may be contended, a lookup, a page written: nothing an interval open here should count.
     const ProfilerPause own_work = pause();
     std::lock_guard<std::mutex> lock(s.mutex);
-    auto it = s.labels.find(std::string(name));
+    auto it = s.labels.find(name);
     if (it != s.labels.end()) return Label{it->second};
     if (s.next_label > profile_format::max_label)
         raise(make_failure(E2BIG, "pmc profiler: more than " + std::to_string(profile_format::max_label) +
                                       " distinct labels; intern arguments that vary less, or fewer of them"));
     const std::uint32_t id = s.next_label++;
-    s.labels.emplace(std::string(name), id);
-    // Written at once, so any event that refers to it comes after it in the file.
-    std::string payload;
-    const auto len = static_cast<std::uint32_t>(name.size());
-    payload.append(reinterpret_cast<const char*>(&id), 4);
-    payload.append(reinterpret_cast<const char*>(&len), 4);
-    payload.append(name.data(), name.size());
-    s.write_page(profile_format::PageKind::strings, 0, s.strings_pages.fetch_add(1, std::memory_order_relaxed), payload,
-                 1);
-    s.strings.fetch_add(1, std::memory_order_relaxed);
+    s.define_label(name, id); // in the profiler's own memory, not this thread's heap (detail::MappedArena)
     return Label{id};
 }
 

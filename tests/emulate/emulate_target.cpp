@@ -15,6 +15,7 @@
 //   hooks            hook-shaped scopes around LabelCache and KeyedLabelCache lookups and a pause, for 600 names;
 //                    then a pcall-like error path ended with end_to (PMC_PROFILE)
 //   page-cross       a loop whose block ends where its last instruction crosses a page (x86): 19 per pass
+//   alloc-race       three threads interning labels at once, then malloc/free inside 'alloc' (PMC_PROFILE)
 //   jit-rep          code with a rep movsb replaced at the same address (x86): the same intervals before and after
 //   stack            2000 string calls on stack arrays (their count follows the stack's alignment), and where
 //                    the stack lies
@@ -419,6 +420,37 @@ int run_hooks() {
     return 0;
 }
 
+/// Three threads started at once, each interning its labels lazily (a KeyedLabelCache miss: Profiler::label()),
+/// then allocating and freeing inside 'alloc'. Which thread interns a label first changes from run to run; the
+/// profiler's bookkeeping must not land on that thread's heap (glibc: its own arena), or its later mallocs cost
+/// differently and 'alloc' changes between identical runs.
+int run_alloc_race() {
+    auto prof = pmc::Profiler::from_env();
+    static const char* const names[] = {"a_long_label_name_number_zero", "a_long_label_name_number_one",
+                                        "a_long_label_name_number_two", "a_long_label_name_number_three"};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i)
+        threads.emplace_back([&prof, i] {
+            prof.thread_name("worker-" + std::to_string(i));
+            pmc::KeyedLabelCache<int> labels{prof};
+            const pmc::Label alloc = labels(100, [] { return "alloc"; });
+            for (int round = 0; round < 4; ++round) {
+                for (int k = 0; k < 4; ++k) {
+                    const pmc::Label l = labels(k, [k] { return names[k]; });
+                    prof.begin(l);
+                    prof.end(l);
+                }
+                prof.begin(alloc);
+                void* blocks[8];
+                for (int k = 0; k < 8; ++k) blocks[k] = std::malloc(24 + 40 * static_cast<std::size_t>(k));
+                for (void* b : blocks) std::free(b);
+                prof.end(alloc);
+            }
+        });
+    for (auto& t : threads) t.join();
+    return 0;
+}
+
 /// Records 'tick' scopes on this thread and another until a signal (left at its default: the profiler's handler
 /// writes what was recorded, then the signal ends the process). `ready` is created once both threads have recorded.
 int run_until_signal(const char* ready) {
@@ -493,6 +525,7 @@ int main(int argc, char** argv) {
         }
         if (mode == "until-signal" && argc > 2) return run_until_signal(argv[2]);
         if (mode == "hooks") return run_hooks();
+        if (mode == "alloc-race") return run_alloc_race();
         if (mode == "profile") {
             const std::uint64_t plant = argc > 3 && std::string(argv[2]) == "--plant" ? std::strtoull(argv[3], nullptr, 10) : 0;
             return run_profile(plant);

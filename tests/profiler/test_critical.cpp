@@ -325,6 +325,11 @@ TEST_CASE("summarize and critical --thread: a number stays a number, a name shar
                                                "7 \"9\""));
         CHECK(run("--thread worker#3").status == 1);
         CHECK(run("--per-thread --thread worker#1").status == 1);
+        // NAME#1 names a thread whose name is its own too (a script that always writes #1 keeps working).
+        auto unique = run("--thread 9#1");
+        CHECK(unique.status == 0);
+        CHECK_THAT(unique.out, ContainsSubstring("thread 7 only"));
+        CHECK(run("--thread 9#2").status == 1);
     }
 }
 

@@ -961,6 +961,11 @@ TEST_CASE("pmc diff --accept FILE: accepted changes pass as accepted, others sti
     CHECK_FALSE(label(other, "typeck").find("accepted_as_is")->boolean);
     CHECK_THAT(gate_run("--fail-on-change" + accept("other2", "+7%..+10% typeck\nnew link\n") + sides).out,
                ContainsSubstring("typeck: changed by +4 (not as accepted: +7%..+10%, --accept line 1: fails)"));
+    // One share matches at the precision written (+4 on 60 is +6.666...%, shown +6.7%); a range's ends are exact.
+    CHECK(gate_run("--fail-on-change" + accept("shown", "+6.7% typeck\nnew link\n") + sides).status == 0);
+    CHECK(gate_run("--fail-on-change" + accept("finer", "+6.67% typeck\nnew link\n") + sides).status == 0);
+    CHECK(gate_run("--fail-on-change" + accept("off", "+6.6% typeck\nnew link\n") + sides).status == 3);
+    CHECK(gate_run("--fail-on-change" + accept("hex", "0x4 typeck\n") + sides).status == 1);
     auto partly = gate_json("--fail-on-change" + accept("partly", "+4 typeck\n") + sides, 3);
     CHECK(gate_list(partly, "changed_labels") == std::vector<std::string>{"link"});
     // An accepted label that did not change passes (a file left in place does not fail the next commit); a label

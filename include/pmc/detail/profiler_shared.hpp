@@ -11,6 +11,7 @@
 #include <pmc/profile_format.hpp>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -26,9 +27,12 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -47,6 +51,49 @@ inline long profiler_elapsed_ns(const timespec& start) noexcept {
     return (now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec);
 }
 
+/// Memory for what a profiler's threads share (the labels, the thread list, the end record's room, a strings page),
+/// mapped for the profiler and given back when it ends: never a thread's heap. glibc gives each thread an arena of its
+/// own, and an allocation made there for pmc by whichever thread came first (interned a label, grew the thread list)
+/// changed what that thread's own mallocs cost afterwards: under an exact counter, runs of a threaded program that
+/// allocates differed with the threads' order. Bump allocation; nothing is freed before the end (a container's old
+/// buffer, when it grows, is dropped). Used under ProfilerShared::mutex only.
+class MappedArena final : public std::pmr::memory_resource {
+public:
+    MappedArena() = default;
+    MappedArena(const MappedArena&) = delete;
+    MappedArena& operator=(const MappedArena&) = delete;
+    ~MappedArena() override {
+        while (chunk_) {
+            Chunk* previous = chunk_->previous;
+            ::munmap(chunk_, chunk_->bytes);
+            chunk_ = previous;
+        }
+    }
+
+private:
+    struct Chunk {
+        Chunk* previous;
+        std::size_t bytes;
+    };
+    void* do_allocate(std::size_t bytes, std::size_t align) override {
+        std::size_t at = (used_ + align - 1) & ~(align - 1);
+        if (!chunk_ || at + bytes > chunk_->bytes) {
+            const std::size_t want = std::max<std::size_t>(64 * 1024, (sizeof(Chunk) + align + bytes + 4095) & ~std::size_t{4095});
+            void* m = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m == MAP_FAILED) throw std::bad_alloc();
+            chunk_ = new (m) Chunk{chunk_, want};
+            at = (sizeof(Chunk) + align - 1) & ~(align - 1);
+        }
+        used_ = at + bytes;
+        return reinterpret_cast<unsigned char*>(chunk_) + at;
+    }
+    void do_deallocate(void*, std::size_t, std::size_t) override {}
+    bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+
+    Chunk* chunk_ = nullptr;
+    std::size_t used_ = 0;
+};
+
 /// What every thread of one profiler shares.
 struct ProfilerShared {
     int fd = -1;
@@ -57,10 +104,12 @@ struct ProfilerShared {
     std::uint32_t page_bytes = 0;
     std::uint64_t generation = 0;
     std::mutex mutex; ///< labels, thread registration, closing
-    std::unordered_map<std::string, std::uint32_t> labels;
+    MappedArena memory; ///< what the members below allocate (declared first: destroyed after them)
+    std::pmr::unordered_map<std::string_view, std::uint32_t> labels{&memory}; ///< keys: texts copied into `memory`
+    std::pmr::vector<unsigned char> strings_page{&memory}; ///< where a strings page is assembled
     std::uint32_t next_label = 1;
     std::uint32_t next_thread = 0;
-    std::vector<std::unique_ptr<ProfilerThread>> threads;
+    std::pmr::vector<std::unique_ptr<ProfilerThread>> threads{&memory};
     std::atomic<ProfilerThread*> head{nullptr}; ///< the same threads, for the signal handler (no lock there)
     std::atomic<bool> closed{false};
     bool header_written = false; ///< thread pages wait for the header (under `mutex`)
@@ -69,9 +118,9 @@ struct ProfilerShared {
     std::atomic<std::uint32_t> end_pages{0};     ///< end records written (a later one supersedes)
     /// Room for the end record (header, fixed part, 12 bytes per thread), grown as threads register (under
     /// `mutex`, before the thread is linked in): the signal handler writes it without allocating.
-    std::unique_ptr<unsigned char[]> end_buf;
+    /// (In `memory`: a signal handler may still be reading an outgrown one, which stays until the profiler ends.)
+    std::atomic<unsigned char*> end_buf{nullptr};
     std::size_t end_buf_threads = 0;
-    std::vector<std::unique_ptr<unsigned char[]>> retired;
     std::atomic<std::uint64_t> write_errors{0};
     std::atomic<int> last_errno{0};
 
@@ -207,15 +256,23 @@ struct ProfilerShared {
         }
     }
 
-    /// Writes a page of `kind` holding `payload`, through a buffer of its own (not the signal path).
-    void write_page(profile_format::PageKind kind, std::uint32_t thread, std::uint32_t seq, const std::string& payload,
-                    std::uint32_t records) {
-        std::string out(profile_format::page_header_bytes, '\0');
-        out += payload;
-        auto* bytes = reinterpret_cast<unsigned char*>(&out[0]);
-        profile_format::write_page_header(bytes, kind, thread, seq, bytes + profile_format::page_header_bytes,
-                                          static_cast<std::uint32_t>(payload.size()), records);
-        write_all(bytes, out.size());
+    /// Interns `name` as label `id`: its text copied into `memory`, and its strings page written (under `mutex`).
+    void define_label(std::string_view name, std::uint32_t id) {
+        char* text = static_cast<char*>(memory.allocate(std::max<std::size_t>(name.size(), 1), 1));
+        std::memcpy(text, name.data(), name.size());
+        labels.emplace(std::string_view(text, name.size()), id);
+        // Written at once, so any event that refers to it comes after it in the file.
+        const auto len = static_cast<std::uint32_t>(name.size());
+        strings_page.resize(profile_format::page_header_bytes + 8 + name.size());
+        unsigned char* page = strings_page.data();
+        std::memcpy(page + profile_format::page_header_bytes, &id, 4);
+        std::memcpy(page + profile_format::page_header_bytes + 4, &len, 4);
+        std::memcpy(page + profile_format::page_header_bytes + 8, name.data(), name.size());
+        profile_format::write_page_header(page, profile_format::PageKind::strings, 0,
+                                          strings_pages.fetch_add(1, std::memory_order_relaxed),
+                                          page + profile_format::page_header_bytes, 8 + len, 1);
+        write_all(page, strings_page.size());
+        strings.fetch_add(1, std::memory_order_relaxed);
     }
 
     /// Writes the buffers as one writev(2) (O_APPEND: the pages stay whole and together).
@@ -256,9 +313,8 @@ struct ProfilerShared {
     void reserve_end_record(std::size_t count) {
         if (count <= end_buf_threads) return;
         const std::size_t want = std::max<std::size_t>(2 * end_buf_threads, std::max<std::size_t>(count, 8));
-        std::unique_ptr<unsigned char[]> bigger(new unsigned char[profile_format::page_header_bytes + 20 + 12 * want]);
-        end_buf.swap(bigger);
-        retired.push_back(std::move(bigger)); // a signal handler may be reading it: kept until the profiler ends
+        end_buf.store(static_cast<unsigned char*>(memory.allocate(profile_format::page_header_bytes + 20 + 12 * want, 8)),
+                      std::memory_order_release);
         end_buf_threads = want;
     }
 
@@ -266,7 +322,7 @@ struct ProfilerShared {
     /// gives them for a thread). Async-signal-safe (end_buf was sized as threads registered).
     template <class Pages>
     void write_end_record(profile_format::EndHow how, std::uint32_t signal, Pages&& pages) noexcept {
-        unsigned char* b = end_buf.get();
+        unsigned char* b = end_buf.load(std::memory_order_acquire);
         if (!b) return;
         unsigned char* q = b + profile_format::page_header_bytes;
         auto put32 = [&](std::uint32_t v) {
