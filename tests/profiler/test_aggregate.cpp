@@ -27,9 +27,9 @@ using pmc::detail::JsonValue;
 
 using pmc_test::TempDir;
 
-std::string tool() { return PMC_TOOL_PATH; }
+using pmc_test::tool;
 
-std::string write(const TempDir& dir, const std::string& name, const std::function<void(pmc_test::ProfileBuilder&)>& fill,
+std::string write_run(const TempDir& dir, const std::string& name, const std::function<void(pmc_test::ProfileBuilder&)>& fill,
                   std::vector<pmc_test::BuilderCounter> counters = {pmc_test::exact_counter()}) {
     pmc_test::ProfileBuilder b(std::move(counters));
     fill(b);
@@ -76,7 +76,7 @@ TEST_CASE("pmc aggregate: runs with the same sequences are lined up by position,
     TempDir dir;
     std::vector<std::string> files;
     for (std::uint64_t r = 0; r < 3; ++r)
-        files.push_back(write(dir, "run" + std::to_string(r), [&](auto& b) { two_threads(b, r); },
+        files.push_back(write_run(dir, "run" + std::to_string(r), [&](auto& b) { two_threads(b, r); },
                               {pmc_test::time_counter()}));
     auto j = json_of(tool() + " aggregate --json" + join(files));
     CHECK(j.find("alignment")->string == "position");
@@ -118,7 +118,7 @@ TEST_CASE("pmc aggregate: an exact counter is said to be exact, and identical ru
     TempDir dir;
     std::vector<std::string> files;
     for (int r = 0; r < 3; ++r)
-        files.push_back(write(dir, "run" + std::to_string(r), [&](auto& b) { two_threads(b, 0); },
+        files.push_back(write_run(dir, "run" + std::to_string(r), [&](auto& b) { two_threads(b, 0); },
                               {pmc_test::exact_counter(), pmc_test::time_counter()}));
     auto text = pmc_test::run_command(tool() + " aggregate" + join(files));
     CHECK(text.status == 0);
@@ -130,7 +130,7 @@ TEST_CASE("pmc aggregate: an exact counter is said to be exact, and identical ru
     for (std::uint32_t flag : {std::uint32_t{pf::may_multiplex}, std::uint32_t{pf::fallback}}) {
         auto counter = pmc_test::exact_counter("instructions:u");
         counter.flags |= flag;
-        const auto f = write(dir, "flagged", [&](auto& b) { two_threads(b, 0); }, {counter});
+        const auto f = write_run(dir, "flagged", [&](auto& b) { two_threads(b, 0); }, {counter});
         auto j = json_of(tool() + " aggregate --json '" + f + "' '" + f + "'");
         CHECK(!j.find("exact")->boolean);
         CHECK_THAT(j.find("exact_reason")->string, ContainsSubstring(flag == pf::fallback ? "fallback" : "multiplex"));
@@ -140,7 +140,7 @@ TEST_CASE("pmc aggregate: an exact counter is said to be exact, and identical ru
     auto hardware = pmc_test::exact_counter("instructions:u");
     hardware.flags |= pf::may_multiplex;
     for (std::uint64_t running : {1000, 500}) {
-        const auto f = write(dir, "timed", [&](auto& b) {
+        const auto f = write_run(dir, "timed", [&](auto& b) {
             two_threads(b, 0);
             b.thread_times(0, {{1000, 1000}});
             b.thread_times(1, {{1000, running}});
@@ -155,9 +155,9 @@ TEST_CASE("pmc aggregate: an exact counter is said to be exact, and identical ru
 
 TEST_CASE("pmc aggregate: runs whose sequences differ are lined up by label path, and where they diverge is said") {
     TempDir dir;
-    const auto a = write(dir, "a", [](auto& b) { two_threads(b, 0); });
+    const auto a = write_run(dir, "a", [](auto& b) { two_threads(b, 0); });
     // Run b: thread 0 runs an extra scope after its first parse; run c: the worker's work moved to thread 0.
-    const auto b = write(dir, "b", [](auto& p) {
+    const auto b = write_run(dir, "b", [](auto& p) {
         auto& t = p.thread(0, "main");
         t.scope("parse", 10, [&] { t.scope("lex", 4); });
         t.scope("cache", 1);
@@ -165,7 +165,7 @@ TEST_CASE("pmc aggregate: runs whose sequences differ are lined up by label path
         t.scope("parse", 10, [&] { t.scope("lex", 4); });
         p.thread(1, "worker").scope("check", 100);
     });
-    const auto c = write(dir, "c", [](auto& p) {
+    const auto c = write_run(dir, "c", [](auto& p) {
         auto& t = p.thread(0, "main");
         for (int f = 0; f < 3; ++f) t.scope("parse", 10, [&] { t.scope("lex", 4); });
         t.scope("check", 130);
@@ -204,14 +204,14 @@ TEST_CASE("pmc aggregate: threads are matched across runs by name, then by place
     // next, and the two "worker" threads are 3 and 4 in one run, 6 and 9 in the other. Matched by name, every
     // thread recorded the same sequence in both runs: lined up by position, every interval identical.
     TempDir dir;
-    const auto a = write(dir, "a", [](auto& b) {
+    const auto a = write_run(dir, "a", [](auto& b) {
         b.thread(0, "main").scope("main", 1);
         b.thread(1, "decoder").scope("decode", 50);
         b.thread(2, "encoder").scope("encode", 70);
         b.thread(3, "worker").scope("job", 10);
         b.thread(4, "worker").scope("job", 20);
     });
-    const auto b = write(dir, "b", [](auto& p) {
+    const auto b = write_run(dir, "b", [](auto& p) {
         p.thread(0, "main").scope("main", 1);
         p.thread(1, "encoder").scope("encode", 70);
         p.thread(2, "decoder").scope("decode", 50);
@@ -236,7 +236,7 @@ TEST_CASE("pmc aggregate: threads are matched across runs by name, then by place
     CHECK_THAT(text.out, ContainsSubstring("worker#2"));
     CHECK_THAT(pmc_test::run_command(tool() + " aggregate --help").out, ContainsSubstring("matched across runs by name"));
     // Where a thread's runs diverge, the thread is named.
-    const auto c = write(dir, "c", [](auto& p) {
+    const auto c = write_run(dir, "c", [](auto& p) {
         p.thread(0, "main").scope("main", 1);
         p.thread(1, "encoder").scope("encode", 70);
         p.thread(2, "decoder").scope("inflate", 50);
@@ -255,8 +255,8 @@ TEST_CASE("pmc aggregate: threads are matched across runs by name, then by place
 
 TEST_CASE("pmc aggregate: mismatched counters, usage errors and --help") {
     TempDir dir;
-    const auto a = write(dir, "a", [](auto& b) { two_threads(b, 0); });
-    const auto w = write(dir, "w", [](auto& b) { two_threads(b, 0); }, {pmc_test::time_counter()});
+    const auto a = write_run(dir, "a", [](auto& b) { two_threads(b, 0); });
+    const auto w = write_run(dir, "w", [](auto& b) { two_threads(b, 0); }, {pmc_test::time_counter()});
     auto r = pmc_test::run_command(tool() + " aggregate '" + a + "' '" + w + "' 2>&1");
     CHECK(r.status == 1);
     CHECK_THAT(r.out, ContainsSubstring("'" + w + "' recorded no counter 'page-faults' (it has: wall-time)"));

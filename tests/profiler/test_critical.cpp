@@ -88,7 +88,7 @@ TEST_CASE("profile builder: the real reader reads back its labels, nesting, valu
 
 namespace {
 
-std::string tool() { return PMC_TOOL_PATH; }
+using pmc_test::tool;
 
 /// `text` with every run of spaces made one: table rows compared without their column widths.
 std::string squeeze(const std::string& text) {

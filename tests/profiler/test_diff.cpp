@@ -29,7 +29,7 @@ namespace pf = pmc::profile_format;
 
 using pmc_test::TempDir;
 
-std::string tool() { return PMC_TOOL_PATH; }
+using pmc_test::tool;
 
 /// A small compiler run: three functions on thread 0 (compile > parse, typeck > type_of), cache hits, sizes, and a
 /// worker thread. `typeck_extra` is added to the second typeck's own value; `parse_self` is each parse's.

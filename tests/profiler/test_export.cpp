@@ -52,7 +52,7 @@ struct ExportDir {
     }
 };
 
-std::string tool() { return PMC_TOOL_PATH; }
+using pmc_test::tool;
 
 std::string slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -261,7 +261,7 @@ std::map<std::string, std::map<std::string, int>> check_speedscope(const JsonVal
 }
 
 /// Nesting, two threads, recursion, instants, integer events; wall-time primary, page-faults riding along.
-void sample_profile(pmc_test::ProfileBuilder& b) {
+void export_sample(pmc_test::ProfileBuilder& b) {
     b.page_records = 4;
     auto& m = b.thread(0, "main", 101);
     m.scope("compile", 500, [&] {
@@ -285,7 +285,7 @@ void sample_profile(pmc_test::ProfileBuilder& b) {
 TEST_CASE("pmc export --chrome: the trace-event rules hold on nesting, threads, instants and integer events") {
     ExportDir dir;
     pmc_test::ProfileBuilder b({pmc_test::time_counter(), pmc_test::exact_counter()});
-    sample_profile(b);
+    export_sample(b);
     const std::string in = dir.file("p.pmcprof"), out = dir.file("p.json");
     REQUIRE(b.write(in));
     auto r = run_export("--chrome '" + in + "'", out);
@@ -337,7 +337,7 @@ TEST_CASE("pmc export --folded: integer self weights per stack that sum to the s
           "collapsed, and --min-value keeps the sums") {
     ExportDir dir;
     pmc_test::ProfileBuilder b({pmc_test::time_counter(), pmc_test::exact_counter()});
-    sample_profile(b);
+    export_sample(b);
     const std::string in = dir.file("p.pmcprof"), out = dir.file("p.folded");
     REQUIRE(b.write(in));
     auto r = run_export("--folded '" + in + "'", out);
@@ -378,7 +378,7 @@ TEST_CASE("pmc export --folded: integer self weights per stack that sum to the s
 TEST_CASE("pmc export --speedscope: the schema's required fields, balanced open/close events, the counter's unit") {
     ExportDir dir;
     pmc_test::ProfileBuilder b({pmc_test::time_counter(), pmc_test::exact_counter()});
-    sample_profile(b);
+    export_sample(b);
     const std::string in = dir.file("p.pmcprof"), out = dir.file("p.speedscope.json");
     REQUIRE(b.write(in));
     auto r = run_export("--speedscope '" + in + "'", out);
@@ -490,7 +490,7 @@ TEST_CASE("pmc export -o: the file appears whole or not at all, and errors say w
 TEST_CASE("pmc export: every cut length and flipped bytes of the input: a clear message, never a crash") {
     ExportDir dir;
     pmc_test::ProfileBuilder b({pmc_test::time_counter(), pmc_test::exact_counter()});
-    sample_profile(b);
+    export_sample(b);
     const auto bytes = b.bytes();
     const std::string in = dir.file("d.pmcprof"), out = dir.file("d.out");
     const std::vector<std::string> all_formats{"--chrome", "--folded", "--speedscope"};
@@ -537,9 +537,11 @@ TEST_CASE("pmc export: every cut length and flipped bytes of the input: a clear 
 namespace {
 
 /// Writes a large profile page by page without holding it: one thread, `pages` events pages, each a complete
-/// "request" scope holding `groups` chains step > step > step (totals 10, 8, 6: self 2, 2, 6); wall-time. Each
-/// request's self is groups + 1 (a tick before each chain and one at its end).
-[[maybe_unused]] void write_big_profile(const std::string& path, std::uint32_t pages, std::uint32_t groups) {
+/// "request" scope holding `groups` chains step > step > step (totals 10, 8, 6: self 2, 2, 6 ticks of `tick`
+/// nanoseconds); wall-time. Each request's self is groups + 1 ticks (one before each chain and one at its end).
+/// A large tick makes each record longer (its readings take more varint bytes): the same file in fewer records.
+[[maybe_unused]] void write_big_profile(const std::string& path, std::uint32_t pages, std::uint32_t groups,
+                                       std::uint64_t tick) {
     pmc_test::ProfileBuilder head({pmc_test::time_counter()});
     head.thread(0, "main");
     head.id("request");
@@ -566,8 +568,8 @@ namespace {
         auto interval = [&](std::uint32_t label, std::uint32_t depth, std::uint64_t s, std::uint64_t e) {
             var(pf::record_head(pf::RecordKind::interval, false, label));
             var(depth);
-            var(e - last);
-            var(e - s);
+            var((e - last) * tick);
+            var((e - s) * tick);
             last = e;
         };
         for (std::uint32_t g = 0; g < groups; ++g) {
@@ -604,10 +606,10 @@ TEST_CASE("pmc export: a profile larger than the address space it may use is exp
 #else
     ExportDir dir;
     const std::string in = dir.file("big.pmcprof");
-    // 4200 pages of 2002 records of about 4 bytes (format version 2): 34 MB, and the export may use 16 MB of address
-    // space.
-    constexpr unsigned long long pages = 4200;
-    write_big_profile(in, static_cast<std::uint32_t>(pages), 667);
+    // 4200 pages of 613 records of about 13 bytes (format version 2; ticks of 2^32 ns): 34 MB, and the export may
+    // use 16 MB of address space. (Small ticks made 2002 records of 4 bytes a page: the same file, 3 times the work.)
+    constexpr unsigned long long pages = 4200, groups = 204, tick = 1ull << 32;
+    write_big_profile(in, static_cast<std::uint32_t>(pages), static_cast<std::uint32_t>(groups), tick);
     struct stat st {};
     REQUIRE(::stat(in.c_str(), &st) == 0);
     const long long limit_kib = 16 * 1024;
@@ -617,10 +619,12 @@ TEST_CASE("pmc export: a profile larger than the address space it may use is exp
     auto folded = pmc_test::run_command(limited + "--folded '" + in + "' 2>&1");
     INFO(folded.out);
     REQUIRE(folded.status == 0);
-    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request " + std::to_string(pages * 668) + "\n"));
-    CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request;step " + std::to_string(pages * 667 * 2) + "\n"));
+    CHECK_THAT(folded.out,
+               ContainsSubstring("main (thread 0);request " + std::to_string(pages * (groups + 1) * tick) + "\n"));
+    CHECK_THAT(folded.out,
+               ContainsSubstring("main (thread 0);request;step " + std::to_string(pages * groups * 2 * tick) + "\n"));
     CHECK_THAT(folded.out, ContainsSubstring("main (thread 0);request;step;step;step " +
-                                             std::to_string(pages * 667 * 6) + "\n"));
+                                             std::to_string(pages * groups * 6 * tick) + "\n"));
     auto chrome = pmc_test::run_command(limited + "--chrome -o /dev/null '" + in + "' 2>&1");
     INFO(chrome.out);
     CHECK(chrome.status == 0);
@@ -635,7 +639,7 @@ TEST_CASE("pmc export: a profile larger than the address space it may use is exp
         ++opens;
     for (std::size_t at = text.find("\"type\":\"C\""); at != std::string::npos; at = text.find("\"type\":\"C\"", at + 1))
         ++closes;
-    CHECK(opens == pages * 2002);
+    CHECK(opens == pages * (groups * 3 + 1));
     CHECK(closes == opens);
 #endif
 }

@@ -21,7 +21,7 @@ namespace pf = pmc::profile_format;
 
 using pmc_test::TempDir;
 
-std::string tool() { return PMC_TOOL_PATH; }
+using pmc_test::tool;
 
 pmc::detail::JsonValue json(const pmc_test::CommandResult& r, const char* what) {
     INFO(r.out);

@@ -114,7 +114,7 @@ std::pair<std::uint64_t, std::uint64_t> self_and_run(const pmc::Profile& p, cons
     return {self, run};
 }
 
-std::string tool() { return PMC_TOOL_PATH; }
+using pmc_test::tool;
 
 } // namespace
 
@@ -235,7 +235,7 @@ TEST_CASE("profiler: four threads count their own page faults, exactly") {
     CHECK(seen == threads);
 }
 
-TEST_CASE("profiler: a file cut at every length is read up to its last whole record, with a message") {
+TEST_CASE("profiler: a file cut at every length is read up to its last whole record, with a message", "[once]") {
     TempDir dir;
     const std::string path = dir.file("cut.pmcprof");
     {
@@ -300,7 +300,7 @@ TEST_CASE("profiler: a file cut at every length is read up to its last whole rec
     CHECK(last_records >= all - 1);
 }
 
-TEST_CASE("profiler: random byte flips never crash the reader, and are reported") {
+TEST_CASE("profiler: random byte flips never crash the reader, and are reported", "[once]") {
     TempDir dir;
     const std::string path = dir.file("flip.pmcprof");
     {
@@ -597,7 +597,7 @@ TEST_CASE("profiler: file blocks are reserved ahead while recording and given ba
     }
 }
 
-TEST_CASE("profiler: giving the blocks back at exit() never cuts a page another thread is appending") {
+TEST_CASE("profiler: giving the blocks back at exit() never cuts a page another thread is appending", "[once]") {
     // Another thread appends a page every few microseconds while exit() truncates the file to its size: a truncation
     // between that page's append and its own look at the size would drop the page (a gap in the numbering).
     for (int trial = 0; trial < 20; ++trial) {

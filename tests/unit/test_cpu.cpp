@@ -22,7 +22,7 @@ namespace {
 
 using S = pmc::IrqEventStatus;
 
-struct Row {
+struct CpuidRow {
     const char* vendor;
     std::uint32_t eax; ///< cpuid leaf 1 EAX as the CPU reports it
     unsigned family, model;
@@ -33,7 +33,7 @@ struct Row {
     bool hybrid;
 };
 
-const Row rows[] = {
+const CpuidRow cpuid_rows[] = {
     // Intel cores
     {"GenuineIntel", 0x000106A5, 6, 0x1a, "Nehalem", "", S::none, false, false},
     {"GenuineIntel", 0x000206C2, 6, 0x2c, "Westmere", "", S::none, false, false},
@@ -132,7 +132,7 @@ const Row rows[] = {
 } // namespace
 
 TEST_CASE("cpuid signatures of real CPUs name their microarchitecture and interrupt event", "[cpu]") {
-    for (const Row& r : rows) {
+    for (const CpuidRow& r : cpuid_rows) {
         INFO(r.vendor << " eax " << std::hex << r.eax << " (expecting " << r.uarch << ")");
         const pmc::CpuSignature sig = pmc::decode_signature(r.vendor, r.eax);
         CHECK(sig.family == r.family);
