@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: MIT
+// The cache model of pmc emulate --cache (tools/emulate/model/cache_model.hpp) on access streams whose hits and
+// misses are known: LRU in one set, sequential streams, write-allocate, straddles, inclusion, the L2, geometry
+// errors, the instruction-side plan and the join of QEMU's split accesses; and, on random streams, against a
+// plain reference written from Cachegrind's description (a list per set).
+#include "catch.hpp"
+
+#include <model/cache_model.hpp>
+
+#include <cstdint>
+#include <list>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace pmc_model;
+
+namespace {
+
+CacheConfig config(CacheGeometry i1, CacheGeometry d1, CacheGeometry ll) {
+    CacheConfig c;
+    c.i1 = i1;
+    c.d1 = d1;
+    c.ll = ll;
+    return c;
+}
+
+std::string problem(const char* text) {
+    CacheGeometry g;
+    return parse_geometry(text, g);
+}
+
+/// The reference: each set a list, most recently used first; an access's first and last line both used, a miss
+/// if either missed; the next level asked only on a miss. Written for clarity, not speed.
+struct ReferenceLevel {
+    CacheGeometry g;
+    std::vector<std::list<std::uint64_t>> sets;
+    explicit ReferenceLevel(CacheGeometry geometry) : g(geometry), sets(geometry.sets()) {}
+    bool use(std::uint64_t line) {
+        auto& set = sets[line % sets.size()];
+        for (auto it = set.begin(); it != set.end(); ++it)
+            if (*it == line) {
+                set.erase(it);
+                set.push_front(line);
+                return false;
+            }
+        set.push_front(line);
+        if (set.size() > g.assoc) set.pop_back();
+        return true;
+    }
+    bool miss(std::uint64_t address, std::uint32_t size) {
+        const std::uint64_t a = address / g.line, b = (address + size - 1) / g.line;
+        const bool m = use(a);
+        return b != a ? use(b) || m : m;
+    }
+};
+
+struct Reference {
+    ReferenceLevel i1, d1, ll;
+    std::vector<ReferenceLevel> l2;
+    std::uint32_t widest;
+    CacheCounts counts;
+    explicit Reference(const CacheConfig& c) : i1(c.i1), d1(c.d1), ll(c.ll), widest(std::min({c.i1.line, c.d1.line, c.ll.line})) {
+        if (c.l2) {
+            l2.emplace_back(*c.l2);
+            widest = std::min(widest, c.l2->line);
+        }
+    }
+    Level access(ReferenceLevel& first, Kind kind, std::uint64_t address, std::uint32_t size) {
+        size = std::min(size, widest);
+        const auto k = CacheCounts::at(kind);
+        ++counts.l1[k].accesses;
+        if (!first.miss(address, size)) return Level::l1;
+        ++counts.l1[k].misses;
+        if (!l2.empty()) {
+            ++counts.l2[k].accesses;
+            if (!l2[0].miss(address, size)) return Level::l2;
+            ++counts.l2[k].misses;
+        }
+        ++counts.ll[k].accesses;
+        if (!ll.miss(address, size)) return Level::ll;
+        ++counts.ll[k].misses;
+        return Level::memory;
+    }
+};
+
+void require_same(const CacheCounts& a, const CacheCounts& b) {
+    for (std::size_t k = 0; k < 3; ++k) {
+        CAPTURE(k);
+        REQUIRE(a.l1[k].accesses == b.l1[k].accesses);
+        REQUIRE(a.l1[k].misses == b.l1[k].misses);
+        REQUIRE(a.l2[k].accesses == b.l2[k].accesses);
+        REQUIRE(a.l2[k].misses == b.l2[k].misses);
+        REQUIRE(a.ll[k].accesses == b.ll[k].accesses);
+        REQUIRE(a.ll[k].misses == b.ll[k].misses);
+    }
+}
+
+} // namespace
+
+TEST_CASE("geometry: Valgrind's SIZE,ASSOC,LINE parsed, and every unusable one refused with the reason") {
+    CacheGeometry g;
+    REQUIRE(parse_geometry("32768,8,64", g).empty());
+    REQUIRE(g == CacheGeometry{32768, 8, 64});
+    REQUIRE(g.sets() == 64);
+    REQUIRE(parse_geometry("8388608,16,64", g).empty());
+    REQUIRE(g.sets() == 8192);
+    REQUIRE(parse_geometry("4096,64,64", g).empty()); // fully associative: one set
+    REQUIRE(g.sets() == 1);
+
+    for (const char* bad : {"", "32768", "32768,8", "32768,8,64,", "32768,8,64,1", "32k,8,64", "-1,8,64", " 32768,8,64",
+                            "32768,,64", "32768;8;64"})
+        REQUIRE_THAT(problem(bad), ContainsSubstring("is not SIZE,ASSOC,LINE"));
+    REQUIRE_THAT(problem("99999999999,8,64"), ContainsSubstring("too large"));
+    REQUIRE_THAT(problem("0,8,64"), ContainsSubstring("above 0"));
+    REQUIRE_THAT(problem("32768,0,64"), ContainsSubstring("above 0"));
+    REQUIRE_THAT(problem("32768,8,48"), ContainsSubstring("line size 48 is not a power of two"));
+    REQUIRE_THAT(problem("32768,8,8"), ContainsSubstring("below 16"));
+    REQUIRE_THAT(problem("64,1,64"), ContainsSubstring("not above the line size"));
+    REQUIRE_THAT(problem("32768,1024,64"), ContainsSubstring("above the 512 lines"));
+    REQUIRE_THAT(problem("40000,8,64"), ContainsSubstring("not a whole number of 8-way sets"));
+    // 48 KiB, 12-way (as some L1Ds): 64 sets, fine; 12 MiB 16-way (a Core i7's LLC): 12288 sets, refused.
+    REQUIRE(problem("49152,12,64").empty());
+    REQUIRE_THAT(problem("12582912,16,64"), ContainsSubstring("12288 sets: the set count must be a power of two"));
+    // A failed parse leaves the geometry as it was.
+    g = CacheGeometry{32768, 8, 64};
+    REQUIRE(!parse_geometry("12582912,16,64", g).empty());
+    REQUIRE(g == CacheGeometry{32768, 8, 64});
+
+    CacheConfig c;
+    c.inclusion = Inclusion::strict;
+    c.ll = CacheGeometry{1 << 20, 16, 32}; // LL lines shorter than D1's
+    REQUIRE_THAT(config_problem(c), ContainsSubstring("strict inclusion"));
+    REQUIRE_THROWS_AS(CacheHierarchy(c), std::invalid_argument);
+    c.inclusion = Inclusion::cachegrind;
+    REQUIRE(config_problem(c).empty());
+    c.d1 = CacheGeometry{40000, 8, 64};
+    REQUIRE_THAT(config_problem(c), ContainsSubstring("D1: "));
+}
+
+TEST_CASE("geometry: a host LL whose set count is not a power of two is rounded as Cachegrind rounds it") {
+    // 12 MiB, 16-way: 12,288 sets -> 8,192 sets, 24-way, 12 MiB.
+    REQUIRE(round_sets_like_cachegrind({12582912, 16, 64}) == CacheGeometry{12582912, 24, 64});
+    // cg_arch.c's own example: 5 MiB, 48-way: 1,706.67 sets -> 1,024 sets, 80-way, 5 MiB.
+    REQUIRE(round_sets_like_cachegrind({5242880, 48, 64}) == CacheGeometry{5242880, 80, 64});
+    // A power of two is left alone; a size that does not divide is trimmed to whole sets.
+    REQUIRE(round_sets_like_cachegrind({8388608, 16, 64}) == CacheGeometry{8388608, 16, 64});
+    REQUIRE(round_sets_like_cachegrind({8388608 + 100, 16, 64}) == CacheGeometry{8388608, 16, 64});
+    REQUIRE(geometry_problem(round_sets_like_cachegrind({12582912, 16, 64})).empty());
+}
+
+TEST_CASE("LRU: a pointer chase over N lines of one set misses exactly as LRU predicts") {
+    // D1: 64 sets of 8 ways: lines 4 KiB apart share a set. The LL (8,192 sets) spreads them over sets of its own.
+    const std::uint64_t base = 0x10000000, stride = 64 * 64;
+    const std::uint64_t rounds = 50;
+    for (std::uint64_t n : {1, 4, 7, 8, 9, 12, 16}) {
+        CAPTURE(n);
+        CacheHierarchy h(CacheConfig{});
+        for (std::uint64_t r = 0; r < rounds; ++r)
+            for (std::uint64_t i = 0; i < n; ++i) h.read(base + i * stride, 8);
+        // Up to 8 lines fit the set: only the first round misses. A 9th line makes LRU evict, in a cyclic order,
+        // exactly the line needed next: every access misses.
+        const std::uint64_t d1_misses = n <= 8 ? n : n * rounds;
+        REQUIRE(h.counts().Dr() == n * rounds);
+        REQUIRE(h.counts().D1mr() == d1_misses);
+        REQUIRE(h.counts().ll[CacheCounts::at(Kind::read)].accesses == d1_misses);
+        REQUIRE(h.counts().DLmr() == n); // the LL holds them all after the first round
+    }
+    // In the LL too: lines 512 KiB apart share an LL set (and a D1 set): 16 fit, 17 miss in both levels always.
+    for (std::uint64_t n : {16, 17}) {
+        CAPTURE(n);
+        CacheHierarchy h(CacheConfig{});
+        for (std::uint64_t r = 0; r < rounds; ++r)
+            for (std::uint64_t i = 0; i < n; ++i) h.read(base + i * 8192 * 64, 8);
+        REQUIRE(h.counts().D1mr() == n * rounds);
+        REQUIRE(h.counts().DLmr() == (n <= 16 ? n : n * rounds));
+    }
+    // A hit moves the line to the front: touching line 0 before each new line keeps it in a full set.
+    CacheHierarchy h(CacheConfig{});
+    for (std::uint64_t i = 1; i <= 20; ++i) {
+        h.read(base, 8);
+        h.read(base + i * stride, 8);
+    }
+    REQUIRE(h.counts().D1mr() == 21); // line 0 once, each other line once: line 0 never evicted
+}
+
+TEST_CASE("sequential streams: one miss per new line, a second pass hits if the data fit, misses if twice the size") {
+    for (std::uint64_t bytes : {std::uint64_t{16} << 10, std::uint64_t{32} << 10, std::uint64_t{64} << 10}) {
+        CAPTURE(bytes);
+        CacheHierarchy h(CacheConfig{});
+        const std::uint64_t base = 0x7f0000000000;
+        for (std::uint64_t a = 0; a < bytes; a += 8) h.read(base + a, 8);
+        REQUIRE(h.counts().Dr() == bytes / 8);
+        REQUIRE(h.counts().D1mr() == bytes / 64);
+        REQUIRE(h.counts().DLmr() == bytes / 64);
+        for (std::uint64_t a = 0; a < bytes; a += 8) h.read(base + a, 8);
+        REQUIRE(h.counts().D1mr() == (bytes <= (32u << 10) ? bytes / 64 : 2 * bytes / 64));
+        REQUIRE(h.counts().DLmr() == bytes / 64); // the LL holds 8 MiB
+    }
+}
+
+TEST_CASE("write-allocate: a store that misses brings its line in, later loads of the line hit") {
+    CacheHierarchy h(CacheConfig{});
+    REQUIRE(h.write(0x1000, 8) == Level::memory);
+    REQUIRE(h.counts().Dw() == 1);
+    REQUIRE(h.counts().D1mw() == 1);
+    REQUIRE(h.counts().DLmw() == 1);
+    REQUIRE(h.read(0x1038, 8) == Level::l1);
+    REQUIRE(h.write(0x1008, 4) == Level::l1);
+    REQUIRE(h.counts().D1mr() == 0);
+    REQUIRE(h.counts().D1mw() == 1);
+    REQUIRE(h.d1().holds(0x1000 >> 6));
+    REQUIRE(h.ll().holds(0x1000 >> 6));
+    // Data and instructions have L1s of their own and share the LL.
+    REQUIRE(h.fetch(0x1000, 4) == Level::ll);
+    REQUIRE(h.counts().I1mr() == 1);
+    REQUIRE(h.counts().ILmr() == 0);
+}
+
+TEST_CASE("straddles: an access across two lines counts once, a miss if either line misses") {
+    CacheHierarchy h(CacheConfig{});
+    // Both lines cold: one access, one miss (not two), in D1 and in the LL; both lines are now held.
+    REQUIRE(h.read(0x2000 + 60, 8) == Level::memory);
+    REQUIRE(h.counts().Dr() == 1);
+    REQUIRE(h.counts().D1mr() == 1);
+    REQUIRE(h.counts().DLmr() == 1);
+    REQUIRE(h.d1().holds(0x2000 >> 6));
+    REQUIRE(h.d1().holds((0x2000 >> 6) + 1));
+    REQUIRE(h.read(0x2040, 8) == Level::l1);
+    REQUIRE(h.read(0x2000 + 124, 8) == Level::memory); // first line held, second cold: still one miss
+    REQUIRE(h.counts().D1mr() == 2);
+    REQUIRE(h.counts().DLmr() == 2);
+    REQUIRE(h.counts().ll[CacheCounts::at(Kind::read)].accesses == 2);
+    // Each level cuts an access to the narrowest line configured: with 16-byte D1 lines, a 32-byte load at a line's
+    // start touches one line only, and the next 16 bytes still miss.
+    CacheHierarchy narrow(config({32768, 8, 64}, {1024, 2, 16}, {1 << 20, 16, 64}));
+    REQUIRE(narrow.widest_access() == 16);
+    narrow.read(0x4000, 32);
+    REQUIRE(narrow.counts().D1mr() == 1);
+    REQUIRE(narrow.read(0x4010, 8) == Level::ll);
+    REQUIRE(narrow.counts().D1mr() == 2);
+    // A straddling instruction fetch likewise.
+    REQUIRE(h.fetch(0x9000 + 62, 5) == Level::memory);
+    REQUIRE(h.counts().I1mr() == 1);
+    REQUIRE(h.i1().holds((0x9000 >> 6) + 1));
+}
+
+TEST_CASE("inclusion: Cachegrind's LL evicts without touching L1, strict inclusion takes the L1 copy too") {
+    // D1: 8 sets of 2 ways; LL: 64 direct-mapped lines. 0x0 and 0x1000 share a D1 set (both fit) and an LL line.
+    const auto small = config({1024, 2, 64}, {1024, 2, 64}, {4096, 1, 64});
+    for (const Inclusion inclusion : {Inclusion::cachegrind, Inclusion::strict}) {
+        CAPTURE(static_cast<int>(inclusion));
+        CacheConfig c = small;
+        c.inclusion = inclusion;
+        CacheHierarchy h(c);
+        h.read(0x0, 8);
+        h.read(0x1000, 8); // evicts line 0 from the LL
+        REQUIRE(!h.ll().holds(0));
+        const Level again = h.read(0x0, 8);
+        if (inclusion == Inclusion::cachegrind) {
+            REQUIRE(again == Level::l1); // the D1 copy survived the LL's eviction
+            REQUIRE(h.counts().D1mr() == 2);
+        } else {
+            REQUIRE(again == Level::memory); // gone from D1 with the LL's eviction
+            REQUIRE(h.counts().D1mr() == 3);
+            REQUIRE(!h.d1().holds(0x1000 >> 6)); // ... and line 0's return took 0x1000 out of both
+        }
+    }
+    // Strict, with an L2 between: the LL's eviction reaches the L2 and the L1s, instruction side included.
+    CacheConfig c = small;
+    c.l2 = CacheGeometry{2048, 2, 64};
+    c.inclusion = Inclusion::strict;
+    CacheHierarchy h(c);
+    h.fetch(0x0, 4);
+    h.read(0x1000, 8);
+    REQUIRE(!h.i1().holds(0));
+    REQUIRE(!h.l2()->holds(0));
+}
+
+TEST_CASE("an L2 between the L1s and the LL: the LL is asked only on an L2 miss") {
+    CacheConfig c;
+    c.l2 = CacheGeometry{262144, 8, 64};
+    CacheHierarchy h(c);
+    // 64 KiB twice: twice D1, within the L2.
+    for (int pass = 0; pass < 2; ++pass)
+        for (std::uint64_t a = 0; a < (64u << 10); a += 64) h.read(0x100000 + a, 8);
+    const auto r = CacheCounts::at(Kind::read);
+    REQUIRE(h.counts().D1mr() == 2 * 1024);
+    REQUIRE(h.counts().l2[r].accesses == 2 * 1024);
+    REQUIRE(h.counts().l2[r].misses == 1024);
+    REQUIRE(h.counts().ll[r].accesses == 1024);
+    REQUIRE(h.counts().DLmr() == 1024);
+    REQUIRE(h.read(0x100000, 8) == Level::l2);
+}
+
+TEST_CASE("random streams: the model's counts and levels equal the plain reference's, access by access") {
+    CacheConfig with_l2;
+    with_l2.l2 = CacheGeometry{65536, 4, 64};
+    const CacheConfig configs[] = {
+        CacheConfig{},
+        config({4096, 2, 32}, {2048, 4, 16}, {65536, 8, 64}),   // lines of three sizes: cuts at 16
+        config({1024, 1, 64}, {1024, 1, 64}, {16384, 2, 64}),  // direct-mapped L1s
+        config({32768, 8, 64}, {4096, 64, 64}, {32768, 16, 64}), // a fully associative D1
+        with_l2,
+    };
+    std::mt19937_64 random(12345);
+    for (const CacheConfig& c : configs) {
+        CacheHierarchy model(c);
+        Reference reference(c);
+        // Addresses drawn from a few regions of differing sizes, so that hits, misses and straddles all occur.
+        const std::uint64_t regions[] = {1u << 12, 1u << 16, 1u << 20, 1u << 24};
+        for (int i = 0; i < 200000; ++i) {
+            const std::uint64_t region = regions[random() % 4];
+            const std::uint64_t address = 0x400000 + region + random() % region;
+            const std::uint32_t size = std::uint32_t{1} << (random() % 6); // 1 to 32 bytes
+            const int what = static_cast<int>(random() % 3);
+            Level got, want;
+            if (what == 0) {
+                got = model.read(address, size);
+                want = reference.access(reference.d1, Kind::read, address, size);
+            } else if (what == 1) {
+                got = model.write(address, size);
+                want = reference.access(reference.d1, Kind::write, address, size);
+            } else {
+                got = model.fetch(address, size > 15 ? 15 : size);
+                want = reference.access(reference.i1, Kind::instruction, address, size > 15 ? 15 : size);
+            }
+            if (got != want) {
+                CAPTURE(i, address, size, what);
+                REQUIRE(to_string(got) == std::string(to_string(want)));
+            }
+        }
+        require_same(model.counts(), reference.counts);
+        REQUIRE(model.counts().D1mr() > 1000);
+        REQUIRE(model.counts().DLmr() > 100);
+    }
+}
+
+TEST_CASE("instruction side: a block's planned fetches count as every instruction fetched one by one") {
+    std::mt19937_64 random(777);
+    CacheConfig c = config({2048, 2, 64}, {32768, 8, 64}, {65536, 4, 64});
+    CacheHierarchy planned(c), one_by_one(c);
+    // 300 blocks of 1 to 30 instructions of 1 to 15 bytes, placed at random, executed 20,000 times in random order.
+    std::vector<std::vector<std::pair<std::uint64_t, std::uint32_t>>> blocks(300);
+    std::vector<std::vector<FetchRef>> plans;
+    for (auto& block : blocks) {
+        std::uint64_t at = 0x400000 + random() % (1u << 16);
+        for (std::uint64_t n = 1 + random() % 30; n > 0; --n) {
+            const auto length = static_cast<std::uint32_t>(1 + random() % 15);
+            block.emplace_back(at, length);
+            at += length;
+        }
+        plans.push_back(plan_fetches(block, c.i1.line));
+    }
+    std::size_t references = 0, instructions = 0;
+    for (int i = 0; i < 20000; ++i) {
+        const std::size_t b = random() % blocks.size();
+        planned.count_instructions(blocks[b].size());
+        for (const FetchRef& r : plans[b]) planned.fetch_uncounted(r.address, r.size);
+        for (const auto& [address, length] : blocks[b]) one_by_one.fetch(address, length);
+        references += plans[b].size();
+        instructions += blocks[b].size();
+    }
+    require_same(planned.counts(), one_by_one.counts());
+    REQUIRE(planned.counts().I1mr() > 1000);
+    REQUIRE(references < instructions / 2); // the plan drops most references
+
+    // A block within one line is one reference; a straddling instruction is kept with its first line.
+    REQUIRE(plan_fetches({{0x1000, 4}, {0x1004, 3}, {0x1007, 5}}, 64).size() == 1);
+    const auto across = plan_fetches({{0x1030, 8}, {0x1038, 12}, {0x1044, 2}, {0x1046, 2}}, 64);
+    REQUIRE(across.size() == 2);
+    REQUIRE(across[1].address == 0x1038);
+}
+
+TEST_CASE("split accesses: QEMU's pieces of one instruction are one access, a read-modify-write one read") {
+    std::vector<DataAccess> seen;
+    const auto sink = [&](const DataAccess& a) { seen.push_back(a); };
+    DataAccessMerger m;
+    // A 16-byte SSE load that QEMU 7.2 reports as two 8-byte loads: one 16-byte read.
+    m.add(1, 0x400100, false, 0x5000, 8, sink);
+    m.add(1, 0x400100, false, 0x5008, 8, sink);
+    REQUIRE(seen.empty()); // not complete until the next access or a flush
+    // A 32-byte AVX store as four pieces.
+    for (std::uint64_t i = 0; i < 4; ++i) m.add(2, 0x400108, true, 0x6000 + 8 * i, 8, sink);
+    // add [m], r: a load and a store of the same 4 bytes: one read.
+    m.add(3, 0x400110, false, 0x7000, 4, sink);
+    m.add(3, 0x400110, true, 0x7000, 4, sink);
+    // The same instruction executed again (the next loop iteration): not joined with the last execution.
+    m.add(4, 0x400110, false, 0x7004, 4, sink);
+    // Two loads of one instruction that are not contiguous (a gather, cmpsb): two accesses.
+    m.add(5, 0x400118, false, 0x8000, 1, sink);
+    m.add(5, 0x400118, false, 0x9000, 1, sink);
+    // A load and a store elsewhere (push [m], movsb): two accesses.
+    m.add(6, 0x400120, false, 0xa000, 8, sink);
+    m.add(6, 0x400120, true, 0xb000, 8, sink);
+    // After a read-modify-write, a further store of the instruction is an access of its own.
+    m.add(7, 0x400128, false, 0xc000, 8, sink);
+    m.add(7, 0x400128, true, 0xc000, 8, sink);
+    m.add(7, 0x400128, true, 0xc008, 8, sink);
+    m.flush(sink);
+    REQUIRE(!m.pending());
+    const std::vector<std::tuple<std::uint64_t, std::uint32_t, Kind>> want = {
+        {0x5000, 16, Kind::read},  {0x6000, 32, Kind::write}, {0x7000, 4, Kind::read},  {0x7004, 4, Kind::read},
+        {0x8000, 1, Kind::read},   {0x9000, 1, Kind::read},   {0xa000, 8, Kind::read},  {0xb000, 8, Kind::write},
+        {0xc000, 8, Kind::read},   {0xc008, 8, Kind::write}};
+    REQUIRE(seen.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(seen[i].address == std::get<0>(want[i]));
+        REQUIRE(seen[i].size == std::get<1>(want[i]));
+        REQUIRE(seen[i].kind == std::get<2>(want[i]));
+    }
+    REQUIRE(seen[0].pc == 0x400100);
+    m.flush(sink); // nothing pending: nothing more
+    REQUIRE(seen.size() == want.size());
+
+    // Through the model: the joined 16-byte load at a line's last 8 bytes is one straddling access, one miss.
+    CacheHierarchy h(CacheConfig{});
+    const auto to_model = [&](const DataAccess& a) {
+        if (a.kind == Kind::write) h.write(a.address, a.size);
+        else h.read(a.address, a.size);
+    };
+    m.add(1, 0x400100, false, 0x5038, 8, to_model);
+    m.add(1, 0x400100, false, 0x5040, 8, to_model);
+    m.flush(to_model);
+    REQUIRE(h.counts().Dr() == 1);
+    REQUIRE(h.counts().D1mr() == 1);
+}
+
+TEST_CASE("per thread: two hierarchies share nothing") {
+    CacheHierarchy a(CacheConfig{}), b(CacheConfig{});
+    for (std::uint64_t i = 0; i < 1000; ++i) a.read(0x10000 + 64 * i, 8);
+    REQUIRE(b.read(0x10000, 8) == Level::memory);
+    REQUIRE(b.counts().Dr() == 1);
+    REQUIRE(a.counts().Dr() == 1000);
+}

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+// branch_model.hpp: the branch predictor `pmc emulate` models for branch-misses, plain C++ with no QEMU in it.
+// One BranchPredictor per guest thread.
+//
+// It is Cachegrind's (valgrind/cachegrind/cg_branchpred.c, read, not copied), so that Bcm and Bim compare:
+//   - conditional branches: 16,384 two-bit saturating counters, all starting at 0 (strongly not taken), indexed
+//     by the last 7 outcomes of conditional branches (global history, newest in the lowest bit) above the low 7
+//     bits of the branch's address; a counter of 2 or 3 predicts taken;
+//   - indirect branches (and returns: there is no return stack): 512 entries, indexed by the low 9 bits of the
+//     branch's address, each the last target seen there (all 0 at first); a different target is a miss.
+// Instruction addresses are shifted right first by the bits the architecture keeps zero: 0 on x86-64, 2 on
+// AArch64 (Cachegrind's N_IADDR_LO_ZERO_BITS).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace pmc_model {
+
+struct BranchCounts {
+    std::uint64_t conditional = 0;        ///< Cachegrind's Bc
+    std::uint64_t conditional_misses = 0; ///< Bcm
+    std::uint64_t indirect = 0;           ///< Bi
+    std::uint64_t indirect_misses = 0;    ///< Bim
+};
+
+class BranchPredictor {
+public:
+    static constexpr unsigned history_bits = 7;
+    static constexpr unsigned address_bits = 7;
+    static constexpr unsigned target_table_bits = 9;
+
+    /// `zero_low_bits`: 0 for x86-64, 2 for AArch64 (instructions are 4-byte aligned).
+    explicit BranchPredictor(unsigned zero_low_bits = 0) noexcept : shift_(zero_low_bits) {}
+
+    /// A conditional branch at `pc`, taken or not: true if the predictor got it wrong.
+    bool conditional(std::uint64_t pc, bool taken) noexcept {
+        constexpr std::uint64_t history_mask = (1u << history_bits) - 1, address_mask = (1u << address_bits) - 1;
+        const std::size_t index =
+            static_cast<std::size_t>(((history_ & history_mask) << address_bits) | ((pc >> shift_) & address_mask));
+        std::uint8_t& counter = counters_[index];
+        const bool miss = (counter >= 2) != taken;
+        history_ = (history_ << 1) | (taken ? 1u : 0u);
+        if (taken) counter = static_cast<std::uint8_t>(counter < 3 ? counter + 1 : 3);
+        else counter = static_cast<std::uint8_t>(counter > 0 ? counter - 1 : 0);
+        ++counts_.conditional;
+        counts_.conditional_misses += miss ? 1 : 0;
+        return miss;
+    }
+
+    /// An indirect branch (or return) at `pc` going to `target`: true if the predictor got it wrong.
+    bool indirect(std::uint64_t pc, std::uint64_t target) noexcept {
+        std::uint64_t& last = targets_[static_cast<std::size_t>((pc >> shift_) & ((1u << target_table_bits) - 1))];
+        const bool miss = last != target;
+        last = target;
+        ++counts_.indirect;
+        counts_.indirect_misses += miss ? 1 : 0;
+        return miss;
+    }
+
+    const BranchCounts& counts() const noexcept { return counts_; }
+
+private:
+    unsigned shift_;
+    std::uint64_t history_ = 0;
+    std::array<std::uint8_t, std::size_t{1} << (history_bits + address_bits)> counters_{};
+    std::array<std::uint64_t, std::size_t{1} << target_table_bits> targets_{};
+    BranchCounts counts_;
+};
+
+} // namespace pmc_model

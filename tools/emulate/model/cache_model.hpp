@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: MIT
+// cache_model.hpp: the caches `pmc emulate --cache` simulates, plain C++ with no QEMU in it (the plugin only feeds
+// it addresses). One CacheHierarchy per guest thread: its counts never depend on what other threads do.
+//
+// The model is Cachegrind's (valgrind/cachegrind/cg_sim.c, read, not copied), so that its figures compare with the
+// figures CI tools built on Cachegrind publish:
+//   - I1 and D1, an optional L2, and a last level (LL) that both L1s (or the L2) fill; set-associative, LRU,
+//     write-allocate (a store that misses brings its line in), sets chosen by the line number's low bits
+//     (bit selection) of virtual addresses;
+//   - an access that straddles two lines counts once: a miss if either line misses, and the next level is asked
+//     for both lines;
+//   - an access wider than the narrowest line of the configuration is cut to that width (Cachegrind's rule for
+//     its "large data-sized instructions"), so that no access spans more than two lines;
+//   - inclusion, by default Cachegrind's: every line an L1 takes is also taken by the LL, but the LL evicting a
+//     line leaves the L1 copies alone. Inclusion::strict also removes them (back-invalidation, as inclusive
+//     hardware caches do); it needs the lower levels' lines to be at least as long as the upper ones'.
+// What the plugin adds on top (docs/emulated-pmu.md): QEMU's split accesses joined back (DataAccessMerger below),
+// and a block's instruction fetches planned once at translation (plan_fetches).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pmc_model {
+
+/// One cache's shape, in bytes, as Valgrind writes it: --D1=SIZE,ASSOC,LINE.
+struct CacheGeometry {
+    std::uint32_t size = 0;
+    std::uint32_t assoc = 0;
+    std::uint32_t line = 0;
+
+    std::uint32_t sets() const noexcept { return size / (assoc * line); }
+    friend bool operator==(const CacheGeometry& a, const CacheGeometry& b) noexcept {
+        return a.size == b.size && a.assoc == b.assoc && a.line == b.line;
+    }
+};
+
+/// The geometry Gungraun and CodSpeed pin Cachegrind to, and pmc's default: 32 KiB, 8-way, 64-byte lines for
+/// I1 and D1; an 8 MiB, 16-way LL with 64-byte lines.
+inline constexpr CacheGeometry default_i1{32768, 8, 64};
+inline constexpr CacheGeometry default_d1{32768, 8, 64};
+inline constexpr CacheGeometry default_ll{8388608, 16, 64};
+
+/// Cachegrind's smallest line: a shorter one would let an instruction straddle three lines.
+inline constexpr std::uint32_t min_line_size = 16;
+
+inline bool is_power_of_two(std::uint64_t x) noexcept { return x != 0 && (x & (x - 1)) == 0; }
+inline unsigned log2_exact(std::uint64_t x) noexcept { return static_cast<unsigned>(__builtin_ctzll(x)); }
+
+/// Why `g` cannot be simulated, or "" if it can. Cachegrind's checks (cg_arch.c), with the numbers in the message:
+/// it refuses a set count that is not a power of two when the user gives the geometry, and so does pmc (see
+/// round_sets_like_cachegrind for what Cachegrind does with a geometry it read from CPUID).
+inline std::string geometry_problem(const CacheGeometry& g) {
+    const auto n = [](std::uint64_t v) { return std::to_string(v); };
+    if (g.size == 0 || g.assoc == 0 || g.line == 0) return "size, associativity and line size must all be above 0";
+    if (!is_power_of_two(g.line)) return "the line size " + n(g.line) + " is not a power of two";
+    if (g.line < min_line_size)
+        return "the line size " + n(g.line) + " is below " + n(min_line_size) +
+               " bytes (an instruction could straddle three lines)";
+    if (g.size <= g.line) return "the size " + n(g.size) + " is not above the line size " + n(g.line);
+    if (g.assoc > g.size / g.line)
+        return "the associativity " + n(g.assoc) + " is above the " + n(g.size / g.line) + " lines the cache holds";
+    const std::uint64_t set_bytes = std::uint64_t{g.assoc} * g.line;
+    if (g.size % set_bytes != 0)
+        return "the size " + n(g.size) + " is not a whole number of " + n(g.assoc) + "-way sets of " + n(g.line) +
+               "-byte lines (" + n(set_bytes) + " bytes each)";
+    if (!is_power_of_two(g.size / set_bytes))
+        return n(g.size / set_bytes) +
+               " sets: the set count must be a power of two (sets are chosen by address bits; Cachegrind refuses "
+               "this too)";
+    return "";
+}
+
+/// Parses Valgrind's SIZE,ASSOC,LINE (three decimal byte counts). Returns "" and sets `out`, or says what is wrong.
+inline std::string parse_geometry(std::string_view text, CacheGeometry& out) {
+    std::array<std::uint64_t, 3> v{};
+    std::size_t at = 0;
+    for (std::size_t field = 0; field < 3; ++field) {
+        if (at >= text.size() || text[at] < '0' || text[at] > '9')
+            return "'" + std::string(text) + "' is not SIZE,ASSOC,LINE (three numbers of bytes, as 32768,8,64)";
+        std::uint64_t x = 0;
+        while (at < text.size() && text[at] >= '0' && text[at] <= '9') {
+            x = x * 10 + static_cast<std::uint64_t>(text[at] - '0');
+            if (x > 0x7fffffff) return "'" + std::string(text) + "': a number is too large (at most 2147483647)";
+            ++at;
+        }
+        v[field] = x;
+        const bool last = field == 2;
+        if (last ? at != text.size() : (at >= text.size() || text[at] != ','))
+            return "'" + std::string(text) + "' is not SIZE,ASSOC,LINE (three numbers of bytes, as 32768,8,64)";
+        ++at;
+    }
+    const CacheGeometry g{static_cast<std::uint32_t>(v[0]), static_cast<std::uint32_t>(v[1]),
+                          static_cast<std::uint32_t>(v[2])};
+    std::string problem = geometry_problem(g);
+    if (problem.empty()) out = g;
+    return problem;
+}
+
+/// What Cachegrind does to a last-level geometry it read from the host's CPUID whose set count is not a power of
+/// two (cg_arch.c, maybe_tweak_LLc): the sets are rounded down to a power of two and the associativity raised by
+/// the same factor (rounded to nearest), the size recomputed; e.g. 12 MiB, 16-way -> 12 MiB, 24-way. For
+/// `--cache=host` only: a geometry the user writes is refused instead (geometry_problem).
+inline CacheGeometry round_sets_like_cachegrind(CacheGeometry g) noexcept {
+    if (g.size == 0 || g.assoc == 0 || g.line == 0) return g;
+    const std::uint32_t sets = g.size / (g.assoc * g.line);
+    if (sets == 0) return g;
+    if (is_power_of_two(sets)) {
+        g.size = g.line * g.assoc * sets;
+        return g;
+    }
+    std::uint32_t rounded = 1;
+    while (rounded * 2 <= sets) rounded *= 2;
+    const double factor = static_cast<double>(sets) / static_cast<double>(rounded);
+    g.assoc = static_cast<std::uint32_t>(0.5 + factor * static_cast<double>(g.assoc));
+    g.size = g.line * g.assoc * rounded;
+    return g;
+}
+
+/// One set-associative LRU cache of line numbers. Each set keeps its tags most recently used first, as
+/// Cachegrind's does: a hit on the most recent line is one compare; a hit further down moves the line to the front.
+class CacheLevel {
+public:
+    /// `g` must be valid (geometry_problem(g) empty).
+    explicit CacheLevel(const CacheGeometry& g)
+        : geometry_(g), assoc_(g.assoc), set_mask_(g.sets() - 1), line_bits_(log2_exact(g.line)),
+          // calloc: a large LL's tags stay untouched zero pages until its sets are used
+          tags_(static_cast<std::uint64_t*>(std::calloc(std::size_t{g.sets()} * g.assoc, sizeof(std::uint64_t)))) {
+        if (!tags_) throw std::bad_alloc();
+    }
+    CacheLevel(const CacheLevel&) = delete;
+    CacheLevel& operator=(const CacheLevel&) = delete;
+
+    const CacheGeometry& geometry() const noexcept { return geometry_; }
+    unsigned line_bits() const noexcept { return line_bits_; }
+
+    /// Uses line `line` (an address >> line_bits()): true if it missed. A miss takes the line in, evicting the
+    /// set's least recently used line, whose number `evicted` receives (or no_line).
+    __attribute__((always_inline)) bool touch(std::uint64_t line, std::uint64_t& evicted) noexcept {
+        std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
+        const std::uint64_t tag = line + 1; // 0 marks an empty way
+        evicted = no_line;
+        if (__builtin_expect(set[0] == tag, 1)) return false;
+        for (std::uint32_t i = 1; i < assoc_; ++i)
+            if (set[i] == tag) {
+                for (std::uint32_t j = i; j > 0; --j) set[j] = set[j - 1];
+                set[0] = tag;
+                return false;
+            }
+        evicted = set[assoc_ - 1] - 1; // no_line if the way was empty
+        for (std::uint32_t j = assoc_ - 1; j > 0; --j) set[j] = set[j - 1];
+        set[0] = tag;
+        return true;
+    }
+    __attribute__((always_inline)) bool touch(std::uint64_t line) noexcept {
+        std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
+        if (__builtin_expect(set[0] == line + 1, 1)) return false;
+        return touch_further(line);
+    }
+    /// touch() past the most recent way.
+    __attribute__((noinline)) bool touch_further(std::uint64_t line) noexcept {
+        std::uint64_t evicted;
+        return touch(line, evicted);
+    }
+    /// Whether `line` is held (no change to the LRU order).
+    bool holds(std::uint64_t line) const noexcept {
+        const std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
+        return std::find(set, set + assoc_, line + 1) != set + assoc_;
+    }
+    /// Drops `line` if held; the lines behind it move up one way (LRU order kept).
+    void invalidate(std::uint64_t line) noexcept {
+        std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
+        for (std::uint32_t i = 0; i < assoc_; ++i)
+            if (set[i] == line + 1) {
+                for (std::uint32_t j = i; j + 1 < assoc_; ++j) set[j] = set[j + 1];
+                set[assoc_ - 1] = 0;
+                return;
+            }
+    }
+
+    static constexpr std::uint64_t no_line = ~std::uint64_t{0};
+
+private:
+    struct Free {
+        void operator()(std::uint64_t* p) const noexcept { std::free(p); }
+    };
+    CacheGeometry geometry_;
+    std::uint32_t assoc_;
+    std::uint64_t set_mask_;
+    unsigned line_bits_;
+    std::unique_ptr<std::uint64_t[], Free> tags_;
+};
+
+/// Where an access was served: the first level that held its line(s).
+enum class Level : std::uint8_t { l1, l2, ll, memory };
+/// What asked: an instruction fetch (I1), a data read (a load, or a read-modify-write: Cachegrind counts those as
+/// one read), a data write.
+enum class Kind : std::uint8_t { instruction, read, write };
+
+inline const char* to_string(Level level) noexcept {
+    switch (level) {
+    case Level::l1: return "L1";
+    case Level::l2: return "L2";
+    case Level::ll: return "LL";
+    default: return "memory";
+    }
+}
+
+/// Accesses and misses at one level, for one kind.
+struct LevelCounts {
+    std::uint64_t accesses = 0;
+    std::uint64_t misses = 0;
+};
+
+/// A hierarchy's counts. `l1[Kind::instruction]` is I1, the other two D1. Cachegrind's names are spelled out
+/// below: Ir, I1mr, ILmr, Dr, D1mr, DLmr, Dw, D1mw, DLmw.
+struct CacheCounts {
+    std::array<LevelCounts, 3> l1{}, l2{}, ll{}; ///< by Kind
+
+    static constexpr std::size_t at(Kind k) noexcept { return static_cast<std::size_t>(k); }
+    std::uint64_t Ir() const noexcept { return l1[at(Kind::instruction)].accesses; }
+    std::uint64_t I1mr() const noexcept { return l1[at(Kind::instruction)].misses; }
+    std::uint64_t ILmr() const noexcept { return ll[at(Kind::instruction)].misses; }
+    std::uint64_t Dr() const noexcept { return l1[at(Kind::read)].accesses; }
+    std::uint64_t D1mr() const noexcept { return l1[at(Kind::read)].misses; }
+    std::uint64_t DLmr() const noexcept { return ll[at(Kind::read)].misses; }
+    std::uint64_t Dw() const noexcept { return l1[at(Kind::write)].accesses; }
+    std::uint64_t D1mw() const noexcept { return l1[at(Kind::write)].misses; }
+    std::uint64_t DLmw() const noexcept { return ll[at(Kind::write)].misses; }
+};
+
+enum class Inclusion : std::uint8_t {
+    cachegrind, ///< the LL takes every line an upper level misses on, and evicts without touching upper levels
+    strict,     ///< as cachegrind, and a line the LL (or L2) evicts leaves the levels above it too
+};
+
+struct CacheConfig {
+    CacheGeometry i1 = default_i1;
+    CacheGeometry d1 = default_d1;
+    std::optional<CacheGeometry> l2; ///< between the L1s and the LL; absent in Cachegrind's model
+    CacheGeometry ll = default_ll;
+    Inclusion inclusion = Inclusion::cachegrind;
+};
+
+/// Why `c` cannot be simulated, or "" (each level's geometry, and strict inclusion's line sizes).
+inline std::string config_problem(const CacheConfig& c) {
+    const std::pair<const char*, const CacheGeometry*> levels[] = {
+        {"I1", &c.i1}, {"D1", &c.d1}, {"L2", c.l2 ? &*c.l2 : nullptr}, {"LL", &c.ll}};
+    for (const auto& [name, g] : levels)
+        if (g)
+            if (std::string p = geometry_problem(*g); !p.empty()) return std::string(name) + ": " + p;
+    if (c.inclusion == Inclusion::strict) {
+        const std::uint32_t upper = std::max({c.i1.line, c.d1.line, c.l2 ? c.l2->line : 0u});
+        if (c.ll.line < upper || (c.l2 && c.l2->line < std::max(c.i1.line, c.d1.line)))
+            return "strict inclusion needs each level's lines at least as long as the lines above it";
+    }
+    return "";
+}
+
+/// One thread's caches. Not thread-safe: each guest thread has its own.
+class CacheHierarchy {
+public:
+    /// `config` must be valid (config_problem(config) empty); throws std::invalid_argument otherwise.
+    explicit CacheHierarchy(const CacheConfig& config)
+        : config_(checked(config)), i1_(config.i1), d1_(config.d1),
+          l2_(config.l2 ? std::make_unique<CacheLevel>(*config.l2) : nullptr), ll_(config.ll),
+          widest_(std::min({config.i1.line, config.d1.line, config.ll.line,
+                            config.l2 ? config.l2->line : config.ll.line})),
+          strict_(config.inclusion == Inclusion::strict) {}
+
+    const CacheConfig& config() const noexcept { return config_; }
+    const CacheCounts& counts() const noexcept { return counts_; }
+    /// The widest access simulated: wider ones are cut to this (Cachegrind's rule), the narrowest line configured.
+    std::uint32_t widest_access() const noexcept { return widest_; }
+
+    /// A data access of `size` bytes at `address`. Returns the level that served it.
+    Level read(std::uint64_t address, std::uint32_t size) noexcept { return access(d1_, Kind::read, address, size); }
+    Level write(std::uint64_t address, std::uint32_t size) noexcept { return access(d1_, Kind::write, address, size); }
+    /// One instruction's fetch through I1 (`size`: its length), counted in Ir.
+    Level fetch(std::uint64_t address, std::uint32_t size) noexcept {
+        return access(i1_, Kind::instruction, address, size);
+    }
+    /// A fetch whose instruction is counted elsewhere (fetch_block): a reference plan_fetches kept.
+    Level fetch_uncounted(std::uint64_t address, std::uint32_t size) noexcept {
+        return access(i1_, Kind::instruction, address, size, false);
+    }
+    /// Counts `n` instructions in Ir without references (plan_fetches dropped them as certain I1 hits).
+    void count_instructions(std::uint64_t n) noexcept { counts_.l1[CacheCounts::at(Kind::instruction)].accesses += n; }
+
+    const CacheLevel& i1() const noexcept { return i1_; }
+    const CacheLevel& d1() const noexcept { return d1_; }
+    const CacheLevel* l2() const noexcept { return l2_.get(); }
+    const CacheLevel& ll() const noexcept { return ll_; }
+
+private:
+    static const CacheConfig& checked(const CacheConfig& c) {
+        if (std::string p = config_problem(c); !p.empty()) throw std::invalid_argument("cache model: " + p);
+        return c;
+    }
+
+    /// Cachegrind's reference to one level: the access's first and last line (at most two), both always used.
+    /// Inlined for the common case, one line; a straddle and strict inclusion's evictions are calls.
+    __attribute__((always_inline)) bool missed(CacheLevel& level, std::uint64_t address, std::uint32_t size) noexcept {
+        const std::uint64_t first = address >> level.line_bits();
+        const std::uint64_t last = (address + size - 1) >> level.line_bits();
+        if (__builtin_expect(first != last || strict_, 0)) return missed_slowly(level, first, last);
+        return level.touch(first);
+    }
+    __attribute__((noinline)) bool missed_slowly(CacheLevel& level, std::uint64_t first, std::uint64_t last) noexcept {
+        std::uint64_t evicted;
+        bool miss = level.touch(first, evicted);
+        if (evicted != CacheLevel::no_line) evict_above(level, evicted);
+        if (last != first) {
+            miss |= level.touch(last, evicted);
+            if (evicted != CacheLevel::no_line) evict_above(level, evicted);
+        }
+        return miss;
+    }
+
+    __attribute__((always_inline)) Level access(CacheLevel& l1, Kind kind, std::uint64_t address, std::uint32_t size,
+                 bool counted = true) noexcept {
+        size = size == 0 ? 1 : std::min(size, widest_);
+        const std::size_t k = CacheCounts::at(kind);
+        counts_.l1[k].accesses += counted ? 1 : 0;
+        if (__builtin_expect(!missed(l1, address, size), 1)) return Level::l1;
+        ++counts_.l1[k].misses;
+        if (l2_) {
+            ++counts_.l2[k].accesses;
+            if (!missed(*l2_, address, size)) return Level::l2;
+            ++counts_.l2[k].misses;
+        }
+        ++counts_.ll[k].accesses;
+        if (!missed(ll_, address, size)) return Level::ll;
+        ++counts_.ll[k].misses;
+        return Level::memory;
+    }
+
+    /// Strict inclusion: the lines of the levels above `level` that lie in its evicted line go too.
+    void evict_above(const CacheLevel& level, std::uint64_t line) noexcept {
+        if (!strict_ || &level == &i1_ || &level == &d1_) return;
+        const std::uint64_t first = line << level.line_bits();
+        const std::uint64_t end = (line + 1) << level.line_bits();
+        const auto drop = [&](CacheLevel& upper) {
+            for (std::uint64_t a = first; a < end; a += upper.geometry().line) upper.invalidate(a >> upper.line_bits());
+        };
+        drop(i1_);
+        drop(d1_);
+        if (l2_ && &level == &ll_) drop(*l2_);
+    }
+
+    CacheConfig config_;
+    CacheLevel i1_, d1_;
+    std::unique_ptr<CacheLevel> l2_;
+    CacheLevel ll_;
+    std::uint32_t widest_;
+    bool strict_;
+    CacheCounts counts_;
+};
+
+// ---- the instruction side: a translated block's fetches, planned once ----
+
+/// One I1 reference a block's execution makes: an instruction (address, length) that may miss.
+struct FetchRef {
+    std::uint64_t address;
+    std::uint32_t size;
+};
+
+/// The I1 references of a block whose instructions are `instructions` (address, length), in order: Cachegrind
+/// references I1 once per instruction, but an instruction lying wholly in the line its predecessor ended in is a
+/// certain hit on the most recent line, which changes no state: it is dropped. Executing the block is then
+/// `count_instructions(n)` and `fetch_uncounted` of each reference, with the same counts as every instruction
+/// fetched one by one.
+inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& instructions,
+                                          std::uint32_t i1_line) {
+    std::vector<FetchRef> refs;
+    const unsigned bits = log2_exact(i1_line);
+    std::uint64_t previous_last_line = ~std::uint64_t{0};
+    for (const auto& [address, length] : instructions) {
+        const std::uint32_t size = length == 0 ? 1 : length;
+        const std::uint64_t first = address >> bits, last = (address + size - 1) >> bits;
+        if (!(first == last && first == previous_last_line)) refs.push_back({address, size});
+        previous_last_line = last;
+    }
+    return refs;
+}
+
+// ---- the data side: QEMU's accesses joined back into the instruction's own ----
+
+/// One data access as Cachegrind sees it.
+struct DataAccess {
+    std::uint64_t pc;      ///< the instruction's address
+    std::uint64_t address;
+    std::uint32_t size;
+    Kind kind;             ///< read (loads, and read-modify-writes) or write
+};
+
+/// Joins the accesses QEMU reports for one execution of one instruction the way Cachegrind's instrumentation sees
+/// that instruction, so that access counts compare:
+///   - QEMU splits a wide access into pieces (7.2: a 16-byte SSE load into two 8-byte loads, a 32-byte AVX one
+///     into four): pieces of the same kind, each starting where the previous ended, are one access;
+///   - a store right after a load of the same address and size (x86 read-modify-write: `add [m], r`) is one read,
+///     as Cachegrind counts it.
+/// `execution` identifies one execution of one instruction (the plugin: a per-thread block-execution count and
+/// the instruction's index in the block); accesses of another execution are never joined. An access is passed on
+/// to `sink(DataAccess)` once the next one shows it complete, or at flush() (before counts are read).
+class DataAccessMerger {
+public:
+    template <class Sink>
+    void add(std::uint64_t execution, std::uint64_t pc, bool store, std::uint64_t address, std::uint32_t size,
+             Sink&& sink) {
+        if (pending_) {
+            if (execution == execution_) {
+                const Kind kind = store ? Kind::write : Kind::read;
+                if (kind == pending_kind_ && address == access_.address + access_.size && !modify_) {
+                    access_.size += size; // the next piece of a split access
+                    return;
+                }
+                if (store && pending_kind_ == Kind::read && !modify_ && address == access_.address &&
+                    size == access_.size) {
+                    modify_ = true; // read-modify-write: counted as its read
+                    return;
+                }
+            }
+            sink(static_cast<const DataAccess&>(access_));
+        }
+        pending_ = true;
+        modify_ = false;
+        execution_ = execution;
+        pending_kind_ = store ? Kind::write : Kind::read;
+        access_ = DataAccess{pc, address, size, pending_kind_};
+    }
+    template <class Sink>
+    void flush(Sink&& sink) {
+        if (pending_) sink(static_cast<const DataAccess&>(access_));
+        pending_ = false;
+    }
+    bool pending() const noexcept { return pending_; }
+
+private:
+    bool pending_ = false;
+    bool modify_ = false;
+    Kind pending_kind_ = Kind::read;
+    std::uint64_t execution_ = 0;
+    DataAccess access_{};
+};
+
+} // namespace pmc_model
