@@ -27,6 +27,8 @@
 //                    sigaction's old action, SA_RESETHAND, SA_NODEFER and SIG_IGN behave as natively (x86)
 //   raw-handler      a handler installed by a raw rt_sigaction system call, which spills an SSE register (x86)
 //   signal-cost      intervals around raise() with a handler installed by sigaction and by the raw system call (x86)
+//   refused WHAT     what QEMU's user mode refuses, called twice: seccomp-prctl, seccomp, clone3 (raw, with no
+//                    fallback), threads (3 threads and a posix_spawn: glibc tries clone3, then clone)
 #include <pmc/counter.hpp>
 #include <pmc/determinism.hpp>
 #include <pmc/group.hpp>
@@ -37,6 +39,11 @@
 #include <atomic>
 #include <csignal>
 #include <sys/syscall.h>
+#include <sys/prctl.h>
+#include <linux/filter.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <cerrno>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -362,6 +369,45 @@ int run_signal_cost() {
 
 #endif
 
+/// System calls QEMU's user mode refuses; pmc's plugin names them on stderr once per process (not clone3 when the
+/// program falls back to clone, as glibc does).
+int run_refused(const std::string& what) {
+    sock_filter allow_all[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+    sock_fprog program{1, allow_all};
+    auto say = [&](long result) {
+        const int err = errno;
+        std::printf("%s: %ld%s%s\n", what.c_str(), result, result < 0 ? ", " : "", result < 0 ? std::strerror(err) : "");
+    };
+    ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); // (what a filter needs without privilege)
+    for (int i = 0; i < 2; ++i) {
+        if (what == "seccomp-prctl") {
+            say(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0));
+        } else if (what == "seccomp") {
+            say(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program));
+        } else if (what == "clone3") {
+            clone_args args{};
+            args.exit_signal = SIGCHLD; // a fork, whose child leaves at once
+            std::fflush(stdout);
+            const long pid = ::syscall(SYS_clone3, &args, sizeof args);
+            if (pid == 0) ::syscall(SYS_exit, 0);
+            say(pid < 0 ? pid : 0);
+            if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+        } else if (what == "threads") {
+            std::thread a([] {}), b([] {}), c([] {});
+            a.join(), b.join(), c.join();
+            pid_t child = 0;
+            char* args[] = {const_cast<char*>("/bin/true"), nullptr};
+            const int spawned = ::posix_spawn(&child, "/bin/true", nullptr, nullptr, args, environ);
+            int status = 1;
+            if (spawned == 0) ::waitpid(child, &status, 0);
+            say(spawned == 0 && status == 0 ? 0 : -1);
+        } else {
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /// Threads whose lives overlap, one after another: QEMU numbers a new thread one past the highest live index, so
 /// the indexes climb past the plugin's slots (a test build has 4) while at most three threads live. Every
 /// thread's intervals must be exact: a slot shared by two live threads is not.
@@ -665,6 +711,7 @@ int main(int argc, char** argv) {
         if (mode == "signal-cost") return run_signal_cost();
 #endif
         if (mode == "churn") return run_churn();
+        if (mode == "refused" && argc > 2) return run_refused(argv[2]);
         if (mode == "stack") return run_stack();
         if (mode == "bad-pointer") return run_bad_pointer();
         if (mode == "loop" && argc > 2) {
@@ -707,6 +754,6 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
                          "profile [--plant N] | hooks | until-signal FILE | jit-rep | churn | bad-pointer | stack | "
-                         "signal-frames | raw-handler | signal-cost\n");
+                         "signal-frames | raw-handler | signal-cost | refused WHAT\n");
     return 2;
 }

@@ -386,6 +386,40 @@ TEST_CASE("pmc emulate -- ctest runs a CMake project's tests (ctest's SIGCHLD ha
     CHECK_THAT(r.out, ContainsSubstring("100% tests passed, 0 tests failed out of 4"));
 }
 
+TEST_CASE("what QEMU's user mode refuses is named once per process: seccomp by prctl or seccomp(2), and clone3 "
+          "when the program does not fall back to clone; glibc's threads and posix_spawn say nothing", "[emulate]") {
+    REQUIRE_EMULATOR();
+    auto occurrences = [](const std::string& text, const std::string& what) {
+        std::size_t n = 0;
+        for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+        return n;
+    };
+    const struct {
+        const char* what;
+        const char* warning;
+        const char* result; // what the program itself gets, twice
+    } cases[] = {
+        {"seccomp-prctl", "asked for seccomp with prctl(PR_SET_SECCOMP), which QEMU's user mode refuses (EINVAL)",
+         "seccomp-prctl: -1, Invalid argument"},
+        {"seccomp", "called seccomp(2), which QEMU's user mode does not implement (ENOSYS)",
+         "seccomp: -1, Function not implemented"},
+        {"clone3", "called clone3, which QEMU's user mode does not implement (ENOSYS), and did not fall back",
+         "clone3: -1, Function not implemented"},
+    };
+    for (const auto& c : cases) {
+        const auto r = pmc_test::run_command(emulate(std::string("refused ") + c.what) + " 2>&1");
+        INFO(r.out);
+        CHECK(r.status == 0);
+        CHECK(occurrences(r.out, c.result) == 2);
+        CHECK(occurrences(r.out, c.warning) == 1); // once per process
+        CHECK_THAT(r.out, ContainsSubstring("pmc emulate: pmc-emulate-tar (pid ")); // (comm keeps 15 characters)
+    }
+    const auto quiet = pmc_test::run_command(emulate("refused threads") + " 2>&1");
+    INFO(quiet.out);
+    CHECK(quiet.status == 0);
+    CHECK(quiet.out == "threads: 0\nthreads: 0\n");
+}
+
 TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and a planted change found exactly",
           "[emulate][profiler]") {
     REQUIRE_EMULATOR();
