@@ -73,7 +73,7 @@ QEMU starts for each; the figures: docs/emulated-pmu.md, installed as
 share/doc/pmc/emulated-pmu.md).
 
 x86-64 QEMU before 9.1 (Debian 12's 7.2) starts signal handlers 8 bytes off the stack alignment
-the ABI promises, where a handler keeping an SSE value faults (ctest's, cmake's): pmc's preload
+the ABI promises, where a handler keeping an SSE value faults (ctest's libuv one): pmc's preload
 library realigns the handlers programs install through the C library. A SIGSEGV under such a QEMU
 is explained, with the fix (a QEMU 9.1 or later: scripts/build-qemu).
 
@@ -502,7 +502,7 @@ std::string signal_frame_explanation(const Emulator& e, const std::string& progr
     return program + " died of SIGSEGV under QEMU " + (e.version.empty() ? std::string("(version unknown)") : e.version) +
            ". If it runs natively, the likely cause is a signal handler: QEMU's x86-64 user mode before 9.1 starts "
            "handlers with the stack 8 bytes off the ABI's 16-byte alignment, and a handler that keeps an SSE value on "
-           "its stack (libuv's SIGCHLD handler in ctest and cmake, code built with SSE) faults there. pmc's preload "
+           "its stack (libuv's SIGCHLD handler in ctest, code built with SSE) faults there. pmc's preload "
            "library realigns the handlers a dynamically linked program installs through the C library (sigaction, "
            "signal, sigset, ...), not those installed by a raw rt_sigaction system call, nor any in a statically "
            "linked program.\nFix: a QEMU that aligns signal frames, 9.1 or later: scripts/build-qemu builds QEMU 10 "

@@ -293,7 +293,7 @@ int run_signal_frames() {
     check(blocked_inside, "without SA_NODEFER, the signal is blocked in its handler");
     check(::signal(SIGUSR1, other_handler) == plain_handler, "signal() returns the program's previous handler");
     check(::signal(SIGUSR1, SIG_DFL) == other_handler, "signal(SIG_DFL) returns the program's previous handler");
-    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sa.sa_flags = static_cast<int>(SA_RESETHAND | SA_NODEFER);
     ::sigaction(SIGUSR1, &sa, nullptr);
     plain_calls = 0;
     ::raise(SIGUSR1);

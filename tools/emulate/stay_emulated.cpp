@@ -63,7 +63,7 @@ bool under_emulator() {
 //
 // The x86-64 ABI wants the stack 16-byte aligned at every call; QEMU before 9.1 ("linux-user/i386: Properly align
 // signal frame", merged in May 2024) enters a signal handler with it 8 bytes off. A handler that keeps an SSE value
-// on its stack with an aligned move (libuv's SIGCHLD handler in ctest and cmake) then dies of SIGSEGV. Where pmc
+// on its stack with an aligned move (libuv's SIGCHLD handler in ctest) then dies of SIGSEGV. Where pmc
 // emulate says its QEMU does this (PMC_EMULATE_REALIGN_SIGNALS=1), every handler installed through the C library's
 // sigaction, signal, bsd_signal, ssignal, sysv_signal or sigset is entered through realigned_handler, which
 // realigns the stack and calls the program's handler. The kernel's action keeps the program's flags and mask
