@@ -25,6 +25,8 @@
 //   signal-frames    handlers installed by sigaction, signal, bsd_signal, sysv_signal and sigset, on two threads,
 //                    spill an SSE register with an aligned move: each says whether its stack was aligned, and
 //                    sigaction's old action, SA_RESETHAND, SA_NODEFER and SIG_IGN behave as natively (x86)
+//   signal-race      two threads install two handlers by sigaction and signal while a third raises the signal:
+//                    every delivery on an aligned stack, every old action one of the two handlers (x86)
 //   raw-handler      a handler installed by a raw rt_sigaction system call, which spills an SSE register (x86)
 //   signal-cost      intervals around raise() with a handler installed by sigaction and by the raw system call (x86)
 //   refused WHAT     what QEMU's user mode refuses, called twice: seccomp-prctl, seccomp, clone3 (raw, with no
@@ -306,6 +308,50 @@ int run_signal_frames() {
     check(old.sa_handler == SIG_IGN, "SIG_IGN: ignored, and reported as SIG_IGN");
     std::printf("signal-frames: %s\n", failed ? "SOME CHECKS FAILED" : "all checks passed");
     return failed ? 1 : 0;
+}
+
+/// The preload library's table of handlers under threads: installs of two handlers on two threads, by sigaction and
+/// by signal, while a third thread raises the signal. Each delivery must reach one of the two on an aligned stack,
+/// and each old action must be one of them (never the trampoline, never SIG_DFL once both installed).
+void race_handler_a(int) { spill_sse(); }
+void race_handler_b(int) { spill_sse(); }
+int run_signal_race() {
+    aligned_entries = misaligned_entries = 0;
+    ::signal(SIGUSR1, race_handler_a);
+    std::atomic<bool> stop{false};
+    std::atomic<int> strange_old{0};
+    auto installer = [&](bool by_sigaction) {
+        for (int i = 0; i < 2000; ++i) {
+            void (*const wanted)(int) = i % 2 ? race_handler_a : race_handler_b;
+            void (*old)(int) = nullptr;
+            if (by_sigaction) {
+                struct sigaction sa {}, before {};
+                sa.sa_handler = wanted;
+                sigemptyset(&sa.sa_mask);
+                ::sigaction(SIGUSR1, &sa, &before);
+                old = before.sa_handler;
+            } else {
+                old = ::signal(SIGUSR1, wanted);
+            }
+            if (old != race_handler_a && old != race_handler_b) strange_old.fetch_add(1);
+        }
+    };
+    int raised = 0;
+    std::thread raiser([&] {
+        while (!stop.load()) {
+            ::raise(SIGUSR1);
+            ++raised;
+        }
+    });
+    std::thread one(installer, true), two(installer, false);
+    one.join();
+    two.join();
+    stop = true;
+    raiser.join();
+    const bool ok = misaligned_entries == 0 && aligned_entries == raised && strange_old == 0;
+    std::printf("signal-race: %d deliveries, %d on an aligned stack; %d old actions neither handler: %s\n", raised,
+                aligned_entries.load(), strange_old.load(), ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
 }
 
 /// What glibc's sigaction does for the kernel on x86-64, by hand: the preload library cannot see it.
@@ -707,6 +753,7 @@ int main(int argc, char** argv) {
         if (mode == "jit-rep") return run_jit_rep();
         if (mode == "page-cross") return run_page_cross();
         if (mode == "signal-frames") return run_signal_frames();
+        if (mode == "signal-race") return run_signal_race();
         if (mode == "raw-handler") return run_raw_handler();
         if (mode == "signal-cost") return run_signal_cost();
 #endif
@@ -754,6 +801,6 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
                          "profile [--plant N] | hooks | until-signal FILE | jit-rep | churn | bad-pointer | stack | "
-                         "signal-frames | raw-handler | signal-cost | refused WHAT\n");
+                         "signal-frames | signal-race | raw-handler | signal-cost | refused WHAT\n");
     return 2;
 }

@@ -312,6 +312,15 @@ TEST_CASE("signal handlers run on an aligned stack under pmc emulate, however in
     CHECK_THAT(r.out, ContainsSubstring("sysv_signal: handler ran twice on an aligned stack, with its arguments: ok"));
 }
 
+TEST_CASE("handlers installed on two threads while a third takes the signal: every delivery reaches one on an "
+          "aligned stack, every old action is one of them", "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("signal-race") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("0 old actions neither handler: ok"));
+}
+
 TEST_CASE("the realigned handler adds one constant per signal, the same on every thread and run (0 where QEMU "
           "aligns)", "[emulate][signals]") {
     REQUIRE_EMULATOR();
