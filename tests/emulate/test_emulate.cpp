@@ -66,15 +66,19 @@ int qemu_major() {
     return std::regex_search(r.out, m, std::regex("version ([0-9]+)\\.")) ? std::stoi(m[1]) : 0;
 }
 
-/// Whether the QEMU pmc emulate runs starts signal handlers 8 bytes off the x86-64 ABI's alignment: before 9.1.
+/// Whether the QEMU pmc emulate runs (the one it names to the program: $PMC_QEMU, PATH's or scripts/build-qemu's)
+/// starts signal handlers 8 bytes off the x86-64 ABI's alignment: before 9.1, by its own --version.
 bool qemu_misaligns_signal_frames() {
-    const char* chosen = std::getenv("PMC_QEMU");
-    const auto r = pmc_test::run_command("'" + std::string(chosen && *chosen ? chosen : "qemu-x86_64") +
-                                         "' --version 2>/dev/null");
-    std::smatch m;
-    if (!std::regex_search(r.out, m, std::regex("version ([0-9]+)\\.([0-9]+)"))) return true;
-    const int major = std::stoi(m[1]), minor = std::stoi(m[2]);
-    return major < 9 || (major == 9 && minor < 1);
+    static const bool misaligns = [] {
+        const auto env = pmc_test::run_command("'" + pmc_tool + "' emulate -- env");
+        std::smatch m;
+        if (!std::regex_search(env.out, m, std::regex("PMC_EMULATE_QEMU=([^\n]+)"))) return true;
+        const auto r = pmc_test::run_command("'" + m[1].str() + "' --version 2>/dev/null");
+        if (!std::regex_search(r.out, m, std::regex("version ([0-9]+)\\.([0-9]+)"))) return true;
+        const int major = std::stoi(m[1]), minor = std::stoi(m[2]);
+        return major < 9 || (major == 9 && minor < 1);
+    }();
+    return misaligns;
 }
 
 std::string temp_dir() {
