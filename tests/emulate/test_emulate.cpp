@@ -400,7 +400,7 @@ TEST_CASE("pmc emulate -- ctest runs a CMake project's tests (ctest's SIGCHLD ha
 }
 
 TEST_CASE("what QEMU's user mode refuses is named once per process: seccomp by prctl or seccomp(2), and clone3 "
-          "when the program does not fall back to clone; glibc's threads and posix_spawn say nothing", "[emulate]") {
+          "when the program does not fall back to clone (glibc's threads and posix_spawn say nothing)", "[emulate]") {
     REQUIRE_EMULATOR();
     auto occurrences = [](const std::string& text, const std::string& what) {
         std::size_t n = 0;
