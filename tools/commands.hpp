@@ -95,6 +95,8 @@ extern const char* const emulate_help;
 /// QEMU's user-mode binary and pmc's plugin and preload library, as found for this machine.
 struct Emulator {
     std::string qemu, plugin, preload;
+    std::string version;                   ///< QEMU's, from its binary ("7.2.22"), or "" if not found
+    bool misaligns_signal_frames = false; ///< x86-64 before QEMU 9.1: handlers start 8 bytes off the ABI's alignment
 };
 /// Finds them (`qemu`: --qemu's value, or ""), or says what is missing and what to install.
 pmc::Result<Emulator> find_emulator(const std::string& qemu);
@@ -126,6 +128,8 @@ EmulatedReport read_emulated_report(const std::string& path);
 std::string native_programs_note(const EmulatedReport& r);
 /// Why a program died of SIGILL under the emulator, and the fix ("pmc emulate: " + this, on stderr).
 std::string sigill_explanation(const std::string& program);
+/// Why a program died of SIGSEGV under a QEMU that misaligns signal frames, and the fixes; "" under another QEMU.
+std::string signal_frame_explanation(const Emulator& e, const std::string& program);
 /// The explanations for the command's children that died of SIGILL (not `command_pid`, explained already).
 void explain_child_sigills(const EmulatedReport& r, pid_t command_pid);
 

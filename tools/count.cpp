@@ -340,6 +340,8 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     }
     int raw = 0;
     const int exit_status = finish_emulated(*child, shown, raw);
+    if (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGSEGV && emulator->misaligns_signal_frames)
+        fmt::print(stderr, "pmc: count: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
     const auto elapsed_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
     const EmulatedReport processes_report = read_emulated_report(report);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -70,6 +71,11 @@ linked ones, and those started without pmc's LD_PRELOAD (env -i), run natively, 
 at the end. Emulation costs about 2.6-11x the native CPU time (20-30x for many short processes:
 QEMU starts for each; the figures: docs/emulated-pmu.md, installed as
 share/doc/pmc/emulated-pmu.md).
+
+x86-64 QEMU before 9.1 (Debian 12's 7.2) starts signal handlers 8 bytes off the stack alignment
+the ABI promises, where a handler keeping an SSE value faults (ctest's libuv one): pmc's preload
+library realigns the handlers programs install through the C library. A SIGSEGV under such a QEMU
+is explained, with the fix (a QEMU 9.1 or later: scripts/build-qemu).
 
 Options:
   --qemu PATH   The QEMU user-mode binary (default: qemu-x86_64 or qemu-aarch64, this machine's
@@ -134,8 +140,10 @@ std::string directory_of(const std::string& path) {
 struct ElfFacts {
     bool elf = false, dynamic = false, exports = false;
     bool exports_second = false; ///< and `second_symbol`
+    std::string version;         ///< the digits and dots after `version_prefix` in the file, if asked and found
 };
-ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const char* second_symbol = nullptr) {
+ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const char* second_symbol = nullptr,
+                   const std::string& version_prefix = "") {
     ElfFacts f;
     std::vector<char> bytes;
     if (FILE* in = std::fopen(path.c_str(), "rb")) { // (one read: QEMU is megabytes, read at every start)
@@ -150,6 +158,12 @@ ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const 
         bytes[EI_CLASS] != ELFCLASS64)
         return f;
     f.elf = true;
+    if (!version_prefix.empty()) { // (QEMU's --version text is one literal in its binary: "qemu-x86_64 version 7.2.22")
+        const auto at = std::search(bytes.begin(), bytes.end(), version_prefix.begin(), version_prefix.end());
+        for (auto c = at == bytes.end() ? at : at + static_cast<std::ptrdiff_t>(version_prefix.size());
+             c != bytes.end() && (std::isdigit(static_cast<unsigned char>(*c)) || *c == '.'); ++c)
+            f.version += *c;
+    }
     Elf64_Ehdr eh;
     std::memcpy(&eh, bytes.data(), sizeof eh);
     auto in_file = [&](std::uint64_t off, std::uint64_t len) { return off <= bytes.size() && len <= bytes.size() - off; };
@@ -205,6 +219,15 @@ std::string built_qemu(const char* name) {
     return newest;
 }
 
+/// QEMU's x86-64 user mode before 9.1 starts signal handlers with the stack 8 bytes off the ABI's 16-byte alignment
+/// ("linux-user/i386: Properly align signal frame", merged in May 2024 for 9.1). A version not found counts as
+/// misaligning: the preload library's realignment is harmless where the stack is aligned already.
+bool misaligns_signal_frames(const std::string& version) {
+    unsigned major = 0, minor = 0;
+    if (std::sscanf(version.c_str(), "%u.%u", &major, &minor) != 2) return true;
+    return major < 9 || (major == 9 && minor < 1);
+}
+
 } // namespace
 
 pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
@@ -217,8 +240,9 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
     Emulator e;
     e.qemu = find_on_path(wanted.empty() ? name : wanted);
     // QEMU 9.0 and later take plugin API 2 (and refuse 1); they alone have scoreboards.
-    auto facts = [](const std::string& qemu) {
-        return elf_facts(qemu, "qemu_plugin_register_vcpu_tb_trans_cb", "qemu_plugin_scoreboard_new");
+    auto facts = [name](const std::string& qemu) {
+        return elf_facts(qemu, "qemu_plugin_register_vcpu_tb_trans_cb", "qemu_plugin_scoreboard_new",
+                         std::string(name) + " version ");
     };
     ElfFacts qemu;
     if (!e.qemu.empty()) qemu = facts(e.qemu = real_path(e.qemu));
@@ -238,6 +262,8 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
                                                                                : "no executable '" + wanted + "'") +
                                              ".\n" + install);
     const char* plugin_name = qemu.exports_second ? "libpmc-qemu-plugin-v2.so" : "libpmc-qemu-plugin.so";
+    e.version = qemu.version;
+    e.misaligns_signal_frames = PMC_ARCH_X86_64 && misaligns_signal_frames(e.version);
     if (!qemu.exports)
         return pmc::make_failure(ENOTSUP, "cannot emulate: " + e.qemu + " cannot load TCG plugins (" +
                                               (!qemu.elf     ? std::string("it is not a 64-bit ELF program")
@@ -384,6 +410,7 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
     env.push_back("PMC_EMULATE_PLUGIN=" + plugin);
     env.push_back("PMC_EMULATE_PRELOAD=" + e.preload);
     env.push_back(std::string(pmc::detail::emulated::announce_variable) + "=1"); // the program may ask the plugin
+    if (e.misaligns_signal_frames) env.push_back("PMC_EMULATE_REALIGN_SIGNALS=1"); // (tools/emulate/stay_emulated.cpp)
     const std::string argv0 = command.size() == original.size() ? original[0] : command[0];
     std::vector<std::string> args = {e.qemu, "-0", argv0, "-E", "LD_PRELOAD=" + preload};
     if (!bind_now_set) args.insert(args.end(), {"-E", "LD_BIND_NOW=1"});
@@ -468,6 +495,19 @@ std::string sigill_explanation(const std::string& program) {
            "AVX2. (If it dies natively too, it is illegal anywhere, as the ud2 of __builtin_trap() is.)\nFix: build "
            "it for the emulator "
            "with -march=x86-64-v3 (or without -march=native) to count it under pmc emulate.";
+}
+
+std::string signal_frame_explanation(const Emulator& e, const std::string& program) {
+    if (!e.misaligns_signal_frames) return "";
+    return program + " died of SIGSEGV under QEMU " + (e.version.empty() ? std::string("(version unknown)") : e.version) +
+           ". If it runs natively, the likely cause is a signal handler: QEMU's x86-64 user mode before 9.1 starts "
+           "handlers with the stack 8 bytes off the ABI's 16-byte alignment, and a handler that keeps an SSE value on "
+           "its stack (libuv's SIGCHLD handler in ctest, code built with SSE) faults there. pmc's preload "
+           "library realigns the handlers a dynamically linked program installs through the C library (sigaction, "
+           "signal, sigset, ...), not those installed by a raw rt_sigaction system call, nor any in a statically "
+           "linked program.\nFix: a QEMU that aligns signal frames, 9.1 or later: scripts/build-qemu builds QEMU 10 "
+           "from Debian's source (about a minute), which pmc emulate then takes with --qemu PATH or PMC_QEMU=PATH; "
+           "or __attribute__((force_align_arg_pointer)) on the program's handler.";
 }
 
 void explain_child_sigills(const EmulatedReport& r, pid_t command_pid) {
@@ -585,6 +625,8 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     for (const auto& c : command) shown += (shown.empty() ? "" : " ") + c;
     int raw = 0;
     const int status = finish_emulated(*child, shown, raw);
+    if (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGSEGV && emulator->misaligns_signal_frames)
+        fmt::print(stderr, "pmc emulate: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
     if (!report.path.empty()) {
         const EmulatedReport processes = read_emulated_report(report.path);
         explain_child_sigills(processes, *child);

@@ -22,6 +22,15 @@
 //   churn            12 threads whose lives overlap, each checking its own intervals exact
 //   bad-pointer      requests to the plugin naming memory the program cannot write; then a counter still reads
 //   until-signal FILE    records scopes on two threads until a signal ends it; creates FILE once both have recorded
+//   signal-frames    handlers installed by sigaction, signal, bsd_signal, sysv_signal and sigset, on two threads,
+//                    spill an SSE register with an aligned move: each says whether its stack was aligned, and
+//                    sigaction's old action, SA_RESETHAND, SA_NODEFER and SIG_IGN behave as natively (x86)
+//   signal-race      two threads install two handlers by sigaction and signal while a third raises the signal:
+//                    every delivery on an aligned stack, every old action one of the two handlers (x86)
+//   raw-handler      a handler installed by a raw rt_sigaction system call, which spills an SSE register (x86)
+//   signal-cost      intervals around raise() with a handler installed by sigaction and by the raw system call (x86)
+//   refused WHAT     what QEMU's user mode refuses, called twice: seccomp-prctl, seccomp, clone3 (raw, with no
+//                    fallback), threads (3 threads and a posix_spawn: glibc tries clone3, then clone)
 #include <pmc/counter.hpp>
 #include <pmc/determinism.hpp>
 #include <pmc/group.hpp>
@@ -31,6 +40,12 @@
 
 #include <atomic>
 #include <csignal>
+#include <sys/syscall.h>
+#include <sys/prctl.h>
+#include <linux/filter.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <cerrno>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -199,6 +214,245 @@ int run_page_cross() {
     return per_pass == 19.0 ? 0 : 1;
 }
 #endif
+
+#if defined(__x86_64__)
+extern "C" __sighandler_t bsd_signal(int, __sighandler_t); // (glibc exports it; its headers no longer declare it)
+
+/// Signal handlers and the x86-64 ABI's stack alignment: QEMU before 9.1 enters handlers 8 bytes off it, and the
+/// preload library of pmc emulate realigns them. A handler that keeps an SSE value on its stack, as libuv's SIGCHLD
+/// handler does in ctest, uses an aligned move (movaps): on a misaligned stack it faults.
+std::atomic<int> aligned_entries{0}, misaligned_entries{0}, plain_calls{0}, siginfo_calls{0};
+std::atomic<bool> blocked_inside{false};
+__attribute__((noinline)) void spill_sse() {
+    alignas(16) float spill[4];
+    auto at = reinterpret_cast<std::uintptr_t>(spill);
+    asm volatile("" : "+r"(at)); // the compiler takes the stack as aligned: the address says whether it is
+    (at % 16 == 0 ? aligned_entries : misaligned_entries).fetch_add(1);
+    asm volatile("xorps %%xmm0, %%xmm0\n\tmovaps %%xmm0, %0" : "=m"(spill) : : "xmm0"); // faults if misaligned
+}
+void plain_handler(int sig) {
+    plain_calls.fetch_add(1);
+    sigset_t now;
+    ::pthread_sigmask(SIG_SETMASK, nullptr, &now);
+    blocked_inside = sigismember(&now, sig) == 1;
+    spill_sse();
+}
+void siginfo_handler(int sig, siginfo_t* info, void* context) {
+    if (info && info->si_signo == sig && context) siginfo_calls.fetch_add(1);
+    spill_sse();
+}
+void other_handler(int) {}
+
+int run_signal_frames() {
+    int failed = 0;
+    auto check = [&](bool ok, const std::string& what) {
+        std::printf("%s: %s\n", what.c_str(), ok ? "ok" : "FAILED");
+        if (!ok) ++failed;
+    };
+    auto delivered = [&](const std::string& how, int expect_plain, int expect_siginfo, auto&& again) {
+        aligned_entries = misaligned_entries = plain_calls = siginfo_calls = 0;
+        std::fflush(stdout);
+        ::raise(SIGUSR1); // this thread
+        again();          // (sysv_signal's handler is reset at delivery)
+        std::thread other([] { ::raise(SIGUSR1); }); // and another
+        other.join();
+        check(aligned_entries == 2 && misaligned_entries == 0 && plain_calls == expect_plain &&
+                  siginfo_calls == expect_siginfo,
+              how + ": handler ran twice on an aligned stack, with its arguments");
+    };
+    using Installer = void (*)(int, void (*)(int));
+    const std::pair<const char*, Installer> installers[] = {
+        {"signal", [](int sig, void (*h)(int)) { ::signal(sig, h); }},
+        {"bsd_signal", [](int sig, void (*h)(int)) { ::bsd_signal(sig, h); }},
+        {"sysv_signal", [](int sig, void (*h)(int)) { ::sysv_signal(sig, h); }},
+        {"sigset", [](int sig, void (*h)(int)) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+             ::sigset(sig, h);
+#pragma GCC diagnostic pop
+         }},
+    };
+    for (const auto& [name, install] : installers) {
+        install(SIGUSR1, plain_handler);
+        delivered(name, 2, 0, [&, install = install] { install(SIGUSR1, plain_handler); });
+        ::signal(SIGUSR1, SIG_DFL);
+    }
+    struct sigaction sa {}, old {};
+    sa.sa_sigaction = siginfo_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    const auto nothing_more = [] {};
+    delivered("sigaction with SA_SIGINFO", 0, 2, nothing_more);
+    ::sigaction(SIGUSR1, nullptr, &old);
+    check(old.sa_sigaction == siginfo_handler && (old.sa_flags & SA_SIGINFO),
+          "sigaction's old action: the program's own SA_SIGINFO handler");
+    sa.sa_handler = plain_handler;
+    sa.sa_flags = 0;
+    ::sigaction(SIGUSR1, &sa, &old);
+    check(old.sa_sigaction == siginfo_handler, "sigaction replacing it returns the program's previous handler");
+    delivered("sigaction without SA_SIGINFO", 2, 0, nothing_more);
+    check(blocked_inside, "without SA_NODEFER, the signal is blocked in its handler");
+    check(::signal(SIGUSR1, other_handler) == plain_handler, "signal() returns the program's previous handler");
+    check(::signal(SIGUSR1, SIG_DFL) == other_handler, "signal(SIG_DFL) returns the program's previous handler");
+    sa.sa_flags = static_cast<int>(SA_RESETHAND | SA_NODEFER);
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    plain_calls = 0;
+    ::raise(SIGUSR1);
+    ::sigaction(SIGUSR1, nullptr, &old);
+    check(plain_calls == 1 && old.sa_handler == SIG_DFL, "SA_RESETHAND: the handler ran once, then SIG_DFL");
+    check(!blocked_inside, "SA_NODEFER: the signal is not blocked in its handler");
+    ::signal(SIGUSR2, SIG_IGN);
+    ::raise(SIGUSR2);
+    ::sigaction(SIGUSR2, nullptr, &old);
+    check(old.sa_handler == SIG_IGN, "SIG_IGN: ignored, and reported as SIG_IGN");
+    std::printf("signal-frames: %s\n", failed ? "SOME CHECKS FAILED" : "all checks passed");
+    return failed ? 1 : 0;
+}
+
+/// The preload library's table of handlers under threads: installs of two handlers on two threads, by sigaction and
+/// by signal, while a third thread raises the signal. Each delivery must reach one of the two on an aligned stack,
+/// and each old action must be one of them (never the trampoline, never SIG_DFL once both installed).
+void race_handler_a(int) { spill_sse(); }
+void race_handler_b(int) { spill_sse(); }
+int run_signal_race() {
+    aligned_entries = misaligned_entries = 0;
+    ::signal(SIGUSR1, race_handler_a);
+    std::atomic<bool> stop{false};
+    std::atomic<int> strange_old{0};
+    auto installer = [&](bool by_sigaction) {
+        for (int i = 0; i < 2000; ++i) {
+            void (*const wanted)(int) = i % 2 ? race_handler_a : race_handler_b;
+            void (*old)(int) = nullptr;
+            if (by_sigaction) {
+                struct sigaction sa {}, before {};
+                sa.sa_handler = wanted;
+                sigemptyset(&sa.sa_mask);
+                ::sigaction(SIGUSR1, &sa, &before);
+                old = before.sa_handler;
+            } else {
+                old = ::signal(SIGUSR1, wanted);
+            }
+            if (old != race_handler_a && old != race_handler_b) strange_old.fetch_add(1);
+        }
+    };
+    int raised = 0;
+    std::thread raiser([&] {
+        while (!stop.load()) {
+            ::raise(SIGUSR1);
+            ++raised;
+        }
+    });
+    std::thread one(installer, true), two(installer, false);
+    one.join();
+    two.join();
+    stop = true;
+    raiser.join();
+    const bool ok = misaligned_entries == 0 && aligned_entries == raised && strange_old == 0;
+    std::printf("signal-race: %d deliveries, %d on an aligned stack; %d old actions neither handler: %s\n", raised,
+                aligned_entries.load(), strange_old.load(), ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}
+
+/// What glibc's sigaction does for the kernel on x86-64, by hand: the preload library cannot see it.
+extern "C" void pmc_test_restore_rt();
+asm(".pushsection .text\n"
+    ".type pmc_test_restore_rt, @function\n"
+    "pmc_test_restore_rt:\n"
+    "  mov $15, %eax\n" // rt_sigreturn
+    "  syscall\n"
+    ".popsection\n");
+struct KernelSigaction {
+    void* handler;
+    unsigned long flags;
+    void (*restorer)();
+    std::uint64_t mask;
+};
+void install_raw(int sig, void (*handler)(int)) {
+    KernelSigaction ka{reinterpret_cast<void*>(handler), 0x04000000 /* SA_RESTORER */, pmc_test_restore_rt, 0};
+    ::syscall(SYS_rt_sigaction, sig, &ka, nullptr, sizeof ka.mask);
+}
+
+int run_raw_handler() {
+    install_raw(SIGUSR1, plain_handler);
+    std::fflush(stdout);
+    ::raise(SIGUSR1);
+    std::printf("raw handler: ran %d time(s), on %s stack\n", plain_calls.load(),
+                aligned_entries == 1 ? "an aligned" : "a misaligned");
+    return 0;
+}
+
+/// The same handler entered through the preload library's realigned_handler (installed by sigaction) and directly
+/// (the raw system call): each interval around raise() on two threads, and their difference, which must be one
+/// constant (0 where nothing is realigned).
+volatile int cost_calls = 0;
+void cost_handler(int) { cost_calls = cost_calls + 1; } // no SSE: it runs on a misaligned stack too
+int run_signal_cost() {
+    auto intervals = [](const char* how) {
+        std::string line;
+        auto measure = [&line] {
+            pmc::Counter c{"instructions:u"};
+            for (int i = 0; i < 5; ++i) {
+                const std::uint64_t start = c.read();
+                ::raise(SIGUSR1);
+                line += " " + std::to_string(c.read() - start);
+            }
+        };
+        measure();
+        std::thread other(measure);
+        other.join();
+        std::printf("%s:%s\n", how, line.c_str());
+    };
+    struct sigaction sa {};
+    sa.sa_handler = cost_handler;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    intervals("through sigaction");
+    install_raw(SIGUSR1, cost_handler);
+    intervals("raw rt_sigaction");
+    return 0;
+}
+
+#endif
+
+/// System calls QEMU's user mode refuses; pmc's plugin names them on stderr once per process (not clone3 when the
+/// program falls back to clone, as glibc does).
+int run_refused(const std::string& what) {
+    sock_filter allow_all[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+    sock_fprog program{1, allow_all};
+    auto say = [&](long result) {
+        const int err = errno;
+        std::printf("%s: %ld%s%s\n", what.c_str(), result, result < 0 ? ", " : "", result < 0 ? std::strerror(err) : "");
+    };
+    ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); // (what a filter needs without privilege)
+    for (int i = 0; i < 2; ++i) {
+        if (what == "seccomp-prctl") {
+            say(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0));
+        } else if (what == "seccomp") {
+            say(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program));
+        } else if (what == "clone3") {
+            clone_args args{};
+            args.exit_signal = SIGCHLD; // a fork, whose child leaves at once
+            std::fflush(stdout);
+            const long pid = ::syscall(SYS_clone3, &args, sizeof args);
+            if (pid == 0) ::syscall(SYS_exit, 0);
+            say(pid < 0 ? pid : 0);
+            if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+        } else if (what == "threads") {
+            std::thread a([] {}), b([] {}), c([] {});
+            a.join(), b.join(), c.join();
+            pid_t child = 0;
+            char* args[] = {const_cast<char*>("/bin/true"), nullptr};
+            const int spawned = ::posix_spawn(&child, "/bin/true", nullptr, nullptr, args, environ);
+            int status = 1;
+            if (spawned == 0) ::waitpid(child, &status, 0);
+            say(spawned == 0 && status == 0 ? 0 : -1);
+        } else {
+            return 2;
+        }
+    }
+    return 0;
+}
 
 /// Threads whose lives overlap, one after another: QEMU numbers a new thread one past the highest live index, so
 /// the indexes climb past the plugin's slots (a test build has 4) while at most three threads live. Every
@@ -498,8 +752,13 @@ int main(int argc, char** argv) {
         if (mode == "rep") return run_rep();
         if (mode == "jit-rep") return run_jit_rep();
         if (mode == "page-cross") return run_page_cross();
+        if (mode == "signal-frames") return run_signal_frames();
+        if (mode == "signal-race") return run_signal_race();
+        if (mode == "raw-handler") return run_raw_handler();
+        if (mode == "signal-cost") return run_signal_cost();
 #endif
         if (mode == "churn") return run_churn();
+        if (mode == "refused" && argc > 2) return run_refused(argv[2]);
         if (mode == "stack") return run_stack();
         if (mode == "bad-pointer") return run_bad_pointer();
         if (mode == "loop" && argc > 2) {
@@ -541,6 +800,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N] | hooks | until-signal FILE | jit-rep | churn | bad-pointer | stack\n");
+                         "profile [--plant N] | hooks | until-signal FILE | jit-rep | churn | bad-pointer | stack | "
+                         "signal-frames | signal-race | raw-handler | signal-cost | refused WHAT\n");
     return 2;
 }

@@ -66,6 +66,21 @@ int qemu_major() {
     return std::regex_search(r.out, m, std::regex("version ([0-9]+)\\.")) ? std::stoi(m[1]) : 0;
 }
 
+/// Whether the QEMU pmc emulate runs (the one it names to the program: $PMC_QEMU, PATH's or scripts/build-qemu's)
+/// starts signal handlers 8 bytes off the x86-64 ABI's alignment: before 9.1, by its own --version.
+bool qemu_misaligns_signal_frames() {
+    static const bool misaligns = [] {
+        const auto env = pmc_test::run_command("'" + pmc_tool + "' emulate -- env");
+        std::smatch m;
+        if (!std::regex_search(env.out, m, std::regex("PMC_EMULATE_QEMU=([^\n]+)"))) return true;
+        const auto r = pmc_test::run_command("'" + m[1].str() + "' --version 2>/dev/null");
+        if (!std::regex_search(r.out, m, std::regex("version ([0-9]+)\\.([0-9]+)"))) return true;
+        const int major = std::stoi(m[1]), minor = std::stoi(m[2]);
+        return major < 9 || (major == 9 && minor < 1);
+    }();
+    return misaligns;
+}
+
 std::string temp_dir() {
     static const std::string dir = [] {
         char t[] = "/tmp/pmc-test-emulate-XXXXXX";
@@ -288,6 +303,135 @@ TEST_CASE("an AVX-512 instruction under the emulator is explained, with the comm
     CHECK_THAT(child.out, ContainsSubstring("a process the command started) died of SIGILL under the emulator"));
 }
 #endif
+
+#if defined(__x86_64__)
+TEST_CASE("signal handlers run on an aligned stack under pmc emulate, however installed through the C library, and "
+          "report the program's own handlers", "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    // QEMU before 9.1 starts handlers 8 bytes off the ABI's alignment: the preload library realigns them.
+    const auto r = pmc_test::run_command(emulate("signal-frames") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("signal-frames: all checks passed"));
+    CHECK_THAT(r.out, ContainsSubstring("sysv_signal: handler ran twice on an aligned stack, with its arguments: ok"));
+}
+
+TEST_CASE("handlers installed on two threads while a third takes the signal: every delivery reaches one on an "
+          "aligned stack, every old action is one of them", "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("signal-race") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("0 old actions neither handler: ok"));
+}
+
+TEST_CASE("the realigned handler adds one constant per signal, the same on every thread and run (0 where QEMU "
+          "aligns)", "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    const auto a = pmc_test::run_command(emulate("signal-cost"));
+    const auto b = pmc_test::run_command(emulate("signal-cost"));
+    INFO(a.out << "---\n" << b.out);
+    REQUIRE(a.status == 0);
+    CHECK(a.out == b.out);
+    std::smatch through, raw;
+    const std::regex ten(": ([0-9]+)( \\1){9}\n"); // ten intervals, two threads, all the same
+    const std::string first_line = a.out.substr(0, a.out.find('\n') + 1), rest = a.out.substr(first_line.size());
+    REQUIRE(std::regex_search(first_line, through, ten));
+    REQUIRE(std::regex_search(rest, raw, ten));
+    const long added = std::stol(through[1]) - std::stol(raw[1]);
+    if (qemu_misaligns_signal_frames()) {
+        CHECK(added > 0);
+        CHECK(added <= 20); // a few instructions: realign, call, return
+    } else {
+        CHECK(added == 0); // nothing interposed
+    }
+}
+
+TEST_CASE("a handler the preload cannot see (a raw rt_sigaction) faults on QEMU before 9.1, and pmc explains it",
+          "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("raw-handler") + " 2>&1");
+    INFO(r.out);
+    if (!qemu_misaligns_signal_frames()) {
+        CHECK(r.status == 0);
+        CHECK_THAT(r.out, ContainsSubstring("raw handler: ran 1 time(s), on an aligned stack"));
+        CHECK_THAT(r.out, !ContainsSubstring("died of SIGSEGV"));
+        return;
+    }
+    CHECK(r.status == 128 + SIGSEGV);
+    CHECK_THAT(r.out, ContainsSubstring("died of SIGSEGV under QEMU "));
+    CHECK_THAT(r.out, ContainsSubstring("before 9.1"));
+    CHECK_THAT(r.out, ContainsSubstring("raw rt_sigaction"));
+    CHECK_THAT(r.out, ContainsSubstring("scripts/build-qemu"));
+    const auto count = pmc_test::run_command("'" + pmc_tool + "' count --emulate -e instructions:u -- '" + target +
+                                             "' raw-handler 2>&1");
+    INFO(count.out);
+    CHECK(count.status == 128 + SIGSEGV);
+    CHECK_THAT(count.out, ContainsSubstring("died of SIGSEGV under QEMU "));
+}
+#endif
+
+TEST_CASE("pmc emulate -- ctest runs a CMake project's tests (ctest's SIGCHLD handler needs an aligned stack)",
+          "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    if (pmc_test::run_command("cmake --version && ctest --version").status != 0)
+        PMC_SKIP("cmake and ctest are not installed");
+    const std::string project = temp_dir() + "/ctest-project";
+    ::mkdir(project.c_str(), 0755);
+    {
+        std::ofstream lists(project + "/CMakeLists.txt");
+        lists << "cmake_minimum_required(VERSION 3.13)\nproject(emulated_tests NONE)\nenable_testing()\n"
+                 "add_test(NAME true COMMAND true)\n"
+                 "add_test(NAME shell COMMAND sh -c \"test 2 -gt 1\")\n"
+                 "add_test(NAME expected_failure COMMAND false)\n"
+                 "set_tests_properties(expected_failure PROPERTIES WILL_FAIL TRUE)\n"
+                 "add_test(NAME counted COMMAND \"" << target << "\" probe)\n" // (a child of ctest: emulated too)
+                 "set_tests_properties(counted PROPERTIES PASS_REGULAR_EXPRESSION "
+                 "\"instructions:u: opened, read with emulator\")\n";
+    }
+    const auto configure = pmc_test::run_command("cmake -S '" + project + "' -B '" + project + "/build' 2>&1");
+    INFO(configure.out);
+    REQUIRE(configure.status == 0);
+    // ctest waits for its tests with libuv, whose SIGCHLD handler keeps an SSE value on its stack.
+    const auto r = pmc_test::run_command("cd '" + project + "/build' && '" + pmc_tool + "' emulate -- ctest 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("100% tests passed, 0 tests failed out of 4"));
+}
+
+TEST_CASE("what QEMU's user mode refuses is named once per process: seccomp by prctl or seccomp(2), and clone3 "
+          "when the program does not fall back to clone (glibc's threads and posix_spawn say nothing)", "[emulate]") {
+    REQUIRE_EMULATOR();
+    auto occurrences = [](const std::string& text, const std::string& what) {
+        std::size_t n = 0;
+        for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+        return n;
+    };
+    const struct {
+        const char* what;
+        const char* warning;
+        const char* result; // what the program itself gets, twice
+    } cases[] = {
+        {"seccomp-prctl", "asked for seccomp with prctl(PR_SET_SECCOMP), which QEMU's user mode refuses (EINVAL)",
+         "seccomp-prctl: -1, Invalid argument"},
+        {"seccomp", "called seccomp(2), which QEMU's user mode does not implement (ENOSYS)",
+         "seccomp: -1, Function not implemented"},
+        {"clone3", "called clone3, which QEMU's user mode does not implement (ENOSYS), and did not fall back",
+         "clone3: -1, Function not implemented"},
+    };
+    for (const auto& c : cases) {
+        const auto r = pmc_test::run_command(emulate(std::string("refused ") + c.what) + " 2>&1");
+        INFO(r.out);
+        CHECK(r.status == 0);
+        CHECK(occurrences(r.out, c.result) == 2);
+        CHECK(occurrences(r.out, c.warning) == 1); // once per process
+        CHECK_THAT(r.out, ContainsSubstring("pmc emulate: pmc-emulate-tar (pid ")); // (comm keeps 15 characters)
+    }
+    const auto quiet = pmc_test::run_command(emulate("refused threads") + " 2>&1");
+    INFO(quiet.out);
+    CHECK(quiet.status == 0);
+    CHECK(quiet.out == "threads: 0\nthreads: 0\n");
+}
 
 TEST_CASE("the profiler on instructions:u under pmc emulate: identical runs, and a planted change found exactly",
           "[emulate][profiler]") {

@@ -21,6 +21,9 @@
 // instruction once however often it repeats (V. Weaver's notes on retired-instruction counts), so the plugin does
 // too: a block that is just that instruction, entered straight from the block that ended with it, adds nothing.
 //
+// What QEMU's user mode refuses (seccomp, and clone3 where the program does not fall back to clone) the plugin names
+// on the program's stderr, once per process: a sandbox that silently vanishes is a trap.
+//
 // Cost: one call per executed block (a few host instructions) and nothing per instruction; a read costs a guest
 // system call (and, once per page and change of the program's mappings, a process_vm_writev that checks the
 // address).
@@ -578,9 +581,58 @@ void on_execve(int64_t num, std::uint64_t a1, std::uint64_t a2, std::uint64_t a3
     append_line(line.data(), static_cast<int>(line.size()));
 }
 
+// ---- what QEMU's user mode refuses, said once per process ----
+//
+// QEMU refuses prctl(PR_SET_SECCOMP) (EINVAL) and seccomp(2) (ENOSYS), so that no guest filter can block the system
+// calls QEMU itself makes: a sandboxing program then runs without its sandbox, or takes its error path, silently.
+// clone3 is ENOSYS too, but glibc tries it for every thread and posix_spawn and falls back to clone at once: it is
+// named only when the thread's next system call is not that clone (the program did not fall back). Said once per
+// process image, on the program's stderr; a fork child of a process that said it stays quiet.
+struct RefusedCalls {
+    long seccomp = -1, prctl = -1, clone3 = -1, clone = -1;
+};
+RefusedCalls refused_calls;
+std::atomic<bool> said_seccomp{false}, said_clone3{false};
+thread_local bool clone3_refused = false; ///< this thread's last system call was a clone3 that QEMU refused
+
+void say_refused(const char* what) {
+    char name[64] = "?";
+    const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC); // (the preload library names it after the program)
+    if (fd >= 0) {
+        const ssize_t n = ::read(fd, name, sizeof name - 1);
+        name[n > 0 ? n - (name[n - 1] == '\n') : 0] = '\0';
+        ::close(fd);
+    }
+    std::fprintf(stderr, "pmc emulate: %s (pid %ld) %s\n", name, static_cast<long>(own_pid), what);
+}
+
+/// Before each system call.
+void note_refused_call(int64_t num, std::uint64_t a1) {
+    if (clone3_refused) {
+        clone3_refused = false;
+        if (num != refused_calls.clone && !said_clone3.exchange(true))
+            say_refused("called clone3, which QEMU's user mode does not implement (ENOSYS), and did not fall back to "
+                        "clone as glibc does: the thread or process it asked for was not created");
+    }
+    const bool prctl_seccomp = num == refused_calls.prctl && a1 == 22; // PR_SET_SECCOMP
+    if ((prctl_seccomp || num == refused_calls.seccomp) && !said_seccomp.exchange(true))
+        say_refused(prctl_seccomp
+                        ? "asked for seccomp with prctl(PR_SET_SECCOMP), which QEMU's user mode refuses (EINVAL) so that "
+                          "no filter blocks QEMU's own system calls: under the emulator it runs without its sandbox, or "
+                          "takes its error path. Test the sandbox natively (docs/emulated-pmu.md, Limits)."
+                        : "called seccomp(2), which QEMU's user mode does not implement (ENOSYS) so that no filter "
+                          "blocks QEMU's own system calls: under the emulator it runs without its sandbox, or takes its "
+                          "error path. Test the sandbox natively (docs/emulated-pmu.md, Limits).");
+}
+/// After each system call that returns.
+void note_refused_result(int64_t num, int64_t ret) {
+    if (num == refused_calls.clone3 && ret == -ENOSYS) clone3_refused = true;
+}
+
 void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
                 uint64_t a4, uint64_t a5, uint64_t, uint64_t, uint64_t) {
     this_vcpu = vcpu;
+    note_refused_call(num, a1);
     if (num == execve_number || num == execveat_number) {
         on_execve(num, a1, a2, num == execve_number ? a3 : a4, a5);
         report_total("exec ");
@@ -606,6 +658,7 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
 
 /// An execve that returns failed (one that succeeds never returns to QEMU): the process goes on.
 void on_syscall_return(qemu_plugin_id_t, unsigned int, int64_t num, int64_t ret) {
+    note_refused_result(num, ret);
     if ((num == execve_number || num == execveat_number) && ret < 0) {
         char line[64];
         append_line(line, std::snprintf(line, sizeof line, "pid %ld exec-failed\n", static_cast<long>(own_pid)));
@@ -639,11 +692,13 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         execve_number = 59, execveat_number = 322;
         const long mapping[] = {9, 11, 10, 25, 12, 67}; // mmap munmap mprotect mremap brk shmdt
         std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
+        refused_calls = {317, 157, 435, 56}; // seccomp prctl clone3 clone
     }
     if (std::strcmp(target_name, "aarch64") == 0) {
         execve_number = 221, execveat_number = 281;
         const long mapping[] = {222, 215, 226, 216, 214, 197};
         std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
+        refused_calls = {277, 167, 435, 220};
     }
     if (!start_counting()) {
         std::fprintf(stderr, "pmc's QEMU plugin: QEMU could not make its per-vCPU counts\n");

@@ -18,12 +18,14 @@
 // emulator.
 #include <pmc/detail/emulated.hpp>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -42,6 +44,127 @@ void drop_from_environment(char** env, const char* name) {
     for (char** in = env; *in; ++in)
         if (!(strncmp(*in, name, len) == 0 && (*in)[len] == '=')) *out++ = *in;
     *out = nullptr;
+}
+
+bool under_emulator() {
+    // Asked once per process image: the constructor and the signal functions below share the answer.
+    static int known = 0; // 0: not asked yet, 1: emulated, 2: native
+    int state = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
+    if (state == 0) {
+        proto::Hello hello{};
+        proto::request(proto::Op::hello, &hello);
+        state = hello.reply == proto::hello_reply ? 1 : 2;
+        __atomic_store_n(&known, state, __ATOMIC_RELEASE);
+    }
+    return state == 1;
+}
+
+// ---- signal handlers on a realigned stack (QEMU's x86-64 user mode before 9.1) ----
+//
+// The x86-64 ABI wants the stack 16-byte aligned at every call; QEMU before 9.1 ("linux-user/i386: Properly align
+// signal frame", merged in May 2024) enters a signal handler with it 8 bytes off. A handler that keeps an SSE value
+// on its stack with an aligned move (libuv's SIGCHLD handler in ctest) then dies of SIGSEGV. Where pmc
+// emulate says its QEMU does this (PMC_EMULATE_REALIGN_SIGNALS=1), every handler installed through the C library's
+// sigaction, signal, bsd_signal, ssignal, sysv_signal or sigset is entered through realigned_handler, which
+// realigns the stack and calls the program's handler. The kernel's action keeps the program's flags and mask
+// (SA_RESETHAND, SA_NODEFER, SA_RESTART, SA_ONSTACK act as asked); SIG_DFL and SIG_IGN pass untouched; what these
+// functions report as the old handler is the program's own, never the trampoline. Not seen: a handler installed
+// by a raw rt_sigaction system call, and statically linked programs (pmc emulate explains their SIGSEGV).
+
+constexpr const char* realign_variable = "PMC_EMULATE_REALIGN_SIGNALS"; // (tools/emulate.cpp sets it)
+using Handler = void (*)(int, siginfo_t*, void*);
+using PlainHandler = void (*)(int);
+/// The program's handler for each signal whose kernel action is realigned_handler (a function address: loaded and
+/// stored atomically, as handlers are installed from any thread and from inside handlers).
+uintptr_t program_handlers[_NSIG];
+
+bool realigning() {
+    static int known = 0; // 0: not decided yet, 1: realign, 2: leave the handlers alone
+    int state = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
+    if (state == 0) {
+        const char* wanted = getenv(realign_variable);
+        state = wanted && strcmp(wanted, "1") == 0 && under_emulator() ? 1 : 2;
+        __atomic_store_n(&known, state, __ATOMIC_RELEASE);
+    }
+    return state == 1;
+}
+
+#if defined(__x86_64__)
+__attribute__((force_align_arg_pointer))
+#endif
+__attribute__((noinline)) void realigned_handler(int sig, siginfo_t* info, void* context) {
+    // Every handler gets all three: the x86-64 kernel (and QEMU) pass them to SA_SIGINFO and plain handlers alike.
+    const uintptr_t handler = __atomic_load_n(&program_handlers[sig], __ATOMIC_ACQUIRE);
+    if (handler > 1) reinterpret_cast<Handler>(handler)(sig, info, context);
+    __asm__ volatile("" ::: "memory"); // a call, not a jump: the handler must run on the realigned stack
+}
+const uintptr_t trampoline = reinterpret_cast<uintptr_t>(&realigned_handler);
+
+/// Whether `handler` is a function of the program's (not SIG_DFL, SIG_IGN, SIG_HOLD or SIG_ERR).
+bool is_function(uintptr_t handler) {
+    return handler > reinterpret_cast<uintptr_t>(SIG_IGN) && handler != reinterpret_cast<uintptr_t>(SIG_HOLD) &&
+           handler != reinterpret_cast<uintptr_t>(SIG_ERR);
+}
+
+/// The C library's own `name` (the next definition after this library's).
+template <typename F> F real(F& cached, const char* name) {
+    F f = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+        __atomic_store_n(&cached, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+using SignalFn = PlainHandler (*)(int, PlainHandler);
+SigactionFn real_sigaction, real___sigaction;
+SignalFn real_signal, real_bsd_signal, real_ssignal, real_sysv_signal, real___sysv_signal, real_sigset;
+
+int realigned_sigaction(SigactionFn libc, int sig, const struct sigaction* act, struct sigaction* old) {
+    if (!libc) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (sig <= 0 || sig >= _NSIG || !realigning()) return libc(sig, act, old);
+    uintptr_t previous = __atomic_load_n(&program_handlers[sig], __ATOMIC_ACQUIRE);
+    struct sigaction through;
+    const struct sigaction* passed = act;
+    const uintptr_t wanted = act ? reinterpret_cast<uintptr_t>(act->sa_sigaction) : 0;
+    if (act && is_function(wanted)) {
+        through = *act;
+        through.sa_sigaction = realigned_handler; // (the same storage as sa_handler)
+        previous = __atomic_exchange_n(&program_handlers[sig], wanted, __ATOMIC_ACQ_REL);
+        passed = &through;
+    }
+    const int result = libc(sig, passed, old);
+    if (result != 0) {
+        if (passed == &through) __atomic_store_n(&program_handlers[sig], previous, __ATOMIC_RELEASE);
+        return result;
+    }
+    if (old && reinterpret_cast<uintptr_t>(old->sa_sigaction) == trampoline)
+        old->sa_sigaction = reinterpret_cast<Handler>(previous);
+    return result;
+}
+
+PlainHandler realigned_signal(SignalFn libc, int sig, PlainHandler handler) {
+    if (!libc) {
+        errno = ENOSYS;
+        return SIG_ERR;
+    }
+    if (sig <= 0 || sig >= _NSIG || !realigning()) return libc(sig, handler);
+    const uintptr_t wanted = reinterpret_cast<uintptr_t>(handler);
+    uintptr_t previous = __atomic_load_n(&program_handlers[sig], __ATOMIC_ACQUIRE);
+    PlainHandler passed = handler;
+    if (is_function(wanted)) {
+        previous = __atomic_exchange_n(&program_handlers[sig], wanted, __ATOMIC_ACQ_REL);
+        passed = reinterpret_cast<PlainHandler>(trampoline);
+    }
+    const PlainHandler result = libc(sig, passed); // the C library's own flags: SA_RESTART per siginterrupt, ...
+    if (result == SIG_ERR) {
+        if (passed != handler) __atomic_store_n(&program_handlers[sig], previous, __ATOMIC_RELEASE);
+        return result;
+    }
+    return reinterpret_cast<uintptr_t>(result) == trampoline ? reinterpret_cast<PlainHandler>(previous) : result;
 }
 
 /// Under the emulator, with pmc's report file: a SIGILL (an instruction QEMU's TCG lacks, such as AVX-512) is noted
@@ -72,13 +195,14 @@ void on_sigill(int sig) {
         if (write(fd, line, n) < 0) {} // nothing more to do about it here
         close(fd);
     }
-    signal(sig, SIG_DFL); // the instruction runs again, and the signal ends the process
+    real(real_signal, "signal")(sig, SIG_DFL); // the instruction runs again, and the signal ends the process
 }
 
 void note_sigill(const char* plugin, const char* exe) {
     const char* report = strstr(plugin, ",report=");
     struct sigaction old {};
-    if (!report || strlen(exe) >= sizeof sigill_program || sigaction(SIGILL, nullptr, &old) != 0 ||
+    if (!report || strlen(exe) >= sizeof sigill_program || !real(real_sigaction, "sigaction") ||
+        real_sigaction(SIGILL, nullptr, &old) != 0 ||
         (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
         return;
     sigill_report = report + 8;
@@ -86,13 +210,7 @@ void note_sigill(const char* plugin, const char* exe) {
     struct sigaction sa {};
     sa.sa_handler = on_sigill;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGILL, &sa, nullptr);
-}
-
-bool under_emulator() {
-    proto::Hello hello{};
-    proto::request(proto::Op::hello, &hello);
-    return hello.reply == proto::hello_reply;
+    real_sigaction(SIGILL, &sa, nullptr);
 }
 
 /// Whether `list` (LD_PRELOAD: colon- or space-separated) names `entry`; `out` receives the list without it.
@@ -119,6 +237,11 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     const char* preload = getenv("PMC_EMULATE_PRELOAD");
     if (!qemu || !plugin || !preload || argc < 1 || !argv) return;
     if (under_emulator()) { // the re-exec, if any, worked
+        if (realigning()) { // resolved here, outside any signal handler (dlsym is not async-signal-safe)
+            real(real_sigaction, "sigaction"), real(real___sigaction, "__sigaction"), real(real_signal, "signal");
+            real(real_bsd_signal, "bsd_signal"), real(real_ssignal, "ssignal"), real(real_sysv_signal, "sysv_signal");
+            real(real___sysv_signal, "__sysv_signal"), real(real_sigset, "sigset");
+        }
         drop_from_environment(environ, "PMC_EMULATE_REEXEC");
         if (envp != environ) drop_from_environment(envp, "PMC_EMULATE_REEXEC");
         // The thread is QEMU's, named after qemu-x86_64: give it the program's name, as an exec would (what ps and
@@ -205,3 +328,32 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
 }
 
 } // namespace
+
+// The C library's functions that install signal handlers, interposed (see realigned_handler). Each calls the C
+// library's own, so its semantics stay the C library's; glibc's signal() and the others call its sigaction
+// internally, not through the dynamic linker, so each is interposed by name.
+#define PMC_INTERPOSED extern "C" __attribute__((visibility("default")))
+PMC_INTERPOSED int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+    return realigned_sigaction(real(real_sigaction, "sigaction"), sig, act, old);
+}
+PMC_INTERPOSED int __sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+    return realigned_sigaction(real(real___sigaction, "__sigaction"), sig, act, old);
+}
+PMC_INTERPOSED PlainHandler signal(int sig, PlainHandler handler) noexcept {
+    return realigned_signal(real(real_signal, "signal"), sig, handler);
+}
+PMC_INTERPOSED PlainHandler bsd_signal(int sig, PlainHandler handler) noexcept {
+    return realigned_signal(real(real_bsd_signal, "bsd_signal"), sig, handler);
+}
+PMC_INTERPOSED PlainHandler ssignal(int sig, PlainHandler handler) noexcept {
+    return realigned_signal(real(real_ssignal, "ssignal"), sig, handler);
+}
+PMC_INTERPOSED PlainHandler sysv_signal(int sig, PlainHandler handler) noexcept {
+    return realigned_signal(real(real_sysv_signal, "sysv_signal"), sig, handler);
+}
+PMC_INTERPOSED PlainHandler __sysv_signal(int sig, PlainHandler handler) noexcept {
+    return realigned_signal(real(real___sysv_signal, "__sysv_signal"), sig, handler);
+}
+PMC_INTERPOSED PlainHandler sigset(int sig, PlainHandler handler) noexcept {
+    return realigned_signal(real(real_sigset, "sigset"), sig, handler);
+}
