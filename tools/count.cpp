@@ -8,14 +8,13 @@
 // the command exits, scaled where the kernel multiplexed the counters, each marked with the share of the time it
 // was counted.
 //
-// Signals: like system(), pmc ignores SIGINT and SIGQUIT while the command runs (the command gets them as it
-// would without pmc: a Ctrl-C at the terminal reaches the whole foreground process group), so the report is
-// still printed when the command is interrupted. Unlike system(), they are blocked across the fork, so a Ctrl-C
-// that arrives just then is not lost: the command does not run or is ended by it. If the command died of SIGINT,
-// pmc then ends itself with SIGINT too, so that a calling shell script stops as it would have without pmc; other
-// signals give exit status 128 + the signal number. SIGCHLD is at its default while pmc waits, so the exit status
-// is the command's even if pmc was started with SIGCHLD ignored. If the counters cannot be read after the command
-// ran, pmc says why and exits with the command's status.
+// Signals and processes: the command runs as a job of pmc's (job.hpp): in a process group of its own, so that a
+// signal sent to pmc's group or to pmc alone reaches it once, passed on by pmc, which then still writes the report.
+// A signal that arrives as pmc starts the command is not lost: the command does not run or is ended by it. If the
+// command died of SIGINT or SIGQUIT, pmc then ends itself so too, so that a calling shell script stops as it would
+// have without pmc; other signals give exit status 128 + the signal number. SIGCHLD is at its default while pmc
+// waits, so the exit status is the command's even if pmc was started with SIGCHLD ignored. If the counters cannot
+// be read after the command ran, pmc says why and exits with the command's status.
 //
 // Output: -o FILE is opened before the command runs; if writing it fails at the end, the counts go to stderr and
 // the exit status is 1 where the command's was 0.
@@ -76,8 +75,12 @@ Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
-Ctrl-C reaches COMMAND; pmc still prints the report, then ends with SIGINT as COMMAND did. (With
---emulate, a process a signal ends has no count: pmc says how many such processes there were.)
+Signals: COMMAND runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMAND's processes once,
+passed on by pmc; at a terminal, COMMAND gets it (Ctrl-C, Ctrl-Z, reads) as a shell's job does. pmc
+still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
+or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
+(With --emulate, a process a signal ends has no count: pmc says how many such processes there were.)
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or an event is wrong or the counters cannot be opened (COMMAND does not run then).
 )";

@@ -81,8 +81,11 @@ Options:
 
 Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
 and its preload library: only there, when set).
-Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to pmc are passed on to COMMAND (Ctrl-C at the
-terminal reaches it directly); killed itself, pmc takes QEMU and COMMAND with it.
+Signals: COMMAND (QEMU) runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent
+to pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMAND's processes
+once, passed on by pmc; at a terminal, COMMAND gets it (Ctrl-C, Ctrl-Z, reads) as a shell's job
+does. pmc ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends, or pmc is killed
+(kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found, 126 if it is
 not a program QEMU can run (a #! script runs its interpreter under the emulator); 1 if QEMU or
 the plugin is missing or cannot load (pmc says what to install).

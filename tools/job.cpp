@@ -18,8 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 namespace pmc_tool {
@@ -84,8 +82,14 @@ int members_alive(pid_t group, pid_t except_a, pid_t except_b) {
         char* end = nullptr;
         const long pid = std::strtol(e->d_name, &end, 10);
         if (*end != '\0' || pid <= 0 || pid == except_a || pid == except_b) continue;
-        std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-        const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        // (read(2), not a stream: a process that exits meanwhile makes the read fail with ESRCH)
+        char buffer[1024];
+        const int fd = ::open((std::string("/proc/") + e->d_name + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        const ssize_t got = ::read(fd, buffer, sizeof buffer - 1);
+        ::close(fd);
+        if (got <= 0) continue;
+        const std::string stat(buffer, static_cast<std::size_t>(got));
         const auto paren = stat.rfind(')'); // (the command's name may hold spaces and parentheses)
         if (paren == std::string::npos) continue;
         char state = 0;

@@ -18,8 +18,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,9 +28,15 @@ const std::string pmc_tool = PMC_TOOL_PATH;
 const std::string target = PMC_SIGNAL_TARGET;
 const std::string at_terminal = PMC_AT_TERMINAL;
 
+/// With read(2), not a stream: a /proc file of a process that exits meanwhile fails to read with ESRCH.
 std::string file_text(const std::string& path) {
-    std::ifstream in(path);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return text;
+    char buffer[4096];
+    for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(got));
+    ::close(fd);
+    return text;
 }
 
 /// Why `words` (pmc and its options, before the command) cannot run here, or "".
@@ -242,8 +246,12 @@ TEST_CASE("pmc sample: a signal to the group or to pmc alone reaches the program
 namespace {
 
 /// pmc (its words before the command) killed with SIGKILL while the program and its grandchild run: `runs` times.
-void check_kill_9(const std::vector<std::string>& pmc, int runs) {
-    if (auto why = why_not(pmc); !why.empty()) PMC_SKIP(why);
+/// False (with a warning) if that pmc command cannot run here.
+bool check_kill_9(const std::vector<std::string>& pmc, int runs) {
+    if (auto why = why_not(pmc); !why.empty()) {
+        WARN("not run: " << why);
+        return false;
+    }
     const pmc_test::TempDir dir;
     for (int run = 0; run < runs; ++run) {
         const std::string name = dir.file("kill-9-" + std::to_string(run));
@@ -262,14 +270,17 @@ void check_kill_9(const std::vector<std::string>& pmc, int runs) {
         CHECK(survivors(ready, 5) == 0);
         for (long p : processes_naming(ready)) ::kill(static_cast<pid_t>(p), SIGKILL); // (not left spinning)
     }
+    return true;
 }
 
 } // namespace
 
 TEST_CASE("kill -9 of pmc emulate, pmc count and pmc sample leaves no process of the command alive", "[signals]") {
-    check_kill_9({pmc_tool, "count", "-e", "task-clock", "--"}, 3);
-    check_kill_9({pmc_tool, "sample", "--"}, 2);
-    check_kill_9({pmc_tool, "emulate", "--"}, 3);
+    int ran = 0;
+    ran += check_kill_9({pmc_tool, "count", "-e", "task-clock", "--"}, 3);
+    ran += check_kill_9({pmc_tool, "sample", "--"}, 2);
+    ran += check_kill_9({pmc_tool, "emulate", "--"}, 3);
+    if (ran == 0) PMC_SKIP("neither pmc count, pmc sample nor pmc emulate can run here");
 }
 
 TEST_CASE("at a terminal: the program reads it, Ctrl-Z stops the job and fg continues it, Ctrl-C reaches the "
