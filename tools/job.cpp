@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,11 +31,26 @@ struct sigaction saved_actions[std::size(passed_on)];
 struct sigaction saved_child_action;
 std::atomic<pid_t> job_group{0};
 
+/// The last signal passed on: its number, its sender and when (the handler's own; the handlers block each other).
+int last_signal = 0;
+pid_t last_sender = 0;
+timespec last_time{};
+
 /// To the command's whole group, once per signal pmc receives: pmc's own group (where a group signal lands) holds
-/// none of the command's processes, so nothing reaches them twice.
-extern "C" void pass_on(int sig) {
+/// none of the command's processes, so nothing reaches them twice. One exception: the same signal from the same
+/// sender again within 50 ms is the same request, as timeout(1) makes it (to its child, then to the child's group);
+/// passed on twice it would run the program's handler twice, where natively the kernel merged the two 9 times in 10.
+extern "C" void pass_on(int sig, siginfo_t* info, void*) {
     const int saved = errno;
-    if (const pid_t group = job_group.load(); group > 0) ::kill(-group, sig);
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    const long long since_ns = (now.tv_sec - last_time.tv_sec) * 1000000000LL + (now.tv_nsec - last_time.tv_nsec);
+    const bool repeat = sig == last_signal && info && info->si_code == SI_USER && info->si_pid == last_sender &&
+                        since_ns < 50000000;
+    last_signal = sig;
+    last_sender = info && info->si_code == SI_USER ? info->si_pid : 0;
+    last_time = now;
+    if (const pid_t group = job_group.load(); group > 0 && !repeat) ::kill(-group, sig);
     errno = saved;
 }
 
@@ -179,9 +195,10 @@ pmc::Result<pid_t> Job::start(const std::function<void()>& in_child) {
     // Passed on even where pmc started with the signal ignored (a background job's SIGINT): the command inherited
     // that SIG_IGN and ignores it too, unless it set a handler of its own, which then runs, as it would natively.
     struct sigaction sa {};
-    sa.sa_handler = pass_on;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
+    sa.sa_sigaction = pass_on;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
+    sa.sa_mask = blocked; // (one handler at a time: they share the last signal's record)
+    last_signal = 0;
     for (std::size_t i = 0; i < std::size(passed_on); ++i) ::sigaction(passed_on[i], &sa, &saved_actions[i]);
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     return child;

@@ -343,3 +343,36 @@ TEST_CASE("what the command leaves running when it ends is ended, and pmc says s
         CHECK(survivors("31.4159", 5) == 0);
     }
 }
+
+TEST_CASE("the same signal from one sender twice within 50 ms, as timeout(1) sends it (to pmc, then to its group), "
+          "runs the program's handler once",
+          "[signals]") {
+    int ran = 0;
+    for (const std::vector<std::string>& pmc :
+         {std::vector<std::string>{pmc_tool, "count", "-e", "task-clock", "--"}, {pmc_tool, "emulate", "--"}}) {
+        if (auto why = why_not(pmc); !why.empty()) {
+            WARN("not run: " << why);
+            continue;
+        }
+        ++ran;
+        const pmc_test::TempDir dir;
+        for (int run = 0; run < 2; ++run) {
+            const std::string name = dir.file("twice-" + std::to_string(run));
+            std::vector<std::string> argv = pmc;
+            argv.insert(argv.end(), {target, name + ".results", name + ".ready"});
+            const pid_t pid = spawn(argv, name + ".out");
+            const bool started = wait_for_file(name + ".ready", 120);
+            if (!started) ::kill(-pid, SIGKILL);
+            REQUIRE(started);
+            ::kill(pid, SIGTERM);
+            ::usleep(5000); // (pmc has passed the first on by now: without the rule, the program would see two)
+            ::kill(-pid, SIGTERM);
+            const int raw = wait_status(pid, 60);
+            INFO(pmc[1] << " run " << run << ": " << file_text(name + ".results"));
+            CHECK((WIFEXITED(raw) && WEXITSTATUS(raw) == 128 + SIGTERM));
+            CHECK(calls_of(file_text(name + ".results"), "program", SIGTERM) == 1);
+            CHECK(survivors(name + ".ready", 5) == 0);
+        }
+    }
+    if (ran == 0) PMC_SKIP("neither pmc count nor pmc emulate can run here");
+}
