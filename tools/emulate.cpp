@@ -83,7 +83,7 @@ Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that 
 and its preload library: only there, when set).
 Signals: COMMAND (QEMU) runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent
 to pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMAND's processes
-once, passed on by pmc; at a terminal, COMMAND gets it (Ctrl-C, Ctrl-Z, reads) as a shell's job
+once, passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job
 does. pmc ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends, or pmc is killed
 (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found, 126 if it is

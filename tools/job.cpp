@@ -122,9 +122,12 @@ int members_alive(pid_t group, pid_t except_a, pid_t except_b) {
 
 pmc::Result<pid_t> Job::start(const std::function<void()>& in_child) {
     if (started_) return pmc::make_failure(EBUSY, "a command is running already");
-    // The terminal goes to the command's group only if pmc has it (a foreground job), as a shell hands it over.
+    // The terminal goes to the command's group only if pmc has it and is its shell's whole job (a foreground
+    // group that pmc leads alone), as a shell hands it over. Beside others in its group (`pmc ... | less`, make's
+    // recipes) pmc keeps it: they read it, and the terminal's Ctrl-C reaches pmc, which passes it on.
     int tty = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (tty >= 0 && ::tcgetpgrp(tty) != ::getpgrp()) {
+    if (tty >= 0 && (::tcgetpgrp(tty) != ::getpgrp() || ::getpgrp() != ::getpid() ||
+                     members_alive(::getpgrp(), ::getpid(), ::getpid()) > 0)) {
         ::close(tty);
         tty = -1;
     }
