@@ -2,6 +2,8 @@
 // The pmc tool's commands, shared between its source files.
 #pragma once
 
+#include "job.hpp"
+
 #include <pmc/error.hpp>
 #include <pmc/hybrid.hpp>
 #include <pmc/pmu.hpp>
@@ -100,11 +102,12 @@ struct Emulator {
 };
 /// Finds them (`qemu`: --qemu's value, or ""), or says what is missing and what to install.
 pmc::Result<Emulator> find_emulator(const std::string& qemu);
-/// Starts `command` under the emulator (`plugin_args`: ",report=FILE" or ""); the child's pid.
-pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::string>& command, bool keep_aslr,
-                                  const std::string& plugin_args);
-/// Waits for it: the command's exit status (128 + N for signal N, explaining SIGILL); `raw_status` from waitpid.
-int finish_emulated(pid_t child, const std::string& shown, int& raw_status);
+/// Starts `command` under the emulator as `job` (`plugin_args`: ",report=FILE" or ""); QEMU's pid.
+pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector<std::string>& command,
+                                  bool keep_aslr, const std::string& plugin_args);
+/// Waits for it and finishes the job: the command's exit status (128 + N for signal N, explaining SIGILL);
+/// `raw_status` from waitpid.
+int finish_emulated(Job& job, const std::string& shown, int& raw_status);
 /// Ends pmc of the command's SIGINT or SIGQUIT, if one ended it, so that a calling script stops as it would have.
 void end_like(int raw_status);
 /// A temporary file for the plugin's report=FILE, removed with its directory at the end.

@@ -8,14 +8,13 @@
 // the command exits, scaled where the kernel multiplexed the counters, each marked with the share of the time it
 // was counted.
 //
-// Signals: like system(), pmc ignores SIGINT and SIGQUIT while the command runs (the command gets them as it
-// would without pmc: a Ctrl-C at the terminal reaches the whole foreground process group), so the report is
-// still printed when the command is interrupted. Unlike system(), they are blocked across the fork, so a Ctrl-C
-// that arrives just then is not lost: the command does not run or is ended by it. If the command died of SIGINT,
-// pmc then ends itself with SIGINT too, so that a calling shell script stops as it would have without pmc; other
-// signals give exit status 128 + the signal number. SIGCHLD is at its default while pmc waits, so the exit status
-// is the command's even if pmc was started with SIGCHLD ignored. If the counters cannot be read after the command
-// ran, pmc says why and exits with the command's status.
+// Signals and processes: the command runs as a job of pmc's (job.hpp): in a process group of its own, so that a
+// signal sent to pmc's group or to pmc alone reaches it once, passed on by pmc, which then still writes the report.
+// A signal that arrives as pmc starts the command is not lost: the command does not run or is ended by it. If the
+// command died of SIGINT or SIGQUIT, pmc then ends itself so too, so that a calling shell script stops as it would
+// have without pmc; other signals give exit status 128 + the signal number. SIGCHLD is at its default while pmc
+// waits, so the exit status is the command's even if pmc was started with SIGCHLD ignored. If the counters cannot
+// be read after the command ran, pmc says why and exits with the command's status.
 //
 // Output: -o FILE is opened before the command runs; if writing it fails at the end, the counts go to stderr and
 // the exit status is 1 where the command's was 0.
@@ -76,8 +75,12 @@ Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
-Ctrl-C reaches COMMAND; pmc still prints the report, then ends with SIGINT as COMMAND did. (With
---emulate, a process a signal ends has no count: pmc says how many such processes there were.)
+Signals: COMMAND runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMAND's processes once,
+passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job does. pmc
+still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
+or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
+(With --emulate, a process a signal ends has no count: pmc says how many such processes there were.)
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or an event is wrong or the counters cannot be opened (COMMAND does not run then).
 )";
@@ -110,72 +113,6 @@ std::vector<std::string> split_event_list(const std::string& list) {
 }
 
 namespace {
-
-/// SIGINT and SIGQUIT around the fork, as system() handles them but without its window: blocked before the fork, so
-/// that a Ctrl-C arriving around it stays pending instead of being discarded by a disposition of SIG_IGN. The child
-/// unblocks them with pmc's original dispositions (a pending Ctrl-C then ends it before it runs anything); pmc
-/// ignores them until the command has ended, and learns whether one arrived before that.
-class InterruptGuard {
-public:
-    InterruptGuard() {
-        sigset_t both;
-        sigemptyset(&both);
-        sigaddset(&both, SIGINT);
-        sigaddset(&both, SIGQUIT);
-        ::sigprocmask(SIG_BLOCK, &both, &old_mask_);
-        ::sigaction(SIGINT, nullptr, &old_int_);
-        ::sigaction(SIGQUIT, nullptr, &old_quit_);
-        // waitpid must see the command's exit status: not so if pmc was started with SIGCHLD ignored.
-        struct sigaction dfl {};
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        ::sigaction(SIGCHLD, &dfl, &old_chld_);
-    }
-    ~InterruptGuard() { restore(); }
-    InterruptGuard(const InterruptGuard&) = delete;
-    InterruptGuard& operator=(const InterruptGuard&) = delete;
-
-    /// In the child, before exec: the signal mask and SIGCHLD as pmc was started with.
-    void in_child() noexcept {
-        ::sigaction(SIGCHLD, &old_chld_, nullptr);
-        ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-    }
-    /// In pmc after the fork (or after a failed fork): SIGINT/SIGQUIT ignored from now on; returns the signal
-    /// that arrived while they were blocked (0 if none). It reached pmc, and the command only if after the fork.
-    int in_parent() noexcept {
-        sigset_t pending;
-        sigemptyset(&pending);
-        ::sigpending(&pending);
-        const int early = sigismember(&pending, SIGINT) ? SIGINT : sigismember(&pending, SIGQUIT) ? SIGQUIT : 0;
-        struct sigaction ignore {};
-        ignore.sa_handler = SIG_IGN;
-        sigemptyset(&ignore.sa_mask);
-        ::sigaction(SIGINT, &ignore, nullptr); // discards the pending ones
-        ::sigaction(SIGQUIT, &ignore, nullptr);
-        ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-        return early;
-    }
-    /// Puts back the dispositions and mask pmc was started with.
-    void restore() noexcept {
-        ::sigaction(SIGINT, &old_int_, nullptr);
-        ::sigaction(SIGQUIT, &old_quit_, nullptr);
-        ::sigaction(SIGCHLD, &old_chld_, nullptr);
-        ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-    }
-
-private:
-    sigset_t old_mask_{};
-    struct sigaction old_int_ {}, old_quit_ {}, old_chld_ {};
-};
-
-/// Waits for the child, retrying on EINTR. False if it cannot be waited for (the status is then unknown).
-bool wait_for(pid_t child, int& status) {
-    status = 0;
-    for (;;) {
-        if (::waitpid(child, &status, 0) == child) return true;
-        if (errno != EINTR) return false;
-    }
-}
 
 /// Ends pmc with `sig` (after the report) when pmc was started with its default disposition, so that a shell
 /// script running pmc stops as it would have without pmc.
@@ -333,13 +270,14 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     std::string shown;
     for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
     const auto go_time = std::chrono::steady_clock::now();
-    auto child = start_emulated(*emulator, command, false, ",report=" + report);
+    Job job;
+    auto child = start_emulated(job, *emulator, command, false, ",report=" + report);
     if (!child) {
         fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
     }
     int raw = 0;
-    const int exit_status = finish_emulated(*child, shown, raw);
+    const int exit_status = finish_emulated(job, shown, raw);
     if (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGSEGV && emulator->misaligns_signal_frames)
         fmt::print(stderr, "pmc: count: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
     const auto elapsed_ns = static_cast<std::uint64_t>(
@@ -357,6 +295,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     if (processes == 0) {
         fmt::print(stderr, "pmc: count --emulate: '{}' (exit status {}) left no count: no emulated process reached its "
                            "exit (killed by a signal, or QEMU did not start it)\n", shown, exit_status);
+        end_like(raw); // (a calling script stops on the command's SIGINT or SIGQUIT all the same)
         return exit_status ? exit_status : 1;
     }
     std::vector<std::string> names = events;
@@ -481,18 +420,10 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         fmt::print(stderr, "pmc: count: pipe failed: {}\n", std::strerror(errno));
         return 1;
     }
-    std::fflush(nullptr);
-    // No Ctrl-C may end pmc between the fork and the wait, nor be lost on the way to the command.
-    InterruptGuard interrupts;
-    const pid_t child = ::fork();
-    if (child < 0) {
-        const int err = errno;
-        interrupts.restore();
-        fmt::print(stderr, "pmc: count: fork failed: {}\n", std::strerror(err));
-        return 1;
-    }
-    if (child == 0) {
-        interrupts.in_child();
+    // The command runs as a job of pmc's (job.hpp): a process group of its own with a watchdog, the signals pmc
+    // receives passed on once, the terminal handed over; a signal that arrives as it starts is not lost.
+    Job job;
+    auto started_child = job.start([&] {
         ::close(go.end[1]);
         char byte;
         if (::read(go.end[0], &byte, 1) != 1) _exit(126); // pmc could not open the counters
@@ -505,11 +436,14 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         std::fprintf(stderr, "pmc: count: cannot run '%s': %s\n", argv[0], std::strerror(err));
         [[maybe_unused]] const ssize_t told = ::write(exec_failed.end[1], &err, sizeof err);
         _exit(127);
+    });
+    if (!started_child) {
+        fmt::print(stderr, "pmc: count: {}\n", started_child.failure().message);
+        return 1;
     }
+    const pid_t child = *started_child;
     exec_failed.close(1);
     go.close(0);
-    // A Ctrl-C that came before the fork reached pmc only: pass it on, the command is not to run.
-    if (const int early = interrupts.in_parent()) ::kill(child, early);
 
     pmc::OpenOptions options;
     options.pid = child;
@@ -520,16 +454,16 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     int status = 0;
     // A Ctrl-C (or SIGQUIT) ended the child before it ran the command: say so, and end as the command would have.
     auto interrupted_before_start = [&](bool waited) {
+        job.finish();
         if (!waited || !WIFSIGNALED(status) || (WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGQUIT))
             return false;
-        interrupts.restore();
         fmt::print(stderr, "pmc: count: interrupted before the command started\n");
         die_of(WTERMSIG(status));
         return true;
     };
     if (!group) {
         go.close(1); // the child exits without running the command
-        if (interrupted_before_start(wait_for(child, status))) return 128 + WTERMSIG(status);
+        if (interrupted_before_start(job.wait(status))) return 128 + WTERMSIG(status);
         fmt::print(stderr, "pmc: {}\n", group.failure().message);
         return 1;
     }
@@ -544,29 +478,32 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     ::sigaction(SIGPIPE, &old_pipe, nullptr);
     if (!started) {
         ::kill(child, SIGKILL);
-        const bool waited = wait_for(child, status);
+        const bool waited = job.wait(status);
         go.close(1);
         if (interrupted_before_start(waited)) return 128 + WTERMSIG(status);
         fmt::print(stderr, "pmc: count: cannot start the command\n");
         return 1;
     }
     go.close(1);
-    const bool reaped = wait_for(child, status);
+    const bool reaped = job.wait(status);
     const auto elapsed_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
+    const int wait_errno = errno;
+    // pmc's own dispositions and the terminal again, and no process of the command left running.
+    if (const std::string note = leftover_note(job.finish()); !note.empty()) fmt::print(stderr, "pmc: count: {}\n", note);
     if (!reaped) {
-        const int err = errno;
-        interrupts.restore();
-        fmt::print(stderr, "pmc: count: cannot wait for the command: {}\n", std::strerror(err));
+        fmt::print(stderr, "pmc: count: cannot wait for the command: {}\n", std::strerror(wait_errno));
         return 1;
     }
-    interrupts.restore();
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     int exec_errno = 0;
     if (::read(exec_failed.end[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno))
         return exit_status; // the child said why; nothing was counted
 
-    const bool interrupted = WIFSIGNALED(status) && WTERMSIG(status) == SIGINT;
+    // Ended by SIGINT or SIGQUIT: pmc ends so too after its report, so that a calling shell script stops.
+    const int end_signal = WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGQUIT)
+                               ? WTERMSIG(status)
+                               : 0;
     std::string shown;
     for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
 
@@ -607,7 +544,7 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
                            static_cast<double>(end.time_enabled) / 1e6, static_cast<double>(end.time_running) / 1e6);
     }
     const int reported = write_report(o, text, out_file, exit_status);
-    if (interrupted) die_of(SIGINT); // unless pmc itself was started with SIGINT ignored
+    if (end_signal) die_of(end_signal); // unless pmc itself was started with it ignored
     return reported;
 }
 

@@ -23,12 +23,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/personality.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -89,8 +87,11 @@ Options:
 
 Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
 and its preload library: only there, when set).
-Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to pmc are passed on to COMMAND (Ctrl-C at the
-terminal reaches it directly); killed itself, pmc takes QEMU and COMMAND with it.
+Signals: COMMAND (QEMU) runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent
+to pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMAND's processes
+once, passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job
+does. pmc ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends, or pmc is killed
+(kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found, 126 if it is
 not a program QEMU can run (a #! script runs its interpreter under the emulator); 1 if QEMU or
 the plugin is missing or cannot load (pmc says what to install).
@@ -364,27 +365,8 @@ pmc::Result<std::vector<std::string>> program_to_load(std::vector<std::string> c
 
 } // namespace
 
-namespace {
-
-/// What pmc passes on to the emulated command: the signals a CI job's timeout, a runner's cancel or `kill` send.
-constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-struct sigaction saved_actions[std::size(forwarded_signals)];
-std::atomic<pid_t> forward_to{0};
-
-/// Sent to pmc with kill() (timeout(1), a CI runner, a user): passed on to QEMU, which delivers it to the program.
-/// The terminal's Ctrl-C, Ctrl-\ and hangup come from the kernel (SI_KERNEL) to the whole foreground process group,
-/// QEMU included: not sent twice.
-extern "C" void forward_signal(int sig, siginfo_t* info, void*) {
-    const int saved = errno;
-    const pid_t child = forward_to.load();
-    if (child > 0 && info->si_code != SI_KERNEL) ::kill(child, sig);
-    errno = saved;
-}
-
-} // namespace
-
-pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::string>& original, bool keep_aslr,
-                                  const std::string& plugin_args) {
+pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector<std::string>& original,
+                                  bool keep_aslr, const std::string& plugin_args) {
     if (original.empty()) return pmc::make_failure(EINVAL, "no command to run");
     auto loaded = program_to_load(original);
     if (!loaded) return loaded.failure();
@@ -430,55 +412,24 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
     a.push_back(nullptr);
     for (auto& s : env) v.push_back(s.data());
     v.push_back(nullptr);
-    // The signals pmc passes on are blocked from before the fork until the handler knows the child: one sent in
-    // between waits, then reaches the program.
-    sigset_t forwarded{}, old_mask{};
-    sigemptyset(&forwarded);
-    for (int sig : forwarded_signals) sigaddset(&forwarded, sig);
-    ::sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
-    std::fflush(nullptr);
-    const pid_t parent = ::getpid();
-    const pid_t child = ::fork();
-    if (child < 0) {
-        const int err = errno;
-        ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-        return pmc::make_failure(err, std::string("fork failed: ") + std::strerror(err));
-    }
-    if (child == 0) {
-        // Should pmc die without passing a signal on (SIGKILL, a crash), QEMU and the program die with it rather
-        // than run on as orphans.
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent) _exit(128 + SIGKILL);
+    // QEMU runs as a job of pmc's (job.hpp): a process group of its own with a watchdog, signals passed on once.
+    return job.start([&] {
         if (!keep_aslr) ::personality(ADDR_NO_RANDOMIZE | static_cast<unsigned long>(::personality(0xffffffff)));
-        ::sigprocmask(SIG_SETMASK, &old_mask, nullptr); // the dispositions are pmc's own start's: untouched
         ::execve(e.qemu.c_str(), a.data(), v.data());
         std::fprintf(stderr, "pmc emulate: cannot run %s: %s\n", e.qemu.c_str(), std::strerror(errno));
         _exit(127);
-    }
-    forward_to.store(child);
-    for (std::size_t i = 0; i < std::size(forwarded_signals); ++i) {
-        struct sigaction sa {};
-        ::sigaction(forwarded_signals[i], nullptr, &saved_actions[i]);
-        if (saved_actions[i].sa_handler == SIG_IGN) continue; // ignored when pmc started (a background job): stays so
-        sa.sa_sigaction = forward_signal;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        ::sigaction(forwarded_signals[i], &sa, nullptr);
-    }
-    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-    return child;
+    });
 }
 
-int finish_emulated(pid_t child, const std::string& shown, int& raw_status) {
+int finish_emulated(Job& job, const std::string& shown, int& raw_status) {
     raw_status = 0;
-    int waited = 0;
-    while ((waited = ::waitpid(child, &raw_status, 0)) < 0 && errno == EINTR) {}
+    const bool waited = job.wait(raw_status);
     const int wait_errno = errno;
-    // pmc's own dispositions again (a signal from now on is pmc's, not the program's).
-    forward_to.store(0);
-    for (std::size_t i = 0; i < std::size(forwarded_signals); ++i)
-        if (saved_actions[i].sa_handler != SIG_IGN) ::sigaction(forwarded_signals[i], &saved_actions[i], nullptr);
-    if (waited < 0) {
+    // pmc's own dispositions and the terminal again (a signal from now on is pmc's), and no process of the
+    // command left running.
+    if (const std::string note = leftover_note(job.finish()); !note.empty())
+        fmt::print(stderr, "pmc emulate: {}\n", note);
+    if (!waited) {
         fmt::print(stderr, "pmc emulate: cannot wait for '{}': {}\n", shown, std::strerror(wait_errno));
         return 1;
     }
@@ -616,7 +567,8 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     }
     // The plugin's report of the command's processes: which programs ran natively, outside the emulator.
     const EmulatedReportFile report;
-    auto child = start_emulated(*emulator, command, keep_aslr, report.path.empty() ? "" : ",report=" + report.path);
+    Job job;
+    auto child = start_emulated(job, *emulator, command, keep_aslr, report.path.empty() ? "" : ",report=" + report.path);
     if (!child) {
         fmt::print(stderr, "pmc emulate: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
@@ -624,7 +576,7 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     std::string shown;
     for (const auto& c : command) shown += (shown.empty() ? "" : " ") + c;
     int raw = 0;
-    const int status = finish_emulated(*child, shown, raw);
+    const int status = finish_emulated(job, shown, raw);
     if (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGSEGV && emulator->misaligns_signal_frames)
         fmt::print(stderr, "pmc emulate: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
     if (!report.path.empty()) {

@@ -69,6 +69,11 @@ Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
+Signals: COMMAND runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMAND's processes once,
+passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job does. pmc
+still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
+or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or the event is wrong or sampling cannot start (COMMAND does not run then).
 )";
@@ -319,19 +324,13 @@ int cmd_sample(const std::vector<std::string>& arguments) {
         fmt::print(stderr, "pmc sample: pipe failed: {}\n", std::strerror(errno));
         return finish(1);
     }
-    struct sigaction ignore {}, old_int {}, old_quit {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
     std::vector<char*> child_argv;
     for (auto& s : a.command) child_argv.push_back(s.data());
     child_argv.push_back(nullptr);
-    std::fflush(nullptr);
-    const pid_t child = ::fork();
-    if (child < 0) {
-        fmt::print(stderr, "pmc sample: fork failed: {}\n", std::strerror(errno));
-        return finish(1);
-    }
-    if (child == 0) {
+    // The command runs as a job of pmc's (job.hpp): a process group of its own with a watchdog, the signals pmc
+    // receives passed on once (pmc still reports), the terminal handed over.
+    Job job;
+    auto started = job.start([&] {
         ::close(go.end[1]);
         ::close(exec_error.end[0]);
         char byte = 0;
@@ -340,11 +339,14 @@ int cmd_sample(const std::vector<std::string>& arguments) {
         const int err = errno;
         [[maybe_unused]] auto n = ::write(exec_error.end[1], &err, sizeof err);
         _exit(127);
+    });
+    if (!started) {
+        fmt::print(stderr, "pmc sample: {}\n", started.failure().message);
+        return finish(1);
     }
+    const pid_t child = *started;
     go.close(0);
     exec_error.close(1);
-    ::sigaction(SIGINT, &ignore, &old_int); // Ctrl-C is for the command; pmc still reports
-    ::sigaction(SIGQUIT, &ignore, &old_quit);
 
     pmc::SamplerOptions so;
     so.period = a.period;
@@ -365,7 +367,7 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     if (!opened) {
         go.close(1);
         exec_error.close(0);
-        ::waitpid(child, nullptr, 0);
+        job.finish(); // (the child exits without running the command)
         fmt::print(stderr, "pmc sample: {}\n", opened.failure().message);
         return finish(1);
     }
@@ -387,22 +389,27 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     const bool exec_failed = ::read(exec_error.end[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
     exec_error.close(0);
     int status = 0;
+    bool reaped = false;
     if (!exec_failed) {
         maps.look();
         for (;;) {
             sampler.wait(100);
             sampler.drain(keep, on_mapping);
             maps.look();
-            const pid_t r = ::waitpid(child, &status, WNOHANG);
-            if (r == child) break;
-            if (r < 0 && errno != EINTR) break;
+            if ((reaped = job.wait(status, false)) || errno != 0) break;
         }
     } else {
-        ::waitpid(child, &status, 0);
+        reaped = job.wait(status);
     }
+    const int wait_errno = errno;
+    // pmc's own dispositions and the terminal again, and no process of the command left running.
+    const std::string leftovers = leftover_note(job.finish());
     const pmc::BiasCheck check = sampler.stop(keep, on_mapping);
-    ::sigaction(SIGINT, &old_int, nullptr);
-    ::sigaction(SIGQUIT, &old_quit, nullptr);
+    if (!leftovers.empty()) fmt::print(stderr, "pmc sample: {}\n", leftovers);
+    if (!reaped) {
+        fmt::print(stderr, "pmc sample: cannot wait for '{}': {}\n", a.command[0], std::strerror(wait_errno));
+        return finish(1);
+    }
     if (exec_failed) {
         fmt::print(stderr, "pmc sample: cannot run '{}': {}\n", a.command[0], std::strerror(exec_errno));
         return finish(127);
@@ -505,7 +512,9 @@ int cmd_sample(const std::vector<std::string>& arguments) {
         for (auto& n : notes) text += "note: " + n + "\n";
         fmt::print(out, "{}", text);
     }
-    return finish(exit_status);
+    const int reported = finish(exit_status);
+    end_like(status); // ended by SIGINT or SIGQUIT: pmc ends so too, so that a calling shell script stops
+    return reported;
 }
 
 } // namespace pmc_tool

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+// The command that pmc emulate, pmc count and pmc sample run, kept as a shell keeps a job: a process group of its
+// own, a watchdog that ends that group when pmc dies (SIGKILL included), the signals pmc receives passed on once,
+// the terminal handed to the command and taken back, and the command's stops followed.
+//
+// Why a group of its own: in pmc's group a signal sent to the group (kill -- -PGID, timeout(1)) reached the command
+// directly and again through pmc. In its own group it reaches pmc alone, which passes it on once, to the whole
+// command (its children included). Why a watchdog: PR_SET_PDEATHSIG reaches the command's first process only; the
+// watchdog leads the command's group and ends all of it when the pipe from pmc closes, however pmc ended.
+#pragma once
+
+#include <pmc/error.hpp>
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+
+namespace pmc_tool {
+
+class Job {
+public:
+    Job() = default;
+    Job(const Job&) = delete;
+    Job& operator=(const Job&) = delete;
+    ~Job() { finish(); }
+
+    /// Starts the watchdog and the command's first process, in a process group of their own. `in_child` runs in
+    /// the command's process with pmc's original signal mask and dispositions (SIGCHLD included) back, and must end
+    /// in exec or _exit. From then on pmc passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to the group (one that
+    /// pmc started with ignored stays ignored in the command, unless it sets a handler), and if pmc was the
+    /// terminal's foreground, the group gets the terminal. Returns the command's pid.
+    pmc::Result<pid_t> start(const std::function<void()>& in_child);
+
+    /// Waits for the command's first process to end; its raw wait status. A stop of it stops pmc too (as a shell's
+    /// job stops), with the terminal taken back; when pmc is continued, so is the command. False with errno set if
+    /// it cannot be waited for. With `block` false: returns at once, false with errno 0 while it runs.
+    bool wait(int& raw_status, bool block = true);
+
+    /// Ends what the command left running (SIGKILL to its group, by the watchdog), takes the terminal back and
+    /// puts back pmc's signal dispositions; kills and reaps the command first if it was not waited for. Returns how
+    /// many processes were still running in the group. Idempotent, never throws.
+    int finish() noexcept;
+
+    pid_t pid() const { return child_; }
+
+private:
+    void follow_stop(int sig) noexcept;
+
+    pid_t child_ = -1;    ///< the command's first process
+    pid_t watchdog_ = -1; ///< its process group's leader
+    int watchdog_pipe_ = -1; ///< the write end: closing it (pmc's exit, any) makes the watchdog end the group
+    int tty_ = -1;        ///< the controlling terminal, while the command's group has it
+    bool reaped_ = false;
+    bool started_ = false;
+};
+
+/// "the command left N processes running: pmc ended them (SIGKILL) ..." for a finish() that found some; else "".
+std::string leftover_note(int leftovers);
+
+} // namespace pmc_tool
