@@ -401,7 +401,8 @@ public:
             again = false;
             std::map<std::string, std::vector<std::string>> readers; // shown text -> the labels shown so
             for (const auto& [label, text] : shown_) readers[text].push_back(label);
-            for (auto& [text, same] : readers) {
+            for (const auto& entry : readers) {
+                const std::vector<std::string>& same = entry.second;
                 if (same.size() < 2) continue;
                 for (const auto& l : same)
                     if (shown_[l] != l) shown_[l] = l, again = true;
