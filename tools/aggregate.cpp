@@ -322,6 +322,10 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
     std::size_t width = 5;
     for (const auto& l : labels) width = std::max(width, l.label.size());
     width = std::min<std::size_t>(width, 40);
+    std::vector<std::string> names; // every label the tables show: none cut into another's text
+    for (const auto& l : labels) names.push_back(l.label);
+    for (const auto& e : instants) names.push_back(e.first);
+    const cli::LabelColumn column(names, width);
     fmt::print("totals: {}; the median of an even number of runs: the mean of the middle two\n", runs::total_rule);
     fmt::print("\nper label, across runs ({}):\n", u);
     fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}\n", "label", width, "calls",
@@ -329,7 +333,7 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
     for (const auto& l : labels) {
         const std::string calls = l.calls.range() == 0 ? fmt::format("{:.0f}", l.calls.median)
                                                         : fmt::format("{:.0f}-{:.0f}", l.calls.min, l.calls.max);
-        fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}{}\n", cli::fit(l.label, width), width, calls,
+        fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}{}\n", column(l.label), width, calls,
                    v(l.self.min), v(l.self.median), v(l.self.max), v(l.self.range()), runs::percent_text(l.self.percent()),
                    v(l.total.median), runs::percent_text(l.total.percent()),
                    l.runs == rs.size() ? "" : fmt::format("  (in {} of {} runs)", l.runs, rs.size()));
@@ -351,7 +355,7 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
         fmt::print("\ninstant events per run:\n");
         for (const auto& [name, counts] : instants) {
             const Spread s = runs::spread(counts);
-            fmt::print("  {:<{}}  min {:.0f}  median {:g}  max {:.0f}\n", cli::fit(name, width), width, s.min, s.median, s.max);
+            fmt::print("  {:<{}}  min {:.0f}  median {:g}  max {:.0f}\n", column(name), width, s.min, s.median, s.max);
         }
     }
     runs::report_damage("aggregate", rs);

@@ -456,12 +456,16 @@ void print_graph(const Graph& g, const pmc::ProfileCounter& counter, bool list_a
     std::size_t width = 5;
     for (std::size_t i = 0; i < g.path.size(); ++i) width = std::max(width, g.nodes[g.path[i].node].name.size() + 2 * i);
     width = std::min<std::size_t>(width, 60);
+    std::vector<std::string> names; // the path's labels, indented by depth: none cut into another's text
+    for (std::size_t i = 0; i < g.path.size(); ++i)
+        names.push_back(std::string(2 * i, ' ') + g.nodes[g.contexts[g.path[i].context].node].name);
+    const cli::LabelColumn column(names, width);
     fmt::print("  {:<{}}  {:>12}  {:>7}  {:>8}  {:>10}  {:>9}  {:>11}\n", "label", width, "cost", "of root",
                "of label", "frequency", "per call", "probability");
     for (std::size_t i = 0; i < g.path.size(); ++i) {
         const Context& x = g.contexts[g.path[i].context];
         const Node& n = g.nodes[x.node];
-        const std::string name = cli::fit(std::string(2 * i, ' ') + n.name, width);
+        const std::string name = column(names[i]);
         const bool last = i + 1 == g.path.size();
         const std::string shown = fmt::format("{:<{}}", name, width);
         const std::string sink =

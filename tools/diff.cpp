@@ -665,6 +665,7 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     };
     // The gate, said after the report (a CI log then shows the table that failed it).
     auto gate = [&]() -> int {
+        std::fflush(stdout); // the report first: in a log of both streams (2>&1) the message follows the table whole
         if (!gate_on || read_status != 0) return read_status;
         if (const std::size_t n = unjudged) {
             const bool one_run = std::any_of(unjudged_rows.begin(), unjudged_rows.end(),
@@ -822,6 +823,11 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     for (const auto* events : {&instants, &integer_counts})
         for (const auto& e : *events) width = std::max(width, e.first.size());
     width = std::min<std::size_t>(width, 40);
+    std::vector<std::string> names; // every label the tables show: none cut into another's text
+    for (const auto& r : table) names.push_back(r.label);
+    for (const auto* events : {&instants, &integer_counts})
+        for (const auto& e : *events) names.push_back(e.first);
+    const cli::LabelColumn column(names, width);
     auto v = [&](double x) { return runs::show(x, unit); };
     fmt::print("\n{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", "label", width, "calls",
                "self before", "self after", "self delta", "delta %", "total before", "total after", "total delta",
@@ -831,7 +837,7 @@ int cmd_diff(const std::vector<std::string>& arguments) {
         const std::string calls = r.before.c.median == r.after.c.median
                                       ? fmt::format("{:.0f}", r.before.c.median)
                                       : fmt::format("{:.0f}->{:.0f}", r.before.c.median, r.after.c.median);
-        fmt::print("{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", cli::fit(r.label, width), width, calls,
+        fmt::print("{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", column(r.label), width, calls,
                    v(r.before.s.median), v(r.after.s.median), signed_value(r.self_delta, unit),
                    signed_pct(pct(r.self_delta, r.before.s.median)), v(r.before.t.median), v(r.after.t.median),
                    signed_value(r.total_delta, unit), r.text);
@@ -856,7 +862,7 @@ int cmd_diff(const std::vector<std::string>& arguments) {
                 const auto& s = sums->at(name);
                 extra = fmt::format("  ({:.0f} -> {:.0f})", runs::spread(s.first).median, runs::spread(s.second).median);
             }
-            fmt::print("{:<{}}  {:>12.0f}  {:>12.0f}  {:>+12.0f}{}\n", cli::fit(name, width), width, b, a, a - b, extra);
+            fmt::print("{:<{}}  {:>12.0f}  {:>12.0f}  {:>+12.0f}{}\n", column(name), width, b, a, a - b, extra);
         }
     };
     events_text("instant event", instants, static_cast<decltype(&integer_sums)>(nullptr));

@@ -4,7 +4,8 @@
 // whole command's count.
 //
 // What it runs: QEMU_BINARY -E LD_PRELOAD=libpmc-emulate-preload.so[:...] -plugin libpmc-qemu-plugin.so COMMAND,
-// with address randomization off (personality ADDR_NO_RANDOMIZE) so that repeated runs match. The preload library
+// with address randomization off (personality ADDR_NO_RANDOMIZE) and QEMU's allocator pinned (GLIBC_TUNABLES for
+// QEMU alone) so that repeated runs match. The preload library
 // keeps the dynamically linked programs the command executes under the emulator (QEMU runs them natively). The
 // plugin and the preload library are found beside the pmc binary (the build tree), in ../LIBDIR/pmc (an install),
 // or in $PMC_EMULATE_LIBDIR.
@@ -58,9 +59,11 @@ a real core's. The program is not rebuilt; run directly it uses the hardware PMU
 perf events cannot be opened under the emulator (QEMU implements no perf_event_open) and say so;
 wall-time and tsc work.
 
-So that repeated runs count the same: QEMU lays out the program's memory itself, the same way in
-every run, and pmc turns address randomization off for QEMU and for any native child (as setarch
--R); library symbols are bound at startup (LD_BIND_NOW=1, unless set: with lazy binding the thread
+So that repeated runs count the same: the program's memory lies at the same addresses in every run:
+pmc turns address randomization off for QEMU and for any native child (as setarch -R), and gives
+QEMU alone GLIBC_TUNABLES that keep its own allocations out of the program's way (QEMU 10 lets the
+kernel place the program's memory beside its own; the program gets the caller's GLIBC_TUNABLES, or
+none); library symbols are bound at startup (LD_BIND_NOW=1, unless set: with lazy binding the thread
 that first calls a library function pays for resolving it, a different thread in each run); the
 environment gets PMC_EMULATE_PAD, sized so that the program's stack starts at the same page offset
 whatever its path's length and the environment's size. The dynamically linked programs COMMAND
@@ -81,8 +84,9 @@ Options:
                 or later: Debian 12's dynamic qemu-user package does, a static one does not. When the
                 default is missing or static, pmc takes the newest QEMU that scripts/build-qemu built
                 (~/.cache/pmc-qemu-build, or $PMC_QEMU_BUILD_CACHE).
-  --keep-aslr   Leave address randomization on for QEMU's own process and native children (the
-                program's own layout is QEMU's, the same either way).
+  --keep-aslr   Leave address randomization on for QEMU's own process and native children (QEMU
+                7.2 still lays the program out the same way every run; QEMU 10 then places its
+                stack, libraries and mmap area at random).
   -h, --help    Show this help.
 
 Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
@@ -363,6 +367,24 @@ pmc::Result<std::vector<std::string>> program_to_load(std::vector<std::string> c
     return pmc::make_failure(ELOOP, "cannot run '" + command[0] + "': #! scripts nested too deeply");
 }
 
+/// QEMU's own allocator pinned (pmc/detail/emulated.hpp, qemu_tunables), so that the program's memory is laid out
+/// the same way in every run: QEMU's environment `env` gets GLIBC_TUNABLES with pmc's settings after the caller's,
+/// and `args` gives the program the caller's value back (-E) or none (-U). A caller's value with a comma, which -E
+/// would split, is left as it is, unpinned.
+void pin_qemu_allocator(std::vector<std::string>& env, std::vector<std::string>& args) {
+    namespace em = pmc::detail::emulated;
+    const std::string name = std::string(em::tunables_variable) + "=";
+    auto callers = std::find_if(env.begin(), env.end(), [&](const std::string& s) { return s.rfind(name, 0) == 0; });
+    if (callers == env.end()) {
+        env.push_back(name + em::qemu_tunables);
+        args.insert(args.end(), {"-U", em::tunables_variable});
+        return;
+    }
+    if (callers->find(',') != std::string::npos) return;
+    args.insert(args.end(), {"-E", *callers});
+    *callers += (callers->size() > name.size() ? ":" : "") + std::string(em::qemu_tunables);
+}
+
 } // namespace
 
 pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector<std::string>& original,
@@ -405,6 +427,7 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
     used += preload.size() + sizeof("LD_PRELOAD=") + 8;
     if (!bind_now_set) used += sizeof("LD_BIND_NOW=1") + 8;
     args.insert(args.end(), {"-E", std::string(em::pad_variable) + "=" + std::string(em::pad_value_length(used), '.')});
+    pin_qemu_allocator(env, args); // (after the pad: the program sees the caller's GLIBC_TUNABLES, or none)
     args.insert(args.end(), {"-plugin", plugin, program});
     args.insert(args.end(), command.begin() + 1, command.end());
     std::vector<char*> a, v;

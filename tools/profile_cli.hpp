@@ -376,14 +376,50 @@ private:
     std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> pending_; // thread -> (gap, scopes)
 };
 
-/// A label cut to `width` columns for a table (its start kept, "..." at the end): a long label (SQL text, a
-/// signature) must not push the other columns out of line. Counts bytes; a cut never splits a UTF-8 sequence.
+/// A label cut to `width` columns for a table: its start and its end kept around "..." (labels that share a long
+/// start, such as SQL text or a namespace, differ at the end), so that a long label does not push the other columns
+/// out of line. Counts bytes; a cut never splits a UTF-8 sequence. A table uses LabelColumn, which never cuts two
+/// labels into the same text.
 inline std::string fit(const std::string& s, std::size_t width) {
-    if (s.size() <= width || width < 4) return s;
-    std::size_t to = width - 3;
-    while (to > 0 && (static_cast<unsigned char>(s[to]) & 0xC0) == 0x80) --to;
-    return s.substr(0, to) + "...";
+    if (s.size() <= width || width < 7) return s;
+    auto continuation = [&](std::size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80; };
+    const std::size_t keep = width - 3, head_wanted = (keep + 1) / 2;
+    std::size_t head = head_wanted, tail = s.size() - (keep - head_wanted);
+    while (head > 0 && continuation(head)) --head;
+    while (tail < s.size() && continuation(tail)) ++tail;
+    return s.substr(0, head) + "..." + s.substr(tail);
 }
+
+/// A table's label column: each label as `fit` cuts it to `width`, except labels that would then read like another
+/// label of the table (cut or whole), which are shown whole: four labels that differ only in the middle must not
+/// print as one.
+class LabelColumn {
+public:
+    LabelColumn(const std::vector<std::string>& labels, std::size_t width) : width_(width) {
+        for (const auto& l : labels) shown_[l] = fit(l, width);
+        for (bool again = true; again;) { // showing a label whole may make it read like another's cut: look again
+            again = false;
+            std::map<std::string, std::vector<std::string>> readers; // shown text -> the labels shown so
+            for (const auto& [label, text] : shown_) readers[text].push_back(label);
+            for (const auto& entry : readers) {
+                const std::vector<std::string>& same = entry.second;
+                if (same.size() < 2) continue;
+                for (const auto& l : same)
+                    if (shown_[l] != l) shown_[l] = l, again = true;
+            }
+        }
+    }
+    std::size_t width() const { return width_; }
+    /// `label` as the column shows it (a label not given to the constructor: cut alone).
+    std::string operator()(const std::string& label) const {
+        const auto it = shown_.find(label);
+        return it == shown_.end() ? fit(label, width_) : it->second;
+    }
+
+private:
+    std::size_t width_;
+    std::map<std::string, std::string> shown_;
+};
 
 /// Runs a profile tool and makes the fate of its output part of its status: a write that failed on the way (a full
 /// disk: fmt::print throws) or at the final flush is said, status 1, instead of an uncaught exception (abort) or a

@@ -248,6 +248,7 @@ inline std::string percent_text(double p) {
 
 /// The damage in each run, on stderr (the first few problems of each); returns whether there was any.
 inline bool report_damage(const char* tool, const std::vector<Run>& runs) {
+    std::fflush(stdout); // what was printed first: in a log of both streams (2>&1) the two do not interleave
     bool any = false;
     for (const auto& r : runs) {
         if (r.open.any()) {

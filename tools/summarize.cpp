@@ -208,6 +208,11 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
         for (const auto& e : *events) width = std::max(width, p.string(e.label).size());
     if (!s.instants.empty() || !s.integers.empty()) width = std::max<std::size_t>(width, 13); // "instant event"
     width = std::min<std::size_t>(width, 48); // longer labels are cut (cli::fit): the columns stay in line
+    std::vector<std::string> names; // every label the tables show: none cut into another's text
+    for (const auto& l : s.labels) names.push_back(p.string(l.label));
+    for (const auto* events : {&s.instants, &s.integers})
+        for (const auto& e : *events) names.push_back(p.string(e.label));
+    const cli::LabelColumn column(names, width);
     bool recursion = false;
     for (const auto& l : s.labels) recursion = recursion || l.recursive;
     fmt::print("{:<{}}  {:>9}  {:>12}  {:>7}  {:>12}  {:>11}  {:>11}  {:>11}\n", "label", width, "count", "self",
@@ -218,7 +223,7 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
         const auto [mn_at, mx_at] = std::minmax_element(l.calls.begin(), l.calls.end());
         const std::uint64_t mn = *mn_at, mx = *mx_at; // before median() reorders the calls
         const double pct = s.run ? 100.0 * static_cast<double>(l.self) / static_cast<double>(s.run) : 0.0;
-        fmt::print("{:<{}}  {:>9}  {:>12}  {:>6.2f}%  {:>12}  {:>11}  {:>11}  {:>11}\n", cli::fit(p.string(l.label), width), width,
+        fmt::print("{:<{}}  {:>9}  {:>12}  {:>6.2f}%  {:>12}  {:>11}  {:>11}  {:>11}\n", column(p.string(l.label)), width,
                    l.count, show(static_cast<double>(l.self), counter.unit), pct,
                    show(static_cast<double>(l.total), counter.unit), show(static_cast<double>(mn), counter.unit),
                    show(static_cast<double>(median(l.calls)), counter.unit), show(static_cast<double>(mx), counter.unit));
@@ -244,12 +249,12 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
                    s.clamped);
     if (!s.instants.empty()) {
         fmt::print("\n{:<{}}  {:>9}\n", "instant event", width, "count");
-        for (const auto& e : s.instants) fmt::print("{:<{}}  {:>9}\n", cli::fit(p.string(e.label), width), width, e.count);
+        for (const auto& e : s.instants) fmt::print("{:<{}}  {:>9}\n", column(p.string(e.label)), width, e.count);
     }
     if (!s.integers.empty()) {
         fmt::print("\n{:<{}}  {:>9}  {:>14}  {:>12}  {:>12}\n", "integer event", width, "count", "sum", "min", "max");
         for (const auto& e : s.integers)
-            fmt::print("{:<{}}  {:>9}  {:>14}  {:>12}  {:>12}\n", cli::fit(p.string(e.label), width), width, e.count, e.sum, e.min,
+            fmt::print("{:<{}}  {:>9}  {:>14}  {:>12}  {:>12}\n", column(p.string(e.label)), width, e.count, e.sum, e.min,
                        e.max);
     }
 }

@@ -19,6 +19,8 @@
 //   jit-rep          code with a rep movsb replaced at the same address (x86): the same intervals before and after
 //   stack            2000 string calls on stack arrays (their count follows the stack's alignment), and where
 //                    the stack lies
+//   addresses        where the stack, small and large malloc blocks, an mmap, TLS and the code lie, on this thread
+//                    and on a second one; and GLIBC_TUNABLES as the program sees it
 //   churn            12 threads whose lives overlap, each checking its own intervals exact
 //   bad-pointer      requests to the plugin naming memory the program cannot write; then a counter still reads
 //   until-signal FILE    records scopes on two threads until a signal ends it; creates FILE once both have recorded
@@ -503,6 +505,28 @@ int run_stack() {
     return 0;
 }
 
+/// Where this program's memory lies (for comparing runs: QEMU lays it out, and pmc emulate pins what QEMU's own
+/// allocations would move), and the GLIBC_TUNABLES it was given.
+thread_local int tls_variable = 0;
+int run_addresses() {
+    auto where = [](const char* who) {
+        volatile char local = 0;
+        void* small = std::malloc(32);
+        void* large = std::malloc(std::size_t{1} << 20); // above glibc's mmap threshold: a mapping of its own
+        std::printf("%s: stack %p malloc %p large %p tls %p\n", who, static_cast<void*>(const_cast<char*>(&local)), small,
+                    large, static_cast<void*>(&tls_variable));
+        std::free(small);
+        std::free(large);
+    };
+    void* mapped = ::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    std::printf("mmap %p code %p\n", mapped, reinterpret_cast<void*>(&run_addresses));
+    where("main");
+    std::thread([&] { where("thread"); }).join();
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    std::printf("GLIBC_TUNABLES %s%s%s\n", tunables ? "[" : "unset", tunables ? tunables : "", tunables ? "]" : "");
+    return 0;
+}
+
 /// Requests naming memory the program cannot write: the plugin must refuse them, not crash QEMU.
 int run_bad_pointer() {
     namespace em = pmc::detail::emulated;
@@ -760,6 +784,7 @@ int main(int argc, char** argv) {
         if (mode == "churn") return run_churn();
         if (mode == "refused" && argc > 2) return run_refused(argv[2]);
         if (mode == "stack") return run_stack();
+        if (mode == "addresses") return run_addresses();
         if (mode == "bad-pointer") return run_bad_pointer();
         if (mode == "loop" && argc > 2) {
             known_loop(std::strtoull(argv[2], nullptr, 10));

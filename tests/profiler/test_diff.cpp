@@ -20,6 +20,8 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -410,6 +412,58 @@ TEST_CASE("summarize, diff and aggregate: one median rule, and long labels keep 
     aligned(pmc_test::run_command(tool() + " summarize '" + f + "'").out, "showing:");
     aligned(pmc_test::run_command(tool() + " diff '" + f + "' '" + f + "'").out, "totals:");
     aligned(pmc_test::run_command(tool() + " aggregate '" + f + "' '" + f + "'").out, "per label, across runs");
+}
+
+TEST_CASE("long labels are never cut into the same text: summarize, diff, aggregate and critical tell them apart") {
+    TempDir dir;
+    // Four statements that differ in the middle alone, two that differ at the end alone, and a deep chain of them
+    // (pmc critical's path), every one longer than any table's label column.
+    const std::string head = "SELECT name, price FROM items WHERE category = ", tail = " AND price < ? ORDER BY price DESC";
+    std::vector<std::string> labels;
+    for (const char* middle : {"'books'", "'tools'", "'music'", "'games'"}) labels.push_back(head + middle + tail);
+    labels.push_back(head + "? AND price < ? ORDER BY price DESC LIMIT 10");
+    labels.push_back(head + "? AND price < ? ORDER BY price DESC LIMIT 20");
+    const auto f = write(dir, "labels.pmcprof", [&](auto& b) {
+        auto& t = b.thread(0, "main");
+        std::function<void(std::size_t)> nest = [&](std::size_t i) { // the last label the costliest: the path's end
+            if (i < labels.size()) t.scope(labels[i], 1 + 10 * i, [&] { nest(i + 1); });
+        };
+        nest(0);
+        for (std::size_t i = 0; i < labels.size(); ++i) t.scope(labels[i], 1);
+    });
+    // The label column of each table row that shows one of them: each of the six texts once, pairwise distinct.
+    auto distinct = [&](const std::string& out, const char* tool_name) {
+        INFO(tool_name << ":\n" << out);
+        std::set<std::string> shown;
+        std::size_t rows = 0;
+        std::istringstream in(out);
+        for (std::string line; std::getline(in, line);) {
+            const std::size_t start = line.find_first_not_of(' ');
+            if (start == std::string::npos || line.compare(start, 6, "SELECT") != 0) continue; // a row, not a title
+            ++rows;
+            shown.insert(line.substr(start, line.find("  ", start) - start));
+        }
+        CHECK(rows == labels.size());
+        CHECK(shown.size() == labels.size());
+        CHECK(std::any_of(shown.begin(), shown.end(), [](const std::string& x) { return x.find("...") != std::string::npos; }));
+    };
+    distinct(pmc_test::run_command(tool() + " summarize '" + f + "'").out, "summarize");
+    distinct(pmc_test::run_command(tool() + " diff '" + f + "' '" + f + "'").out, "diff");
+    distinct(pmc_test::run_command(tool() + " aggregate '" + f + "' '" + f + "'").out, "aggregate");
+    distinct(pmc_test::run_command(tool() + " critical '" + f + "'").out, "critical");
+}
+
+TEST_CASE("pmc diff: the gate's message on stderr follows the whole report on stdout (a log of both, 2>&1)") {
+    TempDir dir;
+    const auto before = write(dir, "a", [](auto& b) { compiler_run(b); });
+    const auto after = write(dir, "b", [](auto& b) { compiler_run(b, 4); });
+    const auto r = pmc_test::run_command(tool() + " diff --fail-on-change '" + before + "' '" + after + "' 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 3);
+    const std::size_t summary = r.out.find(" labels: "), message = r.out.find("pmc diff: --fail-on-change: 1 label");
+    REQUIRE(summary != std::string::npos);
+    REQUIRE(message != std::string::npos);
+    CHECK(message > summary);
 }
 
 TEST_CASE("pmc diff: a counter that may be multiplexed or is a fallback is not called exact") {

@@ -279,9 +279,14 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     // QEMU itself gets the environment without this library; the program gets it back through -E.
     size_t envc = 0;
     while (envp && envp[envc]) ++envc;
-    char** env = static_cast<char**>(calloc(envc + 2, sizeof(char*)));
-    char** args = static_cast<char**>(calloc(static_cast<size_t>(argc) + 11, sizeof(char*)));
+    char** env = static_cast<char**>(calloc(envc + 3, sizeof(char*)));
+    char** args = static_cast<char**>(calloc(static_cast<size_t>(argc) + 13, sizeof(char*)));
     static char guest_preload[8192] = "LD_PRELOAD=", host_preload[8192] = "LD_PRELOAD=", marker[64];
+    // QEMU's allocator pinned, as pmc emulate does it (pmc/detail/emulated.hpp): QEMU gets the program's
+    // GLIBC_TUNABLES with pmc's after it; the program gets its own back (-E), or none (-U).
+    static char host_tunables[8192];
+    const char* guest_tunables = nullptr; // the program's GLIBC_TUNABLES=... entry
+    const size_t tunables_name = strlen(proto::tunables_variable);
     if (!env || !args) return;
     size_t n = 0;
     for (size_t i = 0; i < envc; ++i) {
@@ -292,6 +297,8 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
             continue;
         }
         if (strncmp(envp[i], "PMC_EMULATE_REEXEC=", 19) == 0 || strncmp(envp[i], "PMC_EMULATE_PAD=", 16) == 0) continue;
+        if (strncmp(envp[i], proto::tunables_variable, tunables_name) == 0 && envp[i][tunables_name] == '=')
+            guest_tunables = envp[i];
         env[n++] = envp[i];
     }
     snprintf(marker, sizeof marker, "PMC_EMULATE_REEXEC=%s", me);
@@ -310,6 +317,23 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     memset(pad + 16, '.', pad_length);
     pad[16 + pad_length] = '\0';
     size_t a = 0;
+    // (After the pad's count: the program sees its own GLIBC_TUNABLES. A value with a comma, which -E would split,
+    // or one too long for the buffer, is left as it is, unpinned.)
+    bool pinned = false;
+    if (!guest_tunables) {
+        snprintf(host_tunables, sizeof host_tunables, "%s=%s", proto::tunables_variable, proto::qemu_tunables);
+        env[n++] = host_tunables;
+        pinned = true;
+    } else if (!strchr(guest_tunables, ',')) {
+        const char* value = guest_tunables + tunables_name + 1;
+        const int w = snprintf(host_tunables, sizeof host_tunables, "%s=%s%s%s", proto::tunables_variable, value,
+                               *value ? ":" : "", proto::qemu_tunables);
+        if (w > 0 && static_cast<size_t>(w) < sizeof host_tunables) {
+            for (size_t i = 0; i < n; ++i)
+                if (env[i] == guest_tunables) env[i] = host_tunables;
+            pinned = true;
+        }
+    }
     args[a++] = const_cast<char*>(qemu);
     args[a++] = const_cast<char*>("-0");
     args[a++] = argv[0];
@@ -317,6 +341,10 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     args[a++] = guest_preload;
     args[a++] = const_cast<char*>("-E");
     args[a++] = pad;
+    if (pinned) {
+        args[a++] = const_cast<char*>(guest_tunables ? "-E" : "-U");
+        args[a++] = const_cast<char*>(guest_tunables ? guest_tunables : proto::tunables_variable);
+    }
     args[a++] = const_cast<char*>("-plugin");
     args[a++] = const_cast<char*>(plugin);
     args[a++] = exe;

@@ -44,6 +44,17 @@ inline constexpr std::size_t pad_value_length(std::size_t used) noexcept {
     return (stack_period - (used + entry) % stack_period) % stack_period;
 }
 
+/// QEMU's own allocator, pinned for QEMU alone (pmc emulate and the preload library put these tunables in QEMU's
+/// environment, after the caller's GLIBC_TUNABLES, and give the program the caller's value back with -E, or none with
+/// -U). Why: QEMU 10 (linux-user/mmap.c, without -R) passes the program's mappings that name no address to the
+/// kernel, which places them top-down beside QEMU's own; QEMU's call_rcu thread's first malloc makes a glibc arena
+/// there (128 MiB reserved, 64 MiB kept, 64 MiB-aligned) at a moment that races the program's loading, and the
+/// program's stack, heap and mmap area moved by 128 MiB in 6 of 30 runs. One arena, and no mmap below 32 MiB (so no
+/// munmap at another thread's moment), leave that area to the program's own mappings. (-R, a reserved address space,
+/// would isolate it, but QEMU 10 refuses it for x86-64 programs: "Cannot allocate vsyscall page".)
+inline constexpr const char* tunables_variable = "GLIBC_TUNABLES";
+inline constexpr const char* qemu_tunables = "glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=33554432";
+
 /// No kernel has this system call (x86-64 and AArch64 tables end below 1,000): ENOSYS everywhere but the plugin.
 inline constexpr long syscall_number = 0x504d43; // "PMC"
 /// First argument of every request; the plugin ignores the system call without it.
