@@ -81,8 +81,9 @@ Options:
   --keep-aslr   Leave address randomization on for QEMU's own process and native children (the
                 program's own layout is QEMU's, the same either way).
   --cache       Model the caches too (Cachegrind's model: I1, D1 and LL, LRU, write-allocate; each
-                thread caches of its own); pmc count --emulate --cache prints their counts. Costs a
-                call per memory access; without it none is registered.
+                thread caches of its own) and print the command's totals at its end (pmc count
+                --emulate --cache counts them as events). Costs a call per memory access; without it
+                none is registered.
   --I1 G, --D1 G, --LL G
                 A cache's geometry G = SIZE,ASSOC,LINE in bytes, as Valgrind's options (default
                 32768,8,64 for I1 and D1, 8388608,16,64 for LL: the geometry Gungraun and CodSpeed pin
@@ -669,6 +670,12 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     if (!report.path.empty()) {
         const EmulatedReport processes = read_emulated_report(report.path);
         explain_child_sigills(processes, *child);
+        if (cache && processes.has_cache) // (in-program counters cannot read the model yet: its totals, at the end)
+            fmt::print(stderr,
+                       "pmc emulate: the command's caches, {}:\n  D1: {} reads, {} misses; {} writes, {} misses\n"
+                       "  LL: {} read misses, {} write misses; I1: {} misses\n",
+                       cache_model_note(i1, d1, ll), processes.Dr, processes.D1mr, processes.Dw, processes.D1mw,
+                       processes.DLmr, processes.DLmw, processes.I1mr);
         if (const std::string note = native_programs_note(processes); !note.empty())
             fmt::print(stderr, "pmc emulate: {}\n", note);
     }

@@ -224,6 +224,12 @@ TEST_CASE("pmc count --emulate --cache: a chase over N lines of one D1 set misse
         CHECK(b.at("L1-dcache-stores") == a.at("L1-dcache-stores"));
         CHECK(b.at("instructions:u") > a.at("instructions:u"));
     }
+    // pmc emulate --cache prints the totals at the end, on stderr, said to be modelled.
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target + "' chase 9 10 2>&1 >/dev/null");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("modelled: Cachegrind's cache model (I1 32768,8,64, D1 32768,8,64, LL "
+                                        "8388608,16,64"));
+    CHECK(std::regex_search(r.out, std::regex("D1: [0-9]+ reads, [0-9]+ misses")));
     // A geometry of Valgrind's options: a 4-way D1 of 16 KiB (64 sets): 5 lines of one set miss every time.
     const auto a = cache_counts("--D1 16384,4,64 -e L1-dcache-load-misses", "5 200");
     const auto b = cache_counts("--D1 16384,4,64 -e L1-dcache-load-misses", "5 400");
