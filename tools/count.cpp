@@ -409,9 +409,9 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         pmc::JsonWriter j;
         json_report_head(j, command, exit_status, elapsed_ns)
             .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
-                               "whole command, not a real core's")
-            .field("modelled", model_note)
-            .field("processes", processes_report.processes)
+                               "whole command, not a real core's");
+        if (o.cache) j.field("modelled", model_note);
+        j.field("processes", processes_report.processes)
             .field("unfinished_processes", processes_report.unfinished)
             .key("native_programs")
             .begin_array();
