@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,8 @@ struct Options {
     bool csv = false;
     bool like_perf_stat = false;
     bool emulate = false; ///< count --emulate
+    bool cache = false;   ///< count --emulate --cache
+    std::string i1, d1, ll; ///< --I1, --D1, --LL: SIZE,ASSOC,LINE (count --emulate --cache)
     std::string output; ///< -o FILE (count)
 };
 
@@ -125,8 +128,21 @@ struct EmulatedReport {
     int unfinished = 0;             ///< of them, those that never reported their count (ended by a signal)
     std::vector<std::string> native; ///< "PATH (why)" for each program that ran natively, not counted
     std::vector<std::pair<long, std::string>> sigill; ///< pid and program of each process that died of SIGILL
+    /// With --cache: the modelled caches' counts, every emulated process's summed, by Cachegrind's names.
+    bool has_cache = false;
+    std::uint64_t Ir = 0, I1mr = 0, ILmr = 0, Dr = 0, D1mr = 0, DLmr = 0, Dw = 0, D1mw = 0, DLmw = 0;
 };
 EmulatedReport read_emulated_report(const std::string& path);
+/// The plugin's arguments for --cache with --I1/--D1/--LL (each SIZE,ASSOC,LINE, or "" for the default):
+/// ",cache=on,..." into `arguments`; or "" and a message naming the bad option.
+std::string cache_plugin_arguments(const std::string& i1, const std::string& d1, const std::string& ll,
+                                   std::string& arguments);
+/// What a modelled figure is, for output: the model and its geometry.
+std::string cache_model_note(const std::string& i1, const std::string& d1, const std::string& ll);
+/// The generic cache events --cache answers (perf's names), and one's modelled count in a report (nothing for
+/// another event).
+extern const char* const modelled_cache_events[11];
+std::optional<std::uint64_t> modelled_cache_count(const std::string& event, const EmulatedReport& r);
 /// The note pmc prints when some programs ran natively; "" if none did.
 std::string native_programs_note(const EmulatedReport& r);
 /// Why a program died of SIGILL under the emulator, and the fix ("pmc emulate: " + this, on stderr).

@@ -50,7 +50,7 @@
 namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
-                 [--emulate] [--] COMMAND [ARGS]
+                 [--emulate [--cache [--I1 G] [--D1 G] [--LL G]]] [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
 as one group (perf stat opens each event alone unless given a {group}): counts are scaled where the
@@ -71,7 +71,17 @@ Options:
   --emulate         Run COMMAND under pmc emulate (QEMU user mode with pmc's plugin) and count its
                     instructions exactly on any machine: instructions:u (the default here) or
                     instructions, emulated (QEMU TCG), not a real core's; the dynamically linked
-                    programs it executes are counted too. No other event can be counted so.
+                    programs it executes are counted too. No other event can be counted so,
+                    but for the modelled cache events of --cache.
+  --cache           With --emulate: model the caches too (Cachegrind's model: I1, D1, LL; LRU,
+                    write-allocate; each thread caches of its own) and count L1-dcache-loads,
+                    L1-dcache-load-misses, L1-dcache-stores, L1-dcache-store-misses,
+                    L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores, LLC-store-misses,
+                    cache-references, cache-misses (:u or none; the default events then: instructions:u
+                    and the L1 and LLC ones), each marked modelled.
+  --I1 G, --D1 G, --LL G
+                    With --cache: a cache's geometry, SIZE,ASSOC,LINE in bytes, as Valgrind's options
+                    (default 32768,8,64 for I1 and D1 and 8388608,16,64 for LL, never the host's).
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
@@ -239,8 +249,33 @@ int write_report(const Options& o, const std::string& text, FILE*& out_file, int
 /// pmc count --emulate: the command under the emulator, its instructions from the plugin's per-process totals.
 int count_emulated(const Options& o, const std::vector<std::string>& command, std::vector<std::string> events,
                    FILE*& out_file) {
+    if (events.empty() && o.cache) // the default with --cache: the model's counts too
+        events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
+                  "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
     if (events.empty()) events = {"instructions:u"};
-    for (const auto& e : events) {
+    std::string cache_arguments;
+    if (!o.cache && !(o.i1 + o.d1 + o.ll).empty()) {
+        fmt::print(stderr, "pmc: count --emulate: --I1, --D1 and --LL shape the modelled caches: give --cache with "
+                           "them\n");
+        return 1;
+    }
+    if (o.cache)
+        if (std::string why = cache_plugin_arguments(o.i1, o.d1, o.ll, cache_arguments); !why.empty()) {
+            fmt::print(stderr, "pmc: count --emulate: {}\n", why);
+            return 1;
+        }
+    std::vector<bool> modelled(events.size(), false);
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        const std::string& e = events[i];
+        if (modelled_cache_count(e, EmulatedReport{})) {
+            if (!o.cache) {
+                fmt::print(stderr, "pmc: count --emulate: '{}' is a cache event: the emulator models the caches only "
+                                   "with --cache (pmc count --emulate --cache -e {} -- COMMAND)\n", e, e);
+                return 1;
+            }
+            modelled[i] = true;
+            continue;
+        }
         auto spec = pmc::try_parse_event(e, o.sysfs);
         if (!spec) {
             fmt::print(stderr, "pmc: {}\n", spec.failure().message);
@@ -271,7 +306,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
     const auto go_time = std::chrono::steady_clock::now();
     Job job;
-    auto child = start_emulated(job, *emulator, command, false, ",report=" + report);
+    auto child = start_emulated(job, *emulator, command, false, ",report=" + report + cache_arguments);
     if (!child) {
         fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
@@ -300,19 +335,24 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     }
     std::vector<std::string> names = events;
     std::vector<pmc::EventCount> counts(events.size());
-    for (auto& c : counts) {
-        c.raw = total;
-        c.estimate = static_cast<double>(total);
-        c.running_fraction = 1.0;
-        c.counted = true;
+    std::vector<std::uint64_t> values(events.size(), total);
+    for (std::size_t i = 0; i < events.size(); ++i)
+        if (modelled[i]) values[i] = modelled_cache_count(events[i], processes_report).value_or(0);
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        counts[i].raw = values[i];
+        counts[i].estimate = static_cast<double>(values[i]);
+        counts[i].running_fraction = 1.0;
+        counts[i].counted = true;
     }
+    const std::string model_note = o.cache ? cache_model_note(o.i1, o.d1, o.ll) : std::string();
     std::string text;
     if (o.json) {
         pmc::JsonWriter j;
         json_report_head(j, command, exit_status, elapsed_ns)
             .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
-                               "whole command, not a real core's")
-            .field("processes", processes_report.processes)
+                               "whole command, not a real core's");
+        if (o.cache) j.field("modelled", model_note);
+        j.field("processes", processes_report.processes)
             .field("unfinished_processes", processes_report.unfinished)
             .key("native_programs")
             .begin_array();
@@ -330,7 +370,8 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         std::size_t width = 5;
         for (const auto& n : names) width = std::max(width, n.size());
         text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
-        for (const auto& n : names) text += fmt::format("{:<{}}  {:>18}\n", n, width, total);
+        for (std::size_t i = 0; i < names.size(); ++i)
+            text += fmt::format("{:<{}}  {:>18}{}\n", names[i], width, values[i], modelled[i] ? "  (modelled)" : "");
         text += fmt::format("\n emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
                             "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
                             "emulator)\n",
@@ -340,6 +381,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
                                               "natively", processes_report.native.size(),
                                               processes_report.native.size() == 1 ? "" : "s"),
                             static_cast<double>(elapsed_ns) / 1e9);
+        if (o.cache) text += " " + model_note + ".\n";
     }
     const int status = write_report(o, text, out_file, exit_status);
     end_like(raw); // (the report is written: now end as the command did)

@@ -11,6 +11,7 @@
 // or in $PMC_EMULATE_LIBDIR.
 #include "command_line.hpp"
 #include "commands.hpp"
+#include "emulate/model/cache_model.hpp"
 
 #include <pmc/emulated.hpp>
 #include <pmc/report.hpp>
@@ -49,7 +50,7 @@ extern char** environ;
 
 namespace pmc_tool {
 
-const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--] COMMAND [ARGS]
+const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache [--I1 G] [--D1 G] [--LL G]] [--] COMMAND [ARGS]
 
 Run COMMAND under QEMU user mode with pmc's TCG plugin: an emulated PMU on any machine, a PMU-less
 cloud VM included. In COMMAND, pmc::Counter{"instructions:u"} (also "instructions" and
@@ -87,6 +88,14 @@ Options:
   --keep-aslr   Leave address randomization on for QEMU's own process and native children (QEMU
                 7.2 still lays the program out the same way every run; QEMU 10 then places its
                 stack, libraries and mmap area at random).
+  --cache       Model the caches too (Cachegrind's model: I1, D1 and LL, LRU, write-allocate; each
+                thread caches of its own) and print the command's totals at its end (pmc count
+                --emulate --cache counts them as events). Costs a call per memory access; without it
+                none is registered.
+  --I1 G, --D1 G, --LL G
+                A cache's geometry G = SIZE,ASSOC,LINE in bytes, as Valgrind's options (default
+                32768,8,64 for I1 and D1, 8388608,16,64 for LL: the geometry Gungraun and CodSpeed pin
+                Cachegrind to; never the host's). The set count must be a power of two.
   -h, --help    Show this help.
 
 Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
@@ -504,6 +513,57 @@ EmulatedReportFile::~EmulatedReportFile() {
     ::rmdir(dir.c_str());
 }
 
+std::string cache_plugin_arguments(const std::string& i1, const std::string& d1, const std::string& ll,
+                                   std::string& arguments) {
+    arguments = ",cache=on";
+    const std::pair<const char*, const std::string*> options[] = {{"I1", &i1}, {"D1", &d1}, {"LL", &ll}};
+    for (const auto& [name, text] : options) {
+        if (text->empty()) continue;
+        pmc_model::CacheGeometry g;
+        if (std::string problem = pmc_model::parse_geometry(*text, g); !problem.empty())
+            return std::string("--") + name + "=" + *text + ": " + problem;
+        std::string lower = name;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        arguments += fmt::format(",{}={}:{}:{}", lower, g.size, g.assoc, g.line);
+    }
+    return "";
+}
+
+std::string cache_model_note(const std::string& i1, const std::string& d1, const std::string& ll) {
+    const auto shown = [](const std::string& text, const pmc_model::CacheGeometry& fallback) {
+        pmc_model::CacheGeometry g = fallback;
+        if (!text.empty()) (void)pmc_model::parse_geometry(text, g);
+        return fmt::format("{},{},{}", g.size, g.assoc, g.line);
+    };
+    return "modelled: Cachegrind's cache model (I1 " + shown(i1, pmc_model::default_i1) + ", D1 " +
+           shown(d1, pmc_model::default_d1) + ", LL " + shown(ll, pmc_model::default_ll) +
+           "; LRU, write-allocate), a model's figures, not a real core's; each thread has caches of its own";
+}
+
+const char* const modelled_cache_events[11] = {
+    "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores", "L1-dcache-store-misses",
+    "L1-icache-load-misses", "LLC-loads", "LLC-load-misses", "LLC-stores", "LLC-store-misses",
+    "cache-references", "cache-misses"};
+
+std::optional<std::uint64_t> modelled_cache_count(const std::string& event, const EmulatedReport& r) {
+    const auto colon = event.find(':');
+    const std::string name = event.substr(0, colon);
+    if (colon != std::string::npos && event.substr(colon) != ":u") return std::nullopt; // user mode only
+    // Cachegrind's fields: the LL is asked on every L1 miss (no L2 in these counts).
+    if (name == "L1-dcache-loads") return r.Dr;
+    if (name == "L1-dcache-load-misses") return r.D1mr;
+    if (name == "L1-dcache-stores") return r.Dw;
+    if (name == "L1-dcache-store-misses") return r.D1mw;
+    if (name == "L1-icache-load-misses") return r.I1mr;
+    if (name == "LLC-loads") return r.D1mr;
+    if (name == "LLC-load-misses") return r.DLmr;
+    if (name == "LLC-stores") return r.D1mw;
+    if (name == "LLC-store-misses") return r.DLmw;
+    if (name == "cache-references") return r.I1mr + r.D1mr + r.D1mw;
+    if (name == "cache-misses") return r.ILmr + r.DLmr + r.DLmw;
+    return std::nullopt;
+}
+
 EmulatedReport read_emulated_report(const std::string& path) {
     EmulatedReport r;
     std::ifstream in(path);
@@ -533,6 +593,15 @@ EmulatedReport read_emulated_report(const std::string& path) {
             p.open = false;
             for (auto& native : p.native) r.native.push_back(std::move(native)); // (a previous execve that worked)
             p.native.clear();
+        } else if (rest.rfind("cache ", 0) == 0) {
+            unsigned long long v[9];
+            if (std::sscanf(rest.c_str(), "cache Ir %llu I1mr %llu ILmr %llu Dr %llu D1mr %llu DLmr %llu Dw %llu D1mw "
+                                          "%llu DLmw %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+                            &v[8]) == 9) {
+                r.has_cache = true;
+                std::uint64_t* fields[] = {&r.Ir, &r.I1mr, &r.ILmr, &r.Dr, &r.D1mr, &r.DLmr, &r.Dw, &r.D1mw, &r.DLmw};
+                for (int i = 0; i < 9; ++i) *fields[i] += v[i];
+            }
         } else if (rest == "exec-failed") {
             p.open = true; // the execve failed, and the process goes on
             p.native.clear();
@@ -579,10 +648,22 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     bool keep_aslr = false;
     cl.flag("--keep-aslr", keep_aslr);
     cl.option("--qemu", qemu, "a path");
+    bool cache = false;
+    std::string i1, d1, ll;
+    cl.flag("--cache", cache);
+    cl.option("--I1", i1, "a geometry SIZE,ASSOC,LINE");
+    cl.option("--D1", d1, "a geometry SIZE,ASSOC,LINE");
+    cl.option("--LL", ll, "a geometry SIZE,ASSOC,LINE");
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(arguments)) return *status;
     const std::vector<std::string> command = cl.command();
     if (command.empty()) return cl.usage_error("no command to emulate: pmc emulate [OPTIONS] -- COMMAND [ARGS]");
+    std::string cache_arguments;
+    if (!cache && !(i1 + d1 + ll).empty())
+        return cl.usage_error("--I1, --D1 and --LL shape the modelled caches: give --cache with them");
+    if (cache)
+        if (std::string why = cache_plugin_arguments(i1, d1, ll, cache_arguments); !why.empty())
+            return cl.usage_error(why);
     auto emulator = find_emulator(qemu);
     if (!emulator) {
         fmt::print(stderr, "pmc emulate: {}\n", emulator.failure().message);
@@ -591,7 +672,8 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     // The plugin's report of the command's processes: which programs ran natively, outside the emulator.
     const EmulatedReportFile report;
     Job job;
-    auto child = start_emulated(job, *emulator, command, keep_aslr, report.path.empty() ? "" : ",report=" + report.path);
+    auto child = start_emulated(job, *emulator, command, keep_aslr,
+                                (report.path.empty() ? "" : ",report=" + report.path) + cache_arguments);
     if (!child) {
         fmt::print(stderr, "pmc emulate: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
@@ -605,6 +687,12 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     if (!report.path.empty()) {
         const EmulatedReport processes = read_emulated_report(report.path);
         explain_child_sigills(processes, *child);
+        if (cache && processes.has_cache) // (in-program counters cannot read the model yet: its totals, at the end)
+            fmt::print(stderr,
+                       "pmc emulate: the command's caches, {}:\n  D1: {} reads, {} misses; {} writes, {} misses\n"
+                       "  LL: {} read misses, {} write misses; I1: {} misses\n",
+                       cache_model_note(i1, d1, ll), processes.Dr, processes.D1mr, processes.Dw, processes.D1mw,
+                       processes.DLmr, processes.DLmw, processes.I1mr);
         if (const std::string note = native_programs_note(processes); !note.empty())
             fmt::print(stderr, "pmc emulate: {}\n", note);
     }

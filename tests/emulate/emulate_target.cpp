@@ -763,6 +763,49 @@ int run_until_signal(const char* ready) {
     }
 }
 
+/// pmc emulate --cache: `lines` lines 4 KiB apart (one set of a 64-set D1), read in turn `rounds` times; on `threads`
+/// threads, each over lines of its own.
+alignas(4096) char chase_lines[4][16 * 4096];
+int run_chase(std::uint64_t lines, std::uint64_t rounds, unsigned threads) {
+    if (lines > 16 || threads > 4 || threads == 0) return 2;
+    std::atomic<unsigned> sum{0};
+    const auto chase = [&](unsigned t) {
+        volatile char* base = chase_lines[t];
+        unsigned s = 0;
+        for (std::uint64_t r = 0; r < rounds; ++r)
+            for (std::uint64_t i = 0; i < lines; ++i) s += static_cast<unsigned char>(base[i * 4096]);
+        sum += s;
+    };
+    if (threads == 1) {
+        chase(0);
+    } else {
+        std::vector<std::thread> workers;
+        for (unsigned t = 0; t < threads; ++t) workers.emplace_back(chase, t);
+        for (auto& w : workers) w.join();
+    }
+    return sum.load() == 12345 ? 3 : 0;
+}
+
+/// pmc emulate --cache against Cachegrind: an N x N matrix multiply (N <= 200), naive loop order (b walked by
+/// columns: its reads miss the D1 once a column's lines no longer fit).
+double mm_a[200][200], mm_b[200][200], mm_c[200][200];
+int run_matmul(unsigned n) {
+    if (n == 0 || n > 200) return 2;
+    for (unsigned i = 0; i < n; ++i)
+        for (unsigned j = 0; j < n; ++j) mm_a[i][j] = i + j, mm_b[i][j] = static_cast<double>(i) - j;
+    for (unsigned i = 0; i < n; ++i)
+        for (unsigned j = 0; j < n; ++j) {
+            double s = 0;
+            for (unsigned k = 0; k < n; ++k) s += mm_a[i][k] * mm_b[k][j];
+            mm_c[i][j] = s;
+        }
+    // A loop whose one load walks memory contiguously: every execution an access of its own, never joined.
+    double total = 0;
+    for (unsigned i = 0; i < n; ++i)
+        for (unsigned j = 0; j < n; ++j) total += mm_c[i][j];
+    return total == 0.5 ? 3 : 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -814,6 +857,10 @@ int main(int argc, char** argv) {
             return run_probe();
         }
         if (mode == "until-signal" && argc > 2) return run_until_signal(argv[2]);
+        if (mode == "chase" && argc > 3) // chase LINES ROUNDS [THREADS]
+            return run_chase(std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),
+                             argc > 4 ? static_cast<unsigned>(std::strtoul(argv[4], nullptr, 10)) : 1);
+        if (mode == "matmul" && argc > 2) return run_matmul(static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10)));
         if (mode == "hooks") return run_hooks();
         if (mode == "alloc-race") return run_alloc_race();
         if (mode == "profile") {
@@ -825,7 +872,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N] | hooks | until-signal FILE | jit-rep | churn | bad-pointer | stack | "
-                         "signal-frames | signal-race | raw-handler | signal-cost | refused WHAT\n");
+                         "profile [--plant N] | hooks | chase LINES ROUNDS [THREADS] | matmul N | until-signal FILE | "
+                         "jit-rep | churn | bad-pointer | stack | signal-frames | signal-race | raw-handler | signal-cost | "
+                         "refused WHAT\n");
     return 2;
 }

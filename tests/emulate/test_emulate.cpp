@@ -23,6 +23,8 @@
 #include <map>
 #include <set>
 #include <regex>
+#include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -235,6 +237,128 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     CHECK(execs.status == 0);
     CHECK_THAT(execs.out, !ContainsSubstring("without reaching their exit"));
     CHECK_THAT(r.out, ContainsSubstring("QEMU's user mode does not implement"));
+}
+
+namespace {
+/// pmc count --emulate --cache --csv of the target's chase: each event's count.
+std::map<std::string, std::uint64_t> cache_counts(const std::string& options, const std::string& chase) {
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --cache --csv " + options + " -- '" +
+                                         target + "' chase " + chase + " 2>&1");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    std::map<std::string, std::uint64_t> counts;
+    const std::regex line("([A-Za-z0-9:-]+),([0-9]+),");
+    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
+        counts[(*it)[1]] = std::stoull((*it)[2]);
+    REQUIRE(counts.count("L1-dcache-load-misses") == 1);
+    return counts;
+}
+} // namespace
+
+TEST_CASE("pmc count --emulate --cache: a chase over N lines of one D1 set misses exactly as LRU predicts",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    // The default D1 (32768,8,64) has 8 ways: 9 lines 4 KiB apart miss on every read, 8 only on the first round.
+    // Runs of 200 and 400 rounds differ by the chase alone (arguments of one length).
+    for (const std::uint64_t lines : {8, 9}) {
+        CAPTURE(lines);
+        const auto a = cache_counts("", std::to_string(lines) + " 200");
+        const auto b = cache_counts("", std::to_string(lines) + " 400");
+        CHECK(b.at("L1-dcache-loads") - a.at("L1-dcache-loads") == lines * 200);
+        CHECK(b.at("L1-dcache-load-misses") - a.at("L1-dcache-load-misses") == (lines == 9 ? 9 * 200 : 0));
+        CHECK(b.at("LLC-load-misses") == a.at("LLC-load-misses")); // the LL holds them all
+        CHECK(b.at("L1-dcache-stores") == a.at("L1-dcache-stores"));
+        CHECK(b.at("instructions:u") > a.at("instructions:u"));
+    }
+    // pmc emulate --cache prints the totals at the end, on stderr, said to be modelled.
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target + "' chase 9 10 2>&1 >/dev/null");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("modelled: Cachegrind's cache model (I1 32768,8,64, D1 32768,8,64, LL "
+                                        "8388608,16,64"));
+    CHECK(std::regex_search(r.out, std::regex("D1: [0-9]+ reads, [0-9]+ misses")));
+    // A geometry of Valgrind's options: a 4-way D1 of 16 KiB (64 sets): 5 lines of one set miss every time.
+    const auto a = cache_counts("--D1 16384,4,64 -e L1-dcache-load-misses", "5 200");
+    const auto b = cache_counts("--D1 16384,4,64 -e L1-dcache-load-misses", "5 400");
+    CHECK(b.at("L1-dcache-load-misses") - a.at("L1-dcache-load-misses") == 5 * 200);
+}
+
+TEST_CASE("pmc count --emulate --cache: each thread has caches of its own, so threads do not evict each other",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    // Four threads chase 5 lines of one D1 set each, 2,000 rounds, at once. Private 8-way caches hold each thread's
+    // 5 lines: a few cold misses each. One cache shared by all (Cachegrind's, QEMU's cache.c) would hold 20 lines
+    // in that set and miss on most of the 40,000 reads, as the threads' interleaving decides.
+    const auto one = cache_counts("", "5 2000 1");
+    for (int run = 0; run < 3; ++run) {
+        const auto four = cache_counts("", "5 2000 4");
+        CAPTURE(run);
+        CHECK(four.at("L1-dcache-loads") - one.at("L1-dcache-loads") >= 3 * 5 * 2000);
+        // Thread start and join add their own accesses (a few hundred misses at most), never the chase's.
+        CHECK(four.at("L1-dcache-load-misses") < one.at("L1-dcache-load-misses") + 2000);
+    }
+}
+
+TEST_CASE("pmc count --emulate --cache agrees with Cachegrind on what a matrix multiply adds (120 -> 160)",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    if (::system("valgrind --version >/dev/null 2>&1") != 0) PMC_SKIP("valgrind is not installed: no Cachegrind to compare with");
+    // Whole programs differ in start-up and in the C library's routines (each emulator's CPUID picks them): what
+    // two sizes of the same loop nest add is the loop's alone, and both models must see the same accesses.
+    const auto cachegrind = [](const char* n) {
+        const std::string out = temp_dir() + "/cachegrind.out";
+        const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
+                                             "--I1=32768,8,64 --D1=32768,8,64 --LL=8388608,16,64 --cachegrind-out-file=" +
+                                             out + " '" + target + "' matmul " + n + " >/dev/null 2>&1; cat " + out);
+        std::map<std::string, std::uint64_t> v;
+        std::smatch events, summary;
+        REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
+        REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
+        std::istringstream names(events[1].str()), values(summary[1].str());
+        for (std::string name; names >> name;) values >> v[name];
+        return v;
+    };
+    const auto ours = [](const char* n) {
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --cache --csv -- '" + target +
+                                             "' matmul " + n + " 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        std::map<std::string, std::uint64_t> v;
+        const std::regex line("([A-Za-z0-9:-]+),([0-9]+),");
+        for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
+            v[(*it)[1]] = std::stoull((*it)[2]);
+        return v;
+    };
+    const auto cg_small = cachegrind("120"), cg_large = cachegrind("160");
+    const auto pmc_small = ours("120"), pmc_large = ours("160");
+    const std::pair<const char*, const char*> fields[] = {{"L1-dcache-loads", "Dr"},
+                                                          {"L1-dcache-load-misses", "D1mr"},
+                                                          {"L1-dcache-stores", "Dw"},
+                                                          {"L1-dcache-store-misses", "D1mw"},
+                                                          {"LLC-load-misses", "DLmr"}};
+    for (const auto& [event, field] : fields) {
+        const double theirs = static_cast<double>(cg_large.at(field)) - static_cast<double>(cg_small.at(field));
+        const double mine = static_cast<double>(pmc_large.at(event)) - static_cast<double>(pmc_small.at(event));
+        CAPTURE(event, mine, theirs);
+        if (std::string(field) != "DLmr") REQUIRE(theirs > 0); // (the arrays fit the LL: no LL miss added)
+        CHECK(std::abs(mine - theirs) <= 0.002 * theirs + 2);
+    }
+}
+
+TEST_CASE("pmc count --emulate: a cache event without --cache names the flag, a bad geometry is refused",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate -e LLC-load-misses -- /bin/true 2>&1");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("models the caches only with --cache"));
+    r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --cache --LL 12582912,16,64 -- /bin/true 2>&1");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("12288 sets: the set count must be a power of two"));
+    r = pmc_test::run_command("'" + pmc_tool + "' emulate --D1 32768,8,64 -- /bin/true 2>&1");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("give --cache with them"));
+    r = pmc_test::run_command("'" + pmc_tool + "' count --cache -- /bin/true 2>&1");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("give --emulate too"));
 }
 
 TEST_CASE("the programs an emulated program executes stay emulated: system(), a shell, a re-exec", "[emulate]") {

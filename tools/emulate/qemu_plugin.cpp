@@ -28,6 +28,7 @@
 // system call (and, once per page and change of the program's mappings, a process_vm_writev that checks the
 // address).
 #include "qemu_plugin_api.h"
+#include "plugin_cache.hpp"
 
 #include <pmc/detail/emulated.hpp>
 
@@ -342,6 +343,7 @@ const RepBlock* rep_block(std::uint64_t start, std::uint64_t insns, std::uint64_
 void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
     const std::size_t n = qemu_plugin_tb_n_insns(tb);
     if (n == 0) return;
+    if (plugin_cache::settings.on) plugin_cache::translate(tb, n); // (pmc emulate --cache)
     if (!guest_base_known.load(std::memory_order_acquire)) {
         const qemu_plugin_insn* first = qemu_plugin_tb_get_insn(tb, 0);
         const auto host = reinterpret_cast<std::intptr_t>(qemu_plugin_insn_haddr(first));
@@ -492,6 +494,7 @@ void in_fork_child() {
     fork_baseline = instructions_of(this_vcpu);
     new (&totals_lock) std::mutex; // they may have been held by a thread that is gone
     new (&slots_lock) std::mutex;
+    if (plugin_cache::settings.on) plugin_cache::in_fork_child();
     say_started();
 }
 
@@ -500,6 +503,10 @@ void in_fork_child() {
 /// library starts the program under QEMU again, which reports its own).
 void report_total(const char* what) {
     if (report_path.empty()) return;
+    if (plugin_cache::settings.on) { // the cache counts first: a process's lines end with its instructions
+        const std::string cache = plugin_cache::report_line(static_cast<long>(own_pid));
+        append_line(cache.data(), static_cast<int>(cache.size()));
+    }
     const std::uint64_t total = exited_total + live_threads_total();
     char line[96];
     append_line(line, std::snprintf(line, sizeof line, "pid %ld %sinstructions %llu\n", static_cast<long>(own_pid),
@@ -633,6 +640,7 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
                 uint64_t a4, uint64_t a5, uint64_t, uint64_t, uint64_t) {
     this_vcpu = vcpu;
     note_refused_call(num, a1);
+    if (plugin_cache::settings.on) plugin_cache::at_syscall();
     if (num == execve_number || num == execveat_number) {
         on_execve(num, a1, a2, num == execve_number ? a3 : a4, a5);
         report_total("exec ");
@@ -683,7 +691,18 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
             report_path = argv[i] + 7;
             continue;
         }
-        std::fprintf(stderr, "pmc's QEMU plugin: unknown argument '%s' (it takes report=FILE)\n", argv[i]);
+        std::string error;
+        if (plugin_cache::parse_argument(argv[i], error)) {
+            if (error.empty()) continue;
+            std::fprintf(stderr, "pmc's QEMU plugin: %s\n", error.c_str());
+            return -1;
+        }
+        std::fprintf(stderr, "pmc's QEMU plugin: unknown argument '%s' (it takes report=FILE, cache=on, "
+                             "i1=, d1=, l2=, ll=SIZE:ASSOC:LINE, inclusion=strict)\n", argv[i]);
+        return -1;
+    }
+    if (const std::string why = plugin_cache::start(); !why.empty()) {
+        std::fprintf(stderr, "pmc's QEMU plugin: the cache model cannot start: %s\n", why.c_str());
         return -1;
     }
     std::snprintf(target_name, sizeof target_name, "%s", info->target_name ? info->target_name : "?");

@@ -73,6 +73,20 @@ void* qemu_plugin_insn_haddr(const struct qemu_plugin_insn* insn);
 
 void qemu_plugin_outs(const char* string);
 
+// Memory accesses (pmc emulate --cache): a call after each access an instruction makes, with its guest address.
+typedef uint32_t qemu_plugin_meminfo_t;
+enum qemu_plugin_mem_rw {
+    QEMU_PLUGIN_MEM_R = 1,
+    QEMU_PLUGIN_MEM_W,
+    QEMU_PLUGIN_MEM_RW,
+};
+typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t vaddr,
+                                          void* userdata);
+void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn* insn, qemu_plugin_vcpu_mem_cb_t cb,
+                                      enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw, void* userdata);
+unsigned qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
+bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
+
 #if PMC_PLUGIN_API >= 2
 struct qemu_plugin_scoreboard;
 /// One uint64_t member of every vCPU's entry in a scoreboard: what inline operations act on.

@@ -151,15 +151,16 @@ public:
         const std::uint64_t tag = line + 1; // 0 marks an empty way
         evicted = no_line;
         if (__builtin_expect(set[0] == tag, 1)) return false;
-        for (std::uint32_t i = 1; i < assoc_; ++i)
-            if (set[i] == tag) {
-                for (std::uint32_t j = i; j > 0; --j) set[j] = set[j - 1];
-                set[0] = tag;
-                return false;
-            }
-        evicted = set[assoc_ - 1] - 1; // no_line if the way was empty
-        for (std::uint32_t j = assoc_ - 1; j > 0; --j) set[j] = set[j - 1];
-        set[0] = tag;
+        // One pass: each way takes the tag before it until the line is found (a hit) or falls off the end (a miss).
+        // (Written as a carried value, not a shift: compilers turn a shift loop into a call of memmove.)
+        std::uint64_t carried = tag;
+        for (std::uint32_t i = 0; i < assoc_; ++i) {
+            const std::uint64_t here = set[i];
+            set[i] = carried;
+            if (here == tag) return false;
+            carried = here;
+        }
+        evicted = carried - 1; // no_line if the way was empty
         return true;
     }
     __attribute__((always_inline)) bool touch(std::uint64_t line) noexcept {

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+// plugin_cache.hpp: `pmc emulate --cache` inside pmc's QEMU plugin (included by qemu_plugin.cpp alone). It only
+// feeds the models of model/cache_model.hpp: each guest thread has a CacheHierarchy of its own, so that its
+// counts never depend on how threads interleave.
+//
+// Nothing here runs unless the plugin is given cache=on: without it no memory callback is registered and the
+// plugin costs what it did. With it:
+//   - at translation, each block gets its instruction-fetch plan (plan_fetches) and a call at each execution that
+//     simulates it; each instruction gets a call after each memory access it makes (QEMU's mem callback);
+//   - the accesses of one execution of one instruction are joined back (DataAccessMerger): an execution is the
+//     thread's count of executed blocks and the instruction's index in its block;
+//   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
+//     instruction by instruction: only the LL, which both sides share, can see the difference);
+//   - at each system call the thread's pending access is completed, so that a count read there is exact.
+// Arguments (QEMU splits plugin arguments at commas, so geometries use colons): cache=on, i1=SIZE:ASSOC:LINE,
+// d1=..., l2=..., ll=..., inclusion=strict.
+#pragma once
+
+#include "model/cache_model.hpp"
+#include "qemu_plugin_api.h"
+
+#include <pthread.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace plugin_cache {
+
+struct Settings {
+    bool on = false;
+    pmc_model::CacheConfig config;
+};
+inline Settings settings;
+
+/// Takes one plugin argument if it is the cache's: true if it was (then `error` says what is wrong, or is "").
+inline bool parse_argument(const char* arg, std::string& error) {
+    const std::string a = arg;
+    const auto eq = a.find('=');
+    if (eq == std::string::npos) return false;
+    const std::string name = a.substr(0, eq), value = a.substr(eq + 1);
+    if (name == "cache") {
+        if (value != "on" && value != "off") error = "cache=" + value + ": on or off";
+        settings.on = value == "on";
+        return true;
+    }
+    if (name == "inclusion") {
+        if (value == "strict") settings.config.inclusion = pmc_model::Inclusion::strict;
+        else if (value == "cachegrind") settings.config.inclusion = pmc_model::Inclusion::cachegrind;
+        else error = "inclusion=" + value + ": cachegrind or strict";
+        return true;
+    }
+    pmc_model::CacheGeometry* target = name == "i1"   ? &settings.config.i1
+                                       : name == "d1" ? &settings.config.d1
+                                       : name == "ll" ? &settings.config.ll
+                                                      : nullptr;
+    if (name == "l2") target = &settings.config.l2.emplace();
+    if (!target) return false;
+    std::string text = value;
+    for (char& c : text)
+        if (c == ':') c = ',';
+    const std::string problem = pmc_model::parse_geometry(text, *target);
+    if (!problem.empty()) error = name + "=" + value + ": " + problem;
+    return true;
+}
+
+/// The cache counts, summed; what a report line says.
+inline void add(pmc_model::CacheCounts& to, const pmc_model::CacheCounts& from, bool subtract = false) {
+    const auto each = [&](auto& a, const auto& b) {
+        for (std::size_t k = 0; k < a.size(); ++k) {
+            a[k].accesses = subtract ? a[k].accesses - b[k].accesses : a[k].accesses + b[k].accesses;
+            a[k].misses = subtract ? a[k].misses - b[k].misses : a[k].misses + b[k].misses;
+        }
+    };
+    each(to.l1, from.l1);
+    each(to.l2, from.l2);
+    each(to.ll, from.ll);
+}
+
+/// One guest thread's model.
+struct ThreadModel {
+    pmc_model::CacheHierarchy caches;
+    pmc_model::DataAccessMerger merger;
+    std::uint64_t blocks = 0; ///< blocks this thread executed: with an instruction's index, one execution of it
+
+    explicit ThreadModel(const pmc_model::CacheConfig& c) : caches(c) {}
+    void complete(const pmc_model::DataAccess& a) noexcept {
+        if (a.kind == pmc_model::Kind::write) caches.write(a.address, a.size);
+        else caches.read(a.address, a.size);
+    }
+    void flush() noexcept {
+        merger.flush([this](const pmc_model::DataAccess& a) { complete(a); });
+    }
+};
+
+// The models of the process's live threads (for its total at exit) and what exited threads counted.
+inline std::mutex models_lock;
+inline std::vector<ThreadModel*> live_models;
+inline pmc_model::CacheCounts exited_counts;
+inline pmc_model::CacheCounts reported_counts; ///< already in a report line (at an execve, or the parent's at a fork)
+
+/// The thread's model: a pointer in initial-exec TLS (a plain load; a dlopen'd library's thread_local object
+/// would go through __tls_get_addr on every access), freed by a pthread key's destructor at the thread's exit.
+inline __attribute__((tls_model("initial-exec"))) thread_local ThreadModel* current = nullptr;
+inline pthread_key_t exit_key;
+
+inline void thread_exits(void* model) {
+    auto* m = static_cast<ThreadModel*>(model);
+    m->flush();
+    {
+        std::lock_guard<std::mutex> hold(models_lock);
+        add(exited_counts, m->caches.counts());
+        for (auto& p : live_models)
+            if (p == m) {
+                p = live_models.back();
+                live_models.pop_back();
+                break;
+            }
+    }
+    current = nullptr;
+    delete m;
+}
+
+__attribute__((noinline)) inline ThreadModel& new_thread_model() {
+    auto* m = new ThreadModel(settings.config);
+    {
+        std::lock_guard<std::mutex> hold(models_lock);
+        live_models.push_back(m);
+    }
+    ::pthread_setspecific(exit_key, m);
+    current = m;
+    return *m;
+}
+inline ThreadModel& this_thread() {
+    ThreadModel* m = current;
+    return __builtin_expect(m != nullptr, 1) ? *m : new_thread_model();
+}
+
+/// What a block's executions need: its fetch plan, and each instruction's address and index for its accesses.
+struct Instruction {
+    std::uint64_t pc;
+    std::uint32_t index;
+};
+struct Block {
+    std::uint64_t instructions;
+    std::vector<pmc_model::FetchRef> fetches;
+    std::unique_ptr<Instruction[]> each;
+};
+/// Kept for the plugin's life: QEMU does not say when it drops a translation.
+inline std::mutex blocks_lock;
+inline std::vector<std::unique_ptr<Block>> blocks;
+
+inline void on_block(unsigned int, void* data) {
+    const auto* b = static_cast<const Block*>(data);
+    ThreadModel& t = this_thread();
+    ++t.blocks;
+    t.caches.count_instructions(b->instructions);
+    for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_uncounted(r.address, r.size);
+}
+
+inline void on_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    const auto* insn = static_cast<const Instruction*>(data);
+    ThreadModel& t = this_thread();
+    t.merger.add((t.blocks << 10) | insn->index, insn->pc, qemu_plugin_mem_is_store(info), address,
+                 1u << qemu_plugin_mem_size_shift(info), [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+}
+
+/// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
+inline void translate(qemu_plugin_tb* tb, std::size_t n) {
+    auto block = std::make_unique<Block>();
+    block->instructions = n;
+    block->each.reset(new Instruction[n]);
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> fetched;
+    for (std::size_t i = 0; i < n; ++i) {
+        qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
+        const std::uint64_t pc = qemu_plugin_insn_vaddr(insn);
+        fetched.emplace_back(pc, static_cast<std::uint32_t>(qemu_plugin_insn_size(insn)));
+        block->each[i] = Instruction{pc, static_cast<std::uint32_t>(i & 1023)};
+        qemu_plugin_register_vcpu_mem_cb(insn, on_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, &block->each[i]);
+    }
+    block->fetches = pmc_model::plan_fetches(fetched, settings.config.i1.line);
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    std::lock_guard<std::mutex> hold(blocks_lock);
+    blocks.push_back(std::move(block));
+}
+
+/// Before a system call: the thread's last access is complete (a count read there includes it).
+inline void at_syscall() {
+    if (ThreadModel* m = current) m->flush();
+}
+
+/// Starts the cache model, or says why it cannot ("" if it can, or is off).
+inline std::string start() {
+    if (!settings.on) return "";
+    if (std::string p = pmc_model::config_problem(settings.config); !p.empty()) return p;
+    if (::pthread_key_create(&exit_key, thread_exits) != 0) return "no pthread key for the threads' models";
+    return "";
+}
+
+/// The process's cache counts since its last report line, as one: "pid N cache Ir A I1mr B ILmr C Dr D D1mr E
+/// DLmr F Dw G D1mw H DLmw I\n" (Cachegrind's names and meanings).
+inline std::string report_line(long pid) {
+    std::lock_guard<std::mutex> hold(models_lock);
+    pmc_model::CacheCounts total = exited_counts;
+    for (ThreadModel* m : live_models) {
+        if (m == current) m->flush();
+        add(total, m->caches.counts());
+    }
+    pmc_model::CacheCounts since = total;
+    add(since, reported_counts, true);
+    reported_counts = total;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "pid %ld cache Ir %llu I1mr %llu ILmr %llu Dr %llu D1mr %llu DLmr %llu Dw %llu D1mw %llu DLmw %llu\n",
+                  pid, static_cast<unsigned long long>(since.Ir()), static_cast<unsigned long long>(since.I1mr()),
+                  static_cast<unsigned long long>(since.ILmr()), static_cast<unsigned long long>(since.Dr()),
+                  static_cast<unsigned long long>(since.D1mr()), static_cast<unsigned long long>(since.DLmr()),
+                  static_cast<unsigned long long>(since.Dw()), static_cast<unsigned long long>(since.D1mw()),
+                  static_cast<unsigned long long>(since.DLmw()));
+    return line;
+}
+
+/// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report.
+inline void in_fork_child() {
+    new (&models_lock) std::mutex;
+    live_models.clear();
+    exited_counts = {};
+    reported_counts = {};
+    if (ThreadModel* m = current) {
+        live_models.push_back(m);
+        reported_counts = m->caches.counts();
+    }
+}
+
+} // namespace plugin_cache
