@@ -95,6 +95,7 @@ extern const char* const emulate_help;
 /// QEMU's user-mode binary and pmc's plugin and preload library, as found for this machine.
 struct Emulator {
     std::string qemu, plugin, preload;
+    std::string description; ///< "QEMU 7.2.13 (Debian 1:7.2+dfsg-7+deb12u7), plugin API 1": for profiles
 };
 /// Finds them (`qemu`: --qemu's value, or ""), or says what is missing and what to install.
 pmc::Result<Emulator> find_emulator(const std::string& qemu);

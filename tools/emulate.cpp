@@ -271,6 +271,20 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
                                          "binary), or point PMC_EMULATE_LIBDIR at their directory" +
                                          std::string(libdir && *libdir ? " (it names one without them)" : "") + ".");
     }
+    // Its version (`qemu-x86_64 --version`: "qemu-x86_64 version 7.2.13 (Debian ...)"), for the profiles recorded
+    // under it: pmc diff then tells runs of two emulators apart.
+    std::string version = "version unknown";
+    if (e.qemu.find('\'') == std::string::npos)
+        if (FILE* p = ::popen(("'" + e.qemu + "' --version 2>/dev/null").c_str(), "r")) {
+            char line[256] = {};
+            if (std::fgets(line, sizeof line, p)) {
+                std::string l = line;
+                while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+                if (const auto at = l.find("version "); at != std::string::npos) version = l.substr(at + 8);
+            }
+            ::pclose(p);
+        }
+    e.description = "QEMU " + version + ", plugin API " + (qemu.exports_second ? "2" : "1");
     if (e.plugin.find(',') != std::string::npos)
         return pmc::make_failure(EINVAL, "cannot emulate: the plugin's path has a comma, which QEMU's -plugin option "
                                          "takes as a separator: " + e.plugin + "\nFix: install pmc elsewhere.");
@@ -384,6 +398,7 @@ pmc::Result<pid_t> start_emulated(const Emulator& e, const std::vector<std::stri
     env.push_back("PMC_EMULATE_PLUGIN=" + plugin);
     env.push_back("PMC_EMULATE_PRELOAD=" + e.preload);
     env.push_back(std::string(pmc::detail::emulated::announce_variable) + "=1"); // the program may ask the plugin
+    env.push_back(std::string(pmc::detail::emulated::emulator_variable) + "=" + e.description);
     const std::string argv0 = command.size() == original.size() ? original[0] : command[0];
     std::vector<std::string> args = {e.qemu, "-0", argv0, "-E", "LD_PRELOAD=" + preload};
     if (!bind_now_set) args.insert(args.end(), {"-E", "LD_BIND_NOW=1"});
