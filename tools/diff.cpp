@@ -69,6 +69,9 @@ over all threads, so the order threads registered in (their numbers) changes not
 Options:
   --counter NAME  Compare this recorded counter (default: the first file's primary); every file
                   must have recorded it.
+  --any-emulator  Compare profiles recorded under different emulators (pmc emulate: QEMU version,
+                  plugin API) or emulated CPU models, with a warning. Without it such a diff exits
+                  4 ("cannot judge"): the emulators' differences would show as the program's.
   --top N         Show the N labels with the largest |self delta|, and every flagged label beyond
                   them (a gate's reason is never hidden).
   --json          One JSON object instead of tables. Each label has "fails_gate", "under_threshold"
@@ -363,6 +366,8 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     pmc_cli::Option alpha_option =
         cl.option("--alpha", alpha_text, "a chance between 0 and 1 (e.g. 0.05 for 5 %)");
     cl.option("--counter", counter_name, "a counter name");
+    bool any_emulator = false;
+    cl.flag("--any-emulator", any_emulator);
     pmc_cli::Option top_option = cl.option("--top", top_text, "a whole number");
     cl.allow_extras(); // the files, with the '--' between the sides, are read below
     if (auto status = cl.parse(arguments)) return *status;
@@ -427,6 +432,28 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     if (auto failure = runs::choose_counter(all, counter_name)) {
         fmt::print(stderr, "pmc diff: {}\n", *failure);
         return 1;
+    }
+    // Runs from two emulators (QEMU versions, plugin APIs) or two emulated CPU models count some code differently
+    // (QEMU 7.2 and 10 differed in 18 of 38 labels of one program): a difference would be theirs, not the program's.
+    for (const Run& r : all) {
+        const Run& first = all[0];
+        if (r.profile.emulator == first.profile.emulator &&
+            (r.profile.emulator.empty() || r.profile.cpu == first.profile.cpu))
+            continue;
+        auto what = [](const Run& x) {
+            return x.profile.emulator.empty() ? "not emulated: " + x.profile.cpu
+                                              : x.profile.emulator + "; " + x.profile.cpu;
+        };
+        fmt::print(stderr, "pmc diff: {}: the profiles come from different emulators or emulated CPUs:\n  {}: {}\n  "
+                           "{}: {}\n",
+                   any_emulator ? "warning" : "cannot judge", first.file, what(first), r.file, what(r));
+        if (!any_emulator) {
+            fmt::print(stderr, "Their counts differ for the emulator's sake, not the program's. Record both sides "
+                               "under one emulator (pmc emulate --qemu PATH), or compare anyway with "
+                               "--any-emulator.\n");
+            return 4;
+        }
+        break;
     }
     const std::size_t nb = before_files.size(), na = after_files.size();
     const pmc::ProfileCounter counter = all[0].profile.counters[all[0].counter];

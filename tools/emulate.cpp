@@ -311,6 +311,9 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
                                          "binary), or point PMC_EMULATE_LIBDIR at their directory" +
                                          std::string(libdir && *libdir ? " (it names one without them)" : "") + ".");
     }
+    // Its version (read from its binary above), for the profiles recorded under it: pmc diff then tells runs of
+    // two emulators apart.
+    e.description = "QEMU " + (e.version.empty() ? std::string("version unknown") : e.version) + ", plugin API " + (qemu.exports_second ? "2" : "1");
     if (e.plugin.find(',') != std::string::npos)
         return pmc::make_failure(EINVAL, "cannot emulate: the plugin's path has a comma, which QEMU's -plugin option "
                                          "takes as a separator: " + e.plugin + "\nFix: install pmc elsewhere.");
@@ -424,6 +427,7 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
     env.push_back("PMC_EMULATE_PRELOAD=" + e.preload);
     env.push_back(std::string(pmc::detail::emulated::announce_variable) + "=1"); // the program may ask the plugin
     if (e.misaligns_signal_frames) env.push_back("PMC_EMULATE_REALIGN_SIGNALS=1"); // (tools/emulate/stay_emulated.cpp)
+    env.push_back(std::string(pmc::detail::emulated::emulator_variable) + "=" + e.description);
     const std::string argv0 = command.size() == original.size() ? original[0] : command[0];
     std::vector<std::string> args = {e.qemu, "-0", argv0, "-E", "LD_PRELOAD=" + preload};
     if (!bind_now_set) args.insert(args.end(), {"-E", "LD_BIND_NOW=1"});

@@ -296,6 +296,12 @@ int write_chrome(pmc::ProfileReader& r, std::size_t c, const ExportOptions& o, S
         [&](const pmc::NestedMark& m) {
             enter_thread(m.thread);
             if (c != 0) return; // marks carry the primary counter's reading only
+            if (m.own_work) { // the profiler's page write or label interning, inside the enclosing slices
+                out.print(",\n{{\"ph\":\"X\",\"name\":\"pmc: own work\",\"cat\":\"pmc\",\"pid\":{},\"tid\":{},"
+                          "\"ts\":{},\"dur\":{}}}",
+                          pid, tid, ts(m.reading), trace_us(m.integer, ns));
+                return;
+            }
             if (m.kind == pf::RecordKind::instant) {
                 out.print(",\n{{\"ph\":\"i\",\"s\":\"t\",\"name\":");
                 json_string(out, p.string(m.label));

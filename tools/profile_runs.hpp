@@ -124,6 +124,7 @@ inline std::optional<std::string> load(const std::string& file, Run& out) {
             out.intervals.push_back(std::move(iv));
         },
         [&](const pmc::NestedMark& m) {
+            if (m.own_work) return; // the profiler's, not the program's (its time is in the intervals around it)
             if (m.kind == pf::RecordKind::instant) ++out.events.instants[name_of(p, m.label, m.arg)];
             else {
                 auto& [count, sum] = out.events.integers[p.string(m.label)];

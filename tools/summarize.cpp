@@ -92,6 +92,7 @@ struct Summary {
     cli::OpenScopes open;           ///< scopes whose enclosing scopes are not in the file (counted as outermost)
     std::optional<pmc::Failure> failure; ///< the file could not be read again (changed since it was opened)
     std::uint64_t overflows = 0;    ///< values that could not be summed (left out, reported: exit status 2)
+    std::uint64_t own_work = 0, own_work_marks = 0; ///< the profiler's own work marked on a time primary
 };
 
 /// Walks the threads' nesting (thread `only`, or all) for counter `c`.
@@ -138,6 +139,11 @@ Summary summarize(pmc::ProfileReader& reader, std::size_t c, std::optional<std::
             l.calls.push_back(total);
         },
         [&](const pmc::NestedMark& m) {
+            if (m.own_work) { // in the intervals around it (readings stay absolute): said apart
+                ++s.own_work_marks;
+                if (!cli::checked_add(s.own_work, m.integer)) ++s.overflows;
+                return;
+            }
             auto& e = (m.kind == pf::RecordKind::instant ? instants : integers)[m.label];
             e.label = m.label;
             ++e.count;
@@ -247,6 +253,11 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
         fmt::print("{} scope(s) had less self value than their child scopes' recording cost: shown as 0 (the cost is "
                    "a median measured at start; for a time or other noisy counter the correction is approximate)\n",
                    s.clamped);
+    if (s.own_work_marks)
+        fmt::print("pmc's own work (page writes, flushes, label interning): {} in {} stretch(es), inside the scopes "
+                   "around them ({} keeps its readings absolute across threads; `pmc export --chrome` shows each as a "
+                   "\"pmc: own work\" slice)\n",
+                   show(static_cast<double>(s.own_work), p.counters[0].unit), s.own_work_marks, p.counters[0].name);
     if (!s.instants.empty()) {
         fmt::print("\n{:<{}}  {:>9}\n", "instant event", width, "count");
         for (const auto& e : s.instants) fmt::print("{:<{}}  {:>9}\n", column(p.string(e.label)), width, e.count);
@@ -262,6 +273,7 @@ void print_tables(const pmc::Profile& p, const Summary& s, const pmc::ProfileCou
 void json_summary(pmc::JsonWriter& j, const pmc::Profile& p, Summary& s) {
     j.field("run", s.run).field("run_less_recording_cost", s.removed).field("scopes", s.scopes);
     j.field("clamped_to_zero", s.clamped).field("total_rule", total_rule);
+    j.field("own_work", s.own_work).field("own_work_stretches", s.own_work_marks);
     j.field("scopes_without_enclosing", s.open.orphans()).key("open_scopes");
     s.open.json(j, p);
     j.key("labels").begin_array();
@@ -340,7 +352,7 @@ int cmd_summarize(const std::vector<std::string>& arguments) {
         j.field("pid", p.pid).key("command_line").begin_array();
         for (const auto& a : p.command_line) j.value(a);
         j.end_array().field("start_time_ns", p.start_time_ns).field("cpu", p.cpu).field("kernel", p.kernel);
-        j.field("aslr", p.aslr).key("counters").begin_array();
+        j.field("aslr", p.aslr).field("emulator", p.emulator).key("counters").begin_array();
         for (const auto& k : p.counters)
             j.begin_object().field("name", k.name).field("unit", k.unit).field("read_path", k.read_path)
                 .field("exact", reader.exactness(static_cast<std::size_t>(&k - p.counters.data())).exact).field("irq_corrected", (k.flags & pmc::profile_format::irq_corrected) != 0)
@@ -401,6 +413,7 @@ int cmd_summarize(const std::vector<std::string>& arguments) {
                start_time_text(p.start_time_ns));
     if (!command.empty()) fmt::print("command: {}\n", command);
     fmt::print("cpu: {}; kernel {}; ASLR {}\n", p.cpu, p.kernel, p.aslr);
+    if (!p.emulator.empty()) fmt::print("emulator: {}\n", p.emulator);
     for (std::size_t i = 0; i < p.counters.size(); ++i) {
         const auto& k = p.counters[i];
         fmt::print("{} {}: {}{}, read with {}{}; one scope adds {} to its parent, an empty one records {}\n",

@@ -55,8 +55,15 @@ enum class Tag : std::uint16_t {
     counter = 8,      ///< one per counter, the primary first (see CounterFlag and docs)
     warning = 9,      ///< string: a fallback or problem the writer noticed
     page_bytes = 10,  ///< u64: the writer's page size
-    start_values = 11 ///< u64 per counter: each counter's reading when the profiler started
+    start_values = 11, ///< u64 per counter: each counter's reading when the profiler started
+    own_work_label = 12, ///< u32: the label of own-work marks (a time primary; absent: none)
+    emulator = 13        ///< string: the emulator the program ran on (pmc emulate); absent: none
 };
+
+/// The text of the own-work marks' label: integer records of the profiler's own work on a clock (page writes, label
+/// interning), at the primary's reading when it began, the integer its length. Readers know them by the header's
+/// own_work_label, never by this text.
+inline constexpr char own_work_text[] = "pmc: own work";
 
 /// Bits of a counter's flags.
 enum CounterFlag : std::uint32_t {
@@ -252,6 +259,15 @@ struct ProfileOpenInterval {
     std::uint64_t start = 0; ///< the primary counter's reading when it began
 };
 
+/// A stretch of the profiler's own work on a thread (page writes, flush(), label interning), on a time primary:
+/// left in the enclosing intervals' durations (the readings stay absolute), marked so that a reader can show it or
+/// take it out.
+struct ProfileOwnWork {
+    std::uint64_t at = 0;     ///< the primary counter's reading when it began
+    std::uint64_t length = 0; ///< how long it took, in the primary's unit
+    std::uint32_t depth = 0;  ///< intervals open around it
+};
+
 /// One thread that recorded events. Its records are in the order they ended (postorder: children before parents).
 struct ProfileThread {
     std::uint32_t index = 0; ///< the profiler's number for it (0: the thread that created the profiler)
@@ -266,6 +282,7 @@ struct ProfileThread {
     bool ended = false;              ///< its last thread page was written at its end (thread exit, profiler close)
     std::uint32_t pages_written = 0; ///< events pages it had written when its last thread page was written
     std::vector<ProfileRecord> records;
+    std::vector<ProfileOwnWork> own_work; ///< the profiler's own work, in the order marked (not in `records`)
     std::uint32_t pages = 0;         ///< event pages read
     std::uint32_t missing_pages = 0; ///< event pages known to be written but absent (lost or corrupt)
     std::uint32_t thread_pages = 0;  ///< thread pages read (the one with the highest number counts)
@@ -289,10 +306,20 @@ struct Profile {
     std::vector<std::string> command_line;
     std::uint64_t start_time_ns = 0;
     std::string cpu, kernel, aslr;
+    /// The emulator the program ran on, under pmc emulate ("QEMU 7.2.22, plugin API 1"); "" for a
+    /// program that ran on the machine. `cpu` is then the CPU model the emulator presents.
+    std::string emulator;
     std::uint64_t page_bytes = 0;
     std::vector<std::string> warnings; ///< the writer's (fallbacks, counters that failed on a thread)
     std::vector<ProfileCounter> counters;
     std::vector<std::uint64_t> start_values;
+    /// The label of the profiler's own-work marks (integer records; 0: none). Where the primary is a time, the
+    /// writer keeps its readings absolute, and marks each stretch of its own work (page writes, label interning)
+    /// inside the intervals: a reader may show them, or take them out of durations.
+    std::uint32_t own_work_label = 0;
+    bool own_work(const ProfileRecord& r) const noexcept {
+        return own_work_label != 0 && r.kind == profile_format::RecordKind::integer && r.label == own_work_label;
+    }
     std::unordered_map<std::uint32_t, std::string> strings;
     std::vector<ProfileThread> threads;
     std::vector<std::uint64_t> values;
@@ -408,6 +435,7 @@ inline std::optional<Failure> parse_profile_header(const unsigned char* p, std::
         case pf::Tag::cpu: out.cpu = f.str(len); break;
         case pf::Tag::kernel: out.kernel = f.str(len); break;
         case pf::Tag::aslr: out.aslr = f.str(len); break;
+        case pf::Tag::emulator: out.emulator = f.str(len); break;
         case pf::Tag::warning: out.warnings.push_back(f.str(len)); break;
         case pf::Tag::page_bytes: out.page_bytes = f.get<std::uint64_t>(); break;
         case pf::Tag::counter: {
@@ -424,6 +452,7 @@ inline std::optional<Failure> parse_profile_header(const unsigned char* p, std::
             out.counters.push_back(std::move(c));
             break;
         }
+        case pf::Tag::own_work_label: out.own_work_label = f.get<std::uint32_t>(); break;
         case pf::Tag::start_values:
             while (f.at + 8 <= len) out.start_values.push_back(f.get<std::uint64_t>());
             break;
@@ -966,6 +995,10 @@ inline Result<Profile> parse_profile(const unsigned char* p, std::size_t n) {
                 rec.depth = r.depth;
                 rec.label = r.label;
                 rec.arg = r.arg;
+                if (out.own_work(rec)) { // the profiler's, not the program's: kept apart
+                    t.own_work.push_back(ProfileOwnWork{r.values[0], r.values[1], r.depth});
+                    return;
+                }
                 rec.first_value = out.values.size();
                 out.values.insert(out.values.end(), r.values, r.values + r.nvalues);
                 t.records.push_back(rec);

@@ -91,6 +91,9 @@ struct NestedMark {
     bool path_complete = true;
     std::uint64_t reading = 0; ///< the primary counter's reading when it happened
     std::uint64_t integer = 0; ///< an integer event's value (0 for an instant)
+    /// An own-work mark (Profile::own_work_label): the profiler's own work, `integer` long from `reading`, not an
+    /// event of the program's.
+    bool own_work = false;
     const std::vector<std::uint32_t>* labels = nullptr;
     /// Label ids of the enclosing scopes, outermost first, then this event's own label.
     const std::vector<std::uint32_t>& path() const { return *labels; }
@@ -353,6 +356,8 @@ public:
                         m.path_complete = complete;
                         m.reading = e->values[0];
                         m.integer = e->kind == pf::RecordKind::integer ? e->values[1] : 0;
+                        m.own_work = m.kind == pf::RecordKind::integer && m.label != 0 &&
+                                     m.label == profile_.own_work_label;
                         path.push_back(e->label);
                         m.labels = &path;
                         on_mark(static_cast<const NestedMark&>(m));

@@ -192,7 +192,10 @@ public:
     /// which would otherwise land in the enclosing interval's self value and, under an exact counter, make it
     /// change when nothing in the program did. What remains is constant: the instructions around two readings.
     /// Not for the program's own work (it would hide it). label(), thread_name(), flush() and the recording path's
-    /// own page writes pause themselves. Nothing to do on a thread that has not recorded yet, or when off.
+    /// own page writes pause themselves. Exact counters only: a time (wall-time, tsc, task-clock) keeps the work in,
+    /// so that its readings stay absolute across threads (where the primary is a time, the profiler's own work is
+    /// marked in the file instead: docs/profile-format.md, "Own-work marks"). Nothing to do on a thread that has not
+    /// recorded yet, or when off.
     ProfilerPause pause() noexcept;
 
 private:
@@ -242,6 +245,8 @@ private:
 
     detail::ProfilerThread* t_ = nullptr;
     std::uint32_t at_ = 0; ///< its slot in the thread's nesting (its depth)
+    std::uint32_t serial_ = 0; ///< its opening's serial: the slot may hold a later interval after end_to()
+    std::uint32_t label_ = 0;  ///< for the nesting error when end_to() ended it first
 };
 
 // ---- ProfilerPause ---------------------------------------------------------------------------------------------
@@ -254,7 +259,7 @@ public:
 
 private:
     friend class Profiler;
-    explicit ProfilerPause(detail::ProfilerThread* t) noexcept : own_work_(t) {}
+    explicit ProfilerPause(detail::ProfilerThread* t) noexcept : own_work_(t, false) {}
     detail::ProfilerThread::Uncounted own_work_;
 };
 
@@ -395,13 +400,13 @@ inline ProfilerScope Profiler::scope(Label label, std::string_view arg) {
 }
 
 BOOST_FORCEINLINE ProfilerScope::ProfilerScope(detail::ProfilerThread* t, Label label, Label arg) noexcept
-    : t_(t), at_(t->push(label.id, arg.id)) {}
+    : t_(t), at_(t->push(label.id, arg.id)), serial_(t->openings), label_(label.id) {}
 
 BOOST_FORCEINLINE void ProfilerScope::end() noexcept {
     if (t_ == nullptr) return;
     detail::ProfilerThread& t = *t_;
     t_ = nullptr;
-    t.end_scope(at_);
+    t.end_scope(at_, serial_, label_);
 }
 
 BOOST_FORCEINLINE void Profiler::begin(Label label, Label arg) noexcept {
@@ -500,11 +505,13 @@ inline detail::ProfilerThread* Profiler::register_thread(bool throw_on_failure) 
     }
     t->build_info_page();
     t->max_record = static_cast<std::uint32_t>(profile_format::max_record_bytes(t->ncounters));
-    t->record_limit = std::max<std::uint32_t>(1, t->capacity / t->max_record);
+    t->record_limit = t->full_record_limit = std::max<std::uint32_t>(1, t->capacity / t->max_record);
     std::lock_guard<std::mutex> lock(s.mutex);
     s.reserve_end_record(s.threads.size() + 1);
     t->index = s.next_thread++;
     detail::ProfilerThread* raw = t.get();
+    raw->time_counter = s.time_counter;
+    raw->own_work_label = s.own_work_label;
     raw->next.store(s.head.load(std::memory_order_relaxed), std::memory_order_relaxed);
     s.head.store(raw, std::memory_order_release);
     s.threads.push_back(std::move(t));
@@ -521,8 +528,10 @@ inline detail::ProfilerThread* Profiler::register_thread(bool throw_on_failure) 
 inline Label Profiler::label(std::string_view name) {
     if (!shared_) return Label{};
     auto& s = *shared_;
-    // A lock that may be contended, a lookup, a page written: nothing an interval open here should count.
-    const ProfilerPause own_work = pause();
+    // A lock that may be contended, a lookup, a page written: nothing an interval open here should count (on a
+    // clock: marked as the profiler's own work).
+    detail::ProfilerThread* t = local_if_registered();
+    const detail::ProfilerThread::Uncounted own_work(t && !t->broken ? t : nullptr);
     std::lock_guard<std::mutex> lock(s.mutex);
     auto it = s.labels.find(name);
     if (it != s.labels.end()) return Label{it->second};
@@ -764,9 +773,20 @@ inline void Profiler::start(ProfilerOptions o, std::vector<std::string> warnings
 #endif
     detail::profiler_thread_exit.entries.emplace_back(shared_, t);
     detail::profiler_tls = {s->generation, t};
+    // Which counters are times (their readings stay absolute), and, with a time as the primary, the label of the
+    // own-work marks (its id goes in the header; its text is written once the header is out).
+    for (std::size_t i = 0; i < s->ncounters; ++i)
+        s->time_counter[i] = !(detail::counter_flags(t->event_of(i)) & pf::exact);
+    if (s->time_counter[0]) s->own_work_label = s->next_label++;
+    t->time_counter = s->time_counter;
     std::vector<std::array<double, 2>> cost(s->ncounters, {0.0, 0.0});
     if (o.measure_cost) cost = measure_cost(*t);
     write_header(o, warnings, flags, cost, *t);
+    if (s->own_work_label != 0) {
+        std::lock_guard<std::mutex> lock(s->mutex);
+        s->define_label(pf::own_work_text, s->own_work_label);
+        for (auto& th : s->threads) th->own_work_label = s->own_work_label; // (registered under this lock)
+    }
     detail::add_live_profiler(s.get());
     detail::install_profiler_handlers_once(o.flush_on_fatal_signals);
 }
@@ -851,6 +871,10 @@ inline void Profiler::write_header(const ProfilerOptions& o, const std::vector<s
                                              this_cpu().description() + ", not the host's"
                                        : this_cpu().description() + (under_hypervisor() ? ", under a hypervisor" : ""));
     text(pf::Tag::kernel, kernel_release());
+    if (emulated_pmu()) { // what pmc emulate said it ran the program on (the program cannot ask QEMU)
+        const char* e = std::getenv(detail::emulated::emulator_variable);
+        text(pf::Tag::emulator, e && *e ? std::string(e) : std::string("QEMU, version unknown (not started by pmc emulate)"));
+    }
     const AslrState aslr = aslr_state();
     text(pf::Tag::aslr, std::string(aslr.randomized ? "on" : "off") + " (kernel.randomize_va_space = " +
                             std::to_string(aslr.randomize_va_space) +
@@ -862,7 +886,7 @@ inline void Profiler::write_header(const ProfilerOptions& o, const std::vector<s
         const Counter* c = nullptr;
         if (i == 0) c = &*t.primary;
         else if (t.slot[i] < 0) c = &t.clocks[static_cast<std::size_t>(~t.slot[i])];
-        const EventSpec spec = c ? c->event() : t.group->event(static_cast<std::size_t>(t.slot[i]));
+        const EventSpec spec = t.event_of(i);
         std::string path = c ? to_string(c->path()) : to_string(t.group->path());
         std::string note;
         for (const auto& s : c ? c->notes() : t.group->notes()) note += (note.empty() ? "" : "; ") + s;
@@ -890,6 +914,7 @@ inline void Profiler::write_header(const ProfilerOptions& o, const std::vector<s
     std::uint64_t starts[pf::max_counters];
     t.read_all(starts);
     field(pf::Tag::start_values, starts, 8 * shared_->ncounters);
+    if (shared_->own_work_label != 0) field(pf::Tag::own_work_label, &shared_->own_work_label, 4);
     std::string out(pf::file_magic, 8);
     const std::uint32_t version = pf::version;
     const auto total = static_cast<std::uint32_t>(pf::file_header_fixed + fields.size());

@@ -54,5 +54,24 @@ int main(int argc, char** argv) {
         prof.end(c); // a nesting error
         prof.end(a);
     }
+    // Own-work marks (integer records under the header's tag 12) inside scopes: page writes, flushes, a label.
+    const std::string marks = dir + "/real-own-work";
+    {
+        pmc::ProfilerOptions o{marks, {"wall-time"}};
+        o.measure_cost = false;
+        o.page_bytes = 4096;
+        pmc::Profiler prof{o};
+        const auto outer = prof.label("outer"), inner = prof.label("inner");
+        auto s = prof.scope(outer);
+        for (int i = 0; i < 400; ++i) {
+            auto t = prof.scope(inner);
+            if (i % 100 == 0) prof.flush();
+        }
+        (void)prof.label("late");
+    }
+    pmc_test::ProfileBuilder em; // the emulator's field (tag 13)
+    em.emulator = "QEMU 10.0.2, plugin API 2";
+    em.thread(0).scope("only", 7);
+    put("emulated-one-scope", em.bytes());
     return 0;
 }

@@ -186,3 +186,28 @@ TEST_CASE("profiler: a thread_local destroyed after the thread-exit hook may rec
         }
     CHECK(works == 1);
 }
+
+TEST_CASE("begin/end: after end_to() a later begin() reuses a scope's slot, and the scope's end reports its own label "
+          "and leaves the later interval open for its own end()") {
+    TempDir dir;
+    const std::string path = dir.file("end_to_reuse.pmcprof");
+    {
+        pmc::Profiler prof{options(path)};
+        const auto call = prof.label("call"), scope = prof.label("scope"), later = prof.label("later");
+        prof.begin(call);
+        {
+            auto s = prof.scope(scope); // slot 1
+            prof.end_to(1);             // an error path unwound past it: ended here
+            prof.begin(later);          // slot 1 again
+        }                               // the scope's end: its interval is gone; "later" is not its to end
+        prof.end(later);                // the program's own, correct end
+        prof.end(call);
+    }
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(shape(*p) == std::vector<std::string>{"scope@1", "later@1", "call@0"});
+    const auto& errors = p->threads.at(0).nesting_errors;
+    REQUIRE(errors.size() == 1);
+    CHECK(p->string(errors[0].label) == "scope"); // at the scope's end, naming the scope
+    CHECK(p->string(errors[0].inner) == "later");
+}

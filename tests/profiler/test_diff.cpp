@@ -1056,3 +1056,34 @@ TEST_CASE("pmc diff --accept FILE: accepted changes pass as accepted, others sti
     CHECK_THAT(missing.out, ContainsSubstring("No such file or directory"));
     CHECK_THAT(pmc_test::run_command(tool() + " diff --help").out, ContainsSubstring("--accept FILE"));
 }
+
+TEST_CASE("pmc diff: profiles from two emulators cannot be judged (exit 4, both named) unless --any-emulator") {
+    TempDir dir;
+    auto under = [](const std::string& emulator) {
+        return [emulator](pmc_test::ProfileBuilder& b) {
+            b.emulator = emulator;
+            compiler_run(b);
+        };
+    };
+    const std::string q7 = write(dir, "q7.pmcprof", under("QEMU 7.2.13 (Debian 1:7.2+dfsg-7+deb12u7), plugin API 1"));
+    const std::string q7b = write(dir, "q7b.pmcprof", under("QEMU 7.2.13 (Debian 1:7.2+dfsg-7+deb12u7), plugin API 1"));
+    const std::string q10 = write(dir, "q10.pmcprof", under("QEMU 10.0.2, plugin API 2"));
+    const std::string native = write(dir, "native.pmcprof", [](pmc_test::ProfileBuilder& b) { compiler_run(b); });
+    auto same = pmc_test::run_command(tool() + " diff --fail-on-change " + q7 + " " + q7b + " 2>&1");
+    INFO(same.out);
+    CHECK(same.status == 0);
+    for (const auto& other : {q10, native}) {
+        auto r = pmc_test::run_command(tool() + " diff --fail-on-change " + q7 + " " + other + " 2>&1");
+        INFO(r.out);
+        CHECK(r.status == 4);
+        CHECK(r.out.find("cannot judge: the profiles come from different emulators") != std::string::npos);
+        CHECK(r.out.find("QEMU 7.2.13") != std::string::npos);
+        CHECK(r.out.find("--any-emulator") != std::string::npos);
+        auto anyway = pmc_test::run_command(tool() + " diff --fail-on-change --any-emulator " + q7 + " " + other + " 2>&1");
+        INFO(anyway.out);
+        CHECK(anyway.status == 0);
+        CHECK(anyway.out.find("warning: the profiles come from different emulators") != std::string::npos);
+    }
+    auto summary = pmc_test::run_command(tool() + " summarize " + q10);
+    CHECK(summary.out.find("emulator: QEMU 10.0.2, plugin API 2") != std::string::npos);
+}

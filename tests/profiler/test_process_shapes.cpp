@@ -301,3 +301,93 @@ TEST_CASE("process shapes: a static Profiler destroyed by exit() while three thr
     CHECK(gaps == 0);
     CHECK(tool_failures == 0);
 }
+
+namespace shapes {
+/// `n` profilers, each with its own file in `dir` (the last one is the one a test uses).
+std::vector<std::unique_ptr<pmc::Profiler>> many_profilers(const TempDir& dir, int n) {
+    std::vector<std::unique_ptr<pmc::Profiler>> out;
+    for (int i = 0; i < n; ++i) {
+        pmc::ProfilerOptions o{dir.file("p" + std::to_string(i) + ".pmcprof"), {"wall-time"}};
+        o.measure_cost = false;
+        o.page_bytes = 4096;
+        out.push_back(std::make_unique<pmc::Profiler>(o));
+    }
+    return out;
+}
+} // namespace shapes
+
+TEST_CASE("process shapes: the 20th live profiler is written out by exit() like the first (no fixed number of "
+          "profilers)") {
+    using namespace shapes;
+    TempDir dir;
+    calibrate_wall_time();
+    std::fflush(nullptr);
+    const pid_t kid = ::fork();
+    REQUIRE(kid >= 0);
+    if (kid == 0) {
+        auto profs = many_profilers(dir, 20);
+        for (auto& prof : profs) {
+            const auto n = prof->label("n");
+            for (std::uint64_t i = 0; i < 100; ++i) prof->integer(n, i);
+        }
+        for (auto& prof : profs) (void)prof.release(); // never destroyed: exit() must write them out
+        std::exit(0);
+    }
+    int status = 0;
+    REQUIRE(wait_bounded(kid, status, 20.0) == 0);
+    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    for (int i = 0; i < 20; ++i) {
+        auto p = pmc::read_profile(dir.file("p" + std::to_string(i) + ".pmcprof"));
+        REQUIRE(p.ok());
+        INFO("profiler " << i << ": " << (p->problems.empty() ? std::string() : p->problems.front()));
+        CHECK(p->problems.empty());
+        CHECK(p->ended_by() == "exit()");
+        const auto values = integers_of(*p);
+        REQUIRE(values.size() == 1);
+        CHECK(values[0].size() == 100);
+        CHECK(consecutive(values[0]));
+    }
+}
+
+TEST_CASE("process shapes: a fork() child of a program with 17 live profilers exits promptly while a thread interns "
+          "labels in the 17th, 40 runs", "[once]") {
+#if defined(PMC_SANITIZED)
+    PMC_SKIP("built with AddressSanitizer, whose allocator lock another thread holds at fork() hangs a child that "
+             "allocates (the sanitizer's, not pmc's)");
+#endif
+    using namespace shapes;
+    TempDir dir;
+    calibrate_wall_time();
+    auto profs = many_profilers(dir, 17);
+    pmc::Profiler& last = *profs.back();
+    { auto s = last.scope(last.label("main")); }
+    std::atomic<bool> stop{false};
+    std::thread worker([&] { // the 17th's lock, taken and released all the time
+        for (unsigned i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+            (void)last.label("l" + std::to_string(i % 3000));
+            if (i % 32 == 0) ::usleep(20);
+        }
+    });
+    int hung = 0, bad_status = 0, runs = 0;
+    std::fflush(nullptr);
+    for (int run = 0; run < 40 && hung == 0; ++run, ++runs) {
+        const pid_t kid = ::fork();
+        REQUIRE(kid >= 0);
+        if (kid == 0) {
+            (void)last.label("child"); // the lock a thread of the parent may have held at the fork
+            std::exit(0);
+        }
+        int status = 0;
+        hung += wait_bounded(kid, status, 5.0);
+        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) ++bad_status;
+    }
+    stop = true;
+    worker.join();
+    INFO("runs " << runs << ", hung " << hung);
+    CHECK(hung == 0);
+    CHECK(bad_status == 0);
+    profs.clear();
+    auto p = pmc::read_profile(dir.file("p16.pmcprof"));
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+}

@@ -177,6 +177,7 @@ public:
     }
 
     std::vector<std::string> warnings;         ///< header warnings (Tag::warning)
+    std::string emulator;                      ///< Tag::emulator when not empty (pmc emulate's QEMU)
     std::vector<std::string> command_line = {"synthetic", "--profile"};
     std::uint64_t pid = 4242;
     std::uint64_t start_time_ns = 1795000000000000000ull; // a fixed date, so files are byte-identical run to run
@@ -329,6 +330,7 @@ private:
         field(pf::Tag::aslr, "off (synthetic)");
         field(pf::Tag::page_bytes, u64(65536));
         for (const auto& w : warnings) field(pf::Tag::warning, w);
+        if (!emulator.empty()) field(pf::Tag::emulator, emulator);
         for (const auto& c : counters_) {
             std::string v;
             put32(v, c.flags);

@@ -367,7 +367,7 @@ const std::vector<const char*> group_cold = {"detail::group_refresh<", "::read_r
 // deepest so far, and an end out of order (reported) or after one (the ended slots dropped).
 std::vector<const char*> profiler_cold() {
     std::vector<const char*> cold = counter_cold;
-    for (const char* c : {"Profiler::local_slow(", "ProfilerThread::flush_uncounted(", "ProfilerThread::read_rest(", "memset",
+    for (const char* c : {"Profiler::local_slow(", "ProfilerThread::reserve_slow(", "ProfilerThread::read_rest(", "memset",
                           "ProfilerThread::grow(", "ProfilerThread::end_scope_slow(", "ProfilerThread::drop_ended("})
         cold.push_back(c);
     return cold;

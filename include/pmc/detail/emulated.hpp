@@ -27,6 +27,9 @@ namespace emulated {
 /// -plugin libpmc-qemu-plugin.so`). pmc asks the plugin only when it is set: a program run directly (on a machine
 /// with a PMU, or under a seccomp allowlist that kills on an unknown system call) never issues the request.
 inline constexpr const char* announce_variable = "PMC_EMULATED";
+/// What pmc emulate ran the program on ("QEMU 7.2.22, plugin API 1"), for the profile's header: the
+/// program cannot ask QEMU its version, and two emulators count some code differently.
+inline constexpr const char* emulator_variable = "PMC_EMULATE_EMULATOR";
 
 /// The program's initial stack (argv's and the environment's strings and pointers, copied below a top that is the
 /// same in every run) moves with the length of the program's path and the size of its environment, and with it

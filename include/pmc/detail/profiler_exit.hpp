@@ -29,10 +29,22 @@ namespace detail {
 
 // ---- exit() and the fatal signals ------------------------------------------------------------------------------
 
-/// Live profilers, for exit() and the fatal signals. Fixed slots: the signal handler takes no lock.
-inline std::array<std::atomic<ProfilerShared*>, 16>& live_profilers() {
-    static std::array<std::atomic<ProfilerShared*>, 16> slots{};
-    return slots;
+/// Live profilers, for exit() and the fatal signals: blocks of slots chained from a static first one. A block is
+/// added (under live_profilers_mutex) when every slot is taken and never freed, so that the signal handler walks
+/// them with no lock, and a 17th profiler is covered by the fork lock and the exit/signal flush like the first.
+struct LiveProfilers {
+    std::array<std::atomic<ProfilerShared*>, 16> slots{};
+    std::atomic<LiveProfilers*> next{nullptr};
+};
+inline LiveProfilers& live_profilers() {
+    static LiveProfilers first;
+    return first;
+}
+/// f(slot) for every slot of every block (async-signal-safe: atomic loads only).
+template <class F>
+void for_each_live_slot(F&& f) noexcept {
+    for (LiveProfilers* b = &live_profilers(); b; b = b->next.load(std::memory_order_acquire))
+        for (auto& slot : b->slots) f(slot);
 }
 
 /// Guards adding and removing live profilers against fork()'s handlers below (which lock each one's mutex): never
@@ -44,18 +56,25 @@ inline std::mutex& live_profilers_mutex() {
 
 inline void add_live_profiler(ProfilerShared* s) {
     std::lock_guard<std::mutex> lock(live_profilers_mutex());
-    for (auto& slot : live_profilers()) {
-        ProfilerShared* expected = nullptr;
-        if (slot.compare_exchange_strong(expected, s)) break;
+    LiveProfilers* b = &live_profilers();
+    for (;; b = b->next.load(std::memory_order_relaxed)) {
+        for (auto& slot : b->slots) {
+            ProfilerShared* expected = nullptr;
+            if (slot.compare_exchange_strong(expected, s)) return;
+        }
+        if (!b->next.load(std::memory_order_relaxed)) break;
     }
+    auto* more = new LiveProfilers; // never freed: the signal handler may be walking it
+    more->slots[0].store(s, std::memory_order_relaxed);
+    b->next.store(more, std::memory_order_release);
 }
 
 inline void remove_live_profiler(ProfilerShared* s) noexcept {
     std::lock_guard<std::mutex> lock(live_profilers_mutex());
-    for (auto& slot : live_profilers()) {
+    for_each_live_slot([s](std::atomic<ProfilerShared*>& slot) {
         ProfilerShared* expected = s;
         slot.compare_exchange_strong(expected, nullptr);
-    }
+    });
 }
 
 /// fork() in a threaded program: the child has one thread, and a lock another thread held at the fork stays held
@@ -65,12 +84,14 @@ inline void remove_live_profiler(ProfilerShared* s) noexcept {
 /// its parent's file (nor, through it, the file's lock) and never writes into it.
 inline void profiler_fork_prepare() noexcept {
     live_profilers_mutex().lock();
-    for (auto& slot : live_profilers())
+    for_each_live_slot([](std::atomic<ProfilerShared*>& slot) {
         if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->mutex.lock();
+    });
 }
 inline void profiler_fork_parent() noexcept {
-    for (auto& slot : live_profilers())
+    for_each_live_slot([](std::atomic<ProfilerShared*>& slot) {
         if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->mutex.unlock();
+    });
     live_profilers_mutex().unlock();
 }
 /// fork() children this process descends from, as far as fork's handler saw (a lock of the C API, held by another
@@ -79,7 +100,7 @@ inline std::atomic<std::uint32_t> profiler_forks{0};
 
 inline void profiler_fork_child() noexcept {
     profiler_forks.fetch_add(1, std::memory_order_relaxed);
-    for (auto& slot : live_profilers())
+    for_each_live_slot([](std::atomic<ProfilerShared*>& slot) {
         if (ProfilerShared* s = slot.load(std::memory_order_acquire)) {
             if (s->fd >= 0 && s->pid != ::getpid()) {
                 ::close(s->fd);
@@ -87,12 +108,14 @@ inline void profiler_fork_child() noexcept {
             }
             s->mutex.unlock();
         }
+    });
     live_profilers_mutex().unlock();
 }
 
 inline void flush_live_profilers(int signal) noexcept {
-    for (auto& slot : live_profilers())
+    for_each_live_slot([signal](std::atomic<ProfilerShared*>& slot) {
         if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->flush_all_committed(signal);
+    });
 }
 
 inline constexpr int profiler_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGINT, SIGTERM, SIGQUIT, SIGHUP};

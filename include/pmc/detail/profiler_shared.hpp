@@ -108,6 +108,8 @@ struct ProfilerShared {
     std::pmr::unordered_map<std::string_view, std::uint32_t> labels{&memory}; ///< keys: texts copied into `memory`
     std::pmr::vector<unsigned char> strings_page{&memory}; ///< where a strings page is assembled
     std::uint32_t next_label = 1;
+    std::array<bool, profile_format::max_counters> time_counter{}; ///< per counter: a time (ProfilerThread::time_counter)
+    std::uint32_t own_work_label = 0; ///< the own-work marks' label (a time primary), else 0
     std::uint32_t next_thread = 0;
     std::pmr::vector<std::unique_ptr<ProfilerThread>> threads{&memory};
     std::atomic<ProfilerThread*> head{nullptr}; ///< the same threads, for the signal handler (no lock there)
@@ -457,6 +459,7 @@ struct ProfilerShared {
 // ---- a thread writes out its page ------------------------------------------------------------------------------
 
 inline void ProfilerThread::flush(bool on_own_thread, bool ended) noexcept {
+    if (on_own_thread && !defer_mark) write_pending_mark(); // (its page's last record: nothing followed it)
     if (discard.load(std::memory_order_relaxed)) {
         committed.store(0, std::memory_order_release);
         for (auto& v : last) v = 0;

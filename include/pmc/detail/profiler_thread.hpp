@@ -35,6 +35,9 @@ struct ProfilerShared;
 /// A scope or begin() interval open on a thread: its label, argument and start readings.
 struct OpenInterval {
     std::uint32_t label = 0, arg = 0;
+    /// Which opening this is (ProfilerThread::openings then): a scope ends its own interval, not one that reused
+    /// its slot after end_to() ended it.
+    std::uint32_t serial = 0;
     std::uint64_t start[profile_format::max_counters] = {};
     bool ended = false; ///< ended out of order (reported): dropped when it reaches the top
 };
@@ -47,6 +50,7 @@ struct ProfilerThread {
     std::uint32_t depth = 0;     ///< intervals open: open[0, depth)
     std::uint32_t open_capacity = 0;
     std::uint32_t ended_slots = 0; ///< open intervals marked ended (out of order): dropped once on top
+    std::uint32_t openings = 0;    ///< intervals opened so far (wraps): the next one's serial
     std::unique_ptr<OpenInterval[]> open; ///< the thread's nesting (scopes and begin/end share it); grows, never shrinks
     std::uint32_t sequence = 0;  ///< the next events page's number (changed under page_state, by the owner)
     /// Per counter, the last value encoded in the page (records store differences from it; 0 at a page's start,
@@ -57,12 +61,27 @@ struct ProfilerThread {
     /// run out, so the write happens in the same scope whatever the values recorded (their varints' lengths vary):
     /// under an exact counter, the write's instructions must not move between scopes when a value changes.
     std::uint32_t record_limit = 1;
-    /// Per counter, what the profiler's own work on this thread has counted so far (its page writes, label
+    /// Per exact counter, what the profiler's own work on this thread has counted so far (its page writes, label
     /// interning, growing the nesting, pauses: see Uncounted), subtracted from every reading. Under an exact
     /// counter, that work then adds to no interval, whatever it cost this time (a contended lock, a page whose
     /// checksum covers more bytes, a file that had to grow): what remains is the few instructions around the two
-    /// readings, the same every time.
+    /// readings, the same every time. Always 0 for a time (see time_counter).
     std::uint64_t skew[profile_format::max_counters] = {};
+    /// Per counter: a time (wall-time, TSC ticks, task-clock), whose readings stay absolute. Taking the profiler's
+    /// work off a clock would slide each thread's timeline back by its own page writes (tens of ms over millions of
+    /// scopes), so that an interval begun after another thread's had ended showed before it. A clock keeps all of
+    /// its time; where the primary is a clock, each stretch of the profiler's own work is an own-work mark instead.
+    std::array<bool, profile_format::max_counters> time_counter{};
+    /// The label of own-work marks (integer records: at the primary's reading when the work began, its length),
+    /// written when the primary is a time; 0: none (an exact primary, whose readings leave the work out).
+    std::uint32_t own_work_label = 0;
+    std::uint32_t own_work_nesting = 0; ///< Uncounted regions open that mark (only the outermost writes the mark)
+    /// A page written from reserve() (a record under way): its mark waits for the next record, so that every
+    /// record stays after the intervals it encloses (postorder); record_limit is lowered meanwhile, so that the
+    /// next reserve() takes its slow path and writes it first.
+    bool defer_mark = false, mark_pending = false;
+    std::uint32_t pending_depth = 0, full_record_limit = 1;
+    std::uint64_t pending_at = 0, pending_length = 0;
     /// Who may touch the page's written part: 0 nobody, 1 its thread writing it out and starting afresh, 2 another
     /// thread copying it (exit(), a fatal signal). The owner appends past `committed` in any state.
     std::atomic<std::uint32_t> page_state{0};
@@ -106,27 +125,53 @@ struct ProfilerThread {
         if (page) ::munmap(page, capacity + profile_format::page_header_bytes);
     }
 
-    /// The profiler's own work on this thread, from construction to destruction, left out of its readings: the
-    /// counters are read at both ends and the difference added to `skew`. Null: nothing to do (a thread that has
-    /// not recorded yet has no interval open to protect).
+    /// The profiler's own work on this thread, from construction to destruction, left out of its exact readings:
+    /// the counters are read at both ends and the difference added to `skew`. On a clock nothing is taken off (its
+    /// readings stay absolute); when the primary is a clock, the outermost region that `marks` writes an own-work
+    /// mark saying where the work began and how long it took, so that a reader can show durations either way. The
+    /// program's pause() does not mark (a clock counts the program's own bookkeeping as the program's time). Null:
+    /// nothing to do (a thread that has not recorded yet has no interval open to protect).
     class Uncounted {
     public:
-        explicit Uncounted(ProfilerThread* t) noexcept : t_(t) {
-            if (t_) t_->read_all(at_);
+        explicit Uncounted(ProfilerThread* t, bool marks = true) noexcept : t_(t), marks_(marks) {
+            if (!t_) return;
+            if (marks_) ++t_->own_work_nesting;
+            t_->read_all(at_);
         }
         ~Uncounted() {
             if (!t_) return;
+            // Marked only inside an interval (outside one, no duration holds it).
+            const bool mark = marks_ && --t_->own_work_nesting == 0 && t_->own_work_label != 0 && t_->depth > 0 &&
+                              !t_->broken && !t_->discard.load(std::memory_order_relaxed);
+            if (mark && !t_->defer_mark && !t_->room_for_mark()) t_->flush(); // full: written now, as its work
             std::uint64_t now[profile_format::max_counters];
             t_->read_all(now);
-            for (std::size_t i = 0; i < t_->ncounters; ++i) t_->skew[i] += now[i] - at_[i];
+            for (std::size_t i = 0; i < t_->ncounters; ++i)
+                if (!t_->time_counter[i]) t_->skew[i] += now[i] - at_[i];
+            if (!mark) return;
+            if (t_->defer_mark) {
+                t_->mark_pending = true;
+                t_->pending_at = at_[0];
+                t_->pending_length = now[0] - at_[0];
+                t_->pending_depth = t_->depth;
+                t_->record_limit = 1; // the record under way, then the mark
+                return;
+            }
+            t_->record_mark(profile_format::RecordKind::integer, t_->own_work_label, 0, at_[0], now[0] - at_[0]);
         }
         Uncounted(const Uncounted&) = delete;
         Uncounted& operator=(const Uncounted&) = delete;
 
     private:
         ProfilerThread* t_;
+        bool marks_;
         std::uint64_t at_[profile_format::max_counters];
     };
+    /// The page can take one more record without being written first.
+    bool room_for_mark() const noexcept {
+        const std::uint64_t c = committed.load(std::memory_order_relaxed);
+        return (c >> 32) < full_record_limit && static_cast<std::uint32_t>(c) + max_record <= capacity;
+    }
 
     /// Opens an interval (`label`, `arg`: Label ids, 0 for none): its slot, then the start readings last (as close to
     /// the body as possible).
@@ -136,6 +181,7 @@ struct ProfilerThread {
         o.label = label;
         o.arg = arg;
         o.ended = false;
+        o.serial = ++openings;
         const std::uint32_t at = depth++;
         if (BOOST_LIKELY(ncounters == 1)) {
             o.start[0] = read_primary();
@@ -229,20 +275,23 @@ struct ProfilerThread {
         record_mark(profile_format::RecordKind::nesting_error, label, inner, now, 0);
     }
 
-    /// A scope's end (slot `at`): the record, or, out of order, the error and its slot marked ended.
-    BOOST_FORCEINLINE void end_scope(std::uint32_t at) noexcept {
+    /// A scope's end (slot `at`, opening `serial`): the record, or, out of order, the error and its slot marked
+    /// ended, or, its interval already ended by end_to(), the error alone (whatever reuses the slot now is not its).
+    BOOST_FORCEINLINE void end_scope(std::uint32_t at, std::uint32_t serial, std::uint32_t label) noexcept {
         std::uint64_t stop[profile_format::max_counters];
         if (BOOST_LIKELY(ncounters == 1)) stop[0] = read_primary();
         else read_all(stop);
-        if (BOOST_UNLIKELY(at + 1 != depth)) return end_scope_slow(at, stop);
+        if (BOOST_UNLIKELY(at + 1 != depth || open[at].serial != serial))
+            return end_scope_slow(at, serial, label, stop);
         record_interval(at, stop);
     }
-    BOOST_NOINLINE void end_scope_slow(std::uint32_t at, const std::uint64_t* stop) noexcept {
+    BOOST_NOINLINE void end_scope_slow(std::uint32_t at, std::uint32_t serial, std::uint32_t label,
+                                       const std::uint64_t* stop) noexcept {
         drop_ended();
-        if (at + 1 == depth) return record_interval(at, stop);
-        const std::uint32_t label = at < depth ? open[at].label : 0;
+        const bool still_open = at < depth && open[at].serial == serial;
+        if (still_open && at + 1 == depth) return record_interval(at, stop);
         record_mismatch(label, stop[0]);
-        if (at < depth && !open[at].ended) { // inner intervals are still open: it goes when they have
+        if (still_open && !open[at].ended) { // inner intervals are still open: it goes when they have
             open[at].ended = true;
             ++ended_slots;
         }
@@ -322,11 +371,36 @@ struct ProfilerThread {
     BOOST_FORCEINLINE unsigned char* reserve(std::uint32_t bytes) noexcept {
         const std::uint64_t c = committed.load(std::memory_order_relaxed);
         // (record_limit records of at most max_record bytes fit; the byte check is for a larger `bytes`.)
-        if (BOOST_UNLIKELY((c >> 32) >= record_limit || static_cast<std::uint32_t>(c) + bytes > capacity)) {
-            flush_uncounted();
-            return page + profile_format::page_header_bytes;
-        }
+        if (BOOST_UNLIKELY((c >> 32) >= record_limit || static_cast<std::uint32_t>(c) + bytes > capacity))
+            return reserve_slow(bytes);
         return page + profile_format::page_header_bytes + static_cast<std::uint32_t>(c);
+    }
+    BOOST_NOINLINE unsigned char* reserve_slow(std::uint32_t bytes) noexcept {
+        write_pending_mark();
+        const std::uint64_t c = committed.load(std::memory_order_relaxed);
+        if ((c >> 32) >= record_limit || static_cast<std::uint32_t>(c) + bytes > capacity) {
+            defer_mark = true; // its mark goes after the record under way
+            flush_uncounted();
+            defer_mark = false;
+        }
+        return page + profile_format::page_header_bytes +
+               static_cast<std::uint32_t>(committed.load(std::memory_order_relaxed));
+    }
+    /// The mark of a page written from reserve(), held back until the record then under way was written.
+    void write_pending_mark() noexcept {
+        if (!mark_pending) return;
+        mark_pending = false;
+        record_limit = full_record_limit;
+        if (!room_for_mark()) return; // (cannot happen: the page was fresh)
+        namespace pf = profile_format;
+        unsigned char* const p0 = page + pf::page_header_bytes +
+                                  static_cast<std::uint32_t>(committed.load(std::memory_order_relaxed));
+        unsigned char* p = pf::put_varint_fixed_cost(p0, pf::record_head(pf::RecordKind::integer, false, own_work_label));
+        p = pf::put_varint_fixed_cost(p, pending_depth);
+        p = pf::put_varint_fixed_cost(p, pending_at - last[0]);
+        last[0] = pending_at;
+        p = pf::put_varint_fixed_cost(p, pending_length);
+        commit(static_cast<std::uint32_t>(p - p0));
     }
     BOOST_FORCEINLINE void commit(std::uint32_t bytes) noexcept {
         const std::uint64_t c = committed.load(std::memory_order_relaxed);
@@ -366,6 +440,13 @@ struct ProfilerThread {
         put(times.data(), 16 * ncounters);
         info_buf_bytes = info_page.size() + 8 + 16 * std::size_t{open_capacity};
         info_buf.reset(new unsigned char[info_buf_bytes]);
+    }
+
+    /// Counter i's event (its counters open).
+    EventSpec event_of(std::size_t i) const {
+        if (i == 0) return primary->event();
+        if (slot[i] < 0) return clocks[static_cast<std::size_t>(~slot[i])].event();
+        return group->event(static_cast<std::size_t>(slot[i]));
     }
 
     /// Where read_times() finds each counter's times (once the counters are open).
