@@ -429,10 +429,20 @@ inline Report parse_report(std::string_view text, const std::string& source) {
         if (const auto* why = e.find("why"); why && why->is_string()) s.why = why->string;
         r.events.push_back(std::move(s));
     }
+    if (const auto* o = root.find("overhead"); o && o->is_object()) {
+        Overhead overhead;
+        if (const auto* e = o->find("event"); e && e->is_string()) overhead.event = e->string;
+        if (const auto* n = o->find("per_iteration"); n && n->is_number()) overhead.per_iteration = n->number;
+        if (const auto* n = o->find("per_measurement"); n && n->is_number())
+            overhead.per_measurement = static_cast<std::int64_t>(n->number);
+        if (const auto* n = o->find("ns_per_iteration"); n && n->is_number()) overhead.ns_per_iteration = n->number;
+        r.overhead = overhead;
+    }
     for (const auto& b : detail::member(root, "benchmarks", Type::array, source).items) {
         Result res;
         res.name = detail::member(b, "name", Type::string, source + ": a benchmark").string;
         const std::string where = source + ": benchmark '" + res.name + "'";
+        if (const auto* seconds = b.find("run_seconds"); seconds && seconds->is_number()) res.run_seconds = seconds->number;
         for (const auto& c : detail::member(b, "counts", Type::array, where).items) {
             CountFigure f;
             f.event = detail::member(c, "event", Type::string, where).string;
@@ -693,11 +703,13 @@ inline std::string to_markdown(const Report& report) {
         out += fmt::format("- not counted: {}: {}\n", e.event, e.why.substr(0, nl));
         if (nl == std::string::npos) continue;
         std::string rest = e.why.substr(nl + 1);
-        if (std::find(explained.begin(), explained.end(), rest) != explained.end()) continue;
+        std::string key = rest; // the same explanation about another event: not repeated
+        for (std::size_t at; (at = key.find("'" + e.event + "'")) != std::string::npos;) key.erase(at, e.event.size() + 2);
+        if (std::find(explained.begin(), explained.end(), key) != explained.end()) continue;
         for (auto& c : rest)
             if (c == '\n') c = ' ';
         out += "  " + rest + "\n";
-        explained.push_back(e.why.substr(nl + 1));
+        explained.push_back(std::move(key));
     }
     if (!any_exact) out += "- no exact counter here: run under `pmc emulate` for exact instruction counts\n";
     if (report.overhead) {

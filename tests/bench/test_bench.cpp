@@ -192,6 +192,9 @@ TEST_CASE("a result written as JSON reads back to the same figures, bad files ar
     CHECK(pmc::bench::format_per_iteration(back.results[1].counts.at(0)) == "3.5");
     CHECK(back.results[0].time.epoch_ns_per_op == r.results[0].time.epoch_ns_per_op);
     CHECK(pmc::bench::compare(r, back).exit_status() == 0);
+    REQUIRE(back.overhead);
+    CHECK(back.overhead->per_measurement == 63);
+    CHECK(pmc::bench::to_markdown(back).find("harness: 4 instructions:u per iteration") != std::string::npos);
     CHECK_THROWS_WITH(pmc::bench::parse_report("{\"format\":\"pmc-profile\"}", "x.json"),
                       ContainsSubstring("not a pmc bench result"));
     CHECK_THROWS_WITH(pmc::bench::parse_report("{\"format\":", "x.json"),
@@ -299,6 +302,7 @@ TEST_CASE("under pmc emulate: instructions per iteration identical every run, th
     const auto counts = instructions(first.out);
     REQUIRE(counts.size() == 6);
     CHECK(first.out.find("instructions:u/iter (exact)") != std::string::npos);
+    CHECK(first.out.find("- harness: ") != std::string::npos); // measured in the first benchmark's child
     for (int run = 0; run < 2; ++run) { // under load too: the counts cannot depend on time
         const auto again = emulated(example, "--compare '" + base + "'");
         INFO(again.out);
