@@ -320,3 +320,47 @@ TEST_CASE("under pmc emulate: instructions per iteration identical every run, th
     INFO(native.out);
     CHECK(native.status == 4);
 }
+
+TEST_CASE("a Google Benchmark suite with pmc/gbench.hpp's one line gets exact instructions per iteration under pmc "
+          "emulate", "[bench][gbench]") {
+#if !defined(PMC_GBENCH_SUITE)
+    PMC_SKIP("Google Benchmark is not installed (Debian: libbenchmark-dev; scripts/install-deps installs it)");
+#else
+    const std::string suite = PMC_GBENCH_SUITE;
+    // Natively, without a counter that opens here, the suite still runs and says why there is no count.
+    const auto native = pmc_test::run_command("'" + suite + "' --benchmark_min_time=0.001 --benchmark_filter=Fixed 2>&1");
+    INFO(native.out);
+    CHECK(native.status == 0);
+    if (native.out.find("instructions:u/iter") == std::string::npos)
+        CHECK(native.out.find("pmc/gbench.hpp: no 'instructions:u' per iteration:") != std::string::npos);
+    if (auto why = why_no_emulator(); !why.empty()) PMC_SKIP(why);
+    auto figures = [&](const std::string& min_time) {
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate -- '" + suite +
+                                             "' --benchmark_format=json --benchmark_min_time=" + min_time);
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        const auto json = pmc::detail::JsonReader::parse(r.out, "gbench").value();
+        std::map<std::string, std::pair<double, double>> out; // name -> (per iteration, iterations)
+        for (const auto& b : json.find("benchmarks")->items) {
+            const auto* per = b.find("instructions:u/iter");
+            REQUIRE(per);
+            out[b.find("name")->string] = {per->number, b.find("iterations")->number};
+            if (b.find("name")->string.find("Fixed") != std::string::npos)
+                CHECK(b.find("fixed_cost_included") != nullptr);
+            else
+                CHECK(b.find("fixed_cost_included") == nullptr);
+        }
+        return out;
+    };
+    // Other minimum times give other iteration counts; the instructions per iteration stay the same.
+    const auto a = figures("0.002"), b = figures("0.02");
+    REQUIRE(a.size() == 4);
+    for (const auto& [name, figure] : a) {
+        INFO(name);
+        REQUIRE(b.count(name));
+        CHECK(figure.first == b.at(name).first);
+        CHECK(figure.first > 0);
+    }
+    CHECK(a.at("BM_Sort/512").first > 5 * a.at("BM_Sort/64").first);
+#endif
+}
