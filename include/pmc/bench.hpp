@@ -18,8 +18,8 @@
 // How a figure is measured. Counts (instructions:u, and cycles, branches, misses where they open): the body runs N
 // times and then 2N times between two reads of every counter; a figure per iteration is (count(2N) - count(N)) / N,
 // so everything the harness adds once per measurement (the reads, the call into the loop) cancels. N is chosen by
-// the first counter (doubled until N iterations count at least min_count events), so under an exact counter N is
-// the same every run. Under `pmc emulate` instructions are exact: a deterministic body prints the same number, to
+// the first exact counter (doubled until N iterations count at least min_count events), so N is the same every
+// run; without an exact counter, by time. Under `pmc emulate` instructions are exact: a deterministic body prints the same number, to
 // the instruction, every run. Time: epochs (11 by default) of enough iterations to last epoch_ns each; ns/op is
 // their median, err% the median absolute deviation from it in percent (nanobench's measure). Time is noisy.
 // Requires {fmt}: link pmc::report.
@@ -134,7 +134,9 @@ struct Report {
 struct Options {
     /// Counters per iteration: those that do not open here are left out (Report::events says why).
     std::vector<std::string> events{"instructions:u", "cycles:u", "branches:u", "branch-misses:u"};
-    std::uint64_t min_count = 100000; ///< N grows until N iterations count at least this many of the first event
+    /// N grows until N iterations count at least this many events of the first exact counter (without one: until
+    /// they last epoch_ns)
+    std::uint64_t min_count = 100000;
     std::uint64_t iterations = 0;     ///< a fixed N instead (0: chosen as above)
     std::uint64_t max_iterations = std::uint64_t{1} << 30;
     unsigned epochs = 11;             ///< time epochs
@@ -256,8 +258,20 @@ private:
     template <class Body>
     std::vector<CountFigure> measure_counts(Body& body) {
         std::uint64_t n = options_.iterations ? options_.iterations : 1;
-        if (!options_.iterations)
-            while (count(body, n)[0] < options_.min_count && n < options_.max_iterations) n *= 2;
+        // N grows by the first exact counter (the same N every run); without one, by time (an event such as
+        // page-faults may never reach min_count).
+        std::size_t exact = counters_.size();
+        for (std::size_t i = 0, opened = 0; i < report_.events.size(); ++i)
+            if (report_.events[i].opened) {
+                if (report_.events[i].exact && exact == counters_.size()) exact = opened;
+                ++opened;
+            }
+        if (!options_.iterations) {
+            if (exact < counters_.size())
+                while (count(body, n)[exact] < options_.min_count && n < options_.max_iterations) n *= 2;
+            else
+                while (elapsed_ns(body, n) < options_.epoch_ns && n < options_.max_iterations) n *= 2;
+        }
         const auto once = count(body, n);
         const auto twice = count(body, 2 * n);
         std::vector<CountFigure> figures;
@@ -780,7 +794,8 @@ inline const char* const usage =
     "  --filter REGEX        only the benchmarks whose name REGEX finds (ECMAScript)\n"
     "  --list                list the benchmarks and exit\n"
     "  --events LIST         counters, comma-separated (default: instructions:u,cycles:u,branches:u,branch-misses:u)\n"
-    "  --iterations N        a fixed N for the counts (default: doubled until N iterations count 100000 events)\n"
+    "  --iterations N        a fixed N for the counts (default: doubled until N iterations count 100000\n"
+    "                        instructions of an exact counter; without one, until they last an epoch)\n"
     "  --epochs N            time epochs (default 11)\n"
     "  --epoch-ms MS         each time epoch lasts at least MS milliseconds (default 1)\n"
     "  --json FILE           also write the results as JSON (a baseline for --compare)\n"

@@ -276,6 +276,13 @@ TEST_CASE("a benchmark that throws, measures nothing or dies is named, the other
     };
     auto fine = run("fine");
     CHECK(fine.status == 0);
+    // A count that never reaches min_count (no page faults in the body) and is not exact: N grows by time, and
+    // the figure is printed as noisy.
+    const auto faults = pmc_test::run_command("timeout 60 '" + cases + "' --epochs 1 --filter fine --events page-faults 2>&1");
+    INFO(faults.out);
+    CHECK(faults.status == 0);
+    CHECK(faults.out.find("page-faults/iter |") != std::string::npos);
+    CHECK(faults.out.find("- noisy: page-faults:") != std::string::npos);
     auto throws = run("fine|throws");
     CHECK(throws.status == 1);
     CHECK(throws.out.find("benchmark 'throws' failed: the setup found no input file") != std::string::npos);
