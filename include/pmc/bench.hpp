@@ -179,8 +179,8 @@ inline std::pair<bool, std::string> exactness(const Counter& counter) {
         return {true, ""}; // instructions-minus-irqs: the interrupts' extra instructions taken off
     if (counter.event().kind == EventKind::wall_time || counter.event().kind == EventKind::tsc)
         return {false, "a time"};
-    return {false, "a hardware count: interrupts and the machine's state move it from run to run (exact: "
-                   "instructions-minus-irqs:u on a PMU, or instructions:u under pmc emulate)"};
+    return {false, "counted by the kernel or the PMU, where interrupts and the machine's state move it from run to "
+                   "run (exact: instructions-minus-irqs:u on a PMU, or instructions:u under pmc emulate)"};
 }
 } // namespace detail
 
