@@ -3,6 +3,7 @@
 // them, under the strict warning set a consumer may build with (-Werror). Driven by tests/consumer/run.cmake
 // (STEP=strict), once with g++ and once with clang++. Warnings inside a template show only where it is
 // instantiated, hence the explicit instantiations.
+#include <pmc/bench.hpp>
 #include <pmc/config.hpp>
 #include <pmc/counter.hpp>
 #include <pmc/cpu.hpp>
@@ -66,4 +67,19 @@ std::string strict_uses() {
     json.end_object();
     return json.str() + pmc::count_table(pmc::event_names(g), counts) + fmt::format("{}", counts[0]) +
            fmt::format("{}", c.read_detailed()) + pmc::attr_text(c.attr());
+}
+
+// pmc/bench.hpp: a registered benchmark and the object style, measured, printed and compared.
+PMC_BENCHMARK(strict_registered) {
+    std::uint64_t x = 0;
+    bench.run([&] { pmc::bench::do_not_optimize(++x); });
+}
+
+std::string strict_bench() {
+    pmc::bench::Bench b;
+    std::uint64_t x = 0;
+    b.run("object", [&] { pmc::bench::do_not_optimize(x += 3); });
+    const auto& report = b.report();
+    return pmc::bench::to_markdown(report) + pmc::bench::to_json(report) +
+           pmc::bench::to_markdown(pmc::bench::compare(report, report, {0.5, 5}));
 }

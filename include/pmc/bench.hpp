@@ -1,0 +1,1069 @@
+// SPDX-License-Identifier: MIT
+// pmc/bench.hpp: microbenchmarks with exact counts per iteration where a counter is exact, and a gate on them.
+//
+//     #include <pmc/bench.hpp>
+//     PMC_BENCHMARK(sort_1000) {                  // `bench` is this benchmark's pmc::bench::Bench
+//         std::vector<int> input = make_input();  // setup: not measured
+//         bench.run([&] {                         // the measured body, called many times
+//             auto v = input;
+//             std::sort(v.begin(), v.end());
+//             pmc::bench::do_not_optimize(v.data());
+//         });
+//     }
+//     PMC_BENCHMARK_MAIN()                        // --help, --filter, --json, --compare
+//
+// Read top down: 1. do_not_optimize; 2. results (what a run measures); 3. the Bench that measures; 4. JSON in and
+// out; 5. the comparison of two results (the gate); 6. the Markdown tables; 7. registration and main.
+//
+// How a figure is measured. Counts (instructions:u, and cycles, branches, misses where they open): the body runs N
+// times and then 2N times between two reads of every counter; a figure per iteration is (count(2N) - count(N)) / N,
+// so everything the harness adds once per measurement (the reads, the call into the loop) cancels. N is chosen by
+// the first exact counter (doubled until N iterations count at least min_count events), so N is the same every
+// run; without an exact counter, by time. Under `pmc emulate` instructions are exact: a deterministic body prints the same number, to
+// the instruction, every run. Time: epochs (11 by default) of enough iterations to last epoch_ns each; ns/op is
+// their median, err% the median absolute deviation from it in percent (nanobench's measure). Time is noisy.
+// Requires {fmt}: link pmc::report.
+#pragma once
+
+#include <pmc/config.hpp>
+#include <pmc/counter.hpp>
+#include <pmc/detail/json.hpp>
+#include <pmc/detail/text.hpp>
+#include <pmc/emulated.hpp>
+#include <pmc/error.hpp>
+#include <pmc/report.hpp>
+
+#include <fmt/format.h>
+
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <csignal>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+PMC_BEGIN_NAMESPACE
+namespace bench {
+
+// ---- 1. Keeping the compiler honest -------------------------------------------------------------------------------
+
+/// Makes the compiler believe `value` is read here: its computation cannot be removed. Emits no instruction (the
+/// value's address may be materialized in a register).
+template <class T>
+BOOST_FORCEINLINE void do_not_optimize(T&& value) noexcept {
+    asm volatile("" : : "r"(&value) : "memory");
+}
+
+/// Makes the compiler forget what it knows about memory here (a value computed before is recomputed after).
+BOOST_FORCEINLINE void clobber_memory() noexcept { asm volatile("" : : : "memory"); }
+
+// ---- 2. Results ---------------------------------------------------------------------------------------------------
+
+/// One counter's figure for one benchmark: `difference` events in `iterations` more iterations (2N - N).
+struct CountFigure {
+    std::string event;            ///< as given ("instructions:u")
+    bool exact = false;           ///< the counter counts exactly (the emulated PMU; instructions-minus-irqs:u)
+    std::int64_t difference = 0;  ///< count(2N) - count(N)
+    std::uint64_t iterations = 0; ///< N
+    double per_iteration() const noexcept {
+        return iterations ? static_cast<double>(difference) / static_cast<double>(iterations) : 0.0;
+    }
+};
+
+/// The time figure: epochs of `iterations_per_epoch` iterations each.
+struct TimeFigure {
+    std::vector<double> epoch_ns_per_op; ///< each epoch's ns per iteration, in run order
+    std::uint64_t iterations_per_epoch = 0;
+    double median = 0; ///< ns per iteration
+    double err_pct = 0; ///< median absolute deviation from the median, in % of it
+    double min = 0, max = 0;
+};
+
+/// What one benchmark measured.
+struct Result {
+    std::string name;
+    std::vector<CountFigure> counts; ///< one per counter that opened, in the order asked
+    TimeFigure time;
+    double run_seconds = 0; ///< how long measuring this benchmark took (calibration included)
+    const CountFigure* count(std::string_view event) const {
+        for (const auto& c : counts)
+            if (c.event == event) return &c;
+        return nullptr;
+    }
+};
+
+/// A counter asked for, and whether it opened here (and why not).
+struct EventStatus {
+    std::string event;
+    bool opened = false;
+    bool exact = false;
+    std::string why; ///< why it did not open, or why it is not exact
+};
+
+/// What the harness itself adds, measured with a body that only calls do_not_optimize.
+struct Overhead {
+    std::string event;                ///< the counter it is measured in ("" when no counter opened)
+    double per_iteration = 0;         ///< events per iteration of the loop (in every per-iteration figure)
+    std::int64_t per_measurement = 0; ///< events per measurement (cancels between N and 2N)
+    double ns_per_iteration = 0;
+};
+
+/// A whole run: the counters, the benchmarks' results and the harness's own cost.
+struct Report {
+    std::string emulated;   ///< the emulated PMU's guest architecture under `pmc emulate`, else ""
+    std::vector<EventStatus> events;
+    std::vector<Result> results;
+    std::optional<Overhead> overhead;
+};
+
+/// How a Bench measures.
+struct Options {
+    /// Counters per iteration: those that do not open here are left out (Report::events says why).
+    std::vector<std::string> events{"instructions:u", "cycles:u", "branches:u", "branch-misses:u"};
+    /// N grows until N iterations count at least this many events of the first exact counter (without one: until
+    /// they last epoch_ns)
+    std::uint64_t min_count = 100000;
+    std::uint64_t iterations = 0;     ///< a fixed N instead (0: chosen as above)
+    std::uint64_t max_iterations = std::uint64_t{1} << 30;
+    unsigned epochs = 11;             ///< time epochs
+    std::uint64_t epoch_ns = 1000000; ///< each epoch lasts at least this long (1 ms)
+    /// Under `pmc emulate` an epoch is instead this many instructions (from the exact per-iteration figure): the
+    /// same iterations every run, so what a body does after its time epochs (a second run()) does not depend on
+    /// how fast the machine was.
+    std::uint64_t epoch_instructions = 2000000;
+    bool measure_overhead = true; ///< measure the harness's own cost before the first benchmark
+};
+
+// ---- 3. The Bench ---------------------------------------------------------------------------------------------------
+
+namespace detail {
+inline double median_of(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+inline TimeFigure time_statistics(std::vector<double> epochs, std::uint64_t iterations_per_epoch) {
+    TimeFigure t;
+    t.iterations_per_epoch = iterations_per_epoch;
+    if (epochs.empty()) return t;
+    t.median = median_of(epochs);
+    std::vector<double> deviation;
+    for (double e : epochs) deviation.push_back(std::fabs(e - t.median));
+    t.err_pct = t.median > 0 ? 100.0 * median_of(deviation) / t.median : 0.0;
+    t.min = *std::min_element(epochs.begin(), epochs.end());
+    t.max = *std::max_element(epochs.begin(), epochs.end());
+    t.epoch_ns_per_op = std::move(epochs);
+    return t;
+}
+
+/// Whether `counter` counts exactly, and if not, why not (for people).
+inline std::pair<bool, std::string> exactness(const Counter& counter) {
+    if (counter.path() == ReadPath::emulated) return {true, ""};
+    if (counter.path() == ReadPath::rdpmc_difference || counter.path() == ReadPath::syscall_difference)
+        return {true, ""}; // instructions-minus-irqs: the interrupts' extra instructions taken off
+    if (counter.event().kind == EventKind::wall_time || counter.event().kind == EventKind::tsc)
+        return {false, "a time"};
+    return {false, "counted by the kernel or the PMU, where interrupts and the machine's state move it from run to "
+                   "run (exact: instructions-minus-irqs:u on a PMU, or instructions:u under pmc emulate)"};
+}
+} // namespace detail
+
+/// Measures benchmarks on the thread that made it (a counter counts the thread that opened it).
+class Bench {
+public:
+    explicit Bench(Options options = {}) : options_(std::move(options)), clock_("wall-time") {
+        if (const auto& pmu = emulated_pmu()) report_.emulated = pmu->target;
+        for (const auto& event : options_.events) {
+            EventStatus status{event, false, false, ""};
+            auto counter = Counter::try_open(event);
+            if (counter) {
+                status.opened = true;
+                auto [exact, why] = detail::exactness(*counter);
+                status.exact = exact;
+                status.why = why;
+                counters_.push_back(std::move(*counter));
+            } else {
+                status.why = counter.failure().message;
+            }
+            report_.events.push_back(std::move(status));
+        }
+    }
+
+    /// Measures `body` as benchmark `name` and keeps its Result (also returned).
+    template <class Body>
+    const Result& run(std::string name, Body&& body) {
+        const std::uint64_t started = clock_.read();
+        if (!report_.overhead && options_.measure_overhead) measure_overhead();
+        Result r;
+        r.name = std::move(name);
+        body(); // a first call: code and data brought in, lazy setup done, before anything is measured
+        if (!counters_.empty()) r.counts = measure_counts(body);
+        r.time = measure_time(body, r.counts);
+        r.run_seconds = static_cast<double>(clock_.read() - started) / 1e9;
+        report_.results.push_back(std::move(r));
+        return report_.results.back();
+    }
+
+    /// Measures `body` under the name of the registered benchmark being run (PMC_BENCHMARK).
+    template <class Body>
+    const Result& run(Body&& body) {
+        if (current_name_.empty())
+            raise(make_failure(EINVAL, "pmc::bench::Bench::run(body) without a name is for PMC_BENCHMARK bodies; "
+                                       "elsewhere call run(\"name\", body)"));
+        return run(current_name_, std::forward<Body>(body));
+    }
+
+    const Options& options() const noexcept { return options_; }
+    const Report& report() const noexcept { return report_; }
+    const std::vector<Result>& results() const noexcept { return report_.results; }
+
+    /// The name run(body) uses (set by the main for each registered benchmark).
+    void set_current_name(std::string name) { current_name_ = std::move(name); }
+
+private:
+    template <class Body>
+    BOOST_NOINLINE static void loop(Body& body, std::uint64_t n) {
+        for (std::uint64_t i = 0; i < n; ++i) body();
+    }
+
+    // Every counter read before and after n iterations (the last opened is read last before the loop and first
+    // after it): the differences.
+    template <class Body>
+    std::vector<std::uint64_t> count(Body& body, std::uint64_t n) {
+        const std::size_t k = counters_.size();
+        std::vector<std::uint64_t> start(k), end(k);
+        for (std::size_t i = 0; i < k; ++i) start[i] = counters_[i].read();
+        loop(body, n);
+        for (std::size_t i = k; i-- > 0;) end[i] = counters_[i].read();
+        for (std::size_t i = 0; i < k; ++i) end[i] -= start[i];
+        return end;
+    }
+
+    template <class Body>
+    std::vector<CountFigure> measure_counts(Body& body) {
+        std::uint64_t n = options_.iterations ? options_.iterations : 1;
+        // N grows by the first exact counter (the same N every run); without one, by time (an event such as
+        // page-faults may never reach min_count).
+        std::size_t exact = counters_.size();
+        for (std::size_t i = 0, opened = 0; i < report_.events.size(); ++i)
+            if (report_.events[i].opened) {
+                if (report_.events[i].exact && exact == counters_.size()) exact = opened;
+                ++opened;
+            }
+        if (!options_.iterations) {
+            if (exact < counters_.size())
+                while (count(body, n)[exact] < options_.min_count && n < options_.max_iterations) n *= 2;
+            else
+                while (elapsed_ns(body, n) < options_.epoch_ns && n < options_.max_iterations) n *= 2;
+        }
+        const auto once = count(body, n);
+        const auto twice = count(body, 2 * n);
+        std::vector<CountFigure> figures;
+        std::size_t i = 0;
+        for (const auto& status : report_.events) {
+            if (!status.opened) continue;
+            CountFigure f;
+            f.event = status.event;
+            f.exact = status.exact;
+            f.difference = static_cast<std::int64_t>(twice[i] - once[i]);
+            f.iterations = n;
+            figures.push_back(std::move(f));
+            ++i;
+        }
+        return figures;
+    }
+
+    template <class Body>
+    std::uint64_t elapsed_ns(Body& body, std::uint64_t n) {
+        const std::uint64_t t0 = clock_.read();
+        loop(body, n);
+        return clock_.read() - t0;
+    }
+
+    template <class Body>
+    TimeFigure measure_time(Body& body, const std::vector<CountFigure>& counts) {
+        std::uint64_t n = 1;
+        const CountFigure* exact = nullptr;
+        for (const auto& c : counts)
+            if (c.exact && !exact) exact = &c;
+        if (!report_.emulated.empty() && exact) {
+            const double per_iteration = std::max(exact->per_iteration(), 1.0);
+            n = static_cast<std::uint64_t>(std::ceil(static_cast<double>(options_.epoch_instructions) / per_iteration));
+            n = std::clamp<std::uint64_t>(n, 1, options_.max_iterations);
+        } else for (;;) {
+            const std::uint64_t t = elapsed_ns(body, n);
+            if (t >= options_.epoch_ns || n >= options_.max_iterations) break;
+            // Grow towards the epoch's length in one step where the time is known, by at most 10x.
+            const double want = t ? static_cast<double>(options_.epoch_ns) / static_cast<double>(t) * 1.2 : 10.0;
+            n = static_cast<std::uint64_t>(static_cast<double>(n) * std::clamp(want, 2.0, 10.0));
+        }
+        std::vector<double> epochs;
+        epochs.reserve(options_.epochs);
+        for (unsigned e = 0; e < options_.epochs; ++e)
+            epochs.push_back(static_cast<double>(elapsed_ns(body, n)) / static_cast<double>(n));
+        return detail::time_statistics(std::move(epochs), n);
+    }
+
+    void measure_overhead() {
+        std::uint64_t x = 0;
+        auto empty = [&x] { do_not_optimize(x); };
+        Overhead o;
+        if (!counters_.empty()) {
+            const std::uint64_t n = 1000;
+            const auto once = count(empty, n), twice = count(empty, 2 * n);
+            o.event = report_.events[first_opened()].event;
+            o.per_iteration = static_cast<double>(twice[0] - once[0]) / static_cast<double>(n);
+            o.per_measurement = static_cast<std::int64_t>(once[0]) - static_cast<std::int64_t>(twice[0] - once[0]);
+        }
+        const std::uint64_t n = 100000;
+        o.ns_per_iteration = static_cast<double>(elapsed_ns(empty, n)) / static_cast<double>(n);
+        report_.overhead = o;
+    }
+
+    std::size_t first_opened() const {
+        for (std::size_t i = 0; i < report_.events.size(); ++i)
+            if (report_.events[i].opened) return i;
+        return 0;
+    }
+
+    Options options_;
+    Counter clock_;
+    std::vector<Counter> counters_; // the opened events, in report_.events' order
+    Report report_;
+    std::string current_name_;
+};
+
+// ---- 4. JSON --------------------------------------------------------------------------------------------------------
+
+namespace detail {
+/// A time in ns with the decimals that mean something: 56821, 10.3, 0.63.
+inline std::string ns_text(double ns) {
+    return ns >= 100 ? fmt::format("{:.0f}", ns) : ns >= 10 ? fmt::format("{:.1f}", ns) : fmt::format("{:.2f}", ns);
+}
+
+} // namespace detail
+
+/// A whole-number per-iteration figure prints as an integer, anything else with up to 3 decimals.
+inline std::string format_per_iteration(const CountFigure& f) {
+    if (f.iterations && f.difference % static_cast<std::int64_t>(f.iterations) == 0)
+        return fmt::format("{}", f.difference / static_cast<std::int64_t>(f.iterations));
+    std::string s = fmt::format("{:.3f}", f.per_iteration());
+    while (s.back() == '0') s.pop_back();
+    return s;
+}
+
+/// The report as JSON (format "pmc-bench" version 1; docs/bench.md describes it).
+inline std::string to_json(const Report& report) {
+    JsonWriter j;
+    j.begin_object().field("format", "pmc-bench").field("version", 1);
+    j.key("emulated");
+    if (report.emulated.empty()) j.null();
+    else j.value(report.emulated);
+    j.key("events").begin_array();
+    for (const auto& e : report.events)
+        j.begin_object().field("event", e.event).field("opened", e.opened).field("exact", e.exact)
+            .field("why", e.why).end_object();
+    j.end_array();
+    if (report.overhead) {
+        const auto& o = *report.overhead;
+        j.key("overhead").begin_object().field("event", o.event).field("per_iteration", o.per_iteration)
+            .field("per_measurement", o.per_measurement).field("ns_per_iteration", o.ns_per_iteration).end_object();
+    }
+    j.key("benchmarks").begin_array();
+    for (const auto& r : report.results) {
+        j.begin_object().field("name", r.name).field("run_seconds", r.run_seconds);
+        j.key("counts").begin_array();
+        for (const auto& c : r.counts)
+            j.begin_object().field("event", c.event).field("exact", c.exact).field("difference", c.difference)
+                .field("iterations", c.iterations).field("per_iteration", c.per_iteration()).end_object();
+        j.end_array();
+        j.key("time").begin_object().field("unit", "ns/op").field("median", r.time.median)
+            .field("err_pct", r.time.err_pct).field("min", r.time.min).field("max", r.time.max)
+            .field("iterations_per_epoch", r.time.iterations_per_epoch);
+        j.key("epochs").begin_array();
+        for (double e : r.time.epoch_ns_per_op) j.value(e);
+        j.end_array().end_object().end_object();
+    }
+    j.end_array().end_object();
+    return j.str() + "\n";
+}
+
+namespace detail {
+inline const pmc::detail::JsonValue& member(const pmc::detail::JsonValue& v, std::string_view key,
+                                            pmc::detail::JsonValue::Type type, const std::string& where) {
+    const auto* m = v.find(key);
+    if (!m || m->type != type) raise(make_failure(EINVAL, where + ": '" + std::string(key) + "' is missing or of the "
+                                                                                             "wrong type"));
+    return *m;
+}
+
+inline std::uint64_t whole(const pmc::detail::JsonValue& v, std::string_view key, const std::string& where) {
+    const double d = member(v, key, pmc::detail::JsonValue::Type::number, where).number;
+    if (!(d >= 0) || d > 9007199254740992.0 || std::floor(d) != d)
+        raise(make_failure(EINVAL, where + ": '" + std::string(key) + "' is not a whole number"));
+    return static_cast<std::uint64_t>(d);
+}
+} // namespace detail
+
+/// Reads a report that to_json wrote. Raises pmc::error saying where the text is not one.
+inline Report parse_report(std::string_view text, const std::string& source) {
+    using Type = pmc::detail::JsonValue::Type;
+    auto parsed = pmc::detail::JsonReader::parse(text, source);
+    if (!parsed) raise(parsed.failure());
+    const auto& root = *parsed;
+    const auto* format = root.find("format");
+    if (!format || format->string != "pmc-bench")
+        raise(make_failure(EINVAL, source + ": not a pmc bench result (no \"format\":\"pmc-bench\"; write one with "
+                                            "--json FILE)"));
+    Report r;
+    if (const auto* e = root.find("emulated"); e && e->is_string()) r.emulated = e->string;
+    for (const auto& e : detail::member(root, "events", Type::array, source).items) {
+        EventStatus s;
+        s.event = detail::member(e, "event", Type::string, source + ": an event").string;
+        const auto* opened = e.find("opened");
+        const auto* exact = e.find("exact");
+        s.opened = opened && opened->boolean;
+        s.exact = exact && exact->boolean;
+        if (const auto* why = e.find("why"); why && why->is_string()) s.why = why->string;
+        r.events.push_back(std::move(s));
+    }
+    if (const auto* o = root.find("overhead"); o && o->is_object()) {
+        Overhead overhead;
+        if (const auto* e = o->find("event"); e && e->is_string()) overhead.event = e->string;
+        if (const auto* n = o->find("per_iteration"); n && n->is_number()) overhead.per_iteration = n->number;
+        if (const auto* n = o->find("per_measurement"); n && n->is_number())
+            overhead.per_measurement = static_cast<std::int64_t>(n->number);
+        if (const auto* n = o->find("ns_per_iteration"); n && n->is_number()) overhead.ns_per_iteration = n->number;
+        r.overhead = overhead;
+    }
+    for (const auto& b : detail::member(root, "benchmarks", Type::array, source).items) {
+        Result res;
+        res.name = detail::member(b, "name", Type::string, source + ": a benchmark").string;
+        const std::string where = source + ": benchmark '" + res.name + "'";
+        if (const auto* seconds = b.find("run_seconds"); seconds && seconds->is_number()) res.run_seconds = seconds->number;
+        for (const auto& c : detail::member(b, "counts", Type::array, where).items) {
+            CountFigure f;
+            f.event = detail::member(c, "event", Type::string, where).string;
+            const auto* exact = c.find("exact");
+            f.exact = exact && exact->boolean;
+            const double d = detail::member(c, "difference", Type::number, where).number;
+            if (std::floor(d) != d || std::fabs(d) > 9007199254740992.0)
+                raise(make_failure(EINVAL, where + ": 'difference' is not a whole number"));
+            f.difference = static_cast<std::int64_t>(d);
+            f.iterations = detail::whole(c, "iterations", where);
+            if (f.iterations == 0) raise(make_failure(EINVAL, where + ": 'iterations' is 0"));
+            res.counts.push_back(std::move(f));
+        }
+        const auto& t = detail::member(b, "time", Type::object, where);
+        std::vector<double> epochs;
+        for (const auto& e : detail::member(t, "epochs", Type::array, where).items)
+            if (e.is_number()) epochs.push_back(e.number);
+        res.time = bench::detail::time_statistics(std::move(epochs), detail::whole(t, "iterations_per_epoch", where));
+        r.results.push_back(std::move(res));
+    }
+    return r;
+}
+
+/// Reads a report from a file; raises pmc::error with the reason (missing, unreadable, not a result).
+inline Report read_report(const std::string& path) {
+    auto text = pmc::detail::read_file(path);
+    if (!text) raise(make_failure(ENOENT, "cannot read the bench result '" + path + "': " + std::strerror(errno)));
+    return parse_report(*text, path);
+}
+
+// ---- 5. The comparison (the gate) ---------------------------------------------------------------------------------
+
+/// How a comparison judges.
+struct GateOptions {
+    double threshold_pct = 0;       ///< exact counts: a change smaller than this (in %) passes; 0: any change fails
+    double time_threshold_pct = 5;  ///< time: a change must be at least this large, and the epochs apart
+};
+
+enum class Verdict { unchanged, changed, under_threshold, unjudged, not_gated, added, gone };
+
+inline const char* to_string(Verdict v) {
+    switch (v) {
+    case Verdict::unchanged: return "unchanged";
+    case Verdict::changed: return "changed";
+    case Verdict::under_threshold: return "under the threshold";
+    case Verdict::unjudged: return "cannot judge";
+    case Verdict::not_gated: return "differs, not gated";
+    case Verdict::added: return "new";
+    case Verdict::gone: return "gone";
+    }
+    return "?";
+}
+
+/// One figure's comparison.
+struct FigureChange {
+    std::string figure; ///< an event, or "ns/op"
+    bool exact = false;
+    double before = 0, after = 0;
+    std::string before_text, after_text;
+    Verdict verdict = Verdict::unchanged;
+    std::string why;
+    double change_pct() const noexcept {
+        return before != 0 ? 100.0 * (after - before) / std::fabs(before) : (after == before ? 0.0 : INFINITY);
+    }
+};
+
+/// One benchmark's comparison: the figures, and the verdict the gate takes (the exact counts decide where there
+/// are any; time decides only where no exact count was measured on both sides).
+struct BenchmarkChange {
+    std::string name;
+    std::vector<FigureChange> figures;
+    Verdict verdict = Verdict::unchanged;
+    std::string why;
+};
+
+struct Comparison {
+    std::vector<BenchmarkChange> benchmarks;
+    std::size_t changed = 0, unjudged = 0;
+    /// The gate's exit status: 0 nothing changed; 3 a benchmark changed; 4 a benchmark could not be judged (before 3,
+    /// as pmc diff: a change is not trusted where something else could not be checked).
+    int exit_status() const noexcept { return unjudged ? 4 : changed ? 3 : 0; }
+};
+
+namespace detail {
+__extension__ typedef __int128 wide_int; // products of two 64-bit numbers
+
+/// Exact per-iteration figures compared without rounding: a/n against b/m.
+inline int compare_exact(const CountFigure& a, const CountFigure& b) {
+    const wide_int l = static_cast<wide_int>(a.difference) * static_cast<wide_int>(b.iterations);
+    const wide_int r = static_cast<wide_int>(b.difference) * static_cast<wide_int>(a.iterations);
+    return l < r ? -1 : l > r ? 1 : 0;
+}
+
+/// The noise rule for time: changed when the median moved by at least `threshold_pct` and every epoch of one side
+/// is slower than every epoch of the other (with 11 epochs a side, a split that chance gives with p = 2/C(22,11),
+/// about 3e-6: the rank-sum test at its extreme).
+inline FigureChange compare_time(const TimeFigure& a, const TimeFigure& b, double threshold_pct) {
+    FigureChange f;
+    f.figure = "ns/op";
+    f.before = a.median;
+    f.after = b.median;
+    f.before_text = ns_text(a.median);
+    f.after_text = ns_text(b.median);
+    if (a.epoch_ns_per_op.size() < 5 || b.epoch_ns_per_op.size() < 5) {
+        f.verdict = Verdict::unjudged;
+        f.why = "fewer than 5 time epochs a side";
+        return f;
+    }
+    const bool apart = a.max < b.min || b.max < a.min;
+    const bool large = std::fabs(f.change_pct()) >= threshold_pct;
+    f.verdict = apart && large ? Verdict::changed : apart ? Verdict::under_threshold : Verdict::unchanged;
+    f.why = apart ? large ? "every epoch apart" : fmt::format("epochs apart, but under {}%", threshold_pct)
+                  : "epochs overlap";
+    return f;
+}
+} // namespace detail
+
+/// Compares `after` with `before`, benchmark by benchmark (by name), figure by figure (by event).
+inline Comparison compare(const Report& before, const Report& after, const GateOptions& gate = {}) {
+    Comparison out;
+    auto find = [](const Report& r, const std::string& name) -> const Result* {
+        for (const auto& x : r.results)
+            if (x.name == name) return &x;
+        return nullptr;
+    };
+    const bool same_machine_kind = before.emulated == after.emulated;
+    for (const auto& b : after.results) {
+        BenchmarkChange bc;
+        bc.name = b.name;
+        const Result* a = find(before, b.name);
+        if (!a) {
+            bc.verdict = Verdict::added;
+            bc.why = "not in the baseline";
+            out.benchmarks.push_back(std::move(bc));
+            continue;
+        }
+        bool exact_judged = false, exact_changed = false, exact_unjudged = false;
+        for (const auto& fb : b.counts) {
+            const CountFigure* fa = a->count(fb.event);
+            FigureChange f;
+            f.figure = fb.event;
+            f.exact = fb.exact && fa && fa->exact;
+            f.after = fb.per_iteration();
+            f.after_text = format_per_iteration(fb);
+            if (!fa) {
+                f.verdict = Verdict::unjudged;
+                f.why = "the baseline did not count it";
+                if (fb.exact) exact_unjudged = true;
+            } else {
+                f.before = fa->per_iteration();
+                f.before_text = format_per_iteration(*fa);
+                if (fb.exact != fa->exact) {
+                    f.verdict = Verdict::unjudged;
+                    f.why = "exact on one side only";
+                    exact_unjudged = true;
+                } else if (!f.exact) {
+                    f.verdict = detail::compare_exact(*fa, fb) == 0 ? Verdict::unchanged : Verdict::not_gated;
+                    f.why = "not exact: shown, not gated";
+                } else if (!same_machine_kind) {
+                    f.verdict = Verdict::unjudged;
+                    f.why = "counted on another kind of machine (emulated '" + before.emulated + "' against '" +
+                            after.emulated + "')";
+                    exact_unjudged = true;
+                } else {
+                    exact_judged = true;
+                    if (detail::compare_exact(*fa, fb) == 0) {
+                        f.verdict = Verdict::unchanged;
+                    } else if (std::fabs(f.change_pct()) < gate.threshold_pct) {
+                        f.verdict = Verdict::under_threshold;
+                        f.why = fmt::format("under {}%", gate.threshold_pct);
+                    } else {
+                        f.verdict = Verdict::changed;
+                        exact_changed = true;
+                    }
+                }
+            }
+            bc.figures.push_back(std::move(f));
+        }
+        for (const auto& fa : a->counts)
+            if (fa.exact && !b.count(fa.event)) {
+                FigureChange f;
+                f.figure = fa.event;
+                f.before = fa.per_iteration();
+                f.before_text = format_per_iteration(fa);
+                f.verdict = Verdict::unjudged;
+                f.why = "not counted in this run";
+                exact_unjudged = true;
+                bc.figures.push_back(std::move(f));
+            }
+        FigureChange t = detail::compare_time(a->time, b.time, gate.time_threshold_pct);
+        if (exact_unjudged) {
+            bc.verdict = Verdict::unjudged;
+            bc.why = "an exact count could not be compared";
+        } else if (exact_judged) {
+            bc.verdict = exact_changed ? Verdict::changed : Verdict::unchanged;
+            bc.why = "exact counts decide; time is shown";
+        } else {
+            bc.verdict = t.verdict;
+            bc.why = "time decides (no exact count on both sides): " + t.why;
+        }
+        bc.figures.push_back(std::move(t));
+        if (bc.verdict == Verdict::changed) ++out.changed;
+        if (bc.verdict == Verdict::unjudged) ++out.unjudged;
+        out.benchmarks.push_back(std::move(bc));
+    }
+    for (const auto& a : before.results)
+        if (!find(after, a.name)) {
+            BenchmarkChange bc;
+            bc.name = a.name;
+            bc.verdict = Verdict::gone;
+            bc.why = "in the baseline only (not run: filtered out or removed)";
+            out.benchmarks.push_back(std::move(bc));
+        }
+    return out;
+}
+
+// ---- 6. Markdown ----------------------------------------------------------------------------------------------------
+
+namespace detail {
+inline std::string markdown_cell(std::string s) {
+    for (std::size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.replace(i, 1, "\\|");
+    return s;
+}
+} // namespace detail
+
+/// The results as a Markdown table, with notes saying which figures are exact and which are noisy.
+inline std::string to_markdown(const Report& report) {
+    std::string out = "| benchmark | ns/op | err% |";
+    std::string rule = "|---|---:|---:|";
+    for (const auto& e : report.events)
+        if (e.opened) {
+            out += " " + detail::markdown_cell(e.event) + "/iter" + (e.exact ? " (exact)" : "") + " |";
+            rule += "---:|";
+        }
+    out += "\n" + rule + "\n";
+    for (const auto& r : report.results) {
+        out += fmt::format("| {} | {} | {:.1f}% |", detail::markdown_cell(r.name), detail::ns_text(r.time.median),
+                           r.time.err_pct);
+        for (const auto& c : r.counts) out += " " + format_per_iteration(c) + " |";
+        out += "\n";
+    }
+    out += "\n";
+    bool any_exact = false;
+    for (const auto& e : report.events)
+        if (e.opened && e.exact) {
+            any_exact = true;
+            out += fmt::format("- exact: {}{}: count(2N) - count(N) over N; the same every run for a deterministic "
+                               "body\n", e.event, report.emulated.empty() ? "" : " (emulated: " + report.emulated + ")");
+        }
+    for (const auto& e : report.events)
+        if (e.opened && !e.exact) out += fmt::format("- noisy: {}: {}\n", e.event, e.why);
+    out += "- noisy: ns/op: the median of the time epochs; err%: their median absolute deviation from it";
+    out += report.emulated.empty() ? "\n" : " (under the emulator: the emulator's time, not a native run's)\n";
+    std::vector<std::string> explained; // a reason's explanation (after its first line) once, not per event
+    for (const auto& e : report.events) {
+        if (e.opened) continue;
+        const std::size_t nl = e.why.find('\n');
+        out += fmt::format("- not counted: {}: {}\n", e.event, e.why.substr(0, nl));
+        if (nl == std::string::npos) continue;
+        std::string rest = e.why.substr(nl + 1);
+        std::string key = rest; // the same explanation about another event: not repeated
+        for (std::size_t at; (at = key.find("'" + e.event + "'")) != std::string::npos;) key.erase(at, e.event.size() + 2);
+        if (std::find(explained.begin(), explained.end(), key) != explained.end()) continue;
+        for (auto& c : rest)
+            if (c == '\n') c = ' ';
+        out += "  " + rest + "\n";
+        explained.push_back(std::move(key));
+    }
+    if (!any_exact) out += "- no exact counter here: run under `pmc emulate` for exact instruction counts\n";
+    if (report.overhead) {
+        const auto& o = *report.overhead;
+        if (!o.event.empty())
+            out += fmt::format("- harness: {} {} per iteration (included in each figure), {} per measurement "
+                               "(cancels between N and 2N), {:.2g} ns per iteration\n",
+                               fmt::format("{:g}", o.per_iteration), o.event, o.per_measurement, o.ns_per_iteration);
+        else
+            out += fmt::format("- harness: {:.2g} ns per iteration\n", o.ns_per_iteration);
+    }
+    double seconds = 0;
+    for (const auto& r : report.results) seconds += r.run_seconds;
+    out += fmt::format("- measuring took {:.2f} s\n", seconds);
+    return out;
+}
+
+/// A comparison as a Markdown table, `old → new (+x %)` per figure and the verdict per benchmark.
+inline std::string to_markdown(const Comparison& c) {
+    std::string out = "| benchmark | verdict | figures (old → new) |\n|---|---|---|\n";
+    for (const auto& b : c.benchmarks) {
+        std::string figures;
+        for (const auto& f : b.figures) {
+            if (!figures.empty()) figures += "; ";
+            if (f.before_text.empty()) {
+                figures += fmt::format("{} {}", f.figure, f.after_text);
+            } else {
+                const double pct = f.change_pct();
+                figures += fmt::format("{}{} {} → {} ({}{:.2f} %)", f.figure, f.exact ? " (exact)" : "",
+                                       f.before_text, f.after_text.empty() ? "?" : f.after_text, pct >= 0 ? "+" : "",
+                                       pct);
+            }
+            if (f.verdict != Verdict::unchanged) figures += std::string(" ") + to_string(f.verdict);
+            if (!f.why.empty() && f.verdict != Verdict::unchanged && f.verdict != Verdict::changed)
+                figures += " (" + f.why + ")";
+        }
+        out += fmt::format("| {} | {} | {} |\n", detail::markdown_cell(b.name), to_string(b.verdict),
+                           detail::markdown_cell(figures));
+    }
+    out += fmt::format("\n{} changed, {} could not be judged: exit status {}\n", c.changed, c.unjudged,
+                       c.exit_status());
+    return out;
+}
+
+// ---- 7. Registration and main ---------------------------------------------------------------------------------------
+
+/// A registered benchmark: PMC_BENCHMARK(name) { ... } adds one.
+struct Registered {
+    const char* name;
+    void (*function)(Bench&);
+};
+
+inline std::vector<Registered>& registry() {
+    static std::vector<Registered> benchmarks;
+    return benchmarks;
+}
+
+struct Registrar {
+    Registrar(const char* name, void (*function)(Bench&)) { registry().push_back({name, function}); }
+};
+
+namespace detail {
+inline const char* const usage =
+    "usage: {0} [OPTIONS]\n"
+    "Runs this program's benchmarks and prints a Markdown table: ns/op with its spread, and per iteration each\n"
+    "counter that opens here (exact instructions under `pmc emulate`: pmc emulate -- {0}).\n"
+    "\n"
+    "  --filter REGEX        only the benchmarks whose name REGEX finds (ECMAScript)\n"
+    "  --list                list the benchmarks and exit\n"
+    "  --events LIST         counters, comma-separated (default: instructions:u,cycles:u,branches:u,branch-misses:u)\n"
+    "  --iterations N        a fixed N for the counts (default: doubled until N iterations count 100000\n"
+    "                        instructions of an exact counter; without one, until they last an epoch)\n"
+    "  --epochs N            time epochs (default 11)\n"
+    "  --epoch-ms MS         each time epoch lasts at least MS milliseconds (default 1)\n"
+    "  --json FILE           also write the results as JSON (a baseline for --compare)\n"
+    "  --compare BASE        compare with BASE (a --json file) and gate: exit 3 on a change, 4 when it cannot judge\n"
+    "  --threshold PCT       exact counts: a change under PCT % passes (default 0: any change fails)\n"
+    "  --time-threshold PCT  time, judged only without an exact count: at least PCT % and every epoch apart\n"
+    "                        (default 5)\n"
+    "  -h, --help            this help\n"
+    "Exit status: 0 done (with --compare: nothing changed); 1 a usage error, a benchmark failed, or a file could not\n"
+    "be read or written; 3 a benchmark changed; 4 a benchmark could not be judged (docs/bench.md).\n";
+
+inline bool number_arg(const char* text, double& out) {
+    char* end = nullptr;
+    errno = 0;
+    out = std::strtod(text, &end);
+    return errno == 0 && end != text && *end == '\0' && std::isfinite(out) && out >= 0;
+}
+
+inline int usage_error(const std::string& message) {
+    std::fprintf(stderr, "%s (see --help)\n", message.c_str());
+    return 1;
+}
+} // namespace detail
+
+namespace detail {
+inline constexpr std::size_t child_output_limit = std::size_t{1} << 20; // a benchmark's JSON, at most
+
+/// Marks in `selected` (one byte per registered benchmark, already sized) the benchmarks whose name `filter` finds.
+/// The regular expression is built in a child process: its allocations stay out of this one, whose state every
+/// benchmark's child inherits. False, with the reason on stderr, for a bad expression.
+inline bool select(const char* filter, std::vector<char>& selected) {
+    int fds[2];
+    if (::pipe(fds) != 0) return std::perror("pipe"), false;
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) return std::perror("fork"), false;
+    if (pid == 0) {
+        ::close(fds[0]);
+        int code = 0;
+        try {
+            const std::regex pattern(filter);
+            for (std::size_t i = 0; i < selected.size(); ++i)
+                selected[i] = std::regex_search(registry()[i].name, pattern) ? 1 : 0;
+            if (::write(fds[1], selected.data(), selected.size()) != static_cast<ssize_t>(selected.size())) code = 1;
+        } catch (const std::regex_error& e) {
+            std::fprintf(stderr, "--filter '%s' is not a regular expression: %s (see --help)\n", filter, e.what());
+            code = 1;
+        }
+        ::_exit(code);
+    }
+    ::close(fds[1]);
+    std::size_t got = 0;
+    while (got < selected.size()) {
+        const ssize_t n = ::read(fds[0], selected.data() + got, selected.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    ::close(fds[0]);
+    int wstatus = 0;
+    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    return got == selected.size() && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+}
+
+/// Runs registered benchmark `r` in a child process forked from this one, and appends the child's report (JSON) to
+/// `out`, whose capacity must already hold it: the parent allocates nothing between forks, so every child starts
+/// from the same process state, and what one benchmark leaves behind (the heap's shape, lazily built state) cannot
+/// move another's counts. False, with the reason on stderr, when the benchmark failed.
+inline bool run_in_child(const Registered& r, const Options& options, bool measure_overhead, std::vector<char>& out) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        std::fprintf(stderr, "benchmark '%s': pipe failed: %s\n", r.name, std::strerror(errno));
+        return false;
+    }
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        std::fprintf(stderr, "benchmark '%s': fork failed: %s\n", r.name, std::strerror(errno));
+        ::close(fds[0]);
+        ::close(fds[1]);
+        return false;
+    }
+    if (pid == 0) {
+        ::close(fds[0]);
+        int code = 0;
+        std::string json;
+        try {
+            Options mine = options;
+            mine.measure_overhead = measure_overhead;
+            Bench bench(std::move(mine));
+            bench.set_current_name(r.name);
+            r.function(bench);
+            if (bench.results().empty()) {
+                std::fprintf(stderr, "benchmark '%s' measured nothing: its body must call bench.run(...)\n", r.name);
+                code = 1;
+            }
+            json = to_json(bench.report());
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "benchmark '%s' failed: %s\n", r.name, e.what());
+            code = 1;
+        }
+        for (std::size_t done = 0; done < json.size();) {
+            const ssize_t n = ::write(fds[1], json.data() + done, json.size() - done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            done += static_cast<std::size_t>(n);
+        }
+        std::fflush(nullptr);
+        ::_exit(code);
+    }
+    ::close(fds[1]);
+    bool too_long = false;
+    for (;;) {
+        char chunk[4096];
+        const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (out.size() + static_cast<std::size_t>(n) > out.capacity()) too_long = true;
+        else out.insert(out.end(), chunk, chunk + n);
+    }
+    ::close(fds[0]);
+    int wstatus = 0;
+    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(wstatus)) {
+        std::fprintf(stderr, "benchmark '%s' died of signal %d (%s)\n", r.name, WTERMSIG(wstatus),
+                     strsignal(WTERMSIG(wstatus)));
+        return false;
+    }
+    if (too_long) {
+        std::fprintf(stderr, "benchmark '%s': its results exceed %zu bytes\n", r.name, child_output_limit);
+        return false;
+    }
+    return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+}
+} // namespace detail
+
+/// Runs the registered benchmarks with the command line's options; PMC_BENCHMARK_MAIN() calls it.
+inline int run_main(int argc, char** argv) {
+    // Nothing here allocates in proportion to an argument's text (paths, the filter) before the benchmarks' children
+    // are forked: the children's start state must not depend on them (see run_in_child).
+    const char* self = argc > 0 ? argv[0] : "bench";
+    Options options;
+    GateOptions gate;
+    const char* filter = nullptr;
+    const char* json_path = nullptr;
+    const char* compare_path = nullptr;
+    bool list = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        const char* v = nullptr;
+        double number = 0;
+        if (arg == "-h" || arg == "--help") {
+            fmt::print(fmt::runtime(detail::usage), self);
+            return 0;
+        } else if (arg == "--list") {
+            list = true;
+        } else if (arg == "--filter" || arg == "--json" || arg == "--compare" || arg == "--events" ||
+                   arg == "--iterations" || arg == "--epochs" || arg == "--epoch-ms" || arg == "--threshold" ||
+                   arg == "--time-threshold") {
+            if (i + 1 >= argc) return detail::usage_error(std::string(arg) + " needs a value");
+            v = argv[++i];
+            if (arg == "--filter") filter = v;
+            else if (arg == "--json") json_path = v;
+            else if (arg == "--compare") compare_path = v;
+            else if (arg == "--events") {
+                options.events.clear();
+                const std::string_view text = v;
+                for (std::size_t p = 0; p <= text.size();) {
+                    const std::size_t comma = std::min(text.find(',', p), text.size());
+                    const auto one = pmc::detail::trim(text.substr(p, comma - p));
+                    if (!one.empty()) options.events.emplace_back(one);
+                    p = comma + 1;
+                }
+                if (options.events.empty()) return detail::usage_error("--events needs at least one event");
+            } else if (!detail::number_arg(v, number) ||
+                       ((arg == "--iterations" || arg == "--epochs") && std::floor(number) != number) ||
+                       ((arg == "--epochs" || arg == "--epoch-ms") && (number < 1 || number > 100000)) ||
+                       (arg == "--iterations" && number > 1e12)) {
+                return detail::usage_error(std::string(arg) + " needs a " +
+                                           (arg == "--epochs" ? "whole number from 1 to 100000"
+                                            : arg == "--iterations" ? "whole number (0: chosen)"
+                                            : arg == "--epoch-ms" ? "number of milliseconds from 1 to 100000"
+                                                                  : "percentage, 0 or more") +
+                                           ", not '" + v + "'");
+            } else if (arg == "--iterations") options.iterations = static_cast<std::uint64_t>(number);
+            else if (arg == "--epochs") options.epochs = static_cast<unsigned>(number);
+            else if (arg == "--epoch-ms") options.epoch_ns = static_cast<std::uint64_t>(number * 1e6);
+            else if (arg == "--threshold") gate.threshold_pct = number;
+            else gate.time_threshold_pct = number;
+        } else {
+            return detail::usage_error("unknown argument '" + std::string(arg) + "'");
+        }
+    }
+    const auto& all = registry();
+    std::vector<char> selected(all.size(), 1);
+    if (filter && !detail::select(filter, selected)) return 1;
+    std::vector<Registered> chosen;
+    chosen.reserve(all.size()); // its size, like every allocation here, independent of the filter
+    for (std::size_t i = 0; i < all.size(); ++i)
+        if (selected[i]) chosen.push_back(all[i]);
+    if (list) {
+        for (const auto& r : chosen) std::printf("%s\n", r.name);
+        return 0;
+    }
+    if (chosen.empty()) {
+        std::fprintf(stderr, "no benchmark matches --filter '%s' (--list shows them)\n", filter ? filter : "");
+        return 1;
+    }
+    if (compare_path && ::access(compare_path, R_OK) != 0) { // fail before measuring
+        std::fprintf(stderr, "cannot read the baseline '%s': %s\n", compare_path, std::strerror(errno));
+        return 1;
+    }
+    int status = 0;
+    Report merged;
+    try {
+        std::vector<char> buffer;
+        buffer.reserve(detail::child_output_limit * all.size()); // before the first fork: no allocation between
+        std::vector<std::pair<std::size_t, std::size_t>> outputs(all.size());
+        for (std::size_t i = 0; i < chosen.size(); ++i) {
+            const std::size_t begin = buffer.size();
+            if (!detail::run_in_child(chosen[i], options, i == 0, buffer)) status = 1;
+            outputs[i] = {begin, buffer.size() - begin};
+        }
+        for (std::size_t i = 0; i < chosen.size(); ++i) {
+            if (outputs[i].second == 0) continue;
+            Report one = parse_report(std::string_view(buffer.data() + outputs[i].first, outputs[i].second),
+                                      std::string("benchmark '") + chosen[i].name + "''s child");
+            if (merged.events.empty()) merged.events = one.events;
+            if (one.overhead) merged.overhead = one.overhead;
+            merged.emulated = one.emulated;
+            for (auto& r : one.results) merged.results.push_back(std::move(r));
+        }
+        std::fputs(to_markdown(merged).c_str(), stdout);
+        std::fflush(stdout);
+        if (json_path) {
+            std::ofstream f(json_path, std::ios::trunc);
+            f << to_json(merged);
+            f.close();
+            if (!f) {
+                std::fprintf(stderr, "cannot write '%s': %s\n", json_path, std::strerror(errno));
+                return 1;
+            }
+        }
+        if (compare_path) {
+            const Report baseline = read_report(compare_path); // after measuring: its size moves no benchmark
+            const Comparison c = compare(baseline, merged, gate);
+            std::printf("\ncompared with %s:\n\n%s", compare_path, to_markdown(c).c_str());
+            std::fflush(stdout);
+            if (status == 0) status = c.exit_status();
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+    return status;
+}
+
+} // namespace bench
+PMC_END_NAMESPACE
+
+/// Defines and registers a benchmark; its body receives `bench` (pmc::bench::Bench&) and calls bench.run(body).
+#define PMC_BENCHMARK(name)                                                                                            \
+    static void pmc_benchmark_##name(::pmc::bench::Bench& bench);                                                      \
+    static const ::pmc::bench::Registrar pmc_benchmark_registrar_##name{#name, &pmc_benchmark_##name};                 \
+    static void pmc_benchmark_##name([[maybe_unused]] ::pmc::bench::Bench& bench)
+
+/// Defines main(): runs the registered benchmarks (pmc::bench::run_main).
+#define PMC_BENCHMARK_MAIN()                                                                                           \
+    int main(int argc, char** argv) { return ::pmc::bench::run_main(argc, argv); }

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+// pmc/bench.hpp: the comparison's verdicts and exit statuses, its JSON read back, the figures' arithmetic and the
+// Bench in-process (any machine); the example suite and a suite whose benchmarks go wrong, run as programs (their
+// messages and exit statuses); and under pmc emulate (skipped, with the reason, without QEMU's dynamic user mode):
+// instructions per iteration identical run after run, and the planted regression found exactly, in its benchmark
+// alone.
+#include "catch.hpp"
+#include "command.hpp"
+
+#include <pmc/bench.hpp>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+using pmc::bench::CountFigure;
+using pmc::bench::Report;
+using pmc::bench::Result;
+using pmc::bench::Verdict;
+
+const std::string pmc_tool = PMC_TOOL_PATH;
+const std::string example = PMC_EXAMPLE_BENCH;
+const std::string regressed = PMC_EXAMPLE_BENCH_REGRESSED;
+const std::string cases = PMC_BENCH_CASES;
+
+Result result(const std::string& name, std::int64_t difference, std::uint64_t n, bool exact,
+              std::vector<double> epochs = {10, 10.1, 9.9, 10, 10.2, 10, 9.8, 10, 10.1, 10, 9.9}) {
+    Result r;
+    r.name = name;
+    if (n) r.counts.push_back(CountFigure{"instructions:u", exact, difference, n});
+    r.time = pmc::bench::detail::time_statistics(std::move(epochs), 100);
+    return r;
+}
+
+Report report(std::vector<Result> results, std::string emulated = "x86_64") {
+    Report r;
+    r.emulated = std::move(emulated);
+    r.events.push_back({"instructions:u", true, true, ""});
+    r.results = std::move(results);
+    return r;
+}
+
+const pmc::bench::BenchmarkChange& change(const pmc::bench::Comparison& c, const std::string& name) {
+    for (const auto& b : c.benchmarks)
+        if (b.name == name) return b;
+    FAIL("no benchmark " << name << " in the comparison");
+    throw 0;
+}
+
+/// The verdict column of a comparison table, benchmark by benchmark.
+std::map<std::string, std::string> verdicts(const std::string& out) {
+    std::map<std::string, std::string> v;
+    const std::regex row(R"(\| ([a-z_0-9]+) \| ([a-z ]+) \| )");
+    const auto at = out.find("compared with");
+    REQUIRE(at != std::string::npos);
+    const std::string table = out.substr(at);
+    for (std::sregex_iterator i(table.begin(), table.end(), row), end; i != end; ++i)
+        if ((*i)[1] != "benchmark") v[(*i)[1]] = (*i)[2];
+    return v;
+}
+
+/// The instruction column of a result table, benchmark by benchmark.
+std::map<std::string, std::string> instructions(const std::string& out) {
+    std::map<std::string, std::string> v;
+    const std::regex row(R"(\| ([a-z_0-9]+) \| [0-9.]+ \| [0-9.]+% \| ([0-9.]+) \|)");
+    for (std::sregex_iterator i(out.begin(), out.end(), row), end; i != end; ++i) v[(*i)[1]] = (*i)[2];
+    return v;
+}
+
+std::string why_no_emulator() {
+#if defined(PMC_SANITIZED)
+    return "this build is sanitized: AddressSanitizer's shadow memory does not fit QEMU user mode's address space";
+#else
+    static const std::string why = [] {
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate -- /bin/true 2>&1");
+        return r.status == 0 ? std::string() : "pmc emulate cannot run here (scripts/install-deps installs qemu-user): " + r.out;
+    }();
+    return why;
+#endif
+}
+
+std::string temp_path(const std::string& name) {
+    static const std::string dir = [] {
+        char t[] = "/tmp/pmc-test-bench-XXXXXX";
+        const char* d = ::mkdtemp(t);
+        return std::string(d ? d : "/tmp");
+    }();
+    return dir + "/" + name;
+}
+
+} // namespace
+
+TEST_CASE("an exact count that moves fails the gate in its benchmark alone, equal ones pass", "[bench]") {
+    const Report base = report({result("a", 1000, 10, true), result("b", 500, 10, true)});
+    SECTION("identical: exit 0") {
+        const auto c = pmc::bench::compare(base, base);
+        CHECK(c.exit_status() == 0);
+        CHECK(change(c, "a").verdict == Verdict::unchanged);
+    }
+    SECTION("one instruction per iteration more in b: exit 3, b alone") {
+        const auto c = pmc::bench::compare(base, report({result("a", 1000, 10, true), result("b", 510, 10, true)}));
+        CHECK(c.exit_status() == 3);
+        CHECK(c.changed == 1);
+        CHECK(change(c, "a").verdict == Verdict::unchanged);
+        CHECK(change(c, "b").verdict == Verdict::changed);
+        const std::string table = pmc::bench::to_markdown(c);
+        CHECK(table.find("50 → 51 (+2.00 %)") != std::string::npos);
+    }
+    SECTION("the same figure from another N is unchanged (compared as fractions, not rounded)") {
+        const auto c = pmc::bench::compare(base, report({result("a", 3000, 30, true), result("b", 1000, 20, true)}));
+        CHECK(c.exit_status() == 0);
+    }
+    SECTION("a change of 1 in 3 per iteration is still a change") {
+        const auto c = pmc::bench::compare(report({result("a", 1000, 3, true)}), report({result("a", 1001, 3, true)}));
+        CHECK(c.exit_status() == 3);
+    }
+    SECTION("--threshold: a change under it passes, one over it fails") {
+        const Report after = report({result("a", 1010, 10, true), result("b", 600, 10, true)});
+        const auto c = pmc::bench::compare(base, after, {5.0, 5.0});
+        CHECK(change(c, "a").verdict == Verdict::unchanged);
+        CHECK(change(c, "a").figures.front().verdict == Verdict::under_threshold);
+        CHECK(change(c, "b").verdict == Verdict::changed);
+        CHECK(c.exit_status() == 3);
+    }
+}
+
+TEST_CASE("what the gate cannot judge exits 4, new and gone benchmarks are reported and pass", "[bench]") {
+    const Report base = report({result("a", 1000, 10, true), result("gone", 1, 1, true)});
+    SECTION("exact on one side only") {
+        const auto c = pmc::bench::compare(base, report({result("a", 1000, 10, false)}, ""));
+        CHECK(c.exit_status() == 4);
+        CHECK(change(c, "a").verdict == Verdict::unjudged);
+    }
+    SECTION("the exact count missing from this run") {
+        const auto c = pmc::bench::compare(base, report({result("a", 0, 0, false)}, ""));
+        CHECK(c.exit_status() == 4);
+    }
+    SECTION("emulated for another architecture") {
+        const auto c = pmc::bench::compare(base, report({result("a", 1000, 10, true)}, "aarch64"));
+        CHECK(c.exit_status() == 4);
+    }
+    SECTION("4 before 3: a change is not trusted where something else could not be checked") {
+        const auto c = pmc::bench::compare(report({result("a", 1000, 10, true), result("b", 1, 1, true)}),
+                                           report({result("a", 2000, 10, true), result("b", 0, 0, false)}));
+        CHECK(c.changed == 1);
+        CHECK(c.exit_status() == 4);
+    }
+    SECTION("new and gone") {
+        const auto c = pmc::bench::compare(base, report({result("a", 1000, 10, true), result("new", 5, 1, true)}));
+        CHECK(c.exit_status() == 0);
+        CHECK(change(c, "new").verdict == Verdict::added);
+        CHECK(change(c, "gone").verdict == Verdict::gone);
+    }
+}
+
+TEST_CASE("without an exact count, time decides by the noise rule", "[bench]") {
+    const std::vector<double> slow{12, 12.1, 11.9, 12, 12.2, 12, 11.8, 12, 12.1, 12, 11.9};
+    const std::vector<double> overlapping{10, 10.3, 9.9, 10, 10.2, 10, 9.7, 10, 10.1, 10, 9.9};
+    const Report base = report({result("t", 0, 0, false)}, "");
+    SECTION("every epoch slower and 20 % more: changed") {
+        const auto c = pmc::bench::compare(base, report({result("t", 0, 0, false, slow)}, ""));
+        CHECK(c.exit_status() == 3);
+    }
+    SECTION("epochs overlapping: unchanged") {
+        const auto c = pmc::bench::compare(base, report({result("t", 0, 0, false, overlapping)}, ""));
+        CHECK(c.exit_status() == 0);
+    }
+    SECTION("apart but under --time-threshold: passes") {
+        const auto c = pmc::bench::compare(base, report({result("t", 0, 0, false, slow)}, ""), {0, 25});
+        CHECK(c.exit_status() == 0);
+        CHECK(change(c, "t").verdict == Verdict::under_threshold);
+    }
+    SECTION("too few epochs to judge: exit 4") {
+        const auto c = pmc::bench::compare(report({result("t", 0, 0, false, {1, 2})}, ""),
+                                           report({result("t", 0, 0, false, {3, 4})}, ""));
+        CHECK(c.exit_status() == 4);
+    }
+}
+
+TEST_CASE("a result written as JSON reads back to the same figures, bad files are refused with the reason", "[bench]") {
+    Report r = report({result("sort", 161198, 2, true), result("odd", 7, 2, true)});
+    r.overhead = pmc::bench::Overhead{"instructions:u", 4, 63, 0.5};
+    const Report back = pmc::bench::parse_report(pmc::bench::to_json(r), "test");
+    REQUIRE(back.results.size() == 2);
+    CHECK(back.emulated == "x86_64");
+    CHECK(back.results[0].counts.at(0).difference == 161198);
+    CHECK(pmc::bench::format_per_iteration(back.results[0].counts.at(0)) == "80599");
+    CHECK(pmc::bench::format_per_iteration(back.results[1].counts.at(0)) == "3.5");
+    CHECK(back.results[0].time.epoch_ns_per_op == r.results[0].time.epoch_ns_per_op);
+    CHECK(pmc::bench::compare(r, back).exit_status() == 0);
+    REQUIRE(back.overhead);
+    CHECK(back.overhead->per_measurement == 63);
+    CHECK(pmc::bench::to_markdown(back).find("harness: 4 instructions:u per iteration") != std::string::npos);
+    CHECK_THROWS_WITH(pmc::bench::parse_report("{\"format\":\"pmc-profile\"}", "x.json"),
+                      ContainsSubstring("not a pmc bench result"));
+    CHECK_THROWS_WITH(pmc::bench::parse_report("{\"format\":", "x.json"),
+                      ContainsSubstring("x.json: not valid JSON"));
+    CHECK_THROWS_WITH(pmc::bench::parse_report(R"({"format":"pmc-bench","events":[],"benchmarks":[{"name":"a"}]})", "x.json"),
+                      ContainsSubstring("benchmark 'a': 'counts' is missing"));
+    CHECK_THROWS_WITH(pmc::bench::read_report(temp_path("missing.json")),
+                      ContainsSubstring("cannot read the bench result"));
+}
+
+TEST_CASE("a Bench measures in-process: time statistics always, counts where a counter opens", "[bench]") {
+    pmc::bench::Options o;
+    o.epochs = 5;
+    o.epoch_ns = 100000;
+    pmc::bench::Bench bench(o);
+    std::uint64_t x = 1;
+    const auto& r = bench.run("mix", [&] {
+        x = x * 6364136223846793005ULL + 1;
+        pmc::bench::do_not_optimize(x);
+    });
+    CHECK(r.name == "mix");
+    CHECK(r.time.epoch_ns_per_op.size() == 5);
+    CHECK(r.time.median > 0);
+    CHECK(r.time.min <= r.time.median);
+    CHECK(r.time.median <= r.time.max);
+    std::size_t opened = 0;
+    for (const auto& e : bench.report().events) opened += e.opened;
+    CHECK(r.counts.size() == opened);
+    for (const auto& c : r.counts) CHECK(c.iterations > 0);
+    CHECK_THROWS_WITH(bench.run([] {}), ContainsSubstring("without a name"));
+    const std::string table = pmc::bench::to_markdown(bench.report());
+    CHECK(table.find("| mix |") != std::string::npos);
+    CHECK(table.find("harness:") != std::string::npos);
+}
+
+TEST_CASE("the example suite runs natively: a table of every benchmark, and what is not exact here", "[bench]") {
+    const auto r = pmc_test::run_command("'" + example + "' --epochs 3 --epoch-ms 1 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    for (const char* name : {"sort_1000", "sort_sorted_1000", "unordered_map_insert_1000", "unordered_map_find_1000",
+                             "flat_map_insert_1000", "flat_map_find_1000"})
+        CHECK(r.out.find(std::string("| ") + name + " |") != std::string::npos);
+    CHECK(r.out.find("noisy: ns/op") != std::string::npos);
+}
+
+TEST_CASE("the harness's command line: --help, --list, --filter, and errors that say what is wrong", "[bench]") {
+    auto run = [](const std::string& args) { return pmc_test::run_command("'" + example + "' " + args + " 2>&1"); };
+    auto help = run("--help");
+    CHECK(help.status == 0);
+    CHECK(help.out.find("--compare BASE") != std::string::npos);
+    auto list = run("--list --filter '^sort'");
+    CHECK(list.status == 0);
+    CHECK(list.out == "sort_1000\nsort_sorted_1000\n");
+    auto bad_regex = run("--filter '('");
+    CHECK(bad_regex.status == 1);
+    CHECK(bad_regex.out.find("not a regular expression") != std::string::npos);
+    auto none = run("--filter nothing_matches");
+    CHECK(none.status == 1);
+    CHECK(none.out.find("no benchmark matches") != std::string::npos);
+    auto unknown = run("--frobnicate");
+    CHECK(unknown.status == 1);
+    CHECK(unknown.out.find("unknown argument '--frobnicate'") != std::string::npos);
+    auto epochs = run("--epochs 0");
+    CHECK(epochs.status == 1);
+    CHECK(epochs.out.find("--epochs needs a whole number from 1 to 100000, not '0'") != std::string::npos);
+    auto missing = run("--compare " + temp_path("no-such-baseline.json"));
+    CHECK(missing.status == 1);
+    CHECK(missing.out.find("cannot read the baseline") != std::string::npos);
+    std::ofstream(temp_path("bad.json")) << "{\"format\":\"pmc-bench\"";
+    auto bad = run("--filter flat_map_find --epochs 1 --compare " + temp_path("bad.json"));
+    CHECK(bad.status == 1);
+    CHECK(bad.out.find("not valid JSON") != std::string::npos);
+}
+
+TEST_CASE("a benchmark that throws, measures nothing or dies is named, the others still run, and the exit is 1",
+          "[bench]") {
+    auto run = [](const std::string& filter) {
+        return pmc_test::run_command("'" + cases + "' --epochs 1 --filter '" + filter + "' 2>&1");
+    };
+    auto fine = run("fine");
+    CHECK(fine.status == 0);
+    // A count that never reaches min_count (no page faults in the body) and is not exact: N grows by time, and
+    // the figure is printed as noisy.
+    const auto faults = pmc_test::run_command("timeout 60 '" + cases + "' --epochs 1 --filter fine --events page-faults 2>&1");
+    INFO(faults.out);
+    CHECK(faults.status == 0);
+    CHECK(faults.out.find("page-faults/iter |") != std::string::npos);
+    CHECK(faults.out.find("- noisy: page-faults:") != std::string::npos);
+    auto throws = run("fine|throws");
+    CHECK(throws.status == 1);
+    CHECK(throws.out.find("benchmark 'throws' failed: the setup found no input file") != std::string::npos);
+    CHECK(throws.out.find("| fine |") != std::string::npos);
+    auto nothing = run("measures_nothing");
+    CHECK(nothing.status == 1);
+    CHECK(nothing.out.find("benchmark 'measures_nothing' measured nothing") != std::string::npos);
+    auto dies = run("dies|fine");
+    CHECK(dies.status == 1);
+    CHECK(dies.out.find("benchmark 'dies' died of signal 6") != std::string::npos);
+    CHECK(dies.out.find("| fine |") != std::string::npos);
+}
+
+TEST_CASE("under pmc emulate: instructions per iteration identical every run, the planted regression found exactly "
+          "in its benchmark alone", "[bench][emulate]") {
+    if (auto why = why_no_emulator(); !why.empty()) PMC_SKIP(why);
+    const std::string base = temp_path("base.json");
+    auto emulated = [&](const std::string& program, const std::string& args) {
+        return pmc_test::run_command("'" + pmc_tool + "' emulate -- '" + program + "' --epochs 3 " + args + " 2>&1");
+    };
+    const auto first = emulated(example, "--json '" + base + "'");
+    INFO(first.out);
+    REQUIRE(first.status == 0);
+    const auto counts = instructions(first.out);
+    REQUIRE(counts.size() == 6);
+    CHECK(first.out.find("instructions:u/iter (exact)") != std::string::npos);
+    CHECK(first.out.find("- harness: ") != std::string::npos); // measured in the first benchmark's child
+    for (int run = 0; run < 2; ++run) { // under load too: the counts cannot depend on time
+        const auto again = emulated(example, "--compare '" + base + "'");
+        INFO(again.out);
+        CHECK(again.status == 0);
+        CHECK(instructions(again.out) == counts);
+    }
+    const auto changed = emulated(regressed, "--compare '" + base + "'");
+    INFO(changed.out);
+    CHECK(changed.status == 3);
+    const auto v = verdicts(changed.out);
+    REQUIRE(v.size() == 6);
+    for (const auto& [name, verdict] : v) CHECK(verdict == (name == "sort_1000" ? "changed" : "unchanged"));
+    // Natively there is no exact count to hold against the baseline's: the gate cannot judge.
+    const auto native = pmc_test::run_command("'" + example + "' --epochs 3 --filter sort_1000 --compare '" + base + "' 2>&1");
+    INFO(native.out);
+    CHECK(native.status == 4);
+}
+
+TEST_CASE("a Google Benchmark suite with pmc/gbench.hpp's one line gets exact instructions per iteration under pmc "
+          "emulate", "[bench][gbench]") {
+#if !defined(PMC_GBENCH_SUITE)
+    PMC_SKIP("Google Benchmark is not installed (Debian: libbenchmark-dev; scripts/install-deps installs it)");
+#else
+    const std::string suite = PMC_GBENCH_SUITE;
+    // Natively, without a counter that opens here, the suite still runs and says why there is no count.
+    const auto native = pmc_test::run_command("'" + suite + "' --benchmark_min_time=0.001 --benchmark_filter=Fixed 2>&1");
+    INFO(native.out);
+    CHECK(native.status == 0);
+    if (native.out.find("instructions:u/iter") == std::string::npos)
+        CHECK(native.out.find("pmc/gbench.hpp: no 'instructions:u' per iteration:") != std::string::npos);
+    if (auto why = why_no_emulator(); !why.empty()) PMC_SKIP(why);
+    auto figures = [&](const std::string& min_time) {
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate -- '" + suite +
+                                             "' --benchmark_format=json --benchmark_min_time=" + min_time);
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        const auto json = pmc::detail::JsonReader::parse(r.out, "gbench").value();
+        std::map<std::string, std::pair<double, double>> out; // name -> (per iteration, iterations)
+        for (const auto& b : json.find("benchmarks")->items) {
+            const auto* per = b.find("instructions:u/iter");
+            REQUIRE(per);
+            out[b.find("name")->string] = {per->number, b.find("iterations")->number};
+            if (b.find("name")->string.find("Fixed") != std::string::npos)
+                CHECK(b.find("fixed_cost_included") != nullptr);
+            else
+                CHECK(b.find("fixed_cost_included") == nullptr);
+        }
+        return out;
+    };
+    // Other minimum times give other iteration counts; the instructions per iteration stay the same. At least 10 ms
+    // of CPU: a first call of 1 iteration that took 2 ms (QEMU translating the code, under a load of 10) was the
+    // reported one, with no earlier call to subtract (fixed_cost_included).
+    const auto a = figures("0.01"), b = figures("0.05");
+    REQUIRE(a.size() == 4);
+    for (const auto& [name, figure] : a) {
+        INFO(name);
+        REQUIRE(b.count(name));
+        CHECK(figure.first == b.at(name).first);
+        CHECK(figure.first > 0);
+    }
+    CHECK(a.at("BM_Sort/512").first > 5 * a.at("BM_Sort/64").first);
+#endif
+}
