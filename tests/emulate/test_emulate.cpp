@@ -350,6 +350,33 @@ TEST_CASE("under pmc emulate --cache, 4 threads with fixed work read identical p
     }
 }
 
+TEST_CASE("the profiler's ride-along counters read the cache model under pmc emulate --cache, said to be modelled",
+          "[emulate][cache][profiler]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    std::vector<std::string> runs;
+    for (const char* name : {"cache-a.pmcprof", "cache-b.pmcprof"}) {
+        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u,"
+                                             "L1-dcache-loads:u,L1-dcache-load-misses:u '" + pmc_tool +
+                                             "' emulate --cache -- '" + target + "' profile 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        runs.push_back(dir + "/" + name);
+    }
+    const auto shown = pmc_test::run_command("'" + pmc_tool + "' summarize '" + runs[0] + "' 2>&1");
+    INFO(shown.out);
+    CHECK(std::regex_search(shown.out, std::regex("riding along +L1-dcache-loads:u: a count \\(exact\\), read with the "
+                                                  "emulator: modelled \\(pmc emulate --cache\\): an exact count of "
+                                                  "Cachegrind's cache model \\(I1 32768,8,64")));
+    CHECK_THAT(shown.out, ContainsSubstring("primary counter instructions:u: a count (exact), read with the emulator: "
+                                            "emulated (QEMU TCG)"));
+    // Two runs, every scope's modelled counts alike.
+    const auto same = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change '" + runs[0] + "' '" + runs[1] +
+                                            "' 2>&1");
+    INFO(same.out);
+    CHECK(same.status == 0);
+}
+
 TEST_CASE("under pmc emulate without --cache a modelled cache event is refused, naming pmc emulate --cache",
           "[emulate][cache]") {
     REQUIRE_EMULATOR();
