@@ -348,6 +348,11 @@ TEST_CASE("under pmc emulate --cache, 4 threads with fixed work read identical p
         CAPTURE(i);
         CHECK(again.out == first.out);
     }
+    // A plugin with a planted fault, which answers each thread from another thread's model, is told apart.
+    const auto swapped = pmc_test::run_command("PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS "swap' " + run);
+    INFO(swapped.out);
+    CHECK(swapped.status == 0);
+    CHECK(swapped.out != first.out);
 }
 
 TEST_CASE("the profiler's ride-along counters read the cache model under pmc emulate --cache, said to be modelled",

@@ -198,7 +198,18 @@ inline void at_syscall() {
 /// call (at_syscall has completed its last access); ~0 for a code the model does not have.
 inline std::uint64_t modelled_count(std::uint64_t event) {
     using pmc_model::Kind;
-    const pmc_model::CacheCounts& c = this_thread().caches.counts();
+    ThreadModel* model = &this_thread();
+#if defined(PMC_PLUGIN_FAULT_SWAP) // the planted fault (tests/emulate): another live thread's model
+    {
+        std::lock_guard<std::mutex> hold(models_lock);
+        for (std::size_t i = 0; i < live_models.size(); ++i)
+            if (live_models[i] == model) {
+                model = live_models[(i + 1) % live_models.size()];
+                break;
+            }
+    }
+#endif
+    const pmc_model::CacheCounts& c = model->caches.counts();
     const auto at = [](Kind k) { return pmc_model::CacheCounts::at(k); };
     switch (event) {
     case 1: return c.Dr();
