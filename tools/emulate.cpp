@@ -56,9 +56,9 @@ Run COMMAND under QEMU user mode with pmc's TCG plugin: an emulated PMU on any m
 cloud VM included. In COMMAND, pmc::Counter{"instructions:u"} (also "instructions" and
 "instructions-minus-irqs:u"), pmc::Group and the profiler (PMC_PROFILE_COUNTERS=instructions:u)
 read exact counts: emulated (QEMU TCG), the instructions the emulator executed for each thread, not
-a real core's. The program is not rebuilt; run directly it uses the hardware PMU as before. Other
-perf events cannot be opened under the emulator (QEMU implements no perf_event_open) and say so;
-wall-time and tsc work.
+a real core's. The program is not rebuilt; run directly it uses the hardware PMU as before. With
+--cache, perf's generic cache events read the modelled caches (below). Other perf events cannot be
+opened under the emulator (QEMU implements no perf_event_open) and say so; wall-time and tsc work.
 
 So that repeated runs count the same: the program's memory lies at the same addresses in every run:
 pmc turns address randomization off for QEMU and for any native child (as setarch -R), and gives
@@ -90,8 +90,13 @@ Options:
                 stack, libraries and mmap area at random).
   --cache       Model the caches too (Cachegrind's model: I1, D1 and LL, LRU, write-allocate; each
                 thread caches of its own) and print the command's totals at its end (pmc count
-                --emulate --cache counts them as events). Costs a call per memory access; without it
-                none is registered.
+                --emulate --cache counts them as events). In COMMAND, pmc::Counter, pmc::Group
+                and the profiler then open L1-dcache-loads, L1-dcache-load-misses,
+                L1-dcache-stores, L1-dcache-store-misses, L1-icache-load-misses, LLC-loads,
+                LLC-load-misses, LLC-stores, LLC-store-misses, cache-references and cache-misses
+                (:u or none): the thread's modelled counts, exact at each read, marked modelled.
+                Costs a call per memory access; without it none is registered, and those events
+                are refused naming --cache.
   --I1 G, --D1 G, --LL G
                 A cache's geometry G = SIZE,ASSOC,LINE in bytes, as Valgrind's options (default
                 32768,8,64 for I1 and D1, 8388608,16,64 for LL: the geometry Gungraun and CodSpeed pin
@@ -691,7 +696,7 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     if (!report.path.empty()) {
         const EmulatedReport processes = read_emulated_report(report.path);
         explain_child_sigills(processes, *child);
-        if (cache && processes.has_cache) // (in-program counters cannot read the model yet: its totals, at the end)
+        if (cache && processes.has_cache) // (the command's totals; the program's counters read its threads' own)
             fmt::print(stderr,
                        "pmc emulate: the command's caches, {}:\n  D1: {} reads, {} misses; {} writes, {} misses\n"
                        "  LL: {} read misses, {} write misses; I1: {} misses\n",

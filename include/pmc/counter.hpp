@@ -270,6 +270,7 @@ struct CounterCore {
     RdpmcCache b;                          ///< difference counters: the subtracted event
 
     bool any_thread = false; ///< counts children (inherit): read() may come from any thread
+    std::uint64_t emulated_event = 0; ///< ReadPath::emulated: a modelled event's code (emulated::Event), 0: instructions
     FileDescriptor fd;   ///< the event (for a difference: the group leader)
     FileDescriptor fd_b; ///< difference counters: the subtracted event
     Mapping map, map_b;
@@ -288,6 +289,7 @@ struct CounterCore {
         a = std::exchange(o.a, RdpmcCache{});
         owner = std::exchange(o.owner, UINT64_MAX);
         b = std::exchange(o.b, RdpmcCache{});
+        emulated_event = o.emulated_event;
         any_thread = std::exchange(o.any_thread, false); // a moved-from counter is read by no thread
         fd = std::move(o.fd);
         fd_b = std::move(o.fd_b);
@@ -427,7 +429,8 @@ BOOST_NOINLINE PMC_COLD std::uint64_t refresh_rdpmc(CounterCore& c) {
 BOOST_NOINLINE inline std::uint64_t read_slow(CounterCore& c) {
     if (c.path == ReadPath::clock) return clock_ns(CLOCK_MONOTONIC);
     if (BOOST_UNLIKELY(thread_token != c.owner) && !c.any_thread) wrong_thread(c);
-    if (c.path == ReadPath::emulated) return emulated::read_instructions();
+    if (c.path == ReadPath::emulated)
+        return c.emulated_event ? emulated::read_event(c.emulated_event) : emulated::read_instructions();
     return read_with_syscall(c).value;
 }
 
@@ -743,7 +746,8 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     return c;
 }
 
-/// Opens an instruction event on the emulated PMU of `pmc emulate` (the caller found it there).
+/// Opens an instruction event, or a modelled cache event, on the emulated PMU of `pmc emulate` (the caller found it
+/// there).
 inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req, const OpenOptions& options) {
     const EmulatedPmu& pmu = *emulated_pmu();
     auto refuse = [&](const std::string& why) {
@@ -754,6 +758,10 @@ inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req,
                       "headers protocol " + std::to_string(emulated::protocol_version) + ". Fix: run it with the "
                       "pmc emulate of the pmc version the program was built with");
     if (auto why = emulated_refusal(spec); !why.empty()) return refuse(why);
+    const auto modelled = modelled_cache_event(spec);
+    if (modelled && !pmu.cache_model)
+        return refuse("'" + spec.text + "' is a modelled cache event, and this run has no cache model. Fix: run the "
+                      "program under `pmc emulate --cache -- PROGRAM` (the model: Cachegrind's, per thread)");
     if (req == Requirement::rdpmc)
         return refuse("source::rdpmc reads a hardware counter, and the emulated PMU is read with a request to the "
                       "emulator; use pmc::Counter");
@@ -767,6 +775,14 @@ inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req,
     c.info->minus_attr = spec.minus_attr;
     c.info->opened_ns = clock_ns(CLOCK_MONOTONIC);
     c.path = ReadPath::emulated;
+    if (modelled) {
+        c.emulated_event = static_cast<std::uint64_t>(*modelled);
+        c.info->notes.push_back(modelled_count_note(pmu) + "; read with a request to QEMU's plugin (" + pmu.target +
+                                " guest)");
+        if (!spec.attr.exclude_kernel)
+            c.info->notes.push_back("user mode only, as :u: the model sees no kernel accesses");
+        return c;
+    }
     c.info->notes.push_back(std::string(emulated_count_note) + "; read with a request to QEMU's plugin (" +
                             pmu.target + " guest), exact at the read");
     if (spec.kind == EventKind::difference)
@@ -790,8 +806,9 @@ inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, uns
     if (spec.kind == EventKind::perf || spec.kind == EventKind::difference) {
         // Under pmc emulate the instruction events are the emulator's (probed once, and only where PMC_EMULATED=1
         // says so); the other perf events go to perf_event_open, which explains QEMU's refusal.
-        auto c = is_instruction_event(spec) && emulated_pmu() ? open_emulated(spec, req, options)
-                                                              : open_perf(spec, req, fixed_width, options);
+        auto c = (is_instruction_event(spec) || modelled_cache_event(spec)) && emulated_pmu()
+                     ? open_emulated(spec, req, options)
+                     : open_perf(spec, req, fixed_width, options);
         if (c) {
             c->owner = acquire_thread_token();
             if (c->path == ReadPath::rdpmc || c->path == ReadPath::rdpmc_difference) c->fast_owner = c->owner;

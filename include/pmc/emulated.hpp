@@ -5,7 +5,9 @@
 //
 // Inside such a program, pmc::Counter{"instructions:u"} (also "instructions" and "instructions-minus-irqs:u")
 // opens on the emulated PMU: each read asks the plugin for the calling thread's count of executed instructions,
-// exact at the read. Nothing in the program changes: the same counter opens the hardware PMU when the program runs
+// exact at the read. Under `pmc emulate --cache` perf's generic cache events (L1-dcache-load-misses:u, LLC-loads:u,
+// cache-misses:u, ...) open too and read the thread's cache model (modelled, not a real core's caches; without
+// --cache they are refused naming the flag). Nothing in the program changes: the same counter opens the hardware PMU when the program runs
 // directly. The other events need perf_event_open, which QEMU's user mode does not implement: they are refused
 // with that reason (wall-time and tsc work, read from the host's clock). docs/emulated-pmu.md says how emulated
 // counts differ from a real core's.
@@ -31,6 +33,8 @@ inline constexpr const char* emulated_count_note =
 struct EmulatedPmu {
     std::string target;          ///< the guest architecture QEMU emulates: "x86_64", "aarch64"
     std::uint32_t protocol = 0;  ///< the plugin's protocol version
+    bool cache_model = false;    ///< pmc emulate --cache: the modelled cache events open too
+    std::string cache_geometry;  ///< the model's geometry, as "I1 32768,8,64, D1 32768,8,64, LL 8388608,16,64"
     bool compatible() const noexcept { return protocol == detail::emulated::protocol_version; }
 };
 
@@ -46,6 +50,18 @@ inline std::optional<EmulatedPmu> probe_emulated_pmu() {
     hello.target[sizeof hello.target - 1] = '\0';
     pmu.target = hello.target;
     pmu.protocol = hello.protocol;
+    if (hello.flags & emulated::hello_cache_model) {
+        emulated::CacheConfig c{};
+        emulated::request(emulated::Op::cache_config, &c);
+        const auto shape = [](const char* name, const std::uint32_t (&g)[3]) {
+            return std::string(name) + " " + std::to_string(g[0]) + "," + std::to_string(g[1]) + "," +
+                   std::to_string(g[2]);
+        };
+        pmu.cache_model = true;
+        pmu.cache_geometry = shape("I1", c.i1) + ", " + shape("D1", c.d1) + ", " +
+                             (c.l2[0] ? shape("L2", c.l2) + ", " : std::string()) + shape("LL", c.ll) +
+                             (c.strict_inclusion ? ", strict inclusion" : "");
+    }
     return pmu;
 }
 } // namespace detail
@@ -81,15 +97,56 @@ inline bool is_instruction_event(const EventSpec& spec) {
     return (spec.kind == EventKind::perf || spec.kind == EventKind::difference) && generic;
 }
 
-/// Why the emulated PMU cannot count `spec`, or "" if it can.
+/// The modelled cache event `spec` names (perf's generic cache events: L1-dcache-loads, L1-dcache-load-misses,
+/// L1-dcache-stores, L1-dcache-store-misses, L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores,
+/// LLC-store-misses, cache-references, cache-misses), or nothing. Under `pmc emulate --cache` these read the
+/// thread's cache model.
+inline std::optional<detail::emulated::Event> modelled_cache_event(const EventSpec& spec) {
+    using E = detail::emulated::Event;
+    if (spec.kind != EventKind::perf) return std::nullopt;
+    const std::uint64_t config = spec.attr.config & 0xffffffffULL;
+    if (spec.attr.type == PERF_TYPE_HARDWARE) {
+        if (config == PERF_COUNT_HW_CACHE_REFERENCES) return E::cache_references;
+        if (config == PERF_COUNT_HW_CACHE_MISSES) return E::cache_misses;
+        return std::nullopt;
+    }
+    if (spec.attr.type != PERF_TYPE_HW_CACHE) return std::nullopt;
+    const std::uint64_t cache = config & 0xff, op = (config >> 8) & 0xff, result = (config >> 16) & 0xff;
+    const bool miss = result == PERF_COUNT_HW_CACHE_RESULT_MISS;
+    if (result > PERF_COUNT_HW_CACHE_RESULT_MISS || op > PERF_COUNT_HW_CACHE_OP_WRITE) return std::nullopt;
+    const bool write = op == PERF_COUNT_HW_CACHE_OP_WRITE;
+    if (cache == PERF_COUNT_HW_CACHE_L1D)
+        return write ? (miss ? E::l1d_store_misses : E::l1d_stores) : (miss ? E::l1d_load_misses : E::l1d_loads);
+    if (cache == PERF_COUNT_HW_CACHE_LL)
+        return write ? (miss ? E::llc_store_misses : E::llc_stores) : (miss ? E::llc_load_misses : E::llc_loads);
+    if (cache == PERF_COUNT_HW_CACHE_L1I && !write && miss) return E::l1i_load_misses;
+    return std::nullopt;
+}
+
+/// What pmc says wherever a modelled count is shown (with the geometry the plugin reported).
+inline std::string modelled_count_note(const EmulatedPmu& pmu) {
+    return "modelled (pmc emulate --cache): Cachegrind's cache model (" + pmu.cache_geometry +
+           "; LRU, write-allocate), this thread's caches of its own, exact for the model at the read; not a real "
+           "core's caches";
+}
+
+/// Why the emulated PMU cannot count `spec`, or "" if it can. A modelled cache event can be counted; whether this
+/// run has the model (pmc emulate --cache) is checked when it opens.
 inline std::string emulated_refusal(const EventSpec& spec) {
     if (spec.kind == EventKind::wall_time || spec.kind == EventKind::tsc) return "";
+    if (modelled_cache_event(spec)) {
+        if (spec.attr.exclude_user)
+            return "the cache model sees the program's own (user-mode) accesses; '" + spec.text +
+                   "' excludes user mode";
+        return "";
+    }
     if (!is_instruction_event(spec) && spec.attr.type == PERF_TYPE_RAW)
         return "the emulated PMU (pmc emulate) counts instructions only, named: instructions:u, instructions or "
                "instructions-minus-irqs:u; a raw code such as '" + spec.text + "' is a real CPU's encoding";
     if (!is_instruction_event(spec))
-        return "the emulated PMU (pmc emulate) counts instructions only (instructions:u, instructions, "
-               "instructions-minus-irqs:u); '" + spec.text + "' is opened with perf_event_open, which QEMU's user "
+        return "the emulated PMU (pmc emulate) counts instructions (instructions:u, instructions, "
+               "instructions-minus-irqs:u) and, under pmc emulate --cache, the modelled cache events (L1-dcache-*, "
+               "L1-icache-load-misses, LLC-*, cache-references, cache-misses); '" + spec.text + "' is opened with perf_event_open, which QEMU's user "
                "mode does not implement. Count it in a run without the emulator, where this machine can";
     if (spec.attr.exclude_user)
         return "the emulated PMU counts the program's own (user-mode) instructions; '" + spec.text +

@@ -97,6 +97,7 @@ struct GroupInfo {
     std::vector<std::string> notes;
     pid_t pid = 0;
     std::uint64_t opened_ns = 0; ///< emulated groups: CLOCK_MONOTONIC at open, for their times
+    std::vector<std::uint64_t> emulated_events; ///< emulated groups with a modelled member: each member's code
 };
 
 /// Everything a group holds. The leader's time fields are cached with its lock word, like the counts.
@@ -254,22 +255,38 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         g.info->specs.push_back(std::move(*spec));
     }
     const std::size_t n = g.info->specs.size();
-    // Under pmc emulate: instruction events are the emulator's, and nothing else can be counted (no
-    // perf_event_open). The members then all read the thread's one emulated count, which counts all along.
-    if (std::any_of(g.info->specs.begin(), g.info->specs.end(), is_instruction_event) && emulated_pmu()) {
+    // Under pmc emulate: instruction events are the emulator's, the modelled cache events its cache model's (pmc
+    // emulate --cache), and nothing else can be counted (no perf_event_open). A group of instruction events reads
+    // the thread's one count; a group with a modelled member reads every member's count at one request.
+    const auto emulated_member = [](const EventSpec& s) {
+        return is_instruction_event(s) || modelled_cache_event(s).has_value();
+    };
+    if (std::any_of(g.info->specs.begin(), g.info->specs.end(), emulated_member) && emulated_pmu()) {
+        const EmulatedPmu& pmu = *emulated_pmu();
+        bool any_modelled = false;
         for (const auto& spec : g.info->specs) {
             std::string why = emulated_refusal(spec);
-            if (why.empty() && !emulated_pmu()->compatible()) why = "pmc's plugin speaks another protocol version";
+            if (why.empty() && !pmu.compatible()) why = "pmc's plugin speaks another protocol version";
             if (why.empty() && (options.pid != 0 || options.count_children || options.enable_on_exec))
                 why = "it counts the calling thread only; for a whole command: pmc count --emulate";
+            const auto modelled = modelled_cache_event(spec);
+            if (why.empty() && modelled && !pmu.cache_model)
+                why = "it is a modelled cache event, and this run has no cache model. Fix: run the program under "
+                      "`pmc emulate --cache -- PROGRAM`";
             if (!why.empty())
                 return make_failure(EOPNOTSUPP, "cannot open '" + spec.text + "' in a group on the emulated PMU: " + why);
             g.info->attrs.push_back(spec.attr);
+            g.info->emulated_events.push_back(modelled ? static_cast<std::uint64_t>(*modelled) : 0);
+            any_modelled = any_modelled || modelled.has_value();
         }
+        if (!any_modelled) g.info->emulated_events.clear();
         g.members.resize(n);
         g.path = ReadPath::emulated;
-        g.info->notes.push_back(std::string(emulated_count_note) + "; every member reads the thread's one count "
-                                "with a request to QEMU's plugin");
+        g.info->notes.push_back(std::string(emulated_count_note) +
+                                (any_modelled ? "; every member's count is read at one request to QEMU's plugin"
+                                              : "; every member reads the thread's one count with a request to "
+                                                "QEMU's plugin"));
+        if (any_modelled) g.info->notes.push_back(modelled_count_note(pmu));
         g.owner = acquire_thread_token();
         g.info->pid = ::getpid();
         g.info->opened_ns = clock_ns(CLOCK_MONOTONIC);
@@ -485,8 +502,14 @@ private:
         if (core_.path == ReadPath::rdpmc || (detail::thread_token != core_.owner && !core_.any_thread))
             detail::group_wrong_thread(core_); // another thread, a fork() child, or moved from (EBADF)
         if (core_.path == ReadPath::emulated) {
-            const std::uint64_t count = detail::emulated::read_instructions();
-            for (auto& v : out.values) v = count;
+            const auto& events = core_.info->emulated_events;
+            if (!events.empty()) { // the members' codes in place, replaced by their counts at one request
+                std::copy(events.begin(), events.end(), out.values.begin());
+                detail::emulated::read_events(out.values.data(), events.size());
+            } else {
+                const std::uint64_t count = detail::emulated::read_instructions();
+                for (auto& v : out.values) v = count;
+            }
             out.time_enabled = out.time_running = detail::clock_ns(CLOCK_MONOTONIC) - core_.info->opened_ns;
             return;
         }

@@ -144,6 +144,21 @@ CounterExactness counter_exactness(const Profile& p, std::size_t c, RecordsOf&& 
         }
         checked = true;
     }
+    if (k.read_path == "emulator" && k.note.find("modelled (pmc emulate --cache)") != std::string::npos) {
+        // A modelled cache event (by its name: a group's notes name the model for every member).
+        const std::string base = k.name.substr(0, k.name.find(':'));
+        for (const char* e : {"L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores", "L1-dcache-store-misses",
+                              "L1-icache-load-misses", "LLC-loads", "LLC-load-misses", "LLC-stores",
+                              "LLC-store-misses", "cache-references", "cache-misses"})
+            if (base == e) {
+                const auto at = k.note.find("Cachegrind's cache model (");
+                const auto end = at == std::string::npos ? at : k.note.find(')', at);
+                return {true, "modelled (pmc emulate --cache): an exact count of " +
+                                  (end == std::string::npos ? std::string("Cachegrind's cache model")
+                                                            : k.note.substr(at, end + 1 - at)) +
+                                  " for each thread, not a real core's caches"};
+            }
+    }
     if (k.read_path == "emulator") // pmc emulate's PMU: it counts all along, and is not a real core
         return {true, "emulated (QEMU TCG): an exact count of the instructions the emulator executed for each thread, "
                       "not a real core's"};

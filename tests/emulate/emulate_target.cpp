@@ -31,6 +31,11 @@
 //                    every delivery on an aligned stack, every old action one of the two handlers (x86)
 //   raw-handler      a handler installed by a raw rt_sigaction system call, which spills an SSE register (x86)
 //   signal-cost      intervals around raise() with a handler installed by sigaction and by the raw system call (x86)
+//   cache-read       (pmc emulate --cache) the program's own counters on the cache model: 9 lines of one D1 set
+//                    read in turn add exactly 9 L1-dcache-load-misses a round, 8 lines none; a Group reads the
+//                    same; two reads back to back add the same every time. Prints a line per check, exits 1 if off
+//   cache-threads    (pmc emulate --cache) 4 threads, each chasing lines of its own: each prints its interval's
+//                    modelled counts (the same in every run)
 //   refused WHAT     what QEMU's user mode refuses, called twice: seccomp-prctl, seccomp, clone3 (raw, with no
 //                    fallback), threads (3 threads and a posix_spawn: glibc tries clone3, then clone)
 #include <pmc/counter.hpp>
@@ -786,6 +791,104 @@ int run_chase(std::uint64_t lines, std::uint64_t rounds, unsigned threads) {
     return sum.load() == 12345 ? 3 : 0;
 }
 
+/// Reads `lines` lines 4 KiB apart (one set of a 64-set, 8-way D1) in turn, `rounds` times.
+__attribute__((noinline)) void chase_set(const volatile char* base, std::uint64_t lines, std::uint64_t rounds) {
+    unsigned s = 0;
+    for (std::uint64_t r = 0; r < rounds; ++r)
+        for (std::uint64_t i = 0; i < lines; ++i) s += static_cast<unsigned char>(base[i * 4096]);
+    if (s == 12345) std::puts("");
+}
+
+int run_cache_read() {
+    pmc::Counter misses("L1-dcache-load-misses:u"), loads("L1-dcache-loads:u"), llc("LLC-load-misses:u");
+    pmc::Group group({"instructions:u", "L1-dcache-load-misses:u", "cache-misses:u"});
+    std::printf("note: %s\n", misses.notes().empty() ? "(none)" : misses.notes().front().c_str());
+    int off = 0;
+    const auto check = [&](const char* what, std::uint64_t got, std::uint64_t want) {
+        std::printf("%s: %llu (want %llu)%s\n", what, static_cast<unsigned long long>(got),
+                    static_cast<unsigned long long>(want), got == want ? "" : "  OFF");
+        off += got != want;
+    };
+    // What a read adds, back to back: the same every time (the constant-cost rule).
+    std::uint64_t constant = 0;
+    for (int i = 0; i < 5; ++i) {
+        const std::uint64_t a = loads.read();
+        const std::uint64_t b = loads.read();
+        if (i == 0) constant = b - a;
+        check("loads between two reads", b - a, constant);
+    }
+    // 9 lines of one set, LRU, 8 ways: every access misses. The interval of R rounds minus that of 0 rounds.
+    const volatile char* base = chase_lines[0];
+    chase_set(base, 9, 2); // warm: the set holds the last 8 lines, the code and the stack are in
+    std::uint64_t zero_rounds = 0;
+    for (std::uint64_t rounds : {0, 0, 1, 2, 5, 20}) {
+        const std::uint64_t m0 = misses.read(), l0 = loads.read();
+        chase_set(base, 9, rounds);
+        const std::uint64_t dm = misses.read() - m0;
+        (void)l0;
+        if (rounds == 0) zero_rounds = dm;
+        char what[64];
+        std::snprintf(what, sizeof what, "9 lines, %llu rounds: misses", static_cast<unsigned long long>(rounds));
+        check(what, dm - zero_rounds, 9 * rounds);
+    }
+    // 8 lines fit the set: no miss once warm.
+    chase_set(base, 8, 2);
+    const std::uint64_t m8 = misses.read();
+    chase_set(base, 8, 20);
+    check("8 lines, 20 rounds: misses (after the reads' own)", misses.read() - m8, zero_rounds);
+    // The group reads the same model at one request: 9 lines x 20 rounds, and no LL miss once the lines are in.
+    pmc::GroupReading a = group.make_reading(), b = group.make_reading();
+    for (int warm = 0; warm < 2; ++warm) { // (the first pass runs the group's read code for the first time)
+        group.read(a);
+        chase_set(base, 9, 0);
+        group.read(b);
+    }
+    const std::uint64_t group_zero = b.values[1] - a.values[1], group_zero_ll = b.values[2] - a.values[2];
+    group.read(a);
+    chase_set(base, 9, 20);
+    group.read(b);
+    check("group: 9 lines, 20 rounds: misses", b.values[1] - a.values[1] - group_zero, 180);
+    check("group: cache-misses (lines already in the LL)", b.values[2] - a.values[2] - group_zero_ll, 0);
+    std::printf("group: instructions %llu\n", static_cast<unsigned long long>(b.values[0] - a.values[0]));
+    const std::uint64_t llc0 = llc.read();
+    check("LLC-load-misses of a warm chase", llc.read() - llc0, 0);
+    return off ? 1 : 0;
+}
+
+int run_cache_threads() {
+    std::string lines[4];
+    // The threads set up one after another, then work at once: what they allocate (the group, its readings, and
+    // the malloc arena each thread's first allocation makes) lies at the same addresses in every run, whichever
+    // thread the emulator runs first. Only the work, whose interleaving varies, runs in parallel.
+    std::atomic<unsigned> turn{0};
+    const auto work = [&lines, &turn](unsigned t) {
+        while (turn.load() != t) std::this_thread::yield();
+        pmc::Group g({"L1-dcache-loads:u", "L1-dcache-load-misses:u", "L1-dcache-stores:u", "L1-dcache-store-misses:u",
+                      "L1-icache-load-misses:u", "LLC-loads:u", "LLC-load-misses:u", "cache-references:u",
+                      "cache-misses:u", "instructions:u"});
+        pmc::Counter misses("L1-dcache-load-misses:u");
+        pmc::GroupReading a = g.make_reading(), b = g.make_reading();
+        std::string line = "thread " + std::to_string(t) + ":";
+        line.reserve(256);
+        turn.store(t + 1);
+        while (turn.load() != 4) std::this_thread::yield();
+        const std::uint64_t m0 = misses.read();
+        g.read(a);
+        chase_set(chase_lines[t], 9 + t, 50 + 10 * t);
+        for (int i = 0; i < 2000; ++i) chase_lines[t][(i * 64) % sizeof chase_lines[t]] = static_cast<char>(i);
+        g.read(b);
+        const std::uint64_t m1 = misses.read();
+        for (std::size_t k = 0; k < b.values.size(); ++k) line += " " + std::to_string(b.values[k] - a.values[k]);
+        line += " counter " + std::to_string(m1 - m0);
+        lines[t] = line;
+    };
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < 4; ++t) workers.emplace_back(work, t);
+    for (auto& w : workers) w.join();
+    for (const auto& l : lines) std::printf("%s\n", l.c_str());
+    return 0;
+}
+
 /// pmc emulate --cache against Cachegrind: an N x N matrix multiply (N <= 200), naive loop order (b walked by
 /// columns: its reads miss the D1 once a column's lines no longer fit).
 double mm_a[200][200], mm_b[200][200], mm_c[200][200];
@@ -861,6 +964,8 @@ int main(int argc, char** argv) {
             return run_chase(std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),
                              argc > 4 ? static_cast<unsigned>(std::strtoul(argv[4], nullptr, 10)) : 1);
         if (mode == "matmul" && argc > 2) return run_matmul(static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10)));
+        if (mode == "cache-read") return run_cache_read();
+        if (mode == "cache-threads") return run_cache_threads();
         if (mode == "hooks") return run_hooks();
         if (mode == "alloc-race") return run_alloc_race();
         if (mode == "profile") {
@@ -872,7 +977,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N] | hooks | chase LINES ROUNDS [THREADS] | matmul N | until-signal FILE | "
+                         "profile [--plant N] | hooks | chase LINES ROUNDS [THREADS] | matmul N | cache-read | cache-threads | until-signal FILE | "
                          "jit-rep | churn | bad-pointer | stack | signal-frames | signal-race | raw-handler | signal-cost | "
                          "refused WHAT\n");
     return 2;

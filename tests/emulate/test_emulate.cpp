@@ -298,6 +298,100 @@ TEST_CASE("pmc count --emulate --cache: each thread has caches of its own, so th
     }
 }
 
+TEST_CASE("under pmc emulate --cache the program's own Counter and Group read the cache model, exact at each read",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    // 9 lines of one 8-way D1 set read in turn: each round adds exactly 9 L1-dcache-load-misses to the interval, 8
+    // lines none; a Group's one request reads the same; two reads back to back add the same every time.
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target + "' cache-read 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, !ContainsSubstring("OFF"));
+    CHECK_THAT(r.out, ContainsSubstring("9 lines, 20 rounds: misses: 180 (want 180)"));
+    CHECK_THAT(r.out, ContainsSubstring("group: 9 lines, 20 rounds: misses: 180 (want 180)"));
+    CHECK(std::regex_search(r.out, std::regex("(loads between two reads: [0-9]+ \\(want [0-9]+\\)\n){5}")));
+    // The counter says its figure is modelled, by which model and geometry.
+    CHECK_THAT(r.out, ContainsSubstring("note: modelled (pmc emulate --cache): Cachegrind's cache model (I1 "
+                                        "32768,8,64, D1 32768,8,64, LL 8388608,16,64"));
+    // Another geometry reaches the program: a 4-way D1 holds fewer than 8 of the lines, so the 8-line check fails.
+    const auto small = pmc_test::run_command("'" + pmc_tool + "' emulate --cache --D1 16384,4,64 -- '" + target +
+                                             "' cache-read 2>&1");
+    INFO(small.out);
+    CHECK_THAT(small.out, ContainsSubstring("D1 16384,4,64"));
+    CHECK(std::regex_search(small.out, std::regex("8 lines, 20 rounds: misses \\(after the reads' own\\): [1-9][0-9]* "
+                                                  "\\(want [0-9]+\\)  OFF")));
+}
+
+TEST_CASE("under pmc emulate --cache, 4 threads with fixed work read identical per-thread modelled counts in every "
+          "run", "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    const std::string run = "'" + pmc_tool + "' emulate --cache -- '" + target + "' cache-threads 2>/dev/null";
+    const auto first = pmc_test::run_command(run);
+    INFO(first.out);
+    REQUIRE(first.status == 0);
+    // Each thread: its group's 10 counts and a lone counter's L1-dcache-load-misses, which agrees with the group's
+    // (both read the thread's one model; the lone counter's interval holds the group's reads too).
+    const std::regex line("thread ([0-3]): ([0-9]+) ([0-9]+)( [0-9]+){8} counter ([0-9]+)\n");
+    int threads = 0;
+    for (auto it = std::sregex_iterator(first.out.begin(), first.out.end(), line); it != std::sregex_iterator(); ++it) {
+        ++threads;
+        const std::uint64_t group_misses = std::stoull((*it)[3]), counter = std::stoull((*it)[5]);
+        CHECK(counter >= group_misses);
+        CHECK(counter < group_misses + 20);
+        // Thread t chases 9 + t lines of one set 50 + 10 t rounds: every read misses.
+        const int t = std::stoi((*it)[1]);
+        CHECK(group_misses >= static_cast<std::uint64_t>((9 + t) * (50 + 10 * t)));
+    }
+    CHECK(threads == 4);
+    for (int i = 0; i < 4; ++i) {
+        const auto again = pmc_test::run_command(run);
+        CAPTURE(i);
+        CHECK(again.out == first.out);
+    }
+    // A plugin with a planted fault, which answers each thread from another thread's model, is told apart.
+    const auto swapped = pmc_test::run_command("PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS "swap' " + run);
+    INFO(swapped.out);
+    CHECK(swapped.status == 0);
+    CHECK(swapped.out != first.out);
+}
+
+TEST_CASE("the profiler's ride-along counters read the cache model under pmc emulate --cache, said to be modelled",
+          "[emulate][cache][profiler]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    std::vector<std::string> runs;
+    for (const char* name : {"cache-a.pmcprof", "cache-b.pmcprof"}) {
+        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u,"
+                                             "L1-dcache-loads:u,L1-dcache-load-misses:u '" + pmc_tool +
+                                             "' emulate --cache -- '" + target + "' profile 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        runs.push_back(dir + "/" + name);
+    }
+    const auto shown = pmc_test::run_command("'" + pmc_tool + "' summarize '" + runs[0] + "' 2>&1");
+    INFO(shown.out);
+    CHECK(std::regex_search(shown.out, std::regex("riding along +L1-dcache-loads:u: a count \\(exact\\), read with the "
+                                                  "emulator: modelled \\(pmc emulate --cache\\): an exact count of "
+                                                  "Cachegrind's cache model \\(I1 32768,8,64")));
+    CHECK_THAT(shown.out, ContainsSubstring("primary counter instructions:u: a count (exact), read with the emulator: "
+                                            "emulated (QEMU TCG)"));
+    // Two runs, every scope's modelled counts alike.
+    const auto same = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change '" + runs[0] + "' '" + runs[1] +
+                                            "' 2>&1");
+    INFO(same.out);
+    CHECK(same.status == 0);
+}
+
+TEST_CASE("under pmc emulate without --cache a modelled cache event is refused, naming pmc emulate --cache",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("cache-read") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, ContainsSubstring("cannot open counter 'L1-dcache-load-misses:u' on the emulated PMU"));
+    CHECK_THAT(r.out, ContainsSubstring("pmc emulate --cache"));
+}
+
 TEST_CASE("pmc count --emulate --cache agrees with Cachegrind on what a matrix multiply adds (120 -> 160)",
           "[emulate][cache]") {
     REQUIRE_EMULATOR();

@@ -194,6 +194,39 @@ inline void at_syscall() {
     if (ThreadModel* m = current) m->flush();
 }
 
+/// This thread's count of a modelled event (pmc/detail/emulated.hpp's Event codes 1 to 11), exact at a system
+/// call (at_syscall has completed its last access); ~0 for a code the model does not have.
+inline std::uint64_t modelled_count(std::uint64_t event) {
+    using pmc_model::Kind;
+    ThreadModel* model = &this_thread();
+#if defined(PMC_PLUGIN_FAULT_SWAP) // the planted fault (tests/emulate): another live thread's model
+    {
+        std::lock_guard<std::mutex> hold(models_lock);
+        for (std::size_t i = 0; i < live_models.size(); ++i)
+            if (live_models[i] == model) {
+                model = live_models[(i + 1) % live_models.size()];
+                break;
+            }
+    }
+#endif
+    const pmc_model::CacheCounts& c = model->caches.counts();
+    const auto at = [](Kind k) { return pmc_model::CacheCounts::at(k); };
+    switch (event) {
+    case 1: return c.Dr();
+    case 2: return c.D1mr();
+    case 3: return c.Dw();
+    case 4: return c.D1mw();
+    case 5: return c.I1mr();
+    case 6: return c.ll[at(Kind::read)].accesses;
+    case 7: return c.DLmr();
+    case 8: return c.ll[at(Kind::write)].accesses;
+    case 9: return c.DLmw();
+    case 10: return c.ll[0].accesses + c.ll[1].accesses + c.ll[2].accesses;
+    case 11: return c.ILmr() + c.DLmr() + c.DLmw();
+    default: return ~std::uint64_t{0};
+    }
+}
+
 /// Starts the cache model, or says why it cannot ("" if it can, or is off).
 inline std::string start() {
     if (!settings.on) return "";

@@ -9,6 +9,9 @@
 // executes, counted a translated block at a time when the block starts. A program reads its thread's count with
 // the request of pmc/detail/emulated.hpp, a system call, which ends its block: the count is exact at the read and
 // includes the system call instruction itself. pmc::Counter{"instructions:u"} finds this by a handshake at open.
+// With cache=on (pmc emulate --cache) the hello says so, and a read_events request reads the thread's cache model
+// (plugin_cache.hpp) too: QEMU calls each memory callback right after its access, so every access before the
+// request is in the model when it is answered.
 //
 // What it does not count: the kernel's work for a system call (QEMU does it on the host), QEMU's own work, other
 // threads (each thread reads only its own count). A block that a synchronous fault (SIGSEGV, SIGBUS) or an atomic
@@ -405,19 +408,42 @@ std::size_t copy_guest(std::uint64_t guest_address, void* here, std::size_t size
 std::atomic<std::uint64_t> mappings_changed{0};
 long mapping_calls[6] = {-1, -1, -1, -1, -1, -1};
 
-/// Writes a read's count into the program's variable: checked once per page and mapping change, per thread.
-bool write_count(std::uint64_t guest_address, std::uint64_t count) {
-    static thread_local std::uint64_t checked_page = ~std::uint64_t{0}, checked_at = 0;
+/// Host memory of a program's variable of `size` bytes (at most a page) that this thread checked before, or null:
+/// a page checked once per change of the program's mappings, per thread, is then copied plainly.
+struct CheckedPage {
+    std::uint64_t page = ~std::uint64_t{0}, at = 0;
+};
+thread_local CheckedPage checked_page;
+void* checked_host(std::uint64_t guest_address, std::size_t size) {
     const std::uint64_t page = guest_address & ~std::uint64_t{4095};
-    const std::uint64_t now = mappings_changed.load(std::memory_order_acquire);
-    if (page == checked_page && checked_at == now && (guest_address & 4095) <= 4096 - sizeof count) {
-        std::memcpy(reinterpret_cast<void*>(host_address(guest_address)), &count, sizeof count);
+    if (page == checked_page.page && checked_page.at == mappings_changed.load(std::memory_order_acquire) &&
+        (guest_address & 4095) + size <= 4096)
+        return reinterpret_cast<void*>(host_address(guest_address));
+    return nullptr;
+}
+/// Writes `size` bytes into the program's variable: checked (through the kernel) once per page and mapping change.
+bool write_guest(std::uint64_t guest_address, const void* data, std::size_t size) {
+    if (void* host = checked_host(guest_address, size)) {
+        std::memcpy(host, data, size);
         return true;
     }
-    if (copy_guest(guest_address, &count, sizeof count, true) != sizeof count) return false;
-    checked_page = (guest_address & 4095) <= 4096 - sizeof count ? page : ~std::uint64_t{0};
-    checked_at = now;
+    const std::uint64_t now = mappings_changed.load(std::memory_order_acquire);
+    if (copy_guest(guest_address, const_cast<void*>(data), size, true) != size) return false;
+    checked_page.page = (guest_address & 4095) + size <= 4096 ? guest_address & ~std::uint64_t{4095} : ~std::uint64_t{0};
+    checked_page.at = now;
     return true;
+}
+/// Reads `size` bytes of the program's variable (a page this thread checked: plainly).
+bool read_guest(std::uint64_t guest_address, void* data, std::size_t size) {
+    if (const void* host = checked_host(guest_address, size)) {
+        std::memcpy(data, host, size);
+        return true;
+    }
+    return copy_guest(guest_address, data, size, false) == size;
+}
+/// Writes a read's count into the program's variable.
+bool write_count(std::uint64_t guest_address, std::uint64_t count) {
+    return write_guest(guest_address, &count, sizeof count);
 }
 
 /// Says once that a request named memory the program cannot write, and ignores it.
@@ -654,10 +680,40 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
         if (known_vcpu(vcpu ^ 1)) vcpu ^= 1; // hands a thread another thread's count
 #endif
         if (!write_count(a3, instructions_of(vcpu))) bad_request(a3);
+    } else if (a2 == static_cast<std::uint64_t>(proto::Op::read_events)) {
+        // Every code in the program's array replaced by this thread's count, all at this system call: the cache
+        // model has been fed every access the thread made before it (QEMU calls a memory callback right after
+        // its access, and plugin_cache::at_syscall above completed the last one).
+        std::uint64_t values[proto::max_events];
+        const std::uint64_t n = a4;
+        if (n == 0 || n > proto::max_events || !read_guest(a3, values, n * sizeof values[0])) {
+            bad_request(a3);
+            return;
+        }
+        for (std::uint64_t i = 0; i < n; ++i)
+            values[i] = values[i] == static_cast<std::uint64_t>(proto::Event::instructions) ? instructions_of(vcpu)
+                        : plugin_cache::settings.on && values[i] < proto::event_count
+                            ? plugin_cache::modelled_count(values[i])
+                            : ~std::uint64_t{0};
+        if (!write_guest(a3, values, n * sizeof values[0])) bad_request(a3);
+    } else if (a2 == static_cast<std::uint64_t>(proto::Op::cache_config)) {
+        proto::CacheConfig c{};
+        if (plugin_cache::settings.on) {
+            const auto put = [](std::uint32_t (&to)[3], const pmc_model::CacheGeometry& g) {
+                to[0] = g.size, to[1] = g.assoc, to[2] = g.line;
+            };
+            const pmc_model::CacheConfig& m = plugin_cache::settings.config;
+            put(c.i1, m.i1);
+            put(c.d1, m.d1);
+            if (m.l2) put(c.l2, *m.l2);
+            put(c.ll, m.ll);
+            c.strict_inclusion = m.inclusion == pmc_model::Inclusion::strict ? 1 : 0;
+        }
+        if (copy_guest(a3, &c, sizeof c, true) != sizeof c) bad_request(a3);
     } else if (a2 == static_cast<std::uint64_t>(proto::Op::hello)) {
         proto::Hello hello{};
         hello.protocol = proto::protocol_version;
-        hello.flags = 0;
+        hello.flags = plugin_cache::settings.on ? proto::hello_cache_model : 0;
         std::memcpy(hello.target, target_name, sizeof hello.target);
         hello.reply = proto::hello_reply;
         if (copy_guest(a3, &hello, sizeof hello, true) != sizeof hello) bad_request(a3);

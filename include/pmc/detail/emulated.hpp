@@ -10,6 +10,9 @@
 // the plugin writes) cannot be mistaken. It is made only where pmc emulate says so (PMC_EMULATED=1), once per
 // process.
 //
+// Under `pmc emulate --cache` the hello's flags say the plugin runs a cache model per thread, and a read_events
+// request reads the thread's modelled cache events as well (several at one request, for pmc::Group).
+//
 // The plugin touches guest memory only when the first argument is `magic`, so another program's use of the same
 // number is harmless to it.
 #pragma once
@@ -69,13 +72,48 @@ inline constexpr std::uint32_t protocol_version = 1;
 enum class Op : std::uint64_t {
     hello = 1, ///< third argument: a Hello the plugin fills
     read = 2,  ///< third argument: a std::uint64_t the plugin sets to this thread's instruction count
+    /// third argument: an array of `Event` codes, fourth its length (at most max_events); the plugin replaces each
+    /// code with this thread's count of that event, all taken at this one request (pmc emulate --cache for the
+    /// modelled ones: the program asks only when the hello said hello_cache_model)
+    read_events = 3,
+    cache_config = 4, ///< third argument: a CacheConfig the plugin fills (only when the hello said hello_cache_model)
+};
+
+/// What read_events counts. The cache events are the model's (pmc emulate --cache: Cachegrind's model, per thread):
+/// exact for the model at the request, including every access the thread made before it.
+enum class Event : std::uint64_t {
+    instructions = 0,       ///< as Op::read
+    l1d_loads = 1,          ///< Cachegrind's Dr: data reads (loads, read-modify-writes)
+    l1d_load_misses = 2,    ///< D1mr
+    l1d_stores = 3,         ///< Dw
+    l1d_store_misses = 4,   ///< D1mw
+    l1i_load_misses = 5,    ///< I1mr
+    llc_loads = 6,          ///< data reads that reach the LL (D1mr without an L2)
+    llc_load_misses = 7,    ///< DLmr
+    llc_stores = 8,         ///< data writes that reach the LL (D1mw without an L2)
+    llc_store_misses = 9,   ///< DLmw
+    cache_references = 10,  ///< every LL access: instruction fetches, reads, writes
+    cache_misses = 11,      ///< every LL miss: ILmr + DLmr + DLmw
+};
+inline constexpr std::uint64_t event_count = 12;
+/// The most events one read_events request asks for (pmc::Group's limit too).
+inline constexpr std::uint64_t max_events = 64;
+
+/// Hello::flags: the plugin runs the cache model (pmc emulate --cache) and answers read_events and cache_config.
+inline constexpr std::uint32_t hello_cache_model = 1;
+
+/// The model's geometry, in bytes (as Valgrind's --D1=SIZE,ASSOC,LINE); l2 all zero when there is none.
+struct CacheConfig {
+    std::uint32_t i1[3] = {}, d1[3] = {}, l2[3] = {}, ll[3] = {};
+    std::uint32_t strict_inclusion = 0; ///< 1: an LL eviction removes the line above too; 0: Cachegrind's
+    std::uint32_t reserved[3] = {};
 };
 
 /// What the plugin answers to hello. The program zeroes it first: on a real kernel it stays zero.
 struct Hello {
     std::uint64_t reply = 0;            ///< `hello_reply` from the plugin
     std::uint32_t protocol = 0;         ///< the plugin's protocol_version
-    std::uint32_t flags = 0;            ///< reserved
+    std::uint32_t flags = 0;            ///< hello_cache_model, or 0
     char target[32] = {};               ///< the guest architecture QEMU emulates ("x86_64", "aarch64"), NUL-ended
 };
 inline constexpr std::uint64_t hello_reply = 0x796c7065722d636dULL; // "mc-reply"
@@ -90,6 +128,15 @@ BOOST_FORCEINLINE void request(Op op, void* argument) noexcept {
                  : "D"(magic), "S"(static_cast<std::uint64_t>(op)), "d"(argument)
                  : "rcx", "r11", "memory");
 }
+/// The same with a fourth argument (r10).
+BOOST_FORCEINLINE void request(Op op, void* argument, std::uint64_t fourth) noexcept {
+    long rax = syscall_number;
+    register std::uint64_t r10 asm("r10") = fourth;
+    asm volatile("syscall"
+                 : "+a"(rax)
+                 : "D"(magic), "S"(static_cast<std::uint64_t>(op)), "d"(argument), "r"(r10)
+                 : "rcx", "r11", "memory");
+}
 inline constexpr bool request_supported = true;
 #elif PMC_ARCH_AARCH64
 /// One request to the emulated PMU: `svc #0` with x8 = number, x0 = magic, x1 = op, x2 = argument.
@@ -100,9 +147,19 @@ BOOST_FORCEINLINE void request(Op op, void* argument) noexcept {
     register void* x2 asm("x2") = argument;
     asm volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
 }
+/// The same with a fourth argument (x3).
+BOOST_FORCEINLINE void request(Op op, void* argument, std::uint64_t fourth) noexcept {
+    register long x8 asm("x8") = syscall_number;
+    register std::uint64_t x0 asm("x0") = magic;
+    register std::uint64_t x1 asm("x1") = static_cast<std::uint64_t>(op);
+    register void* x2 asm("x2") = argument;
+    register std::uint64_t x3 asm("x3") = fourth;
+    asm volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+}
 inline constexpr bool request_supported = true;
 #else
 inline void request(Op, void*) noexcept {}
+inline void request(Op, void*, std::uint64_t) noexcept {}
 inline constexpr bool request_supported = false;
 #endif
 
@@ -112,6 +169,17 @@ BOOST_FORCEINLINE std::uint64_t read_instructions() noexcept {
     request(Op::read, &value);
     return value;
 }
+
+/// This thread's count of one event from the emulated PMU (a modelled one only after a hello that said
+/// hello_cache_model): one request, the same instructions whatever the event.
+BOOST_FORCEINLINE std::uint64_t read_event(std::uint64_t event) noexcept {
+    std::uint64_t value = event;
+    request(Op::read_events, &value, 1);
+    return value;
+}
+
+/// `n` (at most max_events) counts at one request: `values` holds the Event codes, and gets their counts.
+inline void read_events(std::uint64_t* values, std::uint64_t n) noexcept { request(Op::read_events, values, n); }
 
 } // namespace emulated
 } // namespace detail
