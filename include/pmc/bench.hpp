@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -519,7 +520,7 @@ struct FigureChange {
     Verdict verdict = Verdict::unchanged;
     std::string why;
     double change_pct() const noexcept {
-        return before != 0 ? 100.0 * (after - before) / std::fabs(before) : (after == before ? 0.0 : INFINITY);
+        return before != 0 ? 100.0 * (after - before) / std::fabs(before) : (after == before ? 0.0 : std::numeric_limits<double>::infinity());
     }
 };
 
