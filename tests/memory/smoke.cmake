@@ -7,12 +7,15 @@
 #                    within one measurement step (a factor 1.125 at 8 points per octave; 1.25 allowed) of it. That
 #                    is a timing measurement, which other programs on the machine can disturb (ctest's RUN_SERIAL
 #                    keeps only other tests away): a miss is measured again, up to three runs in all, and only a
-#                    boundary missed in every run fails.
+#                    boundary missed in every run fails -- or reports SKIPPED where the program said of every run
+#                    that the machine was busy (a quiet machine is the measurement's precondition; on SMT VMs
+#                    another guest on the sibling thread shares the L1).
 #   pagefault        on a disk filesystem every touched page of the major case was a major fault (verified)
 #   memory           summary.md has its sections
 cmake_minimum_required(VERSION 3.19) # string(JSON)
 
 set(l1_misses "")
+set(busy_misses 0)
 foreach(attempt RANGE 1 3)
   file(REMOVE_RECURSE "${OUT}")
   execute_process(COMMAND "${PROGRAM}" --quick --quiet --out "${OUT}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -121,9 +124,17 @@ foreach(attempt RANGE 1 3)
     break()
   endif()
   string(APPEND l1_misses "\n  ${l1_miss}") # a string, not a list: the message holds a ';'
+  if(out MATCHES "the machine was busy")
+    math(EXPR busy_misses "${busy_misses} + 1")
+  endif()
 endforeach()
 if(NOT l1_miss STREQUAL "")
-  message(FATAL_ERROR "the L1 boundary was missed in all three runs:${l1_misses}")
+  if(busy_misses EQUAL 3)
+    message(STATUS "SKIPPED: the L1 boundary was missed in all three runs, and the program said of each that the "
+                   "machine was busy, so the curve could not be measured here:${l1_misses}")
+  else()
+    message(FATAL_ERROR "the L1 boundary was missed in all three runs:${l1_misses}")
+  endif()
 endif()
 
 if(KIND STREQUAL "pagefault" OR KIND STREQUAL "memory")
