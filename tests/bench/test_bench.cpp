@@ -6,9 +6,11 @@
 // alone.
 #include "catch.hpp"
 #include "command.hpp"
+#include "emulator.hpp"
 
 #include <pmc/bench.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -71,17 +73,7 @@ std::map<std::string, std::string> instructions(const std::string& out) {
     return v;
 }
 
-std::string why_no_emulator() {
-#if defined(PMC_SANITIZED)
-    return "this build is sanitized: AddressSanitizer's shadow memory does not fit QEMU user mode's address space";
-#else
-    static const std::string why = [] {
-        const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate -- /bin/true 2>&1");
-        return r.status == 0 ? std::string() : "pmc emulate cannot run here (scripts/install-deps installs qemu-user): " + r.out;
-    }();
-    return why;
-#endif
-}
+using pmc_test::why_no_emulator;
 
 std::string temp_path(const std::string& name) {
     static const std::string dir = [] {
