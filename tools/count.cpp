@@ -410,7 +410,7 @@ std::optional<int> run_count_emulated(const std::vector<std::string>& command, c
         fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
     }
-    run.exit_status = finish_emulated(job, shown, run.raw_status);
+    run.exit_status = finish_emulated(job, shown, run.raw_status, "pmc: count --emulate");
     if (WIFSIGNALED(run.raw_status) && WTERMSIG(run.raw_status) == SIGSEGV && emulator->misaligns_signal_frames)
         fmt::print(stderr, "pmc: count: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
     run.elapsed_ns = nanoseconds_since(go_time);
@@ -419,7 +419,8 @@ std::optional<int> run_count_emulated(const std::vector<std::string>& command, c
         fmt::print(stderr, "pmc: count --emulate: {} of the {} emulated processes ended without reaching their exit "
                            "(a signal, such as SIGKILL or an unhandled SIGINT): their instructions are not in the count\n",
                    run.processes.unfinished, run.processes.processes);
-    explain_child_sigills(run.processes, *child);
+    explain_child_sigills(run.processes, *child, "pmc: count --emulate");
+    explain_child_segfaults(run.processes, *child, *emulator, "pmc: count --emulate");
     const std::string native = native_programs_note(run.processes);
     if (!native.empty()) fmt::print(stderr, "pmc: count --emulate: {}\n", native);
     return std::nullopt;

@@ -627,6 +627,19 @@ TEST_CASE("a handler the preload cannot see (a raw rt_sigaction) faults on QEMU 
     INFO(count.out);
     CHECK(count.status == 128 + SIGSEGV);
     CHECK_THAT(count.out, ContainsSubstring("died of SIGSEGV under QEMU "));
+    // In a process the command started (through system(): sh, then the program): explained too, by its pid, in the
+    // name of the command the user ran. (The command itself exits with the shell's status, 139.)
+    const std::string in_child = "system \"'" + target + "' raw-handler\"";
+    const auto child = pmc_test::run_command(emulate(in_child) + " 2>&1");
+    INFO(child.out);
+    CHECK(child.status == 128 + SIGSEGV);
+    CHECK_THAT(child.out, ContainsSubstring("pmc emulate: " + target + " (pid "));
+    CHECK_THAT(child.out, ContainsSubstring("a process the command started) died of SIGSEGV under QEMU "));
+    const auto child_count = pmc_test::run_command("'" + pmc_tool + "' count --emulate -- '" + target + "' " +
+                                                   in_child + " 2>&1");
+    INFO(child_count.out);
+    CHECK_THAT(child_count.out, ContainsSubstring("pmc: count --emulate: " + target + " (pid "));
+    CHECK_THAT(child_count.out, ContainsSubstring("a process the command started) died of SIGSEGV under QEMU "));
 }
 #endif
 
