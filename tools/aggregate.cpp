@@ -131,172 +131,211 @@ struct LabelRow {
     std::size_t runs = 0; ///< runs that have this label
 };
 
-} // namespace
+// ---- parse ----------------------------------------------------------------------------------------------------------
 
-int cmd_aggregate(const std::vector<std::string>& arguments) {
-    pmc_cli::CommandLine cl("pmc aggregate", aggregate_help);
+struct AggregateOptions {
     std::vector<std::string> files;
-    std::string counter_name, top_text;
+    std::string counter_name; ///< --counter ("": the first file's primary)
+    std::size_t top = 10;
     bool json = false;
-    cl.flag("--json", json);
-    cl.option("--counter", counter_name, "a counter name");
+};
+
+/// The command line into `o`; the status to exit with now (after --help or a usage error), or nothing.
+std::optional<int> parse_aggregate_options(const std::vector<std::string>& arguments, AggregateOptions& o) {
+    pmc_cli::CommandLine cl("pmc aggregate", aggregate_help);
+    std::string top_text;
+    cl.flag("--json", o.json);
+    cl.option("--counter", o.counter_name, "a counter name");
     pmc_cli::Option top_option = cl.option("--top", top_text, "a whole number");
-    cl.option("FILE", files, "a profile");
+    cl.option("FILE", o.files, "a profile");
     if (auto status = cl.parse(arguments)) return *status;
-    const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 10, SIZE_MAX);
-    if (!top_given) return cl.usage_error("--top needs a whole number");
-    const std::size_t top = static_cast<std::size_t>(*top_given);
-    if (files.size() < 2) return cl.usage_error("give two or more profiles, one per run (pmc aggregate A B C)");
+    const auto top = pmc_cli::whole_number_option(top_option, top_text, 10, SIZE_MAX);
+    if (!top) return cl.usage_error("--top needs a whole number");
+    o.top = static_cast<std::size_t>(*top);
+    if (o.files.size() < 2) return cl.usage_error("give two or more profiles, one per run (pmc aggregate A B C)");
+    return std::nullopt;
+}
 
-    std::vector<Run> rs;
-    if (auto failure = runs::load(files, rs)) {
-        fmt::print(stderr, "pmc aggregate: {}\n", *failure);
-        return 1;
-    }
-    if (auto failure = runs::choose_counter(rs, counter_name)) {
-        fmt::print(stderr, "pmc aggregate: {}\n", *failure);
-        return 1;
-    }
-    const pmc::ProfileCounter& counter = rs[0].profile.counters[rs[0].counter];
-    const std::string& unit = counter.unit;
-    const runs::Exactness exact = runs::exactness(rs);
+// ---- compute --------------------------------------------------------------------------------------------------------
 
-    // Line the intervals up: by position per thread when every thread's sequence is the same, else by label path.
-    const std::vector<Divergence> diverged = divergences(rs);
-    const bool by_position = diverged.empty();
+/// Everything the report shows, computed from the runs. Not copied: the lists point into `slots`.
+struct Aggregate {
+    runs::Exactness exact;
+    std::vector<Divergence> diverged;
+    bool by_position = false;
     std::vector<Slot> slots;
-    {
-        std::unordered_map<std::string, std::size_t> slot_of;
-        for (std::size_t r = 0; r < rs.size(); ++r) {
-            std::unordered_map<std::string, std::size_t> seen; // path -> occurrences so far in this run
-            for (const auto& iv : rs[r].intervals) {
-                // By position: the thread's name and the interval's place (a thread's number may differ between runs).
-                const std::string key = by_position ? fmt::format("{}\n{}", iv.thread_key.text(), iv.ordinal)
-                                                    : fmt::format("{}#{}", iv.path, seen[iv.path]++);
-                auto [it, fresh] = slot_of.emplace(key, slots.size());
-                if (fresh) slots.push_back(Slot{iv.thread, iv.thread_key.text(), iv.ordinal, iv.path, {}, {}});
-                slots[it->second].totals.push_back(static_cast<double>(iv.total[rs[r].counter]));
-            }
+    std::vector<const Slot*> everywhere; ///< the slots every run has
+    std::size_t partial = 0;             ///< slots only some runs have (not aggregated)
+    std::size_t identical = 0;           ///< of `everywhere`, those with the same value in every run
+    std::vector<const Slot*> largest, noisiest; ///< the top N of `everywhere` by median, by spread
+    std::vector<LabelRow> labels;        ///< by self median, largest first
+    std::map<std::string, std::vector<double>> instants; ///< each instant event's count per run
+    int status = 0;                      ///< 2 where a file was cut or corrupt
+    Aggregate() = default;
+    Aggregate(const Aggregate&) = delete;
+    Aggregate& operator=(const Aggregate&) = delete;
+};
+
+/// Lines the intervals up: by position per thread when every thread's sequence is the same (`by_position`), else by
+/// label path and occurrence.
+std::vector<Slot> line_up_intervals(const std::vector<Run>& rs, bool by_position) {
+    std::vector<Slot> slots;
+    std::unordered_map<std::string, std::size_t> slot_of;
+    for (std::size_t r = 0; r < rs.size(); ++r) {
+        std::unordered_map<std::string, std::size_t> seen; // path -> occurrences so far in this run
+        for (const auto& iv : rs[r].intervals) {
+            // By position: the thread's name and the interval's place (a thread's number may differ between runs).
+            const std::string key = by_position ? fmt::format("{}\n{}", iv.thread_key.text(), iv.ordinal)
+                                                : fmt::format("{}#{}", iv.path, seen[iv.path]++);
+            auto [it, fresh] = slot_of.emplace(key, slots.size());
+            if (fresh) slots.push_back(Slot{iv.thread, iv.thread_key.text(), iv.ordinal, iv.path, {}, {}});
+            slots[it->second].totals.push_back(static_cast<double>(iv.total[rs[r].counter]));
         }
     }
-    std::vector<const Slot*> everywhere; // in every run
-    std::size_t partial = 0, identical = 0;
-    for (auto& s : slots) {
+    return slots;
+}
+
+/// Each slot's spread; which are in every run and identical there; the `top` largest and noisiest of them.
+void rank_slots(Aggregate& a, std::size_t runs_count, std::size_t top) {
+    for (auto& s : a.slots) {
         s.s = runs::spread(s.totals);
-        if (s.totals.size() != rs.size()) {
-            ++partial;
+        if (s.totals.size() != runs_count) {
+            ++a.partial;
             continue;
         }
-        everywhere.push_back(&s);
-        if (s.s.range() == 0) ++identical;
+        a.everywhere.push_back(&s);
+        if (s.s.range() == 0) ++a.identical;
     }
-    auto largest = everywhere, noisiest = everywhere;
+    a.largest = a.noisiest = a.everywhere;
     auto first_n = [&](std::vector<const Slot*>& v, auto better) {
         const std::size_t n = std::min(top, v.size());
         std::partial_sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), v.end(), better);
         v.resize(n);
     };
-    first_n(largest, [](const Slot* a, const Slot* b) {
-        return a->s.median != b->s.median ? a->s.median > b->s.median : a->path < b->path;
+    first_n(a.largest, [](const Slot* x, const Slot* y) {
+        return x->s.median != y->s.median ? x->s.median > y->s.median : x->path < y->path;
     });
-    first_n(noisiest, [](const Slot* a, const Slot* b) {
-        return a->s.range() != b->s.range() ? a->s.range() > b->s.range() : a->path < b->path;
+    first_n(a.noisiest, [](const Slot* x, const Slot* y) {
+        return x->s.range() != y->s.range() ? x->s.range() > y->s.range() : x->path < y->path;
     });
+}
 
-    // Per label: each run's sums, then their spread across the runs.
+/// Per label: each run's sums, then their spread across the runs; by self median, largest first.
+std::vector<LabelRow> aggregate_label_rows(const std::vector<Run>& rs) {
+    std::map<std::string, std::vector<runs::LabelSums>> per_label;
+    for (std::size_t r = 0; r < rs.size(); ++r)
+        for (auto& [label, sums] : runs::label_sums(rs[r])) per_label[label].push_back(sums);
     std::vector<LabelRow> labels;
-    {
-        std::map<std::string, std::vector<runs::LabelSums>> per_label;
-        for (std::size_t r = 0; r < rs.size(); ++r)
-            for (auto& [label, sums] : runs::label_sums(rs[r])) per_label[label].push_back(sums);
-        for (auto& [label, sums] : per_label) {
-            std::vector<double> calls, self, total;
-            for (const auto& s : sums) {
-                calls.push_back(static_cast<double>(s.calls));
-                self.push_back(static_cast<double>(s.self));
-                total.push_back(static_cast<double>(s.total));
-            }
-            labels.push_back(LabelRow{label, runs::spread(calls), runs::spread(self), runs::spread(total), sums.size()});
+    for (auto& [label, sums] : per_label) {
+        std::vector<double> calls, self, total;
+        for (const auto& s : sums) {
+            calls.push_back(static_cast<double>(s.calls));
+            self.push_back(static_cast<double>(s.self));
+            total.push_back(static_cast<double>(s.total));
         }
-        std::sort(labels.begin(), labels.end(), [](const LabelRow& a, const LabelRow& b) {
-            return a.self.median != b.self.median ? a.self.median > b.self.median : a.label < b.label;
-        });
+        labels.push_back(LabelRow{label, runs::spread(calls), runs::spread(self), runs::spread(total), sums.size()});
     }
+    std::sort(labels.begin(), labels.end(), [](const LabelRow& a, const LabelRow& b) {
+        return a.self.median != b.self.median ? a.self.median > b.self.median : a.label < b.label;
+    });
+    return labels;
+}
+
+/// Each instant event's count in each run (0 in a run without it).
+std::map<std::string, std::vector<double>> instant_counts_per_run(const std::vector<Run>& rs) {
     std::map<std::string, std::vector<double>> instants;
     for (std::size_t r = 0; r < rs.size(); ++r)
         for (const auto& [name, count] : rs[r].events.instants) {
             auto& v = instants[name];
-            v.resize(rs.size(), 0.0); // a run without this event had none
+            v.resize(rs.size(), 0.0);
             v[r] = static_cast<double>(count);
         }
+    return instants;
+}
 
-    const std::string rule =
-        by_position ? "by position: every thread recorded the same sequence of intervals in every run"
-                    : "by label path (labels with their arguments, from the outermost scope) and occurrence, threads "
-                      "merged: the runs' sequences differ";
-    const int status = std::any_of(rs.begin(), rs.end(), [](const Run& r) { return r.cut(); }) ? 2 : 0;
+void compute_aggregate(const std::vector<Run>& rs, std::size_t top, Aggregate& a) {
+    a.exact = runs::exactness(rs);
+    a.diverged = divergences(rs);
+    a.by_position = a.diverged.empty();
+    a.slots = line_up_intervals(rs, a.by_position);
+    rank_slots(a, rs.size(), top);
+    a.labels = aggregate_label_rows(rs);
+    a.instants = instant_counts_per_run(rs);
+    a.status = std::any_of(rs.begin(), rs.end(), [](const Run& r) { return r.cut(); }) ? 2 : 0;
+}
 
-    if (json) {
-        pmc::JsonWriter j;
-        j.begin_object().key("files").begin_array();
-        for (const auto& r : rs) j.value(r.file);
-        j.end_array().field("counter", counter.name).field("unit", unit).field("exact", exact.exact);
-        j.field("exact_reason", exact.why).field("alignment", by_position ? "position" : "label path");
-        j.field("total_rule", runs::total_rule);
-        j.key("divergences").begin_array();
-        for (const auto& d : diverged)
-            j.begin_object().field("thread", d.thread).field("thread_name", d.thread_name).field("file", rs[d.run].file).field("interval", d.at)
-                .field("this_run", d.here).field("first_run", d.first).end_object();
-        j.end_array().field("intervals_aligned", everywhere.size()).field("intervals_in_some_runs_only", partial);
-        j.field("intervals_identical", identical);
-        auto spread_json = [&](const char* key, const Spread& s) {
-            j.key(key).begin_object().field("min", s.min).field("median", s.median).field("max", s.max);
-            j.field("spread", s.range());
-            if (std::isinf(s.percent())) j.key("spread_percent").null(); // a spread around a median of 0
-            else j.field("spread_percent", s.percent());
-            j.end_object();
-        };
-        j.key("labels").begin_array();
-        for (const auto& l : labels) {
-            j.begin_object().field("label", l.label).field("runs", l.runs);
-            spread_json("calls", l.calls);
-            spread_json("self", l.self);
-            spread_json("total", l.total);
-            j.end_object();
-        }
-        j.end_array();
-        auto slots_json = [&](const char* key, const std::vector<const Slot*>& v) {
-            j.key(key).begin_array();
-            for (const Slot* s : v) {
-                j.begin_object().field("thread", s->thread).field("thread_name", s->thread_name).field("interval", s->ordinal).field("path", s->path);
-                spread_json("total", s->s);
-                j.end_object();
-            }
-            j.end_array();
-        };
-        slots_json("largest", largest);
-        slots_json("noisiest", noisiest);
-        j.key("instants").begin_array();
-        for (const auto& [name, counts] : instants) {
-            j.begin_object().field("event", name);
-            spread_json("count", runs::spread(counts));
-            j.end_object();
-        }
-        j.end_array().key("problems").begin_array();
-        for (const auto& r : rs)
-            for (const auto& p : r.profile.problems) j.begin_object().field("file", r.file).field("problem", p).end_object();
-        j.end_array().end_object();
-        fmt::print("{}\n", j.str());
-        runs::report_damage("aggregate", rs);
-        return status;
+// ---- render: JSON ---------------------------------------------------------------------------------------------------
+
+void aggregate_spread_json(pmc::JsonWriter& j, const char* key, const Spread& s) {
+    j.key(key).begin_object().field("min", s.min).field("median", s.median).field("max", s.max);
+    j.field("spread", s.range());
+    if (std::isinf(s.percent())) j.key("spread_percent").null(); // a spread around a median of 0
+    else j.field("spread_percent", s.percent());
+    j.end_object();
+}
+
+void aggregate_slots_json(pmc::JsonWriter& j, const char* key, const std::vector<const Slot*>& v) {
+    j.key(key).begin_array();
+    for (const Slot* s : v) {
+        j.begin_object().field("thread", s->thread).field("thread_name", s->thread_name).field("interval", s->ordinal)
+            .field("path", s->path);
+        aggregate_spread_json(j, "total", s->s);
+        j.end_object();
     }
+    j.end_array();
+}
 
-    const std::string u = runs::unit_words(counter);
-    auto v = [&](double x) { return runs::show(x, unit); };
+void aggregate_labels_json(pmc::JsonWriter& j, const std::vector<LabelRow>& labels) {
+    j.key("labels").begin_array();
+    for (const auto& l : labels) {
+        j.begin_object().field("label", l.label).field("runs", l.runs);
+        aggregate_spread_json(j, "calls", l.calls);
+        aggregate_spread_json(j, "self", l.self);
+        aggregate_spread_json(j, "total", l.total);
+        j.end_object();
+    }
+    j.end_array();
+}
+
+std::string aggregate_json(const std::vector<Run>& rs, const Aggregate& a) {
+    const pmc::ProfileCounter& counter = rs[0].profile.counters[rs[0].counter];
+    pmc::JsonWriter j;
+    j.begin_object().key("files").begin_array();
+    for (const auto& r : rs) j.value(r.file);
+    j.end_array().field("counter", counter.name).field("unit", counter.unit).field("exact", a.exact.exact);
+    j.field("exact_reason", a.exact.why).field("alignment", a.by_position ? "position" : "label path");
+    j.field("total_rule", runs::total_rule);
+    j.key("divergences").begin_array();
+    for (const auto& d : a.diverged)
+        j.begin_object().field("thread", d.thread).field("thread_name", d.thread_name).field("file", rs[d.run].file)
+            .field("interval", d.at).field("this_run", d.here).field("first_run", d.first).end_object();
+    j.end_array().field("intervals_aligned", a.everywhere.size()).field("intervals_in_some_runs_only", a.partial);
+    j.field("intervals_identical", a.identical);
+    aggregate_labels_json(j, a.labels);
+    aggregate_slots_json(j, "largest", a.largest);
+    aggregate_slots_json(j, "noisiest", a.noisiest);
+    j.key("instants").begin_array();
+    for (const auto& [name, counts] : a.instants) {
+        j.begin_object().field("event", name);
+        aggregate_spread_json(j, "count", runs::spread(counts));
+        j.end_object();
+    }
+    j.end_array().key("problems").begin_array();
+    for (const auto& r : rs)
+        for (const auto& p : r.profile.problems) j.begin_object().field("file", r.file).field("problem", p).end_object();
+    j.end_array().end_object();
+    return j.str();
+}
+
+// ---- render: text ---------------------------------------------------------------------------------------------------
+
+/// The lines above the tables: the files, the counter and whether it is exact, the alignment and its divergences.
+void print_aggregate_heading(const std::vector<Run>& rs, const Aggregate& a) {
+    const pmc::ProfileCounter& counter = rs[0].profile.counters[rs[0].counter];
     fmt::print("aggregate of {} runs:", rs.size());
     for (const auto& r : rs) fmt::print(" {}", r.file);
     fmt::print("\ncounter: {} ({}): {}{}\n", counter.name, counter.unit == "events" ? "a count" : counter.unit,
-               exact.exact ? "exact: " : "not exact: ", exact.why);
+               a.exact.exact ? "exact: " : "not exact: ", a.exact.why);
     for (const auto& k : rs[0].profile.counters)
         if (k.name != counter.name) {
             const auto e = runs::exactness(rs[0].profile, static_cast<std::size_t>(&k - rs[0].profile.counters.data()),
@@ -304,33 +343,34 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
             fmt::print("also recorded: {} ({}{}; --counter {})\n", k.name, e.exact ? "exact" : "not exact: ",
                        e.exact ? "" : e.why, k.name);
         }
-    fmt::print("alignment: {}\n", rule);
-    for (const auto& d : diverged)
+    fmt::print("alignment: {}\n",
+               a.by_position ? "by position: every thread recorded the same sequence of intervals in every run"
+                             : "by label path (labels with their arguments, from the outermost scope) and occurrence, "
+                               "threads merged: the runs' sequences differ");
+    for (const auto& d : a.diverged)
         fmt::print("  thread {} ({}): '{}' first differs from '{}' at the thread's interval {} (in the order they ended): "
                    "{} where the first run has {}\n",
                    d.thread_name, d.thread, rs[d.run].file, rs[0].file, d.at, d.here, d.first);
-    fmt::print("intervals in every run: {}; identical in every run: {} ({}){}\n", everywhere.size(), identical,
-               everywhere.empty() ? "-" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(identical) /
-                                                                   static_cast<double>(everywhere.size())),
-               partial ? fmt::format("; in some runs only (not aggregated): {}", partial) : "");
-    if (exact.exact)
-        fmt::print("{}\n", identical == everywhere.size()
+    fmt::print("intervals in every run: {}; identical in every run: {} ({}){}\n", a.everywhere.size(), a.identical,
+               a.everywhere.empty() ? "-" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(a.identical) /
+                                                                     static_cast<double>(a.everywhere.size())),
+               a.partial ? fmt::format("; in some runs only (not aggregated): {}", a.partial) : "");
+    if (a.exact.exact)
+        fmt::print("{}\n", a.identical == a.everywhere.size()
                                ? "every interval has the same value in every run: deterministic for this counter"
                                : "an exact counter whose values still differ between runs: the runs did not do the "
                                  "same work in every interval (thread scheduling, memory reuse, ASLR, ...)");
+}
 
-    std::size_t width = 5;
-    for (const auto& l : labels) width = std::max(width, l.label.size());
-    width = std::min<std::size_t>(width, 40);
-    std::vector<std::string> names; // every label the tables show: none cut into another's text
-    for (const auto& l : labels) names.push_back(l.label);
-    for (const auto& e : instants) names.push_back(e.first);
-    const cli::LabelColumn column(names, width);
+void print_aggregate_labels(const std::vector<Run>& rs, const Aggregate& a, const cli::LabelColumn& column,
+                            std::size_t width) {
+    const pmc::ProfileCounter& counter = rs[0].profile.counters[rs[0].counter];
+    auto v = [&](double x) { return runs::show(x, counter.unit); };
     fmt::print("totals: {}; the median of an even number of runs: the mean of the middle two\n", runs::total_rule);
-    fmt::print("\nper label, across runs ({}):\n", u);
+    fmt::print("\nper label, across runs ({}):\n", runs::unit_words(counter));
     fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}\n", "label", width, "calls",
                "self min", "self median", "self max", "self spread", "spread%", "total med.", "spread%");
-    for (const auto& l : labels) {
+    for (const auto& l : a.labels) {
         const std::string calls = l.calls.range() == 0 ? fmt::format("{:.0f}", l.calls.median)
                                                         : fmt::format("{:.0f}-{:.0f}", l.calls.min, l.calls.max);
         fmt::print("{:<{}}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {:>11}  {:>7}{}\n", column(l.label), width, calls,
@@ -338,28 +378,64 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
                    v(l.total.median), runs::percent_text(l.total.percent()),
                    l.runs == rs.size() ? "" : fmt::format("  (in {} of {} runs)", l.runs, rs.size()));
     }
-    auto list = [&](const char* title, const std::vector<const Slot*>& v_) {
-        if (v_.empty()) return;
-        fmt::print("\n{} (inclusive value; {}):\n", title, u);
-        std::size_t thread_width = 6; // the thread's name: what matched it across runs
-        for (const Slot* s : v_) thread_width = std::max(thread_width, s->thread_name.size());
-        fmt::print("{:>{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {}\n", "thread", thread_width, "interval", "min",
-                   "median", "max", "spread", "spread%", "path");
-        for (const Slot* s : v_)
-            fmt::print("{:>{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {}\n", s->thread_name, thread_width, s->ordinal, v(s->s.min),
-                       v(s->s.median), v(s->s.max), v(s->s.range()), runs::percent_text(s->s.percent()), s->path);
-    };
-    list(fmt::format("the {} noisiest intervals (largest max - min)", noisiest.size()).c_str(), noisiest);
-    list(fmt::format("the {} largest intervals (largest median)", largest.size()).c_str(), largest);
-    if (!instants.empty()) {
-        fmt::print("\ninstant events per run:\n");
-        for (const auto& [name, counts] : instants) {
-            const Spread s = runs::spread(counts);
-            fmt::print("  {:<{}}  min {:.0f}  median {:g}  max {:.0f}\n", column(name), width, s.min, s.median, s.max);
-        }
+}
+
+void print_slot_list(const std::string& title, const std::vector<const Slot*>& slots,
+                     const pmc::ProfileCounter& counter) {
+    if (slots.empty()) return;
+    auto v = [&](double x) { return runs::show(x, counter.unit); };
+    fmt::print("\n{} (inclusive value; {}):\n", title, runs::unit_words(counter));
+    std::size_t thread_width = 6; // the thread's name: what matched it across runs
+    for (const Slot* s : slots) thread_width = std::max(thread_width, s->thread_name.size());
+    fmt::print("{:>{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {}\n", "thread", thread_width, "interval", "min",
+               "median", "max", "spread", "spread%", "path");
+    for (const Slot* s : slots)
+        fmt::print("{:>{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>7}  {}\n", s->thread_name, thread_width, s->ordinal,
+                   v(s->s.min), v(s->s.median), v(s->s.max), v(s->s.range()), runs::percent_text(s->s.percent()),
+                   s->path);
+}
+
+void print_aggregate_text(const std::vector<Run>& rs, const Aggregate& a) {
+    const pmc::ProfileCounter& counter = rs[0].profile.counters[rs[0].counter];
+    print_aggregate_heading(rs, a);
+    std::size_t width = 5;
+    for (const auto& l : a.labels) width = std::max(width, l.label.size());
+    width = std::min<std::size_t>(width, 40);
+    std::vector<std::string> names; // every label the tables show: none cut into another's text
+    for (const auto& l : a.labels) names.push_back(l.label);
+    for (const auto& e : a.instants) names.push_back(e.first);
+    const cli::LabelColumn column(names, width);
+    print_aggregate_labels(rs, a, column, width);
+    print_slot_list(fmt::format("the {} noisiest intervals (largest max - min)", a.noisiest.size()), a.noisiest, counter);
+    print_slot_list(fmt::format("the {} largest intervals (largest median)", a.largest.size()), a.largest, counter);
+    if (a.instants.empty()) return;
+    fmt::print("\ninstant events per run:\n");
+    for (const auto& [name, counts] : a.instants) {
+        const Spread s = runs::spread(counts);
+        fmt::print("  {:<{}}  min {:.0f}  median {:g}  max {:.0f}\n", column(name), width, s.min, s.median, s.max);
     }
+}
+
+} // namespace
+
+int cmd_aggregate(const std::vector<std::string>& arguments) {
+    AggregateOptions o;
+    if (auto status = parse_aggregate_options(arguments, o)) return *status;
+    std::vector<Run> rs;
+    if (auto failure = runs::load(o.files, rs)) {
+        fmt::print(stderr, "pmc aggregate: {}\n", *failure);
+        return 1;
+    }
+    if (auto failure = runs::choose_counter(rs, o.counter_name)) {
+        fmt::print(stderr, "pmc aggregate: {}\n", *failure);
+        return 1;
+    }
+    Aggregate a;
+    compute_aggregate(rs, o.top, a);
+    if (o.json) fmt::print("{}\n", aggregate_json(rs, a));
+    else print_aggregate_text(rs, a);
     runs::report_damage("aggregate", rs);
-    return status;
+    return a.status;
 }
 
 } // namespace pmc_tool

@@ -110,8 +110,8 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu);
 pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector<std::string>& command,
                                   bool keep_aslr, const std::string& plugin_args);
 /// Waits for it and finishes the job: the command's exit status (128 + N for signal N, explaining SIGILL);
-/// `raw_status` from waitpid.
-int finish_emulated(Job& job, const std::string& shown, int& raw_status);
+/// `raw_status` from waitpid. `who` begins its messages: the command the user ran ("pmc: count --emulate").
+int finish_emulated(Job& job, const std::string& shown, int& raw_status, const std::string& who = "pmc emulate");
 /// Ends pmc of the command's SIGINT or SIGQUIT, if one ended it, so that a calling script stops as it would have.
 void end_like(int raw_status);
 /// A temporary file for the plugin's report=FILE, removed with its directory at the end.
@@ -129,6 +129,8 @@ struct EmulatedReport {
     int unfinished = 0;             ///< of them, those that never reported their count (ended by a signal)
     std::vector<std::string> native; ///< "PATH (why)" for each program that ran natively, not counted
     std::vector<std::pair<long, std::string>> sigill; ///< pid and program of each process that died of SIGILL
+    /// The same for SIGSEGV, noted only under a QEMU that misaligns signal frames (tools/emulate/stay_emulated.cpp)
+    std::vector<std::pair<long, std::string>> sigsegv;
     /// With --cache: the modelled caches' counts, every emulated process's summed, by Cachegrind's names.
     bool has_cache = false;
     std::uint64_t Ir = 0, I1mr = 0, ILmr = 0, Dr = 0, D1mr = 0, DLmr = 0, Dw = 0, D1mw = 0, DLmw = 0;
@@ -150,8 +152,11 @@ std::string native_programs_note(const EmulatedReport& r);
 std::string sigill_explanation(const std::string& program);
 /// Why a program died of SIGSEGV under a QEMU that misaligns signal frames, and the fixes; "" under another QEMU.
 std::string signal_frame_explanation(const Emulator& e, const std::string& program);
-/// The explanations for the command's children that died of SIGILL (not `command_pid`, explained already).
-void explain_child_sigills(const EmulatedReport& r, pid_t command_pid);
+/// The explanations for the command's children (not `command_pid`, explained already) that died of SIGILL, or of
+/// SIGSEGV under a QEMU that misaligns signal frames; `who` begins each ("pmc emulate").
+void explain_child_sigills(const EmulatedReport& r, pid_t command_pid, const std::string& who = "pmc emulate");
+void explain_child_segfaults(const EmulatedReport& r, pid_t command_pid, const Emulator& e,
+                             const std::string& who = "pmc emulate");
 
 /// pmc export (tools/export.cpp): a profile as Chrome trace events, folded stacks or speedscope JSON.
 int cmd_export(const std::vector<std::string>& args);

@@ -23,6 +23,9 @@
 // both core types, pmc pins itself (and so the command) to the performance cores (to the efficiency cores if the
 // events name only cpu_atom/) before it starts the command, and says so; pin it yourself (taskset -c CPUS pmc
 // count ...) to choose otherwise.
+//
+// The code reads top-down: the events, where the report goes, then each way of counting (--emulate, native) as
+// short steps: start the command, wait for it, read its counts, render the report.
 #include "commands.hpp"
 
 #include <pmc/emulated.hpp>
@@ -44,7 +47,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pmc_tool {
@@ -219,9 +224,152 @@ std::string count_text_table(const std::vector<std::string>& names, const std::v
     return out;
 }
 
-} // namespace
+// ---- the events -----------------------------------------------------------------------------------------------------
 
-namespace {
+/// -e's values as one list of events: split at the commas between events, perf's {a,b} braces dropped, and pmc's
+/// in-process readings refused (natively). Nothing, with the reason said, when they cannot be counted.
+std::optional<std::vector<std::string>> events_to_count(const Options& o, const std::vector<std::string>& given) {
+    std::vector<std::string> events;
+    for (const auto& e : given)
+        for (auto& one : split_event_list(e)) {
+            // perf stat's group braces, "{a,b}": pmc count groups all its events anyway.
+            if (!one.empty() && one.front() == '{') one.erase(0, 1);
+            if (!one.empty() && one.back() == '}') one.pop_back();
+            if (one.find_first_of("{}") != std::string::npos) {
+                fmt::print(stderr, "pmc: count: '{}': pmc count opens all its events as one group already, so braces "
+                                   "are taken only as perf's {{a,b}} with no group modifier after them; put a "
+                                   "modifier on each event instead (e.g. -e a:u,b:u)\n", e);
+                return std::nullopt;
+            }
+            events.push_back(one);
+        }
+    if (events.empty() && !given.empty()) {
+        fmt::print(stderr, "pmc: count: -e '{}' names no event: give an event, e.g. -e page-faults (or no -e for "
+                           "the default events)\n", given.front());
+        return std::nullopt;
+    }
+    for (const auto& e : events)
+        if (auto why = o.emulate ? std::string() : not_countable_here(e, o.sysfs); !why.empty()) {
+            fmt::print(stderr, "pmc: count: {}\n", why);
+            return std::nullopt;
+        }
+    return events;
+}
+
+/// The events counted natively when -e names none: perf stat's software ones, and instructions and cycles where
+/// there is a cpu PMU.
+std::vector<std::string> default_native_events(const std::string& sysfs) {
+    std::vector<std::string> events = {"task-clock", "context-switches", "page-faults"};
+    if (pmc::has_core_pmu(sysfs)) events.insert(events.begin(), {"instructions:u", "cycles:u"});
+    return events;
+}
+
+/// The events pmc count --emulate counts, and which of them the cache model answers (--cache).
+struct EmulatedCountEvents {
+    std::vector<std::string> names;
+    std::vector<bool> modelled;
+    std::string plugin_arguments; ///< the plugin's ",cache=..." for --cache, or ""
+};
+
+/// What pmc says (after "pmc: ") when the emulator cannot count `event`, not a modelled cache event; "" when it can.
+std::string not_emulated(const Options& o, const std::string& event) {
+    auto spec = pmc::try_parse_event(event, o.sysfs);
+    if (!spec) return spec.failure().message;
+    std::string why = spec->kind == pmc::EventKind::perf ? pmc::emulated_refusal(*spec) : std::string();
+    if (!why.empty() || spec->kind != pmc::EventKind::perf)
+        why = "pmc count --emulate counts instructions:u or instructions" +
+              (why.empty() ? std::string(" (pmc's composites and clocks are read inside a program)")
+                           : ": " + why.substr(why.find(';') == std::string::npos ? 0 : why.find(';') + 2));
+    return why.empty() ? "" : fmt::format("count --emulate: cannot count '{}': {}", event, why);
+}
+
+/// pmc count --emulate's events (the defaults where -e named none) and the cache model's arguments; nothing, with
+/// the reason said, when the emulator cannot count one or a geometry is wrong.
+std::optional<EmulatedCountEvents> emulated_count_events(const Options& o, std::vector<std::string> events) {
+    if (events.empty() && o.cache) // the default with --cache: the model's counts too
+        events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
+                  "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
+    if (events.empty()) events = {"instructions:u"};
+    EmulatedCountEvents out{events, std::vector<bool>(events.size(), false), ""};
+    if (!o.cache && !(o.i1 + o.d1 + o.ll).empty()) {
+        fmt::print(stderr, "pmc: count --emulate: --I1, --D1 and --LL shape the modelled caches: give --cache with "
+                           "them\n");
+        return std::nullopt;
+    }
+    if (o.cache)
+        if (std::string why = cache_plugin_arguments(o.i1, o.d1, o.ll, out.plugin_arguments); !why.empty()) {
+            fmt::print(stderr, "pmc: count --emulate: {}\n", why);
+            return std::nullopt;
+        }
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        const std::string& e = events[i];
+        if (modelled_cache_count(e, EmulatedReport{})) {
+            if (!o.cache) {
+                fmt::print(stderr, "pmc: count --emulate: '{}' is a cache event: the emulator models the caches only "
+                                   "with --cache (pmc count --emulate --cache -e {} -- COMMAND)\n", e, e);
+                return std::nullopt;
+            }
+            out.modelled[i] = true;
+        } else if (const std::string why = not_emulated(o, e); !why.empty()) {
+            fmt::print(stderr, "pmc: {}\n", why);
+            return std::nullopt;
+        }
+    }
+    return out;
+}
+
+// ---- the report's file and text -------------------------------------------------------------------------------------
+
+/// Where the report goes: -o's file, opened before the command runs (as perf stat -o does: a bad path costs no
+/// run), or stderr. Closed at the end of its scope if the report was not written.
+class CountReportOutput {
+public:
+    explicit CountReportOutput(std::string path) : path_(std::move(path)) {}
+    CountReportOutput(const CountReportOutput&) = delete;
+    CountReportOutput& operator=(const CountReportOutput&) = delete;
+    ~CountReportOutput() {
+        if (file_) std::fclose(file_);
+    }
+
+    /// Opens -o's file, if one was given; false after saying why it cannot be.
+    bool open() {
+        if (path_.empty() || (file_ = std::fopen(path_.c_str(), "w"))) return true;
+        fmt::print(stderr, "pmc: count: cannot write {}: {} (nothing was run)\n", path_, std::strerror(errno));
+        return false;
+    }
+
+    /// Writes the report to the file (closing it) or to stderr, like perf stat (the command's own output stays on
+    /// stdout). If the file cannot be written, the counts are not lost: they go to stderr, and a status of 0
+    /// becomes 1. Returns the status to exit with.
+    int write(const std::string& text, int exit_status) {
+        if (!file_) {
+            std::fputs(text.c_str(), stderr);
+            return exit_status;
+        }
+        const bool written = std::fputs(text.c_str(), file_) >= 0;
+        const int closed = std::fclose(file_);
+        file_ = nullptr;
+        if (written && closed == 0) return exit_status;
+        fmt::print(stderr, "pmc: count: cannot write {}: {}; the counts:\n{}", path_, std::strerror(errno), text);
+        return exit_status == 0 ? 1 : exit_status;
+    }
+
+private:
+    std::string path_;
+    FILE* file_ = nullptr;
+};
+
+/// The command as the report shows it: its words joined by spaces.
+std::string count_command_text(const std::vector<std::string>& command) {
+    std::string shown;
+    for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
+    return shown;
+}
+
+std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
 
 /// The JSON report's opening: the command, its exit status and elapsed time; the caller adds the rest.
 pmc::JsonWriter& json_report_head(pmc::JsonWriter& j, const std::vector<std::string>& command, int exit_status,
@@ -231,66 +379,19 @@ pmc::JsonWriter& json_report_head(pmc::JsonWriter& j, const std::vector<std::str
     return j.end_array().field("exit_status", exit_status).field("elapsed_ns", elapsed_ns);
 }
 
-/// Writes the report to -o's file (closing it) or to stderr, like perf stat (the command's own output stays on
-/// stdout). If the file cannot be written, the counts are not lost: they go to stderr, and a status of 0 becomes 1.
-int write_report(const Options& o, const std::string& text, FILE*& out_file, int exit_status) {
-    if (!out_file) {
-        std::fputs(text.c_str(), stderr);
-        return exit_status;
-    }
-    const bool written = std::fputs(text.c_str(), out_file) >= 0;
-    const int closed = std::fclose(out_file);
-    out_file = nullptr;
-    if (written && closed == 0) return exit_status;
-    fmt::print(stderr, "pmc: count: cannot write {}: {}; the counts:\n{}", o.output, std::strerror(errno), text);
-    return exit_status == 0 ? 1 : exit_status;
-}
+// ---- pmc count --emulate --------------------------------------------------------------------------------------------
 
-/// pmc count --emulate: the command under the emulator, its instructions from the plugin's per-process totals.
-int count_emulated(const Options& o, const std::vector<std::string>& command, std::vector<std::string> events,
-                   FILE*& out_file) {
-    if (events.empty() && o.cache) // the default with --cache: the model's counts too
-        events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
-                  "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
-    if (events.empty()) events = {"instructions:u"};
-    std::string cache_arguments;
-    if (!o.cache && !(o.i1 + o.d1 + o.ll).empty()) {
-        fmt::print(stderr, "pmc: count --emulate: --I1, --D1 and --LL shape the modelled caches: give --cache with "
-                           "them\n");
-        return 1;
-    }
-    if (o.cache)
-        if (std::string why = cache_plugin_arguments(o.i1, o.d1, o.ll, cache_arguments); !why.empty()) {
-            fmt::print(stderr, "pmc: count --emulate: {}\n", why);
-            return 1;
-        }
-    std::vector<bool> modelled(events.size(), false);
-    for (std::size_t i = 0; i < events.size(); ++i) {
-        const std::string& e = events[i];
-        if (modelled_cache_count(e, EmulatedReport{})) {
-            if (!o.cache) {
-                fmt::print(stderr, "pmc: count --emulate: '{}' is a cache event: the emulator models the caches only "
-                                   "with --cache (pmc count --emulate --cache -e {} -- COMMAND)\n", e, e);
-                return 1;
-            }
-            modelled[i] = true;
-            continue;
-        }
-        auto spec = pmc::try_parse_event(e, o.sysfs);
-        if (!spec) {
-            fmt::print(stderr, "pmc: {}\n", spec.failure().message);
-            return 1;
-        }
-        std::string why = spec->kind == pmc::EventKind::perf ? pmc::emulated_refusal(*spec) : std::string();
-        if (!why.empty() || spec->kind != pmc::EventKind::perf)
-            why = "pmc count --emulate counts instructions:u or instructions" +
-                  (why.empty() ? std::string(" (pmc's composites and clocks are read inside a program)")
-                               : ": " + why.substr(why.find(';') == std::string::npos ? 0 : why.find(';') + 2));
-        if (!why.empty()) {
-            fmt::print(stderr, "pmc: count --emulate: cannot count '{}': {}\n", e, why);
-            return 1;
-        }
-    }
+/// What one run under the emulator gave: the command's status, its time, and the plugin's report of its processes.
+struct EmulatedCountRun {
+    int exit_status = 0;
+    int raw_status = 0; ///< from waitpid
+    std::uint64_t elapsed_ns = 0;
+    EmulatedReport processes;
+};
+
+/// Runs the command under the emulator and reads the plugin's report; the status to exit with if it cannot run.
+std::optional<int> run_count_emulated(const std::vector<std::string>& command, const std::string& plugin_arguments,
+                                      EmulatedCountRun& run) {
     auto emulator = find_emulator("");
     if (!emulator) {
         fmt::print(stderr, "pmc: count --emulate: {}\n", emulator.failure().message);
@@ -301,171 +402,150 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         fmt::print(stderr, "pmc: count --emulate: cannot make a temporary directory: {}\n", std::strerror(errno));
         return 1;
     }
-    const std::string& report = report_file.path;
-    std::string shown;
-    for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
+    const std::string shown = count_command_text(command);
     const auto go_time = std::chrono::steady_clock::now();
     Job job;
-    auto child = start_emulated(job, *emulator, command, false, ",report=" + report + cache_arguments);
+    auto child = start_emulated(job, *emulator, command, false, ",report=" + report_file.path + plugin_arguments);
     if (!child) {
         fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
     }
-    int raw = 0;
-    const int exit_status = finish_emulated(job, shown, raw);
-    if (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGSEGV && emulator->misaligns_signal_frames)
+    run.exit_status = finish_emulated(job, shown, run.raw_status, "pmc: count --emulate");
+    if (WIFSIGNALED(run.raw_status) && WTERMSIG(run.raw_status) == SIGSEGV && emulator->misaligns_signal_frames)
         fmt::print(stderr, "pmc: count: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
-    const auto elapsed_ns = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
-    const EmulatedReport processes_report = read_emulated_report(report);
-    const std::uint64_t total = processes_report.instructions;
-    const int processes = processes_report.processes - processes_report.unfinished;
-    if (processes_report.unfinished > 0)
+    run.elapsed_ns = nanoseconds_since(go_time);
+    run.processes = read_emulated_report(report_file.path);
+    if (run.processes.unfinished > 0)
         fmt::print(stderr, "pmc: count --emulate: {} of the {} emulated processes ended without reaching their exit "
                            "(a signal, such as SIGKILL or an unhandled SIGINT): their instructions are not in the count\n",
-                   processes_report.unfinished, processes_report.processes);
-    explain_child_sigills(processes_report, *child);
-    const std::string native = native_programs_note(processes_report);
+                   run.processes.unfinished, run.processes.processes);
+    explain_child_sigills(run.processes, *child, "pmc: count --emulate");
+    explain_child_segfaults(run.processes, *child, *emulator, "pmc: count --emulate");
+    const std::string native = native_programs_note(run.processes);
     if (!native.empty()) fmt::print(stderr, "pmc: count --emulate: {}\n", native);
-    if (processes == 0) {
-        fmt::print(stderr, "pmc: count --emulate: '{}' (exit status {}) left no count: no emulated process reached its "
-                           "exit (killed by a signal, or QEMU did not start it)\n", shown, exit_status);
-        end_like(raw); // (a calling script stops on the command's SIGINT or SIGQUIT all the same)
-        return exit_status ? exit_status : 1;
-    }
-    std::vector<std::string> names = events;
-    std::vector<pmc::EventCount> counts(events.size());
-    std::vector<std::uint64_t> values(events.size(), total);
-    for (std::size_t i = 0; i < events.size(); ++i)
-        if (modelled[i]) values[i] = modelled_cache_count(events[i], processes_report).value_or(0);
+    return std::nullopt;
+}
+
+/// Each event's count in the plugin's report: the instructions of every emulated process, or the model's figure.
+std::vector<std::uint64_t> emulated_counts(const EmulatedCountEvents& events, const EmulatedReport& r) {
+    std::vector<std::uint64_t> values(events.names.size(), r.instructions);
+    for (std::size_t i = 0; i < values.size(); ++i)
+        if (events.modelled[i]) values[i] = modelled_cache_count(events.names[i], r).value_or(0);
+    return values;
+}
+
+/// The counts as the library's report functions take them: exact, counted the whole time.
+std::vector<pmc::EventCount> exact_event_counts(const std::vector<std::uint64_t>& values) {
+    std::vector<pmc::EventCount> counts(values.size());
     for (std::size_t i = 0; i < counts.size(); ++i) {
         counts[i].raw = values[i];
         counts[i].estimate = static_cast<double>(values[i]);
         counts[i].running_fraction = 1.0;
         counts[i].counted = true;
     }
-    const std::string model_note = o.cache ? cache_model_note(o.i1, o.d1, o.ll) : std::string();
-    std::string text;
-    if (o.json) {
-        pmc::JsonWriter j;
-        json_report_head(j, command, exit_status, elapsed_ns)
-            .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
-                               "whole command, not a real core's");
-        if (o.cache) j.field("modelled", model_note);
-        j.field("processes", processes_report.processes)
-            .field("unfinished_processes", processes_report.unfinished)
-            .key("native_programs")
-            .begin_array();
-        for (const auto& n : processes_report.native) j.value(n);
-        j.end_array().key("counts");
-        pmc::write_counts_json(j, names, counts);
-        j.end_object();
-        text = j.str() + "\n";
-    } else if (o.csv) {
-        text = pmc::count_csv(names, counts);
-    } else {
-        const int shown_processes = processes_report.processes;
-        text = fmt::format("\n pmc count --emulate of '{}' (exit status {}; {} emulated process{}):\n\n", shown,
-                           exit_status, shown_processes, shown_processes == 1 ? "" : "es");
-        std::size_t width = 5;
-        for (const auto& n : names) width = std::max(width, n.size());
-        text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
-        for (std::size_t i = 0; i < names.size(); ++i)
-            text += fmt::format("{:<{}}  {:>18}{}\n", names[i], width, values[i], modelled[i] ? "  (modelled)" : "");
-        text += fmt::format("\n emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
-                            "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
-                            "emulator)\n",
-                            processes_report.native.empty()
-                                ? "every thread, and every program it executed"
-                                : fmt::format("every thread and every emulated process; not the {} program{} that ran "
-                                              "natively", processes_report.native.size(),
-                                              processes_report.native.size() == 1 ? "" : "s"),
-                            static_cast<double>(elapsed_ns) / 1e9);
-        if (o.cache) text += " " + model_note + ".\n";
+    return counts;
+}
+
+std::string emulated_json(const Options& o, const std::vector<std::string>& command, const EmulatedCountRun& run,
+                          const EmulatedCountEvents& events, const std::vector<std::uint64_t>& values) {
+    pmc::JsonWriter j;
+    json_report_head(j, command, run.exit_status, run.elapsed_ns)
+        .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
+                           "whole command, not a real core's");
+    if (o.cache) j.field("modelled", cache_model_note(o.i1, o.d1, o.ll));
+    j.field("processes", run.processes.processes)
+        .field("unfinished_processes", run.processes.unfinished)
+        .key("native_programs")
+        .begin_array();
+    for (const auto& n : run.processes.native) j.value(n);
+    j.end_array().key("counts");
+    pmc::write_counts_json(j, events.names, exact_event_counts(values));
+    j.end_object();
+    return j.str() + "\n";
+}
+
+std::string emulated_text(const Options& o, const std::string& shown, const EmulatedCountRun& run,
+                          const EmulatedCountEvents& events, const std::vector<std::uint64_t>& values) {
+    const EmulatedReport& r = run.processes;
+    std::string text = fmt::format("\n pmc count --emulate of '{}' (exit status {}; {} emulated process{}):\n\n", shown,
+                                   run.exit_status, r.processes, r.processes == 1 ? "" : "es");
+    std::size_t width = 5;
+    for (const auto& n : events.names) width = std::max(width, n.size());
+    text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
+    for (std::size_t i = 0; i < events.names.size(); ++i)
+        text += fmt::format("{:<{}}  {:>18}{}\n", events.names[i], width, values[i],
+                            events.modelled[i] ? "  (modelled)" : "");
+    const std::string covered =
+        r.native.empty() ? "every thread, and every program it executed"
+                         : fmt::format("every thread and every emulated process; not the {} program{} that ran "
+                                       "natively", r.native.size(), r.native.size() == 1 ? "" : "s");
+    text += fmt::format("\n emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
+                        "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
+                        "emulator)\n",
+                        covered, static_cast<double>(run.elapsed_ns) / 1e9);
+    if (o.cache) text += " " + cache_model_note(o.i1, o.d1, o.ll) + ".\n";
+    return text;
+}
+
+/// pmc count --emulate: the command under the emulator, its instructions from the plugin's per-process totals.
+int count_emulated(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& given) {
+    CountReportOutput out(o.output);
+    if (!out.open()) return 1;
+    const auto events = emulated_count_events(o, given);
+    if (!events) return 1;
+    EmulatedCountRun run;
+    if (auto failed = run_count_emulated(command, events->plugin_arguments, run)) return *failed;
+    const std::string shown = count_command_text(command);
+    if (run.processes.processes - run.processes.unfinished == 0) {
+        fmt::print(stderr, "pmc: count --emulate: '{}' (exit status {}) left no count: no emulated process reached its "
+                           "exit (killed by a signal, or QEMU did not start it)\n", shown, run.exit_status);
+        end_like(run.raw_status); // (a calling script stops on the command's SIGINT or SIGQUIT all the same)
+        return run.exit_status ? run.exit_status : 1;
     }
-    const int status = write_report(o, text, out_file, exit_status);
-    end_like(raw); // (the report is written: now end as the command did)
+    const std::vector<std::uint64_t> values = emulated_counts(*events, run.processes);
+    const std::string text = o.json  ? emulated_json(o, command, run, *events, values)
+                             : o.csv ? pmc::count_csv(events->names, exact_event_counts(values))
+                                     : emulated_text(o, shown, run, *events, values);
+    const int status = out.write(text, run.exit_status);
+    end_like(run.raw_status); // (the report is written: now end as the command did)
     return status;
 }
 
-} // namespace
+// ---- pmc count, natively --------------------------------------------------------------------------------------------
 
-int cmd_count(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& events_in) {
-    std::vector<std::string> events;
-    for (const auto& e : events_in)
-        for (auto& one : split_event_list(e)) {
-            // perf stat's group braces, "{a,b}": pmc count groups all its events anyway.
-            if (!one.empty() && one.front() == '{') one.erase(0, 1);
-            if (!one.empty() && one.back() == '}') one.pop_back();
-            if (one.find_first_of("{}") != std::string::npos) {
-                fmt::print(stderr, "pmc: count: '{}': pmc count opens all its events as one group already, so braces "
-                                   "are taken only as perf's {{a,b}} with no group modifier after them; put a "
-                                   "modifier on each event instead (e.g. -e a:u,b:u)\n", e);
-                return 1;
-            }
-            events.push_back(one);
-        }
-    if (events.empty() && !events_in.empty()) {
-        fmt::print(stderr, "pmc: count: -e '{}' names no event: give an event, e.g. -e page-faults (or no -e for "
-                           "the default events)\n", events_in.front());
-        return 1;
-    }
-    for (const auto& e : events)
-        if (auto why = o.emulate ? std::string() : not_countable_here(e, o.sysfs); !why.empty()) {
-            fmt::print(stderr, "pmc: count: {}\n", why);
-            return 1;
-        }
-    if (o.emulate) {
-        FILE* out_file = nullptr;
-        if (!o.output.empty() && !(out_file = std::fopen(o.output.c_str(), "w"))) {
-            fmt::print(stderr, "pmc: count: cannot write {}: {} (nothing was run)\n", o.output, std::strerror(errno));
-            return 1;
-        }
-        const int status = count_emulated(o, command, events, out_file);
-        if (out_file) std::fclose(out_file); // (not written: the command did not run)
-        return status;
-    }
-    if (events.empty()) {
-        events = {"task-clock", "context-switches", "page-faults"};
-        if (pmc::has_core_pmu(o.sysfs)) events.insert(events.begin(), {"instructions:u", "cycles:u"});
-    }
-
-    auto pinned = pin_for_hybrid(events, o.sysfs);
+/// Pins pmc (and so the command) to one core type where a hybrid CPU needs it, and says so; false after saying why
+/// it could not.
+bool pin_and_say(const std::vector<std::string>& events, const std::string& sysfs) {
+    auto pinned = pin_for_hybrid(events, sysfs);
     if (!pinned) {
         fmt::print(stderr, "pmc: count: {}\n", pinned.failure().message);
-        return 1;
+        return false;
     }
     if (!pinned->empty()) fmt::print(stderr, "pmc: count: {}\n", *pinned);
+    return true;
+}
 
-    // The output file is opened before the command runs (as perf stat -o does): a bad path costs no run.
-    FILE* out_file = nullptr;
-    if (!o.output.empty() && !(out_file = std::fopen(o.output.c_str(), "w"))) {
-        fmt::print(stderr, "pmc: count: cannot write {}: {} (nothing was run)\n", o.output, std::strerror(errno));
-        return 1;
-    }
-    struct CloseFile {
-        FILE*& f;
-        ~CloseFile() {
-            if (f) std::fclose(f);
-        }
-    } close_out{out_file};
-
+/// The command's process, started and held before its exec until its counters are open (go), as a job of pmc's
+/// (job.hpp): a process group of its own with a watchdog, the signals pmc receives passed on once, the terminal
+/// handed over; a signal that arrives as it starts is not lost. (Members end in reverse: the job first.)
+struct HeldCommand {
     Pipe go;
-    if (::pipe(go.end) != 0) {
-        fmt::print(stderr, "pmc: count: pipe failed: {}\n", std::strerror(errno));
-        return 1;
-    }
-    // The child writes its errno here when exec fails (close-on-exec: a command that runs closes it unwritten), so a
-    // command that never ran gets its error alone, not a table of zeros.
+    /// The child writes its errno here when exec fails (close-on-exec: a command that runs closes it unwritten), so
+    /// a command that never ran gets its error alone, not a table of zeros.
     Pipe exec_failed;
-    if (::pipe2(exec_failed.end, O_CLOEXEC) != 0) {
+    Job job;
+    pid_t pid = -1;
+};
+
+/// Starts the command held; the status to exit with if it cannot be.
+std::optional<int> hold_command(HeldCommand& held, const std::vector<std::string>& command) {
+    if (::pipe(held.go.end) != 0 || ::pipe2(held.exec_failed.end, O_CLOEXEC) != 0) {
         fmt::print(stderr, "pmc: count: pipe failed: {}\n", std::strerror(errno));
         return 1;
     }
-    // The command runs as a job of pmc's (job.hpp): a process group of its own with a watchdog, the signals pmc
-    // receives passed on once, the terminal handed over; a signal that arrives as it starts is not lost.
-    Job job;
-    auto started_child = job.start([&] {
+    Pipe& go = held.go;
+    Pipe& exec_failed = held.exec_failed;
+    auto started = held.job.start([&] {
         ::close(go.end[1]);
         char byte;
         if (::read(go.end[0], &byte, 1) != 1) _exit(126); // pmc could not open the counters
@@ -479,36 +559,55 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
         [[maybe_unused]] const ssize_t told = ::write(exec_failed.end[1], &err, sizeof err);
         _exit(127);
     });
-    if (!started_child) {
-        fmt::print(stderr, "pmc: count: {}\n", started_child.failure().message);
+    if (!started) {
+        fmt::print(stderr, "pmc: count: {}\n", started.failure().message);
         return 1;
     }
-    const pid_t child = *started_child;
+    held.pid = *started;
     exec_failed.close(1);
     go.close(0);
+    return std::nullopt;
+}
 
+/// The events as one group on the held command, counting from its exec, its children included.
+pmc::Result<pmc::Group> open_group_on(pid_t pid, const std::vector<std::string>& events, const std::string& sysfs) {
     pmc::OpenOptions options;
-    options.pid = child;
+    options.pid = pid;
     options.count_children = true;
     options.enable_on_exec = true;
-    options.sysfs_root = o.sysfs;
-    auto group = pmc::Group::try_open(events, options);
+    options.sysfs_root = sysfs;
+    return pmc::Group::try_open(events, options);
+}
+
+/// When the command never ran: if a Ctrl-C (or SIGQUIT) ended its process before it did, says so and ends pmc as
+/// the command would have (returning true); false otherwise. Finishes the job either way.
+bool interrupted_before_start(Job& job, bool waited, int status) {
+    job.finish();
+    if (!waited || !WIFSIGNALED(status) || (WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGQUIT)) return false;
+    fmt::print(stderr, "pmc: count: interrupted before the command started\n");
+    die_of(WTERMSIG(status));
+    return true;
+}
+
+/// The counters did not open: the held command exits without running; the status to exit with.
+int refuse_command(HeldCommand& held, const pmc::Failure& why) {
     int status = 0;
-    // A Ctrl-C (or SIGQUIT) ended the child before it ran the command: say so, and end as the command would have.
-    auto interrupted_before_start = [&](bool waited) {
-        job.finish();
-        if (!waited || !WIFSIGNALED(status) || (WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGQUIT))
-            return false;
-        fmt::print(stderr, "pmc: count: interrupted before the command started\n");
-        die_of(WTERMSIG(status));
-        return true;
-    };
-    if (!group) {
-        go.close(1); // the child exits without running the command
-        if (interrupted_before_start(job.wait(status))) return 128 + WTERMSIG(status);
-        fmt::print(stderr, "pmc: {}\n", group.failure().message);
-        return 1;
-    }
+    held.go.close(1);
+    if (interrupted_before_start(held.job, held.job.wait(status), status)) return 128 + WTERMSIG(status);
+    fmt::print(stderr, "pmc: {}\n", why.message);
+    return 1;
+}
+
+/// How the command ran: its raw wait status and the time from its go-ahead to its reaping.
+struct NativeCountRun {
+    int raw_status = 0;
+    int exit_status = 0; ///< the command's (128 + N for signal N)
+    std::uint64_t elapsed_ns = 0;
+};
+
+/// Lets the held command exec, and waits for it; the status to exit with if it did not run or cannot be waited for.
+std::optional<int> release_and_wait(HeldCommand& held, NativeCountRun& run) {
+    int& status = run.raw_status;
     // (SIGPIPE ignored for this write: a child already ended by a Ctrl-C must not end pmc silently.)
     struct sigaction ignore_pipe {}, old_pipe {};
     ignore_pipe.sa_handler = SIG_IGN;
@@ -516,78 +615,111 @@ int cmd_count(const Options& o, const std::vector<std::string>& command, const s
     ::sigaction(SIGPIPE, &ignore_pipe, &old_pipe);
     // Elapsed time as perf stat measures it: from the go-ahead to the command's exec until its exit is reaped.
     const auto go_time = std::chrono::steady_clock::now();
-    const bool started = ::write(go.end[1], "x", 1) == 1;
+    const bool started = ::write(held.go.end[1], "x", 1) == 1;
     ::sigaction(SIGPIPE, &old_pipe, nullptr);
     if (!started) {
-        ::kill(child, SIGKILL);
-        const bool waited = job.wait(status);
-        go.close(1);
-        if (interrupted_before_start(waited)) return 128 + WTERMSIG(status);
+        ::kill(held.pid, SIGKILL);
+        const bool waited = held.job.wait(status);
+        held.go.close(1);
+        if (interrupted_before_start(held.job, waited, status)) return 128 + WTERMSIG(status);
         fmt::print(stderr, "pmc: count: cannot start the command\n");
         return 1;
     }
-    go.close(1);
-    const bool reaped = job.wait(status);
-    const auto elapsed_ns = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - go_time).count());
+    held.go.close(1);
+    const bool reaped = held.job.wait(status);
+    run.elapsed_ns = nanoseconds_since(go_time);
     const int wait_errno = errno;
     // pmc's own dispositions and the terminal again, and no process of the command left running.
-    if (const std::string note = leftover_note(job.finish()); !note.empty()) fmt::print(stderr, "pmc: count: {}\n", note);
+    if (const std::string note = leftover_note(held.job.finish()); !note.empty())
+        fmt::print(stderr, "pmc: count: {}\n", note);
     if (!reaped) {
         fmt::print(stderr, "pmc: count: cannot wait for the command: {}\n", std::strerror(wait_errno));
         return 1;
     }
-    const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    run.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     int exec_errno = 0;
-    if (::read(exec_failed.end[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno))
-        return exit_status; // the child said why; nothing was counted
+    if (::read(held.exec_failed.end[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno))
+        return run.exit_status; // the child said why; nothing was counted
+    return std::nullopt;
+}
 
-    // Ended by SIGINT or SIGQUIT: pmc ends so too after its report, so that a calling shell script stops.
-    const int end_signal = WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGQUIT)
-                               ? WTERMSIG(status)
-                               : 0;
-    std::string shown;
-    for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
-
-    // Counting began at zero when the command executed: the counts are the readings themselves.
+/// The group's counts, read once after the command ended, with perf's names for its events.
+struct NativeGroupCounts {
     pmc::GroupReading end;
     std::vector<pmc::EventCount> counts;
     std::vector<std::string> names;
+};
+
+/// Counting began at zero when the command executed: the counts are the readings themselves. Nothing, said, if the
+/// group cannot be read.
+std::optional<NativeGroupCounts> read_counts(pmc::Group& group, const std::string& shown, int exit_status) {
+    NativeGroupCounts c;
     try {
-        const pmc::GroupReading zero = group->make_reading();
-        end = group->read();
-        pmc::difference(zero, end, counts);
+        const pmc::GroupReading zero = group.make_reading();
+        c.end = group.read();
+        pmc::difference(zero, c.end, c.counts);
         // perf's names: 'page-faults:u' where the kernel refused kernel mode and the event fell back to user mode.
-        for (std::size_t i = 0; i < group->size(); ++i)
-            names.push_back(pmc::name_as_opened(group->event(i), group->attr(i)));
+        for (std::size_t i = 0; i < group.size(); ++i)
+            c.names.push_back(pmc::name_as_opened(group.event(i), group.attr(i)));
     } catch (const std::exception& e) {
         fmt::print(stderr, "pmc: count: '{}' ran (exit status {}), but its counts cannot be read: {}\n", shown,
                    exit_status, e.what());
-        return exit_status;
+        return std::nullopt;
     }
+    return c;
+}
 
-    std::string text;
-    if (o.json) {
-        pmc::JsonWriter j;
-        json_report_head(j, command, exit_status, elapsed_ns)
-            .field("time_enabled_ns", end.time_enabled)
-            .field("time_running_ns", end.time_running).key("counts");
-        pmc::write_counts_json(j, names, counts);
-        j.end_object();
-        text = j.str() + "\n";
-    } else if (o.csv) {
-        text = pmc::count_csv(names, counts);
-    } else {
-        text = fmt::format("\n pmc count of '{}' (exit status {}; from exec to exit, children included):\n\n", shown,
-                           exit_status) +
-               count_text_table(names, counts, o.sysfs, elapsed_ns) +
-               fmt::format("\n {:>14.9f} seconds time elapsed\n", static_cast<double>(elapsed_ns) / 1e9) +
-               fmt::format(" {:.3f} ms enabled, {:.3f} ms on the counters (summed over the command's threads)\n",
-                           static_cast<double>(end.time_enabled) / 1e6, static_cast<double>(end.time_running) / 1e6);
-    }
-    const int reported = write_report(o, text, out_file, exit_status);
-    if (end_signal) die_of(end_signal); // unless pmc itself was started with it ignored
+std::string native_json(const std::vector<std::string>& command, const NativeCountRun& run, const NativeGroupCounts& c) {
+    pmc::JsonWriter j;
+    json_report_head(j, command, run.exit_status, run.elapsed_ns)
+        .field("time_enabled_ns", c.end.time_enabled)
+        .field("time_running_ns", c.end.time_running).key("counts");
+    pmc::write_counts_json(j, c.names, c.counts);
+    j.end_object();
+    return j.str() + "\n";
+}
+
+std::string native_text(const Options& o, const std::string& shown, const NativeCountRun& run, const NativeGroupCounts& c) {
+    return fmt::format("\n pmc count of '{}' (exit status {}; from exec to exit, children included):\n\n", shown,
+                       run.exit_status) +
+           count_text_table(c.names, c.counts, o.sysfs, run.elapsed_ns) +
+           fmt::format("\n {:>14.9f} seconds time elapsed\n", static_cast<double>(run.elapsed_ns) / 1e9) +
+           fmt::format(" {:.3f} ms enabled, {:.3f} ms on the counters (summed over the command's threads)\n",
+                       static_cast<double>(c.end.time_enabled) / 1e6, static_cast<double>(c.end.time_running) / 1e6);
+}
+
+/// pmc count: the command's events as one group from its exec to its exit.
+int count_native(const Options& o, const std::vector<std::string>& command, std::vector<std::string> events) {
+    if (events.empty()) events = default_native_events(o.sysfs);
+    if (!pin_and_say(events, o.sysfs)) return 1;
+    CountReportOutput out(o.output);
+    if (!out.open()) return 1;
+    HeldCommand held;
+    if (auto failed = hold_command(held, command)) return *failed;
+    auto group = open_group_on(held.pid, events, o.sysfs);
+    if (!group) return refuse_command(held, group.failure());
+    NativeCountRun run;
+    if (auto failed = release_and_wait(held, run)) return *failed;
+    const std::string shown = count_command_text(command);
+    const auto counts = read_counts(*group, shown, run.exit_status);
+    if (!counts) return run.exit_status;
+    const std::string text = o.json  ? native_json(command, run, *counts)
+                             : o.csv ? pmc::count_csv(counts->names, counts->counts)
+                                     : native_text(o, shown, run, *counts);
+    const int reported = out.write(text, run.exit_status);
+    // Ended by SIGINT or SIGQUIT: pmc ends so too after its report (unless pmc itself was started with it
+    // ignored), so that a calling shell script stops.
+    const int sig = WIFSIGNALED(run.raw_status) ? WTERMSIG(run.raw_status) : 0;
+    if (sig == SIGINT || sig == SIGQUIT) die_of(sig);
     return reported;
+}
+
+} // namespace
+
+int cmd_count(const Options& o, const std::vector<std::string>& command, const std::vector<std::string>& given) {
+    const auto events = events_to_count(o, given);
+    if (!events) return 1;
+    return o.emulate ? count_emulated(o, command, *events) : count_native(o, command, *events);
 }
 
 } // namespace pmc_tool

@@ -462,21 +462,20 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
     });
 }
 
-int finish_emulated(Job& job, const std::string& shown, int& raw_status) {
+int finish_emulated(Job& job, const std::string& shown, int& raw_status, const std::string& who) {
     raw_status = 0;
     const bool waited = job.wait(raw_status);
     const int wait_errno = errno;
     // pmc's own dispositions and the terminal again (a signal from now on is pmc's), and no process of the
     // command left running.
-    if (const std::string note = leftover_note(job.finish()); !note.empty())
-        fmt::print(stderr, "pmc emulate: {}\n", note);
+    if (const std::string note = leftover_note(job.finish()); !note.empty()) fmt::print(stderr, "{}: {}\n", who, note);
     if (!waited) {
-        fmt::print(stderr, "pmc emulate: cannot wait for '{}': {}\n", shown, std::strerror(wait_errno));
+        fmt::print(stderr, "{}: cannot wait for '{}': {}\n", who, shown, std::strerror(wait_errno));
         return 1;
     }
     if (WIFEXITED(raw_status)) return WEXITSTATUS(raw_status);
     const int sig = WTERMSIG(raw_status);
-    if (sig == SIGILL) fmt::print(stderr, "pmc emulate: {}\n", sigill_explanation("'" + shown + "'"));
+    if (sig == SIGILL) fmt::print(stderr, "{}: {}\n", who, sigill_explanation("'" + shown + "'"));
     return 128 + sig;
 }
 
@@ -502,11 +501,22 @@ std::string signal_frame_explanation(const Emulator& e, const std::string& progr
            "or __attribute__((force_align_arg_pointer)) on the program's handler.";
 }
 
-void explain_child_sigills(const EmulatedReport& r, pid_t command_pid) {
+namespace {
+/// How a child is named in an explanation: its program, pid, and that the command started it.
+std::string child_text(long pid, const std::string& program) {
+    return program + " (pid " + std::to_string(pid) + ", a process the command started)";
+}
+} // namespace
+
+void explain_child_sigills(const EmulatedReport& r, pid_t command_pid, const std::string& who) {
     for (const auto& [pid, program] : r.sigill)
-        if (pid != command_pid)
-            fmt::print(stderr, "pmc emulate: {}\n", sigill_explanation(program + " (pid " + std::to_string(pid) + ", "
-                                                                      "a process the command started)"));
+        if (pid != command_pid) fmt::print(stderr, "{}: {}\n", who, sigill_explanation(child_text(pid, program)));
+}
+
+void explain_child_segfaults(const EmulatedReport& r, pid_t command_pid, const Emulator& e, const std::string& who) {
+    for (const auto& [pid, program] : r.sigsegv)
+        if (pid != command_pid && e.misaligns_signal_frames)
+            fmt::print(stderr, "{}: {}\n", who, signal_frame_explanation(e, child_text(pid, program)));
 }
 
 EmulatedReportFile::EmulatedReportFile() {
@@ -616,6 +626,8 @@ EmulatedReport read_emulated_report(const std::string& path) {
             p.native.clear();
         } else if (rest.rfind("sigill\t", 0) == 0) {
             r.sigill.emplace_back(pid, rest.substr(7));
+        } else if (rest.rfind("sigsegv\t", 0) == 0) {
+            r.sigsegv.emplace_back(pid, rest.substr(8));
         } else if (rest.rfind("native ", 0) == 0) {
             const auto tab = rest.find('\t');
             const std::string why = rest.substr(7, tab == std::string::npos ? std::string::npos : tab - 7);
@@ -696,6 +708,7 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     if (!report.path.empty()) {
         const EmulatedReport processes = read_emulated_report(report.path);
         explain_child_sigills(processes, *child);
+        explain_child_segfaults(processes, *child, *emulator);
         if (cache && processes.has_cache) // (the command's totals; the program's counters read its threads' own)
             fmt::print(stderr,
                        "pmc emulate: the command's caches, {}:\n  D1: {} reads, {} misses; {} writes, {} misses\n"

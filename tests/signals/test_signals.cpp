@@ -20,6 +20,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -326,9 +327,15 @@ TEST_CASE("a signal pmc started with ignored (a background job's SIGINT) stays i
     }
 }
 
-TEST_CASE("what the command leaves running when it ends is ended, and pmc says so", "[signals]") {
-    for (const std::vector<std::string>& pmc :
-         {std::vector<std::string>{pmc_tool, "count", "-e", "task-clock", "--"}, {pmc_tool, "emulate", "--"}}) {
+TEST_CASE("what the command leaves running when it ends is ended, and pmc says so in the name of the command run",
+          "[signals]") {
+    // Each way of running a command, and how its messages begin: the command the user typed.
+    const std::pair<std::vector<std::string>, std::string> runs[] = {
+        {{pmc_tool, "count", "-e", "task-clock", "--"}, "pmc: count: "},
+        {{pmc_tool, "emulate", "--"}, "pmc emulate: "},
+        {{pmc_tool, "count", "--emulate", "--"}, "pmc: count --emulate: "},
+    };
+    for (const auto& [pmc, who] : runs) {
         if (auto why = why_not(pmc); !why.empty()) {
             WARN("not run: " << why);
             continue;
@@ -339,7 +346,8 @@ TEST_CASE("what the command leaves running when it ends is ended, and pmc says s
         const auto r = pmc_test::run_command(line + "/bin/sh -c 'sleep 31.4159 >/dev/null 2>&1 & exit 3' 2>&1");
         INFO(r.out);
         CHECK(r.status == 3);
-        CHECK_THAT(r.out, ContainsSubstring("the command left 1 process running when it ended; pmc ended it (SIGKILL)"));
+        CHECK_THAT(r.out, ContainsSubstring(who + "the command left 1 process running when it ended; pmc ended it "
+                                                  "(SIGKILL)"));
         CHECK(survivors("31.4159", 5) == 0);
     }
 }

@@ -168,49 +168,70 @@ PlainHandler realigned_signal(SignalFn libc, int sig, PlainHandler handler) {
 }
 
 /// Under the emulator, with pmc's report file: a SIGILL (an instruction QEMU's TCG lacks, such as AVX-512) is noted
-/// in the report, so that pmc explains it for a child as it does for the command itself; then the signal ends the
-/// process as it would have. Realigned stack: QEMU 7.2 starts handlers 8 bytes off the ABI's alignment.
-char sigill_program[PATH_MAX];
-const char* sigill_report = nullptr;
+/// in the report, so that pmc explains it for a child as it does for the command itself; so is a SIGSEGV where QEMU
+/// misaligns signal frames (before 9.1: a handler that spills an SSE value faults). Then the signal ends the process
+/// as it would have. Realigned stack: QEMU 7.2 starts handlers 8 bytes off the ABI's alignment.
+char noted_program[PATH_MAX];
+char noted_report[PATH_MAX];
+
+/// The plugin's report=FILE in its arguments (",report=FILE" up to the next argument's comma) into `out`; false if
+/// it has none or it does not fit.
+bool report_path(const char* plugin, char* out, size_t size) {
+    const char* report = strstr(plugin, ",report=");
+    if (!report) return false;
+    report += 8;
+    const size_t len = strcspn(report, ",");
+    if (len == 0 || len >= size) return false;
+    memcpy(out, report, len);
+    out[len] = '\0';
+    return true;
+}
 #if defined(__x86_64__)
 __attribute__((force_align_arg_pointer))
 #endif
-void on_sigill(int sig) {
-    // "pid N sigill<TAB>PATH", with this process's pid (a fork child's too): async-signal-safe calls only.
+void on_fatal_signal(int sig) {
+    // "pid N sigill<TAB>PATH" (or sigsegv), with this process's pid (a fork child's too): async-signal-safe calls.
     char line[PATH_MAX + 64] = "pid ";
     size_t n = 4;
     char digits[24];
     size_t d = 0;
     for (long pid = static_cast<long>(getpid()); pid > 0 && d < sizeof digits; pid /= 10) digits[d++] = static_cast<char>('0' + pid % 10);
     while (d > 0) line[n++] = digits[--d];
-    const char tag[] = " sigill\t";
-    memcpy(line + n, tag, sizeof tag - 1);
-    n += sizeof tag - 1;
-    const size_t len = strlen(sigill_program);
-    memcpy(line + n, sigill_program, len);
+    const char* tag = sig == SIGILL ? " sigill\t" : " sigsegv\t";
+    memcpy(line + n, tag, strlen(tag));
+    n += strlen(tag);
+    const size_t len = strlen(noted_program);
+    memcpy(line + n, noted_program, len);
     n += len;
     line[n++] = '\n';
-    const int fd = open(sigill_report, O_WRONLY | O_APPEND | O_CLOEXEC);
+    const int fd = open(noted_report, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd >= 0) {
         if (write(fd, line, n) < 0) {} // nothing more to do about it here
         close(fd);
     }
-    real(real_signal, "signal")(sig, SIG_DFL); // the instruction runs again, and the signal ends the process
+    // A fault runs its instruction again on return and ends the process; a signal sent with kill() is raised again
+    // (blocked until this handler returns), so it ends the process too.
+    real(real_signal, "signal")(sig, SIG_DFL);
+    raise(sig);
 }
 
-void note_sigill(const char* plugin, const char* exe) {
-    const char* report = strstr(plugin, ",report=");
+/// Notes `sig` in the report when the program has not set its own action (it may replace this one later).
+void note_fatal_signal(int sig) {
     struct sigaction old {};
-    if (!report || strlen(exe) >= sizeof sigill_program || !real(real_sigaction, "sigaction") ||
-        real_sigaction(SIGILL, nullptr, &old) != 0 ||
-        (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
-        return;
-    sigill_report = report + 8;
-    memcpy(sigill_program, exe, strlen(exe) + 1);
+    if (real_sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) return;
     struct sigaction sa {};
-    sa.sa_handler = on_sigill;
+    sa.sa_handler = on_fatal_signal;
     sigemptyset(&sa.sa_mask);
-    real_sigaction(SIGILL, &sa, nullptr);
+    real_sigaction(sig, &sa, nullptr);
+}
+
+void note_fatal_signals(const char* plugin, const char* exe) {
+    if (!report_path(plugin, noted_report, sizeof noted_report) || strlen(exe) >= sizeof noted_program ||
+        !real(real_sigaction, "sigaction") || !real(real_signal, "signal"))
+        return;
+    memcpy(noted_program, exe, strlen(exe) + 1);
+    note_fatal_signal(SIGILL);
+    if (realigning()) note_fatal_signal(SIGSEGV);
 }
 
 /// Whether `list` (LD_PRELOAD: colon- or space-separated) names `entry`; `out` receives the list without it.
@@ -252,7 +273,7 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
             path[n] = '\0';
             const char* base = strrchr(path, '/');
             prctl(PR_SET_NAME, base ? base + 1 : path, 0, 0, 0); // (the kernel keeps 15 characters)
-            note_sigill(plugin, path);
+            note_fatal_signals(plugin, path);
         }
         return;
     }
@@ -266,8 +287,8 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
         fprintf(stderr, "pmc emulate: %s (pid %s) runs natively: under %s with %s it found no emulated PMU\n", exe, me,
                 qemu, plugin);
         // For pmc's closing note of the programs that ran natively: the plugin's report file, if it has one.
-        if (const char* report = strstr(plugin, ",report=")) {
-            FILE* f = fopen(report + 8, "a");
+        if (static char report[PATH_MAX]; report_path(plugin, report, sizeof report)) {
+            FILE* f = fopen(report, "a");
             if (f) {
                 fprintf(f, "pid %s native under QEMU it found no emulated PMU\t%s\n", me, exe);
                 fclose(f);
