@@ -50,7 +50,7 @@
 namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
-                 [--emulate [--cache [--I1 G] [--D1 G] [--LL G]]] [--] COMMAND [ARGS]
+                 [--emulate [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]]] [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
 as one group (perf stat opens each event alone unless given a {group}): counts are scaled where the
@@ -79,9 +79,14 @@ Options:
                     L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores, LLC-store-misses,
                     cache-references, cache-misses (:u or none; the default events then: instructions:u
                     and the L1 and LLC ones), each marked modelled.
-  --I1 G, --D1 G, --LL G
+  --cache=host      As --cache, with this machine's caches (sysfs, else CPUID; an L2 when there is
+                    a level above it), printed at the start. Without it never the host's.
+  --I1 G, --D1 G, --L2 G, --LL G
                     With --cache: a cache's geometry, SIZE,ASSOC,LINE in bytes, as Valgrind's options
-                    (default 32768,8,64 for I1 and D1 and 8388608,16,64 for LL, never the host's).
+                    (default 32768,8,64 for I1 and D1 and 8388608,16,64 for LL, no L2). An L2 lies
+                    between the L1s and the LL: LLC-loads and LLC-stores then count its misses.
+                    The set count must be a power of two; an L2 larger than the L1s, smaller than
+                    the LL. A wrong geometry is a usage error (status 1).
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
@@ -253,17 +258,13 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
                   "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
     if (events.empty()) events = {"instructions:u"};
-    std::string cache_arguments;
-    if (!o.cache && !(o.i1 + o.d1 + o.ll).empty()) {
-        fmt::print(stderr, "pmc: count --emulate: --I1, --D1 and --LL shape the modelled caches: give --cache with "
-                           "them\n");
+    CacheModelChoice model;
+    if (std::string why = choose_cache_model(o.cache, model); !why.empty()) {
+        fmt::print(stderr, "pmc: count --emulate: {}\n", why);
         return 1;
     }
-    if (o.cache)
-        if (std::string why = cache_plugin_arguments(o.i1, o.d1, o.ll, cache_arguments); !why.empty()) {
-            fmt::print(stderr, "pmc: count --emulate: {}\n", why);
-            return 1;
-        }
+    if (!model.host_source.empty())
+        fmt::print(stderr, "pmc: count --emulate --cache=host: {} ({})\n", model.geometry, model.host_source);
     std::vector<bool> modelled(events.size(), false);
     for (std::size_t i = 0; i < events.size(); ++i) {
         const std::string& e = events[i];
@@ -306,7 +307,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     for (const auto& a : command) shown += (shown.empty() ? "" : " ") + a;
     const auto go_time = std::chrono::steady_clock::now();
     Job job;
-    auto child = start_emulated(job, *emulator, command, false, ",report=" + report + cache_arguments);
+    auto child = start_emulated(job, *emulator, command, false, ",report=" + report + model.plugin_arguments);
     if (!child) {
         fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
@@ -344,7 +345,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         counts[i].running_fraction = 1.0;
         counts[i].counted = true;
     }
-    const std::string model_note = o.cache ? cache_model_note(o.i1, o.d1, o.ll) : std::string();
+    const std::string& model_note = model.note;
     std::string text;
     if (o.json) {
         pmc::JsonWriter j;
