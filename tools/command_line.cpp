@@ -101,6 +101,10 @@ Option CommandLine::option(const std::string& names, std::vector<std::string>& v
 
 Option CommandLine::flag(const std::string& names, bool& value) { return Option(parser_->app.add_flag(names, value)); }
 
+Option CommandLine::flag(const std::string& names, std::string& value, const std::string& bare) {
+    return Option(parser_->app.add_flag(names + "{" + bare + "}", value)); // CLI11: {X} is what a bare flag gives
+}
+
 void CommandLine::command_follows() { parser_->app.prefix_command(); }
 
 void CommandLine::allow_extras() { parser_->app.allow_extras(); }

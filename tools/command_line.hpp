@@ -98,6 +98,10 @@ public:
     Option option(const std::string& names, std::string& value, const std::string& description);
     Option option(const std::string& names, std::vector<std::string>& values, const std::string& description);
     Option flag(const std::string& names, bool& value);
+    /// A flag that may take a value after '=': `value` gets `bare` when the flag is given alone (--cache), the value
+    /// when one follows (--cache=host), and stays "" when the flag is absent. A value never comes from the next
+    /// word, so `--cache ./prog` leaves ./prog to the command.
+    Option flag(const std::string& names, std::string& value, const std::string& bare);
     /// The program runs a command (pmc count -- COMMAND ARGS): the first word that is not an option, or what
     /// follows "--", and everything after it, is the command (command()).
     void command_follows();

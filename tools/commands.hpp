@@ -14,7 +14,18 @@
 #include <string>
 #include <vector>
 
+namespace pmc_cli {
+class CommandLine;
+}
+
 namespace pmc_tool {
+
+/// The cache model's options, the same on pmc emulate and pmc count --emulate (add_cache_options).
+struct CacheOptions {
+    std::string mode;           ///< "" without --cache; "pinned" for --cache (the default geometry); "host"
+    std::string i1, d1, l2, ll; ///< --I1, --D1, --L2, --LL: SIZE,ASSOC,LINE, or "" (the default's or the host's)
+    explicit operator bool() const noexcept { return !mode.empty(); }
+};
 
 /// A pipe whose ends still open are closed when it goes out of scope, so every way out of a command that runs a
 /// child (a failed pipe2 or fork included) closes what pmc holds. (The child leaves by exec or _exit: no destructor
@@ -40,8 +51,7 @@ struct Options {
     bool csv = false;
     bool like_perf_stat = false;
     bool emulate = false; ///< count --emulate
-    bool cache = false;   ///< count --emulate --cache
-    std::string i1, d1, ll; ///< --I1, --D1, --LL: SIZE,ASSOC,LINE (count --emulate --cache)
+    CacheOptions cache;   ///< count --emulate --cache[=host] --I1 --D1 --L2 --LL
     std::string output; ///< -o FILE (count)
 };
 
@@ -134,14 +144,23 @@ struct EmulatedReport {
     /// With --cache: the modelled caches' counts, every emulated process's summed, by Cachegrind's names.
     bool has_cache = false;
     std::uint64_t Ir = 0, I1mr = 0, ILmr = 0, Dr = 0, D1mr = 0, DLmr = 0, Dw = 0, D1mw = 0, DLmw = 0;
+    /// The LL's accesses by instruction fetches, reads and writes: the L1 misses, or with an L2 the L2's misses.
+    std::uint64_t LLi = 0, LLr = 0, LLw = 0;
 };
 EmulatedReport read_emulated_report(const std::string& path);
-/// The plugin's arguments for --cache with --I1/--D1/--LL (each SIZE,ASSOC,LINE, or "" for the default):
-/// ",cache=on,..." into `arguments`; or "" and a message naming the bad option.
-std::string cache_plugin_arguments(const std::string& i1, const std::string& d1, const std::string& ll,
-                                   std::string& arguments);
-/// What a modelled figure is, for output: the model and its geometry.
-std::string cache_model_note(const std::string& i1, const std::string& d1, const std::string& ll);
+/// Declares --cache[=host], --I1, --D1, --L2 and --LL on `cl`, into `o`.
+void add_cache_options(pmc_cli::CommandLine& cl, CacheOptions& o);
+/// The cache model a command line asks for.
+struct CacheModelChoice {
+    std::string plugin_arguments; ///< ",cache=on,i1=...,ll=..." ("" without --cache)
+    std::string geometry;         ///< "I1 32768,8,64, D1 32768,8,64, LL 8388608,16,64" (with ", L2 ..." if any)
+    std::string note;             ///< what a modelled figure is, for output: the model and its geometry
+    std::string host_source;      ///< --cache=host: where the geometry came from, and what was rounded
+    bool has_l2 = false;
+};
+/// `o` checked and resolved into `out` (the host's caches read for --cache=host): "", or the usage error, which
+/// names the option and says what the model requires.
+std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out);
 /// The generic cache events --cache answers (perf's names), and one's modelled count in a report (nothing for
 /// another event).
 extern const char* const modelled_cache_events[11];

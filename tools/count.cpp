@@ -55,7 +55,7 @@
 namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
-                 [--emulate [--cache [--I1 G] [--D1 G] [--LL G]]] [--] COMMAND [ARGS]
+                 [--emulate [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]]] [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
 as one group (perf stat opens each event alone unless given a {group}): counts are scaled where the
@@ -84,9 +84,14 @@ Options:
                     L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores, LLC-store-misses,
                     cache-references, cache-misses (:u or none; the default events then: instructions:u
                     and the L1 and LLC ones), each marked modelled.
-  --I1 G, --D1 G, --LL G
+  --cache=host      As --cache, with this machine's caches (sysfs, else CPUID; an L2 when there is
+                    a level above it), printed at the start. Without it never the host's.
+  --I1 G, --D1 G, --L2 G, --LL G
                     With --cache: a cache's geometry, SIZE,ASSOC,LINE in bytes, as Valgrind's options
-                    (default 32768,8,64 for I1 and D1 and 8388608,16,64 for LL, never the host's).
+                    (default 32768,8,64 for I1 and D1 and 8388608,16,64 for LL, no L2). An L2 lies
+                    between the L1s and the LL: LLC-loads and LLC-stores then count its misses.
+                    The set count must be a power of two; an L2 larger than the L1s, smaller than
+                    the LL. A wrong geometry is a usage error (status 1).
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
@@ -269,6 +274,7 @@ struct EmulatedCountEvents {
     std::vector<std::string> names;
     std::vector<bool> modelled;
     std::string plugin_arguments; ///< the plugin's ",cache=..." for --cache, or ""
+    std::string model_note;       ///< what the cache model is, for the report (--cache), or ""
 };
 
 /// What pmc says (after "pmc: ") when the emulator cannot count `event`, not a modelled cache event; "" when it can.
@@ -290,17 +296,16 @@ std::optional<EmulatedCountEvents> emulated_count_events(const Options& o, std::
         events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
                   "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
     if (events.empty()) events = {"instructions:u"};
-    EmulatedCountEvents out{events, std::vector<bool>(events.size(), false), ""};
-    if (!o.cache && !(o.i1 + o.d1 + o.ll).empty()) {
-        fmt::print(stderr, "pmc: count --emulate: --I1, --D1 and --LL shape the modelled caches: give --cache with "
-                           "them\n");
+    EmulatedCountEvents out{events, std::vector<bool>(events.size(), false), "", ""};
+    CacheModelChoice model;
+    if (std::string why = choose_cache_model(o.cache, model); !why.empty()) {
+        fmt::print(stderr, "pmc: count --emulate: {}\n", why);
         return std::nullopt;
     }
-    if (o.cache)
-        if (std::string why = cache_plugin_arguments(o.i1, o.d1, o.ll, out.plugin_arguments); !why.empty()) {
-            fmt::print(stderr, "pmc: count --emulate: {}\n", why);
-            return std::nullopt;
-        }
+    if (!model.host_source.empty())
+        fmt::print(stderr, "pmc: count --emulate --cache=host: {} ({})\n", model.geometry, model.host_source);
+    out.plugin_arguments = model.plugin_arguments;
+    out.model_note = model.note;
     for (std::size_t i = 0; i < events.size(); ++i) {
         const std::string& e = events[i];
         if (modelled_cache_count(e, EmulatedReport{})) {
@@ -452,7 +457,7 @@ std::string emulated_json(const Options& o, const std::vector<std::string>& comm
     json_report_head(j, command, run.exit_status, run.elapsed_ns)
         .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
                            "whole command, not a real core's");
-    if (o.cache) j.field("modelled", cache_model_note(o.i1, o.d1, o.ll));
+    if (o.cache) j.field("modelled", events.model_note);
     j.field("processes", run.processes.processes)
         .field("unfinished_processes", run.processes.unfinished)
         .key("native_programs")
@@ -483,7 +488,7 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
                         "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
                         "emulator)\n",
                         covered, static_cast<double>(run.elapsed_ns) / 1e9);
-    if (o.cache) text += " " + cache_model_note(o.i1, o.d1, o.ll) + ".\n";
+    if (o.cache) text += " " + events.model_note + ".\n";
     return text;
 }
 

@@ -11,6 +11,7 @@
 // or in $PMC_EMULATE_LIBDIR.
 #include "command_line.hpp"
 #include "commands.hpp"
+#include "emulate/host_caches.hpp"
 #include "emulate/model/cache_model.hpp"
 
 #include <pmc/emulated.hpp>
@@ -50,7 +51,8 @@ extern char** environ;
 
 namespace pmc_tool {
 
-const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache [--I1 G] [--D1 G] [--LL G]] [--] COMMAND [ARGS]
+const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]]
+                   [--] COMMAND [ARGS]
 
 Run COMMAND under QEMU user mode with pmc's TCG plugin: an emulated PMU on any machine, a PMU-less
 cloud VM included. In COMMAND, pmc::Counter{"instructions:u"} (also "instructions" and
@@ -97,10 +99,17 @@ Options:
                 (:u or none): the thread's modelled counts, exact at each read, marked modelled.
                 Costs a call per memory access; without it none is registered, and those events
                 are refused naming --cache.
-  --I1 G, --D1 G, --LL G
+  --cache=host  As --cache, with this machine's caches, as Cachegrind finds them (sysfs, else
+                CPUID; a set count that is not a power of two rounded as Cachegrind does; an L2
+                when a level lies above it): pmc prints the geometry it read at the start.
+  --I1 G, --D1 G, --L2 G, --LL G
                 A cache's geometry G = SIZE,ASSOC,LINE in bytes, as Valgrind's options (default
-                32768,8,64 for I1 and D1, 8388608,16,64 for LL: the geometry Gungraun and CodSpeed pin
-                Cachegrind to; never the host's). The set count must be a power of two.
+                32768,8,64 for I1 and D1, 8388608,16,64 for LL, and no L2: the geometry Gungraun
+                and CodSpeed pin Cachegrind to; never the host's unless --cache=host, whose
+                levels these replace). --L2 adds a level between the L1s and the LL (not in
+                Cachegrind): LLC-loads and LLC-stores then count the L2's misses. The set count
+                must be a power of two; an L2 must be larger than the L1s and smaller than the
+                LL. A geometry the model cannot run is a usage error (status 1).
   -h, --help    Show this help.
 
 Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
@@ -532,31 +541,71 @@ EmulatedReportFile::~EmulatedReportFile() {
     ::rmdir(dir.c_str());
 }
 
-std::string cache_plugin_arguments(const std::string& i1, const std::string& d1, const std::string& ll,
-                                   std::string& arguments) {
-    arguments = ",cache=on";
-    const std::pair<const char*, const std::string*> options[] = {{"I1", &i1}, {"D1", &d1}, {"LL", &ll}};
+void add_cache_options(pmc_cli::CommandLine& cl, CacheOptions& o) {
+    cl.flag("--cache", o.mode, "pinned");
+    cl.option("--I1", o.i1, "a geometry SIZE,ASSOC,LINE");
+    cl.option("--D1", o.d1, "a geometry SIZE,ASSOC,LINE");
+    cl.option("--L2", o.l2, "a geometry SIZE,ASSOC,LINE");
+    cl.option("--LL", o.ll, "a geometry SIZE,ASSOC,LINE");
+}
+
+std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out) {
+    out = CacheModelChoice{};
+    if (!o) {
+        if (!(o.i1 + o.d1 + o.l2 + o.ll).empty())
+            return "--I1, --D1, --L2 and --LL shape the modelled caches: give --cache with them";
+        return "";
+    }
+    if (o.mode != "pinned" && o.mode != "host")
+        return "--cache=" + o.mode + ": --cache alone models the pinned geometry, --cache=host this machine's caches";
+    pmc_model::CacheConfig config; // the pinned geometry (cache_model.hpp)
+    if (o.mode == "host") {
+        pmc_host_caches::HostCaches host;
+        if (std::string why = pmc_host_caches::read_host_caches(host); !why.empty())
+            return "--cache=host: cannot read this machine's caches (" + why +
+                   ").\nFix: give the geometry with --I1, --D1, --LL (and --L2), or use --cache alone";
+        config = host.config;
+        out.host_source = "read from " + host.source + (host.adjustments.empty() ? "" : "; " + host.adjustments);
+    }
+    const std::pair<const char*, const std::string*> options[] = {{"I1", &o.i1}, {"D1", &o.d1}, {"L2", &o.l2},
+                                                                  {"LL", &o.ll}};
     for (const auto& [name, text] : options) {
         if (text->empty()) continue;
         pmc_model::CacheGeometry g;
         if (std::string problem = pmc_model::parse_geometry(*text, g); !problem.empty())
             return std::string("--") + name + "=" + *text + ": " + problem;
-        std::string lower = name;
-        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        arguments += fmt::format(",{}={}:{}:{}", lower, g.size, g.assoc, g.line);
+        const std::string level = name;
+        (level == "I1" ? config.i1 : level == "D1" ? config.d1 : level == "LL" ? config.ll : config.l2.emplace()) = g;
     }
+    const auto shape = [](const pmc_model::CacheGeometry& g) { return fmt::format("{},{},{}", g.size, g.assoc, g.line); };
+    if (config.l2) {
+        // An L2 sits between the L1s and the LL: it must hold more than each L1 and less than the LL, or one of the
+        // levels could never miss where the one above it hits.
+        const pmc_model::CacheGeometry& l2 = *config.l2;
+        if (l2.size >= config.ll.size)
+            return "--L2=" + shape(l2) + ": the L2 (" + std::to_string(l2.size) + " bytes) must be smaller than the LL (" +
+                   std::to_string(config.ll.size) + " bytes, --LL=" + shape(config.ll) + ")";
+        if (l2.size <= std::max(config.i1.size, config.d1.size))
+            return "--L2=" + shape(l2) + ": the L2 (" + std::to_string(l2.size) + " bytes) must be larger than I1 (" +
+                   std::to_string(config.i1.size) + ") and D1 (" + std::to_string(config.d1.size) + " bytes)";
+    }
+    if (config.ll.size <= std::max(config.i1.size, config.d1.size))
+        return "--LL=" + shape(config.ll) + ": the LL (" + std::to_string(config.ll.size) +
+               " bytes) must be larger than I1 (" + std::to_string(config.i1.size) + ") and D1 (" +
+               std::to_string(config.d1.size) + " bytes)";
+    if (std::string problem = pmc_model::config_problem(config); !problem.empty()) return problem;
+    out.has_l2 = config.l2.has_value();
+    out.geometry = "I1 " + shape(config.i1) + ", D1 " + shape(config.d1) +
+                   (config.l2 ? ", L2 " + shape(*config.l2) : std::string()) + ", LL " + shape(config.ll);
+    out.plugin_arguments = fmt::format(",cache=on,i1={}:{}:{},d1={}:{}:{},ll={}:{}:{}", config.i1.size, config.i1.assoc,
+                                       config.i1.line, config.d1.size, config.d1.assoc, config.d1.line, config.ll.size,
+                                       config.ll.assoc, config.ll.line);
+    if (config.l2)
+        out.plugin_arguments += fmt::format(",l2={}:{}:{}", config.l2->size, config.l2->assoc, config.l2->line);
+    out.note = "modelled: Cachegrind's cache model" + std::string(config.l2 ? " with an L2" : "") + " (" + out.geometry +
+               (o.mode == "host" ? ", this machine's caches" : "") +
+               "; LRU, write-allocate), a model's figures, not a real core's; each thread has caches of its own";
     return "";
-}
-
-std::string cache_model_note(const std::string& i1, const std::string& d1, const std::string& ll) {
-    const auto shown = [](const std::string& text, const pmc_model::CacheGeometry& fallback) {
-        pmc_model::CacheGeometry g = fallback;
-        if (!text.empty()) (void)pmc_model::parse_geometry(text, g);
-        return fmt::format("{},{},{}", g.size, g.assoc, g.line);
-    };
-    return "modelled: Cachegrind's cache model (I1 " + shown(i1, pmc_model::default_i1) + ", D1 " +
-           shown(d1, pmc_model::default_d1) + ", LL " + shown(ll, pmc_model::default_ll) +
-           "; LRU, write-allocate), a model's figures, not a real core's; each thread has caches of its own";
 }
 
 const char* const modelled_cache_events[11] = {
@@ -568,17 +617,17 @@ std::optional<std::uint64_t> modelled_cache_count(const std::string& event, cons
     const auto colon = event.find(':');
     const std::string name = event.substr(0, colon);
     if (colon != std::string::npos && event.substr(colon) != ":u") return std::nullopt; // user mode only
-    // Cachegrind's fields: the LL is asked on every L1 miss (no L2 in these counts).
+    // Cachegrind's fields; the LL is asked on every L1 miss, or with an L2 on every L2 miss (LLi, LLr, LLw).
     if (name == "L1-dcache-loads") return r.Dr;
     if (name == "L1-dcache-load-misses") return r.D1mr;
     if (name == "L1-dcache-stores") return r.Dw;
     if (name == "L1-dcache-store-misses") return r.D1mw;
     if (name == "L1-icache-load-misses") return r.I1mr;
-    if (name == "LLC-loads") return r.D1mr;
+    if (name == "LLC-loads") return r.LLr;
     if (name == "LLC-load-misses") return r.DLmr;
-    if (name == "LLC-stores") return r.D1mw;
+    if (name == "LLC-stores") return r.LLw;
     if (name == "LLC-store-misses") return r.DLmw;
-    if (name == "cache-references") return r.I1mr + r.D1mr + r.D1mw;
+    if (name == "cache-references") return r.LLi + r.LLr + r.LLw;
     if (name == "cache-misses") return r.ILmr + r.DLmr + r.DLmw;
     return std::nullopt;
 }
@@ -613,13 +662,14 @@ EmulatedReport read_emulated_report(const std::string& path) {
             for (auto& native : p.native) r.native.push_back(std::move(native)); // (a previous execve that worked)
             p.native.clear();
         } else if (rest.rfind("cache ", 0) == 0) {
-            unsigned long long v[9];
+            unsigned long long v[12];
             if (std::sscanf(rest.c_str(), "cache Ir %llu I1mr %llu ILmr %llu Dr %llu D1mr %llu DLmr %llu Dw %llu D1mw "
-                                          "%llu DLmw %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
-                            &v[8]) == 9) {
+                                          "%llu DLmw %llu LLi %llu LLr %llu LLw %llu", &v[0], &v[1], &v[2], &v[3],
+                            &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11]) == 12) {
                 r.has_cache = true;
-                std::uint64_t* fields[] = {&r.Ir, &r.I1mr, &r.ILmr, &r.Dr, &r.D1mr, &r.DLmr, &r.Dw, &r.D1mw, &r.DLmw};
-                for (int i = 0; i < 9; ++i) *fields[i] += v[i];
+                std::uint64_t* fields[] = {&r.Ir, &r.I1mr, &r.ILmr, &r.Dr,  &r.D1mr, &r.DLmr,
+                                           &r.Dw, &r.D1mw, &r.DLmw, &r.LLi, &r.LLr,  &r.LLw};
+                for (int i = 0; i < 12; ++i) *fields[i] += v[i];
             }
         } else if (rest == "exec-failed") {
             p.open = true; // the execve failed, and the process goes on
@@ -669,22 +719,16 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     bool keep_aslr = false;
     cl.flag("--keep-aslr", keep_aslr);
     cl.option("--qemu", qemu, "a path");
-    bool cache = false;
-    std::string i1, d1, ll;
-    cl.flag("--cache", cache);
-    cl.option("--I1", i1, "a geometry SIZE,ASSOC,LINE");
-    cl.option("--D1", d1, "a geometry SIZE,ASSOC,LINE");
-    cl.option("--LL", ll, "a geometry SIZE,ASSOC,LINE");
+    CacheOptions cache;
+    add_cache_options(cl, cache);
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(arguments)) return *status;
     const std::vector<std::string> command = cl.command();
     if (command.empty()) return cl.usage_error("no command to emulate: pmc emulate [OPTIONS] -- COMMAND [ARGS]");
-    std::string cache_arguments;
-    if (!cache && !(i1 + d1 + ll).empty())
-        return cl.usage_error("--I1, --D1 and --LL shape the modelled caches: give --cache with them");
-    if (cache)
-        if (std::string why = cache_plugin_arguments(i1, d1, ll, cache_arguments); !why.empty())
-            return cl.usage_error(why);
+    CacheModelChoice model;
+    if (std::string why = choose_cache_model(cache, model); !why.empty()) return cl.usage_error(why);
+    if (!model.host_source.empty())
+        fmt::print(stderr, "pmc emulate: --cache=host: {} ({})\n", model.geometry, model.host_source);
     auto emulator = find_emulator(qemu);
     if (!emulator) {
         fmt::print(stderr, "pmc emulate: {}\n", emulator.failure().message);
@@ -694,7 +738,7 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     const EmulatedReportFile report;
     Job job;
     auto child = start_emulated(job, *emulator, command, keep_aslr,
-                                (report.path.empty() ? "" : ",report=" + report.path) + cache_arguments);
+                                (report.path.empty() ? "" : ",report=" + report.path) + model.plugin_arguments);
     if (!child) {
         fmt::print(stderr, "pmc emulate: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
@@ -712,8 +756,11 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
         if (cache && processes.has_cache) // (the command's totals; the program's counters read its threads' own)
             fmt::print(stderr,
                        "pmc emulate: the command's caches, {}:\n  D1: {} reads, {} misses; {} writes, {} misses\n"
-                       "  LL: {} read misses, {} write misses; I1: {} misses\n",
-                       cache_model_note(i1, d1, ll), processes.Dr, processes.D1mr, processes.Dw, processes.D1mw,
+                       "{}  LL: {} read misses, {} write misses; I1: {} misses\n",
+                       model.note, processes.Dr, processes.D1mr, processes.Dw, processes.D1mw,
+                       model.has_l2 ? fmt::format("  L2: {} read misses, {} write misses\n", processes.LLr,
+                                                  processes.LLw)
+                                    : std::string(),
                        processes.DLmr, processes.DLmw, processes.I1mr);
         if (const std::string note = native_programs_note(processes); !note.empty())
             fmt::print(stderr, "pmc emulate: {}\n", note);

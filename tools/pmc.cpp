@@ -80,9 +80,9 @@ Options:
   -e EVENT[,EVENT]  count: an event to count (repeatable).
   -o FILE           count: write the counts to FILE instead of stderr.
   --emulate         count: run COMMAND under pmc emulate and count its instructions exactly.
-  --cache           count --emulate: model the caches too (Cachegrind's model; --I1/--D1/--LL
-                    SIZE,ASSOC,LINE set a geometry): L1-dcache-*, L1-icache-load-misses, LLC-*,
-                    cache-references, cache-misses, marked modelled.
+  --cache[=host]    count --emulate: model the caches too (Cachegrind's model; --I1/--D1/--L2/--LL
+                    SIZE,ASSOC,LINE set a geometry, =host this machine's): L1-dcache-*,
+                    L1-icache-load-misses, LLC-*, cache-references, cache-misses, marked modelled.
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
                     inherit, enable_on_exec), so the output matches perf's -vv block line for line;
                     where this user may not count kernel mode, the attr perf stat falls back to
@@ -344,10 +344,7 @@ int run_count(const std::vector<std::string>& args) {
     cl.flag("--json", o.json);
     cl.flag("--csv", o.csv);
     cl.flag("--emulate", o.emulate);
-    cl.flag("--cache", o.cache);
-    cl.option("--I1", o.i1, "a geometry SIZE,ASSOC,LINE");
-    cl.option("--D1", o.d1, "a geometry SIZE,ASSOC,LINE");
-    cl.option("--LL", o.ll, "a geometry SIZE,ASSOC,LINE");
+    pmc_tool::add_cache_options(cl, o.cache);
     cl.option("-e,--event", events, "an event").one_value_each();
     cl.option("-o", o.output, "a file");
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
@@ -355,8 +352,9 @@ int run_count(const std::vector<std::string>& args) {
     if (o.csv && o.json) return cl.usage_error("--csv and --json exclude each other: give one output format");
     const auto command = cl.command();
     if (command.empty()) return cl.usage_error("no command to count: pmc count [-e EVENT]... -- COMMAND [ARGS]");
-    if ((o.cache || !(o.i1 + o.d1 + o.ll).empty()) && !o.emulate)
-        return cl.usage_error("--cache and --I1/--D1/--LL model the caches under the emulator: give --emulate too");
+    if ((o.cache || !(o.cache.i1 + o.cache.d1 + o.cache.l2 + o.cache.ll).empty()) && !o.emulate)
+        return cl.usage_error("--cache and --I1/--D1/--L2/--LL model the caches under the emulator: give --emulate "
+                              "too");
     return pmc_tool::cmd_count(o, command, events);
 }
 

@@ -2,12 +2,16 @@
 // latency.cpp: see latency.hpp.
 #include "latency.hpp"
 
+#include <pmc/emulated.hpp>
+#include <pmc/group.hpp>
+
 #include <fmt/format.h>
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -658,6 +662,133 @@ std::string regimes_markdown(const Regimes& regimes, const MachineFacts& m) {
     for (const auto& row : regime_rows(regimes, m))
         out += "| " + row.level + " | " + row.boundary + " | " + row.bracket + " | " + row.latency + " | " +
                row.range + " | " + row.reported + (row.check.empty() ? "" : " — **" + row.check + "**") + " |\n";
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Under pmc emulate --cache
+
+std::vector<ModelledCache> modelled_caches() {
+    const auto& pmu = pmc::emulated_pmu();
+    if (!pmu || !pmu->cache_model) return {};
+    std::vector<ModelledCache> caches{{"D1", pmu->d1.size}};
+    if (pmu->l2.size) caches.push_back({"L2", pmu->l2.size});
+    caches.push_back({"LL", pmu->ll.size});
+    return caches;
+}
+
+std::string modelled_geometry() {
+    const auto& pmu = pmc::emulated_pmu();
+    return pmu && pmu->cache_model ? pmu->cache_geometry : std::string();
+}
+
+ModelledLatencyResult run_modelled_latency(const LatencyOptions& o, const std::vector<ModelledCache>& caches,
+                                           Progress& progress) {
+    LatencyOptions random = o;
+    random.chains = {Chain::random};
+    random.chain_per_octave.clear();
+    const std::vector<std::uint64_t> grid = latency_grids(random).front();
+    ModelledLatencyResult r;
+    r.caches = caches;
+    r.geometry = modelled_geometry();
+    r.per_octave = o.per_octave;
+    const bool l2 = caches.size() > 2;
+    // Opened before the buffer: a refusal (not under the model after all) costs nothing.
+    pmc::Group group({"L1-dcache-loads:u", "L1-dcache-load-misses:u", "LLC-loads:u", "LLC-load-misses:u"});
+    pmc::GroupReading before = group.make_reading(), after = group.make_reading();
+    const auto t0 = std::chrono::steady_clock::now();
+    Buffer buffer(o.max_size, false);
+    char* base = buffer.data();
+    for (const std::uint64_t size : grid) {
+        const std::size_t n = size / o.stride;
+        void* p = build_chain(base, n, o.stride, Chain::random, o.seed + size);
+        // One walk through every element warms the caches with the chain; the measured walk is a second one (at
+        // least 2,000 loads, so that a tiny chain's few cold misses weigh nothing).
+        const std::size_t walk = (n + 99) / 100;
+        p = chase(p, walk);
+        const std::size_t blocks = std::max<std::size_t>(walk, 20);
+        group.read(before);
+        p = chase(p, blocks);
+        group.read(after);
+        g_chase_sink = p;
+        ModelledPoint point;
+        point.size = size;
+        point.loads = blocks * 100;
+        point.d1_misses = after.values[1] - before.values[1];
+        point.l2_misses = l2 ? after.values[2] - before.values[2] : 0;
+        point.ll_misses = after.values[3] - before.values[3];
+        const double loads = static_cast<double>(point.loads);
+        point.cost = ModelledCost::hit + ModelledCost::d1_miss * static_cast<double>(point.d1_misses) / loads +
+                     ModelledCost::l2_miss * static_cast<double>(point.l2_misses) / loads +
+                     ModelledCost::ll_miss * static_cast<double>(point.ll_misses) / loads;
+        r.points.push_back(point);
+        progress.detail(fmt::format("latency (modelled): {:>6}  {:7.3f} per load", size_label(static_cast<double>(size)),
+                                    point.cost));
+    }
+    std::vector<CurvePoint> pts;
+    for (const auto& p : r.points) pts.push_back({static_cast<double>(p.size), p.cost});
+    r.regimes = detect_regimes(pts);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+std::vector<ModelCheck> check_against_model(const Regimes& regimes, const std::vector<ModelledCache>& caches) {
+    std::vector<ModelCheck> checks;
+    for (std::size_t i = 0; i + 1 < regimes.levels.size(); ++i) {
+        const Level& l = regimes.levels[i];
+        ModelCheck c;
+        c.level = l.name;
+        if (l.boundary) {
+            c.found = l.boundary->size;
+            c.below = l.boundary->below;
+            c.above = l.boundary->above;
+        }
+        if (i < caches.size()) {
+            c.cache = caches[i].name;
+            c.configured = caches[i].bytes;
+            const double step = c.below > 0 ? c.above / c.below : 0;
+            const double configured = static_cast<double>(c.configured);
+            c.within_step = step > 0 && c.found >= configured / step && c.found <= configured * step;
+        }
+        checks.push_back(c);
+    }
+    return checks;
+}
+
+std::string modelled_levels_text(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks) {
+    std::string out = fmt::format("{:<7} {:<11} {:<16} {:<14} {}\n", "level", "size", "between", "cost per load",
+                                  "pmc's cache model");
+    for (std::size_t i = 0; i < r.regimes.levels.size(); ++i) {
+        const Level& l = r.regimes.levels[i];
+        const ModelCheck* c = i < checks.size() ? &checks[i] : nullptr;
+        out += fmt::format("{:<7} {:<11} {:<16} {:<14} {}\n", l.name,
+                           l.boundary ? size_text(l.boundary->size) : "(beyond the caches)",
+                           l.boundary ? size_label(l.boundary->below) + " .. " + size_label(l.boundary->above) : "",
+                           num(l.latency, 3),
+                           !c ? std::string(i + 1 == r.regimes.levels.size() ? "memory" : "-")
+                           : c->cache.empty() ? std::string("no such level in the model  <- DISAGREES")
+                                              : c->cache + " " + size_text(static_cast<double>(c->configured)) +
+                                                    (c->within_step ? "" : "  <- DISAGREES"));
+    }
+    out += "\n";
+    for (const ModelCheck& c : checks)
+        out += fmt::format("level {}: boundary {:.0f} bytes (between {:.0f} and {:.0f}); {}\n", c.level, c.found,
+                           c.below, c.above,
+                           c.cache.empty() ? std::string("the model has no such level")
+                                           : fmt::format("the model's {}: {} bytes, {}", c.cache, c.configured,
+                                                         c.within_step ? "within one step" : "NOT within one step"));
+    if (checks.size() < r.caches.size())
+        for (std::size_t i = checks.size(); i < r.caches.size(); ++i)
+            out += fmt::format("level missing: the model's {} ({} bytes) was not found in the curve\n", r.caches[i].name,
+                               r.caches[i].bytes);
+    for (const auto& n : r.regimes.notes) out += "note: " + n + "\n";
+    return out;
+}
+
+std::string modelled_latency_csv(const ModelledLatencyResult& r) {
+    std::string out = "size,loads,d1_misses,l2_misses,ll_misses,cost_per_load\n";
+    for (const auto& p : r.points)
+        out += fmt::format("{},{},{},{},{},{:.6f}\n", p.size, p.loads, p.d1_misses, p.l2_misses, p.ll_misses, p.cost);
     return out;
 }
 

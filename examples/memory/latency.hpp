@@ -171,4 +171,68 @@ std::string busy_warning(double load_before, double load_after, int cpus, const 
 /// check_against_reported on r.regimes, and busy_warning from r's load averages and its regimes' curve.
 void check_latency(LatencyResult& r, const MachineFacts& m);
 
+// ---------------------------------------------------------------------------------------------------------------
+// Under pmc emulate --cache: the levels of pmc's cache model, found from its modelled misses. There, time means
+// nothing (every load costs what the emulator takes), but the program can read the model's own counts: the sweep
+// walks each size's chain once to warm it and once more between two readings of a pmc::Group of modelled events,
+// and the "latency" of a size is a cost per load built from its miss rates. The same detector then finds the levels,
+// which must fall on the model's configured sizes -- an oracle for the detector and the model together.
+
+/// One data-side level of the model the program runs under: "D1", "L2", "LL", and its size in bytes.
+struct ModelledCache {
+    std::string name;
+    std::uint64_t bytes = 0;
+};
+/// The model's D1, L2 (if any) and LL, from pmc::emulated_pmu(); empty when not under pmc emulate --cache.
+std::vector<ModelledCache> modelled_caches();
+/// The model's geometry as pmc emulate gave it ("I1 32768,8,64, D1 ..."), "" when not under the model.
+std::string modelled_geometry();
+
+/// What a load costs in the model's cost per load: an L1 hit costs 1, and each miss adds the next level's share
+/// (Gungraun's "estimated cycles" without an L2: L1 1, LL 5, memory 35; with one: 1, 5, 15, 45). Each level's
+/// plateau stands 2.3x or more above the one before: well clear of the detector's level_ratio (1.5).
+struct ModelledCost {
+    static constexpr double hit = 1, d1_miss = 4, l2_miss = 10, ll_miss = 30;
+};
+
+struct ModelledPoint {
+    std::uint64_t size = 0;
+    std::uint64_t loads = 0;     ///< loads of the measured walk
+    std::uint64_t d1_misses = 0; ///< L1-dcache-load-misses over it
+    std::uint64_t l2_misses = 0; ///< with an L2: LLC-loads (what reaches the LL); 0 without
+    std::uint64_t ll_misses = 0; ///< LLC-load-misses
+    double cost = 0;             ///< per load (ModelledCost)
+};
+
+struct ModelledLatencyResult {
+    std::vector<ModelledPoint> points;
+    std::vector<ModelledCache> caches;
+    std::string geometry;
+    unsigned per_octave = 0;
+    Regimes regimes;
+    double seconds = 0;
+};
+
+/// The sweep under the model: o.min_size..o.max_size at o.per_octave, o.stride, a random chain (o.seed); one walk to
+/// warm and one measured per size. Throws UsageError as latency_grids() does, pmc::error if the events cannot open.
+ModelledLatencyResult run_modelled_latency(const LatencyOptions& o, const std::vector<ModelledCache>& caches,
+                                           Progress& progress);
+
+/// A found level beside the model's level of the same rank (L1 - D1, L2 - L2 or LL, ...).
+struct ModelCheck {
+    std::string level;          ///< found: "L1", "L2", ...
+    std::string cache;          ///< the model's: "D1", "L2", "LL"; "" when the model has no such level
+    double found = 0;           ///< the boundary found (bytes)
+    double below = 0, above = 0; ///< the measured sizes around it
+    std::uint64_t configured = 0;
+    bool within_step = false;   ///< configured / step <= found <= configured * step, step = above / below
+};
+/// Pairs each found cache level (every level but the last, memory) with the model's levels in order. Pure.
+std::vector<ModelCheck> check_against_model(const Regimes& regimes, const std::vector<ModelledCache>& caches);
+/// The table of found levels beside the model's, with a line per level the test reads:
+/// "level L1: boundary 33587 bytes (between 32768 and 36864); the model's D1: 32768 bytes, within one step".
+std::string modelled_levels_text(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks);
+/// The modelled sweep as CSV: size,loads,d1_misses,l2_misses,ll_misses,cost_per_load.
+std::string modelled_latency_csv(const ModelledLatencyResult& r);
+
 } // namespace pmc_mem

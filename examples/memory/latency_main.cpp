@@ -49,7 +49,36 @@ Load latency against working-set size (lmbench's lat_mem_rd), and the cache leve
 
 SIZE: bytes, or with K, M, G (powers of 1024): 48K, 1.5M. Writes DIR/latency.csv, latency.json and latency.png
 (.svg, and the gnuplot script). Progress goes to stderr; the table of levels to stdout.
+
+Under pmc emulate --cache (pmc-mem-latency run as `pmc emulate --cache [--D1 G] [--L2 G] [--LL G] --
+pmc-mem-latency`), time means nothing: the levels come from pmc's cache model instead. Each size's random
+chain is walked once to warm and once between two readings of the modelled L1-dcache-load-misses, LLC-loads
+and LLC-load-misses; a size's cost per load is built from its miss rates, and the levels found in that curve
+are shown beside the model's D1, L2 and LL. The sweep runs from --min to --max (default 4x the LL) at
+--per-octave points (--quick: 4); --runs, --run-ms, --sweeps, --chain and pinning do not apply. Writes
+DIR/latency-modelled.csv (size, loads, d1_misses, l2_misses, ll_misses, cost_per_load).
 )";
+
+/// The sweep under pmc emulate --cache: the levels of pmc's cache model, beside its configured sizes.
+int run_modelled(const pmc_mem::LatencyOptions& o, const pmc_mem::CommonOptions& common,
+                 const std::vector<pmc_mem::ModelledCache>& model) {
+    using namespace pmc_mem;
+    Progress progress(common.quiet);
+    progress.note("pmc-mem-latency: under pmc emulate --cache (" + modelled_geometry() +
+                  "): the levels come from the cache model's modelled misses, not from time");
+    const ModelledLatencyResult r = run_modelled_latency(o, model, progress);
+    const std::vector<ModelCheck> checks = check_against_model(r.regimes, model);
+    const std::string csv = common.out + "/latency-modelled.csv";
+    write_text(csv, modelled_latency_csv(r));
+    std::printf("Levels found from pmc's cache model (pmc emulate --cache: %s): a random chain's modelled misses per "
+                "load, not time (cost per load: an L1 hit 1, +%g a D1 miss, +%g an L2 miss, +%g an LL miss), %zu "
+                "sizes from %s to %s at %u per octave, %.1f s:\n\n%s\nwrote %s\n",
+                r.geometry.c_str(), ModelledCost::d1_miss, ModelledCost::l2_miss, ModelledCost::ll_miss,
+                r.points.size(), size_text(static_cast<double>(r.points.front().size)).c_str(),
+                size_text(static_cast<double>(r.points.back().size)).c_str(), r.per_octave, r.seconds,
+                modelled_levels_text(r, checks).c_str(), csv.c_str());
+    return 0;
+}
 
 int run(int argc, char** argv) {
     using namespace pmc_mem;
@@ -102,6 +131,19 @@ int run(int argc, char** argv) {
         throw UsageError("--stride must be a multiple of " + std::to_string(sizeof(void*)) + " bytes");
     if (o.max_size < 4 * o.stride) throw UsageError("--max must hold at least 4 chain elements");
     if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
+    // Under pmc emulate --cache time means nothing: the levels come from the model's own miss counts.
+    const std::vector<ModelledCache> model = modelled_caches();
+    if (!model.empty()) {
+        if (max_text.empty()) o.max_size = 4 * model.back().bytes; // the LL overflows by two octaves
+        if (common.quick) {
+            o.min_size = min_text.empty() ? 512 : o.min_size;
+            o.per_octave = 4;
+        }
+        if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
+        latency_grids(o);
+        probe_output_dir(common.out);
+        return run_modelled(o, common, model);
+    }
     latency_grids(o); // --min 0, --max below --min, a range with no size in it: usage errors now, not after pinning
     probe_output_dir(common.out);
 

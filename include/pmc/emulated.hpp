@@ -18,6 +18,7 @@
 #include <pmc/detail/emulated.hpp>
 #include <pmc/event.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -35,6 +36,11 @@ struct EmulatedPmu {
     std::uint32_t protocol = 0;  ///< the plugin's protocol version
     bool cache_model = false;    ///< pmc emulate --cache: the modelled cache events open too
     std::string cache_geometry;  ///< the model's geometry, as "I1 32768,8,64, D1 32768,8,64, LL 8388608,16,64"
+    /// One modelled cache's shape in bytes, as Valgrind's --D1=SIZE,ASSOC,LINE; all 0 for a level that is absent.
+    struct Cache {
+        std::uint32_t size = 0, assoc = 0, line = 0;
+    };
+    Cache i1, d1, l2, ll;        ///< the model's levels (pmc emulate --cache); l2.size is 0 without --L2
     bool compatible() const noexcept { return protocol == detail::emulated::protocol_version; }
 };
 
@@ -58,6 +64,11 @@ inline std::optional<EmulatedPmu> probe_emulated_pmu() {
                    std::to_string(g[2]);
         };
         pmu.cache_model = true;
+        const auto take = [](const std::uint32_t (&g)[3]) { return EmulatedPmu::Cache{g[0], g[1], g[2]}; };
+        pmu.i1 = take(c.i1);
+        pmu.d1 = take(c.d1);
+        pmu.l2 = take(c.l2);
+        pmu.ll = take(c.ll);
         pmu.cache_geometry = shape("I1", c.i1) + ", " + shape("D1", c.d1) + ", " +
                              (c.l2[0] ? shape("L2", c.l2) + ", " : std::string()) + shape("LL", c.ll) +
                              (c.strict_inclusion ? ", strict inclusion" : "");

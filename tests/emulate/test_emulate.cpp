@@ -292,6 +292,70 @@ TEST_CASE("pmc count --emulate --cache: a chase over N lines of one D1 set misse
     CHECK(b.at("L1-dcache-load-misses") - a.at("L1-dcache-load-misses") == 5 * 200);
 }
 
+TEST_CASE("pmc count --emulate --cache --L2: the L2 takes the D1 misses it holds, and LLC-loads count its misses",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    // 9 lines 4 KiB apart, read in turn: one set of a 4-way 16 KiB D1 (64 sets), so every read misses D1. Without an
+    // L2 each D1 miss asks the LL (LLC-loads = D1 misses). A 16-way 64 KiB L2 (64 sets) holds the 9 lines: the LL is
+    // no longer asked. An 8-way 32 KiB L2 (64 sets) does not: each read misses it too and asks the LL.
+    const std::string d1 = "--I1 16384,4,64 --D1 16384,4,64 "; // (an L2 must be larger than both L1s)
+    const auto added = [&](const std::string& options) {
+        const auto a = cache_counts(d1 + options, "9 200");
+        const auto b = cache_counts(d1 + options, "9 400");
+        return std::pair{b.at("L1-dcache-load-misses") - a.at("L1-dcache-load-misses"),
+                         b.at("LLC-loads") - a.at("LLC-loads")};
+    };
+    const std::string events = "-e L1-dcache-load-misses,LLC-loads ";
+    CHECK(added(events) == std::pair<std::uint64_t, std::uint64_t>{9 * 200, 9 * 200});
+    CHECK(added(events + "--L2 65536,16,64") == std::pair<std::uint64_t, std::uint64_t>{9 * 200, 0});
+    CHECK(added(events + "--L2=32768,8,64") == std::pair<std::uint64_t, std::uint64_t>{9 * 200, 9 * 200});
+    // pmc emulate prints the L2's misses beside the others, and names the L2 in the model.
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --cache --L2=262144,8,64 -- '" + target +
+                                         "' chase 9 10 2>&1 >/dev/null");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("Cachegrind's cache model with an L2 (I1 32768,8,64, D1 32768,8,64, L2 "
+                                        "262144,8,64, LL 8388608,16,64"));
+    CHECK(std::regex_search(r.out, std::regex("L2: [0-9]+ read misses, [0-9]+ write misses")));
+}
+
+TEST_CASE("pmc emulate --cache=host reads this machine's caches and prints the geometry it models",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --cache=host -- '" + target +
+                                         "' chase 9 10 2>&1 >/dev/null");
+    INFO(r.out);
+    if (r.out.find("cannot read this machine's caches") != std::string::npos) PMC_SKIP("this machine describes no caches in sysfs or CPUID");
+    CHECK(r.status == 0);
+    CHECK(std::regex_search(r.out, std::regex("pmc emulate: --cache=host: I1 [0-9]+,[0-9]+,[0-9]+, D1 [0-9]+,[0-9]+,"
+                                              "[0-9]+, (L2 [0-9]+,[0-9]+,[0-9]+, )?LL [0-9]+,[0-9]+,[0-9]+ \\(read "
+                                              "from ")));
+    CHECK_THAT(r.out, ContainsSubstring("this machine's caches; LRU"));
+}
+
+TEST_CASE("pmc emulate and pmc count --emulate refuse a cache geometry the model cannot run, saying why",
+          "[emulate][cache]") {
+    // Checked before QEMU is looked for: no emulator needed.
+    const std::pair<const char*, const char*> cases[] = {
+        {"--cache=foo", "--cache=foo: --cache alone models the pinned geometry, --cache=host this machine's caches"},
+        {"--L2=65536,8,64", "--I1, --D1, --L2 and --LL shape the modelled caches: give --cache with them"},
+        {"--cache --L2=16777216,16,64", "the L2 (16777216 bytes) must be smaller than the LL (8388608 bytes"},
+        {"--cache --L2=16384,4,64", "the L2 (16384 bytes) must be larger than I1 (32768) and D1 (32768 bytes)"},
+        {"--cache --L2=98304,8,64", "--L2=98304,8,64: 192 sets: the set count must be a power of two"},
+        {"--cache --D1=32768,0,64", "--D1=32768,0,64: size, associativity and line size must all be above 0"},
+        {"--cache --LL=8388608,16,48", "--LL=8388608,16,48: the line size 48 is not a power of two"},
+        {"--cache --LL=16384,4,64", "the LL (16384 bytes) must be larger than I1 (32768) and D1 (32768 bytes)"},
+        {"--cache --I1=32768,8", "'32768,8' is not SIZE,ASSOC,LINE"},
+    };
+    for (const auto& [options, message] : cases) {
+        for (const std::string command : {"emulate", "count --emulate"}) {
+            const auto r = pmc_test::run_command("'" + pmc_tool + "' " + command + " " + options + " -- /bin/true 2>&1");
+            CAPTURE(command, options, r.out);
+            CHECK(r.status == 1);
+            CHECK_THAT(r.out, ContainsSubstring(message));
+        }
+    }
+}
+
 TEST_CASE("pmc count --emulate --cache: each thread has caches of its own, so threads do not evict each other",
           "[emulate][cache]") {
     REQUIRE_EMULATOR();

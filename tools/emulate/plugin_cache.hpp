@@ -236,7 +236,8 @@ inline std::string start() {
 }
 
 /// The process's cache counts since its last report line, as one: "pid N cache Ir A I1mr B ILmr C Dr D D1mr E
-/// DLmr F Dw G D1mw H DLmw I\n" (Cachegrind's names and meanings).
+/// DLmr F Dw G D1mw H DLmw I LLi J LLr K LLw L\n" (Cachegrind's names and meanings; LLi, LLr, LLw: the LL's
+/// accesses by fetches, reads and writes, which an L2 makes fewer than the L1 misses).
 inline std::string report_line(long pid) {
     std::lock_guard<std::mutex> hold(models_lock);
     pmc_model::CacheCounts total = exited_counts;
@@ -249,12 +250,16 @@ inline std::string report_line(long pid) {
     reported_counts = total;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "pid %ld cache Ir %llu I1mr %llu ILmr %llu Dr %llu D1mr %llu DLmr %llu Dw %llu D1mw %llu DLmw %llu\n",
+                  "pid %ld cache Ir %llu I1mr %llu ILmr %llu Dr %llu D1mr %llu DLmr %llu Dw %llu D1mw %llu DLmw %llu "
+                  "LLi %llu LLr %llu LLw %llu\n",
                   pid, static_cast<unsigned long long>(since.Ir()), static_cast<unsigned long long>(since.I1mr()),
                   static_cast<unsigned long long>(since.ILmr()), static_cast<unsigned long long>(since.Dr()),
                   static_cast<unsigned long long>(since.D1mr()), static_cast<unsigned long long>(since.DLmr()),
                   static_cast<unsigned long long>(since.Dw()), static_cast<unsigned long long>(since.D1mw()),
-                  static_cast<unsigned long long>(since.DLmw()));
+                  static_cast<unsigned long long>(since.DLmw()),
+                  static_cast<unsigned long long>(since.ll[0].accesses),
+                  static_cast<unsigned long long>(since.ll[1].accesses),
+                  static_cast<unsigned long long>(since.ll[2].accesses));
     return line;
 }
 

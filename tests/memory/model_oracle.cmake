@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: MIT
+# The memory experiment as an oracle for pmc's cache model (issue 33, item 4): pmc-mem-latency run under
+# `pmc emulate --cache GEOMETRY` must find one level per modelled data cache (D1, the L2 if any, the LL), each
+# boundary within one sweep step of the configured size, and memory beyond. This script reads the sizes the program
+# printed and checks them itself (it does not trust the program's own verdict).
+#   -DPMC=pmc  -DPROGRAM=pmc-mem-latency  -DOUT=dir  -DGEOMETRY=--D1=...|--LL=...  -DEXPECT=32768;8388608
+# The program runs with --quick: 4 points per octave, so one step is a factor of 1.25.
+cmake_minimum_required(VERSION 3.16)
+
+execute_process(COMMAND ${PMC} emulate -- /bin/true RESULT_VARIABLE status ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT status EQUAL 0)
+  message("SKIPPED: pmc emulate cannot run here: ${err}")
+  return()
+endif()
+
+string(REPLACE "|" ";" GEOMETRY "${GEOMETRY}")
+file(REMOVE_RECURSE ${OUT})
+execute_process(COMMAND ${PMC} emulate --cache ${GEOMETRY} -- ${PROGRAM} --quick --quiet --no-plot --out ${OUT}
+                RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "pmc emulate --cache ${GEOMETRY} -- pmc-mem-latency exited with ${status}: ${err}")
+endif()
+if(NOT out MATCHES "Levels found from pmc's cache model")
+  message(FATAL_ERROR "the output does not say the levels come from pmc's cache model")
+endif()
+
+string(REGEX MATCHALL "level L[0-9]+: boundary [0-9]+ bytes" found "${out}")
+list(LENGTH found found_count)
+list(LENGTH EXPECT expected_count)
+if(NOT found_count EQUAL expected_count)
+  message(FATAL_ERROR "${found_count} cache levels found, the model has ${expected_count} (${EXPECT})")
+endif()
+math(EXPR last "${expected_count} - 1")
+foreach(i RANGE ${last})
+  list(GET found ${i} line)
+  list(GET EXPECT ${i} configured)
+  string(REGEX REPLACE ".*boundary ([0-9]+) bytes" "\\1" size "${line}")
+  # One step of the --quick grid: configured / 1.25 <= found <= configured * 1.25.
+  math(EXPR high "4 * ${size} - 5 * ${configured}")
+  math(EXPR low "5 * ${size} - 4 * ${configured}")
+  if(high GREATER 0 OR low LESS 0)
+    message(FATAL_ERROR "level ${i}: found ${size} bytes, the model's is ${configured}: more than one step (x1.25) off")
+  endif()
+  message("level ${i}: found ${size} bytes, configured ${configured}: within one step")
+endforeach()
+if(NOT out MATCHES "\nmemory +\\(beyond the caches\\)")
+  message(FATAL_ERROR "no memory level beyond the last cache")
+endif()
+if(NOT EXISTS ${OUT}/latency-modelled.csv)
+  message(FATAL_ERROR "${OUT}/latency-modelled.csv was not written")
+endif()
