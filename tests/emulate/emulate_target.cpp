@@ -877,7 +877,7 @@ int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t perio
         for (unsigned w = 0; w < warm; ++w)
             for (std::size_t i = 0; i < lines; ++i) p = *static_cast<void* volatile*>(p);
         struct Seen {
-            std::uint64_t ip, addr, weight;
+            std::uint64_t ip, addr, weight, time, period;
             pmc::DataSource source;
             std::uint32_t tid;
         };
@@ -885,7 +885,8 @@ int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t perio
         seen.reserve(static_cast<std::size_t>(loads / period) + 1000);
         pmc::SamplerOptions o;
         o.period = period;
-        o.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::addr | pmc::sample::weight | pmc::sample::data_src;
+        o.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::time | pmc::sample::addr | pmc::sample::period |
+                   pmc::sample::weight | pmc::sample::data_src; // every field the emulated PMU writes but cpu
         auto sampler = pmc::Sampler::try_open(event, o);
         if (!sampler) {
             std::lock_guard<std::mutex> hold(failures_lock);
@@ -895,14 +896,18 @@ int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t perio
         }
         for (std::uint64_t n = loads; n; --n) p = *static_cast<void* volatile*>(p);
         const pmc::BiasCheck check = sampler->stop([&](const pmc::Sample& x) {
-            if (seen.size() < seen.capacity()) seen.push_back({x.ip, x.addr, x.weight, x.data_source, x.tid});
+            if (seen.size() < seen.capacity())
+                seen.push_back({x.ip, x.addr, x.weight, x.time, x.period, x.data_source, x.tid});
         });
         const auto begin = reinterpret_cast<std::uint64_t>(block), end = begin + bytes;
-        std::uint64_t inside = 0, l1 = 0, l3 = 0, ram = 0, other = 0, not_load = 0, wrong_weight = 0, wrong_tid = 0;
+        std::uint64_t inside = 0, l1 = 0, l3 = 0, ram = 0, other = 0, not_load = 0, wrong_weight = 0, wrong_tid = 0,
+                      wrong_time = 0, last_time = 0;
         std::vector<std::uint64_t> ips;
         const auto tid = static_cast<std::uint32_t>(::syscall(SYS_gettid));
         for (const Seen& x : seen) {
             wrong_tid += x.tid != tid;
+            wrong_time += x.time == 0 || x.time < last_time || x.period != period; // the host's clock, rising
+            last_time = x.time;
             if (x.addr < begin || x.addr >= end) continue;
             ++inside;
             not_load += x.source.op != pmc::DataSource::Op::load;
@@ -919,14 +924,15 @@ int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t perio
         char line[512];
         std::snprintf(line, sizeof line,
                       "loads counted %llu, samples %llu, counted/period %llu, lost %llu; in the block %llu: L1 %llu, "
-                      "L3 %llu, RAM %llu, other %llu; not loads %llu, weights off %llu, tids off %llu, ips %zu; %s\n",
+                      "L3 %llu, RAM %llu, other %llu; not loads %llu, weights off %llu, tids off %llu, times off %llu, ips %zu; "
+                      "%s\n",
                       static_cast<unsigned long long>(check.exact), static_cast<unsigned long long>(check.samples),
                       static_cast<unsigned long long>(check.exact / period), static_cast<unsigned long long>(check.lost),
                       static_cast<unsigned long long>(inside), static_cast<unsigned long long>(l1),
                       static_cast<unsigned long long>(l3), static_cast<unsigned long long>(ram),
                       static_cast<unsigned long long>(other), static_cast<unsigned long long>(not_load),
                       static_cast<unsigned long long>(wrong_weight), static_cast<unsigned long long>(wrong_tid),
-                      ips.size(), check.agrees ? "agrees" : check.warning.c_str());
+                      static_cast<unsigned long long>(wrong_time), ips.size(), check.agrees ? "agrees" : check.warning.c_str());
         report[t] = line;
         if (t == 0 && threads == 1)
             for (const auto& note : sampler->notes()) report[t] += "note: " + note + "\n";

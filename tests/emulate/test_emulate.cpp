@@ -896,21 +896,21 @@ namespace {
 /// What one thread of `pmc-emulate-target load-samples` printed.
 struct LoadSamples {
     std::uint64_t counted = 0, samples = 0, per_period = 0, lost = 0, inside = 0, l1 = 0, l3 = 0, ram = 0, other = 0,
-                  not_loads = 0, weights_off = 0, tids_off = 0, ips = 0;
+                  not_loads = 0, weights_off = 0, tids_off = 0, times_off = 0, ips = 0;
     bool agrees = false;
 };
 std::vector<LoadSamples> parse_load_samples(const std::string& out) {
     std::vector<LoadSamples> all;
     const std::regex line("loads counted ([0-9]+), samples ([0-9]+), counted/period ([0-9]+), lost ([0-9]+); in the "
                           "block ([0-9]+): L1 ([0-9]+), L3 ([0-9]+), RAM ([0-9]+), other ([0-9]+); not loads ([0-9]+), "
-                          "weights off ([0-9]+), tids off ([0-9]+), ips ([0-9]+); (agrees)?");
+                          "weights off ([0-9]+), tids off ([0-9]+), times off ([0-9]+), ips ([0-9]+); (agrees)?");
     for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it) {
         LoadSamples x;
         const auto n = [&](int i) { return std::stoull((*it)[i]); };
         x.counted = n(1), x.samples = n(2), x.per_period = n(3), x.lost = n(4), x.inside = n(5), x.l1 = n(6),
         x.l3 = n(7), x.ram = n(8), x.other = n(9), x.not_loads = n(10), x.weights_off = n(11), x.tids_off = n(12),
-        x.ips = n(13);
-        x.agrees = (*it)[14].matched;
+        x.times_off = n(13), x.ips = n(14);
+        x.agrees = (*it)[15].matched;
         all.push_back(x);
     }
     return all;
@@ -945,6 +945,7 @@ TEST_CASE("under pmc emulate --cache a load-latency Sampler takes every Nth load
         CHECK(x.not_loads == 0);
         CHECK(x.weights_off == 0);
         CHECK(x.tids_off == 0);
+        CHECK(x.times_off == 0);
         CHECK(x.ips == 1);
         CHECK(x.agrees);
     }
@@ -989,7 +990,7 @@ TEST_CASE("under pmc emulate --cache each thread's load samples are its own, and
         CHECK(t.l1 == 200);
         CHECK(t.tids_off == 0);
     }
-    // Period 1 and no drain: the buffer (64 pages) holds 5,461 samples of these fields; the rest are lost, counted
+    // Period 1 and no drain: the buffer (64 pages) holds 4,096 samples of these fields; the rest are lost, counted
     // (a PERF_RECORD_LOST record) and named by the bias check.
     std::string out;
     const LoadSamples full = load_samples("16384 100000 1 1", &out).at(0);
