@@ -254,7 +254,8 @@ public:
     ~Sampler() = default; // closing the fds stops the events; unmapping frees the rings (noexcept)
 
     /// Hands every sample now in the rings to on_sample(const pmc::Sample&) and returns how many. No system
-    /// call, no allocation. Call it while running (after wait()) so the rings do not fill.
+    /// call, no allocation (on the emulated PMU: one request to the emulator per buffer of records). Call it while
+    /// running (after wait()) so the rings do not fill.
     template <class OnSample>
     std::size_t drain(OnSample&& on_sample) {
         return drain(on_sample, [](const detail::MappingRecord&) {});
