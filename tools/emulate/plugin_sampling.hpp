@@ -52,6 +52,8 @@ struct Sampler {
     pmc_model::LoadSampler loads;
     std::atomic<bool> running{true};
     std::atomic<bool> forgotten{false}; ///< its thread no longer points at it (it may be freed)
+    /// `loads`' counts as the sampled thread last left them, for a drain or stop from another thread
+    std::atomic<std::uint64_t> counted{0}, sampled{0};
 
     std::mutex lock; // the sampled thread adds, the draining thread (any) takes
     std::vector<Pending> pending; ///< a ring of `capacity`
@@ -81,7 +83,10 @@ __attribute__((noinline)) inline void take(Sampler& s, std::uint64_t ip, std::ui
     }
     if (latencies.of(level) < s.min_latency) return; // below the threshold: not a candidate, as with ldlat
     pmc_model::LoadSample sample;
-    if (!s.loads.load(ip, address, level, sample)) return;
+    const bool take_it = s.loads.load(ip, address, level, sample);
+    s.counted.store(s.loads.loads(), std::memory_order_relaxed);
+    if (!take_it) return;
+    s.sampled.store(s.loads.samples(), std::memory_order_relaxed);
     timespec now{};
     ::clock_gettime(CLOCK_MONOTONIC, &now);
     std::lock_guard<std::mutex> hold(s.lock);
@@ -147,8 +152,8 @@ inline void write_lost(std::vector<unsigned char>& out, std::uint64_t id, std::u
 }
 
 inline void fill_counts(Sampler& s, proto::SamplerRequest& r) { // under s.lock
-    r.loads = s.loads.loads();
-    r.samples = s.loads.samples();
+    r.loads = s.counted.load(std::memory_order_relaxed);
+    r.samples = s.sampled.load(std::memory_order_relaxed);
     r.lost = s.lost;
     r.pending = s.size;
 }
