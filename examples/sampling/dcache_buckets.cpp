@@ -8,11 +8,14 @@
 //
 // The workload: one random pointer chain per level of the curve, in a heap block sized inside that level's working
 // sets (so each chain's loads are served mostly from that level), each block named after its level.
-// Load-latency sampling needs a PMU (Intel PEBS mem-loads with ldlat, AMD IBS op); without one the program prints the
-// buckets it would use and "SKIPPED: reason", and exits 0. A bad command line or input file: the usage error every
+// Load-latency sampling needs a PMU (Intel PEBS mem-loads with ldlat, AMD IBS op), or `pmc emulate --cache`, whose
+// emulated PMU samples every Nth load from its cache model with a latency the model states per level (modelled: the
+// same tables on every run); without either the program prints the buckets it would use and "SKIPPED: reason", and
+// exits 0. A bad command line or input file: the usage error every
 // pmc program prints (tools/command_line.hpp), exit status 1.
 #include <pmc/address_map.hpp>
 #include <pmc/cpu.hpp>
+#include <pmc/emulated.hpp>
 #include <pmc/latency_buckets.hpp>
 #include <pmc/sampler.hpp>
 #if PMC_HAVE_SYMBOLS
@@ -53,7 +56,10 @@ bucket and by variable, with the bias check of the sampled event beside every sc
                   land in it), e.g. 16K,256K,4M,256M; with fewer, some buckets stay empty (it says so)
   --ghz F         core cycles per ns, to put a curve's ns edges in cycles where the curve has no cycle counts
   --period N      one sample every N events (default 1000; AMD IBS counts ops)
-  --loads N       loads chased in each block (default 4000000)
+  --loads N       loads chased in each block (default 4000000; 400000 under pmc emulate --cache)
+
+Under pmc emulate --cache the emulated PMU samples every Nth load (cpu/mem-loads,ldlat=3/P) from its cache model:
+the latencies are the model's stated figures per level, not measured.
   -h, --help      this text
 )";
 
@@ -143,6 +149,7 @@ int main(int argc, char** argv) {
         *target = n;
     }
     if (curve_path.empty() == edges_list.empty()) return bad_usage("give either --curve FILE or --edges LIST");
+    if (command_line.count("--loads") == 0 && pmc::emulated_pmu()) loads = 400000; // the emulator models every load
 
     // Buckets and the blocks to chase.
     std::deque<Chain> chains; // a deque: blocks never move once named
@@ -196,7 +203,9 @@ int main(int argc, char** argv) {
     pmc::CpuSignature cpu = pmc::cpu_signature();
     std::string event;
     bool filter_loads = false;
-    if (cpu.vendor == pmc::Vendor::intel) event = "cpu/mem-loads,ldlat=30/P";
+    const bool modelled = pmc::emulated_pmu().has_value(); // pmc emulate: the plugin's cache model samples
+    if (modelled) event = "cpu/mem-loads,ldlat=3/P";
+    else if (cpu.vendor == pmc::Vendor::intel) event = "cpu/mem-loads,ldlat=30/P";
     else if (cpu.vendor == pmc::Vendor::amd || cpu.vendor == pmc::Vendor::hygon) event = "ibs_op//", filter_loads = true;
     if (event.empty()) {
         std::printf("SKIPPED: no load-latency sampling pmc knows on this CPU (%s): Intel PEBS mem-loads or AMD IBS op\n",
@@ -261,8 +270,11 @@ int main(int argc, char** argv) {
         buckets->add(static_cast<double>(h.weight));
         summary.add(map->attribute(h.addr), static_cast<double>(h.weight));
     }
-    std::printf("sampled event: %s, one sample every %llu%s\n\n", event.c_str(), static_cast<unsigned long long>(period),
+    std::printf("sampled event: %s, one sample every %llu%s\n", event.c_str(), static_cast<unsigned long long>(period),
                 filter_loads ? " ops (IBS; the loads among them kept)" : " loads above the latency threshold");
+    if (modelled)
+        for (const auto& note : run->notes()) std::printf("note: %s\n", note.c_str());
+    std::printf("\n");
     std::fputs(buckets->text(static_cast<double>(period)).c_str(), stdout);
     std::printf("\n%s\n", map->symbols_note().c_str());
     std::fputs(summary.text(static_cast<double>(period)).c_str(), stdout);

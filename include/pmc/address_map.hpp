@@ -149,6 +149,10 @@ inline Result<std::vector<MappedRegion>> parse_maps(std::string_view text, std::
         while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
         r.path = std::string(rest); // may contain spaces, and end in " (deleted)"
         r.kind = detail::region_kind_of(r.path);
+        // QEMU's user mode (7.2) lists [vsyscall] twice: a line repeating the one before is the same mapping.
+        if (!out.empty() && r.begin == out.back().begin && r.end == out.back().end && r.path == out.back().path &&
+            r.perms == out.back().perms)
+            continue;
         if (!out.empty() && r.begin < out.back().end) return bad("a range that overlaps or precedes the line before", line);
         // A .bss split into several regions (madvise or mprotect on part of it) keeps the label in each part.
         if (r.kind == RegionKind::anonymous && r.path.empty() && !out.empty() && out.back().end == r.begin) {

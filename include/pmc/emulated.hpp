@@ -7,7 +7,8 @@
 // opens on the emulated PMU: each read asks the plugin for the calling thread's count of executed instructions,
 // exact at the read. Under `pmc emulate --cache` perf's generic cache events (L1-dcache-load-misses:u, LLC-loads:u,
 // cache-misses:u, ...) open too and read the thread's cache model (modelled, not a real core's caches; without
-// --cache they are refused naming the flag). Nothing in the program changes: the same counter opens the hardware PMU when the program runs
+// --cache they are refused naming the flag), and pmc::Sampler samples the thread's loads on a load-latency event
+// (cpu/mem-loads,ldlat=N/P: every Nth load, its level and a latency from the model). Nothing in the program changes: the same counter opens the hardware PMU when the program runs
 // directly. The other events need perf_event_open, which QEMU's user mode does not implement: they are refused
 // with that reason (wall-time and tsc work, read from the host's clock). docs/emulated-pmu.md says how emulated
 // counts differ from a real core's.
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 
 PMC_BEGIN_NAMESPACE
 
@@ -35,6 +37,7 @@ struct EmulatedPmu {
     std::string target;          ///< the guest architecture QEMU emulates: "x86_64", "aarch64"
     std::uint32_t protocol = 0;  ///< the plugin's protocol version
     bool cache_model = false;    ///< pmc emulate --cache: the modelled cache events open too
+    bool load_sampling = false;  ///< pmc emulate --cache: pmc::Sampler samples loads from the model
     std::string cache_geometry;  ///< the model's geometry, as "I1 32768,8,64, D1 32768,8,64, LL 8388608,16,64"
     /// One modelled cache's shape in bytes, as Valgrind's --D1=SIZE,ASSOC,LINE; all 0 for a level that is absent.
     struct Cache {
@@ -56,6 +59,7 @@ inline std::optional<EmulatedPmu> probe_emulated_pmu() {
     hello.target[sizeof hello.target - 1] = '\0';
     pmu.target = hello.target;
     pmu.protocol = hello.protocol;
+    pmu.load_sampling = (hello.flags & emulated::hello_load_sampling) != 0;
     if (hello.flags & emulated::hello_cache_model) {
         emulated::CacheConfig c{};
         emulated::request(emulated::Op::cache_config, &c);
@@ -163,6 +167,76 @@ inline std::string emulated_refusal(const EventSpec& spec) {
         return "the emulated PMU counts the program's own (user-mode) instructions; '" + spec.text +
                "' excludes user mode, and the emulator runs no kernel code to count";
     return "";
+}
+
+/// A load-latency sampling event as a program names it on a real PMU, for the emulated PMU's load sampling.
+struct LoadLatencyEvent {
+    std::uint32_t min_latency = 3; ///< ldlat: loads served in fewer (modelled) cycles are not counted; perf's default 3
+    std::string problem;           ///< why the emulated PMU cannot sample it as written, or ""
+};
+
+/// Whether `text` names load-latency sampling: Intel's `cpu/mem-loads[,ldlat=N]/[upP]` (also `cpu_core/...`) or a
+/// bare `mem-loads[:upP]`, which the emulated PMU samples from its cache model; or AMD's `ibs_op//`, which it cannot
+/// (IBS samples every Nth op, not load), said in `problem`.
+inline std::optional<LoadLatencyEvent> load_latency_event(std::string_view text) {
+    LoadLatencyEvent e;
+    std::string_view modifiers;
+    if (text.rfind("ibs_op/", 0) == 0) {
+        e.problem = "AMD IBS samples every Nth operation, and the emulated PMU samples loads: under pmc emulate "
+                    "--cache open 'cpu/mem-loads,ldlat=N/P' (Intel's load-latency event; pmc::emulated_pmu() says "
+                    "when the program runs there)";
+        return e;
+    }
+    if (text.rfind("mem-loads", 0) == 0 && (text.size() == 9 || text[9] == ':')) {
+        modifiers = text.size() > 9 ? text.substr(10) : std::string_view{};
+    } else {
+        const std::size_t slash = text.find('/');
+        if (slash == std::string_view::npos || (text.substr(0, slash) != "cpu" && text.substr(0, slash) != "cpu_core"))
+            return std::nullopt;
+        const std::size_t close = text.find('/', slash + 1);
+        if (close == std::string_view::npos) return std::nullopt;
+        std::string_view terms = text.substr(slash + 1, close - slash - 1);
+        modifiers = text.substr(close + 1);
+        bool loads = false;
+        while (!terms.empty()) {
+            const std::size_t comma = terms.find(',');
+            const std::string_view term = terms.substr(0, comma);
+            terms = comma == std::string_view::npos ? std::string_view{} : terms.substr(comma + 1);
+            if (term == "mem-loads") {
+                loads = true;
+            } else if (term.rfind("ldlat=", 0) == 0) {
+                std::uint32_t v = 0;
+                bool digits = term.size() > 6;
+                for (char c : term.substr(6)) {
+                    if (c < '0' || c > '9' || v > 100000) digits = false;
+                    else v = v * 10 + static_cast<std::uint32_t>(c - '0');
+                }
+                if (!digits) e.problem = "ldlat takes a whole number of cycles, not '" + std::string(term.substr(6)) + "'";
+                e.min_latency = v;
+            } else {
+                e.problem = "the emulated PMU's load sampling takes the terms mem-loads and ldlat=N, not '" +
+                            std::string(term) + "'";
+            }
+        }
+        if (!loads) return std::nullopt;
+    }
+    for (char m : modifiers)
+        if (m == 'k')
+            e.problem = "the emulated PMU samples the program's own (user-mode) loads; '" + std::string(text) +
+                        "' asks for kernel mode";
+        else if (m != 'u' && m != 'p' && m != 'P')
+            e.problem = "the emulated PMU's load sampling takes the modifiers u, p and P, not '" + std::string(1, m) + "'";
+    return e;
+}
+
+/// What pmc says wherever a modelled load sample is shown, with the latencies (cycles) the model states for a load
+/// served by L1, L2, LL and memory.
+inline std::string modelled_load_sample_note(const std::uint32_t (&latencies)[4]) {
+    return "modelled (pmc emulate --cache): every Nth load of this thread, exactly, with the level of Cachegrind's "
+           "cache model that served it and the latency the model states for that level (L1 " +
+           std::to_string(latencies[0]) + ", L2 " + std::to_string(latencies[1]) + ", LL " +
+           std::to_string(latencies[2]) + ", memory " + std::to_string(latencies[3]) +
+           " cycles); not measured, not a real core's";
 }
 
 PMC_END_NAMESPACE

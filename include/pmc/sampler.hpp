@@ -18,6 +18,11 @@
 // periods in frequency mode) beside the exact count, their ratio, the samples the kernel lost (PERF_FORMAT_LOST
 // from Linux 6.0, and the ring's LOST records) and how often it throttled, with a warning when estimate and count
 // disagree beyond the tolerance. There is no way to get the estimate without the exact count: stop() returns both.
+//
+// Under `pmc emulate --cache` (no PMU, no perf_event_open) a load-latency event (cpu/mem-loads,ldlat=N/P) opens on
+// the emulated PMU instead: its plugin samples every Nth load of the calling thread from its cache model and
+// drain() asks it for the samples (a request to the emulator, which writes them as the kernel's PERF_RECORD_SAMPLE
+// records), decoded here as the kernel's; the exact count is the plugin's count of the loads sampled from.
 #pragma once
 
 #include <pmc/config.hpp>
@@ -27,6 +32,7 @@
 #include <pmc/detail/ring.hpp>
 #include <pmc/detail/sys.hpp>
 #include <pmc/detail/text.hpp>
+#include <pmc/emulated.hpp>
 #include <pmc/error.hpp>
 #include <pmc/event.hpp>
 #include <pmc/hybrid.hpp>
@@ -188,6 +194,48 @@ inline std::optional<std::uint64_t> max_sample_rate() {
 }
 
 struct SamplerAccess; // tests: rings over memory that is not the kernel's
+
+/// A sampler on the emulated PMU (pmc emulate --cache): the plugin's id for it and the buffer its records are
+/// drained into (allocated at open, and not written until a drain: zeroing it would pass it through the modelled
+/// caches and evict the program's lines). Closing it (the destructor) frees the plugin's side.
+struct EmulatedSampling {
+    std::uint64_t id = 0;
+    std::unique_ptr<unsigned char[]> buffer;
+    std::size_t buffer_size = 0;
+
+    EmulatedSampling() = default;
+    EmulatedSampling(EmulatedSampling&& o) noexcept
+        : id(o.id), buffer(std::move(o.buffer)), buffer_size(o.buffer_size) {
+        o.id = 0;
+    }
+    EmulatedSampling& operator=(EmulatedSampling&& o) noexcept {
+        if (this != &o) {
+            close();
+            id = o.id;
+            buffer = std::move(o.buffer);
+            buffer_size = o.buffer_size;
+            o.id = 0;
+        }
+        return *this;
+    }
+    ~EmulatedSampling() { close(); }
+    void close() noexcept {
+        if (!id) return;
+        emulated::SamplerRequest r;
+        r.id = id;
+        emulated::request(emulated::Op::sampler_close, &r);
+        id = 0;
+    }
+    /// One request about this sampler (stop, or a drain into the buffer: `room` bytes of it).
+    emulated::SamplerRequest ask(emulated::Op op, std::size_t room = 0) noexcept {
+        emulated::SamplerRequest r;
+        r.id = id;
+        r.buffer = reinterpret_cast<std::uintptr_t>(buffer.get());
+        r.buffer_size = room;
+        emulated::request(op, &r);
+        return r;
+    }
+};
 } // namespace detail
 
 /// RAII sampling of one event (see the top of this file). Move-only. Drain from one thread at a time.
@@ -206,7 +254,8 @@ public:
     ~Sampler() = default; // closing the fds stops the events; unmapping frees the rings (noexcept)
 
     /// Hands every sample now in the rings to on_sample(const pmc::Sample&) and returns how many. No system
-    /// call, no allocation. Call it while running (after wait()) so the rings do not fill.
+    /// call, no allocation (on the emulated PMU: one request to the emulator per buffer of records). Call it while
+    /// running (after wait()) so the rings do not fill.
     template <class OnSample>
     std::size_t drain(OnSample&& on_sample) {
         return drain(on_sample, [](const detail::MappingRecord&) {});
@@ -249,12 +298,17 @@ private:
 
     template <class OnSample, class OnMapping>
     void handle(const perf_event_header& h, const unsigned char* record, OnSample& on_sample, OnMapping& on_mapping);
+    static Result<Sampler> open_emulated(std::string_view event, const LoadLatencyEvent& load,
+                                         const SamplerOptions& options);
+    template <class OnSample>
+    std::uint64_t drain_emulated(OnSample& on_sample); // returns the samples the plugin still holds
 
     EventSpec spec_;
     perf_event_attr attr_{};
     SamplerOptions options_;
     std::vector<std::string> notes_;
     std::vector<std::unique_ptr<detail::SamplerRing>> rings_;
+    detail::EmulatedSampling emulated_; // the emulated PMU's sampler (pmc emulate --cache), or none (id 0)
     detail::FileDescriptor exact_fd_; // the non-sampling twin
     SamplingProgress progress_;
     std::uint64_t period_sum_ = 0, last_period_ = 0;
@@ -296,9 +350,31 @@ void Sampler::handle(const perf_event_header& h, const unsigned char* record, On
     }
 }
 
+template <class OnSample>
+std::uint64_t Sampler::drain_emulated(OnSample& on_sample) {
+    auto no_mapping = [](const detail::MappingRecord&) {};
+    for (;;) {
+        const detail::emulated::SamplerRequest r =
+            emulated_.ask(detail::emulated::Op::sampler_drain, emulated_.buffer_size);
+        const std::size_t used = r.error ? 0 : static_cast<std::size_t>(r.buffer_size);
+        for (std::size_t at = 0; at + sizeof(perf_event_header) <= used;) {
+            perf_event_header h;
+            std::memcpy(&h, emulated_.buffer.get() + at, sizeof h);
+            if (h.size < sizeof h || at + h.size > used) {
+                progress_.corrupt_bytes += used - at;
+                break;
+            }
+            handle(h, emulated_.buffer.get() + at, on_sample, no_mapping);
+            at += h.size;
+        }
+        if (r.error || used == 0 || r.pending == 0) return r.error ? 0 : r.pending;
+    }
+}
+
 template <class OnSample, class OnMapping>
 std::size_t Sampler::drain(OnSample&& on_sample, OnMapping&& on_mapping) {
     const std::uint64_t before = progress_.samples;
+    if (emulated_.id) drain_emulated(on_sample);
     for (auto& ring : rings_) {
         const detail::RingStats st = ring->reader.drain(
             [&](const perf_event_header& h, const unsigned char* record) { handle(h, record, on_sample, on_mapping); });
@@ -310,6 +386,8 @@ std::size_t Sampler::drain(OnSample&& on_sample, OnMapping&& on_mapping) {
 }
 
 inline bool Sampler::wait(int timeout_ms) {
+    if (emulated_.id) // the samples are taken as the program runs: there is nothing to wait for
+        return !stopped_ && emulated_.ask(detail::emulated::Op::sampler_drain, 0).pending > 0;
     for (auto& ring : rings_)
         if (ring->reader.pending()) return true;
     if (rings_.empty() || stopped_) return false;
@@ -327,6 +405,24 @@ template <class OnSample, class OnMapping>
 BiasCheck Sampler::stop(OnSample&& on_sample, OnMapping&& on_mapping) {
     if (stopped_) return result_;
     stopped_ = true;
+    if (emulated_.id) {
+        // The emulated PMU: the plugin's counts are final at the stop; then the samples it still holds.
+        const detail::emulated::SamplerRequest r = emulated_.ask(detail::emulated::Op::sampler_stop);
+        drain(on_sample, on_mapping);
+        BiasCheck& b = result_;
+        b.event = spec_.text;
+        b.period = attr_.sample_period;
+        b.samples = progress_.samples;
+        b.estimated = progress_.samples * attr_.sample_period;
+        b.exact = r.loads;
+        b.lost = r.lost > progress_.lost ? r.lost : progress_.lost;
+        b.lost_from_kernel_count = true;
+        b.malformed = progress_.malformed;
+        b.allowance = attr_.sample_period;
+        b.tolerance = options_.tolerance;
+        judge(b);
+        return b;
+    }
     // The sampler stops before its twin, as it started after it: the twin sees every event the sampler could.
     for (auto& ring : rings_) detail::system_calls().ioctl(ring->fd.get(), PERF_EVENT_IOC_DISABLE, 0);
     if (exact_fd_) detail::system_calls().ioctl(exact_fd_.get(), PERF_EVENT_IOC_DISABLE, 0);
@@ -417,7 +513,79 @@ inline Result<Mapping> map_ring(const FileDescriptor& fd, const EventSpec& spec,
 
 } // namespace detail
 
+inline Result<Sampler> Sampler::open_emulated(std::string_view event, const LoadLatencyEvent& load,
+                                              const SamplerOptions& options) {
+    namespace em = detail::emulated;
+    const EmulatedPmu& pmu = *emulated_pmu();
+    const auto refuse = [&](const std::string& why) {
+        return make_failure(EOPNOTSUPP, "cannot sample '" + std::string(event) + "' on the emulated PMU: " + why);
+    };
+    if (!load.problem.empty()) return refuse(load.problem);
+    if (!pmu.load_sampling)
+        return refuse(pmu.cache_model ? "this plugin does not sample loads (an older pmc's): run the program with the "
+                                        "pmc emulate of the pmc version it was built with"
+                                      : "load-latency samples come from the cache model, and this run has none. Fix: "
+                                        "run the program under `pmc emulate --cache -- PROGRAM`");
+    if (options.frequency || !options.period)
+        return refuse("it samples every Nth load, exactly: give a period (SamplerOptions::period), not a frequency");
+    if (options.inherit || options.pid || options.enable_on_exec)
+        return refuse("it samples the calling thread's loads only (no inherit, pid or enable_on_exec): open a sampler "
+                      "on each thread to sample");
+    if (options.mappings)
+        return refuse("it writes no mapping records (SamplerOptions::mappings): read the mappings with "
+                      "pmc::AddressMap::try_of_process()");
+    if (options.fields & ~em::sampler_fields)
+        return refuse("it writes ip, tid, time, addr, cpu, period, weight and data_src; not " +
+                      detail::hex(options.fields & ~em::sampler_fields) + " (a callchain needs the kernel)");
+    const std::size_t pages = options.data_pages;
+    if (pages == 0 || (pages & (pages - 1)) != 0)
+        return refuse("data_pages must be a power of two, not " + std::to_string(pages));
+
+    Sampler s;
+    s.spec_.text = std::string(event);
+    s.spec_.name = "mem-loads";
+    s.options_ = options;
+    s.attr_.size = sizeof(perf_event_attr);
+    s.attr_.sample_type = options.fields;
+    s.attr_.sample_period = options.period;
+    s.attr_.exclude_kernel = 1;
+    // Held between drains: what a ring of data_pages would hold (more are lost and counted, as the kernel does).
+    s.emulated_.buffer_size = pages * detail::page_size();
+    s.emulated_.buffer.reset(new unsigned char[s.emulated_.buffer_size]);
+    em::SamplerRequest r;
+    r.period = options.period;
+    r.sample_type = options.fields;
+    r.min_latency = load.min_latency;
+    std::size_t record = sizeof(perf_event_header);
+    for (std::uint64_t bit = 1; bit; bit <<= 1)
+        if ((options.fields & bit) && bit != PERF_SAMPLE_WEIGHT_STRUCT) record += 8;
+    if ((options.fields & PERF_SAMPLE_WEIGHT_STRUCT) && !(options.fields & PERF_SAMPLE_WEIGHT)) record += 8;
+    r.capacity = s.emulated_.buffer_size / record;
+    em::request(em::Op::sampler_open, &r);
+    if (r.id == 0 || r.error) {
+        switch (static_cast<em::SamplerError>(r.error)) {
+        case em::SamplerError::thread_busy:
+            return refuse("this thread already has a load sampler open on the emulated PMU (one per thread: stop it "
+                          "first)");
+        case em::SamplerError::no_model:
+            return refuse("this run has no cache model. Fix: run the program under `pmc emulate --cache -- PROGRAM`");
+        default: return refuse("the plugin refused the request (error " + std::to_string(r.error) + ")");
+        }
+    }
+    s.emulated_.id = r.id;
+    s.notes_.push_back(modelled_load_sample_note(r.latencies) + "; model " + pmu.cache_geometry);
+    s.notes_.push_back("samples every " + std::to_string(options.period) + "th load whose modelled latency is at least " +
+                       std::to_string(load.min_latency) + " cycles (ldlat); the exact count is the plugin's count of "
+                       "those loads");
+    // Started last, after every allocation of the open: what the open adds to the count is a constant.
+    if (const em::SamplerRequest started = s.emulated_.ask(em::Op::sampler_start); started.error)
+        return refuse("the plugin did not start it (error " + std::to_string(started.error) + ")");
+    return s;
+}
+
 inline Result<Sampler> Sampler::try_open(std::string_view event, const SamplerOptions& options) {
+    if (emulated_pmu()) // under pmc emulate: a load-latency event samples the cache model
+        if (const auto load = load_latency_event(event)) return open_emulated(event, *load, options);
     auto parsed = try_parse_event(event, options.sysfs_root);
     if (!parsed) return parsed.failure();
     const EventSpec& spec = *parsed;

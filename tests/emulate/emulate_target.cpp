@@ -42,6 +42,7 @@
 #include <pmc/determinism.hpp>
 #include <pmc/group.hpp>
 #include <pmc/profiler.hpp>
+#include <pmc/sampler.hpp>
 
 #include "known_loop.hpp"
 
@@ -61,6 +62,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <mutex>
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -855,6 +858,94 @@ int run_cache_read() {
     return off ? 1 : 0;
 }
 
+/// load-samples BYTES LOADS PERIOD [WARM] [THREADS] [LDLAT]: each thread chases LOADS dependent loads through a cyclic chain
+/// of the 64-byte lines of a BYTES block of its own, in address order, under a load sampler of PERIOD (pmc emulate
+/// --cache: the emulated PMU's), after WARM passes over the block; prints what the samples say.
+int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t period, unsigned warm, unsigned threads,
+                     const std::string& ldlat) {
+    const std::string event = "cpu/mem-loads,ldlat=" + ldlat + "/P";
+    const std::size_t lines = bytes / 64;
+    if (lines < 2) return 2;
+    std::vector<std::string> report(threads);
+    int failures = 0;
+    std::mutex failures_lock;
+    const auto one = [&](unsigned t) {
+        auto* block = static_cast<char*>(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        for (std::size_t i = 0; i < lines; ++i)
+            *reinterpret_cast<void**>(block + i * 64) = block + ((i + 1) % lines) * 64;
+        void* p = block;
+        for (unsigned w = 0; w < warm; ++w)
+            for (std::size_t i = 0; i < lines; ++i) p = *static_cast<void* volatile*>(p);
+        struct Seen {
+            std::uint64_t ip, addr, weight, time, period;
+            pmc::DataSource source;
+            std::uint32_t tid;
+        };
+        std::vector<Seen> seen;
+        seen.reserve(static_cast<std::size_t>(loads / period) + 1000);
+        pmc::SamplerOptions o;
+        o.period = period;
+        o.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::time | pmc::sample::addr | pmc::sample::period |
+                   pmc::sample::weight | pmc::sample::data_src; // every field the emulated PMU writes but cpu
+        auto sampler = pmc::Sampler::try_open(event, o);
+        if (!sampler) {
+            std::lock_guard<std::mutex> hold(failures_lock);
+            report[t] = "cannot sample: " + sampler.failure().message;
+            ++failures;
+            return;
+        }
+        for (std::uint64_t n = loads; n; --n) p = *static_cast<void* volatile*>(p);
+        const pmc::BiasCheck check = sampler->stop([&](const pmc::Sample& x) {
+            if (seen.size() < seen.capacity())
+                seen.push_back({x.ip, x.addr, x.weight, x.time, x.period, x.data_source, x.tid});
+        });
+        const auto begin = reinterpret_cast<std::uint64_t>(block), end = begin + bytes;
+        std::uint64_t inside = 0, l1 = 0, l3 = 0, ram = 0, other = 0, not_load = 0, wrong_weight = 0, wrong_tid = 0,
+                      wrong_time = 0, last_time = 0;
+        std::vector<std::uint64_t> ips;
+        const auto tid = static_cast<std::uint32_t>(::syscall(SYS_gettid));
+        for (const Seen& x : seen) {
+            wrong_tid += x.tid != tid;
+            wrong_time += x.time == 0 || x.time < last_time || x.period != period; // the host's clock, rising
+            last_time = x.time;
+            if (x.addr < begin || x.addr >= end) continue;
+            ++inside;
+            not_load += x.source.op != pmc::DataSource::Op::load;
+            const auto level = x.source.level;
+            (level == pmc::DataSource::Level::l1 ? l1 : level == pmc::DataSource::Level::l3 ? l3
+             : level == pmc::DataSource::Level::ram                                  ? ram
+                                                                                     : other)++;
+            const std::uint64_t want = level == pmc::DataSource::Level::l1   ? 4
+                                       : level == pmc::DataSource::Level::l3 ? 40
+                                                                             : 200;
+            wrong_weight += x.weight != want;
+            if (std::find(ips.begin(), ips.end(), x.ip) == ips.end()) ips.push_back(x.ip);
+        }
+        char line[512];
+        std::snprintf(line, sizeof line,
+                      "loads counted %llu, samples %llu, counted/period %llu, lost %llu; in the block %llu: L1 %llu, "
+                      "L3 %llu, RAM %llu, other %llu; not loads %llu, weights off %llu, tids off %llu, times off %llu, ips %zu; "
+                      "%s\n",
+                      static_cast<unsigned long long>(check.exact), static_cast<unsigned long long>(check.samples),
+                      static_cast<unsigned long long>(check.exact / period), static_cast<unsigned long long>(check.lost),
+                      static_cast<unsigned long long>(inside), static_cast<unsigned long long>(l1),
+                      static_cast<unsigned long long>(l3), static_cast<unsigned long long>(ram),
+                      static_cast<unsigned long long>(other), static_cast<unsigned long long>(not_load),
+                      static_cast<unsigned long long>(wrong_weight), static_cast<unsigned long long>(wrong_tid),
+                      static_cast<unsigned long long>(wrong_time), ips.size(), check.agrees ? "agrees" : check.warning.c_str());
+        report[t] = line;
+        if (t == 0 && threads == 1)
+            for (const auto& note : sampler->notes()) report[t] += "note: " + note + "\n";
+        ::munmap(block, bytes);
+        if (!p) std::printf("\n");
+    };
+    std::vector<std::thread> running;
+    for (unsigned t = 0; t < threads; ++t) running.emplace_back(one, t);
+    for (auto& th : running) th.join();
+    for (unsigned t = 0; t < threads; ++t) std::printf("thread %u: %s", t, report[t].c_str());
+    return failures ? 1 : 0;
+}
+
 int run_cache_threads() {
     std::string lines[4];
     // The threads set up one after another, then work at once: what they allocate (the group, its readings, and
@@ -966,6 +1057,12 @@ int main(int argc, char** argv) {
         if (mode == "matmul" && argc > 2) return run_matmul(static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10)));
         if (mode == "cache-read") return run_cache_read();
         if (mode == "cache-threads") return run_cache_threads();
+        if (mode == "load-samples" && argc > 4) // load-samples BYTES LOADS PERIOD [WARM] [THREADS] [LDLAT]
+            return run_load_samples(std::strtoul(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),
+                                    std::strtoull(argv[4], nullptr, 10),
+                                    argc > 5 ? static_cast<unsigned>(std::strtoul(argv[5], nullptr, 10)) : 0,
+                                    argc > 6 ? static_cast<unsigned>(std::strtoul(argv[6], nullptr, 10)) : 1,
+                                    argc > 7 ? argv[7] : "3");
         if (mode == "hooks") return run_hooks();
         if (mode == "alloc-race") return run_alloc_race();
         if (mode == "profile") {

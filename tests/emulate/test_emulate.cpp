@@ -979,6 +979,172 @@ TEST_CASE("pmc-example-profiler under pmc emulate: every interval identical in 3
 }
 #endif
 
+namespace {
+/// What one thread of `pmc-emulate-target load-samples` printed.
+struct LoadSamples {
+    std::uint64_t counted = 0, samples = 0, per_period = 0, lost = 0, inside = 0, l1 = 0, l3 = 0, ram = 0, other = 0,
+                  not_loads = 0, weights_off = 0, tids_off = 0, times_off = 0, ips = 0;
+    bool agrees = false;
+};
+std::vector<LoadSamples> parse_load_samples(const std::string& out) {
+    std::vector<LoadSamples> all;
+    const std::regex line("loads counted ([0-9]+), samples ([0-9]+), counted/period ([0-9]+), lost ([0-9]+); in the "
+                          "block ([0-9]+): L1 ([0-9]+), L3 ([0-9]+), RAM ([0-9]+), other ([0-9]+); not loads ([0-9]+), "
+                          "weights off ([0-9]+), tids off ([0-9]+), times off ([0-9]+), ips ([0-9]+); (agrees)?");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it) {
+        LoadSamples x;
+        const auto n = [&](int i) { return std::stoull((*it)[i]); };
+        x.counted = n(1), x.samples = n(2), x.per_period = n(3), x.lost = n(4), x.inside = n(5), x.l1 = n(6),
+        x.l3 = n(7), x.ram = n(8), x.other = n(9), x.not_loads = n(10), x.weights_off = n(11), x.tids_off = n(12),
+        x.times_off = n(13), x.ips = n(14);
+        x.agrees = (*it)[15].matched;
+        all.push_back(x);
+    }
+    return all;
+}
+/// `pmc emulate --cache -- pmc-emulate-target load-samples ARGS`: each thread's line, and the whole output.
+std::vector<LoadSamples> load_samples(const std::string& args, std::string* out = nullptr) {
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target + "' load-samples " + args +
+                                         " 2>&1");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    if (out) *out = r.out;
+    auto all = parse_load_samples(r.out);
+    REQUIRE(!all.empty());
+    return all;
+}
+} // namespace
+
+TEST_CASE("under pmc emulate --cache a load-latency Sampler takes every Nth load exactly, each with the model's level "
+          "and latency", "[emulate][cache][sampling]") {
+    REQUIRE_EMULATOR();
+    // A chain through the lines of a 16 MiB block in address order, twice the LL: every load misses to memory.
+    // Period 1000: the samples are the loads counted / 1000, exactly; those in the block are its loads / 1000
+    // exactly, all RAM with the memory latency (200), from the one load instruction, on this thread.
+    std::string first;
+    const LoadSamples a = load_samples("16777216 400000 1000", &first).at(0);
+    const LoadSamples b = load_samples("16777216 800000 1000").at(0);
+    for (const LoadSamples& x : {a, b}) {
+        CHECK(x.samples == x.counted / 1000);
+        CHECK(x.per_period == x.samples);
+        CHECK(x.lost == 0);
+        CHECK(x.ram == x.inside);
+        CHECK(x.not_loads == 0);
+        CHECK(x.weights_off == 0);
+        CHECK(x.tids_off == 0);
+        CHECK(x.times_off == 0);
+        CHECK(x.ips == 1);
+        CHECK(x.agrees);
+    }
+    CHECK(a.inside == 400);
+    CHECK(b.inside == 800);
+    CHECK(b.counted - a.counted == 400000); // the sampler's own loads are a constant
+    CHECK(a.counted - 400000 < 1000);
+    // Twice: the same samples.
+    std::string again;
+    load_samples("16777216 400000 1000", &again);
+    CHECK(first == again);
+    // A 1 MiB block (above D1, inside the LL), warmed once: every sampled load of it is an LL hit (L3, 40 cycles);
+    // a 16 KiB block warmed twice: all L1 (4 cycles).
+    const LoadSamples ll = load_samples("1048576 100000 1000 1").at(0);
+    CHECK(ll.inside == 100);
+    CHECK(ll.l3 == 100);
+    CHECK(ll.weights_off == 0);
+    const LoadSamples l1 = load_samples("16384 100000 1000 2").at(0);
+    CHECK(l1.inside == 100);
+    CHECK(l1.l1 == 100);
+    CHECK(l1.weights_off == 0);
+    // ldlat=30: the L1 hits (4 cycles) are not candidates, so the block's loads are neither counted nor sampled;
+    // in the 16 MiB block (200 cycles) they all are.
+    const LoadSamples fast = load_samples("16384 100000 100 2 1 30").at(0);
+    CHECK(fast.inside == 0);
+    CHECK(fast.counted < 1000);
+    const LoadSamples slow = load_samples("16777216 100000 100 0 1 30").at(0);
+    CHECK(slow.inside == 1000);
+    CHECK(slow.samples == slow.counted / 100);
+}
+
+TEST_CASE("under pmc emulate --cache each thread's load samples are its own, and samples beyond the buffer are "
+          "counted as lost", "[emulate][cache][sampling]") {
+    REQUIRE_EMULATOR();
+    // Three threads at once, each with its own block and sampler: identical lines, whatever the interleaving.
+    const auto threads = load_samples("16384 200000 1000 2 3");
+    REQUIRE(threads.size() == 3);
+    for (const LoadSamples& t : threads) {
+        CHECK(t.counted == threads[0].counted);
+        CHECK(t.samples == t.counted / 1000);
+        CHECK(t.inside == 200);
+        CHECK(t.l1 == 200);
+        CHECK(t.tids_off == 0);
+    }
+    // Period 1 and no drain: the buffer (64 pages) holds 4,096 samples of these fields; the rest are lost, counted
+    // (a PERF_RECORD_LOST record) and named by the bias check.
+    std::string out;
+    const LoadSamples full = load_samples("16384 100000 1 1", &out).at(0);
+    CHECK(full.lost > 0);
+    CHECK(full.samples + full.lost == full.counted);
+    CHECK_FALSE(full.agrees);
+    CHECK_THAT(out, ContainsSubstring("samples were lost because the ring buffer was full"));
+}
+
+TEST_CASE("a load-latency Sampler under pmc emulate without --cache names the flag", "[emulate][cache][sampling]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("load-samples 16384 1000 10") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("cannot sample 'cpu/mem-loads,ldlat=3/P' on the emulated PMU: load-latency "
+                                        "samples come from the cache model, and this run has none. Fix: run the "
+                                        "program under `pmc emulate --cache -- PROGRAM`"));
+}
+
+#if defined(PMC_EXAMPLE_LOAD_COUNT_BIAS_PATH)
+TEST_CASE("the load-latency examples print their tables under pmc emulate --cache, the same on every run",
+          "[emulate][cache][sampling]") {
+    REQUIRE_EMULATOR();
+    const auto twice = [](const std::string& command) {
+        const auto r1 = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- " + command + " 2>/dev/null");
+        const auto r2 = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- " + command + " 2>/dev/null");
+        INFO(r1.out);
+        CHECK(r1.status == 0);
+        CHECK(r2.status == 0);
+        CHECK(r1.out == r2.out);
+        CHECK_THAT(r1.out, !ContainsSubstring("SKIPPED"));
+        CHECK_THAT(r1.out, ContainsSubstring("modelled (pmc emulate --cache)"));
+        return r1.out;
+    };
+    // 7 and 8 loads an iteration, 3 periods each: every row's bias check agrees (no shadow in the model), and the
+    // exact count is the loop's loads and the reads' few.
+    const std::string bias = twice("'" PMC_EXAMPLE_LOAD_COUNT_BIAS_PATH "' --iterations 20000");
+    const std::regex row("\n([78])-load +[78] +20000 +([0-9]+) +([0-9]+) +([0-9]+) +([0-9]+) +([0-9]+) +[0-9.]+  agrees");
+    int rows = 0;
+    for (auto it = std::sregex_iterator(bias.begin(), bias.end(), row); it != std::sregex_iterator(); ++it, ++rows) {
+        const std::uint64_t expected = std::stoull((*it)[2]), exact = std::stoull((*it)[3]),
+                            period = std::stoull((*it)[4]), samples = std::stoull((*it)[5]);
+        CHECK(exact >= expected);
+        CHECK(exact - expected < 100);
+        CHECK(samples >= expected / period); // every Nth load: no shadow
+    }
+    CHECK(rows == 6);
+    // Three blocks: in L1, in the LL, beyond it: each bucket of the model's levels gets its block's samples.
+    const std::string buckets = twice("'" PMC_EXAMPLE_DCACHE_BUCKETS_PATH "' --edges 8,30,150 --labels L1,L2,LL,memory "
+                                      "--sizes 16K,1M,16M --loads 50000 --period 500");
+    CHECK_THAT(buckets, ContainsSubstring("agrees within tolerance"));
+    const std::string sampled = buckets.substr(buckets.find("sampled event:")); // (the empty buckets come first)
+    for (const char* level : {"L1 +0 - 8 +([0-9]+) ", "LL +30 - 150 +([0-9]+) ", "memory +150 - +([0-9]+) "}) {
+        std::smatch m;
+        CAPTURE(level);
+        REQUIRE(std::regex_search(sampled, m, std::regex(std::string("\n  ") + level + ".*%")));
+        CHECK(std::stoull(m[1]) >= 50);
+    }
+    for (const char* block : {"chain in 16K block", "chain in 1M block", "chain in 16M block"}) {
+        std::smatch m;
+        CAPTURE(block);
+        REQUIRE(std::regex_search(sampled, m, std::regex(std::string("\n +([0-9]+) .*block +") + block)));
+        CHECK(std::stoull(m[1]) == 100); // its 50,000 loads / 500
+    }
+}
+#endif
+
 TEST_CASE("plugins with a planted fault are caught: a block counted twice, a thread handed another's count",
           "[emulate]") {
     REQUIRE_EMULATOR();

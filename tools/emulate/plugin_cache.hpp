@@ -17,6 +17,7 @@
 #pragma once
 
 #include "model/cache_model.hpp"
+#include "plugin_sampling.hpp"
 #include "qemu_plugin_api.h"
 
 #include <pthread.h>
@@ -91,7 +92,7 @@ struct ThreadModel {
     explicit ThreadModel(const pmc_model::CacheConfig& c) : caches(c) {}
     void complete(const pmc_model::DataAccess& a) noexcept {
         if (a.kind == pmc_model::Kind::write) caches.write(a.address, a.size);
-        else caches.read(a.address, a.size);
+        else plugin_sampling::on_load(a.pc, a.address, caches.read(a.address, a.size)); // (load sampling)
     }
     void flush() noexcept {
         merger.flush([this](const pmc_model::DataAccess& a) { complete(a); });

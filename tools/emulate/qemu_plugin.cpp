@@ -11,7 +11,8 @@
 // includes the system call instruction itself. pmc::Counter{"instructions:u"} finds this by a handshake at open.
 // With cache=on (pmc emulate --cache) the hello says so, and a read_events request reads the thread's cache model
 // (plugin_cache.hpp) too: QEMU calls each memory callback right after its access, so every access before the
-// request is in the model when it is answered.
+// request is in the model when it is answered. A pmc::Sampler on a load-latency event samples the thread's loads from
+// the model there (plugin_sampling.hpp).
 //
 // What it does not count: the kernel's work for a system call (QEMU does it on the host), QEMU's own work, other
 // threads (each thread reads only its own count). A block that a synchronous fault (SIGSEGV, SIGBUS) or an atomic
@@ -521,6 +522,7 @@ void in_fork_child() {
     new (&totals_lock) std::mutex; // they may have been held by a thread that is gone
     new (&slots_lock) std::mutex;
     if (plugin_cache::settings.on) plugin_cache::in_fork_child();
+    plugin_sampling::in_fork_child();
     say_started();
 }
 
@@ -662,6 +664,21 @@ void note_refused_result(int64_t num, int64_t ret) {
     if (num == refused_calls.clone3 && ret == -ENOSYS) clone3_refused = true;
 }
 
+/// A load-sampling request (plugin_sampling.hpp): the request read from the program, answered, the records written
+/// into its buffer, the request's answer written back.
+void answer_sampler(proto::Op op, std::uint64_t at) {
+    proto::SamplerRequest r;
+    if (!read_guest(at, &r, sizeof r)) return bad_request(at);
+    thread_local std::vector<unsigned char> records;
+    plugin_sampling::handle(op, r, plugin_cache::settings.on, records);
+    if (op == proto::Op::sampler_drain && !records.empty() &&
+        copy_guest(r.buffer, records.data(), records.size(), true) != records.size()) {
+        bad_request(r.buffer);
+        r.buffer_size = 0;
+    }
+    if (!write_guest(at, &r, sizeof r)) bad_request(at);
+}
+
 void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
                 uint64_t a4, uint64_t a5, uint64_t, uint64_t, uint64_t) {
     this_vcpu = vcpu;
@@ -710,10 +727,13 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
             c.strict_inclusion = m.inclusion == pmc_model::Inclusion::strict ? 1 : 0;
         }
         if (copy_guest(a3, &c, sizeof c, true) != sizeof c) bad_request(a3);
+    } else if (a2 >= static_cast<std::uint64_t>(proto::Op::sampler_open) &&
+               a2 <= static_cast<std::uint64_t>(proto::Op::sampler_start)) {
+        answer_sampler(static_cast<proto::Op>(a2), a3); // plugin_sampling.hpp
     } else if (a2 == static_cast<std::uint64_t>(proto::Op::hello)) {
         proto::Hello hello{};
         hello.protocol = proto::protocol_version;
-        hello.flags = plugin_cache::settings.on ? proto::hello_cache_model : 0;
+        hello.flags = plugin_cache::settings.on ? proto::hello_cache_model | proto::hello_load_sampling : 0;
         std::memcpy(hello.target, target_name, sizeof hello.target);
         hello.reply = proto::hello_reply;
         if (copy_guest(a3, &hello, sizeof hello, true) != sizeof hello) bad_request(a3);

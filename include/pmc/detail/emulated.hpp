@@ -11,13 +11,17 @@
 // process.
 //
 // Under `pmc emulate --cache` the hello's flags say the plugin runs a cache model per thread, and a read_events
-// request reads the thread's modelled cache events as well (several at one request, for pmc::Group).
+// request reads the thread's modelled cache events as well (several at one request, for pmc::Group), and
+// pmc::Sampler samples the thread's loads from the model (sampler_open, sampler_drain: load-latency sampling, the
+// samples written as the kernel's PERF_RECORD_SAMPLE records).
 //
 // The plugin touches guest memory only when the first argument is `magic`, so another program's use of the same
 // number is harmless to it.
 #pragma once
 
 #include <pmc/config.hpp>
+
+#include <linux/perf_event.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -77,6 +81,14 @@ enum class Op : std::uint64_t {
     /// modelled ones: the program asks only when the hello said hello_cache_model)
     read_events = 3,
     cache_config = 4, ///< third argument: a CacheConfig the plugin fills (only when the hello said hello_cache_model)
+    /// Load-latency sampling from the cache model (only when the hello said hello_load_sampling); the third
+    /// argument is a SamplerRequest each time.
+    sampler_open = 5,  ///< makes a sampler of the calling thread's loads: every `period`-th at or above min_latency
+    sampler_drain = 6, ///< writes pending samples into `buffer` as PERF_RECORD_SAMPLE (and LOST) records
+    sampler_stop = 7,  ///< stops sampling; the counts are final, the pending samples stay for drains
+    sampler_close = 8, ///< stops and frees the sampler (its pending samples are dropped)
+    sampler_start = 9, ///< starts it, from the thread that opened it (the last step of an open: nothing of the
+                       ///< open's own work is counted)
 };
 
 /// What read_events counts. The cache events are the model's (pmc emulate --cache: Cachegrind's model, per thread):
@@ -101,6 +113,40 @@ inline constexpr std::uint64_t max_events = 64;
 
 /// Hello::flags: the plugin runs the cache model (pmc emulate --cache) and answers read_events and cache_config.
 inline constexpr std::uint32_t hello_cache_model = 1;
+/// Hello::flags: the plugin samples loads from its cache model (the sampler_* requests).
+inline constexpr std::uint32_t hello_load_sampling = 2;
+
+/// The PERF_SAMPLE_* fields the plugin writes into a load sample (in the kernel's order): ip, tid, time, addr,
+/// cpu, period, weight or weight_struct, data_src.
+inline constexpr std::uint64_t sampler_fields = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                                PERF_SAMPLE_ADDR | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+                                                PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT | PERF_SAMPLE_DATA_SRC;
+
+/// What the sampler_* requests exchange (in: set by the program; out: by the plugin).
+struct SamplerRequest {
+    std::uint64_t id = 0;          ///< open: out, the sampler's id; the others: in
+    std::uint64_t period = 0;      ///< open, in: a sample every `period` counted loads
+    std::uint64_t sample_type = 0; ///< open, in: the PERF_SAMPLE_* fields of each record (of sampler_fields)
+    std::uint64_t min_latency = 0; ///< open, in: loads the model serves in fewer cycles are not counted (ldlat)
+    std::uint64_t capacity = 0;    ///< open, in: samples held between drains; more are lost (counted)
+    std::uint64_t buffer = 0;      ///< drain, in: where the records go
+    std::uint64_t buffer_size = 0; ///< drain, in: its size; out: the bytes written (whole records)
+    std::uint64_t loads = 0;       ///< out: loads counted since open (the exact count the samples estimate)
+    std::uint64_t samples = 0;     ///< out: samples taken since open
+    std::uint64_t lost = 0;        ///< out: samples dropped because `capacity` were pending
+    std::uint64_t pending = 0;     ///< drain, out: samples still held
+    std::uint32_t latencies[4] = {}; ///< open, out: the cycles a load served by L1, L2, LL, memory reports
+    std::uint32_t error = 0;       ///< out: 0, or a SamplerError
+    std::uint32_t reserved = 0;
+};
+enum class SamplerError : std::uint32_t {
+    none = 0,
+    no_model = 1,       ///< the run has no cache model (pmc emulate without --cache)
+    bad_request = 2,    ///< a period of 0, fields the plugin does not write, or no capacity
+    unknown_id = 3,     ///< no such sampler (closed, or another process's)
+    thread_busy = 4,    ///< the calling thread already has a sampler running
+    other_thread = 5,   ///< sampler_start from a thread that did not open it
+};
 
 /// The model's geometry, in bytes (as Valgrind's --D1=SIZE,ASSOC,LINE); l2 all zero when there is none.
 struct CacheConfig {

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT
+// plugin_sampling.hpp: load-latency sampling under `pmc emulate --cache`, inside pmc's QEMU plugin (included by
+// plugin_cache.hpp, which feeds it, and answered by qemu_plugin.cpp's system call handler).
+//
+// A program's pmc::Sampler opened on a load-latency event (cpu/mem-loads,ldlat=N/P) asks for it with
+// Op::sampler_open and starts it with Op::sampler_start (pmc/detail/emulated.hpp). From then on every load of the calling thread that the cache model
+// completes comes here with the level that served it (plugin_cache's ThreadModel::complete), and
+// pmc_model::LoadSampler takes every period-th load whose modelled latency reaches the threshold. Which loads are
+// sampled depends on that thread's loads alone, so two runs of a program give the same samples. The samples wait
+// in a bounded queue (the size of the program's ring, as the kernel's: more are counted as lost) until
+// Op::sampler_drain writes them into the program's buffer as the kernel's PERF_RECORD_SAMPLE records, with the
+// fields the program asked for, and a PERF_RECORD_LOST record for what was dropped: pmc::Sampler decodes them with
+// the code that reads the kernel's ring. A drain is a system call, which ends the emulator's block: every load
+// before it has been counted and, if its turn came, sampled.
+//
+// Cost: with no sampler open, one thread-local load and a branch per load the model completes.
+#pragma once
+
+#include "model/load_sampler.hpp"
+
+#include <pmc/detail/emulated.hpp>
+
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace plugin_sampling {
+
+namespace proto = pmc::detail::emulated;
+
+/// One pending sample, as the model gave it.
+struct Pending {
+    pmc_model::LoadSample load;
+    std::uint64_t time;
+};
+
+/// One open sampler: the loads of the thread that opened it.
+struct Sampler {
+    std::uint64_t id;
+    std::uint64_t sample_type;
+    std::uint32_t min_latency;
+    std::uint32_t pid, tid;
+    pmc_model::LoadSampler loads;
+    std::atomic<bool> running{true};
+    std::atomic<bool> forgotten{false}; ///< its thread no longer points at it (it may be freed)
+    /// `loads`' counts as the sampled thread last left them, for a drain or stop from another thread
+    std::atomic<std::uint64_t> counted{0}, sampled{0};
+
+    std::mutex lock; // the sampled thread adds, the draining thread (any) takes
+    std::vector<Pending> pending; ///< a ring of `capacity`
+    std::size_t head = 0, size = 0;
+    std::uint64_t lost = 0, lost_reported = 0;
+
+    Sampler(std::uint64_t id_, const proto::SamplerRequest& r, std::uint32_t pid_, std::uint32_t tid_)
+        : id(id_), sample_type(r.sample_type), min_latency(static_cast<std::uint32_t>(r.min_latency)), pid(pid_),
+          tid(tid_), loads(r.period), pending(static_cast<std::size_t>(r.capacity)) {}
+};
+
+inline std::mutex samplers_lock;
+inline std::map<std::uint64_t, std::unique_ptr<Sampler>> samplers;
+inline std::uint64_t next_id = 1;
+/// The calling thread's running sampler, or null: what each load checks (initial-exec TLS, a plain load).
+inline __attribute__((tls_model("initial-exec"))) thread_local Sampler* current = nullptr;
+
+/// The model's latencies, the same for every sampler (stated figures, pmc_model::LoadLatencies).
+inline const pmc_model::LoadLatencies latencies{};
+
+__attribute__((noinline)) inline void take(Sampler& s, std::uint64_t ip, std::uint64_t address,
+                                          pmc_model::Level level) {
+    if (!s.running.load(std::memory_order_relaxed)) { // stopped from another thread
+        current = nullptr;
+        s.forgotten.store(true);
+        return;
+    }
+    if (latencies.of(level) < s.min_latency) return; // below the threshold: not a candidate, as with ldlat
+    pmc_model::LoadSample sample;
+    const bool take_it = s.loads.load(ip, address, level, sample);
+    s.counted.store(s.loads.loads(), std::memory_order_relaxed);
+    if (!take_it) return;
+    s.sampled.store(s.loads.samples(), std::memory_order_relaxed);
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    std::lock_guard<std::mutex> hold(s.lock);
+    if (s.size == s.pending.size()) {
+        ++s.lost;
+        return;
+    }
+    s.pending[(s.head + s.size) % s.pending.size()] =
+        Pending{sample, static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec)};
+    ++s.size;
+}
+
+/// One load the cache model completed for this thread, served at `level`.
+inline void on_load(std::uint64_t ip, std::uint64_t address, pmc_model::Level level) noexcept {
+    if (__builtin_expect(current != nullptr, 0)) take(*current, ip, address, level);
+}
+
+/// The size of one record with `sample_type`'s fields.
+inline std::size_t record_size(std::uint64_t sample_type) {
+    std::size_t n = sizeof(perf_event_header);
+    for (std::uint64_t f : {PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_SAMPLE_ADDR, PERF_SAMPLE_CPU,
+                            PERF_SAMPLE_PERIOD, PERF_SAMPLE_DATA_SRC})
+        if (sample_type & f) n += 8;
+    if (sample_type & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT)) n += 8;
+    return n;
+}
+
+/// Appends one PERF_RECORD_SAMPLE in the kernel's layout for `sample_type`.
+inline void write_sample(std::vector<unsigned char>& out, const Sampler& s, const Pending& p) {
+    const std::size_t at = out.size();
+    out.resize(at + record_size(s.sample_type));
+    unsigned char* w = out.data() + at;
+    const auto put = [&w](std::uint64_t v) {
+        std::memcpy(w, &v, 8);
+        w += 8;
+    };
+    perf_event_header h{};
+    h.type = PERF_RECORD_SAMPLE;
+    h.misc = PERF_RECORD_MISC_USER;
+    h.size = static_cast<std::uint16_t>(record_size(s.sample_type));
+    std::memcpy(w, &h, sizeof h);
+    w += sizeof h;
+    const std::uint64_t t = s.sample_type;
+    if (t & PERF_SAMPLE_IP) put(p.load.ip);
+    if (t & PERF_SAMPLE_TID) put(std::uint64_t{s.pid} | std::uint64_t{s.tid} << 32);
+    if (t & PERF_SAMPLE_TIME) put(p.time);
+    if (t & PERF_SAMPLE_ADDR) put(p.load.address);
+    if (t & PERF_SAMPLE_CPU) put(0);
+    if (t & PERF_SAMPLE_PERIOD) put(s.loads.period());
+    if (t & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT)) put(p.load.latency); // var1: the latency
+    if (t & PERF_SAMPLE_DATA_SRC) put(p.load.data_source);
+}
+
+inline void write_lost(std::vector<unsigned char>& out, std::uint64_t id, std::uint64_t lost) {
+    perf_event_header h{};
+    h.type = PERF_RECORD_LOST;
+    h.size = sizeof h + 16;
+    const std::size_t at = out.size();
+    out.resize(at + h.size);
+    std::memcpy(out.data() + at, &h, sizeof h);
+    std::memcpy(out.data() + at + sizeof h, &id, 8);
+    std::memcpy(out.data() + at + sizeof h + 8, &lost, 8);
+}
+
+inline void fill_counts(Sampler& s, proto::SamplerRequest& r) { // under s.lock
+    r.loads = s.counted.load(std::memory_order_relaxed);
+    r.samples = s.sampled.load(std::memory_order_relaxed);
+    r.lost = s.lost;
+    r.pending = s.size;
+}
+
+/// Answers one sampler_* request from the calling thread. `model_on`: the run has the cache model. For a drain,
+/// `records` gets what to write at r.buffer (r.buffer_size is set to its size).
+inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::vector<unsigned char>& records) {
+    using E = proto::SamplerError;
+    r.error = static_cast<std::uint32_t>(E::none);
+    if (!model_on) {
+        r.error = static_cast<std::uint32_t>(E::no_model);
+        return;
+    }
+    if (op == proto::Op::sampler_open) {
+        if (r.period == 0 || r.capacity == 0 || (r.sample_type & ~proto::sampler_fields) != 0 ||
+            r.capacity > (std::uint64_t{1} << 24)) {
+            r.error = static_cast<std::uint32_t>(E::bad_request);
+            return;
+        }
+        if (current) {
+            r.error = static_cast<std::uint32_t>(E::thread_busy);
+            return;
+        }
+        std::lock_guard<std::mutex> hold(samplers_lock);
+        const std::uint64_t id = next_id++;
+        auto s = std::make_unique<Sampler>(id, r, static_cast<std::uint32_t>(::getpid()),
+                                           static_cast<std::uint32_t>(::syscall(SYS_gettid)));
+        samplers.emplace(id, std::move(s));
+        r.id = id;
+        r.latencies[0] = latencies.l1, r.latencies[1] = latencies.l2, r.latencies[2] = latencies.ll,
+        r.latencies[3] = latencies.memory;
+        return;
+    }
+    std::unique_lock<std::mutex> hold_all(samplers_lock);
+    const auto found = samplers.find(r.id);
+    if (found == samplers.end()) {
+        r.error = static_cast<std::uint32_t>(E::unknown_id);
+        return;
+    }
+    Sampler& s = *found->second;
+    if (op == proto::Op::sampler_close) {
+        s.running.store(false);
+        if (current == &s) current = nullptr, s.forgotten.store(true);
+        // Freed once its thread no longer points at it; closed from another thread while the sampled thread runs
+        // on, it stays allocated (that thread sees `running` cleared at its next load).
+        if (s.forgotten.load()) samplers.erase(found);
+        return;
+    }
+    if (op == proto::Op::sampler_start) {
+        if (s.tid != static_cast<std::uint32_t>(::syscall(SYS_gettid))) {
+            r.error = static_cast<std::uint32_t>(E::other_thread);
+            return;
+        }
+        if (current && current != &s) {
+            r.error = static_cast<std::uint32_t>(E::thread_busy);
+            return;
+        }
+        current = &s;
+        return;
+    }
+    if (op == proto::Op::sampler_stop) {
+        s.running.store(false);
+        if (current == &s) current = nullptr, s.forgotten.store(true);
+        std::lock_guard<std::mutex> hold(s.lock);
+        fill_counts(s, r);
+        return;
+    }
+    // sampler_drain: whole records up to the buffer's size; a LOST record first if samples were dropped since.
+    std::lock_guard<std::mutex> hold(s.lock);
+    hold_all.unlock();
+    records.clear();
+    const std::size_t room = static_cast<std::size_t>(r.buffer_size), one = record_size(s.sample_type);
+    if (s.lost != s.lost_reported && room >= sizeof(perf_event_header) + 16) {
+        write_lost(records, s.id, s.lost - s.lost_reported);
+        s.lost_reported = s.lost;
+    }
+    while (s.size && records.size() + one <= room) {
+        write_sample(records, s, s.pending[s.head]);
+        s.head = (s.head + 1) % s.pending.size();
+        --s.size;
+    }
+    r.buffer_size = records.size();
+    fill_counts(s, r);
+}
+
+/// In a fork child: the samplers are the parent's; the child's thread samples on into its own copy.
+inline void in_fork_child() {
+    new (&samplers_lock) std::mutex;
+    for (auto& [id, s] : samplers) new (&s->lock) std::mutex;
+}
+
+} // namespace plugin_sampling
