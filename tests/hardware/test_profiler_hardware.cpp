@@ -8,6 +8,7 @@
 #include <pmc/profile_format.hpp>
 #include <pmc/profiler.hpp>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,13 @@ __attribute__((noinline)) void scope_around_loop(pmc::Profiler& prof, pmc::Label
     profiled_loop(n);
 }
 
+/// The calling thread's context switches so far (voluntary and not).
+long context_switches() {
+    rusage u{};
+    ::getrusage(RUSAGE_THREAD, &u);
+    return u.ru_nvcsw + u.ru_nivcsw;
+}
+
 } // namespace
 
 TEST_CASE("profiler with instructions:u: instructions per recorded interval, and the header's costs are what "
@@ -72,17 +80,23 @@ TEST_CASE("profiler with instructions:u: instructions per recorded interval, and
     const std::string path = std::string(tmpl) + "/hw.pmcprof";
     constexpr int rounds = 2000, children = 16;
     constexpr std::uint64_t loop = 1000;
+    // The thread's context switches by the end of each round (read between rounds, outside every scope): after
+    // one, the kernel has rewritten the counter's page (a new offset, maybe another counter) and the next mrs
+    // read takes the re-caching path, whose extra instructions land in the intervals around it.
+    std::vector<long> switches(rounds + 1);
     {
         pmc::ProfilerOptions o{path, {"instructions:u"}};
         o.page_bytes = 4 << 20; // one page for everything: no page write inside a scope
         pmc::Profiler prof{o};
         const auto with = prof.label("with"), without = prof.label("without"), child = prof.label("child");
         const auto empty = prof.label("empty"), looped = prof.label("loop");
+        switches[0] = context_switches();
         for (int r = 0; r < rounds; ++r) {
             parent_with_children(prof, with, child, children);
             parent_without_children(prof, without, children);
             scope_around_loop(prof, empty, 1);
             scope_around_loop(prof, looped, loop + 1);
+            switches[static_cast<std::size_t>(r) + 1] = context_switches();
         }
     }
     auto read = pmc::read_profile(path);
@@ -116,11 +130,44 @@ TEST_CASE("profiler with instructions:u: instructions per recorded interval, and
                 "1-iteration loop %.4f, around a %llu-iteration loop %.4f\n",
                 child_share, children, with_share, without_share, empty_share,
                 static_cast<unsigned long long>(loop + 1), loop_share);
-    // Exact counts: the same value in (nearly) every interval. An interrupt may add to a :u count on some
-    // architectures (x86's iret), so 99.9 % rather than all.
-    CHECK(child_share >= 0.999);
-    CHECK(with_share >= 0.999);
-    CHECK(without_share >= 0.999);
+    // Exact counts: the same value in every interval of a round in which the thread was not rescheduled. After a
+    // context switch the kernel has rewritten the counter's page and the next mrs read re-caches it: in the QEMU
+    // guest, rounds with a switch in their window or the one before (a switch during the previous round's
+    // getrusage) showed +16 to +79 in the parent or +39 in the loop; none without. The read() path never varies.
+    // (So no share at the mode is asked: 3 switches landing in parents make it 0.9985, 4 made it 0.998.)
+    const std::map<std::string, std::uint64_t> modes{
+        {"child", child_value}, {"with", with_value}, {"without", without_value}, {"empty", empty_value},
+        {"loop", loop_value}};
+    int varied_rounds = 0, unexplained = 0, rescheduled_rounds = 0;
+    for (int r = 0; r < rounds; ++r) {
+        const auto at = static_cast<std::size_t>(r);
+        rescheduled_rounds += switches[at + 1] != switches[at];
+        bool varied = false;
+        for (const auto& [label, value] : modes) {
+            if (label == "child") {
+                for (int k = 0; k < children; ++k)
+                    varied |= values["child"][at * children + static_cast<std::size_t>(k)] != value;
+            } else {
+                varied |= values[label][at] != value;
+            }
+        }
+        if (!varied) continue;
+        ++varied_rounds;
+        const bool rescheduled = switches[at + 1] != switches[at] || (r > 0 && switches[at] != switches[at - 1]);
+        if (!rescheduled) ++unexplained;
+        std::printf("  round %d differs (parent %+lld, without %+lld, loop %+lld): %s\n", r,
+                    static_cast<long long>(values["with"][at] - with_value),
+                    static_cast<long long>(values["without"][at] - without_value),
+                    static_cast<long long>(values["loop"][at] - loop_value),
+                    rescheduled ? "the thread was rescheduled then" : "NOT rescheduled");
+    }
+    std::printf("  %d of %d rounds differ somewhere; %d rounds saw a context switch; %d differ without one\n",
+                varied_rounds, rounds, rescheduled_rounds, unexplained);
+    // On x86 an interrupt may add to a :u count too (its iret): 0.1 % of the rounds may differ unexplained there.
+    CHECK(unexplained <= (PMC_ARCH_X86_64 ? rounds / 1000 : 0));
+    // Something left to judge: the kernel left the thread alone in at least 99 % of the rounds (pinned, the other
+    // vCPU idle: 0 to 3 switches in 2,000 rounds seen).
+    CHECK(rescheduled_rounds <= rounds / 100);
     // What the header says recording costs is what these scopes show, to within what inlining changes: the profiler
     // measures its own loop of scopes at start, and a program's compiler inlines the same scope into other code
     // (other registers, spills). Seen in the QEMU guest: read() path 91 = 91 in the scope and 217.0 vs 215.9 added
