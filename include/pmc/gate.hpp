@@ -481,9 +481,10 @@ inline Judgement judge(const std::vector<Label>& input, std::size_t runs_before,
     }
     j.runs_needed = runs_needed(needs_noise_rule, options.alpha);
     if (options.accept)
-        for (const auto& [label, acc] : *options.accept)
-            if (std::none_of(j.labels.begin(), j.labels.end(), [&](const LabelJudgement& r) { return r.label == label; }))
-                j.unused_accepts.push_back(&acc);
+        for (const auto& entry : *options.accept) // (a structured binding: clang 14 cannot capture it)
+            if (std::none_of(j.labels.begin(), j.labels.end(),
+                             [&](const LabelJudgement& r) { return r.label == entry.first; }))
+                j.unused_accepts.push_back(&entry.second);
     return j;
 }
 
