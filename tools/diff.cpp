@@ -2,6 +2,7 @@
 // pmc diff BASE NEW, or pmc diff A1 A2 A3 -- B1 B2 B3: what changed between two builds or runs of one program, per
 // label, in the counter's own unit, and whether each change is real: with an exact counter a difference of 1 is a
 // change; with a noisy one a change counts only when it is beyond the spread the runs of each side show.
+#include <pmc/gate.hpp>
 #include <pmc/report.hpp>
 
 #include "command_line.hpp"
@@ -67,8 +68,13 @@ a call of the same label on its thread (recursion) is counted once. Each label's
 over all threads, so the order threads registered in (their numbers) changes nothing.
 
 Options:
-  --counter NAME  Compare this recorded counter (default: the first file's primary); every file
-                  must have recorded it.
+  --counter NAME  Compare this recorded counter (default: the first file's primary, or where that
+                  is modelled, the first counter that is not); every file must have recorded it. A
+                  modelled counter (pmc emulate --cache's cache events: L1-dcache-*, L1-icache-*,
+                  LLC-*, cache-references, cache-misses; and branch-misses) is gated only when
+                  named here: its counts are exact for pmc's cache model, not measured, and move
+                  with the program's memory layout, so a change under 1% of the BASE median
+                  passes unless --threshold says otherwise (the output says so).
   --any-emulator  Compare profiles recorded under different emulators (pmc emulate: QEMU version,
                   plugin API) or emulated CPU models, with a warning. Without it such a diff exits
                   4 ("cannot judge"): the emulators' differences would show as the program's.
@@ -126,310 +132,149 @@ output could not be written.
 
 namespace {
 
+namespace gate = pmc::gate;
+using gate::Verdict;
 using runs::Run;
 using runs::Spread;
 
-/// The chance that the ranges of n and m exchangeable runs do not overlap: 2 / C(n + m, n).
-double chance_apart(std::size_t n, std::size_t m) {
-    double c = 1;
-    for (std::size_t i = 1; i <= n; ++i) c = c * static_cast<double>(m + i) / static_cast<double>(i);
-    return std::min(1.0, 2.0 / c);
-}
+// ---- 1. The command line ------------------------------------------------------------------------------------------
 
-/// The exact two-sided p-value of the rank-sum (Mann-Whitney) test that x and y are runs of one program: the chance,
-/// over every way of splitting the n + m values into sides of n and m (all equally likely for exchangeable runs),
-/// of a split at least as lopsided. Its smallest value, for sides that do not overlap, is 2 / C(n + m, n). Ties
-/// count a half and are taken in the direction that makes p larger (never a false alarm from a tie).
-double rank_sum_p(const std::vector<double>& x, const std::vector<double>& y) {
-    const std::size_t n = x.size(), m = y.size();
-    if (n == 0 || m == 0) return 1;
-    double u = 0; // pairs with x < y, ties a half
-    for (double a : x)
-        for (double b : y) u += a < b ? 1.0 : a == b ? 0.5 : 0.0;
-    const std::size_t top = n * m;
-    if (top > 4000000) { // a normal approximation beyond ~2000 runs a side (continuity-corrected, conservative)
-        const double mean = static_cast<double>(top) / 2;
-        const double sd = std::sqrt(static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(n + m + 1) / 12);
-        const double z = std::max(0.0, std::fabs(u - mean) - 0.5) / sd;
-        return std::min(1.0, std::erfc(z / std::sqrt(2.0)));
-    }
-    // How many splits give each U: the coefficients of the Gaussian binomial [n + m choose n] in q, built as
-    // prod_{i=1..n} (1 - q^(m+i)) / (1 - q^i).
-    std::vector<long double> f(top + 1, 0.0L);
-    f[0] = 1;
-    for (std::size_t i = 1; i <= n; ++i) {
-        for (std::size_t k = top; k >= m + i && k <= top; --k) f[k] -= f[k - (m + i)];
-        for (std::size_t k = i; k <= top; ++k) f[k] += f[k - i];
-    }
-    long double all = 0;
-    for (auto c : f) all += c;
-    const auto lo = static_cast<std::size_t>(std::ceil(u)), hi = static_cast<std::size_t>(std::floor(u));
-    long double below = 0, above = 0; // P(U <= ceil(u)), P(U >= floor(u))
-    for (std::size_t k = 0; k <= top; ++k) {
-        if (k <= lo) below += f[k];
-        if (k >= hi) above += f[k];
-    }
-    return std::min(1.0, static_cast<double>(2 * std::min(below, above) / all));
-}
-
-/// --threshold: a difference of a label's self median below it does not fail the gate. A count in the counter's unit
-/// (ns for a time), or a percentage of the BASE median.
-struct Threshold {
-    double value = 0;
-    bool percent = false;
-    std::string text; ///< as given
+struct DiffOptions {
+    std::vector<std::string> before_files, after_files;
+    std::string counter_name, accept_file;
+    bool json = false, any_emulator = false, accept_given = false;
+    std::size_t top = 0;
+    bool gate_on = false;  ///< --fail-on-change or --fail-on-increase
+    const char* gate_option = "--fail-on-change";
+    gate::Options judging; ///< direction, threshold, alpha (exact, modelled and accept are set when reading)
 };
 
-/// A decimal number, the whole text: digits with at most one '.' ("", " 1", "1x", "0x10", "1e3" and "inf" are not).
-std::optional<double> number_text(const std::string& text) {
-    const std::size_t dot = text.find('.');
-    const bool digits = !text.empty() && text != "." && text.find_first_not_of("0123456789.") == std::string::npos &&
-                        (dot == std::string::npos || text.find('.', dot + 1) == std::string::npos);
-    if (!digits) return std::nullopt;
-    return std::strtod(text.c_str(), nullptr);
+/// Parses the command line into `o`; a status to exit with on --help or a usage error.
+std::optional<int> parse_command_line(const std::vector<std::string>& arguments, DiffOptions& o) {
+    pmc_cli::CommandLine cl("pmc diff", diff_help);
+    std::string top_text, alpha_text, threshold_text;
+    bool separated = false, fail_on_change = false, fail_on_increase = false;
+    cl.flag("--json", o.json);
+    cl.flag("--fail-on-change", fail_on_change);
+    cl.flag("--fail-on-increase", fail_on_increase);
+    pmc_cli::Option threshold_option =
+        cl.option("--threshold", threshold_text, "a count (e.g. 100) or a percentage (e.g. 0.5%)");
+    pmc_cli::Option accept_option = cl.option("--accept", o.accept_file, "a file of accepted changes");
+    pmc_cli::Option alpha_option =
+        cl.option("--alpha", alpha_text, "a chance between 0 and 1 (e.g. 0.05 for 5 %)");
+    cl.option("--counter", o.counter_name, "a counter name");
+    cl.flag("--any-emulator", o.any_emulator);
+    pmc_cli::Option top_option = cl.option("--top", top_text, "a whole number");
+    cl.allow_extras(); // the files, with the '--' between the sides, are read below
+    if (auto status = cl.parse(arguments)) return status;
+    for (const auto& a : cl.remaining()) {
+        if (a == "--" && !separated) separated = true;
+        else if (a == "--") return cl.usage_error("one '--' between the BASE runs and the NEW runs");
+        else if (!separated && a.size() > 1 && a[0] == '-') return cl.usage_error(fmt::format("unknown option '{}'", a));
+        else (separated ? o.after_files : o.before_files).push_back(a);
+    }
+    if (alpha_option.given()) {
+        char* end = nullptr;
+        const double alpha = std::strtod(alpha_text.c_str(), &end);
+        if (alpha_text.empty() || *end || !(alpha > 0 && alpha < 1))
+            return cl.usage_error("--alpha needs a chance between 0 and 1 (e.g. 0.05 for 5 %)");
+        o.judging.alpha = alpha;
+    }
+    const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 0, SIZE_MAX);
+    if (!top_given) return cl.usage_error("--top needs a whole number");
+    o.top = static_cast<std::size_t>(*top_given);
+    if (fail_on_change && fail_on_increase)
+        return cl.usage_error("--fail-on-change (both ways) and --fail-on-increase exclude each other");
+    o.gate_on = fail_on_change || fail_on_increase;
+    o.gate_option = fail_on_increase ? "--fail-on-increase" : "--fail-on-change";
+    o.judging.direction = fail_on_increase ? gate::Direction::increase : gate::Direction::change;
+    if (threshold_option.given()) {
+        o.judging.threshold = gate::parse_threshold(threshold_text);
+        if (!o.judging.threshold)
+            return cl.usage_error(fmt::format("--threshold needs a count (e.g. 100) or a percentage (e.g. 0.5%), not "
+                                              "'{}'",
+                                              threshold_text));
+    }
+    o.accept_given = accept_option.given();
+    if (o.accept_given && o.accept_file.empty()) return cl.usage_error("--accept needs a file");
+    if (!separated) {
+        if (o.before_files.size() != 2)
+            return cl.usage_error("give BASE and NEW (pmc diff BASE NEW), or several runs a side with '--' between "
+                                  "them (pmc diff A1 A2 A3 -- B1 B2 B3)");
+        o.after_files.push_back(o.before_files.back());
+        o.before_files.pop_back();
+    }
+    if (o.before_files.empty() || o.after_files.empty())
+        return cl.usage_error("each side needs at least one profile (BASE... -- NEW...)");
+    return std::nullopt;
 }
 
-/// Half a unit of a decimal number's last written digit ("2.5": 0.05, "120": 0.5): how far a percentage shown at
-/// that precision may be from it.
-double half_last_digit(const std::string& number) {
-    const std::size_t dot = number.find('.');
-    const std::size_t decimals = dot == std::string::npos ? 0 : number.size() - dot - 1;
-    return 0.5 * std::pow(10.0, -static_cast<double>(decimals));
-}
-
-std::optional<Threshold> parse_threshold(const std::string& text) {
-    Threshold t;
-    t.text = text;
-    t.percent = !text.empty() && text.back() == '%';
-    auto v = number_text(t.percent ? text.substr(0, text.size() - 1) : text);
-    if (!v || text[0] == '+' || text[0] == '-') return std::nullopt; // signless: a size, not a direction
-    t.value = *v;
-    return t;
-}
-
-/// One line of an --accept file: the change a label is allowed to show.
-struct Accepted {
-    enum class Kind { delta, added, removed } kind = Kind::delta;
-    double lo = 0, hi = 0; ///< the self delta's accepted range (lo == hi: one value)
-    bool percent = false;  ///< the range is in % of the BASE median
-    std::string text;      ///< the value as written
-    std::size_t line = 0;
-    bool seen = false;     ///< the label is on some side (else said: a stale or mistyped line)
-};
-
-/// Text from a file, for a message: at most 40 bytes, bytes that are not printable as '?' (a binary file given as
-/// --accept must not write control bytes to the terminal).
-std::string shown(const std::string& text) {
-    std::string out = text.substr(0, 40);
-    for (char& c : out)
-        if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
-    return text.size() > 40 ? out + "..." : out;
-}
-
-/// Reads an --accept file: one label a line, "VALUE LABEL" (VALUE first: a label may hold spaces and '#'), where
-/// VALUE is a signed self delta (+4, -120, +2.5%), a range MIN..MAX of them (-100..0, 0%..5%), "new" or "gone";
-/// blank lines and lines starting with '#' are comments. Any other line is an error, with its number.
-std::variant<std::map<std::string, Accepted>, std::string> read_accept_file(const std::string& file) {
-    std::ifstream in(file);
+/// Reads an --accept file (gate::parse_accept's format); the message on failure.
+std::variant<gate::AcceptList, std::string> read_accept_file(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
     if (!in) return fmt::format("--accept '{}': {}", file, std::strerror(errno));
-    std::map<std::string, Accepted> out;
-    std::string line;
-    for (std::size_t number = 1; std::getline(in, line); ++number) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        const std::size_t first = line.find_first_not_of(" \t");
-        if (first == std::string::npos || line[first] == '#') continue;
-        auto bad = [&](const std::string& why) {
-            return fmt::format("--accept '{}' line {}: {} (a line is VALUE LABEL: +4 typeck, -100..0 parse, 0%..5% "
-                               "scan, new link, gone old_pass; # starts a comment line)",
-                               file, number, why);
-        };
-        const std::size_t gap = line.find_first_of(" \t", first);
-        const std::size_t label_at = gap == std::string::npos ? gap : line.find_first_not_of(" \t", gap);
-        if (label_at == std::string::npos) return bad("no label after the value '" + shown(line.substr(first)) + "'");
-        Accepted a;
-        a.text = line.substr(first, gap - first);
-        a.line = number;
-        std::string label = line.substr(label_at);
-        label.erase(label.find_last_not_of(" \t") + 1);
-        if (a.text == "new") a.kind = Accepted::Kind::added;
-        else if (a.text == "gone") a.kind = Accepted::Kind::removed;
-        else {
-            const std::size_t dots = a.text.find("..");
-            const std::string lo = a.text.substr(0, dots), hi = dots == std::string::npos ? lo : a.text.substr(dots + 2);
-            auto value = [](std::string v, bool& percent) -> std::optional<double> {
-                percent = !v.empty() && v.back() == '%';
-                if (percent) v.pop_back();
-                const bool sign = !v.empty() && (v[0] == '+' || v[0] == '-');
-                auto n = number_text(sign ? v.substr(1) : v);
-                if (!n || (sign && v.size() > 1 && (v[1] == '+' || v[1] == '-'))) return std::nullopt;
-                return v[0] == '-' ? -*n : *n;
-            };
-            bool lo_percent = false, hi_percent = false;
-            const auto l = value(lo, lo_percent), h = value(hi, hi_percent);
-            if (!l || !h) return bad("'" + shown(a.text) + "' is not a self delta (+4, -2.5%), a range (-100..0) or new/gone");
-            if (lo_percent != hi_percent) return bad("'" + a.text + "': both ends in % or neither");
-            if (*l > *h) return bad("'" + a.text + "': the range's low end is above its high end");
-            a.lo = *l;
-            a.hi = *h;
-            a.percent = lo_percent;
-            if (a.percent && dots == std::string::npos) { // one percentage matches at the precision written:
-                const double half = half_last_digit(lo.substr(0, lo.size() - 1)); // +120.2% is what pmc diff showed
-                a.lo -= half;
-                a.hi += half;
-            }
-        }
-        if (!out.emplace(label, a).second)
-            return bad(fmt::format("label '{}' is already accepted on line {}", shown(label), out.at(label).line));
-    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in.bad()) return fmt::format("--accept '{}': {}", file, std::strerror(errno));
-    return out;
+    auto parsed = gate::parse_accept(text);
+    if (auto* bad = std::get_if<gate::AcceptError>(&parsed))
+        return fmt::format("--accept '{}' line {}: {} ({})", file, bad->line, bad->why, gate::accept_format_hint);
+    return std::get<gate::AcceptList>(std::move(parsed));
 }
 
-/// The smallest number of runs a side for which Holm's first step can pass over `labels` labels at `alpha`.
-std::size_t runs_needed(std::size_t labels, double alpha) {
-    std::size_t n = 2;
-    while (n < 1000 && chance_apart(n, n) > alpha / static_cast<double>(std::max<std::size_t>(labels, 1))) ++n;
-    return n;
-}
+// ---- 2. Reading the profiles --------------------------------------------------------------------------------------
 
 /// One side's values for one label: one entry per run (0 where the run does not have it).
 struct Side {
     std::vector<double> calls, self, total;
     Spread c, s, t;
-    bool present() const { return c.max > 0; }
 };
 
-enum class Verdict { unchanged, changed, beyond_noise, within_noise, no_estimate, added, removed };
-
-const char* verdict_key(Verdict v) {
-    switch (v) {
-    case Verdict::unchanged: return "unchanged";
-    case Verdict::changed: return "changed";
-    case Verdict::beyond_noise: return "beyond the noise";
-    case Verdict::within_noise: return "within the noise";
-    case Verdict::no_estimate: return "no noise estimate";
-    case Verdict::added: return "new";
-    case Verdict::removed: return "gone";
-    }
-    return "";
-}
-
+/// A label as shown: both sides' figures (totals are shown, not judged) and the gate's judgement of it.
 struct Row {
     std::string label;
     Side before, after;
-    double self_delta = 0, total_delta = 0;
-    Verdict verdict = Verdict::unchanged;
+    double total_delta = 0;
+    gate::LabelJudgement j;
     std::string text; ///< the verdict in words
-    double p = 1;     ///< judged by the noise rule: the rank-sum test's p-value
-    bool by_noise = false; ///< judged by the noise rule (p is set)
-    bool nondeterministic_before = false, nondeterministic_after = false; ///< an exact counter's runs disagree
-    std::size_t runs_before = 0, runs_after = 0; ///< runs of each side that recorded the label
-    // The gate's judgement of a flagged label: under the threshold, a decrease under --fail-on-increase, accepted.
-    bool under_threshold = false, increase = false;
-    const Accepted* accepted = nullptr; ///< its --accept line
-    bool accepted_ok = false;           ///< its change is as accepted
-    bool fails = false;                 ///< flagged, and none of the above excuses it: fails the gate
-    bool only_before() const { return runs_after == 0; }
-    bool only_after() const { return runs_before == 0; }
-    bool flagged() const {
-        return verdict == Verdict::changed || verdict == Verdict::beyond_noise || verdict == Verdict::added ||
-               verdict == Verdict::removed;
-    }
 };
 
-double pct(double delta, double base) { return base != 0 ? 100.0 * delta / std::fabs(base) : (delta != 0 ? std::copysign(HUGE_VAL, delta) : 0.0); }
+using EventTable = std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>; // per run, before / after
 
-std::string signed_value(double v, const std::string& unit) { return (v > 0 ? "+" : "") + runs::show(v, unit); }
+/// Everything read from the files.
+struct Read {
+    std::vector<Run> all; ///< BASE's runs, then NEW's
+    std::size_t nb = 0, na = 0;
+    pmc::ProfileCounter counter;
+    runs::Exactness exact;
+    bool modelled = false;
+    std::vector<Row> table;
+    EventTable instants, integer_counts, integer_sums;
+    int status = 0; ///< 2: a file was damaged or cut (its verdicts are not trusted)
+};
 
-/// A p-value for people: a percentage.
-std::string p_text(double p) { return p < 0.001 ? fmt::format("{:.2g}%", 100 * p) : fmt::format("{:.1f}%", 100 * p); }
+/// A counter pmc's emulator models (pmc emulate --cache) instead of counting: gated only when --counter names it.
+bool modelled(const pmc::ProfileCounter& k) { return k.read_path == "emulator" && gate::is_modelled_event(k.name); }
 
-std::string signed_pct(double p) {
-    if (std::isinf(p)) return p > 0 ? "+inf" : "-inf";
-    return fmt::format("{:+.1f}%", p);
+/// Without --counter: the first file's primary counter, or where that is modelled, its first counter that is not.
+std::string default_counter(const Run& first) {
+    for (const auto& k : first.profile.counters)
+        if (!modelled(k)) return k.name;
+    return first.profile.counters.front().name;
 }
 
-} // namespace
-
-int cmd_diff(const std::vector<std::string>& arguments) {
-    pmc_cli::CommandLine cl("pmc diff", diff_help);
-    std::vector<std::string> before_files, after_files;
-    std::string counter_name, top_text, alpha_text, threshold_text, accept_file;
-    bool json = false, separated = false, fail_on_change = false, fail_on_increase = false;
-    double alpha = 0.05; // the family-wise false-alarm rate of the noise rule
-    cl.flag("--json", json);
-    cl.flag("--fail-on-change", fail_on_change);
-    cl.flag("--fail-on-increase", fail_on_increase);
-    pmc_cli::Option threshold_option =
-        cl.option("--threshold", threshold_text, "a count (e.g. 100) or a percentage (e.g. 0.5%)");
-    pmc_cli::Option accept_option = cl.option("--accept", accept_file, "a file of accepted changes");
-    pmc_cli::Option alpha_option =
-        cl.option("--alpha", alpha_text, "a chance between 0 and 1 (e.g. 0.05 for 5 %)");
-    cl.option("--counter", counter_name, "a counter name");
-    bool any_emulator = false;
-    cl.flag("--any-emulator", any_emulator);
-    pmc_cli::Option top_option = cl.option("--top", top_text, "a whole number");
-    cl.allow_extras(); // the files, with the '--' between the sides, are read below
-    if (auto status = cl.parse(arguments)) return *status;
-    for (const auto& a : cl.remaining()) {
-        if (a == "--" && !separated) separated = true;
-        else if (a == "--") return cl.usage_error("one '--' between the BASE runs and the NEW runs");
-        else if (!separated && a.size() > 1 && a[0] == '-') return cl.usage_error(fmt::format("unknown option '{}'", a));
-        else (separated ? after_files : before_files).push_back(a);
-    }
-    if (alpha_option.given()) {
-        char* end = nullptr;
-        alpha = std::strtod(alpha_text.c_str(), &end);
-        if (alpha_text.empty() || *end || !(alpha > 0 && alpha < 1))
-            return cl.usage_error("--alpha needs a chance between 0 and 1 (e.g. 0.05 for 5 %)");
-    }
-    const auto top_given = pmc_cli::whole_number_option(top_option, top_text, 0, SIZE_MAX);
-    if (!top_given) return cl.usage_error("--top needs a whole number");
-    const std::size_t top = static_cast<std::size_t>(*top_given);
-    if (fail_on_change && fail_on_increase)
-        return cl.usage_error("--fail-on-change (both ways) and --fail-on-increase exclude each other");
-    const bool gate_on = fail_on_change || fail_on_increase;
-    const char* const gate_option = fail_on_increase ? "--fail-on-increase" : "--fail-on-change";
-    std::optional<Threshold> threshold;
-    if (threshold_option.given()) {
-        threshold = parse_threshold(threshold_text);
-        if (!threshold)
-            return cl.usage_error(fmt::format("--threshold needs a count (e.g. 100) or a percentage (e.g. 0.5%), not "
-                                              "'{}'",
-                                              threshold_text));
-    }
-    if (accept_option.given() && accept_file.empty()) return cl.usage_error("--accept needs a file");
-    if (!separated) {
-        if (before_files.size() != 2)
-            return cl.usage_error("give BASE and NEW (pmc diff BASE NEW), or several runs a side with '--' between "
-                                  "them (pmc diff A1 A2 A3 -- B1 B2 B3)");
-        after_files.push_back(before_files.back());
-        before_files.pop_back();
-    }
-    if (before_files.empty() || after_files.empty())
-        return cl.usage_error("each side needs at least one profile (BASE... -- NEW...)");
-
-    std::map<std::string, Accepted> accepted;
-    if (accept_option.given()) {
-        auto read = read_accept_file(accept_file);
-        if (auto* why = std::get_if<std::string>(&read)) {
-            fmt::print(stderr, "pmc diff: {}\n", *why);
-            return 1;
-        }
-        accepted = std::move(std::get<0>(read));
-    }
-
+/// Loads every file and sums each label per run; a status to exit with when it cannot.
+std::optional<int> read_profiles(const DiffOptions& o, Read& out) {
     std::vector<Run> before, after;
-    for (auto [files, side] : {std::pair{&before_files, &before}, std::pair{&after_files, &after}})
+    for (auto [files, side] : {std::pair{&o.before_files, &before}, std::pair{&o.after_files, &after}})
         if (auto failure = runs::load(*files, *side)) {
             fmt::print(stderr, "pmc diff: {}\n", *failure);
             return 1;
         }
     // One counter, in every file of both sides.
-    std::vector<Run> all;
+    std::vector<Run>& all = out.all;
     for (auto* side : {&before, &after})
         for (auto& r : *side) all.push_back(std::move(r));
-    if (auto failure = runs::choose_counter(all, counter_name)) {
+    if (auto failure = runs::choose_counter(all, o.counter_name.empty() ? default_counter(all[0]) : o.counter_name)) {
         fmt::print(stderr, "pmc diff: {}\n", *failure);
         return 1;
     }
@@ -446,24 +291,22 @@ int cmd_diff(const std::vector<std::string>& arguments) {
         };
         fmt::print(stderr, "pmc diff: {}: the profiles come from different emulators or emulated CPUs:\n  {}: {}\n  "
                            "{}: {}\n",
-                   any_emulator ? "warning" : "cannot judge", first.file, what(first), r.file, what(r));
-        if (!any_emulator) {
+                   o.any_emulator ? "warning" : "cannot judge", first.file, what(first), r.file, what(r));
+        if (!o.any_emulator) {
             fmt::print(stderr, "Their counts differ for the emulator's sake, not the program's. Record both sides "
                                "under one emulator (pmc emulate --qemu PATH), or compare anyway with "
                                "--any-emulator.\n");
-            return 4;
+            return gate::cannot_judge_status;
         }
         break;
     }
-    const std::size_t nb = before_files.size(), na = after_files.size();
-    const pmc::ProfileCounter counter = all[0].profile.counters[all[0].counter];
-    const std::string unit = counter.unit;
-    const runs::Exactness exact = runs::exactness(all);
+    const std::size_t nb = out.nb = o.before_files.size(), na = out.na = o.after_files.size();
+    out.counter = all[0].profile.counters[all[0].counter];
+    out.exact = runs::exactness(all);
+    out.modelled = modelled(out.counter);
 
     // Per label and side: each run's sums.
     std::map<std::string, Row> rows;
-    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> instants; // per run, before / after
-    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> integer_counts, integer_sums;
     for (std::size_t r = 0; r < all.size(); ++r) {
         const bool is_after = r >= nb;
         const std::size_t at = is_after ? r - nb : r, n = is_after ? na : nb;
@@ -477,19 +320,18 @@ int cmd_diff(const std::vector<std::string>& arguments) {
             side.total[at] = static_cast<double>(sums.total);
         }
         const runs::EventSums& events = all[r].events;
-        auto put = [&](auto& table, const std::string& name, double value) {
+        auto put = [&](EventTable& table, const std::string& name, double value) {
             auto& [b, a] = table[name];
             b.resize(nb, 0.0);
             a.resize(na, 0.0);
             (is_after ? a : b)[at] = value;
         };
-        for (const auto& [name, count] : events.instants) put(instants, name, static_cast<double>(count));
+        for (const auto& [name, count] : events.instants) put(out.instants, name, static_cast<double>(count));
         for (const auto& [name, cs] : events.integers) {
-            put(integer_counts, name, static_cast<double>(cs.first));
-            put(integer_sums, name, static_cast<double>(cs.second));
+            put(out.integer_counts, name, static_cast<double>(cs.first));
+            put(out.integer_sums, name, static_cast<double>(cs.second));
         }
     }
-    std::vector<Row> table;
     for (auto& [label, row] : rows) {
         for (auto [side, n] : {std::pair{&row.before, nb}, std::pair{&row.after, na}}) {
             for (auto* v : {&side->calls, &side->self, &side->total}) v->resize(n, 0.0);
@@ -497,392 +339,367 @@ int cmd_diff(const std::vector<std::string>& arguments) {
             side->s = runs::spread(side->self);
             side->t = runs::spread(side->total);
         }
-        const Side &b = row.before, &a = row.after;
-        row.self_delta = a.s.median - b.s.median;
-        row.total_delta = a.t.median - b.t.median;
-        const bool sides_agree = b.s.range() == 0 && a.s.range() == 0 && b.c.range() == 0 && a.c.range() == 0;
-        const std::string calls_note =
-            b.c.median != a.c.median ? fmt::format("; calls {:.0f} -> {:.0f}", b.c.median, a.c.median) : "";
-        if (exact.exact) {
-            row.nondeterministic_before = b.present() && (b.s.range() != 0 || b.c.range() != 0);
-            row.nondeterministic_after = a.present() && (a.s.range() != 0 || a.c.range() != 0);
-        }
-        row.runs_before = static_cast<std::size_t>(std::count_if(b.calls.begin(), b.calls.end(), [](double c) { return c > 0; }));
-        row.runs_after = static_cast<std::size_t>(std::count_if(a.calls.begin(), a.calls.end(), [](double c) { return c > 0; }));
-        // Whether each side recorded the label in all its runs or in none: then its presence is no accident.
-        const bool presence_agrees =
-            (row.runs_before == 0 || row.runs_before == nb) && (row.runs_after == 0 || row.runs_after == na);
-        if (exact.exact && presence_agrees && (row.only_before() || row.only_after())) {
-            // An exact counter, and every run of one side has it and no run of the other: a change, whatever the
-            // values. A label in some runs of a side only is judged by the noise rule like any other (below): a
-            // label that one run in five records is not a change of the program.
-            row.verdict = row.only_before() ? Verdict::removed : Verdict::added;
-            row.text = row.only_before() ? "gone (not in NEW)" : "new (not in BASE)";
-        } else if (sides_agree && row.self_delta == 0 && b.c.median == a.c.median) {
-            // The same values in every run of both sides (pmc diff a.pmcprof a.pmcprof): nothing changed, whatever
-            // the counter; no noise estimate is needed to say so.
-            row.verdict = Verdict::unchanged;
-            row.text = exact.exact ? "unchanged" : "unchanged (identical values)";
-        } else if (exact.exact && sides_agree) {
-            const bool same = row.self_delta == 0 && b.c.median == a.c.median;
-            row.verdict = same ? Verdict::unchanged : Verdict::changed;
-            row.text = same ? "unchanged" : fmt::format("changed by {}{}", signed_value(row.self_delta, unit), calls_note);
-        } else if (nb < 2 || na < 2) {
-            row.verdict = Verdict::no_estimate;
-            row.text = row.only_after()    ? "no noise estimate (one run a side; new: not in BASE)"
-                       : row.only_before() ? "no noise estimate (one run a side; gone: not in NEW)"
-                                           : "no noise estimate (one run a side)";
-        } else {
-            // Judged by the noise rule below, once every label's p-value is known (Holm's step-down).
-            row.p = rank_sum_p(b.self, a.self);
-            row.by_noise = true;
-            row.verdict = Verdict::within_noise;
-            row.text = calls_note;
-        }
-        table.push_back(std::move(row));
+        row.total_delta = row.after.t.median - row.before.t.median;
+        out.table.push_back(std::move(row));
     }
-    // Holm's step-down over the labels judged by noise: the smallest p-value is compared with alpha / L, the next
-    // with alpha / (L - 1), ..., stopping at the first that fails. The chance that runs of one unchanged program
-    // flag any label is then at most alpha, however many labels there are and however they depend on each other.
-    std::vector<Row*> judged;
-    for (auto& r : table)
-        if (r.verdict == Verdict::within_noise) judged.push_back(&r);
-    std::stable_sort(judged.begin(), judged.end(), [](const Row* x, const Row* y) { return x->p < y->p; });
-    // A label Holm rejects is flagged only when its medians also differ by more than either side's runs spread
-    // (max - min): the test assumes the runs are exchangeable, and a machine whose load changes while they are
-    // recorded makes them less so (wall-time's heavy tails). Flagging a subset of Holm's rejections keeps the bound.
-    const double p_floor = chance_apart(nb, na); // the smallest p-value nb and na runs can give
-    bool stepping = true;
-    for (std::size_t i = 0; i < judged.size(); ++i) {
-        Row& r = *judged[i];
-        const double needed = alpha / static_cast<double>(judged.size() - i);
-        stepping = stepping && r.p <= needed;
-        const double spread = std::max(r.before.s.range(), r.after.s.range());
+    // A damaged file, or one whose program stopped with scopes open (killed): its verdicts are not trusted.
+    out.status = std::any_of(all.begin(), all.end(), [](const Run& r) { return r.cut(); }) ? 2 : 0;
+    return std::nullopt;
+}
+
+// ---- 3. Judging (pmc/gate.hpp) ------------------------------------------------------------------------------------
+
+/// Each label's self values and calls, judged by the gate's one rule.
+gate::Judgement judge(Read& in, const gate::Options& options) {
+    std::vector<gate::Label> labels;
+    for (const Row& r : in.table)
+        labels.push_back({r.label, {r.before.self, r.before.calls}, {r.after.self, r.after.calls}});
+    gate::Judgement j = gate::judge(labels, in.nb, in.na, options);
+    for (std::size_t i = 0; i < in.table.size(); ++i) in.table[i].j = j.labels[i];
+    return j;
+}
+
+// ---- 4. Rendering -------------------------------------------------------------------------------------------------
+
+std::string signed_value(double v, const std::string& unit) { return (v > 0 ? "+" : "") + runs::show(v, unit); }
+
+/// A p-value for people: a percentage.
+std::string p_text(double p) { return p < 0.001 ? fmt::format("{:.2g}%", 100 * p) : fmt::format("{:.1f}%", 100 * p); }
+
+std::string signed_pct(double p) {
+    if (std::isinf(p)) return p > 0 ? "+inf" : "-inf";
+    return fmt::format("{:+.1f}%", p);
+}
+
+/// A label's verdict in words, with what excuses it from the gate.
+std::string verdict_text(const gate::LabelJudgement& r, const Read& in, const gate::Judgement& judgement,
+                         const gate::Options& options) {
+    const std::string& unit = in.counter.unit;
+    const std::string calls_note = r.calls_before.median != r.calls_after.median
+                                       ? fmt::format("; calls {:.0f} -> {:.0f}", r.calls_before.median, r.calls_after.median)
+                                       : "";
+    std::string text;
+    if (!r.by_noise) {
+        switch (r.verdict) {
+        case Verdict::removed: text = "gone (not in NEW)"; break;
+        case Verdict::added: text = "new (not in BASE)"; break;
+        case Verdict::unchanged: text = in.exact.exact ? "unchanged" : "unchanged (identical values)"; break;
+        case Verdict::changed: text = fmt::format("changed by {}{}", signed_value(r.delta, unit), calls_note); break;
+        default:
+            text = r.only_after()    ? "no noise estimate (one run a side; new: not in BASE)"
+                   : r.only_before() ? "no noise estimate (one run a side; gone: not in NEW)"
+                                     : "no noise estimate (one run a side)";
+        }
+    } else {
         // A label only one side recorded (in some of its runs): said, and called new or gone when flagged.
-        const std::string calls_note =
-            r.text + (r.only_after()    ? fmt::format("; new: in {} of {} NEW runs, no BASE run", r.runs_after, na)
-                      : r.only_before() ? fmt::format("; gone: in {} of {} BASE runs, no NEW run", r.runs_before, nb)
-                                        : "");
-        if (stepping && std::fabs(r.self_delta) > spread) {
-            r.verdict = r.only_after() ? Verdict::added : r.only_before() ? Verdict::removed : Verdict::beyond_noise;
-            r.text = fmt::format("{}beyond the noise: {} (p {}){}",
-                                 r.only_after() ? "new, " : r.only_before() ? "gone, " : "",
-                                 signed_value(r.self_delta, unit), p_text(r.p), calls_note);
-        } else if (stepping) {
-            r.text = fmt::format("within the noise (p {}, but the medians differ by less than a side's spread, {}){}",
-                                 p_text(r.p), runs::show(spread, unit), calls_note);
-        } else {
-            r.text = fmt::format("within the noise (p {}{}){}", p_text(r.p),
-                                 r.p <= alpha ? fmt::format(", needed <= {}", p_text(needed)) : "",
-                                 calls_note);
-        }
+        const std::string note =
+            calls_note +
+            (r.only_after()    ? fmt::format("; new: in {} of {} NEW runs, no BASE run", r.runs_after, in.na)
+             : r.only_before() ? fmt::format("; gone: in {} of {} BASE runs, no NEW run", r.runs_before, in.nb)
+                               : "");
+        if (r.flagged())
+            text = fmt::format("{}beyond the noise: {} (p {}){}", r.only_after() ? "new, " : r.only_before() ? "gone, " : "",
+                               signed_value(r.delta, unit), p_text(r.p), note);
+        else if (r.holm_passed)
+            text = fmt::format("within the noise (p {}, but the medians differ by less than a side's spread, {}){}",
+                               p_text(r.p), runs::show(r.spread, unit), note);
+        else
+            text = fmt::format("within the noise (p {}{}){}", p_text(r.p),
+                               r.p <= options.alpha ? fmt::format(", needed <= {}", p_text(r.holm_bar)) : "", note);
     }
-    // The gate's rule, per label: a flagged label fails unless its self delta is under --threshold, it is a decrease
-    // under --fail-on-increase, or --accept accepts its change as it is (an accepted label that changed otherwise
-    // still fails).
-    for (auto& r : table) {
-        if (threshold) {
-            const double size =
-                threshold->percent ? std::fabs(pct(r.self_delta, r.before.s.median)) : std::fabs(r.self_delta);
-            r.under_threshold = size < threshold->value; // a new label's % is infinite: never under a percentage
-        }
-        r.increase = r.self_delta > 0 || (r.self_delta == 0 && r.after.c.median > r.before.c.median);
-        if (auto it = accepted.find(r.label); it != accepted.end()) {
-            Accepted& a = it->second;
-            a.seen = true;
-            r.accepted = &a;
-            const double value = a.percent ? pct(r.self_delta, r.before.s.median) : r.self_delta;
-            r.accepted_ok = a.kind == Accepted::Kind::added     ? r.only_after()
-                            : a.kind == Accepted::Kind::removed ? r.only_before()
-                                                                : value >= a.lo && value <= a.hi;
-        }
-        const bool excused = r.under_threshold || (fail_on_increase && !r.increase) || (r.accepted && r.accepted_ok);
-        r.fails = r.flagged() && !excused;
-        if (!r.flagged()) continue;
-        if (r.under_threshold) r.text += fmt::format(" (under the threshold {}: does not fail)", threshold->text);
-        else if (fail_on_increase && !r.increase) r.text += " (a decrease: does not fail --fail-on-increase)";
-        else if (r.accepted)
-            r.text += fmt::format(" ({}: {}, --accept line {}{})", r.accepted_ok ? "accepted" : "not as accepted",
-                                  r.accepted->text, r.accepted->line, r.accepted_ok ? "" : ": fails");
-    }
-    std::stable_sort(table.begin(), table.end(), [](const Row& x, const Row& y) {
-        return std::fabs(x.self_delta) > std::fabs(y.self_delta);
-    });
-    // --top N: the N largest, and every flagged label whatever its place (a gate's reason is never hidden).
-    std::vector<const Row*> rows_shown;
-    for (std::size_t i = 0; i < table.size(); ++i)
-        if (!top || i < top || table[i].flagged()) rows_shown.push_back(&table[i]);
-    const std::size_t flagged_beyond_top = top && rows_shown.size() > top ? rows_shown.size() - top : 0;
+    if (!r.flagged()) return text;
+    if (r.under_threshold) text += fmt::format(" (under the threshold {}: does not fail)", judgement.threshold->text);
+    else if (r.against_direction) text += " (a decrease: does not fail --fail-on-increase)";
+    else if (r.accepted)
+        text += fmt::format(" ({}: {}, --accept line {}{})", r.accepted_ok ? "accepted" : "not as accepted",
+                            r.accepted->text, r.accepted->line, r.accepted_ok ? "" : ": fails");
+    return text;
+}
 
-    // An exact counter whose runs of one side disagree: the program is not deterministic there.
-    std::vector<std::string> nondeterministic;
-    for (const auto& r : table)
-        if (r.nondeterministic_before || r.nondeterministic_after)
-            nondeterministic.push_back(r.label + (r.nondeterministic_before && r.nondeterministic_after ? " (both sides)"
-                                                  : r.nondeterministic_before                            ? " (BASE)"
-                                                                                                         : " (NEW)"));
-    const bool assumes_determinism = exact.exact && nb == 1 && na == 1;
-
+/// The rule the verdicts followed, in words.
+std::string rule_text(const Read& in, const gate::Judgement& j, const gate::Options& options, bool assumes_determinism) {
+    const std::size_t nb = in.nb, na = in.na, judged = j.judged_by_noise;
+    const double alpha = options.alpha;
     std::string rule = "identical values in every run of both sides are \"unchanged\", whatever the counter";
-    if (exact.exact)
+    if (in.exact.exact)
         rule += "; exact counter, each side's runs agreeing: equal self values and calls are \"unchanged\", any "
                 "difference \"changed by N\"";
     if (assumes_determinism)
         rule += " (one run a side: this assumes the program is deterministic; give each side two or more runs to "
                 "check it)";
-    if (!judged.empty())
+    if (judged)
         rule += fmt::format(
             "; {}a change is \"beyond the noise\" when the rank-sum test of the {} BASE and {} NEW runs' self "
             "values passes Holm's step-down at {} over the {} label{} so judged (the smallest p-value compared with "
             "{} / {}, the next with {} / {}, ...) and the medians differ by more than either side's spread (max - "
             "min): an unchanged program fails the gate with a chance of at most {}, whatever the number of labels; "
             "{} and {} runs give p-values no smaller than {}{}",
-            exact.exact ? "where runs of one side differ (not deterministic): " : "", nb, na, p_text(alpha),
-            judged.size(), judged.size() == 1 ? "" : "s", p_text(alpha), judged.size(),
-            p_text(alpha), judged.size() > 1 ? judged.size() - 1 : 1, p_text(alpha), nb, na, p_text(p_floor),
-            !judged.empty() && p_floor > alpha / static_cast<double>(judged.size())
-                ? fmt::format(", above {} / {}: no label can be flagged; run each side more often (the smallest "
-                              "p-value is 2 / C(n + m, n))",
-                              p_text(alpha), judged.size())
-                : "");
-    if (!exact.exact && (nb < 2 || na < 2) &&
-        std::any_of(table.begin(), table.end(), [](const Row& r) { return r.verdict == Verdict::no_estimate; }))
+            in.exact.exact ? "where runs of one side differ (not deterministic): " : "", nb, na, p_text(alpha), judged,
+            judged == 1 ? "" : "s", p_text(alpha), judged, p_text(alpha), judged > 1 ? judged - 1 : 1, p_text(alpha),
+            nb, na, p_text(j.p_floor),
+            j.noise_blind ? fmt::format(", above {} / {}: no label can be flagged; run each side more often (the "
+                                        "smallest p-value is 2 / C(n + m, n))",
+                                        p_text(alpha), judged)
+                          : "");
+    if (!in.exact.exact && (nb < 2 || na < 2) &&
+        std::any_of(j.labels.begin(), j.labels.end(), [](const gate::LabelJudgement& r) { return r.verdict == Verdict::no_estimate; }))
         rule += "; with one run a side there is no noise estimate: run each side several times and give "
                 "pmc diff A1 A2 A3 -- B1 B2 B3";
+    return rule;
+}
+
+/// What the gate of a modelled counter follows, in words (said only when --counter asked for one).
+std::string modelled_text(const Read& in, const gate::Judgement& j) {
+    return fmt::format("{} is modelled by pmc's cache model (pmc emulate --cache), not measured: it is gated because "
+                       "--counter named it, by the exact rule, a change under {} of the BASE median passing{}",
+                       in.counter.name, j.threshold ? j.threshold->text : "0",
+                       j.modelled_default_threshold ? " (the modelled counters' default; --threshold changes it)" : " (--threshold)");
+}
+
+std::string label_list(const std::vector<const Row*>& some) {
+    std::string out;
+    for (std::size_t i = 0; i < some.size() && i < 10; ++i) out += fmt::format("\n  {}: {}", some[i]->label, some[i]->text);
+    if (some.size() > 10) out += fmt::format("\n  ... and {} more", some.size() - 10);
+    return out;
+}
+
+/// The gate's message on stderr, after the report (a CI log then shows the table that failed it); its exit status.
+int say_gate(const DiffOptions& o, const Read& in, const gate::Judgement& j, const std::vector<const Row*>& changed,
+             const std::vector<const Row*>& unjudged) {
+    std::fflush(stdout); // the report first: in a log of both streams (2>&1) the message follows the table whole
+    if (!o.gate_on || in.status != 0) return in.status;
+    if (const std::size_t n = unjudged.size()) {
+        const bool one_run = std::any_of(unjudged.begin(), unjudged.end(),
+                                         [](const Row* r) { return r->j.verdict == Verdict::no_estimate; });
+        const std::string why =
+            one_run ? in.exact.exact ? "the runs of one side differ and the other side has one run: no noise estimate"
+                                     : fmt::format("one run a side gives no noise estimate, and {} is not exact: {}",
+                                                   in.counter.name, in.exact.why)
+                    : fmt::format("with {} and {} runs the smallest p-value is {}, above Holm's first bar {} / {} "
+                                  "= {}: no label can be flagged",
+                                  in.nb, in.na, p_text(j.p_floor), p_text(o.judging.alpha), j.judged_by_noise,
+                                  p_text(o.judging.alpha / static_cast<double>(j.judged_by_noise)));
+        fmt::print(stderr,
+                   "pmc diff: {} cannot judge {} label{} (exit status {}): {}. Record {} runs a side (pmc diff {} "
+                   "A1 ... A{} -- B1 ... B{}){}:{}\n",
+                   o.gate_option, n, n == 1 ? "" : "s", gate::cannot_judge_status, why, j.runs_needed, o.gate_option,
+                   j.runs_needed, j.runs_needed,
+                   in.exact.exact ? "" : ", or record an exact counter (instructions:u under pmc emulate, one run a side)",
+                   label_list(unjudged));
+        if (!changed.empty())
+            fmt::print(stderr, "pmc diff: {}: and {} label{} changed:{}\n", o.gate_option, changed.size(),
+                       changed.size() == 1 ? "" : "s", label_list(changed));
+        return gate::cannot_judge_status;
+    }
+    const std::size_t n = changed.size();
+    if (n == 0) return 0;
+    fmt::print(stderr, "pmc diff: {}: {} label{} changed (exit status {}):{}\n", o.gate_option, n, n == 1 ? "" : "s",
+               gate::changed_status, label_list(changed));
+    return j.exit_status();
+}
+
+/// What both renderings show.
+struct View {
+    std::vector<const Row*> shown, changed, unjudged;
+    std::size_t flagged_beyond_top = 0;
+    std::vector<std::string> nondeterministic;
+    bool assumes_determinism = false;
+    std::string rule, gate_verdict;
     std::map<Verdict, std::size_t> verdicts;
-    for (const auto& r : table) ++verdicts[r.verdict];
-    // A damaged file, or one whose program stopped with scopes open (killed): its verdicts are not trusted.
-    const int read_status = std::any_of(all.begin(), all.end(), [](const Run& r) { return r.cut(); }) ? 2 : 0;
-    // The gate's judgement (--fail-on-change, or --fail-on-increase), also put in the JSON (so a CI reading it sees
-    // the verdict): the labels that fail it, and those it cannot judge though they could fail it (no noise estimate,
-    // or too few runs for Holm's bar to be reachable). A gate that cannot judge fails too, with its own status:
-    // passing it would hide every change there.
-    std::vector<const Row*> changed_rows, unjudged_rows;
-    const bool noise_blind = !judged.empty() && p_floor > alpha / static_cast<double>(judged.size());
-    for (const auto& r : table) {
-        if (r.fails) changed_rows.push_back(&r);
-        const bool could_fail =
-            !r.under_threshold && (!fail_on_increase || r.increase) && !(r.accepted && r.accepted_ok);
-        if (could_fail && (r.verdict == Verdict::no_estimate || (noise_blind && r.verdict == Verdict::within_noise)))
-            unjudged_rows.push_back(&r);
-    }
-    const std::size_t unjudged = unjudged_rows.size();
-    // The fix: runs a side for Holm's first step to be reachable over the labels that need the noise rule.
-    const std::size_t needs_noise_rule = judged.size() + (verdicts.count(Verdict::no_estimate) ? verdicts.at(Verdict::no_estimate) : 0);
-    const std::size_t needed_runs = runs_needed(needs_noise_rule, alpha);
-    const char* const gate_verdict = read_status != 0      ? "not judged"
-                                     : unjudged             ? "cannot judge"
-                                     : changed_rows.empty() ? "unchanged"
-                                                            : "changed";
-    constexpr int cannot_judge_status = 4; // distinct from 1 (usage, unreadable), 2 (damage) and 3 (a change)
-    const int exit_status = !gate_on || read_status != 0 ? read_status
-                            : unjudged                   ? cannot_judge_status
-                            : changed_rows.empty()       ? 0
-                                                         : 3;
-    for (const auto& [label, a] : accepted)
-        if (!a.seen)
-            fmt::print(stderr, "pmc diff: --accept '{}' line {}: no label '{}' on either side (mistyped, or gone "
-                               "from the program?)\n",
-                       accept_file, a.line, label);
-    auto label_list = [](const std::vector<const Row*>& some) {
-        std::string out;
-        for (std::size_t i = 0; i < some.size() && i < 10; ++i) out += fmt::format("\n  {}: {}", some[i]->label, some[i]->text);
-        if (some.size() > 10) out += fmt::format("\n  ... and {} more", some.size() - 10);
-        return out;
-    };
-    // The gate, said after the report (a CI log then shows the table that failed it).
-    auto gate = [&]() -> int {
-        std::fflush(stdout); // the report first: in a log of both streams (2>&1) the message follows the table whole
-        if (!gate_on || read_status != 0) return read_status;
-        if (const std::size_t n = unjudged) {
-            const bool one_run = std::any_of(unjudged_rows.begin(), unjudged_rows.end(),
-                                             [](const Row* r) { return r->verdict == Verdict::no_estimate; });
-            const std::string why =
-                one_run ? exact.exact ? "the runs of one side differ and the other side has one run: no noise estimate"
-                                      : fmt::format("one run a side gives no noise estimate, and {} is not exact: {}",
-                                                    counter.name, exact.why)
-                        : fmt::format("with {} and {} runs the smallest p-value is {}, above Holm's first bar {} / {} "
-                                      "= {}: no label can be flagged",
-                                      nb, na, p_text(p_floor), p_text(alpha), judged.size(),
-                                      p_text(alpha / static_cast<double>(judged.size())));
-            fmt::print(stderr,
-                       "pmc diff: {} cannot judge {} label{} (exit status {}): {}. Record {} runs a side (pmc diff {} "
-                       "A1 ... A{} -- B1 ... B{}){}:{}\n",
-                       gate_option, n, n == 1 ? "" : "s", cannot_judge_status, why, needed_runs, gate_option,
-                       needed_runs, needed_runs,
-                       exact.exact ? "" : ", or record an exact counter (instructions:u under pmc emulate, one run a side)",
-                       label_list(unjudged_rows));
-            if (!changed_rows.empty())
-                fmt::print(stderr, "pmc diff: {}: and {} label{} changed:{}\n", gate_option, changed_rows.size(),
-                           changed_rows.size() == 1 ? "" : "s", label_list(changed_rows));
-            return cannot_judge_status;
-        }
-        const std::size_t n = changed_rows.size();
-        if (n == 0) return 0;
-        fmt::print(stderr, "pmc diff: {}: {} label{} changed (exit status 3):{}\n", gate_option, n, n == 1 ? "" : "s",
-                   label_list(changed_rows));
-        return exit_status;
-    };
+    int exit_status = 0;
+};
 
-    if (json) {
-        pmc::JsonWriter j;
-        j.begin_object();
-        for (auto [key, from, n] : {std::tuple{"before", std::size_t{0}, nb}, std::tuple{"after", nb, na}}) {
-            j.key(key).begin_array();
-            for (std::size_t r = from; r < from + n; ++r) j.value(all[r].file);
-            j.end_array();
-        }
-        j.field("counter", counter.name).field("unit", unit).field("exact", exact.exact);
-        j.field("exact_reason", exact.why).field("rule", rule).field("chance_apart", p_floor);
-        j.field("alpha", alpha).field("judged_by_noise", judged.size()).field("total_rule", runs::total_rule);
-        j.field("assumes_determinism", assumes_determinism).key("nondeterministic_labels").begin_array();
-        for (const auto& l : nondeterministic) j.value(l);
-        j.end_array();
-        auto side_json = [&](const char* key, const Side& s) {
-            j.key(key).begin_object().field("calls", s.c.median).field("self", s.s.median).field("total", s.t.median);
-            j.field("self_min", s.s.min).field("self_max", s.s.max).end_object();
-        };
-        j.key("labels").begin_array();
-        for (const Row* shown_row : rows_shown) {
-            const Row& r = *shown_row;
-            j.begin_object().field("label", r.label).field("verdict", verdict_key(r.verdict)).field("text", r.text);
-            j.field("fails_gate", r.fails).field("under_threshold", r.under_threshold);
-            if (r.accepted) j.field("accepted", r.accepted->text).field("accepted_as_is", r.accepted_ok);
-            else j.key("accepted").null();
-            if (r.by_noise) j.field("p", r.p);
-            side_json("before", r.before);
-            side_json("after", r.after);
-            j.field("calls_delta", r.after.c.median - r.before.c.median).field("self_delta", r.self_delta);
-            const double sp = pct(r.self_delta, r.before.s.median), tp = pct(r.total_delta, r.before.t.median);
-            if (std::isinf(sp)) j.key("self_delta_percent").null();
-            else j.field("self_delta_percent", sp);
-            j.field("total_delta", r.total_delta);
-            if (std::isinf(tp)) j.key("total_delta_percent").null();
-            else j.field("total_delta_percent", tp);
-            j.end_object();
-        }
-        j.end_array();
-        auto events_json = [&](const char* key, const auto& table_, const auto* sums) {
-            j.key(key).begin_array();
-            for (const auto& [name, sides] : table_) {
-                const double b = runs::spread(sides.first).median, a = runs::spread(sides.second).median;
-                j.begin_object().field("event", name).field("count_before", b).field("count_after", a);
-                j.field("count_delta", a - b);
-                if (sums) {
-                    const auto& s = sums->at(name);
-                    const double sb = runs::spread(s.first).median, sa = runs::spread(s.second).median;
-                    j.field("sum_before", sb).field("sum_after", sa).field("sum_delta", sa - sb);
-                }
-                j.end_object();
+View view_of(const DiffOptions& o, Read& in, const gate::Judgement& j) {
+    View v;
+    for (Row& r : in.table) r.text = verdict_text(r.j, in, j, o.judging);
+    std::stable_sort(in.table.begin(), in.table.end(),
+                     [](const Row& x, const Row& y) { return std::fabs(x.j.delta) > std::fabs(y.j.delta); });
+    // --top N: the N largest, and every flagged label whatever its place (a gate's reason is never hidden).
+    for (std::size_t i = 0; i < in.table.size(); ++i)
+        if (!o.top || i < o.top || in.table[i].j.flagged()) v.shown.push_back(&in.table[i]);
+    v.flagged_beyond_top = o.top && v.shown.size() > o.top ? v.shown.size() - o.top : 0;
+    for (const Row& r : in.table) {
+        if (r.j.nondeterministic_before || r.j.nondeterministic_after)
+            v.nondeterministic.push_back(r.label + (r.j.nondeterministic_before && r.j.nondeterministic_after ? " (both sides)"
+                                                    : r.j.nondeterministic_before                            ? " (BASE)"
+                                                                                                             : " (NEW)"));
+        if (r.j.fails) v.changed.push_back(&r);
+        if (r.j.unjudged) v.unjudged.push_back(&r);
+        ++v.verdicts[r.j.verdict];
+    }
+    v.assumes_determinism = in.exact.exact && in.nb == 1 && in.na == 1;
+    v.rule = rule_text(in, j, o.judging, v.assumes_determinism);
+    v.gate_verdict = in.status != 0 ? "not judged" : gate::to_string(j.overall());
+    v.exit_status = !o.gate_on || in.status != 0 ? in.status : j.exit_status();
+    return v;
+}
+
+void render_json(const DiffOptions& o, const Read& in, const gate::Judgement& j, const View& v) {
+    const auto& all = in.all;
+    const std::size_t nb = in.nb, na = in.na;
+    pmc::JsonWriter w;
+    w.begin_object();
+    for (auto [key, from, n] : {std::tuple{"before", std::size_t{0}, nb}, std::tuple{"after", nb, na}}) {
+        w.key(key).begin_array();
+        for (std::size_t r = from; r < from + n; ++r) w.value(all[r].file);
+        w.end_array();
+    }
+    w.field("counter", in.counter.name).field("unit", in.counter.unit).field("exact", in.exact.exact);
+    w.field("exact_reason", in.exact.why);
+    if (in.modelled) w.field("modelled", modelled_text(in, j));
+    w.field("rule", v.rule).field("chance_apart", j.p_floor);
+    w.field("alpha", o.judging.alpha).field("judged_by_noise", j.judged_by_noise).field("total_rule", runs::total_rule);
+    w.field("assumes_determinism", v.assumes_determinism).key("nondeterministic_labels").begin_array();
+    for (const auto& l : v.nondeterministic) w.value(l);
+    w.end_array();
+    auto side_json = [&](const char* key, const Side& s) {
+        w.key(key).begin_object().field("calls", s.c.median).field("self", s.s.median).field("total", s.t.median);
+        w.field("self_min", s.s.min).field("self_max", s.s.max).end_object();
+    };
+    w.key("labels").begin_array();
+    for (const Row* shown_row : v.shown) {
+        const Row& r = *shown_row;
+        w.begin_object().field("label", r.label).field("verdict", gate::to_string(r.j.verdict)).field("text", r.text);
+        w.field("fails_gate", r.j.fails).field("under_threshold", r.j.under_threshold);
+        if (r.j.accepted) w.field("accepted", r.j.accepted->text).field("accepted_as_is", r.j.accepted_ok);
+        else w.key("accepted").null();
+        if (r.j.by_noise) w.field("p", r.j.p);
+        side_json("before", r.before);
+        side_json("after", r.after);
+        w.field("calls_delta", r.after.c.median - r.before.c.median).field("self_delta", r.j.delta);
+        const double sp = gate::percent_of(r.j.delta, r.before.s.median), tp = gate::percent_of(r.total_delta, r.before.t.median);
+        if (std::isinf(sp)) w.key("self_delta_percent").null();
+        else w.field("self_delta_percent", sp);
+        w.field("total_delta", r.total_delta);
+        if (std::isinf(tp)) w.key("total_delta_percent").null();
+        else w.field("total_delta_percent", tp);
+        w.end_object();
+    }
+    w.end_array();
+    auto events_json = [&](const char* key, const EventTable& table, const EventTable* sums) {
+        w.key(key).begin_array();
+        for (const auto& [name, sides] : table) {
+            const double b = runs::spread(sides.first).median, a = runs::spread(sides.second).median;
+            w.begin_object().field("event", name).field("count_before", b).field("count_after", a);
+            w.field("count_delta", a - b);
+            if (sums) {
+                const auto& s = sums->at(name);
+                const double sb = runs::spread(s.first).median, sa = runs::spread(s.second).median;
+                w.field("sum_before", sb).field("sum_after", sa).field("sum_delta", sa - sb);
             }
-            j.end_array();
-        };
-        events_json("instants", instants, static_cast<decltype(&integer_sums)>(nullptr));
-        events_json("integers", integer_counts, &integer_sums);
-        j.key("problems").begin_array();
-        for (const auto& r : all)
-            for (const auto& p : r.profile.problems) j.begin_object().field("file", r.file).field("problem", p).end_object();
-        j.end_array();
-        auto labels_json = [&](const char* key, auto keep) {
-            j.key(key).begin_array();
-            for (const Row& r : table)
-                if (keep(r)) j.value(r.label);
-            j.end_array();
-        };
-        j.key("gate").begin_object().field("fail_on_change", fail_on_change).field("fail_on_increase", fail_on_increase);
-        if (threshold)
-            j.key("threshold").begin_object().field("value", threshold->value).field("percent", threshold->percent)
-                .field("text", threshold->text).end_object();
-        else j.key("threshold").null();
-        if (accept_option.given()) j.field("accept_file", accept_file);
-        else j.key("accept_file").null();
-        j.field("verdict", gate_verdict);
-        j.field("changed", changed_rows.size()).field("unjudged", unjudged).key("changed_labels").begin_array();
-        for (const Row* r : changed_rows) j.value(r->label);
-        j.end_array().key("unjudged_labels").begin_array();
-        for (const Row* r : unjudged_rows) j.value(r->label);
-        j.end_array();
-        // Flagged labels that do not fail, and why.
-        labels_json("under_threshold_labels", [](const Row& r) { return r.flagged() && r.under_threshold; });
-        labels_json("accepted_labels", [](const Row& r) { return r.flagged() && r.accepted && r.accepted_ok; });
-        labels_json("passed_decreases", [&](const Row& r) {
-            return r.flagged() && !r.under_threshold && fail_on_increase && !r.increase;
-        });
-        if (unjudged) j.field("runs_needed", needed_runs);
-        else j.key("runs_needed").null();
-        j.field("exit_status", exit_status).end_object().end_object();
-        fmt::print("{}\n", j.str());
-        runs::report_damage("diff", all);
-        return gate();
-    }
+            w.end_object();
+        }
+        w.end_array();
+    };
+    events_json("instants", in.instants, nullptr);
+    events_json("integers", in.integer_counts, &in.integer_sums);
+    w.key("problems").begin_array();
+    for (const auto& r : all)
+        for (const auto& p : r.profile.problems) w.begin_object().field("file", r.file).field("problem", p).end_object();
+    w.end_array();
+    auto labels_json = [&](const char* key, auto keep) {
+        w.key(key).begin_array();
+        for (const Row& r : in.table)
+            if (keep(r.j)) w.value(r.label);
+        w.end_array();
+    };
+    w.key("gate").begin_object().field("fail_on_change", o.gate_on && o.judging.direction == gate::Direction::change);
+    w.field("fail_on_increase", o.judging.direction == gate::Direction::increase);
+    if (j.threshold)
+        w.key("threshold").begin_object().field("value", j.threshold->value).field("percent", j.threshold->percent)
+            .field("text", j.threshold->text).end_object();
+    else w.key("threshold").null();
+    if (o.accept_given) w.field("accept_file", o.accept_file);
+    else w.key("accept_file").null();
+    w.field("verdict", v.gate_verdict);
+    w.field("changed", v.changed.size()).field("unjudged", v.unjudged.size()).key("changed_labels").begin_array();
+    for (const Row* r : v.changed) w.value(r->label);
+    w.end_array().key("unjudged_labels").begin_array();
+    for (const Row* r : v.unjudged) w.value(r->label);
+    w.end_array();
+    // Flagged labels that do not fail, and why.
+    labels_json("under_threshold_labels", [](const gate::LabelJudgement& r) { return r.flagged() && r.under_threshold; });
+    labels_json("accepted_labels", [](const gate::LabelJudgement& r) { return r.flagged() && r.accepted && r.accepted_ok; });
+    labels_json("passed_decreases",
+                [](const gate::LabelJudgement& r) { return r.flagged() && !r.under_threshold && r.against_direction; });
+    if (!v.unjudged.empty()) w.field("runs_needed", j.runs_needed);
+    else w.key("runs_needed").null();
+    w.field("exit_status", v.exit_status).end_object().end_object();
+    fmt::print("{}\n", w.str());
+}
 
+void render_text(const DiffOptions& o, const Read& in, const gate::Judgement& j, const View& v) {
+    const std::size_t nb = in.nb, na = in.na;
+    const std::string& unit = in.counter.unit;
     auto files_text = [&](std::size_t from, std::size_t n) {
         std::string s;
-        for (std::size_t r = from; r < from + n; ++r) s += (s.empty() ? "" : " ") + all[r].file;
+        for (std::size_t r = from; r < from + n; ++r) s += (s.empty() ? "" : " ") + in.all[r].file;
         return s;
     };
     fmt::print("BASE ({} run{}): {}\nNEW  ({} run{}): {}\n", nb, nb == 1 ? "" : "s", files_text(0, nb), na,
                na == 1 ? "" : "s", files_text(nb, na));
-    fmt::print("counter: {} ({}): {}{}\n", counter.name, counter.unit == "events" ? "a count" : counter.unit,
-               exact.exact ? "exact: " : "not exact: ", exact.why);
+    fmt::print("counter: {} ({}): {}{}\n", in.counter.name, unit == "events" ? "a count" : unit,
+               in.exact.exact ? "exact: " : "not exact: ", in.exact.why);
+    if (in.modelled) fmt::print("modelled: {}\n", modelled_text(in, j));
     fmt::print("verdicts are on each label's self value and calls{}: {}\n",
                nb > 1 || na > 1 ? " (before/after: the medians of each side's runs; of an even number, the mean of "
                                   "the middle two)"
                                 : "",
-               rule);
+               v.rule);
     fmt::print("totals: {}\n", runs::total_rule);
-    if (!nondeterministic.empty()) {
+    if (!v.nondeterministic.empty()) {
+        const auto& nd = v.nondeterministic;
         std::string list;
-        for (std::size_t i = 0; i < nondeterministic.size() && i < 10; ++i)
-            list += (i ? ", " : "") + nondeterministic[i];
+        for (std::size_t i = 0; i < nd.size() && i < 10; ++i) list += (i ? ", " : "") + nd[i];
         fmt::print("not deterministic: {} is exact, but the runs of one side differ at {} label{}: {}{}; these are "
                    "judged by the noise rule, not called changed (fix what varies between runs: seeds, addresses, "
                    "the environment)\n",
-                   counter.name, nondeterministic.size(), nondeterministic.size() == 1 ? "" : "s", list,
-                   nondeterministic.size() > 10 ? fmt::format(" and {} more", nondeterministic.size() - 10) : "");
-    } else if (assumes_determinism) {
+                   in.counter.name, nd.size(), nd.size() == 1 ? "" : "s", list,
+                   nd.size() > 10 ? fmt::format(" and {} more", nd.size() - 10) : "");
+    } else if (v.assumes_determinism) {
         fmt::print("deterministic? assumed: with one run a side, a difference is taken for a change; a program whose "
                    "runs differ (a seed from the time, addresses, the environment) makes every one of them \"changed\": "
                    "give each side two or more runs (pmc diff A1 A2 -- B1 B2) to check\n");
     }
     std::size_t width = 5;
-    for (const auto& r : table) width = std::max(width, r.label.size());
-    for (const auto* events : {&instants, &integer_counts})
+    for (const auto& r : in.table) width = std::max(width, r.label.size());
+    for (const auto* events : {&in.instants, &in.integer_counts})
         for (const auto& e : *events) width = std::max(width, e.first.size());
     width = std::min<std::size_t>(width, 40);
     std::vector<std::string> names; // every label the tables show: none cut into another's text
-    for (const auto& r : table) names.push_back(r.label);
-    for (const auto* events : {&instants, &integer_counts})
+    for (const auto& r : in.table) names.push_back(r.label);
+    for (const auto* events : {&in.instants, &in.integer_counts})
         for (const auto& e : *events) names.push_back(e.first);
     const cli::LabelColumn column(names, width);
-    auto v = [&](double x) { return runs::show(x, unit); };
+    auto show = [&](double x) { return runs::show(x, unit); };
     fmt::print("\n{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", "label", width, "calls",
                "self before", "self after", "self delta", "delta %", "total before", "total after", "total delta",
                "verdict");
-    for (const Row* shown_row : rows_shown) {
+    for (const Row* shown_row : v.shown) {
         const Row& r = *shown_row;
         const std::string calls = r.before.c.median == r.after.c.median
                                       ? fmt::format("{:.0f}", r.before.c.median)
                                       : fmt::format("{:.0f}->{:.0f}", r.before.c.median, r.after.c.median);
-        fmt::print("{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", column(r.label), width, calls,
-                   v(r.before.s.median), v(r.after.s.median), signed_value(r.self_delta, unit),
-                   signed_pct(pct(r.self_delta, r.before.s.median)), v(r.before.t.median), v(r.after.t.median),
-                   signed_value(r.total_delta, unit), r.text);
+        fmt::print("{:<{}}  {:>12}  {:>11}  {:>11}  {:>11}  {:>8}  {:>12}  {:>11}  {:>11}  {}\n", column(r.label), width,
+                   calls, show(r.before.s.median), show(r.after.s.median), signed_value(r.j.delta, unit),
+                   signed_pct(gate::percent_of(r.j.delta, r.before.s.median)), show(r.before.t.median),
+                   show(r.after.t.median), signed_value(r.total_delta, unit), r.text);
     }
-    if (table.empty()) fmt::print("(no scopes on either side)\n");
-    if (rows_shown.size() < table.size())
-        fmt::print("... {} more labels (--top; none of them flagged)\n", table.size() - rows_shown.size());
-    if (flagged_beyond_top)
-        fmt::print("({} flagged label{} shown beyond --top {}: a gate's reason is never hidden)\n", flagged_beyond_top,
-                   flagged_beyond_top == 1 ? "" : "s", top);
+    if (in.table.empty()) fmt::print("(no scopes on either side)\n");
+    if (v.shown.size() < in.table.size())
+        fmt::print("... {} more labels (--top; none of them flagged)\n", in.table.size() - v.shown.size());
+    if (v.flagged_beyond_top)
+        fmt::print("({} flagged label{} shown beyond --top {}: a gate's reason is never hidden)\n", v.flagged_beyond_top,
+                   v.flagged_beyond_top == 1 ? "" : "s", o.top);
     std::string counts;
-    for (const auto& [verdict, n] : verdicts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, verdict_key(verdict));
-    fmt::print("\n{} labels: {}\n", table.size(), counts);
-    auto events_text = [&](const char* title, const auto& table_, const auto* sums) {
-        if (table_.empty()) return;
+    for (const auto& [verdict, n] : v.verdicts)
+        counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, gate::to_string(verdict));
+    fmt::print("\n{} labels: {}\n", in.table.size(), counts);
+    auto events_text = [&](const char* title, const EventTable& table, const EventTable* sums) {
+        if (table.empty()) return;
         fmt::print("\n{:<{}}  {:>12}  {:>12}  {:>12}{}\n", title, width, "before", "after", "delta",
                    sums ? "  (sum before -> after)" : "");
-        for (const auto& [name, sides] : table_) {
+        for (const auto& [name, sides] : table) {
             const double b = runs::spread(sides.first).median, a = runs::spread(sides.second).median;
             std::string extra;
             if (sums) {
@@ -892,10 +709,42 @@ int cmd_diff(const std::vector<std::string>& arguments) {
             fmt::print("{:<{}}  {:>12.0f}  {:>12.0f}  {:>+12.0f}{}\n", column(name), width, b, a, a - b, extra);
         }
     };
-    events_text("instant event", instants, static_cast<decltype(&integer_sums)>(nullptr));
-    events_text("integer event", integer_counts, &integer_sums);
-    runs::report_damage("diff", all);
-    return gate();
+    events_text("instant event", in.instants, nullptr);
+    events_text("integer event", in.integer_counts, &in.integer_sums);
+}
+
+} // namespace
+
+// parse -> read -> judge (pmc/gate.hpp) -> render.
+int cmd_diff(const std::vector<std::string>& arguments) {
+    DiffOptions o;
+    if (auto status = parse_command_line(arguments, o)) return *status;
+    gate::AcceptList accepted;
+    if (o.accept_given) {
+        auto read = read_accept_file(o.accept_file);
+        if (auto* why = std::get_if<std::string>(&read)) {
+            fmt::print(stderr, "pmc diff: {}\n", *why);
+            return 1;
+        }
+        accepted = std::move(std::get<gate::AcceptList>(read));
+        o.judging.accept = &accepted;
+    }
+    Read in;
+    if (auto status = read_profiles(o, in)) return *status;
+    o.judging.exact = in.exact.exact;
+    o.judging.modelled = in.modelled;
+    const gate::Judgement j = judge(in, o.judging);
+    const View v = view_of(o, in, j);
+    for (const gate::Accepted* a : j.unused_accepts)
+        for (const auto& [label, line] : accepted)
+            if (&line == a)
+                fmt::print(stderr, "pmc diff: --accept '{}' line {}: no label '{}' on either side (mistyped, or gone "
+                                   "from the program?)\n",
+                           o.accept_file, a->line, label);
+    if (o.json) render_json(o, in, j, v);
+    else render_text(o, in, j, v);
+    runs::report_damage("diff", in.all);
+    return say_gate(o, in, j, v.changed, v.unjudged);
 }
 
 } // namespace pmc_tool

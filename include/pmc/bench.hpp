@@ -31,6 +31,7 @@
 #include <pmc/detail/text.hpp>
 #include <pmc/emulated.hpp>
 #include <pmc/error.hpp>
+#include <pmc/gate.hpp>
 #include <pmc/report.hpp>
 
 #include <fmt/format.h>
@@ -489,14 +490,21 @@ inline Report read_report(const std::string& path) {
 }
 
 // ---- 5. The comparison (the gate) ---------------------------------------------------------------------------------
+// The judgement is pmc/gate.hpp's, the one pmc diff uses: each exact event across the benchmarks by the exact rule,
+// time (where no exact count decides) by the noise rule, the threshold, direction and accepted changes alike. What
+// is here is what only results have: a figure counted on one side only, or on another kind of machine.
 
 /// How a comparison judges.
 struct GateOptions {
-    double threshold_pct = 0;       ///< exact counts: a change smaller than this (in %) passes; 0: any change fails
-    double time_threshold_pct = 5;  ///< time: a change must be at least this large, and the epochs apart
+    std::optional<double> threshold_pct; ///< exact counts: a change smaller than this (in %) passes; none: any change
+                                         ///< fails (a modelled event: gate::modelled_threshold_percent)
+    double time_threshold_pct = 5;       ///< time: a change must be at least this large, and beyond the noise
+    gate::Direction direction = gate::Direction::change; ///< --fail-on-increase: only increases fail
+    const gate::AcceptList* accept = nullptr; ///< accepted changes per benchmark (per-iteration deltas or %); not owned
+    std::vector<std::string> modelled_events; ///< modelled events to gate (--counter); the others are shown only
 };
 
-enum class Verdict { unchanged, changed, under_threshold, unjudged, not_gated, added, gone };
+enum class Verdict { unchanged, changed, under_threshold, unjudged, not_gated, added, gone, accepted, allowed };
 
 inline const char* to_string(Verdict v) {
     switch (v) {
@@ -507,6 +515,8 @@ inline const char* to_string(Verdict v) {
     case Verdict::not_gated: return "differs, not gated";
     case Verdict::added: return "new";
     case Verdict::gone: return "gone";
+    case Verdict::accepted: return "changed as accepted";
+    case Verdict::allowed: return "a decrease, allowed";
     }
     return "?";
 }
@@ -515,6 +525,7 @@ inline const char* to_string(Verdict v) {
 struct FigureChange {
     std::string figure; ///< an event, or "ns/op"
     bool exact = false;
+    bool modelled = false; ///< a modelled event (pmc emulate --cache)
     double before = 0, after = 0;
     std::string before_text, after_text;
     Verdict verdict = Verdict::unchanged;
@@ -536,9 +547,12 @@ struct BenchmarkChange {
 struct Comparison {
     std::vector<BenchmarkChange> benchmarks;
     std::size_t changed = 0, unjudged = 0;
+    std::vector<std::string> notes; ///< what the gate followed beyond its defaults (a modelled event, unused accepts)
     /// The gate's exit status: 0 nothing changed; 3 a benchmark changed; 4 a benchmark could not be judged (before 3,
     /// as pmc diff: a change is not trusted where something else could not be checked).
-    int exit_status() const noexcept { return unjudged ? 4 : changed ? 3 : 0; }
+    int exit_status() const noexcept {
+        return unjudged ? gate::cannot_judge_status : changed ? gate::changed_status : 0;
+    }
 };
 
 namespace detail {
@@ -551,32 +565,45 @@ inline int compare_exact(const CountFigure& a, const CountFigure& b) {
     return l < r ? -1 : l > r ? 1 : 0;
 }
 
-/// The noise rule for time: changed when the median moved by at least `threshold_pct` and every epoch of one side
-/// is slower than every epoch of the other (with 11 epochs a side, a split that chance gives with p = 2/C(22,11),
-/// about 3e-6: the rank-sum test at its extreme).
-inline FigureChange compare_time(const TimeFigure& a, const TimeFigure& b, double threshold_pct) {
-    FigureChange f;
-    f.figure = "ns/op";
-    f.before = a.median;
-    f.after = b.median;
-    f.before_text = ns_text(a.median);
-    f.after_text = ns_text(b.median);
-    if (a.epoch_ns_per_op.size() < 5 || b.epoch_ns_per_op.size() < 5) {
-        f.verdict = Verdict::unjudged;
-        f.why = "fewer than 5 time epochs a side";
-        return f;
-    }
-    const bool apart = a.max < b.min || b.max < a.min;
-    const bool large = std::fabs(f.change_pct()) >= threshold_pct;
-    f.verdict = apart && large ? Verdict::changed : apart ? Verdict::under_threshold : Verdict::unchanged;
-    f.why = apart ? large ? "every epoch apart" : fmt::format("epochs apart, but under {}%", threshold_pct)
-                  : "epochs overlap";
-    return f;
+/// `after`'s per-iteration figure, as far from `before`'s as the fractions are apart: two figures that differ as
+/// fractions never round to one double (the gate compares doubles).
+inline double exact_after(const CountFigure& before, const CountFigure& after) {
+    const double a = before.per_iteration(), b = after.per_iteration();
+    const int order = compare_exact(before, after);
+    if (order == 0) return a;
+    if (a == b) return std::nextafter(b, order < 0 ? HUGE_VAL : -HUGE_VAL);
+    return b;
+}
+
+/// A figure's verdict from the gate's judgement of its benchmark.
+inline Verdict verdict_of(const gate::LabelJudgement& j) {
+    if (j.unjudged) return Verdict::unjudged;
+    if (!j.flagged()) return Verdict::unchanged;
+    if (j.fails) return Verdict::changed;
+    if (j.under_threshold) return Verdict::under_threshold;
+    if (j.against_direction) return Verdict::allowed;
+    return Verdict::accepted;
+}
+
+inline std::string why_of(const gate::LabelJudgement& j, const gate::Judgement& all, bool exact) {
+    if (j.unjudged)
+        return exact ? "no estimate of the noise"
+                     : fmt::format("{} and {} epochs: too few for the noise rule (the smallest p-value {:.2g} is above "
+                                   "Holm's bar)", all.runs_before, all.runs_after, all.p_floor);
+    if (j.by_noise && !j.flagged()) return j.holm_passed ? "within the epochs' spread" : "within the noise";
+    if (!j.flagged()) return "";
+    std::string why = exact ? "" : "beyond the noise";
+    if (j.under_threshold) why += (why.empty() ? "" : ", ") + std::string("under ") + all.threshold->text;
+    else if (j.against_direction) why += (why.empty() ? "" : ", ") + std::string("--fail-on-increase");
+    else if (j.accepted)
+        why += fmt::format("{}{} {} (--accept line {})", why.empty() ? "" : ", ",
+                           j.accepted_ok ? "accepted:" : "not as accepted:", j.accepted->text, j.accepted->line);
+    return why;
 }
 } // namespace detail
 
 /// Compares `after` with `before`, benchmark by benchmark (by name), figure by figure (by event).
-inline Comparison compare(const Report& before, const Report& after, const GateOptions& gate = {}) {
+inline Comparison compare(const Report& before, const Report& after, const GateOptions& options = {}) {
     Comparison out;
     auto find = [](const Report& r, const std::string& name) -> const Result* {
         for (const auto& x : r.results)
@@ -584,6 +611,20 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
         return nullptr;
     };
     const bool same_machine_kind = before.emulated == after.emulated;
+    auto gated_modelled = [&](const std::string& event) {
+        return std::find(options.modelled_events.begin(), options.modelled_events.end(), event) !=
+               options.modelled_events.end();
+    };
+    // 1. Each figure, and what only results can tell: counted on one side only, exact on one side only, another
+    // kind of machine. The exact figures that can be compared are gathered per event for the gate.
+    struct Pending { std::size_t benchmark, figure; };
+    std::vector<std::string> exact_events;                       // in the order met
+    std::vector<std::vector<gate::Label>> exact_labels;          // per event: its benchmarks
+    std::vector<std::vector<Pending>> exact_at;
+    std::vector<gate::Label> time_labels;
+    std::vector<Pending> time_at;
+    std::vector<char> exact_unjudged, exact_judged;
+    const bool emulated = !after.emulated.empty();
     for (const auto& b : after.results) {
         BenchmarkChange bc;
         bc.name = b.name;
@@ -592,27 +633,31 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
             bc.verdict = Verdict::added;
             bc.why = "not in the baseline";
             out.benchmarks.push_back(std::move(bc));
+            exact_unjudged.push_back(0);
+            exact_judged.push_back(0);
             continue;
         }
-        bool exact_judged = false, exact_changed = false, exact_unjudged = false;
+        const std::size_t index = out.benchmarks.size();
+        bool judged = false, unjudged = false;
         for (const auto& fb : b.counts) {
             const CountFigure* fa = a->count(fb.event);
             FigureChange f;
             f.figure = fb.event;
             f.exact = fb.exact && fa && fa->exact;
+            f.modelled = emulated && fb.exact && gate::is_modelled_event(fb.event);
             f.after = fb.per_iteration();
             f.after_text = format_per_iteration(fb);
             if (!fa) {
                 f.verdict = Verdict::unjudged;
                 f.why = "the baseline did not count it";
-                if (fb.exact) exact_unjudged = true;
+                if (fb.exact && (!f.modelled || gated_modelled(fb.event))) unjudged = true;
             } else {
                 f.before = fa->per_iteration();
                 f.before_text = format_per_iteration(*fa);
                 if (fb.exact != fa->exact) {
                     f.verdict = Verdict::unjudged;
                     f.why = "exact on one side only";
-                    exact_unjudged = true;
+                    unjudged = true;
                 } else if (!f.exact) {
                     f.verdict = detail::compare_exact(*fa, fb) == 0 ? Verdict::unchanged : Verdict::not_gated;
                     f.why = "not exact: shown, not gated";
@@ -620,18 +665,21 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
                     f.verdict = Verdict::unjudged;
                     f.why = "counted on another kind of machine (emulated '" + before.emulated + "' against '" +
                             after.emulated + "')";
-                    exact_unjudged = true;
+                    unjudged = true;
+                } else if (f.modelled && !gated_modelled(fb.event)) {
+                    f.verdict = detail::compare_exact(*fa, fb) == 0 ? Verdict::unchanged : Verdict::not_gated;
+                    f.why = "modelled by pmc's cache model, not measured: gated only with --counter " + fb.event;
                 } else {
-                    exact_judged = true;
-                    if (detail::compare_exact(*fa, fb) == 0) {
-                        f.verdict = Verdict::unchanged;
-                    } else if (std::fabs(f.change_pct()) < gate.threshold_pct) {
-                        f.verdict = Verdict::under_threshold;
-                        f.why = fmt::format("under {}%", gate.threshold_pct);
-                    } else {
-                        f.verdict = Verdict::changed;
-                        exact_changed = true;
+                    judged = true;
+                    std::size_t e = static_cast<std::size_t>(
+                        std::find(exact_events.begin(), exact_events.end(), fb.event) - exact_events.begin());
+                    if (e == exact_events.size()) {
+                        exact_events.push_back(fb.event);
+                        exact_labels.emplace_back();
+                        exact_at.emplace_back();
                     }
+                    exact_labels[e].push_back({b.name, {{fa->per_iteration()}, {}}, {{detail::exact_after(*fa, fb)}, {}}});
+                    exact_at[e].push_back({index, bc.figures.size()});
                 }
             }
             bc.figures.push_back(std::move(f));
@@ -644,24 +692,89 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
                 f.before_text = format_per_iteration(fa);
                 f.verdict = Verdict::unjudged;
                 f.why = "not counted in this run";
-                exact_unjudged = true;
+                unjudged = true;
                 bc.figures.push_back(std::move(f));
             }
-        FigureChange t = detail::compare_time(a->time, b.time, gate.time_threshold_pct);
-        if (exact_unjudged) {
-            bc.verdict = Verdict::unjudged;
-            bc.why = "an exact count could not be compared";
-        } else if (exact_judged) {
-            bc.verdict = exact_changed ? Verdict::changed : Verdict::unchanged;
-            bc.why = "exact counts decide; time is shown";
-        } else {
-            bc.verdict = t.verdict;
-            bc.why = "time decides (no exact count on both sides): " + t.why;
+        FigureChange t;
+        t.figure = "ns/op";
+        t.before = a->time.median;
+        t.after = b.time.median;
+        t.before_text = detail::ns_text(a->time.median);
+        t.after_text = detail::ns_text(b.time.median);
+        if (!judged && !unjudged) { // time decides: judged with the other benchmarks that time decides
+            time_labels.push_back({b.name, {a->time.epoch_ns_per_op, {}}, {b.time.epoch_ns_per_op, {}}});
+            time_at.push_back({index, bc.figures.size()});
         }
         bc.figures.push_back(std::move(t));
+        exact_unjudged.push_back(unjudged);
+        exact_judged.push_back(judged);
+        out.benchmarks.push_back(std::move(bc));
+    }
+    // 2. The gate's judgement: each exact event over its benchmarks, and time over those it decides.
+    gate::Options exact_options;
+    exact_options.exact = true;
+    exact_options.direction = options.direction;
+    exact_options.accept = options.accept;
+    for (std::size_t e = 0; e < exact_events.size(); ++e) {
+        gate::Options o = exact_options;
+        o.modelled = gate::is_modelled_event(exact_events[e]) && emulated;
+        if (options.threshold_pct)
+            o.threshold = gate::Threshold{*options.threshold_pct, true, fmt::format("{:g}%", *options.threshold_pct)};
+        const gate::Judgement j = gate::judge(exact_labels[e], 1, 1, o);
+        if (o.modelled)
+            out.notes.push_back(fmt::format("{} is modelled by pmc's cache model (pmc emulate --cache), not measured: "
+                                            "gated because --counter named it, by the exact rule, a change under {} "
+                                            "passing{}",
+                                            exact_events[e], j.threshold->text,
+                                            j.modelled_default_threshold ? " (the modelled default; --threshold changes it)" : ""));
+        for (std::size_t i = 0; i < j.labels.size(); ++i) {
+            FigureChange& f = out.benchmarks[exact_at[e][i].benchmark].figures[exact_at[e][i].figure];
+            f.verdict = detail::verdict_of(j.labels[i]);
+            f.why = detail::why_of(j.labels[i], j, true);
+        }
+    }
+    gate::Options time_options;
+    time_options.direction = options.direction;
+    time_options.accept = options.accept;
+    time_options.threshold = gate::Threshold{options.time_threshold_pct, true, fmt::format("{:g}%", options.time_threshold_pct)};
+    std::size_t time_epochs_before = 0, time_epochs_after = 0;
+    for (const auto& l : time_labels) {
+        time_epochs_before = std::max(time_epochs_before, l.before.values.size());
+        time_epochs_after = std::max(time_epochs_after, l.after.values.size());
+    }
+    const gate::Judgement time = gate::judge(time_labels, time_epochs_before, time_epochs_after, time_options);
+    for (std::size_t i = 0; i < time.labels.size(); ++i) {
+        FigureChange& f = out.benchmarks[time_at[i].benchmark].figures[time_at[i].figure];
+        f.verdict = detail::verdict_of(time.labels[i]);
+        f.why = detail::why_of(time.labels[i], time, false);
+    }
+    // 3. Each benchmark's verdict: its exact counts decide where it has any, else its time.
+    for (std::size_t i = 0; i < out.benchmarks.size(); ++i) {
+        BenchmarkChange& bc = out.benchmarks[i];
+        if (bc.verdict == Verdict::added) continue;
+        auto worst = [&](bool exact_figures) {
+            Verdict v = Verdict::unchanged;
+            for (const auto& f : bc.figures) {
+                if ((f.figure == "ns/op") == exact_figures) continue;
+                if (exact_figures && (!f.exact || (f.modelled && !gated_modelled(f.figure)))) continue;
+                if (f.verdict == Verdict::unjudged) return Verdict::unjudged;
+                if (f.verdict == Verdict::changed) v = Verdict::changed;
+                else if (v == Verdict::unchanged && !exact_figures) v = f.verdict; // an exact count's excuse: its figure's
+            }
+            return v;
+        };
+        if (exact_unjudged[i]) {
+            bc.verdict = Verdict::unjudged;
+            bc.why = "an exact count could not be compared";
+        } else if (exact_judged[i]) {
+            bc.verdict = worst(true);
+            bc.why = "exact counts decide; time is shown";
+        } else {
+            bc.verdict = worst(false);
+            bc.why = "time decides (no exact count on both sides): " + bc.figures.back().why;
+        }
         if (bc.verdict == Verdict::changed) ++out.changed;
         if (bc.verdict == Verdict::unjudged) ++out.unjudged;
-        out.benchmarks.push_back(std::move(bc));
     }
     for (const auto& a : before.results)
         if (!find(after, a.name)) {
@@ -671,6 +784,14 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
             bc.why = "in the baseline only (not run: filtered out or removed)";
             out.benchmarks.push_back(std::move(bc));
         }
+    if (options.accept)
+        for (const auto& [name, accepted] : *options.accept)
+            if (!find(after, name) && !find(before, name))
+                out.notes.push_back(fmt::format("--accept line {}: no benchmark '{}' on either side (mistyped, or "
+                                                "removed?)", accepted.line, name));
+    for (const auto& event : options.modelled_events)
+        if (std::find(exact_events.begin(), exact_events.end(), event) == exact_events.end())
+            out.notes.push_back("--counter " + event + ": not an exact modelled event both sides counted: not gated");
     return out;
 }
 
@@ -758,14 +879,16 @@ inline std::string to_markdown(const Comparison& c) {
                                        pct);
             }
             if (f.verdict != Verdict::unchanged) figures += std::string(" ") + to_string(f.verdict);
-            if (!f.why.empty() && f.verdict != Verdict::unchanged && f.verdict != Verdict::changed)
+            if (!f.why.empty() && f.verdict != Verdict::unchanged)
                 figures += " (" + f.why + ")";
         }
         out += fmt::format("| {} | {} | {} |\n", detail::markdown_cell(b.name), to_string(b.verdict),
                            detail::markdown_cell(figures));
     }
-    out += fmt::format("\n{} changed, {} could not be judged: exit status {}\n", c.changed, c.unjudged,
-                       c.exit_status());
+    out += "\n";
+    for (const auto& note : c.notes) out += "- " + note + "\n";
+    out += fmt::format("{}{} changed, {} could not be judged: exit status {}\n", c.notes.empty() ? "" : "\n",
+                       c.changed, c.unjudged, c.exit_status());
     return out;
 }
 
@@ -801,9 +924,15 @@ inline const char* const usage =
     "  --epoch-ms MS         each time epoch lasts at least MS milliseconds (default 1)\n"
     "  --json FILE           also write the results as JSON (a baseline for --compare)\n"
     "  --compare BASE        compare with BASE (a --json file) and gate: exit 3 on a change, 4 when it cannot judge\n"
-    "  --threshold PCT       exact counts: a change under PCT % passes (default 0: any change fails)\n"
-    "  --time-threshold PCT  time, judged only without an exact count: at least PCT % and every epoch apart\n"
-    "                        (default 5)\n"
+    "  --threshold PCT       exact counts: a change under PCT % passes (default 0: any change fails; a modelled\n"
+    "                        event: 1)\n"
+    "  --time-threshold PCT  time, judged only without an exact count: at least PCT % and beyond the noise\n"
+    "                        (the rank-sum test of the epochs, Holm's step-down over the benchmarks; default 5)\n"
+    "  --fail-on-increase    only increases fail the gate (a decrease is shown and passes)\n"
+    "  --accept FILE         intended changes, one benchmark a line: VALUE NAME, VALUE the per-iteration delta\n"
+    "                        accepted (+4, -120, +2.5%), a range (-100..0, 0%..5%); pmc diff's --accept format\n"
+    "  --counter EVENT       also gate EVENT, a modelled cache event (pmc emulate --cache: L1-dcache-*, LLC-*,\n"
+    "                        cache-references, cache-misses, branch-misses), which is otherwise shown, not gated\n"
     "  -h, --help            this help\n"
     "Exit status: 0 done (with --compare: nothing changed); 1 a usage error, a benchmark failed, or a file could not\n"
     "be read or written; 3 a benchmark changed; 4 a benchmark could not be judged (docs/bench.md).\n";
@@ -945,6 +1074,7 @@ inline int run_main(int argc, char** argv) {
     const char* filter = nullptr;
     const char* json_path = nullptr;
     const char* compare_path = nullptr;
+    const char* accept_path = nullptr;
     bool list = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
@@ -955,14 +1085,18 @@ inline int run_main(int argc, char** argv) {
             return 0;
         } else if (arg == "--list") {
             list = true;
+        } else if (arg == "--fail-on-increase") {
+            gate.direction = pmc::gate::Direction::increase;
         } else if (arg == "--filter" || arg == "--json" || arg == "--compare" || arg == "--events" ||
                    arg == "--iterations" || arg == "--epochs" || arg == "--epoch-ms" || arg == "--threshold" ||
-                   arg == "--time-threshold") {
+                   arg == "--time-threshold" || arg == "--accept" || arg == "--counter") {
             if (i + 1 >= argc) return detail::usage_error(std::string(arg) + " needs a value");
             v = argv[++i];
             if (arg == "--filter") filter = v;
             else if (arg == "--json") json_path = v;
             else if (arg == "--compare") compare_path = v;
+            else if (arg == "--accept") accept_path = v;
+            else if (arg == "--counter") gate.modelled_events.emplace_back(v);
             else if (arg == "--events") {
                 options.events.clear();
                 const std::string_view text = v;
@@ -1011,6 +1145,11 @@ inline int run_main(int argc, char** argv) {
         std::fprintf(stderr, "cannot read the baseline '%s': %s\n", compare_path, std::strerror(errno));
         return 1;
     }
+    if (accept_path && !compare_path) return detail::usage_error("--accept needs --compare BASE");
+    if (accept_path && ::access(accept_path, R_OK) != 0) {
+        std::fprintf(stderr, "cannot read --accept '%s': %s\n", accept_path, std::strerror(errno));
+        return 1;
+    }
     int status = 0;
     Report merged;
     try {
@@ -1044,6 +1183,19 @@ inline int run_main(int argc, char** argv) {
         }
         if (compare_path) {
             const Report baseline = read_report(compare_path); // after measuring: its size moves no benchmark
+            pmc::gate::AcceptList accepted;
+            if (accept_path) {
+                const auto text = pmc::detail::read_file(accept_path);
+                if (!text) raise(make_failure(errno, std::string("cannot read --accept '") + accept_path + "'"));
+                auto parsed = pmc::gate::parse_accept(*text);
+                if (const auto* bad = std::get_if<pmc::gate::AcceptError>(&parsed)) {
+                    std::fprintf(stderr, "--accept '%s' line %zu: %s (%s)\n", accept_path, bad->line, bad->why.c_str(),
+                                 pmc::gate::accept_format_hint);
+                    return 1;
+                }
+                accepted = std::get<pmc::gate::AcceptList>(std::move(parsed));
+                gate.accept = &accepted;
+            }
             const Comparison c = compare(baseline, merged, gate);
             std::printf("\ncompared with %s:\n\n%s", compare_path, to_markdown(c).c_str());
             std::fflush(stdout);

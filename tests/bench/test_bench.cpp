@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <variant>
 #include <regex>
 #include <string>
 #include <vector>
@@ -112,7 +113,9 @@ TEST_CASE("an exact count that moves fails the gate in its benchmark alone, equa
     }
     SECTION("--threshold: a change under it passes, one over it fails") {
         const Report after = report({result("a", 1010, 10, true), result("b", 600, 10, true)});
-        const auto c = pmc::bench::compare(base, after, {5.0, 5.0});
+        pmc::bench::GateOptions options;
+        options.threshold_pct = 5.0;
+        const auto c = pmc::bench::compare(base, after, options);
         CHECK(change(c, "a").verdict == Verdict::unchanged);
         CHECK(change(c, "a").figures.front().verdict == Verdict::under_threshold);
         CHECK(change(c, "b").verdict == Verdict::changed);
@@ -149,6 +152,55 @@ TEST_CASE("what the gate cannot judge exits 4, new and gone benchmarks are repor
     }
 }
 
+TEST_CASE("the harness's gate is pmc diff's (pmc/gate.hpp): direction, accepted changes, modelled events", "[bench]") {
+    const Report base = report({result("a", 1000, 10, true), result("b", 500, 10, true)});
+    const Report after = report({result("a", 1040, 10, true), result("b", 450, 10, true)}); // a +4/iter, b -5/iter
+    SECTION("--fail-on-increase: the decrease passes, the increase fails") {
+        pmc::bench::GateOptions options;
+        options.direction = pmc::gate::Direction::increase;
+        const auto c = pmc::bench::compare(base, after, options);
+        CHECK(change(c, "a").verdict == Verdict::changed);
+        CHECK(change(c, "b").figures.front().verdict == Verdict::allowed);
+        CHECK(c.exit_status() == 3);
+    }
+    SECTION("--accept: a change as accepted passes, another still fails") {
+        const auto accepted = std::get<pmc::gate::AcceptList>(pmc::gate::parse_accept("+4 a\n-1..0 b\n+1 nowhere\n"));
+        pmc::bench::GateOptions options;
+        options.accept = &accepted;
+        const auto c = pmc::bench::compare(base, after, options);
+        CHECK(change(c, "a").figures.front().verdict == Verdict::accepted);
+        CHECK(change(c, "b").verdict == Verdict::changed); // -5 is outside -1..0
+        CHECK(c.changed == 1);
+        CHECK_THAT(pmc::bench::to_markdown(c), ContainsSubstring("not as accepted: -1..0 (--accept line 2)"));
+        CHECK_THAT(pmc::bench::to_markdown(c), ContainsSubstring("--accept line 3: no benchmark 'nowhere'"));
+    }
+    SECTION("a modelled event is shown, and gated only when asked (--counter), with its 10% default") {
+        auto with_misses = [](Report r, std::int64_t a_misses) {
+            r.events.push_back({"L1-dcache-load-misses:u", true, true, ""});
+            for (auto& x : r.results) x.counts.push_back(CountFigure{"L1-dcache-load-misses:u", true, x.name == "a" ? a_misses : 100, 10});
+            return r;
+        };
+        const Report b0 = with_misses(report({result("a", 1000, 10, true), result("b", 500, 10, true)}), 1000);
+        const Report small = with_misses(report({result("a", 1000, 10, true), result("b", 500, 10, true)}), 1050);
+        const Report large = with_misses(report({result("a", 1000, 10, true), result("b", 500, 10, true)}), 1200);
+        auto c = pmc::bench::compare(b0, large);
+        CHECK(c.exit_status() == 0);
+        CHECK(change(c, "a").figures.at(1).verdict == Verdict::not_gated);
+        CHECK_THAT(change(c, "a").figures.at(1).why, ContainsSubstring("gated only with --counter L1-dcache-load-misses:u"));
+        pmc::bench::GateOptions options;
+        options.modelled_events = {"L1-dcache-load-misses:u"};
+        c = pmc::bench::compare(b0, large, options);
+        CHECK(c.exit_status() == 3);
+        CHECK(change(c, "a").verdict == Verdict::changed);
+        CHECK_THAT(pmc::bench::to_markdown(c), ContainsSubstring("L1-dcache-load-misses:u is modelled by pmc's cache model"));
+        c = pmc::bench::compare(b0, small, options); // +5 %: under the modelled default of 10 %
+        CHECK(c.exit_status() == 0);
+        CHECK(change(c, "a").figures.at(1).verdict == Verdict::under_threshold);
+        options.threshold_pct = 1; // --threshold overrides it
+        CHECK(pmc::bench::compare(b0, small, options).exit_status() == 3);
+    }
+}
+
 TEST_CASE("without an exact count, time decides by the noise rule", "[bench]") {
     const std::vector<double> slow{12, 12.1, 11.9, 12, 12.2, 12, 11.8, 12, 12.1, 12, 11.9};
     const std::vector<double> overlapping{10, 10.3, 9.9, 10, 10.2, 10, 9.7, 10, 10.1, 10, 9.9};
@@ -162,7 +214,9 @@ TEST_CASE("without an exact count, time decides by the noise rule", "[bench]") {
         CHECK(c.exit_status() == 0);
     }
     SECTION("apart but under --time-threshold: passes") {
-        const auto c = pmc::bench::compare(base, report({result("t", 0, 0, false, slow)}, ""), {0, 25});
+        pmc::bench::GateOptions options;
+        options.time_threshold_pct = 25;
+        const auto c = pmc::bench::compare(base, report({result("t", 0, 0, false, slow)}, ""), options);
         CHECK(c.exit_status() == 0);
         CHECK(change(c, "t").verdict == Verdict::under_threshold);
     }

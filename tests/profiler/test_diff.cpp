@@ -1087,3 +1087,60 @@ TEST_CASE("pmc diff: profiles from two emulators cannot be judged (exit 4, both 
     auto summary = pmc_test::run_command(tool() + " summarize " + q10);
     CHECK(summary.out.find("emulator: QEMU 10.0.2, plugin API 2") != std::string::npos);
 }
+
+// ---- Modelled counters (issue 33 item 5): gated only when --counter names one, with their own default threshold.
+
+namespace {
+
+/// A profile under pmc emulate --cache: the modelled L1-dcache-load-misses:u first (the primary), instructions:u
+/// second; one label "scan" with the given counts.
+std::string write_modelled(const TempDir& dir, const std::string& name, std::uint64_t misses, std::uint64_t instructions) {
+    pmc_test::BuilderCounter modelled = pmc_test::exact_counter("L1-dcache-load-misses:u");
+    modelled.read_path = "emulator";
+    modelled.note = "modelled (pmc emulate --cache): Cachegrind's cache model (I1 32768,8,64, D1 32768,8,64, LL "
+                    "8388608,16,64; LRU, write-allocate)";
+    pmc_test::BuilderCounter counted = pmc_test::exact_counter("instructions:u");
+    counted.read_path = "emulator";
+    pmc_test::ProfileBuilder b({modelled, counted});
+    b.emulator = "QEMU 7.2.22, plugin API 1";
+    auto& t = b.thread(0, "main");
+    t.begin("scan");
+    t.advance_all({misses, instructions});
+    t.end();
+    const std::string path = dir.file(name);
+    REQUIRE(b.write(path));
+    return path;
+}
+
+} // namespace
+
+TEST_CASE("pmc diff: a modelled counter is gated only when --counter names it, under its own 10% default threshold") {
+    TempDir dir;
+    const auto base = write_modelled(dir, "base.pmcprof", 1000, 5000);
+    const auto slight = write_modelled(dir, "slight.pmcprof", 1050, 5000); // +5 % misses, same instructions
+    const auto more = write_modelled(dir, "more.pmcprof", 1200, 5000);     // +20 % misses
+    const std::string misses = " --counter L1-dcache-load-misses:u";
+    // By default the instructions are compared, though the modelled counter is the primary: unchanged.
+    auto plain = gate_run("--fail-on-change '" + base + "' '" + more + "'");
+    CHECK(plain.status == 0);
+    CHECK_THAT(plain.out, ContainsSubstring("counter: instructions:u"));
+    CHECK_THAT(plain.out, !ContainsSubstring("modelled:"));
+    // Named: gated, and said; +5 % is under the default 10 %, +20 % is not.
+    auto small = gate_run("--fail-on-change" + misses + " '" + base + "' '" + slight + "'");
+    CHECK(small.status == 0);
+    CHECK_THAT(small.out, ContainsSubstring("modelled: L1-dcache-load-misses:u is modelled by pmc's cache model"));
+    CHECK_THAT(small.out, ContainsSubstring("not measured"));
+    CHECK_THAT(small.out, ContainsSubstring("under the threshold 10%: does not fail"));
+    auto large = gate_run("--fail-on-change" + misses + " '" + base + "' '" + more + "'");
+    CHECK(large.status == 3);
+    CHECK_THAT(large.out, ContainsSubstring("scan: changed by +200"));
+    // --threshold overrides the default, either way.
+    CHECK(gate_run("--fail-on-change --threshold 0" + misses + " '" + base + "' '" + slight + "'").status == 3);
+    CHECK(gate_run("--fail-on-change --threshold 30%" + misses + " '" + base + "' '" + more + "'").status == 0);
+    auto j = gate_json("--fail-on-change" + misses + " '" + base + "' '" + slight + "'", 0);
+    CHECK_THAT(j.find("modelled")->string, ContainsSubstring("the modelled counters' default"));
+    CHECK(j.find("gate")->find("threshold")->find("value")->number == 10);
+    CHECK(gate_list(j, "under_threshold_labels") == std::vector<std::string>{"scan"});
+    // A counted (not modelled) counter says nothing of a model.
+    CHECK(gate_json("'" + base + "' '" + more + "' --counter instructions:u", 0).find("modelled") == nullptr);
+}
