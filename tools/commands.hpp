@@ -41,6 +41,7 @@ struct Options {
     bool like_perf_stat = false;
     bool emulate = false; ///< count --emulate
     bool cache = false;   ///< count --emulate --cache
+    bool branches = false; ///< count --emulate --branches
     std::string i1, d1, ll; ///< --I1, --D1, --LL: SIZE,ASSOC,LINE (count --emulate --cache)
     std::string output; ///< -o FILE (count)
 };
@@ -132,6 +133,9 @@ struct EmulatedReport {
     /// With --cache: the modelled caches' counts, every emulated process's summed, by Cachegrind's names.
     bool has_cache = false;
     std::uint64_t Ir = 0, I1mr = 0, ILmr = 0, Dr = 0, D1mr = 0, DLmr = 0, Dw = 0, D1mw = 0, DLmw = 0;
+    /// With --branches: every branch instruction, and the branch model's counts by Cachegrind's names.
+    bool has_branches = false;
+    std::uint64_t branches = 0, Bc = 0, Bcm = 0, Bi = 0, Bim = 0;
 };
 EmulatedReport read_emulated_report(const std::string& path);
 /// The plugin's arguments for --cache with --I1/--D1/--LL (each SIZE,ASSOC,LINE, or "" for the default):
@@ -144,6 +148,11 @@ std::string cache_model_note(const std::string& i1, const std::string& d1, const
 /// another event).
 extern const char* const modelled_cache_events[11];
 std::optional<std::uint64_t> modelled_cache_count(const std::string& event, const EmulatedReport& r);
+/// The branch events --branches answers (branch-instructions or branches, branch-misses; :u or none): one's count
+/// in a report, or nothing for another event.
+std::optional<std::uint64_t> branch_count(const std::string& event, const EmulatedReport& r);
+/// What the branch figures are, for output.
+extern const char* const branch_model_note;
 /// The note pmc prints when some programs ran natively; "" if none did.
 std::string native_programs_note(const EmulatedReport& r);
 /// Why a program died of SIGILL under the emulator, and the fix ("pmc emulate: " + this, on stderr).

@@ -50,7 +50,7 @@
 namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
-                 [--emulate [--cache [--I1 G] [--D1 G] [--LL G]]] [--] COMMAND [ARGS]
+                 [--emulate [--cache [--I1 G] [--D1 G] [--LL G]] [--branches]] [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
 as one group (perf stat opens each event alone unless given a {group}): counts are scaled where the
@@ -72,7 +72,8 @@ Options:
                     instructions exactly on any machine: instructions:u (the default here) or
                     instructions, emulated (QEMU TCG), not a real core's; the dynamically linked
                     programs it executes are counted too. No other event can be counted so,
-                    but for the modelled cache events of --cache.
+                    but for the modelled cache events of --cache and the branch events of
+                    --branches.
   --cache           With --emulate: model the caches too (Cachegrind's model: I1, D1, LL; LRU,
                     write-allocate; each thread caches of its own) and count L1-dcache-loads,
                     L1-dcache-load-misses, L1-dcache-stores, L1-dcache-store-misses,
@@ -82,6 +83,11 @@ Options:
   --I1 G, --D1 G, --LL G
                     With --cache: a cache's geometry, SIZE,ASSOC,LINE in bytes, as Valgrind's options
                     (default 32768,8,64 for I1 and D1 and 8388608,16,64 for LL, never the host's).
+  --branches        With --emulate: count branches too (each thread's own): branch-instructions
+                    (or branches; exact: every branch executed, conditional or not, jumps, calls,
+                    returns) and branch-misses (modelled: Cachegrind's branch predictor's misses on
+                    conditional and indirect branches); :u or none. Added to the default events; the
+                    footer (JSON: "branch_model") gives Cachegrind's Bc, Bcm, Bi and Bim.
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
@@ -249,10 +255,13 @@ int write_report(const Options& o, const std::string& text, FILE*& out_file, int
 /// pmc count --emulate: the command under the emulator, its instructions from the plugin's per-process totals.
 int count_emulated(const Options& o, const std::vector<std::string>& command, std::vector<std::string> events,
                    FILE*& out_file) {
+    const bool events_given = !events.empty();
     if (events.empty() && o.cache) // the default with --cache: the model's counts too
         events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
                   "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
     if (events.empty()) events = {"instructions:u"};
+    if (o.branches && !events_given) // the default with --branches: the branch events too
+        for (const char* e : {"branch-instructions:u", "branch-misses:u"}) events.push_back(e);
     std::string cache_arguments;
     if (!o.cache && !(o.i1 + o.d1 + o.ll).empty()) {
         fmt::print(stderr, "pmc: count --emulate: --I1, --D1 and --LL shape the modelled caches: give --cache with "
@@ -264,9 +273,19 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
             fmt::print(stderr, "pmc: count --emulate: {}\n", why);
             return 1;
         }
-    std::vector<bool> modelled(events.size(), false);
+    if (o.branches) cache_arguments += ",branches=on";
+    std::vector<bool> modelled(events.size(), false), branch(events.size(), false);
     for (std::size_t i = 0; i < events.size(); ++i) {
         const std::string& e = events[i];
+        if (branch_count(e, EmulatedReport{})) {
+            if (!o.branches) {
+                fmt::print(stderr, "pmc: count --emulate: '{}' is a branch event: the emulator counts branches only "
+                                   "with --branches (pmc count --emulate --branches -e {} -- COMMAND)\n", e, e);
+                return 1;
+            }
+            branch[i] = true;
+            continue;
+        }
         if (modelled_cache_count(e, EmulatedReport{})) {
             if (!o.cache) {
                 fmt::print(stderr, "pmc: count --emulate: '{}' is a cache event: the emulator models the caches only "
@@ -338,6 +357,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
     std::vector<std::uint64_t> values(events.size(), total);
     for (std::size_t i = 0; i < events.size(); ++i)
         if (modelled[i]) values[i] = modelled_cache_count(events[i], processes_report).value_or(0);
+        else if (branch[i]) values[i] = branch_count(events[i], processes_report).value_or(0);
     for (std::size_t i = 0; i < counts.size(); ++i) {
         counts[i].raw = values[i];
         counts[i].estimate = static_cast<double>(values[i]);
@@ -352,6 +372,15 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
             .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
                                "whole command, not a real core's");
         if (o.cache) j.field("modelled", model_note);
+        if (o.branches)
+            j.key("branch_model")
+                .begin_object()
+                .field("note", branch_model_note)
+                .field("Bc", processes_report.Bc)
+                .field("Bcm", processes_report.Bcm)
+                .field("Bi", processes_report.Bi)
+                .field("Bim", processes_report.Bim)
+                .end_object();
         j.field("processes", processes_report.processes)
             .field("unfinished_processes", processes_report.unfinished)
             .key("native_programs")
@@ -371,7 +400,9 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
         for (const auto& n : names) width = std::max(width, n.size());
         text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
         for (std::size_t i = 0; i < names.size(); ++i)
-            text += fmt::format("{:<{}}  {:>18}{}\n", names[i], width, values[i], modelled[i] ? "  (modelled)" : "");
+            text += fmt::format("{:<{}}  {:>18}{}\n", names[i], width, values[i],
+                                modelled[i] || (branch[i] && names[i].rfind("branch-misses", 0) == 0) ? "  (modelled)"
+                                                                                                    : "");
         text += fmt::format("\n emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
                             "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
                             "emulator)\n",
@@ -382,6 +413,9 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, st
                                               processes_report.native.size() == 1 ? "" : "s"),
                             static_cast<double>(elapsed_ns) / 1e9);
         if (o.cache) text += " " + model_note + ".\n";
+        if (o.branches)
+            text += fmt::format(" {}.\n Cachegrind's fields: Bc {} Bcm {} Bi {} Bim {}.\n", branch_model_note,
+                                processes_report.Bc, processes_report.Bcm, processes_report.Bi, processes_report.Bim);
     }
     const int status = write_report(o, text, out_file, exit_status);
     end_like(raw); // (the report is written: now end as the command did)

@@ -50,14 +50,16 @@ extern char** environ;
 
 namespace pmc_tool {
 
-const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache [--I1 G] [--D1 G] [--LL G]] [--] COMMAND [ARGS]
+const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache [--I1 G] [--D1 G] [--LL G]] [--branches]
+                   [--] COMMAND [ARGS]
 
 Run COMMAND under QEMU user mode with pmc's TCG plugin: an emulated PMU on any machine, a PMU-less
 cloud VM included. In COMMAND, pmc::Counter{"instructions:u"} (also "instructions" and
 "instructions-minus-irqs:u"), pmc::Group and the profiler (PMC_PROFILE_COUNTERS=instructions:u)
 read exact counts: emulated (QEMU TCG), the instructions the emulator executed for each thread, not
 a real core's. The program is not rebuilt; run directly it uses the hardware PMU as before. With
---cache, perf's generic cache events read the modelled caches (below). Other perf events cannot be
+--cache, perf's generic cache events read the modelled caches, with --branches branch-instructions
+and branch-misses read the thread's branches (below). Other perf events cannot be
 opened under the emulator (QEMU implements no perf_event_open) and say so; wall-time and tsc work.
 
 So that repeated runs count the same: the program's memory lies at the same addresses in every run:
@@ -101,6 +103,14 @@ Options:
                 A cache's geometry G = SIZE,ASSOC,LINE in bytes, as Valgrind's options (default
                 32768,8,64 for I1 and D1, 8388608,16,64 for LL: the geometry Gungraun and CodSpeed pin
                 Cachegrind to; never the host's). The set count must be a power of two.
+  --branches    Count each thread's branch instructions and run a branch predictor for it
+                (Cachegrind's: 16384 2-bit counters indexed by 7 bits of global history and 7 of
+                the address, a 512-entry indirect target table, returns never miss), and print the
+                command's totals at its end. In COMMAND, pmc::Counter, pmc::Group and the profiler
+                then open branch-instructions (or branches; exact: every branch executed,
+                conditional or not, jumps, calls, returns) and branch-misses (modelled: the
+                predictor's misses on conditional and indirect branches), :u or none. Costs a
+                call per executed block; without it those events are refused naming --branches.
   -h, --help    Show this help.
 
 Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
@@ -554,6 +564,20 @@ const char* const modelled_cache_events[11] = {
     "L1-icache-load-misses", "LLC-loads", "LLC-load-misses", "LLC-stores", "LLC-store-misses",
     "cache-references", "cache-misses"};
 
+std::optional<std::uint64_t> branch_count(const std::string& event, const EmulatedReport& r) {
+    const auto colon = event.find(':');
+    const std::string name = event.substr(0, colon);
+    if (colon != std::string::npos && event.substr(colon) != ":u") return std::nullopt; // user mode only
+    if (name == "branch-instructions" || name == "branches") return r.branches;
+    if (name == "branch-misses") return r.Bcm + r.Bim;
+    return std::nullopt;
+}
+
+const char* const branch_model_note =
+    "branch-instructions: emulated, every branch executed (conditional or not, jumps, calls, returns); "
+    "branch-misses: modelled, Cachegrind's branch predictor (16384 2-bit counters, 7 bits of global history and 7 "
+    "of the address; 512-entry indirect target table; returns never miss), each thread's own, not a real core's";
+
 std::optional<std::uint64_t> modelled_cache_count(const std::string& event, const EmulatedReport& r) {
     const auto colon = event.find(':');
     const std::string name = event.substr(0, colon);
@@ -611,6 +635,14 @@ EmulatedReport read_emulated_report(const std::string& path) {
                 std::uint64_t* fields[] = {&r.Ir, &r.I1mr, &r.ILmr, &r.Dr, &r.D1mr, &r.DLmr, &r.Dw, &r.D1mw, &r.DLmw};
                 for (int i = 0; i < 9; ++i) *fields[i] += v[i];
             }
+        } else if (rest.rfind("branches ", 0) == 0) {
+            unsigned long long v[5];
+            if (std::sscanf(rest.c_str(), "branches all %llu Bc %llu Bcm %llu Bi %llu Bim %llu", &v[0], &v[1], &v[2],
+                            &v[3], &v[4]) == 5) {
+                r.has_branches = true;
+                std::uint64_t* fields[] = {&r.branches, &r.Bc, &r.Bcm, &r.Bi, &r.Bim};
+                for (int i = 0; i < 5; ++i) *fields[i] += v[i];
+            }
         } else if (rest == "exec-failed") {
             p.open = true; // the execve failed, and the process goes on
             p.native.clear();
@@ -660,6 +692,8 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     bool cache = false;
     std::string i1, d1, ll;
     cl.flag("--cache", cache);
+    bool branches = false;
+    cl.flag("--branches", branches);
     cl.option("--I1", i1, "a geometry SIZE,ASSOC,LINE");
     cl.option("--D1", d1, "a geometry SIZE,ASSOC,LINE");
     cl.option("--LL", ll, "a geometry SIZE,ASSOC,LINE");
@@ -673,6 +707,7 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     if (cache)
         if (std::string why = cache_plugin_arguments(i1, d1, ll, cache_arguments); !why.empty())
             return cl.usage_error(why);
+    if (branches) cache_arguments += ",branches=on";
     auto emulator = find_emulator(qemu);
     if (!emulator) {
         fmt::print(stderr, "pmc emulate: {}\n", emulator.failure().message);
@@ -702,6 +737,11 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
                        "  LL: {} read misses, {} write misses; I1: {} misses\n",
                        cache_model_note(i1, d1, ll), processes.Dr, processes.D1mr, processes.Dw, processes.D1mw,
                        processes.DLmr, processes.DLmw, processes.I1mr);
+        if (branches && processes.has_branches)
+            fmt::print(stderr,
+                       "pmc emulate: the command's branches: {} branch instructions; {} conditional, {} mispredicted; "
+                       "{} indirect, {} mispredicted ({})\n",
+                       processes.branches, processes.Bc, processes.Bcm, processes.Bi, processes.Bim, branch_model_note);
         if (const std::string note = native_programs_note(processes); !note.empty())
             fmt::print(stderr, "pmc emulate: {}\n", note);
     }

@@ -83,6 +83,8 @@ Options:
   --cache           count --emulate: model the caches too (Cachegrind's model; --I1/--D1/--LL
                     SIZE,ASSOC,LINE set a geometry): L1-dcache-*, L1-icache-load-misses, LLC-*,
                     cache-references, cache-misses, marked modelled.
+  --branches        count --emulate: count branches too: branch-instructions (exact) and
+                    branch-misses (Cachegrind's branch predictor, marked modelled).
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
                     inherit, enable_on_exec), so the output matches perf's -vv block line for line;
                     where this user may not count kernel mode, the attr perf stat falls back to
@@ -345,6 +347,7 @@ int run_count(const std::vector<std::string>& args) {
     cl.flag("--csv", o.csv);
     cl.flag("--emulate", o.emulate);
     cl.flag("--cache", o.cache);
+    cl.flag("--branches", o.branches);
     cl.option("--I1", o.i1, "a geometry SIZE,ASSOC,LINE");
     cl.option("--D1", o.d1, "a geometry SIZE,ASSOC,LINE");
     cl.option("--LL", o.ll, "a geometry SIZE,ASSOC,LINE");
@@ -357,6 +360,8 @@ int run_count(const std::vector<std::string>& args) {
     if (command.empty()) return cl.usage_error("no command to count: pmc count [-e EVENT]... -- COMMAND [ARGS]");
     if ((o.cache || !(o.i1 + o.d1 + o.ll).empty()) && !o.emulate)
         return cl.usage_error("--cache and --I1/--D1/--LL model the caches under the emulator: give --emulate too");
+    if (o.branches && !o.emulate)
+        return cl.usage_error("--branches counts branches under the emulator: give --emulate too");
     return pmc_tool::cmd_count(o, command, events);
 }
 
