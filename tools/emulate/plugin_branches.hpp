@@ -99,6 +99,13 @@ struct Block {
     std::uint64_t pc;    ///< its last instruction's address
     std::uint64_t next;  ///< the address after it: a conditional branch's fall-through
     Kind kind;           ///< what the last instruction is (none: not a branch, or counted by its own call)
+    // Precomputed for the call at each execution, which then branches on nothing but the pending branch:
+    std::uint32_t branches;  ///< 1 if it ends with a branch (kind != none), else 0
+    const Block* to_settle;  ///< this block if its branch is conditional or indirect (settled by the next block)
+    void prepare() {
+        branches = kind != Kind::none ? 1 : 0;
+        to_settle = kind == Kind::conditional || kind == Kind::indirect ? this : nullptr;
+    }
 };
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
 inline std::mutex blocks_lock;
@@ -176,19 +183,16 @@ inline void settle(ThreadBranches& t, const Block& b, std::uint64_t to) {
 
 /// The branch `b` ends with has executed: counted, and left for the next block to settle.
 inline void branch_executed(ThreadBranches& t, const Block& b) {
-    ++t.branches;
-    t.pending = b.kind == Kind::conditional || b.kind == Kind::indirect ? &b : nullptr;
+    t.branches += b.branches;
+    t.pending = b.to_settle;
 }
 
 /// At each execution of a block: settles the previous block's branch, then counts this one's.
 inline void on_block(unsigned int, void* data) {
     const auto* b = static_cast<const Block*>(data);
     ThreadBranches& t = this_thread();
-    if (const Block* p = t.pending) {
-        settle(t, *p, b->start);
-        t.pending = nullptr;
-    }
-    if (b->kind != Kind::none) branch_executed(t, *b);
+    if (const Block* p = t.pending) settle(t, *p, b->start);
+    branch_executed(t, *b);
 }
 /// The branch of a block whose last listed instruction QEMU 7.2 may take out again (qemu_plugin.cpp's
 /// may_be_taken_out): counted by that instruction's own call, which QEMU drops with the instruction. If it was taken
@@ -212,10 +216,13 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_
         kind = decode_aarch64(word);
     }
     block->kind = kind;
+    block->prepare();
     std::unique_ptr<Block> alone; // the branch, counted by its instruction's own call
     if (last_may_be_taken_out && kind != Kind::none) {
         alone = std::make_unique<Block>(*block);
+        alone->prepare();
         block->kind = Kind::none;
+        block->prepare();
         qemu_plugin_register_vcpu_insn_exec_cb(last, on_last_instruction, QEMU_PLUGIN_CB_NO_REGS, alone.get());
     }
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());
