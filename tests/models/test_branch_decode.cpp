@@ -1,20 +1,20 @@
 // SPDX-License-Identifier: MIT
-// What pmc emulate --branches decodes a block's last instruction as (tools/emulate/plugin_branches.hpp): x86-64 and
+// What pmc emulate --branches decodes a block's last instruction as (tools/emulate/model/branch_decode.hpp): x86-64 and
 // AArch64 encodings, written out by hand from the architecture manuals, with the prefixes compilers emit.
 #include "catch.hpp"
 
-#include <plugin_branches.hpp>
+#include <model/branch_decode.hpp>
 
 #include <cstdint>
 #include <initializer_list>
 #include <vector>
 
-using plugin_branches::Kind;
+using Kind = pmc_model::BranchKind;
 
 namespace {
 Kind x86(std::initializer_list<unsigned char> bytes) {
     const std::vector<unsigned char> b(bytes);
-    return plugin_branches::decode_x86(b.data(), b.size());
+    return pmc_model::decode_x86(b.data(), b.size());
 }
 } // namespace
 
@@ -59,7 +59,7 @@ TEST_CASE("x86-64: what ends a block without being a branch") {
 }
 
 TEST_CASE("AArch64: conditional, direct, indirect, returns") {
-    using plugin_branches::decode_aarch64;
+    using pmc_model::decode_aarch64;
     CHECK(decode_aarch64(0x54000041u) == Kind::conditional); // b.ne +8
     CHECK(decode_aarch64(0x54ffffe0u) == Kind::conditional); // b.eq -4
     CHECK(decode_aarch64(0xb4000040u) == Kind::conditional); // cbz x0, +8
