@@ -459,6 +459,34 @@ TEST_CASE("under pmc emulate --branches, 4 threads with fixed work read identica
     CHECK(swapped.out != first.out);
 }
 
+TEST_CASE("the profiler's ride-along counters read the branch counts under pmc emulate --branches, said so",
+          "[emulate][branches][profiler]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    std::vector<std::string> runs;
+    for (const char* name : {"branches-a.pmcprof", "branches-b.pmcprof"}) {
+        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u,"
+                                             "branch-instructions:u,branch-misses:u '" + pmc_tool +
+                                             "' emulate --branches -- '" + target + "' profile 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        runs.push_back(dir + "/" + name);
+    }
+    const auto shown = pmc_test::run_command("'" + pmc_tool + "' summarize '" + runs[0] + "' 2>&1");
+    INFO(shown.out);
+    CHECK_THAT(shown.out, ContainsSubstring("riding along    branch-instructions:u: a count (exact), read with the "
+                                            "emulator: emulated (pmc emulate --branches): an exact count of the branch "
+                                            "instructions"));
+    CHECK_THAT(shown.out, ContainsSubstring("riding along    branch-misses:u: a count (exact), read with the emulator: "
+                                            "modelled (pmc emulate --branches): an exact count of Cachegrind's branch "
+                                            "predictor's misses"));
+    // Two runs, every scope's branch counts alike.
+    const auto same = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change '" + runs[0] + "' '" + runs[1] +
+                                            "' 2>&1");
+    INFO(same.out);
+    CHECK(same.status == 0);
+}
+
 /// pmc count --emulate --branches --json of the target: each event's count and the model's Bc, Bcm, Bi, Bim.
 std::map<std::string, std::uint64_t> branch_counts(const std::string& args) {
     const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --branches --json -- '" + target + "' " +
