@@ -4,7 +4,8 @@
 // natively, under bare qemu-*, under pmc emulate, and under Valgrind's none, cachegrind (no cache simulation) and
 // callgrind tools; then, under pmc emulate, the instructions and host nanoseconds one read of instructions:u costs.
 // Figures are printed, never asserted: timings here are noisy, and the ratios measured side by side are what to
-// quote. Goals (issue 18): pmc emulate at most a third of callgrind's time, and within 1.25x of bare qemu-*.
+// quote. Goals (issue 18): pmc emulate at most a third of callgrind's time, and within 1.25x of bare qemu-*; (issue
+// 33) the plugin with branches=on within 1.5x of the plugin alone, beside Cachegrind's --branch-sim=yes.
 #include <pmc/counter.hpp>
 
 #include <command_line.hpp>
@@ -29,8 +30,9 @@ constexpr const char* help = R"(usage: pmc-bench-emulate [--runs N] [--quick]
 
 Prints the CPU time of five workloads (lua5.4 running a benchmark script, xz -6 compressing 2 MB,
 pmc-example-profiler recording instructions:u, /bin/true's start-up, a shell loop of 200 short
-processes) natively, under bare qemu-*, qemu-* with pmc's plugin, pmc emulate, and valgrind
---tool=none, --tool=cachegrind --cache-sim=no and --tool=callgrind (--trace-children=yes), as the
+processes) natively, under bare qemu-*, qemu-* with pmc's plugin (alone, and with branches=on as pmc
+emulate --branches runs it), pmc emulate, and valgrind --tool=none, --tool=cachegrind --cache-sim=no,
+--tool=callgrind and --tool=cachegrind --cache-sim=no --branch-sim=yes (--trace-children=yes), as the
 median of N runs (default 3; --quick: 1) with each one's ratio to native; then the instructions
 and host nanoseconds one read of instructions:u costs under pmc emulate. The QEMU is $PMC_QEMU's
 (as pmc emulate takes it), else qemu-x86_64 from PATH, with the plugin for its API version. A tool
@@ -209,11 +211,17 @@ int main(int argc, char** argv) {
         {qemu_name, {qemu_path}, on_path(qemu_path) ? "" : qemu_path + " is not installed"},
         // The plugin alone, without pmc emulate's environment (bound symbols, the preload library): its own cost.
         {"qemu + plugin", {qemu_path, "-plugin", plugin_path}, on_path(qemu_path) ? "" : qemu_path + " is not installed"},
+        // The plugin with branches=on (pmc emulate --branches): a call per executed block feeding the predictor.
+        {"plugin + branches", {qemu_path, "-plugin", plugin_path + ",branches=on"},
+         on_path(qemu_path) ? "" : qemu_path + " is not installed"},
         {"pmc emulate", {pmc_tool, "emulate", "--"}, ""},
         {"valgrind none", {"valgrind", "--tool=none", "--trace-children=yes", "-q"}, valgrind ? "" : "valgrind is not installed"},
         {"cachegrind --cache-sim=no", {"valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                                        "--trace-children=yes", "-q"}, valgrind ? "" : "valgrind is not installed"},
         {"callgrind", {"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "--trace-children=yes", "-q"},
+         valgrind ? "" : "valgrind is not installed"},
+        {"cachegrind --branch-sim", {"valgrind", "--tool=cachegrind", "--cache-sim=no", "--branch-sim=yes",
+                                     "--cachegrind-out-file=/dev/null", "--trace-children=yes", "-q"},
          valgrind ? "" : "valgrind is not installed"},
     };
     std::printf("QEMU %s (%s), plugin API %d (%s)\n", qemu_version.c_str(), qemu_path.c_str(), api2 ? 2 : 1,
@@ -229,7 +237,7 @@ int main(int argc, char** argv) {
             std::printf("  skipped: %s\n", w.missing.c_str());
             continue;
         }
-        double native = 0, qemu = 0, plugin = 0, emulate = 0, callgrind = 0;
+        double native = 0, qemu = 0, plugin = 0, emulate = 0, callgrind = 0, branches = 0, branch_sim = 0;
         for (const auto& c : configs) {
             if (!c.missing.empty()) {
                 std::printf("  %20s", "(missing)");
@@ -250,6 +258,8 @@ int main(int argc, char** argv) {
             if (name == "pmc emulate") emulate = t;
             if (name == "qemu + plugin") plugin = t;
             if (name == "callgrind") callgrind = t;
+            if (name == "plugin + branches") branches = t;
+            if (name == "cachegrind --branch-sim") branch_sim = t;
             char cell[64];
             std::snprintf(cell, sizeof cell, native > 0 ? "%.3f s %5.1fx" : "%.3f s", t, native > 0 ? t / native : 0.0);
             std::printf("  %20s", cell);
@@ -261,6 +271,11 @@ int main(int argc, char** argv) {
                         callgrind > 0 ? (", pmc emulate / callgrind: " + std::to_string(emulate / callgrind).substr(0, 4) +
                                          "x (goal <= 0.33x)").c_str()
                                       : "");
+        if (branches > 0 && plugin > 0)
+            std::printf("%-34s  plugin + branches / qemu + plugin: %.2fx (goal <= 1.5x)%s\n", "", branches / plugin,
+                        branch_sim > 0 ? (", / cachegrind --branch-sim: " + std::to_string(branches / branch_sim).substr(0, 4) +
+                                          "x").c_str()
+                                       : "");
     }
     std::printf("\n");
     std::fflush(stdout);

@@ -52,6 +52,7 @@ struct Options {
     bool like_perf_stat = false;
     bool emulate = false; ///< count --emulate
     CacheOptions cache;   ///< count --emulate --cache[=host] --I1 --D1 --L2 --LL
+    bool branches = false; ///< count --emulate --branches
     std::string output; ///< -o FILE (count)
 };
 
@@ -146,6 +147,9 @@ struct EmulatedReport {
     std::uint64_t Ir = 0, I1mr = 0, ILmr = 0, Dr = 0, D1mr = 0, DLmr = 0, Dw = 0, D1mw = 0, DLmw = 0;
     /// The LL's accesses by instruction fetches, reads and writes: the L1 misses, or with an L2 the L2's misses.
     std::uint64_t LLi = 0, LLr = 0, LLw = 0;
+    /// With --branches: every branch instruction, and the branch model's counts by Cachegrind's names.
+    bool has_branches = false;
+    std::uint64_t branches = 0, Bc = 0, Bcm = 0, Bi = 0, Bim = 0;
 };
 EmulatedReport read_emulated_report(const std::string& path);
 /// Declares --cache[=host], --I1, --D1, --L2 and --LL on `cl`, into `o`.
@@ -165,6 +169,11 @@ std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out);
 /// another event).
 extern const char* const modelled_cache_events[11];
 std::optional<std::uint64_t> modelled_cache_count(const std::string& event, const EmulatedReport& r);
+/// The branch events --branches answers (branch-instructions or branches, branch-misses; :u or none): one's count
+/// in a report, or nothing for another event.
+std::optional<std::uint64_t> branch_count(const std::string& event, const EmulatedReport& r);
+/// What the branch figures are, for output.
+extern const char* const branch_model_note;
 /// The note pmc prints when some programs ran natively; "" if none did.
 std::string native_programs_note(const EmulatedReport& r);
 /// Why a program died of SIGILL under the emulator, and the fix ("pmc emulate: " + this, on stderr).

@@ -55,7 +55,8 @@
 namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
-                 [--emulate [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]]] [--] COMMAND [ARGS]
+                 [--emulate [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]] [--branches]]
+                 [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
 as one group (perf stat opens each event alone unless given a {group}): counts are scaled where the
@@ -77,7 +78,8 @@ Options:
                     instructions exactly on any machine: instructions:u (the default here) or
                     instructions, emulated (QEMU TCG), not a real core's; the dynamically linked
                     programs it executes are counted too. No other event can be counted so,
-                    but for the modelled cache events of --cache.
+                    but for the modelled cache events of --cache and the branch events of
+                    --branches.
   --cache           With --emulate: model the caches too (Cachegrind's model: I1, D1, LL; LRU,
                     write-allocate; each thread caches of its own) and count L1-dcache-loads,
                     L1-dcache-load-misses, L1-dcache-stores, L1-dcache-store-misses,
@@ -92,6 +94,11 @@ Options:
                     between the L1s and the LL: LLC-loads and LLC-stores then count its misses.
                     The set count must be a power of two; an L2 larger than the L1s, smaller than
                     the LL. A wrong geometry is a usage error (status 1).
+  --branches        With --emulate: count branches too (each thread's own): branch-instructions
+                    (or branches; exact: every branch executed, conditional or not, jumps, calls,
+                    returns) and branch-misses (modelled: Cachegrind's branch predictor's misses on
+                    conditional and indirect branches); :u or none. Added to the default events; the
+                    footer (JSON: "branch_model") gives Cachegrind's Bc, Bcm, Bi and Bim.
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
@@ -273,6 +280,7 @@ std::vector<std::string> default_native_events(const std::string& sysfs) {
 struct EmulatedCountEvents {
     std::vector<std::string> names;
     std::vector<bool> modelled;
+    std::vector<bool> branch; ///< a --branches event (branch-misses among them is modelled)
     std::string plugin_arguments; ///< the plugin's ",cache=..." for --cache, or ""
     std::string model_note;       ///< what the cache model is, for the report (--cache), or ""
 };
@@ -292,11 +300,15 @@ std::string not_emulated(const Options& o, const std::string& event) {
 /// pmc count --emulate's events (the defaults where -e named none) and the cache model's arguments; nothing, with
 /// the reason said, when the emulator cannot count one or a geometry is wrong.
 std::optional<EmulatedCountEvents> emulated_count_events(const Options& o, std::vector<std::string> events) {
+    const bool events_given = !events.empty();
     if (events.empty() && o.cache) // the default with --cache: the model's counts too
         events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
                   "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
     if (events.empty()) events = {"instructions:u"};
-    EmulatedCountEvents out{events, std::vector<bool>(events.size(), false), "", ""};
+    if (o.branches && !events_given) // the default with --branches: the branch events too
+        for (const char* e : {"branch-instructions:u", "branch-misses:u"}) events.push_back(e);
+    EmulatedCountEvents out{events, std::vector<bool>(events.size(), false), std::vector<bool>(events.size(), false),
+                            "", ""};
     CacheModelChoice model;
     if (std::string why = choose_cache_model(o.cache, model); !why.empty()) {
         fmt::print(stderr, "pmc: count --emulate: {}\n", why);
@@ -305,10 +317,18 @@ std::optional<EmulatedCountEvents> emulated_count_events(const Options& o, std::
     if (!model.host_source.empty())
         fmt::print(stderr, "pmc: count --emulate --cache=host: {} ({})\n", model.geometry, model.host_source);
     out.plugin_arguments = model.plugin_arguments;
+    if (o.branches) out.plugin_arguments += ",branches=on";
     out.model_note = model.note;
     for (std::size_t i = 0; i < events.size(); ++i) {
         const std::string& e = events[i];
-        if (modelled_cache_count(e, EmulatedReport{})) {
+        if (branch_count(e, EmulatedReport{})) {
+            if (!o.branches) {
+                fmt::print(stderr, "pmc: count --emulate: '{}' is a branch event: the emulator counts branches only "
+                                   "with --branches (pmc count --emulate --branches -e {} -- COMMAND)\n", e, e);
+                return std::nullopt;
+            }
+            out.branch[i] = true;
+        } else if (modelled_cache_count(e, EmulatedReport{})) {
             if (!o.cache) {
                 fmt::print(stderr, "pmc: count --emulate: '{}' is a cache event: the emulator models the caches only "
                                    "with --cache (pmc count --emulate --cache -e {} -- COMMAND)\n", e, e);
@@ -436,6 +456,7 @@ std::vector<std::uint64_t> emulated_counts(const EmulatedCountEvents& events, co
     std::vector<std::uint64_t> values(events.names.size(), r.instructions);
     for (std::size_t i = 0; i < values.size(); ++i)
         if (events.modelled[i]) values[i] = modelled_cache_count(events.names[i], r).value_or(0);
+        else if (events.branch[i]) values[i] = branch_count(events.names[i], r).value_or(0);
     return values;
 }
 
@@ -458,6 +479,15 @@ std::string emulated_json(const Options& o, const std::vector<std::string>& comm
         .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
                            "whole command, not a real core's");
     if (o.cache) j.field("modelled", events.model_note);
+    if (o.branches)
+        j.key("branch_model")
+            .begin_object()
+            .field("note", branch_model_note)
+            .field("Bc", run.processes.Bc)
+            .field("Bcm", run.processes.Bcm)
+            .field("Bi", run.processes.Bi)
+            .field("Bim", run.processes.Bim)
+            .end_object();
     j.field("processes", run.processes.processes)
         .field("unfinished_processes", run.processes.unfinished)
         .key("native_programs")
@@ -479,7 +509,9 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
     text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
     for (std::size_t i = 0; i < events.names.size(); ++i)
         text += fmt::format("{:<{}}  {:>18}{}\n", events.names[i], width, values[i],
-                            events.modelled[i] ? "  (modelled)" : "");
+                            events.modelled[i] || (events.branch[i] && events.names[i].rfind("branch-misses", 0) == 0)
+                                ? "  (modelled)"
+                                : "");
     const std::string covered =
         r.native.empty() ? "every thread, and every program it executed"
                          : fmt::format("every thread and every emulated process; not the {} program{} that ran "
@@ -489,6 +521,9 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
                         "emulator)\n",
                         covered, static_cast<double>(run.elapsed_ns) / 1e9);
     if (o.cache) text += " " + events.model_note + ".\n";
+    if (o.branches)
+        text += fmt::format(" {}.\n Cachegrind's fields: Bc {} Bcm {} Bi {} Bim {}.\n", branch_model_note, r.Bc, r.Bcm,
+                            r.Bi, r.Bim);
     return text;
 }
 

@@ -52,6 +52,7 @@ extern char** environ;
 namespace pmc_tool {
 
 const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]]
+                   [--branches]
                    [--] COMMAND [ARGS]
 
 Run COMMAND under QEMU user mode with pmc's TCG plugin: an emulated PMU on any machine, a PMU-less
@@ -59,7 +60,8 @@ cloud VM included. In COMMAND, pmc::Counter{"instructions:u"} (also "instruction
 "instructions-minus-irqs:u"), pmc::Group and the profiler (PMC_PROFILE_COUNTERS=instructions:u)
 read exact counts: emulated (QEMU TCG), the instructions the emulator executed for each thread, not
 a real core's. The program is not rebuilt; run directly it uses the hardware PMU as before. With
---cache, perf's generic cache events read the modelled caches (below). Other perf events cannot be
+--cache, perf's generic cache events read the modelled caches, with --branches branch-instructions
+and branch-misses read the thread's branches (below). Other perf events cannot be
 opened under the emulator (QEMU implements no perf_event_open) and say so; wall-time and tsc work.
 
 So that repeated runs count the same: the program's memory lies at the same addresses in every run:
@@ -110,6 +112,14 @@ Options:
                 Cachegrind): LLC-loads and LLC-stores then count the L2's misses. The set count
                 must be a power of two; an L2 must be larger than the L1s and smaller than the
                 LL. A geometry the model cannot run is a usage error (status 1).
+  --branches    Count each thread's branch instructions and run a branch predictor for it
+                (Cachegrind's: 16384 2-bit counters indexed by 7 bits of global history and 7 of
+                the address, a 512-entry indirect target table, returns never miss), and print the
+                command's totals at its end. In COMMAND, pmc::Counter, pmc::Group and the profiler
+                then open branch-instructions (or branches; exact: every branch executed,
+                conditional or not, jumps, calls, returns) and branch-misses (modelled: the
+                predictor's misses on conditional and indirect branches), :u or none. Costs a
+                call per executed block; without it those events are refused naming --branches.
   -h, --help    Show this help.
 
 Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
@@ -613,6 +623,20 @@ const char* const modelled_cache_events[11] = {
     "L1-icache-load-misses", "LLC-loads", "LLC-load-misses", "LLC-stores", "LLC-store-misses",
     "cache-references", "cache-misses"};
 
+std::optional<std::uint64_t> branch_count(const std::string& event, const EmulatedReport& r) {
+    const auto colon = event.find(':');
+    const std::string name = event.substr(0, colon);
+    if (colon != std::string::npos && event.substr(colon) != ":u") return std::nullopt; // user mode only
+    if (name == "branch-instructions" || name == "branches") return r.branches;
+    if (name == "branch-misses") return r.Bcm + r.Bim;
+    return std::nullopt;
+}
+
+const char* const branch_model_note =
+    "branch-instructions: emulated, every branch executed (conditional or not, jumps, calls, returns); "
+    "branch-misses: modelled, Cachegrind's branch predictor (16384 2-bit counters, 7 bits of global history and 7 "
+    "of the address; 512-entry indirect target table; returns never miss), each thread's own, not a real core's";
+
 std::optional<std::uint64_t> modelled_cache_count(const std::string& event, const EmulatedReport& r) {
     const auto colon = event.find(':');
     const std::string name = event.substr(0, colon);
@@ -671,6 +695,14 @@ EmulatedReport read_emulated_report(const std::string& path) {
                                            &r.Dw, &r.D1mw, &r.DLmw, &r.LLi, &r.LLr,  &r.LLw};
                 for (int i = 0; i < 12; ++i) *fields[i] += v[i];
             }
+        } else if (rest.rfind("branches ", 0) == 0) {
+            unsigned long long v[5];
+            if (std::sscanf(rest.c_str(), "branches all %llu Bc %llu Bcm %llu Bi %llu Bim %llu", &v[0], &v[1], &v[2],
+                            &v[3], &v[4]) == 5) {
+                r.has_branches = true;
+                std::uint64_t* fields[] = {&r.branches, &r.Bc, &r.Bcm, &r.Bi, &r.Bim};
+                for (int i = 0; i < 5; ++i) *fields[i] += v[i];
+            }
         } else if (rest == "exec-failed") {
             p.open = true; // the execve failed, and the process goes on
             p.native.clear();
@@ -721,6 +753,8 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     cl.option("--qemu", qemu, "a path");
     CacheOptions cache;
     add_cache_options(cl, cache);
+    bool branches = false;
+    cl.flag("--branches", branches);
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(arguments)) return *status;
     const std::vector<std::string> command = cl.command();
@@ -738,7 +772,8 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     const EmulatedReportFile report;
     Job job;
     auto child = start_emulated(job, *emulator, command, keep_aslr,
-                                (report.path.empty() ? "" : ",report=" + report.path) + model.plugin_arguments);
+                                (report.path.empty() ? "" : ",report=" + report.path) + model.plugin_arguments +
+                                    (branches ? ",branches=on" : ""));
     if (!child) {
         fmt::print(stderr, "pmc emulate: {}\n", child.failure().message);
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
@@ -762,6 +797,11 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
                                                   processes.LLw)
                                     : std::string(),
                        processes.DLmr, processes.DLmw, processes.I1mr);
+        if (branches && processes.has_branches)
+            fmt::print(stderr,
+                       "pmc emulate: the command's branches: {} branch instructions; {} conditional, {} mispredicted; "
+                       "{} indirect, {} mispredicted ({})\n",
+                       processes.branches, processes.Bc, processes.Bcm, processes.Bi, processes.Bim, branch_model_note);
         if (const std::string note = native_programs_note(processes); !note.empty())
             fmt::print(stderr, "pmc emulate: {}\n", note);
     }

@@ -83,6 +83,8 @@ Options:
   --cache[=host]    count --emulate: model the caches too (Cachegrind's model; --I1/--D1/--L2/--LL
                     SIZE,ASSOC,LINE set a geometry, =host this machine's): L1-dcache-*,
                     L1-icache-load-misses, LLC-*, cache-references, cache-misses, marked modelled.
+  --branches        count --emulate: count branches too: branch-instructions (exact) and
+                    branch-misses (Cachegrind's branch predictor, marked modelled).
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
                     inherit, enable_on_exec), so the output matches perf's -vv block line for line;
                     where this user may not count kernel mode, the attr perf stat falls back to
@@ -345,6 +347,7 @@ int run_count(const std::vector<std::string>& args) {
     cl.flag("--csv", o.csv);
     cl.flag("--emulate", o.emulate);
     pmc_tool::add_cache_options(cl, o.cache);
+    cl.flag("--branches", o.branches);
     cl.option("-e,--event", events, "an event").one_value_each();
     cl.option("-o", o.output, "a file");
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
@@ -355,6 +358,8 @@ int run_count(const std::vector<std::string>& args) {
     if ((o.cache || !(o.cache.i1 + o.cache.d1 + o.cache.l2 + o.cache.ll).empty()) && !o.emulate)
         return cl.usage_error("--cache and --I1/--D1/--L2/--LL model the caches under the emulator: give --emulate "
                               "too");
+    if (o.branches && !o.emulate)
+        return cl.usage_error("--branches counts branches under the emulator: give --emulate too");
     return pmc_tool::cmd_count(o, command, events);
 }
 

@@ -746,7 +746,7 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
     return c;
 }
 
-/// Opens an instruction event, or a modelled cache event, on the emulated PMU of `pmc emulate` (the caller found it
+/// Opens an instruction event, a modelled cache event or a branch event, on the emulated PMU of `pmc emulate` (the caller found it
 /// there).
 inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req, const OpenOptions& options) {
     const EmulatedPmu& pmu = *emulated_pmu();
@@ -758,10 +758,8 @@ inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req,
                       "headers protocol " + std::to_string(emulated::protocol_version) + ". Fix: run it with the "
                       "pmc emulate of the pmc version the program was built with");
     if (auto why = emulated_refusal(spec); !why.empty()) return refuse(why);
-    const auto modelled = modelled_cache_event(spec);
-    if (modelled && !pmu.cache_model)
-        return refuse("'" + spec.text + "' is a modelled cache event, and this run has no cache model. Fix: run the "
-                      "program under `pmc emulate --cache -- PROGRAM` (the model: Cachegrind's, per thread)");
+    const auto modelled = modelled_event(spec);
+    if (auto why = missing_model(pmu, spec); !why.empty()) return refuse(why);
     if (req == Requirement::rdpmc)
         return refuse("source::rdpmc reads a hardware counter, and the emulated PMU is read with a request to the "
                       "emulator; use pmc::Counter");
@@ -776,11 +774,13 @@ inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req,
     c.info->opened_ns = clock_ns(CLOCK_MONOTONIC);
     c.path = ReadPath::emulated;
     if (modelled) {
+        const bool branch = modelled_branch_event(spec).has_value();
         c.emulated_event = static_cast<std::uint64_t>(*modelled);
-        c.info->notes.push_back(modelled_count_note(pmu) + "; read with a request to QEMU's plugin (" + pmu.target +
-                                " guest)");
+        c.info->notes.push_back((branch ? branch_count_note(spec) : modelled_count_note(pmu)) +
+                                "; read with a request to QEMU's plugin (" + pmu.target + " guest)");
         if (!spec.attr.exclude_kernel)
-            c.info->notes.push_back("user mode only, as :u: the model sees no kernel accesses");
+            c.info->notes.push_back(branch ? "user mode only, as :u: the emulator runs no kernel code"
+                                           : "user mode only, as :u: the model sees no kernel accesses");
         return c;
     }
     c.info->notes.push_back(std::string(emulated_count_note) + "; read with a request to QEMU's plugin (" +
@@ -806,7 +806,7 @@ inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, uns
     if (spec.kind == EventKind::perf || spec.kind == EventKind::difference) {
         // Under pmc emulate the instruction events are the emulator's (probed once, and only where PMC_EMULATED=1
         // says so); the other perf events go to perf_event_open, which explains QEMU's refusal.
-        auto c = (is_instruction_event(spec) || modelled_cache_event(spec)) && emulated_pmu()
+        auto c = (is_instruction_event(spec) || modelled_event(spec)) && emulated_pmu()
                      ? open_emulated(spec, req, options)
                      : open_perf(spec, req, fixed_width, options);
         if (c) {

@@ -44,6 +44,7 @@ struct EmulatedPmu {
         std::uint32_t size = 0, assoc = 0, line = 0;
     };
     Cache i1, d1, l2, ll;        ///< the model's levels (pmc emulate --cache); l2.size is 0 without --L2
+    bool branch_model = false;   ///< pmc emulate --branches: branch-instructions and branch-misses open too
     bool compatible() const noexcept { return protocol == detail::emulated::protocol_version; }
 };
 
@@ -60,6 +61,7 @@ inline std::optional<EmulatedPmu> probe_emulated_pmu() {
     pmu.target = hello.target;
     pmu.protocol = hello.protocol;
     pmu.load_sampling = (hello.flags & emulated::hello_load_sampling) != 0;
+    pmu.branch_model = (hello.flags & emulated::hello_branch_model) != 0;
     if (hello.flags & emulated::hello_cache_model) {
         emulated::CacheConfig c{};
         emulated::request(emulated::Op::cache_config, &c);
@@ -138,6 +140,45 @@ inline std::optional<detail::emulated::Event> modelled_cache_event(const EventSp
     return std::nullopt;
 }
 
+/// The branch event `spec` names under `pmc emulate --branches` (perf's generic branch-instructions, or branches,
+/// and branch-misses), or nothing.
+inline std::optional<detail::emulated::Event> modelled_branch_event(const EventSpec& spec) {
+    using E = detail::emulated::Event;
+    if (spec.kind != EventKind::perf || spec.attr.type != PERF_TYPE_HARDWARE) return std::nullopt;
+    const std::uint64_t config = spec.attr.config & 0xffffffffULL;
+    if (config == PERF_COUNT_HW_BRANCH_INSTRUCTIONS) return E::branch_instructions;
+    if (config == PERF_COUNT_HW_BRANCH_MISSES) return E::branch_misses;
+    return std::nullopt;
+}
+
+/// A modelled cache event (pmc emulate --cache) or a branch event (pmc emulate --branches), or nothing.
+inline std::optional<detail::emulated::Event> modelled_event(const EventSpec& spec) {
+    if (auto e = modelled_cache_event(spec)) return e;
+    return modelled_branch_event(spec);
+}
+
+/// Why this run cannot count the modelled event `spec` names, naming the flag that would ("" if it can).
+inline std::string missing_model(const EmulatedPmu& pmu, const EventSpec& spec) {
+    if (modelled_cache_event(spec) && !pmu.cache_model)
+        return "'" + spec.text + "' is a modelled cache event, and this run has no cache model. Fix: run the "
+               "program under `pmc emulate --cache -- PROGRAM` (the model: Cachegrind's, per thread)";
+    if (modelled_branch_event(spec) && !pmu.branch_model)
+        return "'" + spec.text + "' is a branch event, and this run counts no branches. Fix: run the program under "
+               "`pmc emulate --branches -- PROGRAM` (branch-instructions exact, branch-misses from Cachegrind's "
+               "predictor, per thread)";
+    return "";
+}
+
+/// What pmc says wherever a branch event's count is shown.
+inline std::string branch_count_note(const EventSpec& spec) {
+    if (modelled_branch_event(spec) == detail::emulated::Event::branch_instructions)
+        return "emulated (pmc emulate --branches): an exact count of the branch instructions the emulator executed "
+               "for this thread (conditional or not, jumps, calls, returns), not a real core's";
+    return "modelled (pmc emulate --branches): Cachegrind's branch predictor (16384 2-bit counters indexed by 7 bits "
+           "of global history and 7 of the address; a 512-entry indirect target table; returns never miss), this "
+           "thread's own, exact for the model at the read; not a real core's predictor";
+}
+
 /// What pmc says wherever a modelled count is shown (with the geometry the plugin reported).
 inline std::string modelled_count_note(const EmulatedPmu& pmu) {
     return "modelled (pmc emulate --cache): Cachegrind's cache model (" + pmu.cache_geometry +
@@ -155,13 +196,19 @@ inline std::string emulated_refusal(const EventSpec& spec) {
                    "' excludes user mode";
         return "";
     }
+    if (modelled_branch_event(spec)) {
+        if (spec.attr.exclude_user)
+            return "the emulator sees the program's own (user-mode) branches; '" + spec.text + "' excludes user mode";
+        return "";
+    }
     if (!is_instruction_event(spec) && spec.attr.type == PERF_TYPE_RAW)
         return "the emulated PMU (pmc emulate) counts instructions only, named: instructions:u, instructions or "
                "instructions-minus-irqs:u; a raw code such as '" + spec.text + "' is a real CPU's encoding";
     if (!is_instruction_event(spec))
         return "the emulated PMU (pmc emulate) counts instructions (instructions:u, instructions, "
-               "instructions-minus-irqs:u) and, under pmc emulate --cache, the modelled cache events (L1-dcache-*, "
-               "L1-icache-load-misses, LLC-*, cache-references, cache-misses); '" + spec.text + "' is opened with perf_event_open, which QEMU's user "
+               "instructions-minus-irqs:u), under pmc emulate --cache the modelled cache events (L1-dcache-*, "
+               "L1-icache-load-misses, LLC-*, cache-references, cache-misses), under pmc emulate --branches "
+               "branch-instructions and branch-misses; '" + spec.text + "' is opened with perf_event_open, which QEMU's user "
                "mode does not implement. Count it in a run without the emulator, where this machine can";
     if (spec.attr.exclude_user)
         return "the emulated PMU counts the program's own (user-mode) instructions; '" + spec.text +

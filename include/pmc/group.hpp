@@ -256,10 +256,10 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
     }
     const std::size_t n = g.info->specs.size();
     // Under pmc emulate: instruction events are the emulator's, the modelled cache events its cache model's (pmc
-    // emulate --cache), and nothing else can be counted (no perf_event_open). A group of instruction events reads
+    // emulate --cache), the branch events its branch counts (--branches), and nothing else can be counted (no perf_event_open). A group of instruction events reads
     // the thread's one count; a group with a modelled member reads every member's count at one request.
     const auto emulated_member = [](const EventSpec& s) {
-        return is_instruction_event(s) || modelled_cache_event(s).has_value();
+        return is_instruction_event(s) || modelled_event(s).has_value();
     };
     if (std::any_of(g.info->specs.begin(), g.info->specs.end(), emulated_member) && emulated_pmu()) {
         const EmulatedPmu& pmu = *emulated_pmu();
@@ -269,10 +269,8 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
             if (why.empty() && !pmu.compatible()) why = "pmc's plugin speaks another protocol version";
             if (why.empty() && (options.pid != 0 || options.count_children || options.enable_on_exec))
                 why = "it counts the calling thread only; for a whole command: pmc count --emulate";
-            const auto modelled = modelled_cache_event(spec);
-            if (why.empty() && modelled && !pmu.cache_model)
-                why = "it is a modelled cache event, and this run has no cache model. Fix: run the program under "
-                      "`pmc emulate --cache -- PROGRAM`";
+            const auto modelled = modelled_event(spec);
+            if (why.empty() && modelled) why = missing_model(pmu, spec);
             if (!why.empty())
                 return make_failure(EOPNOTSUPP, "cannot open '" + spec.text + "' in a group on the emulated PMU: " + why);
             g.info->attrs.push_back(spec.attr);
@@ -286,7 +284,12 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
                                 (any_modelled ? "; every member's count is read at one request to QEMU's plugin"
                                               : "; every member reads the thread's one count with a request to "
                                                 "QEMU's plugin"));
-        if (any_modelled) g.info->notes.push_back(modelled_count_note(pmu));
+        bool any_cache = false;
+        for (const auto& spec : g.info->specs) {
+            any_cache = any_cache || modelled_cache_event(spec).has_value();
+            if (modelled_branch_event(spec)) g.info->notes.push_back(spec.text + ": " + branch_count_note(spec));
+        }
+        if (any_cache) g.info->notes.push_back(modelled_count_note(pmu));
         g.owner = acquire_thread_token();
         g.info->pid = ::getpid();
         g.info->opened_ns = clock_ns(CLOCK_MONOTONIC);

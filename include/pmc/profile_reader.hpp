@@ -159,6 +159,15 @@ CounterExactness counter_exactness(const Profile& p, std::size_t c, RecordsOf&& 
                                   " for each thread, not a real core's caches"};
             }
     }
+    if (k.read_path == "emulator" && k.note.find("(pmc emulate --branches)") != std::string::npos) {
+        const std::string base = k.name.substr(0, k.name.find(':'));
+        if (base == "branch-instructions" || base == "branches")
+            return {true, "emulated (pmc emulate --branches): an exact count of the branch instructions the emulator "
+                          "executed for each thread, not a real core's"};
+        if (base == "branch-misses")
+            return {true, "modelled (pmc emulate --branches): an exact count of Cachegrind's branch predictor's "
+                          "misses for each thread, not a real core's predictor"};
+    }
     if (k.read_path == "emulator") // pmc emulate's PMU: it counts all along, and is not a real core
         return {true, "emulated (QEMU TCG): an exact count of the instructions the emulator executed for each thread, "
                       "not a real core's"};

@@ -36,6 +36,13 @@
 //                    same; two reads back to back add the same every time. Prints a line per check, exits 1 if off
 //   cache-threads    (pmc emulate --cache) 4 threads, each chasing lines of its own: each prints its interval's
 //                    modelled counts (the same in every run)
+//   branch-read      (pmc emulate --branches) the program's own branch counters: a loop of N conditional branches
+//                    adds exactly N branch-instructions, and once warm no miss; an indirect call through a table
+//                    (x86) adds 3 branches an iteration, and a miss each when its target alternates, none when it
+//                    does not; a never-run loop in a new thread mispredicts its first iterations (the predictor
+//                    starts at strongly not-taken). Prints a line per check, exits 1 if off
+//   branch-threads   (pmc emulate --branches) 4 threads with fixed work: each prints its interval's branch counts
+//   branches N       runs N conditional branches (a data-dependent one each iteration) and N indirect calls (x86)
 //   refused WHAT     what QEMU's user mode refuses, called twice: seccomp-prctl, seccomp, clone3 (raw, with no
 //                    fallback), threads (3 threads and a posix_spawn: glibc tries clone3, then clone)
 #include <pmc/counter.hpp>
@@ -980,6 +987,203 @@ int run_cache_threads() {
     return 0;
 }
 
+#if defined(__x86_64__)
+// An indirect call through a table, as a compiler emits for a virtual call: per iteration, exactly one indirect
+// call, its return and the loop's conditional branch (3 branch instructions, 1 indirect). `mask` 0 calls table[0]
+// every time; 1 alternates between table[0] and table[1]. The red zone below the stack pointer is the caller's:
+// the calls push below it.
+extern "C" void pmc_test_indirect_loop(std::uint64_t n, void (*const* table)(), std::uint64_t mask);
+extern "C" void pmc_test_target_a();
+extern "C" void pmc_test_target_b();
+asm(R"(
+    .text
+    .p2align 4
+    .type pmc_test_indirect_loop, @function
+pmc_test_indirect_loop:
+    push %rbx
+    mov %rdi, %rbx
+1:  mov %rbx, %rax
+    and %rdx, %rax
+    call *(%rsi,%rax,8)
+    dec %rbx
+    jnz 1b
+    pop %rbx
+    ret
+    .size pmc_test_indirect_loop, .-pmc_test_indirect_loop
+    .p2align 4
+    .type pmc_test_target_a, @function
+pmc_test_target_a:
+    ret
+    .size pmc_test_target_a, .-pmc_test_target_a
+    .p2align 4
+    .type pmc_test_target_b, @function
+pmc_test_target_b:
+    ret
+    .size pmc_test_target_b, .-pmc_test_target_b
+)");
+void (*const indirect_table[2])() = {pmc_test_target_a, pmc_test_target_b};
+
+// 128 conditional branches, each taken over one byte, 3 bytes apart: their addresses' low 7 bits are all 128 values,
+// so with the all-taken history each indexes a counter of its own. The predictor starts every counter at strongly
+// not-taken: a thread's first pass mispredicts each branch whose counter nothing trained, its second each again
+// (weakly not-taken), its third none.
+extern "C" void pmc_test_taken_chain();
+asm(R"(
+    .text
+    .p2align 7
+    .type pmc_test_taken_chain, @function
+pmc_test_taken_chain:
+    xor %eax, %eax
+    .rept 128
+    jz 1f
+    nop
+1:
+    .endr
+    ret
+    .size pmc_test_taken_chain, .-pmc_test_taken_chain
+)");
+#endif
+
+/// A conditional branch whose outcome is a pseudo-random bit (a 32-bit xorshift), `n` times: the predictor misses
+/// about half of them.
+__attribute__((noinline)) std::uint64_t random_branches(std::uint64_t n, std::uint32_t seed) {
+    std::uint64_t taken = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        seed ^= seed << 13, seed ^= seed >> 17, seed ^= seed << 5;
+        if (seed & 1) {
+            asm volatile("" : "+r"(taken)); // (a branch, not a cmov)
+            ++taken;
+        }
+    }
+    return taken;
+}
+
+int run_branch_read() {
+    pmc::Counter branches("branch-instructions:u"), misses("branch-misses:u");
+    pmc::Group group({"instructions:u", "branch-instructions:u", "branch-misses:u"});
+    std::printf("note: %s\n", branches.notes().empty() ? "(none)" : branches.notes().front().c_str());
+    std::printf("note: %s\n", misses.notes().empty() ? "(none)" : misses.notes().front().c_str());
+    int off = 0;
+    const auto check = [&](const char* what, std::uint64_t got, std::uint64_t want) {
+        std::printf("%s: %llu (want %llu)%s\n", what, static_cast<unsigned long long>(got),
+                    static_cast<unsigned long long>(want), got == want ? "" : "  OFF");
+        off += got != want;
+    };
+    const auto at_least = [&](const char* what, std::uint64_t got, std::uint64_t least) {
+        std::printf("%s: %llu (want at least %llu)%s\n", what, static_cast<unsigned long long>(got),
+                    static_cast<unsigned long long>(least), got >= least ? "" : "  OFF");
+        off += got < least;
+    };
+    // The interval of N loop iterations, minus that of 1000 (each measured twice: the first warms the predictor).
+    const auto interval = [&](pmc::Counter& c, std::uint64_t n) {
+        std::uint64_t d = 0;
+        for (int pass = 0; pass < 2; ++pass) {
+            const std::uint64_t a = c.read();
+            known_loop(n);
+            d = c.read() - a;
+        }
+        return d;
+    };
+    const std::uint64_t b1000 = interval(branches, 1000), m1000 = interval(misses, 1000);
+    std::printf("1000 iterations: %llu branches (1000 and the read's own), %llu misses\n",
+                static_cast<unsigned long long>(b1000), static_cast<unsigned long long>(m1000));
+    for (std::uint64_t n : {1001, 2000, 5000}) {
+        char what[96];
+        std::snprintf(what, sizeof what, "%llu iterations: branches - those of 1000", static_cast<unsigned long long>(n));
+        check(what, interval(branches, n) - b1000, n - 1000);
+        std::snprintf(what, sizeof what, "%llu iterations: misses - those of 1000 (a warm loop)",
+                      static_cast<unsigned long long>(n));
+        check(what, interval(misses, n) - m1000, 0);
+    }
+    // The group reads the same counts at one request.
+    pmc::GroupReading a = group.make_reading(), b = group.make_reading(), c = group.make_reading(),
+                      d = group.make_reading();
+    for (int pass = 0; pass < 2; ++pass) {
+        group.read(a), known_loop(1000), group.read(b);
+        group.read(c), known_loop(3000), group.read(d);
+    }
+    check("group: 3000 - 1000 iterations: branches", (d.values[1] - c.values[1]) - (b.values[1] - a.values[1]), 2000);
+    check("group: 3000 - 1000 iterations: instructions", (d.values[0] - c.values[0]) - (b.values[0] - a.values[0]), 4000);
+    check("group: 3000 - 1000 iterations: misses", (d.values[2] - c.values[2]) - (b.values[2] - a.values[2]), 0);
+#if defined(__x86_64__)
+    // Indirect calls: 3 branches an iteration; a miss each when the target alternates, none when it stays.
+    const auto indirect = [&](pmc::Counter& counter, std::uint64_t n, std::uint64_t mask) {
+        std::uint64_t v = 0;
+        for (int pass = 0; pass < 2; ++pass) {
+            const std::uint64_t start = counter.read();
+            pmc_test_indirect_loop(n, indirect_table, mask);
+            v = counter.read() - start;
+        }
+        return v;
+    };
+    check("indirect calls, 2000 - 1000: branches", indirect(branches, 2000, 1) - indirect(branches, 1000, 1), 3000);
+    check("indirect calls, one target, 2000 - 1000: misses", indirect(misses, 2000, 0) - indirect(misses, 1000, 0), 0);
+    check("indirect calls, alternating targets, 2000 - 1000: misses",
+          indirect(misses, 2000, 1) - indirect(misses, 1000, 1), 1000);
+#endif
+    // A conditional branch on a pseudo-random bit: about half mispredicted (and exactly the same in every run).
+    {
+        const std::uint64_t m0 = misses.read();
+        const std::uint64_t taken = random_branches(10000, 12345);
+        const std::uint64_t m = misses.read() - m0;
+        std::printf("random branches: %llu misses of 10000 (%llu taken)\n", static_cast<unsigned long long>(m),
+                    static_cast<unsigned long long>(taken));
+        at_least("random branches: misses", m, 3000);
+        check("random branches: misses at most 7000", m <= 7000, 1);
+    }
+#if defined(__x86_64__)
+    // A new thread's predictor starts cold: 128 taken branches, each with a counter of its own, mispredicted on the
+    // first pass and the second, predicted on the third (the reads add a few of their own).
+    std::uint64_t pass[3] = {};
+    std::thread([&pass] {
+        pmc::Counter m("branch-misses:u");
+        for (auto& p : pass) {
+            const std::uint64_t m0 = m.read();
+            pmc_test_taken_chain();
+            p = m.read() - m0;
+        }
+    }).join();
+    std::printf("128 taken branches in a new thread: %llu, %llu, %llu misses\n", static_cast<unsigned long long>(pass[0]),
+                static_cast<unsigned long long>(pass[1]), static_cast<unsigned long long>(pass[2]));
+    at_least("first pass: misses", pass[0], 120);
+    at_least("second pass: misses", pass[1], 100);
+    check("third pass: at most 8 misses", pass[2] <= 8, 1);
+#endif
+    return off ? 1 : 0;
+}
+
+int run_branch_threads() {
+    std::string lines[4];
+    std::atomic<unsigned> turn{0};
+    const auto work = [&lines, &turn](unsigned t) {
+        while (turn.load() != t) std::this_thread::yield();
+        pmc::Group g({"branch-instructions:u", "branch-misses:u", "instructions:u"});
+        pmc::Counter misses("branch-misses:u");
+        pmc::GroupReading a = g.make_reading(), b = g.make_reading();
+        std::string line = "thread " + std::to_string(t) + ":";
+        line.reserve(256);
+        turn.store(t + 1);
+        while (turn.load() != 4) std::this_thread::yield();
+        const std::uint64_t m0 = misses.read();
+        g.read(a);
+        known_loop(1000 + 100 * t);
+        random_branches(2000 + 500 * t, 7 + t);
+#if defined(__x86_64__)
+        pmc_test_indirect_loop(300 + 10 * t, indirect_table, t & 1);
+#endif
+        g.read(b);
+        const std::uint64_t m1 = misses.read();
+        for (std::size_t k = 0; k < b.values.size(); ++k) line += " " + std::to_string(b.values[k] - a.values[k]);
+        line += " counter " + std::to_string(m1 - m0);
+        lines[t] = line;
+    };
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < 4; ++t) workers.emplace_back(work, t);
+    for (auto& w : workers) w.join();
+    for (const auto& l : lines) std::printf("%s\n", l.c_str());
+    return 0;
+}
+
 /// pmc emulate --cache against Cachegrind: an N x N matrix multiply (N <= 200), naive loop order (b walked by
 /// columns: its reads miss the D1 once a column's lines no longer fit).
 double mm_a[200][200], mm_b[200][200], mm_c[200][200];
@@ -1063,6 +1267,16 @@ int main(int argc, char** argv) {
                                     argc > 5 ? static_cast<unsigned>(std::strtoul(argv[5], nullptr, 10)) : 0,
                                     argc > 6 ? static_cast<unsigned>(std::strtoul(argv[6], nullptr, 10)) : 1,
                                     argc > 7 ? argv[7] : "3");
+        if (mode == "branch-read") return run_branch_read();
+        if (mode == "branch-threads") return run_branch_threads();
+        if (mode == "branches" && argc > 2) {
+            const std::uint64_t n = std::strtoull(argv[2], nullptr, 10);
+            const std::uint64_t taken = random_branches(n, 99);
+#if defined(__x86_64__)
+            pmc_test_indirect_loop(n, indirect_table, 1);
+#endif
+            return taken == 1 ? 3 : 0;
+        }
         if (mode == "hooks") return run_hooks();
         if (mode == "alloc-race") return run_alloc_race();
         if (mode == "profile") {
@@ -1074,7 +1288,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N] | hooks | chase LINES ROUNDS [THREADS] | matmul N | cache-read | cache-threads | until-signal FILE | "
+                         "profile [--plant N] | hooks | chase LINES ROUNDS [THREADS] | matmul N | cache-read | cache-threads | "
+                         "branch-read | branch-threads | branches N | until-signal FILE | "
                          "jit-rep | churn | bad-pointer | stack | signal-frames | signal-race | raw-handler | signal-cost | "
                          "refused WHAT\n");
     return 2;

@@ -466,6 +466,151 @@ TEST_CASE("under pmc emulate without --cache a modelled cache event is refused, 
     CHECK_THAT(r.out, ContainsSubstring("pmc emulate --cache"));
 }
 
+TEST_CASE("under pmc emulate --branches the program's own Counter and Group read exact branch counts and the "
+          "predictor's misses", "[emulate][branches]") {
+    REQUIRE_EMULATOR();
+    // A loop of N conditional branches adds exactly N branch-instructions and, warm, no miss; an indirect call
+    // through a table adds 3 branches an iteration and a miss each when its target alternates; 128 never-run taken
+    // branches in a new thread miss on the first two passes (the predictor starts at strongly not-taken).
+    const std::string run = "'" + pmc_tool + "' emulate --branches -- '" + target + "' branch-read 2>&1";
+    const auto r = pmc_test::run_command(run);
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, !ContainsSubstring("OFF"));
+    CHECK_THAT(r.out, ContainsSubstring("5000 iterations: branches - those of 1000: 4000 (want 4000)"));
+    CHECK_THAT(r.out, ContainsSubstring("group: 3000 - 1000 iterations: branches: 2000 (want 2000)"));
+#if defined(__x86_64__)
+    CHECK_THAT(r.out, ContainsSubstring("indirect calls, alternating targets, 2000 - 1000: misses: 1000 (want 1000)"));
+    CHECK_THAT(r.out, ContainsSubstring("third pass: at most 8 misses: 1 (want 1)"));
+#endif
+    CHECK_THAT(r.out, ContainsSubstring("note: emulated (pmc emulate --branches): an exact count of the branch "
+                                        "instructions"));
+    CHECK_THAT(r.out, ContainsSubstring("note: modelled (pmc emulate --branches): Cachegrind's branch predictor"));
+    // The run is repeatable, to the count.
+    const auto again = pmc_test::run_command(run);
+    CHECK(again.out == r.out);
+#if defined(__x86_64__)
+    // A plugin with taken and not-taken swapped is told apart (the cold passes predict "not taken" right).
+    const auto swapped = pmc_test::run_command("PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS "branch-sense' " + run);
+    INFO(swapped.out);
+    CHECK_THAT(swapped.out, ContainsSubstring("first pass: misses"));
+    CHECK_THAT(swapped.out, ContainsSubstring("OFF"));
+#endif
+}
+
+TEST_CASE("under pmc emulate --branches, 4 threads with fixed work read identical per-thread branch counts in every "
+          "run", "[emulate][branches]") {
+    REQUIRE_EMULATOR();
+    const std::string run = "'" + pmc_tool + "' emulate --branches -- '" + target + "' branch-threads 2>/dev/null";
+    const auto first = pmc_test::run_command(run);
+    INFO(first.out);
+    REQUIRE(first.status == 0);
+    // Each thread: its group's branch-instructions, branch-misses and instructions, and a lone counter's misses.
+    const std::regex line("thread ([0-3]): ([0-9]+) ([0-9]+) ([0-9]+) counter ([0-9]+)\n");
+    int threads = 0;
+    for (auto it = std::sregex_iterator(first.out.begin(), first.out.end(), line); it != std::sregex_iterator(); ++it) {
+        ++threads;
+        const int t = std::stoi((*it)[1]);
+        const std::uint64_t branches = std::stoull((*it)[2]), misses = std::stoull((*it)[3]),
+                            counter = std::stoull((*it)[5]);
+        // Thread t: 1000 + 100 t loop branches, 2000 + 500 t random ones (two branches an iteration at least), and
+        // (x86) 300 + 10 t indirect calls of 3 branches; about half the random ones mispredicted.
+        CHECK(branches >= static_cast<std::uint64_t>(1000 + 100 * t + 2 * (2000 + 500 * t)));
+        CHECK(misses >= static_cast<std::uint64_t>((2000 + 500 * t) / 4));
+        CHECK(counter >= misses);
+        CHECK(counter < misses + 20);
+    }
+    CHECK(threads == 4);
+    for (int i = 0; i < 2; ++i) {
+        const auto again = pmc_test::run_command(run);
+        CAPTURE(i);
+        CHECK(again.out == first.out);
+    }
+    // A plugin that answers each thread from another thread's counts is told apart.
+    const auto swapped = pmc_test::run_command("PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS "swap' " + run);
+    INFO(swapped.out);
+    CHECK(swapped.status == 0);
+    CHECK(swapped.out != first.out);
+}
+
+TEST_CASE("the profiler's ride-along counters read the branch counts under pmc emulate --branches, said so",
+          "[emulate][branches][profiler]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    std::vector<std::string> runs;
+    for (const char* name : {"branches-a.pmcprof", "branches-b.pmcprof"}) {
+        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u,"
+                                             "branch-instructions:u,branch-misses:u '" + pmc_tool +
+                                             "' emulate --branches -- '" + target + "' profile 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        runs.push_back(dir + "/" + name);
+    }
+    const auto shown = pmc_test::run_command("'" + pmc_tool + "' summarize '" + runs[0] + "' 2>&1");
+    INFO(shown.out);
+    CHECK_THAT(shown.out, ContainsSubstring("riding along    branch-instructions:u: a count (exact), read with the "
+                                            "emulator: emulated (pmc emulate --branches): an exact count of the branch "
+                                            "instructions"));
+    CHECK_THAT(shown.out, ContainsSubstring("riding along    branch-misses:u: a count (exact), read with the emulator: "
+                                            "modelled (pmc emulate --branches): an exact count of Cachegrind's branch "
+                                            "predictor's misses"));
+    // Two runs, every scope's branch counts alike.
+    const auto same = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change '" + runs[0] + "' '" + runs[1] +
+                                            "' 2>&1");
+    INFO(same.out);
+    CHECK(same.status == 0);
+}
+
+/// pmc count --emulate --branches --json of the target: each event's count and the model's Bc, Bcm, Bi, Bim.
+std::map<std::string, std::uint64_t> branch_counts(const std::string& args) {
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --branches --json -- '" + target + "' " +
+                                         args + " 2>&1");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    std::map<std::string, std::uint64_t> counts;
+    const std::regex field("\"(Bc|Bcm|Bi|Bim)\":([0-9]+)"), event("\"event\":\"([^\"]+)\",\"counted\":true,\"count\":([0-9]+)");
+    for (const auto* re : {&field, &event})
+        for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), *re); it != std::sregex_iterator(); ++it)
+            counts[(*it)[1]] = std::stoull((*it)[2]);
+    REQUIRE(counts.count("branch-instructions:u") == 1);
+    REQUIRE(counts.count("Bim") == 1);
+    return counts;
+}
+
+TEST_CASE("pmc count --emulate --branches: N more loop iterations count exactly N more branches", "[emulate][branches]") {
+    REQUIRE_EMULATOR();
+    const auto a = branch_counts("loop 1000"), b = branch_counts("loop 3000");
+    CHECK(b.at("branch-instructions:u") - a.at("branch-instructions:u") == 2000);
+    CHECK(b.at("Bc") - a.at("Bc") == 2000);
+    CHECK(b.at("Bi") == a.at("Bi"));
+    CHECK(b.at("branch-misses:u") == a.at("branch-misses:u")); // a warm loop's back edge: predicted
+    CHECK(a.at("branch-misses:u") == a.at("Bcm") + a.at("Bim"));
+#if defined(__x86_64__)
+    // N indirect calls whose target alternates: N more Bi, every one a miss.
+    const auto c = branch_counts("branches 1000"), d = branch_counts("branches 2000");
+    CHECK(d.at("Bi") - c.at("Bi") == 1000);
+    CHECK(d.at("Bim") - c.at("Bim") == 1000);
+#endif
+}
+
+TEST_CASE("without --branches the branch events are refused under the emulator, naming --branches",
+          "[emulate][branches]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(emulate("branch-read") + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, ContainsSubstring("cannot open counter 'branch-instructions:u' on the emulated PMU"));
+    CHECK_THAT(r.out, ContainsSubstring("pmc emulate --branches"));
+    const auto count = pmc_test::run_command("'" + pmc_tool + "' count --emulate -e branch-misses -- '" + target +
+                                             "' loop 10 2>&1");
+    INFO(count.out);
+    CHECK(count.status == 1);
+    CHECK_THAT(count.out, ContainsSubstring("pmc count --emulate --branches -e branch-misses"));
+    const auto native = pmc_test::run_command("'" + pmc_tool + "' count --branches -- /bin/true 2>&1");
+    CHECK(native.status == 1);
+    CHECK_THAT(native.out, ContainsSubstring("give --emulate too"));
+}
+
 TEST_CASE("pmc count --emulate --cache agrees with Cachegrind on what a matrix multiply adds (120 -> 160)",
           "[emulate][cache]") {
     REQUIRE_EMULATOR();

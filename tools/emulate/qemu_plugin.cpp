@@ -13,6 +13,8 @@
 // (plugin_cache.hpp) too: QEMU calls each memory callback right after its access, so every access before the
 // request is in the model when it is answered. A pmc::Sampler on a load-latency event samples the thread's loads from
 // the model there (plugin_sampling.hpp).
+// With branches=on (pmc emulate --branches) it counts each thread's branch instructions and feeds its branch
+// predictor (plugin_branches.hpp), which read_events reads too.
 //
 // What it does not count: the kernel's work for a system call (QEMU does it on the host), QEMU's own work, other
 // threads (each thread reads only its own count). A block that a synchronous fault (SIGSEGV, SIGBUS) or an atomic
@@ -32,6 +34,7 @@
 // system call (and, once per page and change of the program's mappings, a process_vm_writev that checks the
 // address).
 #include "qemu_plugin_api.h"
+#include "plugin_branches.hpp"
 #include "plugin_cache.hpp"
 
 #include <pmc/detail/emulated.hpp>
@@ -348,6 +351,7 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
     const std::size_t n = qemu_plugin_tb_n_insns(tb);
     if (n == 0) return;
     if (plugin_cache::settings.on) plugin_cache::translate(tb, n); // (pmc emulate --cache)
+    if (plugin_branches::settings.on) plugin_branches::translate(tb, n, may_be_taken_out(tb, n)); // (--branches)
     if (!guest_base_known.load(std::memory_order_acquire)) {
         const qemu_plugin_insn* first = qemu_plugin_tb_get_insn(tb, 0);
         const auto host = reinterpret_cast<std::intptr_t>(qemu_plugin_insn_haddr(first));
@@ -523,6 +527,7 @@ void in_fork_child() {
     new (&slots_lock) std::mutex;
     if (plugin_cache::settings.on) plugin_cache::in_fork_child();
     plugin_sampling::in_fork_child();
+    if (plugin_branches::settings.on) plugin_branches::in_fork_child();
     say_started();
 }
 
@@ -534,6 +539,10 @@ void report_total(const char* what) {
     if (plugin_cache::settings.on) { // the cache counts first: a process's lines end with its instructions
         const std::string cache = plugin_cache::report_line(static_cast<long>(own_pid));
         append_line(cache.data(), static_cast<int>(cache.size()));
+    }
+    if (plugin_branches::settings.on) {
+        const std::string branches = plugin_branches::report_line(static_cast<long>(own_pid));
+        append_line(branches.data(), static_cast<int>(branches.size()));
     }
     const std::uint64_t total = exited_total + live_threads_total();
     char line[96];
@@ -709,7 +718,9 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
         }
         for (std::uint64_t i = 0; i < n; ++i)
             values[i] = values[i] == static_cast<std::uint64_t>(proto::Event::instructions) ? instructions_of(vcpu)
-                        : plugin_cache::settings.on && values[i] < proto::event_count
+                        : plugin_branches::settings.on && proto::is_branch_event(values[i])
+                            ? plugin_branches::modelled_count(values[i])
+                        : plugin_cache::settings.on && values[i] < proto::event_count && !proto::is_branch_event(values[i])
                             ? plugin_cache::modelled_count(values[i])
                             : ~std::uint64_t{0};
         if (!write_guest(a3, values, n * sizeof values[0])) bad_request(a3);
@@ -733,7 +744,8 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
     } else if (a2 == static_cast<std::uint64_t>(proto::Op::hello)) {
         proto::Hello hello{};
         hello.protocol = proto::protocol_version;
-        hello.flags = plugin_cache::settings.on ? proto::hello_cache_model | proto::hello_load_sampling : 0;
+        hello.flags = (plugin_cache::settings.on ? proto::hello_cache_model | proto::hello_load_sampling : 0) |
+                      (plugin_branches::settings.on ? proto::hello_branch_model : 0);
         std::memcpy(hello.target, target_name, sizeof hello.target);
         hello.reply = proto::hello_reply;
         if (copy_guest(a3, &hello, sizeof hello, true) != sizeof hello) bad_request(a3);
@@ -768,13 +780,13 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
             continue;
         }
         std::string error;
-        if (plugin_cache::parse_argument(argv[i], error)) {
+        if (plugin_cache::parse_argument(argv[i], error) || plugin_branches::parse_argument(argv[i], error)) {
             if (error.empty()) continue;
             std::fprintf(stderr, "pmc's QEMU plugin: %s\n", error.c_str());
             return -1;
         }
         std::fprintf(stderr, "pmc's QEMU plugin: unknown argument '%s' (it takes report=FILE, cache=on, "
-                             "i1=, d1=, l2=, ll=SIZE:ASSOC:LINE, inclusion=strict)\n", argv[i]);
+                             "i1=, d1=, l2=, ll=SIZE:ASSOC:LINE, inclusion=strict, branches=on)\n", argv[i]);
         return -1;
     }
     if (const std::string why = plugin_cache::start(); !why.empty()) {
@@ -782,6 +794,10 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         return -1;
     }
     std::snprintf(target_name, sizeof target_name, "%s", info->target_name ? info->target_name : "?");
+    if (const std::string why = plugin_branches::start(target_name); !why.empty()) {
+        std::fprintf(stderr, "pmc's QEMU plugin: the branch model cannot start: %s\n", why.c_str());
+        return -1;
+    }
     target_x86 = std::strcmp(target_name, "x86_64") == 0 || std::strcmp(target_name, "i386") == 0;
     if (std::strcmp(target_name, "x86_64") == 0) {
         execve_number = 59, execveat_number = 322;

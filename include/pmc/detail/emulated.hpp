@@ -13,7 +13,8 @@
 // Under `pmc emulate --cache` the hello's flags say the plugin runs a cache model per thread, and a read_events
 // request reads the thread's modelled cache events as well (several at one request, for pmc::Group), and
 // pmc::Sampler samples the thread's loads from the model (sampler_open, sampler_drain: load-latency sampling, the
-// samples written as the kernel's PERF_RECORD_SAMPLE records).
+// samples written as the kernel's PERF_RECORD_SAMPLE records). Under `pmc emulate --branches` (hello_branch_model)
+// read_events reads the thread's branch instructions and the branch model's misses.
 //
 // The plugin touches guest memory only when the first argument is `magic`, so another program's use of the same
 // number is harmless to it.
@@ -106,8 +107,17 @@ enum class Event : std::uint64_t {
     llc_store_misses = 9,   ///< DLmw
     cache_references = 10,  ///< every LL access: instruction fetches, reads, writes
     cache_misses = 11,      ///< every LL miss: ILmr + DLmr + DLmw
+    /// pmc emulate --branches: every branch instruction the thread executed (conditional or not, jumps, calls,
+    /// returns), exact
+    branch_instructions = 12,
+    branch_misses = 13,     ///< the branch model's misses (Cachegrind's predictor, per thread): Bcm + Bim
 };
-inline constexpr std::uint64_t event_count = 12;
+inline constexpr std::uint64_t event_count = 14;
+/// Whether an event code is one of pmc emulate --branches (the rest, above instructions, are the cache model's).
+inline constexpr bool is_branch_event(std::uint64_t code) noexcept {
+    return code == static_cast<std::uint64_t>(Event::branch_instructions) ||
+           code == static_cast<std::uint64_t>(Event::branch_misses);
+}
 /// The most events one read_events request asks for (pmc::Group's limit too).
 inline constexpr std::uint64_t max_events = 64;
 
@@ -147,6 +157,9 @@ enum class SamplerError : std::uint32_t {
     thread_busy = 4,    ///< the calling thread already has a sampler running
     other_thread = 5,   ///< sampler_start from a thread that did not open it
 };
+/// Hello::flags: the plugin counts branches and runs the branch predictor (pmc emulate --branches): read_events
+/// answers branch_instructions and branch_misses.
+inline constexpr std::uint32_t hello_branch_model = 4;
 
 /// The model's geometry, in bytes (as Valgrind's --D1=SIZE,ASSOC,LINE); l2 all zero when there is none.
 struct CacheConfig {
@@ -159,7 +172,7 @@ struct CacheConfig {
 struct Hello {
     std::uint64_t reply = 0;            ///< `hello_reply` from the plugin
     std::uint32_t protocol = 0;         ///< the plugin's protocol_version
-    std::uint32_t flags = 0;            ///< hello_cache_model, or 0
+    std::uint32_t flags = 0;            ///< hello_cache_model, hello_load_sampling, hello_branch_model, or 0
     char target[32] = {};               ///< the guest architecture QEMU emulates ("x86_64", "aarch64"), NUL-ended
 };
 inline constexpr std::uint64_t hello_reply = 0x796c7065722d636dULL; // "mc-reply"

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+// plugin_branches.hpp: `pmc emulate --branches` inside pmc's QEMU plugin (included by qemu_plugin.cpp alone). It
+// counts the branch instructions each guest thread executes and feeds that thread's own branch predictor
+// (model/branch_model.hpp, Cachegrind's), so that a thread's counts never depend on how threads interleave.
+//
+// Nothing here runs unless the plugin is given branches=on. With it:
+//   - at translation, each block's last instruction is decoded (x86-64, AArch64): a conditional branch, a direct
+//     jump or call, an indirect jump or call, a return, or none (QEMU ends a block at every branch, so a block holds
+//     at most one, last). Its fall-through address is its address plus its length;
+//   - at each execution of a block, one call: it first settles the branch the thread's previous block ended with,
+//     from where execution went (this block's start: a conditional branch was taken unless this is its fall-through;
+//     an indirect one went here), as QEMU's contrib/plugins/cflow.c learns branch outcomes; then it counts this
+//     block's branch and leaves it to be settled by the next block;
+//   - a system call starts no block of its own and ends the block it is in, which holds no branch: a count read
+//     there has every branch before it settled.
+// What is counted (docs/emulated-pmu.md): branch-instructions = every branch executed (conditional or not, jumps,
+// calls, returns: perf's meaning); Bc, Bcm = conditional branches and the predictor's misses on them; Bi, Bim =
+// indirect jumps and calls (not returns: Cachegrind assumes a perfect return stack) and misses; branch-misses =
+// Bcm + Bim.
+#pragma once
+
+#include "model/branch_decode.hpp"
+#include "model/branch_model.hpp"
+#include "qemu_plugin_api.h"
+
+#include <pthread.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace plugin_branches {
+
+struct Settings {
+    bool on = false;
+    unsigned zero_low_bits = 0; ///< what the predictor shifts instruction addresses by: 0 x86-64, 2 AArch64
+    bool x86 = true;
+};
+inline Settings settings;
+
+/// Takes one plugin argument if it is this model's: true if it was (then `error` says what is wrong, or is "").
+inline bool parse_argument(const char* arg, std::string& error) {
+    if (std::strncmp(arg, "branches=", 9) != 0) return false;
+    const std::string value = arg + 9;
+    if (value != "on" && value != "off") error = "branches=" + value + ": on or off";
+    settings.on = value == "on";
+    return true;
+}
+
+using Kind = pmc_model::BranchKind;
+using pmc_model::decode_aarch64;
+using pmc_model::decode_x86;
+
+/// A block, as its executions need it.
+struct Block {
+    std::uint64_t start; ///< its first instruction's address: where the previous block's branch went
+    std::uint64_t pc;    ///< its last instruction's address
+    std::uint64_t next;  ///< the address after it: a conditional branch's fall-through
+    Kind kind;           ///< what the last instruction is (none: not a branch, or counted by its own call)
+    // Precomputed for the call at each execution, which then branches on nothing but the pending branch:
+    std::uint32_t branches;  ///< 1 if it ends with a branch (kind != none), else 0
+    const Block* to_settle;  ///< this block if its branch is conditional or indirect (settled by the next block)
+    void prepare() {
+        branches = kind != Kind::none ? 1 : 0;
+        to_settle = kind == Kind::conditional || kind == Kind::indirect ? this : nullptr;
+    }
+};
+/// Kept for the plugin's life: QEMU does not say when it drops a translation.
+inline std::mutex blocks_lock;
+inline std::vector<std::unique_ptr<Block>> blocks;
+
+// ---- one guest thread's counts ----
+
+struct ThreadBranches {
+    pmc_model::BranchPredictor predictor;
+    std::uint64_t branches = 0;      ///< every branch instruction executed
+    const Block* pending = nullptr;  ///< the conditional or indirect branch that ended the last block
+    explicit ThreadBranches(unsigned zero_low_bits) : predictor(zero_low_bits) {}
+};
+
+struct Totals {
+    std::uint64_t branches = 0, Bc = 0, Bcm = 0, Bi = 0, Bim = 0;
+    void add(const ThreadBranches& t) {
+        const pmc_model::BranchCounts& c = t.predictor.counts();
+        branches += t.branches, Bc += c.conditional, Bcm += c.conditional_misses;
+        Bi += c.indirect, Bim += c.indirect_misses;
+    }
+};
+
+// The live threads' counts (for the process's total at exit) and what exited threads counted.
+inline std::mutex threads_lock;
+inline std::vector<ThreadBranches*> live_threads;
+inline Totals exited;
+inline Totals reported; ///< already in a report line (at an execve, or the parent's at a fork)
+
+/// The thread's counts: a pointer in initial-exec TLS (a plain load), freed by a pthread key's destructor at the
+/// thread's exit.
+inline __attribute__((tls_model("initial-exec"))) thread_local ThreadBranches* current = nullptr;
+inline pthread_key_t exit_key;
+
+inline void thread_exits(void* state) {
+    auto* t = static_cast<ThreadBranches*>(state);
+    {
+        std::lock_guard<std::mutex> hold(threads_lock);
+        exited.add(*t);
+        for (auto& p : live_threads)
+            if (p == t) {
+                p = live_threads.back();
+                live_threads.pop_back();
+                break;
+            }
+    }
+    current = nullptr;
+    delete t;
+}
+
+__attribute__((noinline)) inline ThreadBranches& new_thread() {
+    auto* t = new ThreadBranches(settings.zero_low_bits);
+    {
+        std::lock_guard<std::mutex> hold(threads_lock);
+        live_threads.push_back(t);
+    }
+    ::pthread_setspecific(exit_key, t);
+    current = t;
+    return *t;
+}
+inline ThreadBranches& this_thread() {
+    ThreadBranches* t = current;
+    return __builtin_expect(t != nullptr, 1) ? *t : new_thread();
+}
+
+/// Where execution went after `b`'s branch: to `to`.
+inline void settle(ThreadBranches& t, const Block& b, std::uint64_t to) {
+#if defined(PMC_PLUGIN_FAULT_BRANCH_SENSE) // the planted fault (tests/emulate): taken and not taken swapped
+    if (b.kind == Kind::conditional) t.predictor.conditional(b.pc, to == b.next);
+#else
+    if (b.kind == Kind::conditional) t.predictor.conditional(b.pc, to != b.next);
+#endif
+    else t.predictor.indirect(b.pc, to);
+}
+
+/// The branch `b` ends with has executed: counted, and left for the next block to settle.
+inline void branch_executed(ThreadBranches& t, const Block& b) {
+    t.branches += b.branches;
+    t.pending = b.to_settle;
+}
+
+/// At each execution of a block: settles the previous block's branch, then counts this one's.
+inline void on_block(unsigned int, void* data) {
+    const auto* b = static_cast<const Block*>(data);
+    ThreadBranches& t = this_thread();
+    if (const Block* p = t.pending) settle(t, *p, b->start);
+    branch_executed(t, *b);
+}
+/// The branch of a block whose last listed instruction QEMU 7.2 may take out again (qemu_plugin.cpp's
+/// may_be_taken_out): counted by that instruction's own call, which QEMU drops with the instruction. If it was taken
+/// out, it starts the next block, which counts it.
+inline void on_last_instruction(unsigned int, void* data) { branch_executed(this_thread(), *static_cast<const Block*>(data)); }
+
+/// At translation (n instructions; `last_may_be_taken_out`: see on_last_instruction).
+inline void translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_out) {
+    qemu_plugin_insn* last = qemu_plugin_tb_get_insn(tb, n - 1);
+    auto block = std::make_unique<Block>();
+    block->start = qemu_plugin_tb_vaddr(tb);
+    block->pc = qemu_plugin_insn_vaddr(last);
+    const std::size_t size = qemu_plugin_insn_size(last);
+    block->next = block->pc + size;
+    const auto* bytes = static_cast<const unsigned char*>(qemu_plugin_insn_haddr(last));
+    Kind kind = Kind::none;
+    if (settings.x86) kind = decode_x86(bytes, size);
+    else if (size == 4) {
+        std::uint32_t word;
+        std::memcpy(&word, bytes, 4);
+        kind = decode_aarch64(word);
+    }
+    block->kind = kind;
+    block->prepare();
+    std::unique_ptr<Block> alone; // the branch, counted by its instruction's own call
+    if (last_may_be_taken_out && kind != Kind::none) {
+        alone = std::make_unique<Block>(*block);
+        alone->prepare();
+        block->kind = Kind::none;
+        block->prepare();
+        qemu_plugin_register_vcpu_insn_exec_cb(last, on_last_instruction, QEMU_PLUGIN_CB_NO_REGS, alone.get());
+    }
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    std::lock_guard<std::mutex> hold(blocks_lock);
+    blocks.push_back(std::move(block));
+    if (alone) blocks.push_back(std::move(alone));
+}
+
+/// This thread's count of a branch event (pmc/detail/emulated.hpp's Event codes 12 and 13), exact at a system call;
+/// ~0 for another code.
+inline std::uint64_t modelled_count(std::uint64_t event) {
+    ThreadBranches* t = &this_thread();
+#if defined(PMC_PLUGIN_FAULT_SWAP) // the planted fault (tests/emulate): another live thread's counts
+    {
+        std::lock_guard<std::mutex> hold(threads_lock);
+        for (std::size_t i = 0; i < live_threads.size(); ++i)
+            if (live_threads[i] == t) {
+                t = live_threads[(i + 1) % live_threads.size()];
+                break;
+            }
+    }
+#endif
+    const pmc_model::BranchCounts& c = t->predictor.counts();
+    switch (event) {
+    case 12: return t->branches;
+    case 13: return c.conditional_misses + c.indirect_misses;
+    default: return ~std::uint64_t{0};
+    }
+}
+
+/// Starts the model, or says why it cannot ("" if it can, or is off). `target`: QEMU's guest architecture.
+inline std::string start(const char* target) {
+    if (!settings.on) return "";
+    settings.x86 = std::strcmp(target, "x86_64") == 0;
+    if (!settings.x86 && std::strcmp(target, "aarch64") != 0)
+        return std::string("the branch model decodes x86-64 and AArch64 branches, not ") + target + "'s";
+    settings.zero_low_bits = settings.x86 ? 0 : 2;
+    if (::pthread_key_create(&exit_key, thread_exits) != 0) return "no pthread key for the threads' predictors";
+    return "";
+}
+
+/// The process's branch counts since its last report line, as one: "pid N branches all A Bc B Bcm C Bi D Bim E\n"
+/// (`all`: every branch instruction; the rest Cachegrind's names and meanings).
+inline std::string report_line(long pid) {
+    std::lock_guard<std::mutex> hold(threads_lock);
+    Totals total = exited;
+    for (ThreadBranches* t : live_threads) total.add(*t);
+    Totals since = total;
+    since.branches -= reported.branches, since.Bc -= reported.Bc, since.Bcm -= reported.Bcm;
+    since.Bi -= reported.Bi, since.Bim -= reported.Bim;
+    reported = total;
+    char line[256];
+    std::snprintf(line, sizeof line, "pid %ld branches all %llu Bc %llu Bcm %llu Bi %llu Bim %llu\n", pid,
+                  static_cast<unsigned long long>(since.branches), static_cast<unsigned long long>(since.Bc),
+                  static_cast<unsigned long long>(since.Bcm), static_cast<unsigned long long>(since.Bi),
+                  static_cast<unsigned long long>(since.Bim));
+    return line;
+}
+
+/// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report.
+inline void in_fork_child() {
+    new (&threads_lock) std::mutex;
+    new (&blocks_lock) std::mutex;
+    live_threads.clear();
+    exited = {};
+    reported = {};
+    if (ThreadBranches* t = current) {
+        live_threads.push_back(t);
+        reported.add(*t);
+    }
+}
+
+} // namespace plugin_branches
