@@ -297,9 +297,10 @@ public:
     Level read(std::uint64_t address, std::uint32_t size) noexcept { return access(d1_, Kind::read, address, size); }
     Level write(std::uint64_t address, std::uint32_t size) noexcept { return access(d1_, Kind::write, address, size); }
     /// read() or write(), for the plugin's call per access: a hit on the most recent line of its D1 set (the
-    /// common case) is inlined, a few instructions; anything else is one call of the same access().
+    /// common case, which changes no state under either inclusion) is inlined, a few instructions; anything else
+    /// is one call of the same access().
     __attribute__((always_inline)) void data(Kind kind, std::uint64_t address, std::uint32_t size) noexcept {
-        if (__builtin_expect(d1_.hits_most_recent(address, size, widest_) && !strict_, 1)) {
+        if (__builtin_expect(d1_.hits_most_recent(address, size, widest_), 1)) {
             ++counts_.l1[CacheCounts::at(kind)].accesses;
             return;
         }
@@ -315,7 +316,7 @@ public:
     }
     /// fetch_uncounted(), inlined for a hit on the most recent line of its I1 set (which changes nothing).
     __attribute__((always_inline)) void fetch_planned(std::uint64_t address, std::uint32_t size) noexcept {
-        if (__builtin_expect(i1_.hits_most_recent(address, size, widest_) && !strict_, 1)) return;
+        if (__builtin_expect(i1_.hits_most_recent(address, size, widest_), 1)) return;
         fetch_slowly(address, size);
     }
     /// Counts `n` instructions in Ir without references (plan_fetches dropped them as certain I1 hits).
