@@ -11,7 +11,8 @@
 //     thread's count of executed blocks and the instruction's index in its block;
 //   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
 //     instruction by instruction: only the LL, which both sides share, can see the difference);
-//   - at each system call the thread's pending access is completed, so that a count read there is exact.
+//   - at each system call the thread's pending access is completed, so that a count read there is exact, and its
+//     counts are published for other threads (the process's total at an exit or execve reads only those).
 // Arguments (QEMU splits plugin arguments at commas, so geometries use colons): cache=on, i1=SIZE:ASSOC:LINE,
 // d1=..., l2=..., ll=..., inclusion=strict.
 #pragma once
