@@ -336,6 +336,43 @@ TEST_CASE("random streams: the model's counts and levels equal the plain referen
     }
 }
 
+TEST_CASE("the plugin's inline paths (data, fetch_planned) count as read, write and fetch_uncounted do") {
+    CacheConfig strict;
+    strict.inclusion = Inclusion::strict;
+    const CacheConfig configs[] = {
+        CacheConfig{},
+        config({4096, 2, 32}, {2048, 4, 16}, {65536, 8, 64}), // cuts at 16: the inline check cuts the same
+        config({1024, 1, 64}, {1024, 1, 64}, {16384, 2, 64}),
+        strict,                                                // a hit on the most recent line evicts nothing
+    };
+    std::mt19937_64 random(777);
+    for (const CacheConfig& c : configs) {
+        CacheHierarchy inline_paths(c), full(c);
+        const std::uint64_t regions[] = {1u << 8, 1u << 12, 1u << 16, 1u << 22};
+        for (int i = 0; i < 200000; ++i) {
+            const std::uint64_t region = regions[random() % 4];
+            const std::uint64_t address = 0x400000 + region + random() % region;
+            const std::uint32_t size = std::uint32_t{1} << (random() % 7); // 1 to 64 bytes: straddles and cuts
+            switch (random() % 3) {
+            case 0:
+                inline_paths.data(Kind::read, address, size);
+                full.read(address, size);
+                break;
+            case 1:
+                inline_paths.data(Kind::write, address, size);
+                full.write(address, size);
+                break;
+            default:
+                inline_paths.fetch_planned(address, size > 15 ? 15 : size);
+                full.fetch_uncounted(address, size > 15 ? 15 : size);
+            }
+        }
+        require_same(inline_paths.counts(), full.counts());
+        REQUIRE(full.counts().D1mr() > 1000);
+        REQUIRE(full.counts().Dr() > 50000);
+    }
+}
+
 TEST_CASE("instruction side: a block's planned fetches count as every instruction fetched one by one") {
     std::mt19937_64 random(777);
     CacheConfig c = config({2048, 2, 64}, {32768, 8, 64}, {65536, 4, 64});

@@ -11,7 +11,8 @@
 //     thread's count of executed blocks and the instruction's index in its block;
 //   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
 //     instruction by instruction: only the LL, which both sides share, can see the difference);
-//   - at each system call the thread's pending access is completed, so that a count read there is exact.
+//   - at each system call the thread's pending access is completed, so that a count read there is exact, and its
+//     counts are published for other threads (the process's total at an exit or execve reads only those).
 // Arguments (QEMU splits plugin arguments at commas, so geometries use colons): cache=on, i1=SIZE:ASSOC:LINE,
 // d1=..., l2=..., ll=..., inclusion=strict.
 #pragma once
@@ -83,19 +84,46 @@ inline void add(pmc_model::CacheCounts& to, const pmc_model::CacheCounts& from, 
     each(to.ll, from.ll);
 }
 
-/// One guest thread's model.
+/// One guest thread's model. Its own thread changes it with no lock (a call per block and per access); other
+/// threads read only `published`, under `lock`: the process's total is taken at an exit or an execve while other
+/// threads may still run, or run their exit (thread_exits).
 struct ThreadModel {
     pmc_model::CacheHierarchy caches;
     pmc_model::DataAccessMerger merger;
     std::uint64_t blocks = 0; ///< blocks this thread executed: with an instruction's index, one execution of it
+    /// The last meminfo QEMU passed and what it says: an instruction's accesses repeat theirs, so a compare
+    /// replaces the two calls into QEMU that decode it (the meminfo's layout is QEMU's own and changes).
+    std::uint64_t meminfo = ~std::uint64_t{0}; ///< none yet: no 32-bit meminfo equals it
+    bool meminfo_store = false;
+    std::uint32_t meminfo_size = 0;
+    std::mutex lock;
+    pmc_model::CacheCounts published; ///< under `lock`: the counts at the last flush() or every publish_every blocks
+
+    /// Blocks between two publications while the thread runs without a system call: what another thread's total
+    /// may lack of this one's (at most that many blocks, as a running thread's count is taken at no fixed point).
+    static constexpr std::uint64_t publish_every = 1024;
 
     explicit ThreadModel(const pmc_model::CacheConfig& c) : caches(c) {}
     void complete(const pmc_model::DataAccess& a) noexcept {
-        if (a.kind == pmc_model::Kind::write) caches.write(a.address, a.size);
-        else plugin_sampling::on_load(a.pc, a.address, caches.read(a.address, a.size)); // (load sampling)
+        // With a load sampler on this thread, a load needs the level that served it; otherwise the inlined path.
+        if (__builtin_expect(plugin_sampling::current != nullptr, 0) && a.kind != pmc_model::Kind::write)
+            plugin_sampling::on_load(a.pc, a.address, caches.read(a.address, a.size));
+        else
+            caches.data(a.kind, a.address, a.size);
     }
+    /// By this thread: the last access completed (its counts are exact at this point) and published.
     void flush() noexcept {
         merger.flush([this](const pmc_model::DataAccess& a) { complete(a); });
+        publish();
+    }
+    __attribute__((noinline)) void publish() noexcept {
+        std::lock_guard<std::mutex> hold(lock);
+        published = caches.counts();
+    }
+    /// By any thread.
+    pmc_model::CacheCounts published_counts() {
+        std::lock_guard<std::mutex> hold(lock);
+        return published;
     }
 };
 
@@ -115,7 +143,7 @@ inline void thread_exits(void* model) {
     m->flush();
     {
         std::lock_guard<std::mutex> hold(models_lock);
-        add(exited_counts, m->caches.counts());
+        add(exited_counts, m->published_counts());
         for (auto& p : live_models)
             if (p == m) {
                 p = live_models.back();
@@ -159,16 +187,21 @@ inline std::vector<std::unique_ptr<Block>> blocks;
 inline void on_block(unsigned int, void* data) {
     const auto* b = static_cast<const Block*>(data);
     ThreadModel& t = this_thread();
-    ++t.blocks;
+    if (__builtin_expect((++t.blocks & (ThreadModel::publish_every - 1)) == 0, 0)) t.publish();
     t.caches.count_instructions(b->instructions);
-    for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_uncounted(r.address, r.size);
+    for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_planned(r.address, r.size);
 }
 
 inline void on_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
     const auto* insn = static_cast<const Instruction*>(data);
     ThreadModel& t = this_thread();
-    t.merger.add((t.blocks << 10) | insn->index, insn->pc, qemu_plugin_mem_is_store(info), address,
-                 1u << qemu_plugin_mem_size_shift(info), [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+    if (__builtin_expect(info != t.meminfo, 0)) {
+        t.meminfo = info;
+        t.meminfo_store = qemu_plugin_mem_is_store(info);
+        t.meminfo_size = 1u << qemu_plugin_mem_size_shift(info);
+    }
+    t.merger.add((t.blocks << 10) | insn->index, insn->pc, t.meminfo_store, address, t.meminfo_size,
+                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
 }
 
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
@@ -244,7 +277,7 @@ inline std::string report_line(long pid) {
     pmc_model::CacheCounts total = exited_counts;
     for (ThreadModel* m : live_models) {
         if (m == current) m->flush();
-        add(total, m->caches.counts());
+        add(total, m->published_counts());
     }
     pmc_model::CacheCounts since = total;
     add(since, reported_counts, true);
@@ -271,8 +304,9 @@ inline void in_fork_child() {
     exited_counts = {};
     reported_counts = {};
     if (ThreadModel* m = current) {
+        new (&m->lock) std::mutex; // a thread that is gone may have held it to read the counts
         live_models.push_back(m);
-        reported_counts = m->caches.counts();
+        reported_counts = m->published_counts();
     }
 }
 

@@ -173,6 +173,15 @@ public:
         std::uint64_t evicted;
         return touch(line, evicted);
     }
+    /// Whether an access of `size` bytes at `address` (cut to `widest` bytes, as CacheHierarchy::access does)
+    /// lies in one line that is the most recent of its set: a hit that changes no state.
+    __attribute__((always_inline)) bool hits_most_recent(std::uint64_t address, std::uint32_t size,
+                                                         std::uint32_t widest) const noexcept {
+        const std::uint64_t line = address >> line_bits_;
+        const std::uint32_t cut = size == 0 ? 1 : (size < widest ? size : widest);
+        if (((address + cut - 1) >> line_bits_) != line) return false;
+        return tags_[(line & set_mask_) * assoc_] == line + 1;
+    }
     /// Whether `line` is held (no change to the LRU order).
     bool holds(std::uint64_t line) const noexcept {
         const std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
@@ -287,6 +296,16 @@ public:
     /// A data access of `size` bytes at `address`. Returns the level that served it.
     Level read(std::uint64_t address, std::uint32_t size) noexcept { return access(d1_, Kind::read, address, size); }
     Level write(std::uint64_t address, std::uint32_t size) noexcept { return access(d1_, Kind::write, address, size); }
+    /// read() or write(), for the plugin's call per access: a hit on the most recent line of its D1 set (the
+    /// common case, which changes no state under either inclusion) is inlined, a few instructions; anything else
+    /// is one call of the same access().
+    __attribute__((always_inline)) void data(Kind kind, std::uint64_t address, std::uint32_t size) noexcept {
+        if (__builtin_expect(d1_.hits_most_recent(address, size, widest_), 1)) {
+            ++counts_.l1[CacheCounts::at(kind)].accesses;
+            return;
+        }
+        data_slowly(kind, address, size);
+    }
     /// One instruction's fetch through I1 (`size`: its length), counted in Ir.
     Level fetch(std::uint64_t address, std::uint32_t size) noexcept {
         return access(i1_, Kind::instruction, address, size);
@@ -294,6 +313,11 @@ public:
     /// A fetch whose instruction is counted elsewhere (fetch_block): a reference plan_fetches kept.
     Level fetch_uncounted(std::uint64_t address, std::uint32_t size) noexcept {
         return access(i1_, Kind::instruction, address, size, false);
+    }
+    /// fetch_uncounted(), inlined for a hit on the most recent line of its I1 set (which changes nothing).
+    __attribute__((always_inline)) void fetch_planned(std::uint64_t address, std::uint32_t size) noexcept {
+        if (__builtin_expect(i1_.hits_most_recent(address, size, widest_), 1)) return;
+        fetch_slowly(address, size);
     }
     /// Counts `n` instructions in Ir without references (plan_fetches dropped them as certain I1 hits).
     void count_instructions(std::uint64_t n) noexcept { counts_.l1[CacheCounts::at(Kind::instruction)].accesses += n; }
@@ -344,6 +368,13 @@ private:
         if (!missed(ll_, address, size)) return Level::ll;
         ++counts_.ll[k].misses;
         return Level::memory;
+    }
+
+    __attribute__((noinline)) void data_slowly(Kind kind, std::uint64_t address, std::uint32_t size) noexcept {
+        access(d1_, kind, address, size);
+    }
+    __attribute__((noinline)) void fetch_slowly(std::uint64_t address, std::uint32_t size) noexcept {
+        access(i1_, Kind::instruction, address, size, false);
     }
 
     /// Strict inclusion: the lines of the levels above `level` that lie in its evicted line go too.
