@@ -222,9 +222,8 @@ RunResult one_run(const std::string& path, const std::string& pmc, std::uint64_t
     // pmc export --chrome, read as it is written (hundreds of MB for millions of scopes: never stored).
     {
         std::vector<std::vector<Span>> spans(threads);
-        std::uint64_t lines = 0;
-        const int status = run_lines(quoted(pmc) + " export --chrome " + quoted(path) + " -o -", [&](const std::string& l) {
-            ++lines;
+        const std::string command = quoted(pmc) + " export --chrome " + quoted(path) + " -o -";
+        const int status = run_lines(command, [&](const std::string& l) {
             if (l.find("\"ph\":\"X\",\"name\":\"turn\"") == std::string::npos) return;
             const auto tid = field(l, "tid"), ts = field(l, "ts"), dur = field(l, "dur");
             if (!tid || !ts || !dur) return;

@@ -79,9 +79,10 @@ inline void remove_live_profiler(ProfilerShared* s) noexcept {
 
 /// fork() in a threaded program: the child has one thread, and a lock another thread held at the fork stays held
 /// there for ever. Before the fork every live profiler's lock is taken (waiting for a label() or a thread's
-/// registration under way: short; then its strings lock, which a page write takes while labels wait to be written), so the child gets their data consistent; after it,
-/// parent and child release them. The child also closes its copies of the profiles' descriptors: it never holds
-/// its parent's file (nor, through it, the file's lock) and never writes into it.
+/// registration under way: short), then its strings lock (which a page write takes while labels wait to be
+/// written), so the child gets their data consistent; after it, parent and child release them. The child also
+/// closes its copies of the profiles' descriptors: it never holds its parent's file (nor, through it, the file's
+/// lock) and never writes into it.
 inline void profiler_fork_prepare() noexcept {
     live_profilers_mutex().lock();
     for_each_live_slot([](std::atomic<ProfilerShared*>& slot) {

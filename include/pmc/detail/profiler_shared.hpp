@@ -126,7 +126,7 @@ struct ProfilerShared {
     std::atomic<ProfilerThread*> head{nullptr}; ///< the same threads, for the signal handler (no lock there)
     std::atomic<bool> closed{false};
     bool header_written = false; ///< thread pages wait for the header (under `mutex`)
-    std::atomic<std::uint32_t> strings_pages{0}; ///< strings pages written (the next one's number; under `mutex`)
+    std::atomic<std::uint32_t> strings_pages{0}; ///< strings pages written (the next one's number; `strings_mutex`)
     std::atomic<std::uint32_t> strings{0};       ///< strings written
     std::atomic<std::uint32_t> end_pages{0};     ///< end records written (a later one supersedes)
     /// Room for the end record (header, fixed part, 12 bytes per thread), grown as threads register (under
@@ -277,7 +277,8 @@ struct ProfilerShared {
         labels.emplace(std::string_view(text, name.size()), id);
         if (!waiting_page) {
             waiting_capacity = page_bytes;
-            waiting_page = static_cast<unsigned char*>(memory.allocate(profile_format::page_header_bytes + waiting_capacity, 8));
+            waiting_page = static_cast<unsigned char*>(
+                memory.allocate(profile_format::page_header_bytes + waiting_capacity, 8));
         }
         const auto len = static_cast<std::uint32_t>(name.size());
         const std::size_t entry = 8 + std::size_t{len};
