@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -314,6 +315,36 @@ TEST_CASE("profiler: a string interned while other threads record is in the file
     CHECK(cuts > 20);
     CHECK(undefined == 0);
     CHECK(strings_pages_in(bytes) < static_cast<std::size_t>(count));
+}
+
+TEST_CASE("profiler: strings still waiting when exit() or a fatal signal ends the program are written with its end") {
+    TempDir dir;
+    for (const bool by_signal : {false, true}) {
+        const std::string path = dir.file(by_signal ? "abort.pmcprof" : "exit.pmcprof");
+        std::fflush(nullptr);
+        const pid_t kid = ::fork();
+        REQUIRE(kid >= 0);
+        if (kid == 0) { // fewer records than a page: no page was written, the strings all wait
+            std::signal(SIGABRT, SIG_DFL); // (Catch's handler, inherited, would keep the profiler's out)
+            pmc::ProfilerOptions o{path, {"wall-time"}};
+            o.measure_cost = false;
+            static pmc::Profiler* prof = new pmc::Profiler(o); // (never destroyed: exit() or the signal ends it)
+            for (int i = 0; i < 5; ++i) auto s = prof->scope(prof->label("waiting " + std::to_string(i)));
+            if (by_signal) std::abort();
+            std::exit(0);
+        }
+        int status = 0;
+        REQUIRE(::waitpid(kid, &status, 0) == kid);
+        CHECK((by_signal ? WIFSIGNALED(status) : WIFEXITED(status)));
+        auto p = pmc::read_profile(path);
+        REQUIRE(p.ok());
+        INFO(path);
+        CHECK(p->problems.empty());
+        std::size_t named = 0;
+        for (const auto& t : p->threads)
+            for (const auto& r : t.records) named += p->string(r.label).rfind("waiting ", 0) == 0 ? 1 : 0;
+        CHECK(named == 5);
+    }
 }
 
 TEST_CASE("profiler: %p in the path, and two processes given one path never share a file") {
