@@ -966,6 +966,7 @@ inline void Profiler::close() noexcept {
             (void)s.end_while_recording(profile_format::EndHow::closed, 0);
         } else {
             for (auto& t : s.threads) t->flush(t->tid == me, true);
+            s.write_waiting_strings(); // labels no page named yet
             if (!s.frozen.load()) // (after exit()'s end record, nothing more is written)
                 s.write_end_record(profile_format::EndHow::closed, 0, [](detail::ProfilerThread& t) {
                 return std::pair<std::uint32_t, std::uint32_t>{t.sequence, t.thread_pages.load()};

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -68,6 +69,24 @@ int main(int argc, char** argv) {
             if (i % 100 == 0) prof.flush();
         }
         (void)prof.label("late");
+    }
+    // Many strings packed into strings pages (the writer before that gave each string its own page: the checked-in
+    // real-profiler and real-own-work were written so), interned while a second thread records.
+    const std::string packed = dir + "/real-packed-strings";
+    {
+        pmc::ProfilerOptions o{packed, {"wall-time"}};
+        o.measure_cost = false;
+        o.page_bytes = 4096;
+        pmc::Profiler prof{o};
+        std::vector<pmc::Label> labels;
+        for (int i = 0; i < 300; ++i) labels.push_back(prof.label("fn_" + std::to_string(i)));
+        std::thread other([&] {
+            for (int i = 0; i < 600; ++i) auto s = prof.scope(labels[static_cast<std::size_t>(i % 300)]);
+        });
+        for (int i = 0; i < 300; ++i) {
+            auto s = prof.scope(labels[static_cast<std::size_t>(i)], prof.label("arg " + std::to_string(i % 7)));
+        }
+        other.join();
     }
     pmc_test::ProfileBuilder em; // the emulator's field (tag 13)
     em.emulator = "QEMU 10.0.2, plugin API 2";

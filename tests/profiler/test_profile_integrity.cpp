@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -208,6 +209,142 @@ TEST_CASE("profile v2: a lost strings page, a record naming an undefined string,
     for (const auto& w : p->problems) all += w + "\n";
     CHECK_THAT(all, ContainsSubstring("strings page(s) lost"));
     CHECK_THAT(all, ContainsSubstring("string id(s) the file does not define"));
+}
+
+namespace {
+std::vector<unsigned char> profile_file_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+std::size_t strings_pages_in(const std::vector<unsigned char>& b) {
+    std::size_t n = 0;
+    for (const auto& [from, to] : pages_of(b)) {
+        std::uint16_t kind = 0;
+        std::memcpy(&kind, b.data() + from + 4, 2);
+        n += kind == static_cast<std::uint16_t>(pf::PageKind::strings) ? 1 : 0;
+    }
+    return n;
+}
+} // namespace
+
+TEST_CASE("profiler: strings interned together share a strings page; a string longer than a page gets its own") {
+    TempDir dir;
+    const std::string path = dir.file("packed.pmcprof");
+    const std::string long_name(5000, 'x');
+    {
+        pmc::ProfilerOptions o{path, {"wall-time"}};
+        o.measure_cost = false;
+        o.page_bytes = 4096;
+        pmc::Profiler prof{o};
+        std::vector<pmc::Label> labels;
+        for (int i = 0; i < 1000; ++i) labels.push_back(prof.label("function_" + std::to_string(i))); // 20-22 B each
+        for (auto l : labels) auto s = prof.scope(l);
+        auto s = prof.scope(prof.label(long_name));
+    }
+    const auto bytes = profile_file_bytes(path);
+    auto p = pmc::parse_profile(bytes.data(), bytes.size());
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    CHECK(p->strings.size() == 1002); // with the own-work label
+    CHECK(p->string(p->threads.at(0).records.back().label) == long_name);
+    // The short strings (8 bytes of id and length each, then the text) fill 4096-byte pages one after the other; the
+    // long one has a page of its own.
+    std::size_t short_bytes = 0;
+    for (const auto& [id, text] : p->strings) short_bytes += text.size() < 4096 ? 8 + text.size() : 0;
+    const std::size_t pages = strings_pages_in(bytes);
+    INFO("strings pages: " << pages << ", short strings' bytes: " << short_bytes);
+    CHECK(pages == (short_bytes + 4095) / 4096 + 1);
+}
+
+TEST_CASE("profiler: a string interned while other threads record is in the file before any page that names it") {
+    TempDir dir;
+    const std::string path = dir.file("strings-order.pmcprof");
+    constexpr int count = 400;
+    {
+        pmc::ProfilerOptions o{path, {"wall-time"}};
+        o.measure_cost = false;
+        o.page_bytes = 4096; // a page write every few hundred records
+        pmc::Profiler prof{o};
+        std::atomic<std::uint32_t> latest{prof.label("first").id};
+        std::atomic<bool> done{false};
+        std::vector<std::thread> recorders;
+        for (int r = 0; r < 2; ++r)
+            recorders.emplace_back([&] {
+                std::uint32_t seen = 0; // each new label: 20 scopes (a bounded file however slow the interner)
+                while (!done.load(std::memory_order_acquire)) {
+                    const pmc::Label l{latest.load(std::memory_order_acquire)};
+                    if (l.id == seen) {
+                        std::this_thread::yield();
+                        continue;
+                    }
+                    seen = l.id;
+                    for (int i = 0; i < 20; ++i) auto s = prof.scope(l);
+                }
+            });
+        for (int i = 0; i < count; ++i) {
+            const pmc::Label l = prof.label("fresh " + std::to_string(i));
+            latest.store(l.id, std::memory_order_release);
+            if (i % 40 == 0) { // a thread page whose open interval names a string interned just now
+                const pmc::Label open = prof.label("open " + std::to_string(i));
+                prof.begin(open);
+                prof.thread_name("interner " + std::to_string(i));
+                prof.end(open);
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+        done.store(true, std::memory_order_release);
+        for (auto& t : recorders) t.join();
+    }
+    const auto bytes = profile_file_bytes(path);
+    auto whole = pmc::parse_profile(bytes.data(), bytes.size());
+    REQUIRE(whole.ok());
+    CHECK(whole->problems.empty());
+    // Cut after each page (what a SIGKILL leaves): no record and no open interval names a string not yet written.
+    std::size_t cuts = 0, undefined = 0;
+    for (const auto& [from, to] : pages_of(bytes)) {
+        auto p = pmc::parse_profile(bytes.data(), to);
+        REQUIRE(p.ok());
+        ++cuts;
+        bool bad = false;
+        for (const auto& w : p->problems) bad = bad || w.find("does not define") != std::string::npos;
+        for (const auto& t : p->threads)
+            for (const auto& o : t.open) bad = bad || (o.label != 0 && !p->strings.count(o.label));
+        if (bad) ++undefined;
+    }
+    INFO(cuts << " cuts");
+    CHECK(cuts > 20);
+    CHECK(undefined == 0);
+    CHECK(strings_pages_in(bytes) < static_cast<std::size_t>(count));
+}
+
+TEST_CASE("profiler: strings still waiting when exit() or a fatal signal ends the program are written with its end") {
+    TempDir dir;
+    for (const bool by_signal : {false, true}) {
+        const std::string path = dir.file(by_signal ? "abort.pmcprof" : "exit.pmcprof");
+        std::fflush(nullptr);
+        const pid_t kid = ::fork();
+        REQUIRE(kid >= 0);
+        if (kid == 0) { // fewer records than a page: no page was written, the strings all wait
+            std::signal(SIGABRT, SIG_DFL); // (Catch's handler, inherited, would keep the profiler's out)
+            pmc::ProfilerOptions o{path, {"wall-time"}};
+            o.measure_cost = false;
+            static pmc::Profiler* prof = new pmc::Profiler(o); // (never destroyed: exit() or the signal ends it)
+            for (int i = 0; i < 5; ++i) auto s = prof->scope(prof->label("waiting " + std::to_string(i)));
+            if (by_signal) std::abort();
+            std::exit(0);
+        }
+        int status = 0;
+        REQUIRE(::waitpid(kid, &status, 0) == kid);
+        CHECK((by_signal ? WIFSIGNALED(status) : WIFEXITED(status)));
+        auto p = pmc::read_profile(path);
+        REQUIRE(p.ok());
+        INFO(path);
+        CHECK(p->problems.empty());
+        std::size_t named = 0;
+        for (const auto& t : p->threads)
+            for (const auto& r : t.records) named += p->string(r.label).rfind("waiting ", 0) == 0 ? 1 : 0;
+        CHECK(named == 5);
+    }
 }
 
 TEST_CASE("profiler: %p in the path, and two processes given one path never share a file") {

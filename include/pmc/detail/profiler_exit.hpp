@@ -79,18 +79,25 @@ inline void remove_live_profiler(ProfilerShared* s) noexcept {
 
 /// fork() in a threaded program: the child has one thread, and a lock another thread held at the fork stays held
 /// there for ever. Before the fork every live profiler's lock is taken (waiting for a label() or a thread's
-/// registration under way: short, no lock is taken under it), so the child gets their data consistent; after it,
-/// parent and child release them. The child also closes its copies of the profiles' descriptors: it never holds
-/// its parent's file (nor, through it, the file's lock) and never writes into it.
+/// registration under way: short), then its strings lock (which a page write takes while labels wait to be
+/// written), so the child gets their data consistent; after it, parent and child release them. The child also
+/// closes its copies of the profiles' descriptors: it never holds its parent's file (nor, through it, the file's
+/// lock) and never writes into it.
 inline void profiler_fork_prepare() noexcept {
     live_profilers_mutex().lock();
     for_each_live_slot([](std::atomic<ProfilerShared*>& slot) {
-        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->mutex.lock();
+        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) {
+            s->mutex.lock();
+            s->strings_mutex.lock(); // (a page write that is writing the waiting strings)
+        }
     });
 }
 inline void profiler_fork_parent() noexcept {
     for_each_live_slot([](std::atomic<ProfilerShared*>& slot) {
-        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) s->mutex.unlock();
+        if (ProfilerShared* s = slot.load(std::memory_order_acquire)) {
+            s->strings_mutex.unlock();
+            s->mutex.unlock();
+        }
     });
     live_profilers_mutex().unlock();
 }
@@ -106,6 +113,7 @@ inline void profiler_fork_child() noexcept {
                 ::close(s->fd);
                 s->fd = -1;
             }
+            s->strings_mutex.unlock();
             s->mutex.unlock();
         }
     });

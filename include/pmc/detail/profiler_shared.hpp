@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // pmc/detail/profiler_shared.hpp: what every thread of one pmc::Profiler shares: the file, appended to one whole
 // page per write(2) (O_APPEND), with blocks reserved ahead of its end and given back at the end; the labels and the
-// threads' registration (under one mutex, which the recording path never takes); the end record; and the flush of
+// threads' registration (under one mutex, which the recording path never takes); the strings waiting to be written
+// (under a second lock, which a page write takes only while some wait); the end record; and the flush of
 // every thread's committed events at exit() or a fatal signal (async-signal-safe). At the end, ProfilerThread::flush
 // (detail/profiler_thread.hpp): a thread writing out its own page.
 #pragma once
@@ -106,7 +107,17 @@ struct ProfilerShared {
     std::mutex mutex; ///< labels, thread registration, closing
     MappedArena memory; ///< what the members below allocate (declared first: destroyed after them)
     std::pmr::unordered_map<std::string_view, std::uint32_t> labels{&memory}; ///< keys: texts copied into `memory`
-    std::pmr::vector<unsigned char> strings_page{&memory}; ///< where a strings page is assembled
+    std::pmr::vector<unsigned char> strings_page{&memory}; ///< a string longer than a strings page, written alone
+    /// Strings interned and not yet written, packed into one strings page (header space + `waiting_capacity`
+    /// payload bytes, in `memory`): written when full, before any events or thread page goes out (an event can
+    /// only name a string interned before it), and at the end. One page for many labels instead of a 32-byte
+    /// header each. Appended to and written under `strings_mutex` (taken under `mutex`, never the other way);
+    /// `strings_waiting` (payload bytes, low 32 bits; strings, high) is published after the bytes, so that the
+    /// ending (exit(), a fatal signal) can write them without the lock.
+    std::mutex strings_mutex;
+    unsigned char* waiting_page = nullptr;
+    std::uint32_t waiting_capacity = 0;
+    std::atomic<std::uint64_t> strings_waiting{0};
     std::uint32_t next_label = 1;
     std::array<bool, profile_format::max_counters> time_counter{}; ///< per counter: a time (ProfilerThread::time_counter)
     std::uint32_t own_work_label = 0; ///< the own-work marks' label (a time primary), else 0
@@ -115,8 +126,8 @@ struct ProfilerShared {
     std::atomic<ProfilerThread*> head{nullptr}; ///< the same threads, for the signal handler (no lock there)
     std::atomic<bool> closed{false};
     bool header_written = false; ///< thread pages wait for the header (under `mutex`)
-    std::atomic<std::uint32_t> strings_pages{0}; ///< strings pages written (the next one's number; under `mutex`)
-    std::atomic<std::uint32_t> strings{0};       ///< strings defined
+    std::atomic<std::uint32_t> strings_pages{0}; ///< strings pages written (the next one's number; `strings_mutex`)
+    std::atomic<std::uint32_t> strings{0};       ///< strings written
     std::atomic<std::uint32_t> end_pages{0};     ///< end records written (a later one supersedes)
     /// Room for the end record (header, fixed part, 12 bytes per thread), grown as threads register (under
     /// `mutex`, before the thread is linked in): the signal handler writes it without allocating.
@@ -258,23 +269,93 @@ struct ProfilerShared {
         }
     }
 
-    /// Interns `name` as label `id`: its text copied into `memory`, and its strings page written (under `mutex`).
+    /// Interns `name` as label `id`: its text copied into `memory`, and the string added to the strings waiting to
+    /// be written (under `mutex`).
     void define_label(std::string_view name, std::uint32_t id) {
         char* text = static_cast<char*>(memory.allocate(std::max<std::size_t>(name.size(), 1), 1));
         std::memcpy(text, name.data(), name.size());
         labels.emplace(std::string_view(text, name.size()), id);
-        // Written at once, so any event that refers to it comes after it in the file.
+        if (!waiting_page) {
+            waiting_capacity = page_bytes;
+            waiting_page = static_cast<unsigned char*>(
+                memory.allocate(profile_format::page_header_bytes + waiting_capacity, 8));
+        }
         const auto len = static_cast<std::uint32_t>(name.size());
-        strings_page.resize(profile_format::page_header_bytes + 8 + name.size());
-        unsigned char* page = strings_page.data();
-        std::memcpy(page + profile_format::page_header_bytes, &id, 4);
-        std::memcpy(page + profile_format::page_header_bytes + 4, &len, 4);
-        std::memcpy(page + profile_format::page_header_bytes + 8, name.data(), name.size());
+        const std::size_t entry = 8 + std::size_t{len};
+        std::lock_guard<std::mutex> lock(strings_mutex);
+        std::uint64_t c = strings_waiting.load(std::memory_order_relaxed);
+        if (static_cast<std::uint32_t>(c) + entry > waiting_capacity) {
+            write_waiting_strings_locked();
+            c = strings_waiting.load(std::memory_order_relaxed);
+            if (c != 0) return; // still full: the profile is ending, and nothing is written any more
+        }
+        if (entry > waiting_capacity) { // longer than a page: a page of its own (no other string waits now)
+            strings_page.resize(profile_format::page_header_bytes + entry);
+            unsigned char* page = strings_page.data();
+            put_string(page + profile_format::page_header_bytes, id, name);
+            write_strings_page(page, static_cast<std::uint32_t>(entry), 1);
+            return;
+        }
+        put_string(waiting_page + profile_format::page_header_bytes + static_cast<std::uint32_t>(c), id, name);
+        strings_waiting.store(c + entry + (std::uint64_t{1} << 32), std::memory_order_release);
+    }
+
+    /// Writes the strings waiting, if any, so that a page written next may name them. A lock only while some wait
+    /// (labels are interned once each: rare).
+    void write_waiting_strings() noexcept {
+        if (strings_waiting.load(std::memory_order_acquire) == 0) return;
+        std::lock_guard<std::mutex> lock(strings_mutex);
+        write_waiting_strings_locked();
+    }
+
+    /// The same under `strings_mutex`. Emptied within the append's WriteGuard: an ending that waited for the
+    /// appends under way finds them either written and gone or still waiting (it writes them then).
+    void write_waiting_strings_locked() noexcept {
+        const std::uint64_t c = strings_waiting.load(std::memory_order_relaxed);
+        if (c == 0 || ::getpid() != pid) return;
+        write_strings_page(waiting_page, static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(c >> 32));
+    }
+
+    /// exit() or a fatal signal, once nothing else is appended: writes the strings still waiting, without the lock
+    /// (their bytes were published before their count; a label() under way only adds past them). Async-signal-safe.
+    void write_waiting_strings_at_end() noexcept {
+        const std::uint64_t c = strings_waiting.load(std::memory_order_acquire);
+        if (c == 0) return;
+        const auto bytes = static_cast<std::uint32_t>(c), count = static_cast<std::uint32_t>(c >> 32);
+        unsigned char header[profile_format::page_header_bytes]; // (the page's own header space is the lock's)
+        const unsigned char* payload = waiting_page + profile_format::page_header_bytes;
+        profile_format::write_page_header(header, profile_format::PageKind::strings, 0,
+                                          strings_pages.fetch_add(1, std::memory_order_relaxed), payload, bytes, count);
+        iovec parts[2] = {{header, sizeof header}, {const_cast<unsigned char*>(payload), bytes}};
+        ssize_t got;
+        do got = ::writev(fd, parts, 2);
+        while (got < 0 && errno == EINTR);
+        if (got != static_cast<ssize_t>(sizeof header + bytes)) write_errors.fetch_add(1, std::memory_order_relaxed);
+        strings.fetch_add(count, std::memory_order_relaxed);
+    }
+
+    /// One strings entry: u32 id, u32 length, the bytes.
+    static void put_string(unsigned char* at, std::uint32_t id, std::string_view name) noexcept {
+        const auto len = static_cast<std::uint32_t>(name.size());
+        std::memcpy(at, &id, 4);
+        std::memcpy(at + 4, &len, 4);
+        if (len) std::memcpy(at + 8, name.data(), len);
+    }
+
+    /// Writes a strings page (header space + `bytes` of payload at `page`, `count` strings) under the next strings
+    /// page number, and counts it; the waiting page is emptied before the append counts itself out. Nothing when
+    /// the profile is ending (the ending writes the waiting strings) or in a fork() child.
+    void write_strings_page(unsigned char* page, std::uint32_t bytes, std::uint32_t count) noexcept {
+        if (::getpid() != pid) return;
+        WriteGuard guard(*this, profile_format::page_header_bytes + bytes);
+        if (!guard.allowed) return;
         profile_format::write_page_header(page, profile_format::PageKind::strings, 0,
-                                          strings_pages.fetch_add(1, std::memory_order_relaxed),
-                                          page + profile_format::page_header_bytes, 8 + len, 1);
-        write_all(page, strings_page.size());
-        strings.fetch_add(1, std::memory_order_relaxed);
+                                          strings_pages.load(std::memory_order_relaxed),
+                                          page + profile_format::page_header_bytes, bytes, count);
+        write_raw(page, profile_format::page_header_bytes + bytes);
+        strings_pages.fetch_add(1, std::memory_order_relaxed);
+        strings.fetch_add(count, std::memory_order_relaxed);
+        if (page == waiting_page) strings_waiting.store(0, std::memory_order_release);
     }
 
     /// Writes the buffers as one writev(2) (O_APPEND: the pages stay whole and together).
@@ -305,6 +386,7 @@ struct ProfilerShared {
 
     /// Writes the calling thread's thread page (its name, error, its counters' times read now, its open intervals).
     void write_thread_page(ProfilerThread& t, bool last_page = false) {
+        write_waiting_strings(); // its open intervals may name them
         ProfilerThread::InfoBusy busy(t);
         t.read_times();
         if (write_all(t.info_buf.get(), t.finish_info_page(last_page, t.sequence)))
@@ -384,6 +466,7 @@ struct ProfilerShared {
         // this very signal, never will: not waited for).
         frozen.store(true, std::memory_order_seq_cst);
         (void)wait_for_writers(100000000L);
+        write_waiting_strings_at_end(); // before the pages that may name them
         for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire)) {
             if (t->discard.load(std::memory_order_relaxed)) {
                 t->exit_pages.store(t->sequence_seen.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -465,6 +548,7 @@ inline void ProfilerThread::flush(bool on_own_thread, bool ended) noexcept {
         for (auto& v : last) v = 0;
         return;
     }
+    shared->write_waiting_strings(); // before a page that may name them
     // The page is this thread's to write out and start afresh, unless exit() or a signal handler is copying it
     // right now (one writev): wait for that.
     for (std::uint32_t expected = 0; !page_state.compare_exchange_weak(expected, 1, std::memory_order_acquire);

@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: MIT
+# The size of pmc-example-profiler's default profile (wall-time, 2 threads, 400 functions and their labels): at most
+# 12 bytes per event, headers, strings, thread pages and the end record included (issue 32; each label on a strings
+# page of its own made it 12.8). Prints the figure.
+#   cmake -DEXAMPLE=pmc-example-profiler -DPMC=pmc -DOUT=dir -P example_size.cmake
+set(profile "${OUT}/example-size.pmcprof")
+file(REMOVE "${profile}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env "PMC_PROFILE=${profile}" --unset=PMC_PROFILE_COUNTERS "${EXAMPLE}"
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc STREQUAL "0" OR NOT EXISTS "${profile}")
+  message(FATAL_ERROR "pmc-example-profiler failed (status ${rc}): ${err}")
+endif()
+execute_process(COMMAND "${PMC}" summarize --json "${profile}" RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE err)
+if(NOT rc STREQUAL "0")
+  message(FATAL_ERROR "pmc summarize --json ${profile}: status ${rc}: ${err}")
+endif()
+string(REGEX MATCHALL "\"events\":[0-9]+" counts "${json}")
+set(events 0)
+foreach(c IN LISTS counts)
+  string(REGEX REPLACE ".*:" "" n "${c}")
+  math(EXPR events "${events} + ${n}")
+endforeach()
+file(SIZE "${profile}" bytes)
+if(events EQUAL 0)
+  message(FATAL_ERROR "pmc summarize --json counts no events in ${profile}")
+endif()
+math(EXPR hundredths "(${bytes} * 100 + ${events} / 2) / ${events}")
+math(EXPR whole "${hundredths} / 100")
+math(EXPR frac "${hundredths} % 100")
+if(frac LESS 10)
+  set(frac "0${frac}")
+endif()
+message("pmc-example-profiler's wall-time profile: ${bytes} bytes for ${events} events: ${whole}.${frac} B/event (at most 12)")
+math(EXPR limit "${events} * 12")
+if(bytes GREATER limit)
+  message(FATAL_ERROR "the profile takes more than 12 bytes per event")
+endif()
