@@ -397,15 +397,16 @@ struct ProfilerThread {
                                  static_cast<std::uint32_t>(committed.load(std::memory_order_relaxed));
         std::uint64_t now[profile_format::max_counters];
         read_all(now);
+        // Without a branch on which counters are times: the same instructions whatever they are (calibration runs
+        // before they are known), a mask of 0 for a time.
         for (std::size_t i = 0; i < ncounters; ++i)
-            if (!time_counter[i]) skew[i] += now[i] - at[i] + slow_path_extra[i];
+            skew[i] += (now[i] - at[i] + slow_path_extra[i]) & (std::uint64_t{time_counter[i]} - 1);
         return p;
     }
     /// Measures slow_path_extra: a record through the slow path less the same record through the fast one, each
     /// between two readings, the page discarded meanwhile (nothing is written); on a real PMU the median of a few
-    /// tries. Called once the counters are open, before the thread records. The slow call's cost at the site that
-    /// inlined reserve() (registers saved around it) is this site's: with one counter the same as a scope's end
-    /// here (g++ 12, x86-64); with more counters a scope's end counts 5 fewer per slow path (docs/exact-counts.md).
+    /// tries. Called once the counters are open, before the thread records. (The slow call's cost at the site that
+    /// inlined reserve(), the registers saved around it, is this site's: the same as a scope's end with g++ 12.)
     BOOST_NOINLINE void calibrate_slow_path() noexcept {
         if (broken) return;
         constexpr int tries = 9;
