@@ -506,6 +506,7 @@ inline detail::ProfilerThread* Profiler::register_thread(bool throw_on_failure) 
     t->build_info_page();
     t->max_record = static_cast<std::uint32_t>(profile_format::max_record_bytes(t->ncounters));
     t->record_limit = t->full_record_limit = std::max<std::uint32_t>(1, t->capacity / t->max_record);
+    t->calibrate_slow_path();
     std::lock_guard<std::mutex> lock(s.mutex);
     s.reserve_end_record(s.threads.size() + 1);
     t->index = s.next_thread++;

@@ -10,6 +10,8 @@
 //   system CMD       runs CMD with system() and exits with its status
 //   spawn PROG ARGS  runs PROG with posix_spawn (a vfork) and exits with its status
 //   reexec           pmc::reexec_without_aslr, then says whether it re-executed and what instructions:u opens on
+//   page-writes ROUNDS [CHILDREN]  a profile (PMC_PROFILE) with 4 KiB pages: ROUNDS of a 'parent' scope around
+//                    CHILDREN (16) empty 'child' scopes, so that a page is written inside a parent every few rounds
 //   profile [--plant N]  a two-thread profile (PMC_PROFILE): labels outer, work, planted; --plant N adds exactly 2N
 //                    instructions to every 'planted' scope
 //   hooks            hook-shaped scopes around LabelCache and KeyedLabelCache lookups and a pause, for 600 names;
@@ -629,6 +631,20 @@ int run_probe() {
                 if (ch == '\n') ch = ' ';
             std::printf("%s: error: %s\n", event, m.c_str());
         }
+    }
+    return 0;
+}
+
+/// A page written inside a scope: with 4 KiB pages, each page holds a few rounds of 17 records, so the writes fall
+/// in different parents, after different children. Every parent must record the same count under an exact counter.
+int run_page_writes(std::uint64_t rounds, int children) {
+    pmc::ProfilerOptions small;
+    small.page_bytes = 4096;
+    auto prof = pmc::Profiler::from_env(small);
+    const pmc::Label parent = prof.label("parent"), child = prof.label("child");
+    for (std::uint64_t r = 0; r < rounds; ++r) {
+        auto p = prof.scope(parent);
+        for (int c = 0; c < children; ++c) auto s = prof.scope(child);
     }
     return 0;
 }
@@ -1279,6 +1295,8 @@ int main(int argc, char** argv) {
         }
         if (mode == "hooks") return run_hooks();
         if (mode == "alloc-race") return run_alloc_race();
+        if (mode == "page-writes" && argc > 2)
+            return run_page_writes(std::strtoull(argv[2], nullptr, 10), argc > 3 ? std::atoi(argv[3]) : 16);
         if (mode == "profile") {
             const std::uint64_t plant = argc > 3 && std::string(argv[2]) == "--plant" ? std::strtoull(argv[3], nullptr, 10) : 0;
             return run_profile(plant);
@@ -1288,8 +1306,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
-                         "profile [--plant N] | hooks | chase LINES ROUNDS [THREADS] | matmul N | cache-read | cache-threads | "
-                         "branch-read | branch-threads | branches N | until-signal FILE | "
+                         "profile [--plant N] | page-writes ROUNDS [CHILDREN] | hooks | chase LINES ROUNDS [THREADS] | matmul N | "
+                         "cache-read | cache-threads | branch-read | branch-threads | branches N | until-signal FILE | "
                          "jit-rep | churn | bad-pointer | stack | signal-frames | signal-race | raw-handler | signal-cost | "
                          "refused WHAT\n");
     return 2;

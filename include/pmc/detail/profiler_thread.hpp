@@ -67,6 +67,11 @@ struct ProfilerThread {
     /// checksum covers more bytes, a file that had to grow): what remains is the few instructions around the two
     /// readings, the same every time. Always 0 for a time (see time_counter).
     std::uint64_t skew[profile_format::max_counters] = {};
+    /// Per counter, what a record whose reserve() took the slow path (a page written, a pending mark) counts more
+    /// than one that did not, outside the slow path's own window: the call, the two readings' edges. Measured once
+    /// per thread (calibrate_slow_path) and added to `skew` with each slow path, so that under an exact counter a
+    /// page write adds nothing to the intervals open around it, wherever the page boundary falls.
+    std::uint64_t slow_path_extra[profile_format::max_counters] = {};
     /// Per counter: a time (wall-time, TSC ticks, task-clock), whose readings stay absolute. Taking the profiler's
     /// work off a clock would slide each thread's timeline back by its own page writes (tens of ms over millions of
     /// scopes), so that an interval begun after another thread's had ended showed before it. A clock keeps all of
@@ -375,7 +380,12 @@ struct ProfilerThread {
             return reserve_slow(bytes);
         return page + profile_format::page_header_bytes + static_cast<std::uint32_t>(c);
     }
+    /// The whole slow path is the profiler's own work: read at its entry and its exit, the difference and the
+    /// calibrated rest (slow_path_extra) go to `skew`. What it does in between (a pending mark, a page written, a
+    /// clock's own-work mark) may vary; what is counted outside the window is the same code every time.
     BOOST_NOINLINE unsigned char* reserve_slow(std::uint32_t bytes) noexcept {
+        std::uint64_t at[profile_format::max_counters];
+        read_all(at);
         write_pending_mark();
         const std::uint64_t c = committed.load(std::memory_order_relaxed);
         if ((c >> 32) >= record_limit || static_cast<std::uint32_t>(c) + bytes > capacity) {
@@ -383,8 +393,59 @@ struct ProfilerThread {
             flush_uncounted();
             defer_mark = false;
         }
-        return page + profile_format::page_header_bytes +
-               static_cast<std::uint32_t>(committed.load(std::memory_order_relaxed));
+        unsigned char* const p = page + profile_format::page_header_bytes +
+                                 static_cast<std::uint32_t>(committed.load(std::memory_order_relaxed));
+        std::uint64_t now[profile_format::max_counters];
+        read_all(now);
+        // Without a branch on which counters are times: the same instructions whatever they are (calibration runs
+        // before they are known), a mask of 0 for a time.
+        for (std::size_t i = 0; i < ncounters; ++i)
+            skew[i] += (now[i] - at[i] + slow_path_extra[i]) & (std::uint64_t{time_counter[i]} - 1);
+        return p;
+    }
+    /// Measures slow_path_extra: a record through the slow path less the same record through the fast one, each
+    /// between two readings, the page discarded meanwhile (nothing is written); on a real PMU the median of a few
+    /// tries. Called once the counters are open, before the thread records. (The slow call's cost at the site that
+    /// inlined reserve(), the registers saved around it, is this site's: the same as a scope's end with g++ 12.)
+    BOOST_NOINLINE void calibrate_slow_path() noexcept {
+        if (broken) return;
+        constexpr int tries = 9;
+        const bool was_discarding = discard.load(std::memory_order_relaxed);
+        discard.store(true, std::memory_order_relaxed);
+        // Restored after: the slow paths here add to skew, and which counters are times may not be known yet (a
+        // clock's readings must stay absolute).
+        std::uint64_t skew_before[profile_format::max_counters];
+        std::memcpy(skew_before, skew, sizeof skew);
+        std::int64_t extra[profile_format::max_counters][tries] = {};
+        for (int k = 0; k < tries; ++k) {
+            std::uint64_t a[profile_format::max_counters], b[profile_format::max_counters];
+            std::uint64_t fast[profile_format::max_counters], slow[profile_format::max_counters];
+            committed.store(0, std::memory_order_relaxed);
+            read_all(a);
+            record_mark(profile_format::RecordKind::instant, 0, 0, a[0], 0); // room: the fast path
+            read_all(b);
+            for (std::size_t i = 0; i < ncounters; ++i) fast[i] = b[i] - a[i];
+            record_limit = 0; // full: the slow path, whose flush only empties the page (discard)
+            compiler_barrier(); // (a limit known to be 0 would compile the test away: not the path a record takes)
+            read_all(a);
+            record_mark(profile_format::RecordKind::instant, 0, 0, a[0], 0);
+            read_all(b);
+            record_limit = full_record_limit;
+            for (std::size_t i = 0; i < ncounters; ++i) {
+                slow[i] = b[i] - a[i];
+                extra[i][k] = static_cast<std::int64_t>(slow[i] - fast[i]);
+            }
+        }
+        for (std::size_t i = 0; i < ncounters; ++i) {
+            std::int64_t* e = extra[i];
+            std::nth_element(e, e + tries / 2, e + tries);
+            // A time, or a try disturbed beyond reason: nothing (a real PMU's noise must not slide the readings).
+            slow_path_extra[i] = e[tries / 2] > 0 && e[tries / 2] < 100000 ? static_cast<std::uint64_t>(e[tries / 2]) : 0;
+        }
+        committed.store(0, std::memory_order_relaxed);
+        for (auto& v : last) v = 0;
+        std::memcpy(skew, skew_before, sizeof skew);
+        discard.store(was_discarding, std::memory_order_relaxed);
     }
     /// The mark of a page written from reserve(), held back until the record then under way was written.
     void write_pending_mark() noexcept {
