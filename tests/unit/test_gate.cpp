@@ -234,16 +234,16 @@ TEST_CASE("gate: a modelled figure is known by its event and gated with its own 
         CHECK_FALSE(g::is_modelled_event(e));
     auto o = exact_gate();
     o.modelled = true;
-    auto j = g::judge({gate_label("small", {1000}, {1009}), gate_label("large", {1000}, {1010})}, 1, 1, o);
+    auto j = g::judge({gate_label("small", {1000}, {1099}), gate_label("large", {1000}, {1100})}, 1, 1, o);
     REQUIRE(j.threshold);
     CHECK(j.modelled_default_threshold);
     CHECK(j.threshold->percent);
     CHECK(j.threshold->value == g::modelled_threshold_percent);
-    CHECK(j.threshold->text == "1%");
+    CHECK(j.threshold->text == "10%");
     CHECK(judged(j, "small").under_threshold);
     CHECK(judged(j, "large").fails);
     o.threshold = g::parse_threshold("0");
-    j = g::judge({gate_label("small", {1000}, {1009})}, 1, 1, o);
+    j = g::judge({gate_label("small", {1000}, {1099})}, 1, 1, o);
     CHECK_FALSE(j.modelled_default_threshold);
     CHECK(judged(j, "small").fails); // --threshold 0: any change
 }

@@ -80,6 +80,9 @@ std::string strict_bench() {
     std::uint64_t x = 0;
     b.run("object", [&] { pmc::bench::do_not_optimize(x += 3); });
     const auto& report = b.report();
+    pmc::bench::GateOptions gate;
+    gate.threshold_pct = 0.5;
+    gate.time_threshold_pct = 5;
     return pmc::bench::to_markdown(report) + pmc::bench::to_json(report) +
-           pmc::bench::to_markdown(pmc::bench::compare(report, report, {0.5, 5}));
+           pmc::bench::to_markdown(pmc::bench::compare(report, report, gate));
 }
