@@ -227,7 +227,7 @@ std::size_t strings_pages_in(const std::vector<unsigned char>& b) {
 }
 } // namespace
 
-TEST_CASE("profiler: strings interned together share a strings page; a string longer than a page gets its own") {
+TEST_CASE("profiler: strings interned together share a strings page, and a string longer than a page gets its own") {
     TempDir dir;
     const std::string path = dir.file("packed.pmcprof");
     const std::string long_name(5000, 'x');
