@@ -633,7 +633,15 @@ bool interrupted_before_start(Job& job, bool waited, int status) {
 int refuse_command(HeldCommand& held, const pmc::Failure& why) {
     int status = 0;
     held.go.close(1);
-    if (interrupted_before_start(held.job, held.job.wait(status), status)) return 128 + WTERMSIG(status);
+    const bool waited = held.job.wait(status);
+    const int passed = Job::last_passed_on(); // (before finish() puts pmc's dispositions back)
+    if (interrupted_before_start(held.job, waited, status)) return 128 + WTERMSIG(status);
+    // A Ctrl-C passed on while the counters opened ended the held command (ESRCH), by whatever status: the same.
+    if (passed == SIGINT || passed == SIGQUIT) {
+        fmt::print(stderr, "pmc: count: interrupted before the command started\n");
+        die_of(passed);
+        return 128 + passed;
+    }
     fmt::print(stderr, "pmc: {}\n", why.message);
     return 1;
 }

@@ -245,6 +245,16 @@ bool Job::wait(int& raw_status, bool block) {
     }
 }
 
+int Job::last_passed_on() noexcept {
+    sigset_t passed, old;
+    sigemptyset(&passed);
+    for (int sig : passed_on) sigaddset(&passed, sig);
+    ::sigprocmask(SIG_BLOCK, &passed, &old); // (the handler writes it)
+    const int sig = last_signal;
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    return sig;
+}
+
 int Job::finish() noexcept {
     if (!started_) return 0;
     started_ = false;

@@ -43,6 +43,9 @@ public:
     int finish() noexcept;
 
     pid_t pid() const { return child_; }
+    /// The last signal pmc passed on to the command's group (0: none), e.g. a Ctrl-C that ended the command before
+    /// it ran: its status may then not say so (killed while held, or the group ended by the watchdog).
+    static int last_passed_on() noexcept;
 
 private:
     void follow_stop(int sig) noexcept;
