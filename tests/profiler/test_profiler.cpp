@@ -655,6 +655,45 @@ TEST_CASE("profiler: preallocate_bytes = 0 reserves nothing ahead") {
     CHECK(allocated_bytes(path) <= file_bytes(path) + 65536);
 }
 
+TEST_CASE("profiler: pages that cannot be written are counted and said, with why (an errno or a short write)") {
+    TempDir dir;
+    const std::string path = dir.file("limited.pmcprof"), err = dir.file("stderr.txt");
+    // A child whose files may not grow past 20,000 bytes: the write that crosses it stops short (no errno), the
+    // next fail with EFBIG (SIGXFSZ ignored). Both must be counted and named: never "(Success)".
+    const pid_t child = ::fork();
+    if (child == 0) {
+        const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(10);
+        ::signal(SIGXFSZ, SIG_IGN);
+        const rlimit limit{20000, 20000};
+        if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(11);
+        std::uint64_t errors = 0;
+        {
+            pmc::ProfilerOptions o{path, {"wall-time"}};
+            o.page_bytes = 4096;
+            o.measure_cost = false;
+            o.preallocate_bytes = 0;
+            pmc::Profiler prof{o};
+            const auto n = prof.label("n");
+            for (std::uint64_t i = 0; i < 20000; ++i) prof.integer(n, i);
+            prof.flush();
+            errors = prof.write_errors();
+        }
+        ::_exit(errors > 0 ? 0 : 12);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0); // 12: no write error counted
+    std::ifstream in(err);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    INFO(text);
+    CHECK(text.find("could not be written") != std::string::npos);
+    CHECK(text.find("Success") == std::string::npos);
+    const bool named = text.find("File too large") != std::string::npos || text.find("stopped short") != std::string::npos;
+    CHECK(named);
+}
+
 TEST_CASE("profiler: off costs nothing and writes nothing, and from_env reads PMC_PROFILE and PMC_PROFILE_COUNTERS") {
     TempDir dir;
     ::unsetenv("PMC_PROFILE");
