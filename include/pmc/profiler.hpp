@@ -978,7 +978,7 @@ inline void Profiler::close() noexcept {
             std::fprintf(stderr, "pmc profiler: %llu page(s) could not be written to %s (%s): the profile is "
                                  "incomplete\n",
                          static_cast<unsigned long long>(s.write_errors.load()), s.path.c_str(),
-                         std::strerror(s.last_errno.load()));
+                         s.write_error_reason());
         s.release_preallocation();
         // Not while an append may still be under way (one that outlasted the ending's wait): its descriptor's number
         // could be reused by then. The frozen file takes no new ones.

@@ -156,8 +156,7 @@ TEST_CASE("the load-latency event names pmc::Sampler samples under pmc emulate -
 TEST_CASE("plugin sampling: a thread's loads sampled while another thread drains: every sample arrives once, in "
           "order, or is counted lost") {
     // The sampled thread adds under the sampler's lock, the drainer takes under it (the plugin's threads are the
-    // guest's: any thread may drain a sampler). Under ThreadSanitizer, without tsan-catch2.supp (its Catch frames
-    // match every access of a test's main thread): clang++ -fsanitize=thread -DPMC_CATCH2_V3=0 -Iinclude
+    // guest's: any thread may drain a sampler). Under ThreadSanitizer (no suppressions): clang++ -fsanitize=thread -DPMC_CATCH2_V3=0 -Iinclude
     // -Itools/emulate -Itests/support tests/support/main.cpp tests/models/test_plugin_sampling.cpp: no report (it
     // reported the sampler's counts read by the drain, before they were published atomically; and the lock taken
     // out of take()).

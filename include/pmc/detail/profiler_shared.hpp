@@ -135,7 +135,21 @@ struct ProfilerShared {
     std::atomic<unsigned char*> end_buf{nullptr};
     std::size_t end_buf_threads = 0;
     std::atomic<std::uint64_t> write_errors{0};
-    std::atomic<int> last_errno{0};
+    std::atomic<int> last_errno{0}; ///< the last failed write's errno, or one of the reasons below (no errno)
+    static constexpr int short_write = -1;   ///< the write wrote less than asked, without an error
+    static constexpr int page_held = -2;     ///< a thread's page stayed claimed past the wait: left unwritten
+    /// Counts a write that failed, and why (an errno, or short_write / page_held). Async-signal-safe.
+    void note_write_error(int why) noexcept {
+        last_errno.store(why, std::memory_order_relaxed);
+        write_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+    /// What the last failed write's reason means, for a person.
+    const char* write_error_reason() const noexcept {
+        const int why = last_errno.load(std::memory_order_relaxed);
+        if (why == short_write) return "a write stopped short (the disk full, or the file's size limit)";
+        if (why == page_held) return "a thread was still writing its page when the profile ended";
+        return std::strerror(why);
+    }
 
     // Preallocation: blocks reserved ahead of the end of the file in chunks, claimed by whichever writer gets there
     // first (a compare-exchange, no lock). Writers count themselves in `writers` so that the release at the end
@@ -260,8 +274,7 @@ struct ProfilerShared {
             const ssize_t got = ::write(fd, p, n);
             if (got < 0 && errno == EINTR) continue;
             if (got <= 0) {
-                last_errno.store(got < 0 ? errno : EIO, std::memory_order_relaxed);
-                write_errors.fetch_add(1, std::memory_order_relaxed);
+                note_write_error(got < 0 ? errno : short_write);
                 return;
             }
             p += got;
@@ -330,7 +343,7 @@ struct ProfilerShared {
         ssize_t got;
         do got = ::writev(fd, parts, 2);
         while (got < 0 && errno == EINTR);
-        if (got != static_cast<ssize_t>(sizeof header + bytes)) write_errors.fetch_add(1, std::memory_order_relaxed);
+        if (got != static_cast<ssize_t>(sizeof header + bytes)) note_write_error(got < 0 ? errno : short_write);
         strings.fetch_add(count, std::memory_order_relaxed);
     }
 
@@ -371,8 +384,7 @@ struct ProfilerShared {
         while (got < 0 && errno == EINTR);
         if (got == static_cast<ssize_t>(want)) return true;
         if (got < 0) {
-            last_errno.store(errno, std::memory_order_relaxed);
-            write_errors.fetch_add(1, std::memory_order_relaxed);
+            note_write_error(errno);
             return true;
         }
         auto done = static_cast<std::size_t>(got); // a short write (a full disk, a signal): the rest one by one
@@ -512,7 +524,7 @@ struct ProfilerShared {
             }
             expected = 0;
             if (own || profiler_elapsed_ns(start) > 100000000L) {
-                write_errors.fetch_add(1, std::memory_order_relaxed); // its page is its thread's to write
+                note_write_error(page_held); // its page is its thread's to write
                 return t.sequence_seen.load(std::memory_order_relaxed);
             }
             ::sched_yield();
@@ -532,7 +544,7 @@ struct ProfilerShared {
             ssize_t got;
             do got = ::writev(fd, parts, 2);
             while (got < 0 && errno == EINTR);
-            if (got != static_cast<ssize_t>(want)) write_errors.fetch_add(1, std::memory_order_relaxed);
+            if (got != static_cast<ssize_t>(want)) note_write_error(got < 0 ? errno : short_write);
         }
         if (claimed) t.page_state.store(0, std::memory_order_release);
         return seq + (used > 0 ? 1 : 0);
