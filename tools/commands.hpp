@@ -24,6 +24,7 @@ namespace pmc_tool {
 struct CacheOptions {
     std::string mode;           ///< "" without --cache; "pinned" for --cache (the default geometry); "host"
     std::string i1, d1, l2, ll; ///< --I1, --D1, --L2, --LL: SIZE,ASSOC,LINE, or "" (the default's or the host's)
+    std::string inclusion;      ///< --inclusion: "cachegrind" (also ""), "strict"
     explicit operator bool() const noexcept { return !mode.empty(); }
 };
 
