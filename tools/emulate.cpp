@@ -15,6 +15,7 @@
 #include "emulate/model/cache_model.hpp"
 
 #include <pmc/emulated.hpp>
+#include <pmc/modelled_events.hpp>
 #include <pmc/report.hpp>
 
 #include <fmt/format.h>
@@ -636,17 +637,12 @@ std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out) {
     return "";
 }
 
-const char* const modelled_cache_events[11] = {
-    "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores", "L1-dcache-store-misses",
-    "L1-icache-load-misses", "LLC-loads", "LLC-load-misses", "LLC-stores", "LLC-store-misses",
-    "cache-references", "cache-misses"};
-
 std::optional<std::uint64_t> branch_count(const std::string& event, const EmulatedReport& r) {
     const auto colon = event.find(':');
     const std::string name = event.substr(0, colon);
     if (colon != std::string::npos && event.substr(colon) != ":u") return std::nullopt; // user mode only
-    if (name == "branch-instructions" || name == "branches") return r.branches;
-    if (name == "branch-misses") return r.Bcm + r.Bim;
+    if (pmc::is_branch_count_event_name(name)) return r.branches;
+    if (pmc::is_modelled_branch_event_name(name)) return r.Bcm + r.Bim;
     return std::nullopt;
 }
 
@@ -659,6 +655,7 @@ std::optional<std::uint64_t> modelled_cache_count(const std::string& event, cons
     const auto colon = event.find(':');
     const std::string name = event.substr(0, colon);
     if (colon != std::string::npos && event.substr(colon) != ":u") return std::nullopt; // user mode only
+    if (!pmc::is_modelled_cache_event_name(name)) return std::nullopt; // pmc/modelled_events.hpp's list
     // Cachegrind's fields; the LL is asked on every L1 miss, or with an L2 on every L2 miss (LLi, LLr, LLw).
     if (name == "L1-dcache-loads") return r.Dr;
     if (name == "L1-dcache-load-misses") return r.D1mr;
