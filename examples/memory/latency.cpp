@@ -677,6 +677,14 @@ std::vector<ModelledCache> modelled_caches() {
     return caches;
 }
 
+std::string emulator_without_model(const std::string& program) {
+    const auto& pmu = pmc::emulated_pmu();
+    if (!pmu || pmu->cache_model) return "";
+    return "this runs under pmc emulate without --cache, where time measures the emulator, not memory, and "
+           "perf_event_open is missing. Fix: `pmc emulate --cache [--D1 G] [--L2 G] [--LL G] -- " + program +
+           "` finds the levels of pmc's cache model; run " + program + " without the emulator to measure this machine";
+}
+
 std::string modelled_geometry() {
     const auto& pmu = pmc::emulated_pmu();
     return pmu && pmu->cache_model ? pmu->cache_geometry : std::string();

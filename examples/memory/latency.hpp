@@ -185,6 +185,9 @@ struct ModelledCache {
 };
 /// The model's D1, L2 (if any) and LL, from pmc::emulated_pmu(); empty when not under pmc emulate --cache.
 std::vector<ModelledCache> modelled_caches();
+/// Under pmc emulate without --cache: why `program` cannot measure anything there, and the fix; "" elsewhere (natively,
+/// or with the model).
+std::string emulator_without_model(const std::string& program);
 /// The model's geometry as pmc emulate gave it ("I1 32768,8,64, D1 ..."), "" when not under the model.
 std::string modelled_geometry();
 

@@ -18,6 +18,7 @@
 #include <command_line.hpp>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -134,6 +135,7 @@ int run(int argc, char** argv) {
         probe_output_dir(common.out);
         return run_modelled(o, common, model);
     }
+    if (const std::string why = emulator_without_model("pmc-mem-latency"); !why.empty()) throw std::runtime_error(why);
     latency_grids(o); // --min 0, --max below --min, a range with no size in it: usage errors now, not after pinning
     probe_output_dir(common.out);
 

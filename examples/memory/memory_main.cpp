@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -129,6 +130,7 @@ int run(int argc, char** argv) {
     // Under pmc emulate --cache time means nothing: the levels come from the model's own miss counts.
     if (const std::vector<ModelledCache> model = modelled_caches(); !model.empty())
         return run_modelled(common, model, do_latency, do_bandwidth, do_pagefault, command);
+    if (const std::string why = emulator_without_model("pmc-memory"); !why.empty()) throw std::runtime_error(why);
     const int cpu = common.cpu();
     const std::string& out = common.out;
     const bool pin = common.pin(), plot = common.plot(), quiet = common.quiet, quick = common.quick;

@@ -4,7 +4,8 @@
 # boundary within one sweep step of the configured size, and memory beyond; the output must say the levels are
 # modelled and by which geometry. This script reads the sizes the program printed and checks them itself (it does
 # not trust the program's own verdict). pmc-memory must also leave out bandwidth and page faults, saying why, and
-# write a summary.md that says the levels are the model's.
+# write a summary.md that says the levels are the model's. With the pinned geometry (GEOMETRY empty) the program
+# must also refuse to run under pmc emulate without --cache, saying how to run it.
 #   -DPMC=pmc  -DPROGRAM=pmc-mem-latency|pmc-memory  -DOUT=dir  -DGEOMETRY=--D1=...|--LL=...  -DEXPECT=32768;8388608
 # The program runs with --quick: 4 points per octave, so one step is a factor of 1.25.
 cmake_minimum_required(VERSION 3.16)
@@ -54,6 +55,16 @@ if(NOT out MATCHES "\nmemory +\\(beyond the caches\\)")
 endif()
 if(NOT EXISTS ${OUT}/latency-modelled.csv)
   message(FATAL_ERROR "${OUT}/latency-modelled.csv was not written")
+endif()
+
+if(GEOMETRY STREQUAL "")
+  # Under pmc emulate without --cache there is nothing to measure: status 1, and the fix.
+  execute_process(COMMAND ${PMC} emulate -- ${PROGRAM} --quick --quiet --no-plot --out ${OUT}-no-model
+                  RESULT_VARIABLE no_model_status OUTPUT_QUIET ERROR_VARIABLE no_model_err)
+  if(NOT no_model_status EQUAL 1 OR NOT no_model_err MATCHES "under pmc emulate without --cache.*Fix: `pmc emulate --cache")
+    message(FATAL_ERROR "${name} under pmc emulate without --cache: status ${no_model_status}, not 1 with the fix:\n"
+                        "${no_model_err}")
+  endif()
 endif()
 
 if(name STREQUAL "pmc-memory")
