@@ -619,7 +619,8 @@ std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out) {
         return "--LL=" + shape(config.ll) + ": the LL (" + std::to_string(config.ll.size) +
                " bytes) must be larger than I1 (" + std::to_string(config.i1.size) + ") and D1 (" +
                std::to_string(config.d1.size) + " bytes)";
-    if (std::string problem = pmc_model::config_problem(config); !problem.empty()) return problem;
+    if (std::string problem = pmc_model::config_problem(config); !problem.empty())
+        return (problem.rfind("strict inclusion", 0) == 0 ? "--inclusion=strict: " : "") + problem;
     const bool strict = config.inclusion == pmc_model::Inclusion::strict;
     out.has_l2 = config.l2.has_value();
     out.geometry = "I1 " + shape(config.i1) + ", D1 " + shape(config.d1) +

@@ -378,7 +378,7 @@ TEST_CASE("pmc emulate and pmc count --emulate refuse a cache geometry the model
         {"--inclusion=strict", "--inclusion says how the modelled caches hold each other's lines: give --cache with it"},
         {"--cache --inclusion=loose", "--inclusion=loose: cachegrind (the default: a line the LL evicts stays in the L1s) "
                                       "or strict"},
-        {"--cache --inclusion=strict --LL=8388608,16,32", "strict inclusion needs each level's lines at least as long"},
+        {"--cache --inclusion=strict --LL=8388608,16,32", "--inclusion=strict: strict inclusion needs each level's lines at least as long"},
     };
     for (const auto& [options, message] : cases) {
         for (const std::string command : {"emulate", "count --emulate"}) {
