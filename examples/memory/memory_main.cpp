@@ -55,9 +55,10 @@ Each experiment runs alone with more options: pmc-mem-latency, pmc-mem-bandwidth
 Under pmc emulate --cache (`pmc emulate --cache [--D1 G] [--L2 G] [--LL G] -- pmc-memory`), time measures the
 emulator, not memory: the levels come from pmc's cache model, as pmc-mem-latency finds them there (a random chain's
 modelled misses per load from 512 B to 4x the LL, at 8 points per octave, --quick 4), shown beside the model's
-D1, L2 and LL; bandwidth and page faults are not measured (their figures would be QEMU's speed, and the page-fault
-counts need perf_event_open, which QEMU's user mode lacks), and the output and summary.md say so. Writes
-latency-modelled.csv and summary.md; pinning does not apply.
+D1, L2 and LL. Bandwidth and page faults are not measured there (their figures would be QEMU's speed, and the
+page-fault counts need perf_event_open, which QEMU's user mode lacks): the output and summary.md say so, and
+--skip latency is a usage error. Writes latency-modelled.csv and summary.md; pinning does not apply. Under
+pmc emulate without --cache it exits with status 1.
 )";
 
 /// Under pmc emulate --cache: the levels of pmc's cache model (pmc-mem-latency's modelled sweep), and a note for
@@ -65,6 +66,9 @@ latency-modelled.csv and summary.md; pinning does not apply.
 int run_modelled(const pmc_mem::CommonOptions& common, const std::vector<pmc_mem::ModelledCache>& model,
                  bool do_latency, bool do_bandwidth, bool do_pagefault, const std::string& command) {
     using namespace pmc_mem;
+    if (!do_latency)
+        throw UsageError("--skip latency: under pmc emulate --cache the latency experiment, from the cache model, is "
+                         "the only one that runs; leave it in, or run pmc-memory without the emulator");
     const std::string& out = common.out;
     probe_output_dir(out);
     Progress progress(common.quiet);

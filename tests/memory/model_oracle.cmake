@@ -65,6 +65,14 @@ if(GEOMETRY STREQUAL "")
     message(FATAL_ERROR "${name} under pmc emulate without --cache: status ${no_model_status}, not 1 with the fix:\n"
                         "${no_model_err}")
   endif()
+  if(name STREQUAL "pmc-memory")
+    # Under the model only the latency experiment runs: leaving it out leaves nothing, a usage error.
+    execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} --skip latency --quiet --out ${OUT}-skip
+                    RESULT_VARIABLE skip_status OUTPUT_QUIET ERROR_VARIABLE skip_err)
+    if(NOT skip_status EQUAL 1 OR NOT skip_err MATCHES "--skip latency: under pmc emulate --cache")
+      message(FATAL_ERROR "pmc-memory --skip latency under the model: status ${skip_status}, not 1:\n${skip_err}")
+    endif()
+  endif()
 endif()
 
 if(name STREQUAL "pmc-memory")
