@@ -24,6 +24,7 @@ namespace pmc_tool {
 struct CacheOptions {
     std::string mode;           ///< "" without --cache; "pinned" for --cache (the default geometry); "host"
     std::string i1, d1, l2, ll; ///< --I1, --D1, --L2, --LL: SIZE,ASSOC,LINE, or "" (the default's or the host's)
+    std::string inclusion;      ///< --inclusion: "cachegrind" (also ""), "strict"
     explicit operator bool() const noexcept { return !mode.empty(); }
 };
 
@@ -165,9 +166,8 @@ struct CacheModelChoice {
 /// `o` checked and resolved into `out` (the host's caches read for --cache=host): "", or the usage error, which
 /// names the option and says what the model requires.
 std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out);
-/// The generic cache events --cache answers (perf's names), and one's modelled count in a report (nothing for
-/// another event).
-extern const char* const modelled_cache_events[11];
+/// One of the modelled cache events' count in a report (pmc/modelled_events.hpp lists them), nothing for another
+/// event.
 std::optional<std::uint64_t> modelled_cache_count(const std::string& event, const EmulatedReport& r);
 /// The branch events --branches answers (branch-instructions or branches, branch-misses; :u or none): one's count
 /// in a report, or nothing for another event.

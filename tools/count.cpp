@@ -55,7 +55,8 @@
 namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
-                 [--emulate [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]] [--branches]]
+                 [--emulate [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]
+                  [--inclusion cachegrind|strict]] [--branches]]
                  [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
@@ -94,6 +95,10 @@ Options:
                     between the L1s and the LL: LLC-loads and LLC-stores then count its misses.
                     The set count must be a power of two; an L2 larger than the L1s, smaller than
                     the LL. A wrong geometry is a usage error (status 1).
+  --inclusion cachegrind|strict
+                    With --cache: cachegrind (the default: a line the LL evicts stays in the L1s)
+                    or strict (an inclusive LL: it leaves the L1s, and the L2, too); pmc emulate
+                    --help says more.
   --branches        With --emulate: count branches too (each thread's own): branch-instructions
                     (or branches; exact: every branch executed, conditional or not, jumps, calls,
                     returns) and branch-misses (modelled: Cachegrind's branch predictor's misses on

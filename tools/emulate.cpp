@@ -15,6 +15,7 @@
 #include "emulate/model/cache_model.hpp"
 
 #include <pmc/emulated.hpp>
+#include <pmc/modelled_events.hpp>
 #include <pmc/report.hpp>
 
 #include <fmt/format.h>
@@ -51,7 +52,8 @@ extern char** environ;
 
 namespace pmc_tool {
 
-const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]]
+const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]
+                   [--inclusion cachegrind|strict]]
                    [--branches]
                    [--] COMMAND [ARGS]
 
@@ -112,6 +114,14 @@ Options:
                 Cachegrind): LLC-loads and LLC-stores then count the L2's misses. The set count
                 must be a power of two; an L2 must be larger than the L1s and smaller than the
                 LL. A geometry the model cannot run is a usage error (status 1).
+  --inclusion cachegrind|strict
+                With --cache: how the levels hold each other's lines. cachegrind (the default,
+                Cachegrind's): every line an L1 takes goes into the LL too, but a line the LL
+                evicts stays in the L1s. strict (an inclusive LL that back-invalidates): a line
+                the LL (or the L2) evicts leaves the levels above it too, so a line the program
+                keeps hitting in the D1 is lost when the rest of its LL set streams past. The
+                geometry then reads "..., strict inclusion"; each level's lines must be at least
+                as long as those above it.
   --branches    Count each thread's branch instructions and run a branch predictor for it
                 (Cachegrind's: 16384 2-bit counters indexed by 7 bits of global history and 7 of
                 the address, a 512-entry indirect target table, returns never miss), and print the
@@ -557,6 +567,7 @@ void add_cache_options(pmc_cli::CommandLine& cl, CacheOptions& o) {
     cl.option("--D1", o.d1, "a geometry SIZE,ASSOC,LINE");
     cl.option("--L2", o.l2, "a geometry SIZE,ASSOC,LINE");
     cl.option("--LL", o.ll, "a geometry SIZE,ASSOC,LINE");
+    cl.option("--inclusion", o.inclusion, "cachegrind or strict");
 }
 
 std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out) {
@@ -564,11 +575,16 @@ std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out) {
     if (!o) {
         if (!(o.i1 + o.d1 + o.l2 + o.ll).empty())
             return "--I1, --D1, --L2 and --LL shape the modelled caches: give --cache with them";
+        if (!o.inclusion.empty()) return "--inclusion says how the modelled caches hold each other's lines: give --cache with it";
         return "";
     }
     if (o.mode != "pinned" && o.mode != "host")
         return "--cache=" + o.mode + ": --cache alone models the pinned geometry, --cache=host this machine's caches";
     pmc_model::CacheConfig config; // the pinned geometry (cache_model.hpp)
+    if (o.inclusion == "strict") config.inclusion = pmc_model::Inclusion::strict;
+    else if (!o.inclusion.empty() && o.inclusion != "cachegrind")
+        return "--inclusion=" + o.inclusion + ": cachegrind (the default: a line the LL evicts stays in the L1s) or "
+               "strict (a line the LL, or an L2, evicts leaves the levels above it too)";
     if (o.mode == "host") {
         pmc_host_caches::HostCaches host;
         if (std::string why = pmc_host_caches::read_host_caches(host); !why.empty())
@@ -603,32 +619,31 @@ std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out) {
         return "--LL=" + shape(config.ll) + ": the LL (" + std::to_string(config.ll.size) +
                " bytes) must be larger than I1 (" + std::to_string(config.i1.size) + ") and D1 (" +
                std::to_string(config.d1.size) + " bytes)";
-    if (std::string problem = pmc_model::config_problem(config); !problem.empty()) return problem;
+    if (std::string problem = pmc_model::config_problem(config); !problem.empty())
+        return (problem.rfind("strict inclusion", 0) == 0 ? "--inclusion=strict: " : "") + problem;
+    const bool strict = config.inclusion == pmc_model::Inclusion::strict;
     out.has_l2 = config.l2.has_value();
     out.geometry = "I1 " + shape(config.i1) + ", D1 " + shape(config.d1) +
-                   (config.l2 ? ", L2 " + shape(*config.l2) : std::string()) + ", LL " + shape(config.ll);
+                   (config.l2 ? ", L2 " + shape(*config.l2) : std::string()) + ", LL " + shape(config.ll) +
+                   (strict ? ", strict inclusion" : ""); // as the program's pmc::emulated_pmu() states it
     out.plugin_arguments = fmt::format(",cache=on,i1={}:{}:{},d1={}:{}:{},ll={}:{}:{}", config.i1.size, config.i1.assoc,
                                        config.i1.line, config.d1.size, config.d1.assoc, config.d1.line, config.ll.size,
                                        config.ll.assoc, config.ll.line);
     if (config.l2)
         out.plugin_arguments += fmt::format(",l2={}:{}:{}", config.l2->size, config.l2->assoc, config.l2->line);
+    if (strict) out.plugin_arguments += ",inclusion=strict";
     out.note = "modelled: Cachegrind's cache model" + std::string(config.l2 ? " with an L2" : "") + " (" + out.geometry +
                (o.mode == "host" ? ", this machine's caches" : "") +
                "; LRU, write-allocate), a model's figures, not a real core's; each thread has caches of its own";
     return "";
 }
 
-const char* const modelled_cache_events[11] = {
-    "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores", "L1-dcache-store-misses",
-    "L1-icache-load-misses", "LLC-loads", "LLC-load-misses", "LLC-stores", "LLC-store-misses",
-    "cache-references", "cache-misses"};
-
 std::optional<std::uint64_t> branch_count(const std::string& event, const EmulatedReport& r) {
     const auto colon = event.find(':');
     const std::string name = event.substr(0, colon);
     if (colon != std::string::npos && event.substr(colon) != ":u") return std::nullopt; // user mode only
-    if (name == "branch-instructions" || name == "branches") return r.branches;
-    if (name == "branch-misses") return r.Bcm + r.Bim;
+    if (pmc::is_branch_count_event_name(name)) return r.branches;
+    if (pmc::is_modelled_branch_event_name(name)) return r.Bcm + r.Bim;
     return std::nullopt;
 }
 
@@ -641,6 +656,7 @@ std::optional<std::uint64_t> modelled_cache_count(const std::string& event, cons
     const auto colon = event.find(':');
     const std::string name = event.substr(0, colon);
     if (colon != std::string::npos && event.substr(colon) != ":u") return std::nullopt; // user mode only
+    if (!pmc::is_modelled_cache_event_name(name)) return std::nullopt; // pmc/modelled_events.hpp's list
     // Cachegrind's fields; the LL is asked on every L1 miss, or with an L2 on every L2 miss (LLi, LLr, LLw).
     if (name == "L1-dcache-loads") return r.Dr;
     if (name == "L1-dcache-load-misses") return r.D1mr;

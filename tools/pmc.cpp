@@ -81,8 +81,9 @@ Options:
   -o FILE           count: write the counts to FILE instead of stderr.
   --emulate         count: run COMMAND under pmc emulate and count its instructions exactly.
   --cache[=host]    count --emulate: model the caches too (Cachegrind's model; --I1/--D1/--L2/--LL
-                    SIZE,ASSOC,LINE set a geometry, =host this machine's): L1-dcache-*,
-                    L1-icache-load-misses, LLC-*, cache-references, cache-misses, marked modelled.
+                    SIZE,ASSOC,LINE set a geometry, =host this machine's; --inclusion strict an
+                    inclusive LL): L1-dcache-*, L1-icache-load-misses, LLC-*, cache-references,
+                    cache-misses, marked modelled.
   --branches        count --emulate: count branches too: branch-instructions (exact) and
                     branch-misses (Cachegrind's branch predictor, marked modelled).
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
@@ -355,9 +356,9 @@ int run_count(const std::vector<std::string>& args) {
     if (o.csv && o.json) return cl.usage_error("--csv and --json exclude each other: give one output format");
     const auto command = cl.command();
     if (command.empty()) return cl.usage_error("no command to count: pmc count [-e EVENT]... -- COMMAND [ARGS]");
-    if ((o.cache || !(o.cache.i1 + o.cache.d1 + o.cache.l2 + o.cache.ll).empty()) && !o.emulate)
-        return cl.usage_error("--cache and --I1/--D1/--L2/--LL model the caches under the emulator: give --emulate "
-                              "too");
+    if ((o.cache || !(o.cache.i1 + o.cache.d1 + o.cache.l2 + o.cache.ll + o.cache.inclusion).empty()) && !o.emulate)
+        return cl.usage_error("--cache and --I1/--D1/--L2/--LL/--inclusion model the caches under the emulator: give "
+                              "--emulate too");
     if (o.branches && !o.emulate)
         return cl.usage_error("--branches counts branches under the emulator: give --emulate too");
     return pmc_tool::cmd_count(o, command, events);

@@ -677,9 +677,25 @@ std::vector<ModelledCache> modelled_caches() {
     return caches;
 }
 
+std::string emulator_without_model(const std::string& program) {
+    const auto& pmu = pmc::emulated_pmu();
+    if (!pmu || pmu->cache_model) return "";
+    return "this runs under pmc emulate without --cache, where time measures the emulator, not memory, and "
+           "perf_event_open is missing. Fix: `pmc emulate --cache [--D1 G] [--L2 G] [--LL G] -- " + program +
+           "` finds the levels of pmc's cache model; run " + program + " without the emulator to measure this machine";
+}
+
 std::string modelled_geometry() {
     const auto& pmu = pmc::emulated_pmu();
     return pmu && pmu->cache_model ? pmu->cache_geometry : std::string();
+}
+
+void fit_sweep_to_model(LatencyOptions& o, const std::vector<ModelledCache>& caches, bool quick, bool max_given) {
+    if (!max_given && !caches.empty()) o.max_size = 4 * caches.back().bytes; // the LL overflows by two octaves
+    if (quick) {
+        o.min_size = 512;
+        o.per_octave = 4;
+    }
 }
 
 ModelledLatencyResult run_modelled_latency(const LatencyOptions& o, const std::vector<ModelledCache>& caches,
@@ -782,6 +798,36 @@ std::string modelled_levels_text(const ModelledLatencyResult& r, const std::vect
             out += fmt::format("level missing: the model's {} ({} bytes) was not found in the curve\n", r.caches[i].name,
                                r.caches[i].bytes);
     for (const auto& n : r.regimes.notes) out += "note: " + n + "\n";
+    return out;
+}
+
+std::string modelled_levels_report(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks) {
+    return fmt::format("Levels found from pmc's cache model (pmc emulate --cache: {}): a random chain's modelled "
+                       "misses per load, not time (cost per load: an L1 hit 1, +{:g} a D1 miss, +{:g} an L2 miss, "
+                       "+{:g} an LL miss), {} sizes from {} to {} at {} per octave, {:.1f} s:\n\n{}",
+                       r.geometry, ModelledCost::d1_miss, ModelledCost::l2_miss, ModelledCost::ll_miss,
+                       r.points.size(), size_text(static_cast<double>(r.points.front().size)),
+                       size_text(static_cast<double>(r.points.back().size)), r.per_octave, r.seconds,
+                       modelled_levels_text(r, checks));
+}
+
+std::string modelled_levels_markdown(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks) {
+    std::string out = "| level | found size | between measured sizes | cost per load | pmc's cache model |\n"
+                      "|---|---|---|---|---|\n";
+    for (std::size_t i = 0; i < r.regimes.levels.size(); ++i) {
+        const Level& l = r.regimes.levels[i];
+        const ModelCheck* c = i < checks.size() ? &checks[i] : nullptr;
+        const std::string model = !c                ? std::string(i + 1 == r.regimes.levels.size() ? "memory" : "-")
+                                  : c->cache.empty() ? std::string("no such level in the model — **disagrees**")
+                                                     : c->cache + " " + size_text(static_cast<double>(c->configured)) +
+                                                           (c->within_step ? ", within one step" : " — **not within one step**");
+        out += "| " + l.name + " | " + (l.boundary ? size_text(l.boundary->size) : "(beyond the caches)") + " | " +
+               (l.boundary ? size_label(l.boundary->below) + " .. " + size_label(l.boundary->above) : "") + " | " +
+               num(l.latency, 3) + " | " + model + " |\n";
+    }
+    for (std::size_t i = checks.size(); i < r.caches.size(); ++i)
+        out += "\n- Level missing: the model's " + r.caches[i].name + " (" + std::to_string(r.caches[i].bytes) +
+               " bytes) was not found in the curve.\n";
     return out;
 }
 

@@ -185,6 +185,9 @@ struct ModelledCache {
 };
 /// The model's D1, L2 (if any) and LL, from pmc::emulated_pmu(); empty when not under pmc emulate --cache.
 std::vector<ModelledCache> modelled_caches();
+/// Under pmc emulate without --cache: why `program` cannot measure anything there, and the fix; "" elsewhere (natively,
+/// or with the model).
+std::string emulator_without_model(const std::string& program);
 /// The model's geometry as pmc emulate gave it ("I1 32768,8,64, D1 ..."), "" when not under the model.
 std::string modelled_geometry();
 
@@ -213,6 +216,10 @@ struct ModelledLatencyResult {
     double seconds = 0;
 };
 
+/// Fits the sweep to the model: up to 4x the LL (two octaves past it) unless `max_given`; with `quick`, from 512 B
+/// at 4 points per octave (one step: a factor of 1.25).
+void fit_sweep_to_model(LatencyOptions& o, const std::vector<ModelledCache>& caches, bool quick, bool max_given);
+
 /// The sweep under the model: o.min_size..o.max_size at o.per_octave, o.stride, a random chain (o.seed); one walk to
 /// warm and one measured per size. Throws UsageError as latency_grids() does, pmc::error if the events cannot open.
 ModelledLatencyResult run_modelled_latency(const LatencyOptions& o, const std::vector<ModelledCache>& caches,
@@ -234,5 +241,10 @@ std::vector<ModelCheck> check_against_model(const Regimes& regimes, const std::v
 std::string modelled_levels_text(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks);
 /// The modelled sweep as CSV: size,loads,d1_misses,l2_misses,ll_misses,cost_per_load.
 std::string modelled_latency_csv(const ModelledLatencyResult& r);
+/// What pmc-mem-latency and pmc-memory print under the model: that the levels are modelled and by which geometry,
+/// how the sweep ran, and modelled_levels_text.
+std::string modelled_levels_report(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks);
+/// The same for summary.md: a markdown table of the found levels beside the model's, and the check lines.
+std::string modelled_levels_markdown(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks);
 
 } // namespace pmc_mem

@@ -18,6 +18,7 @@
 #include <command_line.hpp>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -70,13 +71,7 @@ int run_modelled(const pmc_mem::LatencyOptions& o, const pmc_mem::CommonOptions&
     const std::vector<ModelCheck> checks = check_against_model(r.regimes, model);
     const std::string csv = common.out + "/latency-modelled.csv";
     write_text(csv, modelled_latency_csv(r));
-    std::printf("Levels found from pmc's cache model (pmc emulate --cache: %s): a random chain's modelled misses per "
-                "load, not time (cost per load: an L1 hit 1, +%g a D1 miss, +%g an L2 miss, +%g an LL miss), %zu "
-                "sizes from %s to %s at %u per octave, %.1f s:\n\n%s\nwrote %s\n",
-                r.geometry.c_str(), ModelledCost::d1_miss, ModelledCost::l2_miss, ModelledCost::ll_miss,
-                r.points.size(), size_text(static_cast<double>(r.points.front().size)).c_str(),
-                size_text(static_cast<double>(r.points.back().size)).c_str(), r.per_octave, r.seconds,
-                modelled_levels_text(r, checks).c_str(), csv.c_str());
+    std::printf("%s\nwrote %s\n", modelled_levels_report(r, checks).c_str(), csv.c_str());
     return 0;
 }
 
@@ -134,16 +129,13 @@ int run(int argc, char** argv) {
     // Under pmc emulate --cache time means nothing: the levels come from the model's own miss counts.
     const std::vector<ModelledCache> model = modelled_caches();
     if (!model.empty()) {
-        if (max_text.empty()) o.max_size = 4 * model.back().bytes; // the LL overflows by two octaves
-        if (common.quick) {
-            o.min_size = min_text.empty() ? 512 : o.min_size;
-            o.per_octave = 4;
-        }
+        fit_sweep_to_model(o, model, common.quick, !max_text.empty()); // --quick excludes --min and --max
         if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
         latency_grids(o);
         probe_output_dir(common.out);
         return run_modelled(o, common, model);
     }
+    if (const std::string why = emulator_without_model("pmc-mem-latency"); !why.empty()) throw std::runtime_error(why);
     latency_grids(o); // --min 0, --max below --min, a range with no size in it: usage errors now, not after pinning
     probe_output_dir(common.out);
 

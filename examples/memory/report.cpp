@@ -98,6 +98,7 @@ std::string files_markdown(const std::vector<std::string>& files) {
         const std::string ext = f.substr(f.rfind('.') + 1);
         const std::string stem = f.substr(0, f.rfind('.'));
         if (f == "latency.csv" || f == "latency.json") return "every point: min, median, max of the runs; the regimes";
+        if (f == "latency-modelled.csv") return "each size's modelled loads, misses and cost per load";
         if (ext == "csv" || ext == "json") return "the " + stem + " data";
         if (ext == "png" || ext == "svg") return "the figure";
         if (ext == "gp") return "the gnuplot script of the figure: run `gnuplot " + f + "` here to redraw it";
@@ -240,6 +241,31 @@ std::string summary_markdown(const MachineFacts& m, const SummaryInput& in) {
         s += "\n";
     }
 
+    for (const auto& n : in.notes) s += "- " + n + "\n";
+    s += "\n## Files\n\n" + files_markdown(in.files) +
+         "\nHow each experiment works: docs/memory.md, installed as share/doc/pmc/memory.md.\n";
+    return s;
+}
+
+std::string modelled_summary_markdown(const SummaryInput& in, const ModelledLatencyResult* r,
+                                      const std::vector<ModelCheck>& checks, const std::vector<std::string>& not_measured) {
+    std::string s = "# Memory hierarchy report (pmc-memory), under pmc's cache model\n\n";
+    s += "`" + in.command + "` took " + fmt::format("{:.0f}", in.seconds) + " s under `pmc emulate --cache` (QEMU " +
+         "user mode): the caches below are pmc's model (" + modelled_geometry() + "), not this machine's, and " +
+         "time under the emulator measures QEMU, not memory.\n\n";
+    if (r) {
+        s += "## Levels found from the model's misses\n\n";
+        s += fmt::format("A random pointer chain over working sets from {} to {} ({} per octave), walked once to warm "
+                         "and once between two readings of the modelled L1-dcache-load-misses, LLC-loads and "
+                         "LLC-load-misses. A size's cost per load is built from its miss rates (an L1 hit 1, +{:g} a "
+                         "D1 miss, +{:g} an L2 miss, +{:g} an LL miss), and the same detector as for time finds the "
+                         "levels in that curve (latency-modelled.csv has the counts).\n\n",
+                         size_text(static_cast<double>(r->points.front().size)),
+                         size_text(static_cast<double>(r->points.back().size)), r->per_octave, ModelledCost::d1_miss,
+                         ModelledCost::l2_miss, ModelledCost::ll_miss);
+        s += modelled_levels_markdown(*r, checks) + "\n";
+    }
+    for (const auto& n : not_measured) s += "- " + n + "\n";
     for (const auto& n : in.notes) s += "- " + n + "\n";
     s += "\n## Files\n\n" + files_markdown(in.files) +
          "\nHow each experiment works: docs/memory.md, installed as share/doc/pmc/memory.md.\n";

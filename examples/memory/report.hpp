@@ -52,6 +52,11 @@ struct SummaryInput {
 /// summary.md: the found regimes, bandwidth per level, page-fault costs, and how they were measured.
 std::string summary_markdown(const MachineFacts& m, const SummaryInput& in);
 
+/// summary.md under pmc emulate --cache: the levels found from the model's misses beside its configured ones (`r`:
+/// null when --skip latency), and `not_measured`, one line per experiment left out and why.
+std::string modelled_summary_markdown(const SummaryInput& in, const ModelledLatencyResult* r,
+                                      const std::vector<ModelCheck>& checks, const std::vector<std::string>& not_measured);
+
 /// Prints the files written and the notes to stdout/stderr.
 void print_written(const Written& w);
 

@@ -18,6 +18,7 @@
 #include <pmc/detail/arch.hpp>
 #include <pmc/detail/emulated.hpp>
 #include <pmc/event.hpp>
+#include <pmc/modelled_events.hpp>
 
 #include <cstdint>
 #include <cstdlib>
@@ -116,8 +117,8 @@ inline bool is_instruction_event(const EventSpec& spec) {
 
 /// The modelled cache event `spec` names (perf's generic cache events: L1-dcache-loads, L1-dcache-load-misses,
 /// L1-dcache-stores, L1-dcache-store-misses, L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores,
-/// LLC-store-misses, cache-references, cache-misses), or nothing. Under `pmc emulate --cache` these read the
-/// thread's cache model.
+/// LLC-store-misses, cache-references, cache-misses: pmc/modelled_events.hpp's list, which a unit test holds to
+/// these codes), or nothing. Under `pmc emulate --cache` these read the thread's cache model.
 inline std::optional<detail::emulated::Event> modelled_cache_event(const EventSpec& spec) {
     using E = detail::emulated::Event;
     if (spec.kind != EventKind::perf) return std::nullopt;

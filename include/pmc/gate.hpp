@@ -18,6 +18,7 @@
 #pragma once
 
 #include <pmc/config.hpp>
+#include <pmc/modelled_events.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -44,13 +45,9 @@ namespace gate {
 constexpr double modelled_threshold_percent = 10.0;
 
 /// Whether `event` names a figure pmc's emulator models rather than counts (under `pmc emulate --cache`: perf's
-/// generic cache events, and branch-misses): such a figure is gated only when asked. Modifiers (":u") are ignored.
-inline bool is_modelled_event(std::string_view event) {
-    const std::string_view base = event.substr(0, event.find(':'));
-    auto starts = [&](std::string_view prefix) { return base.substr(0, prefix.size()) == prefix; };
-    return starts("L1-dcache-") || starts("L1-icache-") || starts("LLC-") || base == "cache-references" ||
-           base == "cache-misses" || base == "branch-misses";
-}
+/// generic cache events, and branch-misses; the list is pmc/modelled_events.hpp's): such a figure is gated only when
+/// asked. Modifiers (":u") are ignored.
+inline bool is_modelled_event(std::string_view event) { return is_modelled_event_name(event); }
 
 // ---- Options and their parsers ------------------------------------------------------------------------------------
 

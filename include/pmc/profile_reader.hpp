@@ -21,6 +21,7 @@
 
 #include <pmc/config.hpp>
 #include <pmc/error.hpp>
+#include <pmc/modelled_events.hpp>
 #include <pmc/profile_format.hpp>
 
 #include <fcntl.h>
@@ -146,25 +147,20 @@ CounterExactness counter_exactness(const Profile& p, std::size_t c, RecordsOf&& 
     }
     if (k.read_path == "emulator" && k.note.find("modelled (pmc emulate --cache)") != std::string::npos) {
         // A modelled cache event (by its name: a group's notes name the model for every member).
-        const std::string base = k.name.substr(0, k.name.find(':'));
-        for (const char* e : {"L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores", "L1-dcache-store-misses",
-                              "L1-icache-load-misses", "LLC-loads", "LLC-load-misses", "LLC-stores",
-                              "LLC-store-misses", "cache-references", "cache-misses"})
-            if (base == e) {
-                const auto at = k.note.find("Cachegrind's cache model (");
-                const auto end = at == std::string::npos ? at : k.note.find(')', at);
-                return {true, "modelled (pmc emulate --cache): an exact count of " +
-                                  (end == std::string::npos ? std::string("Cachegrind's cache model")
-                                                            : k.note.substr(at, end + 1 - at)) +
-                                  " for each thread, not a real core's caches"};
-            }
+        if (is_modelled_cache_event_name(k.name)) {
+            const auto at = k.note.find("Cachegrind's cache model (");
+            const auto end = at == std::string::npos ? at : k.note.find(')', at);
+            return {true, "modelled (pmc emulate --cache): an exact count of " +
+                              (end == std::string::npos ? std::string("Cachegrind's cache model")
+                                                        : k.note.substr(at, end + 1 - at)) +
+                              " for each thread, not a real core's caches"};
+        }
     }
     if (k.read_path == "emulator" && k.note.find("(pmc emulate --branches)") != std::string::npos) {
-        const std::string base = k.name.substr(0, k.name.find(':'));
-        if (base == "branch-instructions" || base == "branches")
+        if (is_branch_count_event_name(k.name))
             return {true, "emulated (pmc emulate --branches): an exact count of the branch instructions the emulator "
                           "executed for each thread, not a real core's"};
-        if (base == "branch-misses")
+        if (is_modelled_branch_event_name(k.name))
             return {true, "modelled (pmc emulate --branches): an exact count of Cachegrind's branch predictor's "
                           "misses for each thread, not a real core's predictor"};
     }

@@ -33,6 +33,8 @@
 //                    every delivery on an aligned stack, every old action one of the two handlers (x86)
 //   raw-handler      a handler installed by a raw rt_sigaction system call, which spills an SSE register (x86)
 //   signal-cost      intervals around raise() with a handler installed by sigaction and by the raw system call (x86)
+//   inclusion ROUNDS one hot line, then 96 lines of its LL set but other D1 sets, ROUNDS times (pmc count --emulate
+//                    --cache --LL=65536,64,64 --inclusion ...: strict inclusion adds one D1 miss per round)
 //   cache-read       (pmc emulate --cache) the program's own counters on the cache model: 9 lines of one D1 set
 //                    read in turn add exactly 9 L1-dcache-load-misses a round, 8 lines none; a Group reads the
 //                    same; two reads back to back add the same every time. Prints a line per check, exits 1 if off
@@ -817,6 +819,24 @@ int run_chase(std::uint64_t lines, std::uint64_t rounds, unsigned threads) {
     return sum.load() == 12345 ? 3 : 0;
 }
 
+/// For --inclusion: with a 32 KiB 8-way D1 (64 sets: address bits 6-11) and a 64 KiB 64-way LL (16 sets: bits 6-9),
+/// the hot line at offset 0 and the 96 lines at 4096 j + 1024 m (j < 32, m = 1..3) share LL set 0, but the 96 fill
+/// D1 sets 16, 32 and 48, never the hot line's set 0. Each round reads the hot line, then the 96: they miss D1 and LL
+/// every time (32 per 8-way D1 set, 97 lines cycling through 64 LL ways) and push the hot line out of the LL. With
+/// Cachegrind's inclusion the hot line stays in the D1 and hits; with strict inclusion it leaves the D1 with the LL
+/// and misses both once per round.
+alignas(4096) char inclusion_lines[32 * 4096];
+int run_inclusion(std::uint64_t rounds) {
+    const volatile char* base = inclusion_lines;
+    unsigned s = 0;
+    for (std::uint64_t r = 0; r < rounds; ++r) {
+        s += static_cast<unsigned char>(base[0]);
+        for (std::uint64_t j = 0; j < 32; ++j)
+            for (std::uint64_t m = 1; m <= 3; ++m) s += static_cast<unsigned char>(base[j * 4096 + m * 1024]);
+    }
+    return s == 12345 ? 3 : 0;
+}
+
 /// Reads `lines` lines 4 KiB apart (one set of a 64-set, 8-way D1) in turn, `rounds` times.
 __attribute__((noinline)) void chase_set(const volatile char* base, std::uint64_t lines, std::uint64_t rounds) {
     unsigned s = 0;
@@ -1281,6 +1301,7 @@ int main(int argc, char** argv) {
                              argc > 4 ? static_cast<unsigned>(std::strtoul(argv[4], nullptr, 10)) : 1);
         if (mode == "matmul" && argc > 2) return run_matmul(static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10)));
         if (mode == "cache-read") return run_cache_read();
+        if (mode == "inclusion" && argc > 2) return run_inclusion(std::strtoull(argv[2], nullptr, 10));
         if (mode == "cache-threads") return run_cache_threads();
         if (mode == "load-samples" && argc > 4) // load-samples BYTES LOADS PERIOD [WARM] [THREADS] [LDLAT]
             return run_load_samples(std::strtoul(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),
@@ -1312,6 +1333,7 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
                          "profile [--plant N] | page-writes ROUNDS [CHILDREN] | hooks | chase LINES ROUNDS [THREADS] | matmul N | "
+                         "inclusion ROUNDS | "
                          "cache-read | cache-threads | branch-read | branch-threads | branches N | until-signal FILE | "
                          "jit-rep | churn | bad-pointer | stack | signal-frames | signal-race | raw-handler | signal-cost | "
                          "refused WHAT\n");

@@ -2,11 +2,8 @@
 # scripts/layout-sensitivity in small (docs/emulated-pmu.md): two identical runs of the pointer chase give a spread
 # of 0 % in every event, and the heap factor gives a row; --help exits 0. -DSCRIPT=... -DPMC=...
 cmake_minimum_required(VERSION 3.16)
-execute_process(COMMAND ${PMC} emulate -- /bin/true RESULT_VARIABLE status ERROR_VARIABLE err OUTPUT_QUIET)
-if(NOT status EQUAL 0)
-  message("SKIPPED: pmc emulate cannot run here: ${err}")
-  return()
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../support/emulator.cmake)
+pmc_skip_without_emulator(${PMC})
 execute_process(COMMAND ${SCRIPT} --help RESULT_VARIABLE status OUTPUT_VARIABLE out)
 if(NOT status EQUAL 0 OR NOT out MATCHES "usage: scripts/layout-sensitivity")
   message(FATAL_ERROR "--help: status ${status}: ${out}")

@@ -250,10 +250,11 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
 }
 
 namespace {
-/// pmc count --emulate --cache --csv of the target's chase: each event's count.
-std::map<std::string, std::uint64_t> cache_counts(const std::string& options, const std::string& chase) {
+/// pmc count --emulate --cache --csv of the target's chase (or another of its modes): each event's count.
+std::map<std::string, std::uint64_t> cache_counts(const std::string& options, const std::string& chase,
+                                                  const std::string& mode = "chase") {
     const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --cache --csv " + options + " -- '" +
-                                         target + "' chase " + chase + " 2>&1");
+                                         target + "' " + mode + " " + chase + " 2>&1");
     INFO(r.out);
     REQUIRE(r.status == 0);
     std::map<std::string, std::uint64_t> counts;
@@ -318,6 +319,35 @@ TEST_CASE("pmc count --emulate --cache --L2: the L2 takes the D1 misses it holds
     CHECK(std::regex_search(r.out, std::regex("L2: [0-9]+ read misses, [0-9]+ write misses")));
 }
 
+TEST_CASE("pmc count --emulate --cache --inclusion=strict: a line the LL evicts leaves the D1, once per round",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    // The target's inclusion mode: a hot line and 96 lines of its LL set in other D1 sets (a 64 KiB 64-way LL has 16
+    // sets, the 32 KiB 8-way D1 64). The 96 miss D1 and LL every round under either policy; the hot line hits D1
+    // under Cachegrind's inclusion and misses D1 and LL once a round under strict inclusion, the LL having evicted
+    // it. Runs of 200 and 400 rounds differ by the loop alone (arguments of one length).
+    const auto added = [&](const std::string& inclusion) {
+        const std::string options = "--LL=65536,64,64 " + inclusion + " -e L1-dcache-load-misses,LLC-load-misses";
+        const auto a = cache_counts(options, "200", "inclusion");
+        const auto b = cache_counts(options, "400", "inclusion");
+        return std::pair{b.at("L1-dcache-load-misses") - a.at("L1-dcache-load-misses"),
+                         b.at("LLC-load-misses") - a.at("LLC-load-misses")};
+    };
+    using Misses = std::pair<std::uint64_t, std::uint64_t>;
+    CHECK(added("") == Misses{96 * 200, 96 * 200});
+    CHECK(added("--inclusion=cachegrind") == Misses{96 * 200, 96 * 200});
+    CHECK(added("--inclusion strict") == Misses{97 * 200, 97 * 200});
+    // Both commands state the policy beside the geometry, and the program sees it in pmc::emulated_pmu().
+    const auto count = pmc_test::run_command("'" + pmc_tool + "' count --emulate --cache --inclusion=strict -- '" +
+                                             target + "' inclusion 1 2>&1");
+    CHECK(count.status == 0);
+    CHECK_THAT(count.out, ContainsSubstring("(I1 32768,8,64, D1 32768,8,64, LL 8388608,16,64, strict inclusion; LRU"));
+    const auto emulate = pmc_test::run_command("'" + pmc_tool + "' emulate --cache --inclusion=strict -- '" + target +
+                                               "' cache-read 2>&1");
+    CHECK_THAT(emulate.out, ContainsSubstring("note: modelled (pmc emulate --cache): Cachegrind's cache model (I1 "
+                                              "32768,8,64, D1 32768,8,64, LL 8388608,16,64, strict inclusion; LRU"));
+}
+
 TEST_CASE("pmc emulate --cache=host reads this machine's caches and prints the geometry it models",
           "[emulate][cache]") {
     REQUIRE_EMULATOR();
@@ -345,6 +375,10 @@ TEST_CASE("pmc emulate and pmc count --emulate refuse a cache geometry the model
         {"--cache --LL=8388608,16,48", "--LL=8388608,16,48: the line size 48 is not a power of two"},
         {"--cache --LL=16384,4,64", "the LL (16384 bytes) must be larger than I1 (32768) and D1 (32768 bytes)"},
         {"--cache --I1=32768,8", "'32768,8' is not SIZE,ASSOC,LINE"},
+        {"--inclusion=strict", "--inclusion says how the modelled caches hold each other's lines: give --cache with it"},
+        {"--cache --inclusion=loose", "--inclusion=loose: cachegrind (the default: a line the LL evicts stays in the L1s) "
+                                      "or strict"},
+        {"--cache --inclusion=strict --LL=8388608,16,32", "--inclusion=strict: strict inclusion needs each level's lines at least as long"},
     };
     for (const auto& [options, message] : cases) {
         for (const std::string command : {"emulate", "count --emulate"}) {

@@ -1,29 +1,35 @@
 # SPDX-License-Identifier: MIT
-# The memory experiment as an oracle for pmc's cache model (issue 33, item 4): pmc-mem-latency run under
-# `pmc emulate --cache GEOMETRY` must find one level per modelled data cache (D1, the L2 if any, the LL), each
-# boundary within one sweep step of the configured size, and memory beyond. This script reads the sizes the program
-# printed and checks them itself (it does not trust the program's own verdict).
-#   -DPMC=pmc  -DPROGRAM=pmc-mem-latency  -DOUT=dir  -DGEOMETRY=--D1=...|--LL=...  -DEXPECT=32768;8388608
+# The memory experiments as an oracle for pmc's cache model (issue 33, item 4): pmc-mem-latency or pmc-memory run
+# under `pmc emulate --cache GEOMETRY` must find one level per modelled data cache (D1, the L2 if any, the LL), each
+# boundary within one sweep step of the configured size, and memory beyond; the output must say the levels are
+# modelled and by which geometry. This script reads the sizes the program printed and checks them itself (it does
+# not trust the program's own verdict). pmc-memory must also leave out bandwidth and page faults, saying why, and
+# write a summary.md that says the levels are the model's. With the pinned geometry (GEOMETRY empty) the program
+# must also refuse to run under pmc emulate without --cache, saying how to run it.
+#   -DPMC=pmc  -DPROGRAM=pmc-mem-latency|pmc-memory  -DOUT=dir  -DGEOMETRY=--D1=...|--LL=...  -DEXPECT=32768;8388608
 # The program runs with --quick: 4 points per octave, so one step is a factor of 1.25.
 cmake_minimum_required(VERSION 3.16)
+include(${CMAKE_CURRENT_LIST_DIR}/../support/emulator.cmake)
+pmc_skip_without_emulator(${PMC})
 
-execute_process(COMMAND ${PMC} emulate -- /bin/true RESULT_VARIABLE status ERROR_VARIABLE err OUTPUT_QUIET)
-if(NOT status EQUAL 0)
-  message("SKIPPED: pmc emulate cannot run here: ${err}")
-  return()
-endif()
-
+get_filename_component(name ${PROGRAM} NAME)
 string(REPLACE "|" ";" GEOMETRY "${GEOMETRY}")
 file(REMOVE_RECURSE ${OUT})
 execute_process(COMMAND ${PMC} emulate --cache ${GEOMETRY} -- ${PROGRAM} --quick --quiet --no-plot --out ${OUT}
                 RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}")
 if(NOT status EQUAL 0)
-  message(FATAL_ERROR "pmc emulate --cache ${GEOMETRY} -- pmc-mem-latency exited with ${status}: ${err}")
+  message(FATAL_ERROR "pmc emulate --cache ${GEOMETRY} -- ${name} exited with ${status}: ${err}")
 endif()
-if(NOT out MATCHES "Levels found from pmc's cache model")
-  message(FATAL_ERROR "the output does not say the levels come from pmc's cache model")
+if(NOT out MATCHES "Levels found from pmc's cache model \\(pmc emulate --cache: ([^)]*)\\)")
+  message(FATAL_ERROR "the output does not say the levels come from pmc's cache model, and by which geometry")
 endif()
+set(geometry "${CMAKE_MATCH_1}")
+foreach(configured ${EXPECT})
+  if(NOT geometry MATCHES "(D1|L2|LL) ${configured},")
+    message(FATAL_ERROR "the geometry stated (${geometry}) has no level of ${configured} bytes")
+  endif()
+endforeach()
 
 string(REGEX MATCHALL "level L[0-9]+: boundary [0-9]+ bytes" found "${out}")
 list(LENGTH found found_count)
@@ -49,4 +55,44 @@ if(NOT out MATCHES "\nmemory +\\(beyond the caches\\)")
 endif()
 if(NOT EXISTS ${OUT}/latency-modelled.csv)
   message(FATAL_ERROR "${OUT}/latency-modelled.csv was not written")
+endif()
+
+if(GEOMETRY STREQUAL "")
+  # Under pmc emulate without --cache there is nothing to measure: status 1, and the fix.
+  execute_process(COMMAND ${PMC} emulate -- ${PROGRAM} --quick --quiet --no-plot --out ${OUT}-no-model
+                  RESULT_VARIABLE no_model_status OUTPUT_QUIET ERROR_VARIABLE no_model_err)
+  if(NOT no_model_status EQUAL 1 OR NOT no_model_err MATCHES "under pmc emulate without --cache.*Fix: `pmc emulate --cache")
+    message(FATAL_ERROR "${name} under pmc emulate without --cache: status ${no_model_status}, not 1 with the fix:\n"
+                        "${no_model_err}")
+  endif()
+  if(name STREQUAL "pmc-memory")
+    # Under the model only the latency experiment runs: leaving it out leaves nothing, a usage error.
+    execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} --skip latency --quiet --out ${OUT}-skip
+                    RESULT_VARIABLE skip_status OUTPUT_QUIET ERROR_VARIABLE skip_err)
+    if(NOT skip_status EQUAL 1 OR NOT skip_err MATCHES "--skip latency: under pmc emulate --cache")
+      message(FATAL_ERROR "pmc-memory --skip latency under the model: status ${skip_status}, not 1:\n${skip_err}")
+    endif()
+  endif()
+endif()
+
+if(name STREQUAL "pmc-memory")
+  # Timings under QEMU are the emulator's: bandwidth and page faults are left out, and said to be.
+  foreach(experiment "Bandwidth" "Page faults")
+    if(NOT out MATCHES "${experiment}: not measured under pmc emulate --cache")
+      message(FATAL_ERROR "the output does not say that ${experiment} was not measured under the emulator")
+    endif()
+  endforeach()
+  foreach(file bandwidth.csv pagefault.csv latency.csv)
+    if(EXISTS ${OUT}/${file})
+      message(FATAL_ERROR "${OUT}/${file} was written: a timed experiment ran under the emulator")
+    endif()
+  endforeach()
+  if(NOT EXISTS ${OUT}/summary.md)
+    message(FATAL_ERROR "${OUT}/summary.md was not written")
+  endif()
+  file(READ ${OUT}/summary.md summary)
+  string(FIND "${summary}" "${geometry}" at)
+  if(at LESS 0 OR NOT summary MATCHES "under pmc's cache model" OR NOT summary MATCHES "within one step")
+    message(FATAL_ERROR "summary.md does not state the model (${geometry}) and its levels:\n${summary}")
+  endif()
 endif()

@@ -13,6 +13,7 @@
 #include <pmc/group.hpp>
 #include <pmc/hybrid.hpp>
 #include <pmc/machine.hpp>
+#include <pmc/modelled_events.hpp>
 #include <pmc/pmu.hpp>
 #include <pmc/profile_format.hpp>
 #include <pmc/profiler.hpp>
