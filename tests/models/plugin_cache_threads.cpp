@@ -5,7 +5,8 @@
 // process's totals) while another thread takes both totals again and again, as an exit or an execve does while
 // other vCPUs still run. Built with ThreadSanitizer (tests/CMakeLists.txt): a read of a model its thread is
 // changing is a reported race and fails the test. Checked too: the report lines add up to every thread's exact
-// counts (each the same as one model fed the same stream alone).
+// counts (each the same as one model fed the same stream alone), and a fork child's reports hold only what it ran
+// after the fork.
 #include "plugin_branches.hpp"
 #include "plugin_cache.hpp"
 
@@ -225,6 +226,47 @@ int main() {
             ++failed;
         }
     }
+    // A fork child, played on this thread (the workers are gone, as in a child only the forking thread lives on):
+    // what the thread counted before the fork is the parent's; the child's reports hold only what it ran after.
+    const auto run = [](int from, int to) {
+        for (int r = from; r < to; ++r) {
+            plugin_cache::on_block(0, const_cast<plugin_cache::Block*>(&block));
+            plugin_branches::on_block(0, const_cast<plugin_branches::Block*>(&branch_block_at(0, r)));
+        }
+    };
+    run(0, 100);
+    plugin_cache::at_syscall(); // the fork's system call
+    plugin_branches::at_syscall();
+    plugin_cache::in_fork_child();
+    plugin_branches::in_fork_child();
+    std::uint64_t child_cache[2][9] = {};
+    BranchSums child_branches[2] = {};
+    add_line(plugin_cache::report_line(2), child_cache[0]);
+    add_branch_line(plugin_branches::report_line(2), child_branches[0]);
+    run(100, 150);
+    add_line(plugin_cache::report_line(2), child_cache[1]);
+    add_branch_line(plugin_branches::report_line(2), child_branches[1]);
+    std::uint64_t child_all = 0;
+    for (int r = 100; r < 150; ++r) child_all += branch_block_at(0, r).kind != BranchKind::none ? 1 : 0;
+    for (int k = 0; k < 9; ++k)
+        if (child_cache[0][k] != 0) {
+            std::printf("fork child: its first cache report has %s %" PRIu64 " from before the fork\n", names[k],
+                        child_cache[0][k]);
+            ++failed;
+        }
+    for (int k = 0; k < 5; ++k)
+        if (child_branches[0][k] != 0) {
+            std::printf("fork child: its first branch report has %s %" PRIu64 " from before the fork\n",
+                        branch_names[k], child_branches[0][k]);
+            ++failed;
+        }
+    if (child_cache[1][0] != 3 * 50 || child_branches[1][0] != child_all) {
+        std::printf("fork child: 50 blocks after the fork reported Ir %" PRIu64 " (expected 150) and branches %" PRIu64
+                    " (expected %" PRIu64 ")\n",
+                    child_cache[1][0], child_branches[1][0], child_all);
+        ++failed;
+    }
+
     std::printf("%d threads x %d rounds, the totals taken %d times while they ran: Ir %" PRIu64 " D1mr %" PRIu64
                 " Dw %" PRIu64 "; branches %" PRIu64 " Bcm %" PRIu64 " Bim %" PRIu64 "\n",
                 threads, rounds, totals_taken, sums[0], sums[4], sums[6], branch_sums[0], branch_sums[2],

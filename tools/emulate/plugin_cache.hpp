@@ -115,6 +115,7 @@ struct CacheThread {
 /// The threads' models (plugin_threads.hpp): this_thread() is a plain TLS load; `blocks` numbers executions.
 using threads = plugin_threads::Registry<CacheThread>;
 using ThreadModel = threads::Thread;
+inline ThreadModel& this_thread() { return threads::this_thread(); }
 
 /// What a block's executions need: its fetch plan, and each instruction's address and index for its accesses.
 struct Instruction {
@@ -132,15 +133,15 @@ inline std::vector<std::unique_ptr<Block>> blocks;
 
 inline void on_block(unsigned int, void* data) {
     const auto* b = static_cast<const Block*>(data);
-    ThreadModel& t = threads::this_thread();
-    t.block_started();
+    ThreadModel& t = this_thread();
+    if (__builtin_expect((++t.blocks & (ThreadModel::publish_every - 1)) == 0, 0)) t.publish();
     t.caches.count_instructions(b->instructions);
     for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_planned(r.address, r.size);
 }
 
 inline void on_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
     const auto* insn = static_cast<const Instruction*>(data);
-    ThreadModel& t = threads::this_thread();
+    ThreadModel& t = this_thread();
     if (__builtin_expect(info != t.meminfo, 0)) {
         t.meminfo = info;
         t.meminfo_store = qemu_plugin_mem_is_store(info);
@@ -176,7 +177,7 @@ inline void at_syscall() { threads::at_syscall(); }
 /// call (at_syscall has completed its last access); ~0 for a code the model does not have.
 inline std::uint64_t modelled_count(std::uint64_t event) {
     using pmc_model::Kind;
-    ThreadModel* model = &threads::this_thread();
+    ThreadModel* model = &this_thread();
 #if defined(PMC_PLUGIN_FAULT_SWAP) // the planted fault (tests/emulate): another live thread's model
     model = &threads::next_live(*model);
 #endif

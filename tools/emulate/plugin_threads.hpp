@@ -84,9 +84,6 @@ public:
         Thread* t = current_;
         return __builtin_expect(t != nullptr, 1) ? *t : new_thread();
     }
-    /// The calling thread's model, or null if it has none yet.
-    static Thread* current() noexcept { return current_; }
-
     /// Before each system call: the thread's counts, exact there, published.
     static void at_syscall() noexcept {
         if (Thread* t = current_) t->flush();
