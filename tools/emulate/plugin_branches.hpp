@@ -13,7 +13,7 @@
 //     block's branch and leaves it to be settled by the next block;
 //   - a system call starts no block of its own and ends the block it is in, which holds no branch: a count read
 //     there has every branch before it settled, and the thread's counts are published there for the process's
-//     total (plugin_threads.hpp; also at its exit and every 1,024 blocks).
+//     total (plugin_threads.hpp; also at its exit and every 1,024 branches).
 // What is counted (docs/emulated-pmu.md): branch-instructions = every branch executed (conditional or not, jumps,
 // calls, returns: perf's meaning); Bc, Bcm = conditional branches and the predictor's misses on them; Bi, Bim =
 // indirect jumps and calls (not returns: Cachegrind assumes a perfect return stack) and misses; branch-misses =
@@ -118,17 +118,20 @@ inline void settle(ThreadBranches& t, const Block& b, std::uint64_t to) {
     else t.predictor.indirect(b.pc, to);
 }
 
-/// The branch `b` ends with has executed: counted, and left for the next block to settle.
+/// The branch `b` ends with has executed: counted, and left for the next block to settle. The counts are published
+/// every publish_every branches (where the count's bit 10 flips: no block counter to keep, as the cache model does).
 inline void branch_executed(ThreadBranches& t, const Block& b) {
-    t.branches += b.branches;
+    const std::uint64_t before = t.branches;
+    t.branches = before + b.branches;
     t.pending = b.to_settle;
+    static_assert(ThreadBranches::publish_every == 1024, "bit 10");
+    if (__builtin_expect(((before ^ t.branches) & ThreadBranches::publish_every) != 0, 0)) t.publish();
 }
 
 /// At each execution of a block: settles the previous block's branch, then counts this one's.
 inline void on_block(unsigned int, void* data) {
     const auto* b = static_cast<const Block*>(data);
     ThreadBranches& t = threads::this_thread();
-    t.block_started();
     if (const Block* p = t.pending) settle(t, *p, b->start);
     branch_executed(t, *b);
 }

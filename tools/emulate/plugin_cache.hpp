@@ -89,6 +89,7 @@ struct CacheThread {
     using Counts = pmc_model::CacheCounts;
     pmc_model::CacheHierarchy caches;
     pmc_model::DataAccessMerger merger;
+    std::uint64_t blocks = 0; ///< blocks this thread executed: with an instruction's index, one execution of it
     /// The last meminfo QEMU passed and what it says: an instruction's accesses repeat theirs, so a compare
     /// replaces the two calls into QEMU that decode it (the meminfo's layout is QEMU's own and changes).
     std::uint64_t meminfo = ~std::uint64_t{0}; ///< none yet: no 32-bit meminfo equals it

@@ -5,8 +5,8 @@
 // the plugin's callbacks. The process's total is wanted by another thread (at an exit_group, an execve, a fork),
 // while the others still run. So a thread's counts reach other threads only through a copy it publishes under a
 // lock of its own: at each system call (where a count read is exact), at its exit, and every `publish_every`
-// blocks in between. A total therefore lacks at most that many blocks of each thread that is still running
-// and has made no system call since; a thread that exited is counted in full.
+// blocks (cache model) or branches (branch model) in between. A total therefore lacks at most that many of each
+// thread that is still running and has made no system call since; a thread that exited is counted in full.
 //
 // What `Model` provides:
 //   Model()                                  built on the thread's first callback (from the plugin's settings)
@@ -29,20 +29,15 @@
 
 namespace plugin_threads {
 
-/// One guest thread's model, its block count and what it last published.
+/// One guest thread's model and what it last published.
 template <class Model>
 struct Thread : Model {
     using Counts = typename Model::Counts;
 
-    /// Blocks between two publications while the thread runs with no system call.
+    /// A model's events (the cache model's blocks, the branch model's branches) between two publications while the
+    /// thread runs with no system call: the model counts them and calls publish().
     static constexpr std::uint64_t publish_every = 1024;
 
-    std::uint64_t blocks = 0; ///< blocks this thread executed (the cache model numbers executions with it)
-
-    /// By this thread, at each block it starts: counted, and published every publish_every blocks.
-    void block_started() noexcept {
-        if (__builtin_expect((++blocks & (publish_every - 1)) == 0, 0)) publish();
-    }
     /// By this thread: work in flight completed (its counts are exact here) and published.
     void flush() noexcept {
         this->finish();
