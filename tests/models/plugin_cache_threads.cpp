@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
-// The QEMU plugin's cache registry (tools/emulate/plugin_cache.hpp) under threads, without QEMU: guest threads
-// feed their models through the plugin's own callbacks and exit (their pthread key destructor folds them into the
-// process's total) while another thread takes the process's total again and again, as an exit or an execve does
-// while other vCPUs still run. Built with ThreadSanitizer (tests/CMakeLists.txt): a read of a model its thread is
+// The QEMU plugin's per-thread registry (tools/emulate/plugin_threads.hpp) under threads, without QEMU, for both
+// models that use it (plugin_cache.hpp, plugin_branches.hpp): guest threads feed their cache model and branch
+// predictor through the plugin's own callbacks and exit (their pthread key destructors fold them into the
+// process's totals) while another thread takes both totals again and again, as an exit or an execve does while
+// other vCPUs still run. Built with ThreadSanitizer (tests/CMakeLists.txt): a read of a model its thread is
 // changing is a reported race and fails the test. Checked too: the report lines add up to every thread's exact
-// counts (each the same as one model fed the same stream alone).
+// counts (each the same as one model fed the same stream alone), and a fork child's reports hold only what it ran
+// after the fork.
+#include "plugin_branches.hpp"
 #include "plugin_cache.hpp"
 
 #include <atomic>
@@ -83,6 +86,67 @@ void add_line(const std::string& line, std::uint64_t (&sums)[9]) {
     }
 }
 
+// ---- the branch model's stream ----
+
+using pmc_model::BranchKind;
+
+/// Blocks that end with each kind of branch; a conditional's fall-through and taken target both start blocks.
+plugin_branches::Block branch_block(std::uint64_t start, std::uint64_t pc, std::uint64_t next, BranchKind kind) {
+    plugin_branches::Block b{start, pc, next, kind, 0, nullptr};
+    b.prepare();
+    return b;
+}
+const plugin_branches::Block branch_blocks[] = {
+    branch_block(0x401000, 0x401010, 0x401012, BranchKind::conditional),
+    branch_block(0x401012, 0x401020, 0x401022, BranchKind::indirect),    // the conditional's fall-through
+    branch_block(0x401100, 0x401110, 0x401115, BranchKind::direct),      // its taken target
+    branch_block(0x401200, 0x401208, 0x40120a, BranchKind::none),
+    branch_block(0x401300, 0x401304, 0x401305, BranchKind::ret),
+    branch_block(0x401400, 0x401480, 0x401482, BranchKind::conditional), // another predictor entry
+};
+constexpr std::size_t branch_kinds = sizeof branch_blocks / sizeof branch_blocks[0];
+
+/// Thread `t`'s block at round `r`: a fixed pseudo-random walk, so that the predictor both hits and misses.
+const plugin_branches::Block& branch_block_at(int t, int r) {
+    std::uint64_t x = (static_cast<std::uint64_t>(t) << 32 | static_cast<std::uint64_t>(r)) * 0x9E3779B97F4A7C15u;
+    x ^= x >> 29;
+    // A thread's own bias: thread 0 mostly runs the first conditional and its fall-through (mostly predicted).
+    const std::size_t pick = static_cast<std::size_t>(x % (branch_kinds + 2 * static_cast<std::uint64_t>(t == 0)));
+    return branch_blocks[pick < branch_kinds ? pick : pick - branch_kinds];
+}
+
+/// The five counts of a report line, in its order: all, Bc, Bcm, Bi, Bim.
+using BranchSums = std::uint64_t[5];
+
+/// Thread `t`'s stream fed to one predictor alone, settled as a block's successor says (the plugin's rule).
+void branches_alone(int t, BranchSums& sums) {
+    pmc_model::BranchPredictor predictor(0);
+    std::uint64_t all = 0;
+    const plugin_branches::Block* pending = nullptr;
+    for (int r = 0; r < rounds; ++r) {
+        const plugin_branches::Block& b = branch_block_at(t, r);
+        if (pending && pending->kind == BranchKind::conditional) predictor.conditional(pending->pc, b.start != pending->next);
+        else if (pending) predictor.indirect(pending->pc, b.start);
+        all += b.kind != BranchKind::none ? 1 : 0;
+        pending = b.kind == BranchKind::conditional || b.kind == BranchKind::indirect ? &b : nullptr;
+    }
+    const pmc_model::BranchCounts& c = predictor.counts();
+    const std::uint64_t each[5] = {all, c.conditional, c.conditional_misses, c.indirect, c.indirect_misses};
+    for (int k = 0; k < 5; ++k) sums[k] += each[k];
+}
+
+/// Adds the fields of a report line ("pid N branches all A Bc B Bcm C Bi D Bim E") to `sums`.
+void add_branch_line(const std::string& line, BranchSums& sums) {
+    std::istringstream in(line);
+    std::string word;
+    in >> word >> word >> word; // pid N branches
+    for (std::uint64_t& s : sums) {
+        std::uint64_t v = 0;
+        in >> word >> v;
+        s += v;
+    }
+}
+
 } // namespace
 
 int main() {
@@ -92,27 +156,42 @@ int main() {
         std::fprintf(stderr, "start: %s\n", why.c_str());
         return 1;
     }
+    plugin_branches::settings.on = true;
+    if (const std::string why = plugin_branches::start("x86_64"); !why.empty()) {
+        std::fprintf(stderr, "start: %s\n", why.c_str());
+        return 1;
+    }
     std::uint64_t sums[9] = {};
+    BranchSums branch_sums = {};
     std::atomic<int> running{threads};
     std::thread workers[threads];
     for (int t = 0; t < threads; ++t)
         workers[t] = std::thread([t, &running] {
+            int round = 0; // each block also runs the branch model's block of that round, as with both models on
             stream(
                 0x7f0000000000 + static_cast<std::uint64_t>(t) * 0x100000,
-                [] { plugin_cache::on_block(0, const_cast<plugin_cache::Block*>(&block)); },
+                [t, &round] {
+                    plugin_cache::on_block(0, const_cast<plugin_cache::Block*>(&block));
+                    plugin_branches::on_block(0, const_cast<plugin_branches::Block*>(&branch_block_at(t, round++)));
+                },
                 [](qemu_plugin_meminfo_t info, std::uint64_t address, const plugin_cache::Instruction* insn) {
                     plugin_cache::on_memory(0, info, address, const_cast<plugin_cache::Instruction*>(insn));
                 },
-                [] { plugin_cache::at_syscall(); });
+                [] {
+                    plugin_cache::at_syscall();
+                    plugin_branches::at_syscall();
+                });
             running.fetch_sub(1);
         });
     int totals_taken = 0;
     while (running.load() > 0) { // the process's total, taken while the threads run and exit
         add_line(plugin_cache::report_line(1), sums);
+        add_branch_line(plugin_branches::report_line(1), branch_sums);
         ++totals_taken;
     }
     for (auto& w : workers) w.join();
     add_line(plugin_cache::report_line(1), sums);
+    add_branch_line(plugin_branches::report_line(1), branch_sums);
 
     std::uint64_t expected[9] = {};
     for (int t = 0; t < threads; ++t) {
@@ -132,9 +211,66 @@ int main() {
         std::printf("the stream made no D1 read miss: the test checks nothing\n");
         ++failed;
     }
-    std::printf("%d threads x %d rounds, the total taken %d times while they ran: Ir %" PRIu64 " D1mr %" PRIu64
-                " Dw %" PRIu64 "\n",
-                threads, rounds, totals_taken, sums[0], sums[4], sums[6]);
+    BranchSums branch_expected = {};
+    for (int t = 0; t < threads; ++t) branches_alone(t, branch_expected);
+    const char* branch_names[5] = {"all", "Bc", "Bcm", "Bi", "Bim"};
+    for (int k = 0; k < 5; ++k) {
+        if (branch_sums[k] != branch_expected[k]) {
+            std::printf("branches %s: the report lines add up to %" PRIu64 ", the threads' predictors alone count %" PRIu64
+                        "\n",
+                        branch_names[k], branch_sums[k], branch_expected[k]);
+            ++failed;
+        }
+        if (branch_expected[k] == 0) {
+            std::printf("branches %s: the stream counted none: the test checks nothing there\n", branch_names[k]);
+            ++failed;
+        }
+    }
+    // A fork child, played on this thread (the workers are gone, as in a child only the forking thread lives on):
+    // what the thread counted before the fork is the parent's; the child's reports hold only what it ran after.
+    const auto run = [](int from, int to) {
+        for (int r = from; r < to; ++r) {
+            plugin_cache::on_block(0, const_cast<plugin_cache::Block*>(&block));
+            plugin_branches::on_block(0, const_cast<plugin_branches::Block*>(&branch_block_at(0, r)));
+        }
+    };
+    run(0, 100);
+    plugin_cache::at_syscall(); // the fork's system call
+    plugin_branches::at_syscall();
+    plugin_cache::in_fork_child();
+    plugin_branches::in_fork_child();
+    std::uint64_t child_cache[2][9] = {};
+    BranchSums child_branches[2] = {};
+    add_line(plugin_cache::report_line(2), child_cache[0]);
+    add_branch_line(plugin_branches::report_line(2), child_branches[0]);
+    run(100, 150);
+    add_line(plugin_cache::report_line(2), child_cache[1]);
+    add_branch_line(plugin_branches::report_line(2), child_branches[1]);
+    std::uint64_t child_all = 0;
+    for (int r = 100; r < 150; ++r) child_all += branch_block_at(0, r).kind != BranchKind::none ? 1 : 0;
+    for (int k = 0; k < 9; ++k)
+        if (child_cache[0][k] != 0) {
+            std::printf("fork child: its first cache report has %s %" PRIu64 " from before the fork\n", names[k],
+                        child_cache[0][k]);
+            ++failed;
+        }
+    for (int k = 0; k < 5; ++k)
+        if (child_branches[0][k] != 0) {
+            std::printf("fork child: its first branch report has %s %" PRIu64 " from before the fork\n",
+                        branch_names[k], child_branches[0][k]);
+            ++failed;
+        }
+    if (child_cache[1][0] != 3 * 50 || child_branches[1][0] != child_all) {
+        std::printf("fork child: 50 blocks after the fork reported Ir %" PRIu64 " (expected 150) and branches %" PRIu64
+                    " (expected %" PRIu64 ")\n",
+                    child_cache[1][0], child_branches[1][0], child_all);
+        ++failed;
+    }
+
+    std::printf("%d threads x %d rounds, the totals taken %d times while they ran: Ir %" PRIu64 " D1mr %" PRIu64
+                " Dw %" PRIu64 "; branches %" PRIu64 " Bcm %" PRIu64 " Bim %" PRIu64 "\n",
+                threads, rounds, totals_taken, sums[0], sums[4], sums[6], branch_sums[0], branch_sums[2],
+                branch_sums[4]);
     std::printf("%d passed, %d failed\n", failed ? 0 : 1, failed ? 1 : 0);
     return failed ? 1 : 0;
 }

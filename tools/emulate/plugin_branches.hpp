@@ -12,7 +12,8 @@
 //     an indirect one went here), as QEMU's contrib/plugins/cflow.c learns branch outcomes; then it counts this
 //     block's branch and leaves it to be settled by the next block;
 //   - a system call starts no block of its own and ends the block it is in, which holds no branch: a count read
-//     there has every branch before it settled.
+//     there has every branch before it settled, and the thread's counts are published there for the process's
+//     total (plugin_threads.hpp; also at its exit and every 1,024 branches).
 // What is counted (docs/emulated-pmu.md): branch-instructions = every branch executed (conditional or not, jumps,
 // calls, returns: perf's meaning); Bc, Bcm = conditional branches and the predictor's misses on them; Bi, Bim =
 // indirect jumps and calls (not returns: Cachegrind assumes a perfect return stack) and misses; branch-misses =
@@ -21,9 +22,8 @@
 
 #include "model/branch_decode.hpp"
 #include "model/branch_model.hpp"
+#include "plugin_threads.hpp"
 #include "qemu_plugin_api.h"
-
-#include <pthread.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -76,63 +76,37 @@ inline std::vector<std::unique_ptr<Block>> blocks;
 
 // ---- one guest thread's counts ----
 
-struct ThreadBranches {
+/// What a report line says: every branch, and Cachegrind's Bc, Bcm, Bi, Bim.
+struct Totals {
+    std::uint64_t branches = 0, Bc = 0, Bcm = 0, Bi = 0, Bim = 0;
+};
+
+/// One guest thread's predictor, changed by its own thread alone with no lock (a call per block); plugin_threads
+/// publishes its counts for the process's total, taken at an exit or an execve while other threads may still run.
+struct BranchThread {
+    using Counts = Totals;
     pmc_model::BranchPredictor predictor;
     std::uint64_t branches = 0;      ///< every branch instruction executed
     const Block* pending = nullptr;  ///< the conditional or indirect branch that ended the last block
-    explicit ThreadBranches(unsigned zero_low_bits) : predictor(zero_low_bits) {}
-};
 
-struct Totals {
-    std::uint64_t branches = 0, Bc = 0, Bcm = 0, Bi = 0, Bim = 0;
-    void add(const ThreadBranches& t) {
-        const pmc_model::BranchCounts& c = t.predictor.counts();
-        branches += t.branches, Bc += c.conditional, Bcm += c.conditional_misses;
-        Bi += c.indirect, Bim += c.indirect_misses;
+    BranchThread() : predictor(settings.zero_low_bits) {}
+    /// Nothing in flight: a system call ends a block that holds no branch, so every branch before it is settled.
+    void finish() noexcept {}
+    Counts counts() const noexcept {
+        const pmc_model::BranchCounts& c = predictor.counts();
+        return Totals{branches, c.conditional, c.conditional_misses, c.indirect, c.indirect_misses};
+    }
+    static void add(Counts& to, const Counts& from) {
+        to.branches += from.branches, to.Bc += from.Bc, to.Bcm += from.Bcm, to.Bi += from.Bi, to.Bim += from.Bim;
+    }
+    static void subtract(Counts& to, const Counts& from) {
+        to.branches -= from.branches, to.Bc -= from.Bc, to.Bcm -= from.Bcm, to.Bi -= from.Bi, to.Bim -= from.Bim;
     }
 };
 
-// The live threads' counts (for the process's total at exit) and what exited threads counted.
-inline std::mutex threads_lock;
-inline std::vector<ThreadBranches*> live_threads;
-inline Totals exited;
-inline Totals reported; ///< already in a report line (at an execve, or the parent's at a fork)
-
-/// The thread's counts: a pointer in initial-exec TLS (a plain load), freed by a pthread key's destructor at the
-/// thread's exit.
-inline __attribute__((tls_model("initial-exec"))) thread_local ThreadBranches* current = nullptr;
-inline pthread_key_t exit_key;
-
-inline void thread_exits(void* state) {
-    auto* t = static_cast<ThreadBranches*>(state);
-    {
-        std::lock_guard<std::mutex> hold(threads_lock);
-        exited.add(*t);
-        for (auto& p : live_threads)
-            if (p == t) {
-                p = live_threads.back();
-                live_threads.pop_back();
-                break;
-            }
-    }
-    current = nullptr;
-    delete t;
-}
-
-__attribute__((noinline)) inline ThreadBranches& new_thread() {
-    auto* t = new ThreadBranches(settings.zero_low_bits);
-    {
-        std::lock_guard<std::mutex> hold(threads_lock);
-        live_threads.push_back(t);
-    }
-    ::pthread_setspecific(exit_key, t);
-    current = t;
-    return *t;
-}
-inline ThreadBranches& this_thread() {
-    ThreadBranches* t = current;
-    return __builtin_expect(t != nullptr, 1) ? *t : new_thread();
-}
+/// The threads' predictors (plugin_threads.hpp): this_thread() is a plain TLS load.
+using threads = plugin_threads::Registry<BranchThread>;
+using ThreadBranches = threads::Thread;
 
 /// Where execution went after `b`'s branch: to `to`.
 inline void settle(ThreadBranches& t, const Block& b, std::uint64_t to) {
@@ -144,23 +118,29 @@ inline void settle(ThreadBranches& t, const Block& b, std::uint64_t to) {
     else t.predictor.indirect(b.pc, to);
 }
 
-/// The branch `b` ends with has executed: counted, and left for the next block to settle.
+/// The branch `b` ends with has executed: counted, and left for the next block to settle. The counts are published
+/// every publish_every branches (where the count's bit 10 flips: no block counter to keep, as the cache model does).
 inline void branch_executed(ThreadBranches& t, const Block& b) {
-    t.branches += b.branches;
+    const std::uint64_t before = t.branches;
+    t.branches = before + b.branches;
     t.pending = b.to_settle;
+    static_assert(ThreadBranches::publish_every == 1024, "bit 10");
+    if (__builtin_expect(((before ^ t.branches) & ThreadBranches::publish_every) != 0, 0)) t.publish();
 }
 
 /// At each execution of a block: settles the previous block's branch, then counts this one's.
 inline void on_block(unsigned int, void* data) {
     const auto* b = static_cast<const Block*>(data);
-    ThreadBranches& t = this_thread();
+    ThreadBranches& t = threads::this_thread();
     if (const Block* p = t.pending) settle(t, *p, b->start);
     branch_executed(t, *b);
 }
 /// The branch of a block whose last listed instruction QEMU 7.2 may take out again (qemu_plugin.cpp's
 /// may_be_taken_out): counted by that instruction's own call, which QEMU drops with the instruction. If it was taken
 /// out, it starts the next block, which counts it.
-inline void on_last_instruction(unsigned int, void* data) { branch_executed(this_thread(), *static_cast<const Block*>(data)); }
+inline void on_last_instruction(unsigned int, void* data) {
+    branch_executed(threads::this_thread(), *static_cast<const Block*>(data));
+}
 
 /// At translation (n instructions; `last_may_be_taken_out`: see on_last_instruction).
 inline void translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_out) {
@@ -197,16 +177,9 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_
 /// This thread's count of a branch event (pmc/detail/emulated.hpp's Event codes 12 and 13), exact at a system call;
 /// ~0 for another code.
 inline std::uint64_t modelled_count(std::uint64_t event) {
-    ThreadBranches* t = &this_thread();
+    ThreadBranches* t = &threads::this_thread();
 #if defined(PMC_PLUGIN_FAULT_SWAP) // the planted fault (tests/emulate): another live thread's counts
-    {
-        std::lock_guard<std::mutex> hold(threads_lock);
-        for (std::size_t i = 0; i < live_threads.size(); ++i)
-            if (live_threads[i] == t) {
-                t = live_threads[(i + 1) % live_threads.size()];
-                break;
-            }
-    }
+    t = &threads::next_live(*t);
 #endif
     const pmc_model::BranchCounts& c = t->predictor.counts();
     switch (event) {
@@ -223,20 +196,16 @@ inline std::string start(const char* target) {
     if (!settings.x86 && std::strcmp(target, "aarch64") != 0)
         return std::string("the branch model decodes x86-64 and AArch64 branches, not ") + target + "'s";
     settings.zero_low_bits = settings.x86 ? 0 : 2;
-    if (::pthread_key_create(&exit_key, thread_exits) != 0) return "no pthread key for the threads' predictors";
-    return "";
+    return threads::start();
 }
+
+/// Before a system call: the thread's counts, exact there, published for the process's total.
+inline void at_syscall() { threads::at_syscall(); }
 
 /// The process's branch counts since its last report line, as one: "pid N branches all A Bc B Bcm C Bi D Bim E\n"
 /// (`all`: every branch instruction; the rest Cachegrind's names and meanings).
 inline std::string report_line(long pid) {
-    std::lock_guard<std::mutex> hold(threads_lock);
-    Totals total = exited;
-    for (ThreadBranches* t : live_threads) total.add(*t);
-    Totals since = total;
-    since.branches -= reported.branches, since.Bc -= reported.Bc, since.Bcm -= reported.Bcm;
-    since.Bi -= reported.Bi, since.Bim -= reported.Bim;
-    reported = total;
+    const Totals since = threads::since_last_report();
     char line[256];
     std::snprintf(line, sizeof line, "pid %ld branches all %llu Bc %llu Bcm %llu Bi %llu Bim %llu\n", pid,
                   static_cast<unsigned long long>(since.branches), static_cast<unsigned long long>(since.Bc),
@@ -247,15 +216,8 @@ inline std::string report_line(long pid) {
 
 /// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report.
 inline void in_fork_child() {
-    new (&threads_lock) std::mutex;
     new (&blocks_lock) std::mutex;
-    live_threads.clear();
-    exited = {};
-    reported = {};
-    if (ThreadBranches* t = current) {
-        live_threads.push_back(t);
-        reported.add(*t);
-    }
+    threads::in_fork_child();
 }
 
 } // namespace plugin_branches

@@ -19,16 +19,14 @@
 
 #include "model/cache_model.hpp"
 #include "plugin_sampling.hpp"
+#include "plugin_threads.hpp"
 #include "qemu_plugin_api.h"
-
-#include <pthread.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -84,10 +82,11 @@ inline void add(pmc_model::CacheCounts& to, const pmc_model::CacheCounts& from, 
     each(to.ll, from.ll);
 }
 
-/// One guest thread's model. Its own thread changes it with no lock (a call per block and per access); other
-/// threads read only `published`, under `lock`: the process's total is taken at an exit or an execve while other
-/// threads may still run, or run their exit (thread_exits).
-struct ThreadModel {
+/// One guest thread's cache model, changed by its own thread alone with no lock (a call per block and per access);
+/// plugin_threads publishes its counts for the process's total, taken at an exit or an execve while other threads
+/// may still run.
+struct CacheThread {
+    using Counts = pmc_model::CacheCounts;
     pmc_model::CacheHierarchy caches;
     pmc_model::DataAccessMerger merger;
     std::uint64_t blocks = 0; ///< blocks this thread executed: with an instruction's index, one execution of it
@@ -96,14 +95,8 @@ struct ThreadModel {
     std::uint64_t meminfo = ~std::uint64_t{0}; ///< none yet: no 32-bit meminfo equals it
     bool meminfo_store = false;
     std::uint32_t meminfo_size = 0;
-    std::mutex lock;
-    pmc_model::CacheCounts published; ///< under `lock`: the counts at the last flush() or every publish_every blocks
 
-    /// Blocks between two publications while the thread runs without a system call: what another thread's total
-    /// may lack of this one's (at most that many blocks, as a running thread's count is taken at no fixed point).
-    static constexpr std::uint64_t publish_every = 1024;
-
-    explicit ThreadModel(const pmc_model::CacheConfig& c) : caches(c) {}
+    CacheThread() : caches(settings.config) {}
     void complete(const pmc_model::DataAccess& a) noexcept {
         // With a load sampler on this thread, a load needs the level that served it; otherwise the inlined path.
         if (__builtin_expect(plugin_sampling::current != nullptr, 0) && a.kind != pmc_model::Kind::write)
@@ -111,64 +104,19 @@ struct ThreadModel {
         else
             caches.data(a.kind, a.address, a.size);
     }
-    /// By this thread: the last access completed (its counts are exact at this point) and published.
-    void flush() noexcept {
+    /// Before a publication: the last access completed (its counts are exact at this point).
+    void finish() noexcept {
         merger.flush([this](const pmc_model::DataAccess& a) { complete(a); });
-        publish();
     }
-    __attribute__((noinline)) void publish() noexcept {
-        std::lock_guard<std::mutex> hold(lock);
-        published = caches.counts();
-    }
-    /// By any thread.
-    pmc_model::CacheCounts published_counts() {
-        std::lock_guard<std::mutex> hold(lock);
-        return published;
-    }
+    Counts counts() const noexcept { return caches.counts(); }
+    static void add(Counts& to, const Counts& from) { plugin_cache::add(to, from); }
+    static void subtract(Counts& to, const Counts& from) { plugin_cache::add(to, from, true); }
 };
 
-// The models of the process's live threads (for its total at exit) and what exited threads counted.
-inline std::mutex models_lock;
-inline std::vector<ThreadModel*> live_models;
-inline pmc_model::CacheCounts exited_counts;
-inline pmc_model::CacheCounts reported_counts; ///< already in a report line (at an execve, or the parent's at a fork)
-
-/// The thread's model: a pointer in initial-exec TLS (a plain load; a dlopen'd library's thread_local object
-/// would go through __tls_get_addr on every access), freed by a pthread key's destructor at the thread's exit.
-inline __attribute__((tls_model("initial-exec"))) thread_local ThreadModel* current = nullptr;
-inline pthread_key_t exit_key;
-
-inline void thread_exits(void* model) {
-    auto* m = static_cast<ThreadModel*>(model);
-    m->flush();
-    {
-        std::lock_guard<std::mutex> hold(models_lock);
-        add(exited_counts, m->published_counts());
-        for (auto& p : live_models)
-            if (p == m) {
-                p = live_models.back();
-                live_models.pop_back();
-                break;
-            }
-    }
-    current = nullptr;
-    delete m;
-}
-
-__attribute__((noinline)) inline ThreadModel& new_thread_model() {
-    auto* m = new ThreadModel(settings.config);
-    {
-        std::lock_guard<std::mutex> hold(models_lock);
-        live_models.push_back(m);
-    }
-    ::pthread_setspecific(exit_key, m);
-    current = m;
-    return *m;
-}
-inline ThreadModel& this_thread() {
-    ThreadModel* m = current;
-    return __builtin_expect(m != nullptr, 1) ? *m : new_thread_model();
-}
+/// The threads' models (plugin_threads.hpp): this_thread() is a plain TLS load; `blocks` numbers executions.
+using threads = plugin_threads::Registry<CacheThread>;
+using ThreadModel = threads::Thread;
+inline ThreadModel& this_thread() { return threads::this_thread(); }
 
 /// What a block's executions need: its fetch plan, and each instruction's address and index for its accesses.
 struct Instruction {
@@ -224,9 +172,7 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n) {
 }
 
 /// Before a system call: the thread's last access is complete (a count read there includes it).
-inline void at_syscall() {
-    if (ThreadModel* m = current) m->flush();
-}
+inline void at_syscall() { threads::at_syscall(); }
 
 /// This thread's count of a modelled event (pmc/detail/emulated.hpp's Event codes 1 to 11), exact at a system
 /// call (at_syscall has completed its last access); ~0 for a code the model does not have.
@@ -234,14 +180,7 @@ inline std::uint64_t modelled_count(std::uint64_t event) {
     using pmc_model::Kind;
     ThreadModel* model = &this_thread();
 #if defined(PMC_PLUGIN_FAULT_SWAP) // the planted fault (tests/emulate): another live thread's model
-    {
-        std::lock_guard<std::mutex> hold(models_lock);
-        for (std::size_t i = 0; i < live_models.size(); ++i)
-            if (live_models[i] == model) {
-                model = live_models[(i + 1) % live_models.size()];
-                break;
-            }
-    }
+    model = &threads::next_live(*model);
 #endif
     const pmc_model::CacheCounts& c = model->caches.counts();
     const auto at = [](Kind k) { return pmc_model::CacheCounts::at(k); };
@@ -265,23 +204,14 @@ inline std::uint64_t modelled_count(std::uint64_t event) {
 inline std::string start() {
     if (!settings.on) return "";
     if (std::string p = pmc_model::config_problem(settings.config); !p.empty()) return p;
-    if (::pthread_key_create(&exit_key, thread_exits) != 0) return "no pthread key for the threads' models";
-    return "";
+    return threads::start();
 }
 
 /// The process's cache counts since its last report line, as one: "pid N cache Ir A I1mr B ILmr C Dr D D1mr E
 /// DLmr F Dw G D1mw H DLmw I LLi J LLr K LLw L\n" (Cachegrind's names and meanings; LLi, LLr, LLw: the LL's
 /// accesses by fetches, reads and writes, which an L2 makes fewer than the L1 misses).
 inline std::string report_line(long pid) {
-    std::lock_guard<std::mutex> hold(models_lock);
-    pmc_model::CacheCounts total = exited_counts;
-    for (ThreadModel* m : live_models) {
-        if (m == current) m->flush();
-        add(total, m->published_counts());
-    }
-    pmc_model::CacheCounts since = total;
-    add(since, reported_counts, true);
-    reported_counts = total;
+    const pmc_model::CacheCounts since = threads::since_last_report();
     char line[512];
     std::snprintf(line, sizeof line,
                   "pid %ld cache Ir %llu I1mr %llu ILmr %llu Dr %llu D1mr %llu DLmr %llu Dw %llu D1mw %llu DLmw %llu "
@@ -298,16 +228,6 @@ inline std::string report_line(long pid) {
 }
 
 /// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report.
-inline void in_fork_child() {
-    new (&models_lock) std::mutex;
-    live_models.clear();
-    exited_counts = {};
-    reported_counts = {};
-    if (ThreadModel* m = current) {
-        new (&m->lock) std::mutex; // a thread that is gone may have held it to read the counts
-        live_models.push_back(m);
-        reported_counts = m->published_counts();
-    }
-}
+inline void in_fork_child() { threads::in_fork_child(); }
 
 } // namespace plugin_cache

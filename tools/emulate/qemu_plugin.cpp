@@ -693,6 +693,7 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
     this_vcpu = vcpu;
     note_refused_call(num, a1);
     if (plugin_cache::settings.on) plugin_cache::at_syscall();
+    if (plugin_branches::settings.on) plugin_branches::at_syscall();
     if (num == execve_number || num == execveat_number) {
         on_execve(num, a1, a2, num == execve_number ? a3 : a4, a5);
         report_total("exec ");
