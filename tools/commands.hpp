@@ -141,8 +141,16 @@ struct EmulatedReport {
     int unfinished = 0;             ///< of them, those that never reported their count (ended by a signal)
     std::vector<std::string> native; ///< "PATH (why)" for each program that ran natively, not counted
     std::vector<std::pair<long, std::string>> sigill; ///< pid and program of each process that died of SIGILL
-    /// The same for SIGSEGV, noted only under a QEMU that misaligns signal frames (tools/emulate/stay_emulated.cpp)
+    /// The same for SIGSEGV in a process that had installed a signal handler, noted only under a QEMU that misaligns
+    /// signal frames (tools/emulate/stay_emulated.cpp)
     std::vector<std::pair<long, std::string>> sigsegv;
+    /// Processes whose SIGSEGV came with no handler of their own installed: not the misaligned frame's doing.
+    std::vector<long> plain_sigsegv;
+    bool faulted_without_handler(long pid) const {
+        for (long p : plain_sigsegv)
+            if (p == pid) return true;
+        return false;
+    }
     /// With --cache: the modelled caches' counts, every emulated process's summed, by Cachegrind's names.
     bool has_cache = false;
     std::uint64_t Ir = 0, I1mr = 0, ILmr = 0, Dr = 0, D1mr = 0, DLmr = 0, Dw = 0, D1mw = 0, DLmw = 0;

@@ -441,10 +441,11 @@ std::optional<int> run_count_emulated(const std::vector<std::string>& command, c
         return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
     }
     run.exit_status = finish_emulated(job, shown, run.raw_status, "pmc: count --emulate");
-    if (WIFSIGNALED(run.raw_status) && WTERMSIG(run.raw_status) == SIGSEGV && emulator->misaligns_signal_frames)
-        fmt::print(stderr, "pmc: count: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
     run.elapsed_ns = nanoseconds_since(go_time);
     run.processes = read_emulated_report(report_file.path);
+    if (WIFSIGNALED(run.raw_status) && WTERMSIG(run.raw_status) == SIGSEGV && emulator->misaligns_signal_frames &&
+        !run.processes.faulted_without_handler(*child))
+        fmt::print(stderr, "pmc: count: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
     if (run.processes.unfinished > 0)
         fmt::print(stderr, "pmc: count --emulate: {} of the {} emulated processes ended without reaching their exit "
                            "(a signal, such as SIGKILL or an unhandled SIGINT): their instructions are not in the count\n",

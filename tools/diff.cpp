@@ -29,6 +29,8 @@
 
 namespace pmc_tool {
 
+// The help states pmc::gate::modelled_threshold_percent in words: the two move together.
+static_assert(pmc::gate::modelled_threshold_percent == 10.0, "say the modelled threshold in diff_help's --counter");
 const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] [--alpha A]
                 [--fail-on-change | --fail-on-increase] [--threshold VALUE] [--accept FILE]
                 BASE NEW | BASE... -- NEW...
@@ -73,7 +75,7 @@ Options:
                   modelled counter (pmc emulate --cache's cache events: L1-dcache-*, L1-icache-*,
                   LLC-*, cache-references, cache-misses; and branch-misses) is gated only when
                   named here: its counts are exact for pmc's cache model, not measured, and move
-                  with the program's memory layout, so a change under 1% of the BASE median
+                  with the program's memory layout, so a change under 10% of the BASE median
                   passes unless --threshold says otherwise (the output says so).
   --any-emulator  Compare profiles recorded under different emulators (pmc emulate: QEMU version,
                   plugin API) or emulated CPU models, with a warning. Without it such a diff exits

@@ -726,6 +726,8 @@ EmulatedReport read_emulated_report(const std::string& path) {
             r.sigill.emplace_back(pid, rest.substr(7));
         } else if (rest.rfind("sigsegv\t", 0) == 0) {
             r.sigsegv.emplace_back(pid, rest.substr(8));
+        } else if (rest.rfind("sigsegv-plain\t", 0) == 0) {
+            r.plain_sigsegv.push_back(pid);
         } else if (rest.rfind("native ", 0) == 0) {
             const auto tab = rest.find('\t');
             const std::string why = rest.substr(7, tab == std::string::npos ? std::string::npos : tab - 7);
@@ -798,10 +800,11 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     for (const auto& c : command) shown += (shown.empty() ? "" : " ") + c;
     int raw = 0;
     const int status = finish_emulated(job, shown, raw);
-    if (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGSEGV && emulator->misaligns_signal_frames)
+    const EmulatedReport processes = report.path.empty() ? EmulatedReport{} : read_emulated_report(report.path);
+    if (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGSEGV && emulator->misaligns_signal_frames &&
+        !processes.faulted_without_handler(*child))
         fmt::print(stderr, "pmc emulate: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
     if (!report.path.empty()) {
-        const EmulatedReport processes = read_emulated_report(report.path);
         explain_child_sigills(processes, *child);
         explain_child_segfaults(processes, *child, *emulator);
         if (cache && processes.has_cache) // (the command's totals; the program's counters read its threads' own)

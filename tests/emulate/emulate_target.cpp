@@ -547,6 +547,14 @@ int run_addresses() {
 }
 
 /// Requests naming memory the program cannot write: the plugin must refuse them, not crash QEMU.
+/// A store through a null pointer in a process with no signal handler: its own SIGSEGV, which pmc must not blame on
+/// QEMU's signal frames.
+int run_segfault() {
+    volatile int* volatile nowhere = nullptr;
+    *nowhere = 1;
+    return 0;
+}
+
 int run_bad_pointer() {
     namespace em = pmc::detail::emulated;
     em::request(em::Op::read, reinterpret_cast<void*>(0x10));
@@ -1268,6 +1276,7 @@ int main(int argc, char** argv) {
         if (mode == "stack") return run_stack();
         if (mode == "addresses") return run_addresses();
         if (mode == "bad-pointer") return run_bad_pointer();
+        if (mode == "segfault") return run_segfault();
         if (mode == "loop" && argc > 2) {
             known_loop(std::strtoull(argv[2], nullptr, 10));
             return 0;

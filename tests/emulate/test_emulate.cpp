@@ -886,6 +886,20 @@ TEST_CASE("a handler the preload cannot see (a raw rt_sigaction) faults on QEMU 
 }
 #endif
 
+TEST_CASE("a program's own SIGSEGV, with no signal handler installed, is not blamed on QEMU's signal frames",
+          "[emulate][signals]") {
+    REQUIRE_EMULATOR();
+    for (const std::string& how : {emulate("segfault"), "'" + pmc_tool + "' count --emulate -e instructions:u -- '" +
+                                                            target + "' segfault",
+                                   emulate("system \"'" + target + "' segfault\"")}) {
+        const auto r = pmc_test::run_command(how + " 2>&1");
+        INFO(how << "\n" << r.out);
+        CHECK(r.status == 128 + SIGSEGV);
+        CHECK_THAT(r.out, !ContainsSubstring("died of SIGSEGV"));
+        CHECK_THAT(r.out, !ContainsSubstring("signal handler"));
+    }
+}
+
 TEST_CASE("pmc emulate -- ctest runs a CMake project's tests (ctest's SIGCHLD handler needs an aligned stack)",
           "[emulate][signals]") {
     REQUIRE_EMULATOR();

@@ -186,6 +186,18 @@ bool report_path(const char* plugin, char* out, size_t size) {
     out[len] = '\0';
     return true;
 }
+void on_fatal_signal(int sig);
+/// Whether any signal's action is a handler of the program's (through the wrappers, or a raw rt_sigaction they do not
+/// see): only a handler runs on QEMU's misaligned frame. Async-signal-safe.
+bool has_handler() {
+    for (int s = 1; s < _NSIG; ++s) {
+        struct sigaction now {};
+        if (s == SIGKILL || s == SIGSTOP || real_sigaction(s, nullptr, &now) != 0) continue;
+        const auto h = reinterpret_cast<uintptr_t>(now.sa_sigaction);
+        if (is_function(h) && h != reinterpret_cast<uintptr_t>(&on_fatal_signal)) return true;
+    }
+    return false;
+}
 #if defined(__x86_64__)
 __attribute__((force_align_arg_pointer))
 #endif
@@ -197,7 +209,8 @@ void on_fatal_signal(int sig) {
     size_t d = 0;
     for (long pid = static_cast<long>(getpid()); pid > 0 && d < sizeof digits; pid /= 10) digits[d++] = static_cast<char>('0' + pid % 10);
     while (d > 0) line[n++] = digits[--d];
-    const char* tag = sig == SIGILL ? " sigill\t" : " sigsegv\t";
+    // (a SIGSEGV in a process with no signal handler of its own is its own fault, not the frame's: "sigsegv-plain")
+    const char* tag = sig == SIGILL ? " sigill\t" : has_handler() ? " sigsegv\t" : " sigsegv-plain\t";
     memcpy(line + n, tag, strlen(tag));
     n += strlen(tag);
     const size_t len = strlen(noted_program);
