@@ -530,7 +530,8 @@ inline Result<Sampler> Sampler::open_emulated(std::string_view event, const Load
         return refuse("it samples every Nth load, exactly: give a period (SamplerOptions::period), not a frequency");
     if (options.inherit || options.pid || options.enable_on_exec)
         return refuse("it samples the calling thread's loads only (no inherit, pid or enable_on_exec): open a sampler "
-                      "on each thread to sample");
+                      "on each thread to sample, or sample the whole program from outside with `pmc sample --emulate "
+                      "--cache -- PROGRAM` (every thread and child process from its first load)");
     if (options.mappings)
         return refuse("it writes no mapping records (SamplerOptions::mappings): read the mappings with "
                       "pmc::AddressMap::try_of_process()");
@@ -567,6 +568,9 @@ inline Result<Sampler> Sampler::open_emulated(std::string_view event, const Load
         case em::SamplerError::thread_busy:
             return refuse("this thread already has a load sampler open on the emulated PMU (one per thread: stop it "
                           "first)");
+        case em::SamplerError::whole_program:
+            return refuse("`pmc sample --emulate` samples every thread of this program already (from its first load); "
+                          "run the program under `pmc emulate --cache` to sample inside it");
         case em::SamplerError::no_model:
             return refuse("this run has no cache model. Fix: run the program under `pmc emulate --cache -- PROGRAM`");
         default: return refuse("the plugin refused the request (error " + std::to_string(r.error) + ")");

@@ -141,6 +141,7 @@ inline pthread_key_t exit_key;
 inline void thread_exits(void* model) {
     auto* m = static_cast<ThreadModel*>(model);
     m->flush();
+    plugin_sampling::thread_exits(); // (pmc sample --emulate: its samples written)
     {
         std::lock_guard<std::mutex> hold(models_lock);
         add(exited_counts, m->published_counts());
@@ -163,6 +164,7 @@ __attribute__((noinline)) inline ThreadModel& new_thread_model() {
     }
     ::pthread_setspecific(exit_key, m);
     current = m;
+    plugin_sampling::thread_starts(); // (pmc sample --emulate: every thread sampled from its first load)
     return *m;
 }
 inline ThreadModel& this_thread() {
