@@ -9,6 +9,11 @@
 // Samples are attributed to variables and regions with
 // pmc/address_map.hpp (and pmc/symbols.hpp where pmc was built with libelf): by data address when the event
 // records one (page faults, memory events), by instruction address otherwise.
+//
+// With --emulate --cache the command runs under QEMU with pmc's plugin instead (run_emulated), which samples every
+// thread's loads from the cache model and writes the records to files in the kernel's layout, and the preload
+// library records the guest's memory map (ImageMaps): the same summaries and report follow. The code reads top-down:
+// the arguments, where the report goes, each way of running, the summaries, the report.
 #include "command_line.hpp"
 #include "commands.hpp"
 

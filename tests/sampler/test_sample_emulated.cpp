@@ -90,6 +90,24 @@ TEST_CASE("pmc sample --emulate --cache: N loads of a variable give exactly N / 
     CHECK(two.out == one.out);
 }
 
+TEST_CASE("pmc sample --emulate: a program executed in the same process is sampled as itself; a program's own "
+          "load Sampler is refused naming why", "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    // sh runs the target, then executes it in its own process: both images' arrays are named (100 + 50 samples).
+    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- sh -c '" +
+                                         target + " 100000 0 0; exec " + target + " 50000 0 0 7'");
+    INFO(r.out);
+    CHECK(r.status == 7);
+    const auto report = parse(r.out);
+    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 150);
+    CHECK(report.find("bias")->find("agrees")->boolean);
+    // Every thread is sampled already: the program's own sampler gets the reason, not a second sampler.
+    const auto own = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- " + PMC_EMULATE_TARGET +
+                                           " load-samples 16384 1000 10 2>&1");
+    CHECK(own.status == 1);
+    CHECK_THAT(own.out, ContainsSubstring("`pmc sample --emulate` samples every thread of this program already"));
+}
+
 TEST_CASE("pmc sample --emulate: the text report, and ldlat above the L1's latency counts none of the L1 hits",
           "[sampler][tool][emulate]") {
     REQUIRE_EMULATOR();

@@ -4,6 +4,8 @@
 //     qemu-x86_64 -plugin libpmc-qemu-plugin.so PROGRAM ARGS       (what `pmc emulate -- PROGRAM ARGS` runs)
 //     qemu-x86_64 -plugin libpmc-qemu-plugin.so,report=FILE ...    (pmc count --emulate: at exit, the process's
 //                                                                    total is appended to FILE as one line)
+//     ...,cache=on,samples=DIR,sample_period=N,sample_ldlat=L     (pmc sample --emulate: every thread's loads
+//                                                                    sampled, the records in DIR/PID.samples)
 //
 // What it counts: for each guest thread (in user mode each thread is its own vCPU), the guest instructions QEMU
 // executes, counted a translated block at a time when the block starts. A program reads its thread's count with
