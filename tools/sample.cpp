@@ -718,13 +718,19 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
     b.samples = read;
     b.estimated = read * a.period;
     b.exact = processes.sampled_loads;
-    const std::uint64_t missing = processes.load_samples > read ? processes.load_samples - read : 0;
+    // The plugin's samples: those it wrote, and those it did not (a failed write, or past its limit per process).
+    const std::uint64_t written = processes.load_samples - std::min(processes.unwritten_samples, processes.load_samples);
+    const std::uint64_t missing = written > read ? written - read : 0;
     b.lost = processes.unwritten_samples + missing;
     b.lost_from_kernel_count = true;
     b.malformed = malformed;
     b.allowance = a.period * std::max<std::uint64_t>(processes.sampled_threads, 1);
     b.tolerance = a.tolerance;
     pmc::judge(b);
+    const std::string ring = "because the ring buffer was full (more data_pages, or drain() more often)";
+    if (const auto at = b.warning.find(ring); at != std::string::npos) // (there is no ring here)
+        b.warning.replace(at, ring.size(), "unwritten: the plugin writes at most 4194304 a process (a longer period, "
+                                           "-c), or a write failed, or a file lacks them");
 
     run.notes.push_back(a.model.note);
     run.notes.push_back(fmt::format(
@@ -737,9 +743,13 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
         run.notes.push_back(fmt::format("{} of the {} emulated processes ended without reaching their exit (a signal): "
                                         "their loads and last samples are not in the figures",
                                         processes.unfinished, processes.processes));
+    if (processes.unwritten_samples)
+        run.notes.push_back(fmt::format("the plugin took {} samples and wrote {}: at most 4194304 a process (a longer "
+                                        "period, -c), and none where a write failed (counted as lost)",
+                                        processes.load_samples, written));
     if (missing)
         run.notes.push_back(fmt::format("the plugin wrote {} samples and pmc read {}: {} are missing (counted as lost)",
-                                        processes.load_samples, read, missing));
+                                        written, read, missing));
     if (const std::string native = native_programs_note(processes); !native.empty()) run.notes.push_back(native);
     run.regions_note = fmt::format(
         "regions: the guest's /proc/self/maps (QEMU's view of the program), read by pmc's preload library in each "

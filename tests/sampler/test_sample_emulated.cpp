@@ -90,7 +90,7 @@ TEST_CASE("pmc sample --emulate --cache: N loads of a variable give exactly N / 
     CHECK(two.out == one.out);
 }
 
-TEST_CASE("pmc sample --emulate: a program executed in the same process is sampled as itself; a program's own "
+TEST_CASE("pmc sample --emulate: a program executed in the same process is sampled as itself, and a program's own "
           "load Sampler is refused naming why", "[sampler][tool][emulate]") {
     REQUIRE_EMULATOR();
     // sh runs the target, then executes it in its own process: both images' arrays are named (100 + 50 samples).

@@ -92,6 +92,10 @@ struct WholeProgram {
     // This process's figures (under samplers_lock): of its exited threads, and those already in a report line.
     std::uint64_t exited_loads = 0, exited_samples = 0, threads = 0, unwritten = 0;
     std::uint64_t reported_loads = 0, reported_samples = 0, reported_threads = 0, reported_unwritten = 0;
+    /// Records written by this process: past `max_written`, the rest are dropped and counted as unwritten, so that
+    /// a small period on a long program cannot fill the disk (64 bytes a record: 256 MiB a process).
+    std::atomic<std::uint64_t> written{0};
+    static constexpr std::uint64_t max_written = std::uint64_t{1} << 22;
 };
 inline WholeProgram whole;
 
@@ -342,6 +346,11 @@ inline void mark_maps(const char* what, long parent = 0) {
 
 inline void write_out(Sampler& s) { // under s.lock
     if (!s.size) return;
+    if (whole.written.fetch_add(s.size) + s.size > WholeProgram::max_written) { // (said in the report line)
+        s.lost += s.size;
+        s.head = s.size = 0;
+        return;
+    }
     thread_local std::vector<unsigned char> records;
     records.clear();
     const std::size_t taken = s.size;
@@ -388,7 +397,7 @@ inline void thread_exits() {
 }
 
 /// The process's loads and samples since its last report line, as one: "pid N loads L samples S threads T unwritten
-/// U\n" (L: the loads sampled from; S: the records written; U: records a write lost). Every thread's queue is
+/// U\n" (L: the loads sampled from; S: the samples taken; U: those not written, past max_written or a write failed). Every thread's queue is
 /// written first.
 inline std::string report_line(long pid) {
     std::lock_guard<std::mutex> hold_all(samplers_lock);
@@ -424,6 +433,7 @@ inline void in_fork_child() {
     whole.exited_loads = whole.exited_samples = whole.unwritten = 0;
     whole.reported_loads = whole.reported_samples = whole.reported_threads = whole.reported_unwritten = 0;
     whole.threads = 0;
+    whole.written.store(0);
     if (Sampler* s = current; s && s->to_file) {
         s->loads = pmc_model::LoadSampler(whole.period);
         s->counted.store(0), s->sampled.store(0);
