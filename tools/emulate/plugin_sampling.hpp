@@ -63,6 +63,9 @@ struct Sampler {
     std::uint32_t pid, tid;
     pmc_model::LoadSampler loads;
     bool to_file = false; ///< a whole-program sampler (samples=DIR): a full queue is written out, not lost
+    bool inherit = false; ///< it follows the threads the process creates after its open (their samplers: `members`)
+    std::uint64_t root = 0;            ///< a member: the id of the inherit sampler whose drains take its samples
+    std::vector<std::uint64_t> members; ///< an inherit sampler: its members' ids (under samplers_lock)
     std::atomic<bool> running{true};
     std::atomic<bool> forgotten{false}; ///< its thread no longer points at it (it may be freed)
     /// `loads`' counts as the sampled thread last left them, for a drain or stop from another thread
@@ -191,6 +194,33 @@ inline void fill_counts(Sampler& s, proto::SamplerRequest& r) { // under s.lock
     r.pending = s.size;
 }
 
+/// A sampler and, for an inherit sampler, its members that still exist. Under samplers_lock.
+inline std::vector<Sampler*> group(Sampler& s) {
+    std::vector<Sampler*> all{&s};
+    for (std::uint64_t id : s.members)
+        if (auto m = samplers.find(id); m != samplers.end()) all.push_back(m->second.get());
+    return all;
+}
+
+/// The counts of a sampler and its members, summed (`inherit`: the threads). Under samplers_lock.
+inline void fill_group_counts(Sampler& s, proto::SamplerRequest& r) {
+    proto::SamplerRequest sum;
+    r.loads = r.samples = r.lost = r.pending = 0;
+    for (Sampler* m : group(s)) {
+        std::lock_guard<std::mutex> hold(m->lock);
+        fill_counts(*m, sum);
+        r.loads += sum.loads, r.samples += sum.samples, r.lost += sum.lost, r.pending += sum.pending;
+    }
+    r.inherit = static_cast<std::uint32_t>(1 + s.members.size());
+}
+
+/// The running inherit sampler of this process, or null. Under samplers_lock.
+inline Sampler* following() {
+    for (auto& [id, s] : samplers)
+        if (s->inherit && s->running.load()) return s.get();
+    return nullptr;
+}
+
 /// Answers one sampler_* request from the calling thread. `model_on`: the run has the cache model. For a drain,
 /// `records` gets what to write at r.buffer (r.buffer_size is set to its size).
 inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::vector<unsigned char>& records) {
@@ -215,9 +245,14 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
             return;
         }
         std::lock_guard<std::mutex> hold(samplers_lock);
+        if (r.inherit && following()) {
+            r.error = static_cast<std::uint32_t>(E::inherit_busy);
+            return;
+        }
         const std::uint64_t id = next_id++;
         auto s = std::make_unique<Sampler>(id, r, static_cast<std::uint32_t>(::getpid()),
                                            static_cast<std::uint32_t>(::syscall(SYS_gettid)));
+        s->inherit = r.inherit != 0;
         samplers.emplace(id, std::move(s));
         r.id = id;
         r.latencies[0] = latencies.l1, r.latencies[1] = latencies.l2, r.latencies[2] = latencies.ll,
@@ -232,10 +267,18 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
     }
     Sampler& s = *found->second;
     if (op == proto::Op::sampler_close) {
+        // Freed once its thread no longer points at it; closed from another thread while the sampled thread runs
+        // on, it stays allocated (that thread sees `running` cleared at its next load). An inherit sampler's
+        // members go with it.
+        for (std::uint64_t m : std::vector<std::uint64_t>(s.members)) {
+            auto member = samplers.find(m);
+            if (member == samplers.end()) continue;
+            member->second->running.store(false);
+            if (current == member->second.get()) current = nullptr, member->second->forgotten.store(true);
+            if (member->second->forgotten.load()) samplers.erase(member);
+        }
         s.running.store(false);
         if (current == &s) current = nullptr, s.forgotten.store(true);
-        // Freed once its thread no longer points at it; closed from another thread while the sampled thread runs
-        // on, it stays allocated (that thread sees `running` cleared at its next load).
         if (s.forgotten.load()) samplers.erase(found);
         return;
     }
@@ -254,26 +297,28 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
     if (op == proto::Op::sampler_stop) {
         s.running.store(false);
         if (current == &s) current = nullptr, s.forgotten.store(true);
-        std::lock_guard<std::mutex> hold(s.lock);
-        fill_counts(s, r);
+        for (Sampler* m : group(s)) m->running.store(false); // (each member's thread sees it at its next load)
+        fill_group_counts(s, r);
         return;
     }
-    // sampler_drain: whole records up to the buffer's size; a LOST record first if samples were dropped since.
-    std::lock_guard<std::mutex> hold(s.lock);
-    hold_all.unlock();
+    // sampler_drain: whole records up to the buffer's size, of each thread the sampler follows in turn; a LOST
+    // record first where one dropped samples since.
     records.clear();
     const std::size_t room = static_cast<std::size_t>(r.buffer_size), one = record_size(s.sample_type);
-    if (s.lost != s.lost_reported && room >= sizeof(perf_event_header) + 16) {
-        write_lost(records, s.id, s.lost - s.lost_reported);
-        s.lost_reported = s.lost;
-    }
-    while (s.size && records.size() + one <= room) {
-        write_sample(records, s, s.pending[s.head]);
-        s.head = (s.head + 1) % s.pending.size();
-        --s.size;
+    for (Sampler* m : group(s)) {
+        std::lock_guard<std::mutex> hold(m->lock);
+        if (m->lost != m->lost_reported && records.size() + sizeof(perf_event_header) + 16 <= room) {
+            write_lost(records, s.id, m->lost - m->lost_reported);
+            m->lost_reported = m->lost;
+        }
+        while (m->size && records.size() + one <= room) {
+            write_sample(records, *m, m->pending[m->head]);
+            m->head = (m->head + 1) % m->pending.size();
+            --m->size;
+        }
     }
     r.buffer_size = records.size();
-    fill_counts(s, r);
+    fill_group_counts(s, r);
 }
 
 // ---- the whole program, every thread from its start (samples=DIR: pmc sample --emulate) ----
@@ -364,7 +409,25 @@ inline void write_out(Sampler& s) { // under s.lock
 
 /// On a new thread (its first block): its whole-program sampler, from its first load.
 inline void thread_starts() {
-    if (whole.dir.empty() || current) return;
+    if (current) return;
+    if (whole.dir.empty()) { // a thread created while an inherit sampler runs: a member of it, from its first load
+        std::lock_guard<std::mutex> hold(samplers_lock);
+        Sampler* root = following();
+        if (!root) return;
+        proto::SamplerRequest r;
+        r.period = root->loads.period();
+        r.sample_type = root->sample_type;
+        r.min_latency = root->min_latency;
+        r.capacity = root->pending.size();
+        const std::uint64_t id = next_id++;
+        auto s = std::make_unique<Sampler>(id, r, static_cast<std::uint32_t>(::getpid()),
+                                           static_cast<std::uint32_t>(::syscall(SYS_gettid)));
+        s->root = root->id;
+        root->members.push_back(id);
+        current = s.get();
+        samplers.emplace(id, std::move(s));
+        return;
+    }
     proto::SamplerRequest r;
     r.period = whole.period;
     r.sample_type = proto::whole_program_sample_fields;
@@ -383,7 +446,13 @@ inline void thread_starts() {
 /// On a thread that exits: its samples written, its counts kept for the process's report line.
 inline void thread_exits() {
     Sampler* s = current;
-    if (!s || !s->to_file) return;
+    if (s && !s->to_file) { // its samples wait for the drains of the sampler it belongs to (or its own)
+        std::lock_guard<std::mutex> hold_all(samplers_lock);
+        current = nullptr;
+        s->forgotten.store(true);
+        return;
+    }
+    if (!s) return;
     current = nullptr;
     std::lock_guard<std::mutex> hold_all(samplers_lock);
     {
@@ -427,7 +496,17 @@ inline std::string report_line(long pid) {
 inline void in_fork_child() {
     new (&samplers_lock) std::mutex;
     for (auto& [id, s] : samplers) new (&s->lock) std::mutex;
-    if (whole.dir.empty()) return;
+    if (whole.dir.empty()) { // an inherit sampler's members on other threads are the parent's
+        for (auto it = samplers.begin(); it != samplers.end();)
+            it = it->second->root && it->second.get() != current ? samplers.erase(it) : std::next(it);
+        for (auto& [id, s] : samplers) {
+            std::vector<std::uint64_t> kept;
+            for (std::uint64_t m : s->members)
+                if (samplers.count(m)) kept.push_back(m);
+            s->members = kept;
+        }
+        return;
+    }
     for (auto it = samplers.begin(); it != samplers.end();)
         it = it->second->to_file && it->second.get() != current ? samplers.erase(it) : std::next(it);
     whole.exited_loads = whole.exited_samples = whole.unwritten = 0;
