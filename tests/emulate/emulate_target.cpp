@@ -970,91 +970,6 @@ int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t perio
     return failures ? 1 : 0;
 }
 
-/// `n` loads of a[i % 4096], one per iteration and nothing else loaded in the loop (assembly where it can be).
-void load_each(const volatile std::uint64_t* a, std::uint64_t n) {
-    if (n == 0) return;
-#if defined(__x86_64__)
-    asm volatile("xor %%ecx, %%ecx\n"
-                 "1:\n\t"
-                 "mov %%rcx, %%rdx\n\t"
-                 "and $4095, %%rdx\n\t"
-                 "mov (%[a],%%rdx,8), %%rax\n\t"
-                 "inc %%rcx\n\t"
-                 "cmp %[n], %%rcx\n\t"
-                 "jb 1b\n"
-                 :
-                 : [a] "r"(a), [n] "r"(n)
-                 : "rax", "rcx", "rdx", "cc", "memory");
-#elif defined(__aarch64__)
-    asm volatile("mov x9, xzr\n"
-                 "1:\n\t"
-                 "and x10, x9, #4095\n\t"
-                 "ldr x11, [%[a], x10, lsl #3]\n\t"
-                 "add x9, x9, #1\n\t"
-                 "cmp x9, %[n]\n\t"
-                 "b.lo 1b\n"
-                 :
-                 : [a] "r"(a), [n] "r"(n)
-                 : "x9", "x10", "x11", "cc", "memory");
-#else
-    std::uint64_t sum = 0;
-    for (std::uint64_t i = 0; i < n; ++i) sum += a[i % 4096];
-    static volatile std::uint64_t sink;
-    sink = sum;
-#endif
-}
-
-alignas(64) volatile std::uint64_t inherit_main_array[4096], inherit_thread_array[4096], inherit_before_array[4096];
-
-/// inherit-samples LOADS PERIOD: a load sampler opened with inherit (pmc emulate --cache) on the main thread, which
-/// then loads LOADS times from one array; a thread created after the open loads LOADS times from another, and one
-/// started before the open (not followed) from a third. Prints the samples in each array, the threads seen, the
-/// bias check.
-int run_inherit_samples(std::uint64_t loads, std::uint64_t period) {
-    std::atomic<int> started{0}, go{0};
-    std::thread before([&] {
-        started.store(1);
-        while (!go.load()) {
-        }
-        load_each(inherit_before_array, loads);
-    });
-    while (!started.load()) { // (running, so that the open finds it: not a thread created after the open)
-    }
-    pmc::SamplerOptions o;
-    o.period = period;
-    o.inherit = true;
-    o.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::addr;
-    auto sampler = pmc::Sampler::try_open("cpu/mem-loads,ldlat=3/P", o);
-    go.store(1);
-    if (!sampler) {
-        before.join();
-        std::printf("cannot sample: %s\n", sampler.failure().message.c_str());
-        return 1;
-    }
-    load_each(inherit_main_array, loads);
-    std::thread later([&] { load_each(inherit_thread_array, loads); });
-    later.join();
-    before.join();
-    std::uint64_t in_main = 0, in_thread = 0, in_before = 0;
-    std::vector<std::uint32_t> tids;
-    const auto inside = [](std::uint64_t addr, const volatile std::uint64_t* a) {
-        const auto begin = reinterpret_cast<std::uint64_t>(a);
-        return addr >= begin && addr < begin + 4096 * 8;
-    };
-    const pmc::BiasCheck check = sampler->stop([&](const pmc::Sample& x) {
-        in_main += inside(x.addr, inherit_main_array);
-        in_thread += inside(x.addr, inherit_thread_array);
-        in_before += inside(x.addr, inherit_before_array);
-        if (std::find(tids.begin(), tids.end(), x.tid) == tids.end()) tids.push_back(x.tid);
-    });
-    std::printf("main %llu, thread %llu, before %llu; threads %zu; samples %llu, exact %llu, allowance %llu; %s\n",
-                static_cast<unsigned long long>(in_main), static_cast<unsigned long long>(in_thread),
-                static_cast<unsigned long long>(in_before), tids.size(),
-                static_cast<unsigned long long>(check.samples), static_cast<unsigned long long>(check.exact),
-                static_cast<unsigned long long>(check.allowance), check.agrees ? "agrees" : check.warning.c_str());
-    return 0;
-}
-
 int run_cache_threads() {
     std::string lines[4];
     // The threads set up one after another, then work at once: what they allocate (the group, its readings, and
@@ -1367,8 +1282,6 @@ int main(int argc, char** argv) {
         if (mode == "matmul" && argc > 2) return run_matmul(static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10)));
         if (mode == "cache-read") return run_cache_read();
         if (mode == "cache-threads") return run_cache_threads();
-        if (mode == "inherit-samples" && argc > 3) // inherit-samples LOADS PERIOD
-            return run_inherit_samples(std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10));
         if (mode == "load-samples" && argc > 4) // load-samples BYTES LOADS PERIOD [WARM] [THREADS] [LDLAT]
             return run_load_samples(std::strtoul(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),
                                     std::strtoull(argv[4], nullptr, 10),

@@ -4,20 +4,29 @@
 // sampled_by_main on the main thread; then a thread started only now makes THREAD loads of sampled_by_thread; then a
 // fork child makes CHILD loads of sampled_by_child and leaves with _exit (no exit() handlers: its memory map is its
 // parent's); a count of 0 leaves that part out (a single thread runs the same loads in every run: a join's or a
-// wait's loads depend on timing). Exits with STATUS (default 0). Each load loop is assembly where it can be, one load per iteration, so
+// wait's loads depend on timing). Exits with STATUS (default 0). `pmc-sample-load-target inherit LOADS PERIOD`, under
+// pmc emulate --cache: a load pmc::Sampler opened with inherit (below). Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
+#include <pmc/sampler.hpp>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 extern "C" {
 // Named in the symbol table: what pmc sample's summary by variable finds.
 alignas(64) volatile std::uint64_t sampled_by_main[4096];
 alignas(64) volatile std::uint64_t sampled_by_thread[4096];
 alignas(64) volatile std::uint64_t sampled_by_child[4096];
+alignas(64) volatile std::uint64_t inherit_main_array[4096], inherit_thread_array[4096], inherit_before_array[4096];
 }
 
 namespace {
@@ -56,9 +65,61 @@ void load_n(const volatile std::uint64_t* a, std::uint64_t n) {
 #endif
 }
 
+
+/// inherit-samples LOADS PERIOD: a load sampler opened with inherit (pmc emulate --cache) on the main thread, which
+/// then loads LOADS times from one array; a thread created after the open loads LOADS times from another, and one
+/// started before the open (not followed) from a third. Prints the samples in each array, the threads seen, the
+/// bias check.
+int run_inherit_samples(std::uint64_t loads, std::uint64_t period) {
+    std::atomic<int> started{0}, go{0};
+    std::thread before([&] {
+        started.store(1);
+        while (!go.load()) {
+        }
+        load_n(inherit_before_array, loads);
+    });
+    while (!started.load()) { // (running, so that the open finds it: not a thread created after the open)
+    }
+    pmc::SamplerOptions o;
+    o.period = period;
+    o.inherit = true;
+    o.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::addr;
+    auto sampler = pmc::Sampler::try_open("cpu/mem-loads,ldlat=3/P", o);
+    go.store(1);
+    if (!sampler) {
+        before.join();
+        std::printf("cannot sample: %s\n", sampler.failure().message.c_str());
+        return 1;
+    }
+    load_n(inherit_main_array, loads);
+    std::thread later([&] { load_n(inherit_thread_array, loads); });
+    later.join();
+    before.join();
+    std::uint64_t in_main = 0, in_thread = 0, in_before = 0;
+    std::vector<std::uint32_t> tids;
+    const auto inside = [](std::uint64_t addr, const volatile std::uint64_t* a) {
+        const auto begin = reinterpret_cast<std::uint64_t>(a);
+        return addr >= begin && addr < begin + 4096 * 8;
+    };
+    const pmc::BiasCheck check = sampler->stop([&](const pmc::Sample& x) {
+        in_main += inside(x.addr, inherit_main_array);
+        in_thread += inside(x.addr, inherit_thread_array);
+        in_before += inside(x.addr, inherit_before_array);
+        if (std::find(tids.begin(), tids.end(), x.tid) == tids.end()) tids.push_back(x.tid);
+    });
+    std::printf("main %llu, thread %llu, before %llu; threads %zu; samples %llu, exact %llu, allowance %llu; %s\n",
+                static_cast<unsigned long long>(in_main), static_cast<unsigned long long>(in_thread),
+                static_cast<unsigned long long>(in_before), tids.size(),
+                static_cast<unsigned long long>(check.samples), static_cast<unsigned long long>(check.exact),
+                static_cast<unsigned long long>(check.allowance), check.agrees ? "agrees" : check.warning.c_str());
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 4 && std::string(argv[1]) == "inherit") // inherit LOADS PERIOD (under pmc emulate --cache)
+        return run_inherit_samples(std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10));
     if (argc < 4) return 2;
     const std::uint64_t main_loads = std::strtoull(argv[1], nullptr, 10);
     const std::uint64_t thread_loads = std::strtoull(argv[2], nullptr, 10);

@@ -163,3 +163,20 @@ TEST_CASE("pmc sample --emulate: what the model cannot sample is refused with th
     CHECK(killed.status == 137);
     CHECK_THAT(killed.out, ContainsSubstring("left no samples"));
 }
+
+TEST_CASE("under pmc emulate --cache a load Sampler opened with inherit follows the threads created after it, "
+          "each from its first load", "[emulate][cache][sampling]") {
+    REQUIRE_EMULATOR();
+    // 100,000 loads of an array on the opening thread and on a thread created after the open, period 1000: exactly
+    // 100 samples in each; none from a thread running before the open; two threads in the samples; one period of
+    // allowance per thread; the arrays' the same in two runs.
+    const std::string command = "'" + pmc_tool + "' emulate --cache -- '" + target + "' inherit 100000 1000";
+    const auto a = pmc_test::run_command(command);
+    INFO(a.out);
+    CHECK(a.status == 0);
+    CHECK_THAT(a.out, ContainsSubstring("main 100, thread 100, before 0; threads 2; samples "));
+    CHECK_THAT(a.out, ContainsSubstring("allowance 2000; agrees"));
+    // Again: the arrays' samples are the same (the joins make a few loads elsewhere more or fewer).
+    const auto b = pmc_test::run_command(command);
+    CHECK_THAT(b.out, ContainsSubstring("main 100, thread 100, before 0; threads 2; samples "));
+}
