@@ -159,6 +159,10 @@ struct EmulatedReport {
     /// With --branches: every branch instruction, and the branch model's counts by Cachegrind's names.
     bool has_branches = false;
     std::uint64_t branches = 0, Bc = 0, Bcm = 0, Bi = 0, Bim = 0;
+    /// With samples=DIR (pmc sample --emulate): the loads sampled from (every thread's, from its first), the samples
+    /// the plugin wrote, the threads sampled, the samples a write lost; and the processes that gave these figures.
+    std::uint64_t sampled_loads = 0, load_samples = 0, sampled_threads = 0, unwritten_samples = 0;
+    int processes_with_loads = 0;
 };
 EmulatedReport read_emulated_report(const std::string& path);
 /// Declares --cache[=host], --I1, --D1, --L2 and --LL on `cl`, into `o`.

@@ -719,6 +719,14 @@ EmulatedReport read_emulated_report(const std::string& path) {
                 std::uint64_t* fields[] = {&r.branches, &r.Bc, &r.Bcm, &r.Bi, &r.Bim};
                 for (int i = 0; i < 5; ++i) *fields[i] += v[i];
             }
+        } else if (rest.rfind("loads ", 0) == 0) {
+            unsigned long long v[4];
+            if (std::sscanf(rest.c_str(), "loads %llu samples %llu threads %llu unwritten %llu", &v[0], &v[1], &v[2],
+                            &v[3]) == 4) {
+                ++r.processes_with_loads;
+                r.sampled_loads += v[0], r.load_samples += v[1], r.sampled_threads += v[2];
+                r.unwritten_samples += v[3];
+            }
         } else if (rest == "exec-failed") {
             p.open = true; // the execve failed, and the process goes on
             p.native.clear();

@@ -9,6 +9,11 @@
 // Samples are attributed to variables and regions with
 // pmc/address_map.hpp (and pmc/symbols.hpp where pmc was built with libelf): by data address when the event
 // records one (page faults, memory events), by instruction address otherwise.
+//
+// With --emulate --cache the command runs under QEMU with pmc's plugin instead (run_emulated), which samples every
+// thread's loads from the cache model and writes the records to files in the kernel's layout, and the preload
+// library records the guest's memory map (ImageMaps): the same summaries and report follow. The code reads top-down:
+// the arguments, where the report goes, each way of running, the summaries, the report.
 #include "command_line.hpp"
 #include "commands.hpp"
 
@@ -21,7 +26,9 @@
 
 #include <fmt/format.h>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +39,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <iterator>
+#include <memory>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,6 +52,8 @@ namespace pmc_tool {
 
 const char* const sample_help = R"(usage: pmc sample [-e EVENT] [-c PERIOD | -F FREQ] [-m PAGES] [--tolerance PCT]
                   [--top N] [--json] [-o FILE] [--] COMMAND [ARGS]
+       pmc sample --emulate --cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G] [--qemu PATH]
+                  [-e 'cpu/mem-loads,ldlat=N/'] [-c PERIOD] [...] [--] COMMAND [ARGS]
 
 Run COMMAND and sample one event in it, its threads and the processes it starts, from its exec to
 its exit. Print the bias check, then where the samples fell: by variable (global and static
@@ -67,6 +79,19 @@ Options:
                     addresses only), by_region, notes.
   -o FILE           Write the report to FILE (opened before COMMAND runs) instead of stderr.
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
+  --emulate         No PMU needed: run COMMAND under pmc emulate (QEMU user mode with pmc's plugin)
+                    and sample its loads from the cache model, which --cache turns on (required;
+                    --cache=host, --I1, --D1, --L2, --LL as for pmc emulate). Every thread of every
+                    emulated process, from its first load: every PERIOD-th load (-c, default 1000)
+                    whose modelled latency reaches ldlat (-e 'cpu/mem-loads,ldlat=N/', the default
+                    with N=3: every load), exactly, the same samples in every run. Each sample has
+                    the load's data address and, as its weight, the latency the model states for
+                    the level that served it (L1 4, L2 12, LL 40, memory 200 cycles). The bias
+                    check compares samples x period with the loads the model counted (allowance:
+                    one period per thread). Regions and variables come from the guest's
+                    /proc/self/maps, read in each process at its start and its exit(). Other
+                    events, -F and -m are refused: QEMU implements no perf events.
+  --qemu PATH       With --emulate: the QEMU user-mode binary (as pmc emulate --qemu; $PMC_QEMU).
   -h, --help        Show this help.
 
 Signals: COMMAND runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
@@ -75,7 +100,9 @@ passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a she
 still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
 or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
-command line or the event is wrong or sampling cannot start (COMMAND does not run then).
+command line or the event is wrong or sampling cannot start (COMMAND does not run then). With
+--emulate, also 126 if COMMAND is not a program QEMU can run, and 1 if QEMU or the plugin is
+missing, or if no emulated process reached its exit (no samples) and COMMAND exited 0.
 )";
 
 namespace {
@@ -85,7 +112,8 @@ struct Kept {
     std::uint64_t addr;
     std::uint32_t pid;
     float weight;
-    std::uint32_t cycle; // MapTracker::cycle when it was drained
+    std::uint32_t cycle; // MapTracker::cycle when it was drained; under --emulate, the process image it came from
+    std::uint32_t space; // whose variables: the pid; under --emulate, the process image
 };
 
 using Cover = std::map<std::uint64_t, pmc::MappedRegion>; // disjoint regions by begin
@@ -218,6 +246,12 @@ struct SampleArgs {
     bool json = false;
     std::string output, sysfs{pmc::default_sysfs_root};
     std::vector<std::string> command;
+    // --emulate: the whole program's loads sampled from the cache model under QEMU
+    bool emulate = false;
+    std::string qemu;
+    CacheOptions cache;
+    CacheModelChoice model;
+    std::uint32_t min_latency = 3; ///< the event's ldlat
 };
 
 std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.4f}", r) : std::string("inf"); }
@@ -255,11 +289,11 @@ std::string rows_text(const char* title, const std::vector<pmc::DataSummary::Row
     return out;
 }
 
-} // namespace
+// ---- the steps of pmc sample: parse, then run (natively, or under the emulator), summarize, report ----------------
 
-int cmd_sample(const std::vector<std::string>& arguments) {
-    pmc_cli::CommandLine cl("pmc sample", sample_help);
-    SampleArgs a;
+/// The command line into `a`; the status to exit with if it is wrong (said), or nothing.
+std::optional<int> parse_sample_arguments(pmc_cli::CommandLine& cl, const std::vector<std::string>& arguments,
+                                          SampleArgs& a) {
     std::string period_text, frequency_text, pages_text, top_text, tolerance_text;
     cl.flag("--json", a.json);
     pmc_cli::Option event = cl.option("-e,--event", a.event, "an event");
@@ -270,6 +304,9 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     pmc_cli::Option tolerance = cl.option("--tolerance", tolerance_text, "a percentage (0 to 1000), e.g. 5");
     cl.option("-o", a.output, "a file");
     cl.option("--sysfs", a.sysfs, "a directory");
+    cl.flag("--emulate", a.emulate);
+    pmc_cli::Option qemu = cl.option("--qemu", a.qemu, "a path");
+    add_cache_options(cl, a.cache);
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(arguments)) return *status;
     a.event_given = event.given();
@@ -297,35 +334,93 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     }
     if (a.command.empty()) return cl.usage_error("no command to sample: pmc sample [-e EVENT] -- COMMAND [ARGS]");
     if (a.period && a.frequency) return cl.usage_error("-c and -F exclude each other: give a period or a frequency");
-    if (!a.period && !a.frequency) {
-        if (a.event_given) a.frequency = 1000;
-        else a.period = 1;
-    }
-
-    std::FILE* out = stderr;
-    if (!a.output.empty()) {
-        out = std::fopen(a.output.c_str(), "w");
-        if (!out) {
-            fmt::print(stderr, "pmc sample: cannot open '{}' for the report: {}\n", a.output, std::strerror(errno));
-            return 1;
+    if (!a.emulate) {
+        if (a.cache || !(a.cache.i1 + a.cache.d1 + a.cache.l2 + a.cache.ll).empty() || qemu.given())
+            return cl.usage_error(std::string(a.cache || qemu.given() ? "--cache and --qemu" : "--I1, --D1, --L2 and --LL") +
+                                  " shape the emulator's run: give --emulate with them (pmc sample --emulate --cache -- "
+                                  "COMMAND samples its loads from the cache model)");
+        if (!a.period && !a.frequency) {
+            if (a.event_given) a.frequency = 1000;
+            else a.period = 1;
         }
+        return std::nullopt;
     }
-    auto finish = [&](int status) {
-        if (out != stderr && std::fclose(out) != 0) {
-            fmt::print(stderr, "pmc sample: writing '{}' failed: {}\n", a.output, std::strerror(errno));
+    // --emulate: loads from the cache model, every Nth exactly.
+    if (!a.cache)
+        return cl.usage_error("--emulate samples loads from the cache model, and needs it: give --cache (pmc sample "
+                              "--emulate --cache [-e 'cpu/mem-loads,ldlat=N/'] [-c PERIOD] -- COMMAND)");
+    if (!a.event_given) a.event = "cpu/mem-loads,ldlat=3/";
+    const auto load = pmc::load_latency_event(a.event);
+    if (!load)
+        return cl.usage_error(fmt::format("under --emulate there is no '{}' to sample: QEMU implements no perf events, "
+                                          "and the emulator samples loads alone, from its cache model. Give -e "
+                                          "'cpu/mem-loads,ldlat=N/' (the default), or sample '{}' natively, without "
+                                          "--emulate", a.event, a.event));
+    if (!load->problem.empty()) return cl.usage_error(fmt::format("under --emulate, '{}': {}", a.event, load->problem));
+    a.min_latency = load->min_latency;
+    if (a.frequency)
+        return cl.usage_error("-F: under --emulate the model takes every Nth load exactly: give a period with -c "
+                              "(default 1000)");
+    if (pages.given()) return cl.usage_error("-m sizes the kernel's ring buffers, and --emulate uses none: leave it out");
+    if (!a.period) a.period = 1000;
+    if (std::string why = choose_cache_model(a.cache, a.model); !why.empty()) return cl.usage_error(why);
+    if (!a.model.host_source.empty())
+        fmt::print(stderr, "pmc sample: --cache=host: {} ({})\n", a.model.geometry, a.model.host_source);
+    return std::nullopt;
+}
+
+/// Where the report goes: stderr, or -o FILE (opened before COMMAND runs).
+struct ReportOutput {
+    std::FILE* file = stderr;
+    std::string path;
+    bool open(const std::string& to) {
+        if (to.empty()) return true;
+        file = std::fopen(to.c_str(), "w");
+        if (!file) {
+            fmt::print(stderr, "pmc sample: cannot open '{}' for the report: {}\n", to, std::strerror(errno));
+            file = stderr;
+            return false;
+        }
+        path = to;
+        return true;
+    }
+    /// Closes the file (once): `status`, or 1 if writing it failed.
+    int finish(int status) {
+        if (file != stderr && std::fclose(file) != 0) {
+            fmt::print(stderr, "pmc sample: writing '{}' failed: {}\n", path, std::strerror(errno));
             if (status == 0) status = 1;
         }
+        file = stderr;
         return status;
-    };
+    }
+};
 
+/// What a run gave the summaries and the report: the samples, the bias check, where the samples' addresses lie.
+struct SampledRun {
+    std::vector<Kept> kept;
+    std::size_t with_addr = 0;
+    pmc::BiasCheck check;
+    std::vector<std::string> notes; ///< before the symbols' note
+    std::string regions_note;       ///< after it
+    int exit_status = 0, raw_status = 0;
+    /// Every region of an address space at some time (for the ELF symbol tables), and the regions for the samples
+    /// of process `pid` in `cycle` (Kept::space and Kept::cycle).
+    std::function<std::vector<pmc::MappedRegion>(std::uint32_t space, std::uint32_t pid)> all_regions_of;
+    std::function<Cover(std::uint32_t pid, std::uint32_t cycle)> regions_at;
+};
+
+/// Natively: COMMAND sampled with perf_event_open (inherit, enable_on_exec), drained while it runs. The status to
+/// exit with if it could not run (said), or nothing.
+std::optional<int> run_native(const SampleArgs& a, ReportOutput&, SampledRun& run) {
     // The child waits for a byte on `go`; `exec_error` (close-on-exec) carries errno if exec fails.
     Pipe go, exec_error;
     if (::pipe2(go.end, O_CLOEXEC) != 0 || ::pipe2(exec_error.end, O_CLOEXEC) != 0) {
         fmt::print(stderr, "pmc sample: pipe failed: {}\n", std::strerror(errno));
-        return finish(1);
+        return 1;
     }
+    std::vector<std::string> command = a.command;
     std::vector<char*> child_argv;
-    for (auto& s : a.command) child_argv.push_back(s.data());
+    for (auto& s : command) child_argv.push_back(s.data());
     child_argv.push_back(nullptr);
     // The command runs as a job of pmc's (job.hpp): a process group of its own with a watchdog, the signals pmc
     // receives passed on once (pmc still reports), the terminal handed over.
@@ -342,7 +437,7 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     });
     if (!started) {
         fmt::print(stderr, "pmc sample: {}\n", started.failure().message);
-        return finish(1);
+        return 1;
     }
     const pid_t child = *started;
     go.close(0);
@@ -369,18 +464,16 @@ int cmd_sample(const std::vector<std::string>& arguments) {
         exec_error.close(0);
         job.finish(); // (the child exits without running the command)
         fmt::print(stderr, "pmc sample: {}\n", opened.failure().message);
-        return finish(1);
+        return 1;
     }
     pmc::Sampler& sampler = *opened;
-    MapTracker maps;
-    maps.pid = child;
-    std::vector<Kept> kept;
-    std::size_t with_addr = 0;
+    auto maps = std::make_shared<MapTracker>();
+    maps->pid = child;
     auto keep = [&](const pmc::Sample& s) {
-        kept.push_back(Kept{s.addr ? s.addr : s.ip, s.pid, static_cast<float>(s.weight), maps.cycle});
-        with_addr += s.addr != 0;
+        run.kept.push_back(Kept{s.addr ? s.addr : s.ip, s.pid, static_cast<float>(s.weight), maps->cycle, s.pid});
+        run.with_addr += s.addr != 0;
     };
-    auto on_mapping = [&](const pmc::detail::MappingRecord& m) { maps.add(m); };
+    auto on_mapping = [&](const pmc::detail::MappingRecord& m) { maps->add(m); };
 
     const char byte = 1;
     [[maybe_unused]] auto w = ::write(go.end[1], &byte, 1);
@@ -391,11 +484,11 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     int status = 0;
     bool reaped = false;
     if (!exec_failed) {
-        maps.look();
+        maps->look();
         for (;;) {
             sampler.wait(100);
             sampler.drain(keep, on_mapping);
-            maps.look();
+            maps->look();
             if ((reaped = job.wait(status, false)) || errno != 0) break;
         }
     } else {
@@ -404,58 +497,326 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     const int wait_errno = errno;
     // pmc's own dispositions and the terminal again, and no process of the command left running.
     const std::string leftovers = leftover_note(job.finish());
-    const pmc::BiasCheck check = sampler.stop(keep, on_mapping);
+    run.check = sampler.stop(keep, on_mapping);
     if (!leftovers.empty()) fmt::print(stderr, "pmc sample: {}\n", leftovers);
     if (!reaped) {
         fmt::print(stderr, "pmc sample: cannot wait for '{}': {}\n", a.command[0], std::strerror(wait_errno));
-        return finish(1);
+        return 1;
     }
     if (exec_failed) {
         fmt::print(stderr, "pmc sample: cannot run '{}': {}\n", a.command[0], std::strerror(exec_errno));
-        return finish(127);
+        return 127;
     }
-    const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    run.raw_status = status;
+    run.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    run.notes = sampler.notes();
+    run.regions_note =
+        fmt::format("regions: /proc/{}/maps read {} times while it ran (the last reading is used) and the "
+                    "kernel's mmap records: a sample's region is the latest mmap record drained with it, else the "
+                    "reading before or after, else the records of the drain before (perf reports no "
+                    "munmap, so older records are not trusted); "
+                    "an address none of them holds shows as 'unmapped'",
+                    child, maps->reads);
+    run.all_regions_of = [maps](std::uint32_t, std::uint32_t pid) { return maps->all_regions_of(pid); };
+    run.regions_at = [maps](std::uint32_t pid, std::uint32_t cycle) { return maps->regions_at(pid, cycle); };
+    return std::nullopt;
+}
 
-    // The data summary, by data address where the samples have one.
-    const bool by_data = with_addr > 0;
+// ---- under the emulator (--emulate --cache) ----
+
+/// The guest's memory maps that the run left in the sample directory (DIR/PID.maps: the plugin marks each process
+/// image's start and a fork's parent, the preload library adds its readings of the guest's /proc/self/maps at the
+/// image's start and at its exit()), grouped by process image.
+struct ImageMaps {
+    struct Image {
+        std::uint32_t pid = 0;
+        std::uint64_t begin = 0;    ///< CLOCK_MONOTONIC at its start (or fork)
+        std::uint32_t parent = 0;   ///< a fork child: its parent's pid (its map is the parent's until it reads its own)
+        std::vector<std::vector<pmc::MappedRegion>> readings;
+    };
+    std::vector<Image> images;
+    std::map<std::uint32_t, std::vector<std::size_t>> by_pid; ///< image indexes, in order of start
+    std::size_t readings = 0;
+    mutable std::map<std::size_t, Cover> covers;
+
+    void read(const std::string& path, std::uint32_t pid) {
+        std::ifstream in(path);
+        std::string line, text;
+        Image* current = nullptr;
+        const auto close_reading = [&] {
+            if (current && !text.empty())
+                if (auto regions = pmc::parse_maps(text, path); regions && !regions->empty()) {
+                    current->readings.push_back(std::move(*regions));
+                    ++readings;
+                }
+            text.clear();
+        };
+        bool in_reading = false;
+        while (std::getline(in, line)) {
+            unsigned long long time = 0;
+            char kind[16] = {};
+            long parent = 0;
+            const int fields = std::sscanf(line.c_str(), "pmc-maps %llu %15s %ld", &time, kind, &parent);
+            if (fields < 2) {
+                if (in_reading) text += line + "\n";
+                continue;
+            }
+            if (in_reading) close_reading();
+            in_reading = std::strcmp(kind, "reading") == 0;
+            if (!in_reading || !current) { // a start, a fork, or a reading before any mark: a new image
+                images.push_back(Image{pid, time, std::strcmp(kind, "fork") == 0 ? static_cast<std::uint32_t>(parent) : 0u, {}});
+                by_pid[pid].push_back(images.size() - 1);
+                current = &images.back();
+            }
+        }
+        if (in_reading) close_reading();
+    }
+    /// The image of process `pid` at `time`: the last that started by then (or its first); -1 if it has none.
+    long image_of(std::uint32_t pid, std::uint64_t time) const {
+        auto it = by_pid.find(pid);
+        if (it == by_pid.end()) return -1;
+        long found = static_cast<long>(it->second.front());
+        for (std::size_t i : it->second)
+            if (images[i].begin <= time) found = static_cast<long>(i);
+        return found;
+    }
+    /// An image's regions: its readings, the later first (the exit's holds the heap and what was loaded later);
+    /// then, for a fork child, its parent's at the fork.
+    const Cover& cover(std::size_t image, int depth = 0) const {
+        auto known = covers.find(image);
+        if (known != covers.end()) return known->second;
+        Cover c;
+        const Image& m = images[image];
+        for (auto r = m.readings.rbegin(); r != m.readings.rend(); ++r)
+            for (const auto& region : *r) fill_gaps(c, region);
+        if (m.parent && depth < 16)
+            if (const long p = image_of(m.parent, m.begin); p >= 0)
+                for (const auto& [begin, region] : cover(static_cast<std::size_t>(p), depth + 1)) fill_gaps(c, region);
+        return covers.emplace(image, std::move(c)).first->second;
+    }
+};
+
+/// The files of a directory whose names end with `suffix`, with the pid their name starts with.
+std::vector<std::pair<std::string, std::uint32_t>> files_ending(const std::string& dir, const std::string& suffix) {
+    std::vector<std::pair<std::string, std::uint32_t>> found;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+            const std::string name = e->d_name;
+            if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+                continue;
+            found.emplace_back(dir + "/" + name, static_cast<std::uint32_t>(std::strtoul(name.c_str(), nullptr, 10)));
+        }
+        ::closedir(d);
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+/// Removes the sample directory's files (before EmulatedReportFile removes its report and the directory).
+struct SampleFilesRemoved {
+    std::string dir;
+    ~SampleFilesRemoved() {
+        for (const char* suffix : {".samples", ".maps"})
+            for (const auto& [path, pid] : files_ending(dir, suffix)) ::unlink(path.c_str());
+    }
+};
+
+/// The PERF_RECORD_SAMPLE records of one DIR/PID.samples file (the kernel's layout, whole_program_sample_fields),
+/// to `on_sample`; records pmc cannot parse are counted in `malformed`.
+template <class OnSample>
+std::uint64_t read_sample_records(const std::string& path, std::uint64_t& malformed, OnSample&& on_sample) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::uint64_t samples = 0;
+    std::size_t at = 0;
+    while (at + sizeof(perf_event_header) <= bytes.size()) {
+        perf_event_header h;
+        std::memcpy(&h, bytes.data() + at, sizeof h);
+        if (h.size < sizeof h || at + h.size > bytes.size()) {
+            ++malformed; // a truncated file: the rest cannot be trusted
+            break;
+        }
+        if (h.type == PERF_RECORD_SAMPLE) {
+            alignas(8) unsigned char record[256];
+            pmc::Sample s;
+            if (h.size > sizeof record || pmc::detail::parse_sample((std::memcpy(record, bytes.data() + at, h.size), record), h.size,
+                                                                    pmc::detail::emulated::whole_program_sample_fields, s))
+                ++malformed;
+            else {
+                ++samples;
+                on_sample(s);
+            }
+        }
+        at += h.size;
+    }
+    return samples;
+}
+
+/// Under the emulator: COMMAND under QEMU with pmc's plugin, every thread's loads sampled from the cache model from
+/// its first; the records and the maps read from the sample directory at the end. The status to exit with if it
+/// could not run or left no samples (said), or nothing.
+std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& run) {
+    auto emulator = find_emulator(a.qemu);
+    if (!emulator) {
+        fmt::print(stderr, "pmc sample: {}\n", emulator.failure().message);
+        return 1;
+    }
+    const EmulatedReportFile report;
+    if (report.path.empty()) {
+        fmt::print(stderr, "pmc sample: cannot make a temporary directory: {}\n", std::strerror(errno));
+        return 1;
+    }
+    const SampleFilesRemoved removed{report.dir};
+    std::string shown;
+    for (const auto& c : a.command) shown += (shown.empty() ? "" : " ") + c;
+    Job job;
+    auto child = start_emulated(job, *emulator, a.command, false,
+                                ",report=" + report.path + a.model.plugin_arguments +
+                                    fmt::format(",samples={},sample_period={},sample_ldlat={}", report.dir, a.period,
+                                                a.min_latency));
+    if (!child) {
+        fmt::print(stderr, "pmc sample: {}\n", child.failure().message);
+        return child.failure().code.value() == ENOENT ? 127 : child.failure().code.value() == ENOEXEC ? 126 : 1;
+    }
+    run.exit_status = finish_emulated(job, shown, run.raw_status, "pmc sample");
+    if (WIFSIGNALED(run.raw_status) && WTERMSIG(run.raw_status) == SIGSEGV && emulator->misaligns_signal_frames)
+        fmt::print(stderr, "pmc sample: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
+    const EmulatedReport processes = read_emulated_report(report.path);
+    explain_child_sigills(processes, *child, "pmc sample");
+    explain_child_segfaults(processes, *child, *emulator, "pmc sample");
+    if (processes.processes_with_loads == 0) {
+        fmt::print(stderr, "pmc sample: '{}' (exit status {}) left no samples: no emulated process reached its exit "
+                           "(killed by a signal, or QEMU did not start it)\n", shown, run.exit_status);
+        end_like(run.raw_status); // (a calling script stops on the command's SIGINT or SIGQUIT all the same)
+        return run.exit_status ? run.exit_status : 1;
+    }
+
+    auto maps = std::make_shared<ImageMaps>();
+    for (const auto& [path, pid] : files_ending(report.dir, ".maps")) maps->read(path, pid);
+    std::uint64_t malformed = 0, read = 0;
+    std::uint32_t unknown_image = 0;
+    std::vector<Kept> kept;
+    for (const auto& [path, pid] : files_ending(report.dir, ".samples"))
+        read += read_sample_records(path, malformed, [&](const pmc::Sample& s) {
+            long image = maps->image_of(s.pid, s.time);
+            if (image < 0) { // no map at all for it: its addresses show as unmapped
+                maps->images.push_back(ImageMaps::Image{s.pid, 0, 0, {}});
+                maps->by_pid[s.pid].push_back(maps->images.size() - 1);
+                image = static_cast<long>(maps->images.size() - 1);
+                ++unknown_image;
+            }
+            const auto i = static_cast<std::uint32_t>(image);
+            run.kept.push_back(Kept{s.addr ? s.addr : s.ip, s.pid, static_cast<float>(s.weight), i, i});
+            run.with_addr += s.addr != 0;
+        });
+
+    // The bias check: samples x period against the loads the model counted for every thread. Each thread counts
+    // from its own first load, so each may end up to a period short of its next sample: one period per thread.
+    pmc::BiasCheck& b = run.check;
+    b.event = a.event;
+    b.period = a.period;
+    b.samples = read;
+    b.estimated = read * a.period;
+    b.exact = processes.sampled_loads;
+    // The plugin's samples: those it wrote, and those it did not (a failed write, or past its limit per process).
+    const std::uint64_t written = processes.load_samples - std::min(processes.unwritten_samples, processes.load_samples);
+    const std::uint64_t missing = written > read ? written - read : 0;
+    b.lost = processes.unwritten_samples + missing;
+    b.lost_from_kernel_count = true;
+    b.malformed = malformed;
+    b.allowance = a.period * std::max<std::uint64_t>(processes.sampled_threads, 1);
+    b.tolerance = a.tolerance;
+    pmc::judge(b);
+    const std::string ring = "because the ring buffer was full (more data_pages, or drain() more often)";
+    if (const auto at = b.warning.find(ring); at != std::string::npos) // (there is no ring here)
+        b.warning.replace(at, ring.size(), "unwritten: the plugin writes at most 4194304 a process (a longer period, "
+                                           "-c), or a write failed, or a file lacks them");
+
+    run.notes.push_back(a.model.note);
+    run.notes.push_back(fmt::format(
+        "modelled (pmc sample --emulate): every {}th load whose modelled latency is at least {} cycles (ldlat), of "
+        "every thread from its first load ({} threads in {} emulated process images); the weight is the latency the "
+        "model states for the level that served it (L1 4, L2 12, LL 40, memory 200 cycles): not measured, not a real "
+        "core's; the exact count is the loads the model counted; one period of allowance per thread",
+        a.period, a.min_latency, processes.sampled_threads, processes.processes_with_loads));
+    if (processes.unfinished > 0)
+        run.notes.push_back(fmt::format("{} of the {} emulated processes ended without reaching their exit (a signal): "
+                                        "their loads and last samples are not in the figures",
+                                        processes.unfinished, processes.processes));
+    if (processes.unwritten_samples)
+        run.notes.push_back(fmt::format("the plugin took {} samples and wrote {}: at most 4194304 a process (a longer "
+                                        "period, -c), and none where a write failed (counted as lost)",
+                                        processes.load_samples, written));
+    if (missing)
+        run.notes.push_back(fmt::format("the plugin wrote {} samples and pmc read {}: {} are missing (counted as lost)",
+                                        written, read, missing));
+    if (const std::string native = native_programs_note(processes); !native.empty()) run.notes.push_back(native);
+    run.regions_note = fmt::format(
+        "regions: the guest's /proc/self/maps (QEMU's view of the program), read by pmc's preload library in each "
+        "process image at its start and at its exit() ({} readings); a fork child without readings of its own has its "
+        "parent's; an address none of them holds (a thread stack gone before the exit, an image that exec'd or "
+        "_exit'ed, a statically linked program) shows as 'unmapped'{}",
+        maps->readings,
+        unknown_image ? fmt::format("; {} samples came from processes with no map at all", unknown_image) : "");
+    run.all_regions_of = [maps](std::uint32_t image, std::uint32_t) {
+        std::vector<pmc::MappedRegion> out;
+        for (const auto& [begin, r] : maps->cover(image)) out.push_back(r);
+        return out;
+    };
+    run.regions_at = [maps](std::uint32_t, std::uint32_t image) { return maps->cover(image); };
+    return std::nullopt;
+}
+
+/// The data summary of a run's samples (by data address where the samples have one) and the notes that go with it.
+struct Summaries {
     pmc::DataSummary summary;
-    std::map<std::uint32_t, pmc::AddressMap> by_pid; // variables: from every file mapped at some time
-    std::map<std::uint32_t, Cover> regions;          // regions: for the cycle `regions_cycle`
+    bool by_data = false;
+    std::vector<std::string> notes;
+};
+Summaries summarize(const SampledRun& run) {
+    Summaries out;
+    out.by_data = run.with_addr > 0;
+    std::map<std::uint32_t, pmc::AddressMap> by_space; // variables: from every file mapped at some time
+    std::map<std::uint32_t, Cover> regions;            // regions: for the cycle `regions_cycle`
     std::uint32_t regions_cycle = 0;
-    std::vector<std::string> notes = sampler.notes();
-    for (const Kept& k : kept) {
-        if (by_data && k.addr == 0) continue;
-        auto it = by_pid.find(k.pid);
-        if (it == by_pid.end()) {
-            pmc::AddressMap map(maps.all_regions_of(k.pid), static_cast<int>(k.pid));
+    out.notes = run.notes;
+    for (const Kept& k : run.kept) {
+        if (out.by_data && k.addr == 0) continue;
+        auto it = by_space.find(k.space);
+        if (it == by_space.end()) {
+            pmc::AddressMap map(run.all_regions_of(k.space, k.pid), static_cast<int>(k.pid));
 #if defined(PMC_HAVE_SYMBOLS)
             pmc::load_symbols(map);
 #endif
-            it = by_pid.emplace(k.pid, std::move(map)).first;
+            it = by_space.emplace(k.space, std::move(map)).first;
         }
         if (k.cycle != regions_cycle) regions.clear();
         regions_cycle = k.cycle;
         auto cover = regions.find(k.pid);
-        if (cover == regions.end()) cover = regions.emplace(k.pid, maps.regions_at(k.pid, k.cycle)).first;
+        if (cover == regions.end()) cover = regions.emplace(k.pid, run.regions_at(k.pid, k.cycle)).first;
         pmc::Attribution where = it->second.attribute(k.addr);
         where.region = region_at(cover->second, k.addr);
         if (where.kind == pmc::AttributionKind::region || where.kind == pmc::AttributionKind::unmapped)
             where.kind = where.region ? pmc::AttributionKind::region : pmc::AttributionKind::unmapped;
-        summary.add(where, k.weight);
+        out.summary.add(where, k.weight);
     }
-    if (!by_pid.empty()) notes.push_back(by_pid.begin()->second.symbols_note());
-    notes.push_back(fmt::format("regions: /proc/{}/maps read {} times while it ran (the last reading is used) and the "
-                                "kernel's mmap records: a sample's region is the latest mmap record drained with it, else the "
-                                "reading before or after, else the records of the drain before (perf reports no "
-                                "munmap, so older records are not trusted); "
-                                "an address none of them holds shows as 'unmapped'",
-                                child, maps.reads));
-    if (by_data && with_addr < kept.size())
-        notes.push_back(fmt::format("{} samples carried no data address and are not in the summary",
-                                    kept.size() - with_addr));
+    if (!by_space.empty()) out.notes.push_back(by_space.begin()->second.symbols_note());
+    out.notes.push_back(run.regions_note);
+    if (out.by_data && run.with_addr < run.kept.size())
+        out.notes.push_back(fmt::format("{} samples carried no data address and are not in the summary",
+                                        run.kept.size() - run.with_addr));
+    return out;
+}
+
+/// The report, as text or JSON, to `out`.
+void write_report(const SampleArgs& a, const SampledRun& run, const Summaries& s, std::FILE* out) {
+    const pmc::BiasCheck& check = run.check;
+    const bool by_data = s.by_data;
+    const int exit_status = run.exit_status;
+    const pmc::DataSummary& summary = s.summary;
+    const std::vector<std::string>& notes = s.notes;
     // Per-row estimates only where the bias check holds, and with a fixed period.
     const double scale = check.agrees && !check.frequency_mode && check.period > 1 ? static_cast<double>(check.period) : 0;
-
     if (a.json) {
         pmc::JsonWriter j;
         j.begin_object();
@@ -464,6 +825,7 @@ int cmd_sample(const std::vector<std::string>& arguments) {
         j.end_array();
         j.key("exit_status").value(exit_status);
         j.key("event").value(check.event);
+        if (a.emulate) j.key("emulated").value(true);
         j.key("addresses").value(by_data ? "data" : "instruction");
         j.key("bias").begin_object();
         j.key("mode").value(check.frequency_mode ? "frequency" : "period");
@@ -483,37 +845,50 @@ int cmd_sample(const std::vector<std::string>& arguments) {
         j.end_array();
         j.end_object();
         fmt::print(out, "{}\n", j.str());
-    } else {
-        std::string text = fmt::format("pmc sample: '{}', {} over '{}' (exit status {})\n", check.event,
-                                       check.frequency_mode ? fmt::format("about {} samples a second", a.frequency)
-                                                            : check.period == 1 ? std::string("a sample at every event") : fmt::format("a sample every {} events", check.period),
-                                       a.command[0], exit_status);
-        text += fmt::format("bias check: estimated {} ({} samples, {}), exact {}, ratio {}; lost {}, throttled {}{}\n",
-                            check.estimated, check.samples, pmc::estimate_method(check), check.exact,
-                            ratio_text(check.ratio), check.lost, check.throttled,
-                            check.agrees ? fmt::format("; agrees within {:g}% + one period", check.tolerance * 100)
-                                         : std::string());
-        if (check.agrees && check.lost) // both: the loss is real, though within the tolerance
-            text += fmt::format("note: {} samples were lost (the ring was full: more pages with -m), within the "
-                                "tolerance\n",
-                                check.lost);
-        if (check.agrees && check.samples < 10)
-            text += fmt::format("note: {} samples: too few to judge a bias (the check holds only within one "
-                                "period at this run's rate, {} events)\n",
-                                check.samples, check.allowance);
-        if (!check.agrees) text += "WARNING: " + check.warning + "\n";
-        const char* what = by_data ? "data addresses" : "instruction addresses";
-        if (by_data) // code addresses fall in functions, not variables
-            text += rows_text(fmt::format("\n{} by variable:", what).c_str(), summary.by_variable(),
-                              summary.total(), a.top, scale);
-        text += rows_text(fmt::format("\n{} by region:", what).c_str(), summary.by_region(), summary.total(), a.top,
-                          scale);
-        text += "\n";
-        for (auto& n : notes) text += "note: " + n + "\n";
-        fmt::print(out, "{}", text);
+        return;
     }
-    const int reported = finish(exit_status);
-    end_like(status); // ended by SIGINT or SIGQUIT: pmc ends so too, so that a calling shell script stops
+    std::string text = fmt::format("pmc sample: '{}', {} over '{}' (exit status {})\n", check.event,
+                                   check.frequency_mode ? fmt::format("about {} samples a second", a.frequency)
+                                                        : check.period == 1 ? std::string("a sample at every event") : fmt::format("a sample every {} events", check.period),
+                                   a.command[0], exit_status);
+    text += fmt::format("bias check: estimated {} ({} samples, {}), exact {}, ratio {}; lost {}, throttled {}{}\n",
+                        check.estimated, check.samples, pmc::estimate_method(check), check.exact,
+                        ratio_text(check.ratio), check.lost, check.throttled,
+                        check.agrees ? fmt::format("; agrees within {:g}% + one period", check.tolerance * 100)
+                                     : std::string());
+    if (check.agrees && check.lost) // both: the loss is real, though within the tolerance
+        text += fmt::format("note: {} samples were lost ({}), within the tolerance\n", check.lost,
+                            a.emulate ? "the plugin's sample files lack them: a write failed, or a process was killed"
+                                      : "the ring was full: more pages with -m");
+    if (check.agrees && check.samples < 10)
+        text += fmt::format("note: {} samples: too few to judge a bias (the check holds only within one "
+                            "period at this run's rate, {} events)\n",
+                            check.samples, check.allowance);
+    if (!check.agrees) text += "WARNING: " + check.warning + "\n";
+    const char* what = by_data ? "data addresses" : "instruction addresses";
+    if (by_data) // code addresses fall in functions, not variables
+        text += rows_text(fmt::format("\n{} by variable:", what).c_str(), summary.by_variable(),
+                          summary.total(), a.top, scale);
+    text += rows_text(fmt::format("\n{} by region:", what).c_str(), summary.by_region(), summary.total(), a.top,
+                      scale);
+    text += "\n";
+    for (auto& n : notes) text += "note: " + n + "\n";
+    fmt::print(out, "{}", text);
+}
+
+} // namespace
+
+int cmd_sample(const std::vector<std::string>& arguments) {
+    pmc_cli::CommandLine cl("pmc sample", sample_help);
+    SampleArgs a;
+    if (auto status = parse_sample_arguments(cl, arguments, a)) return *status;
+    ReportOutput out;
+    if (!out.open(a.output)) return 1;
+    SampledRun run;
+    if (auto failed = a.emulate ? run_emulated(a, out, run) : run_native(a, out, run)) return out.finish(*failed);
+    write_report(a, run, summarize(run), out.file);
+    const int reported = out.finish(run.exit_status);
+    end_like(run.raw_status); // ended by SIGINT or SIGQUIT: pmc ends so too, so that a calling shell script stops
     return reported;
 }
 

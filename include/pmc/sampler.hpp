@@ -418,7 +418,8 @@ BiasCheck Sampler::stop(OnSample&& on_sample, OnMapping&& on_mapping) {
         b.lost = r.lost > progress_.lost ? r.lost : progress_.lost;
         b.lost_from_kernel_count = true;
         b.malformed = progress_.malformed;
-        b.allowance = attr_.sample_period;
+        // Each thread followed counts from its own first load: each may end up to one period past its last sample.
+        b.allowance = attr_.sample_period * (r.inherit ? r.inherit : 1);
         b.tolerance = options_.tolerance;
         judge(b);
         return b;
@@ -528,9 +529,10 @@ inline Result<Sampler> Sampler::open_emulated(std::string_view event, const Load
                                         "run the program under `pmc emulate --cache -- PROGRAM`");
     if (options.frequency || !options.period)
         return refuse("it samples every Nth load, exactly: give a period (SamplerOptions::period), not a frequency");
-    if (options.inherit || options.pid || options.enable_on_exec)
-        return refuse("it samples the calling thread's loads only (no inherit, pid or enable_on_exec): open a sampler "
-                      "on each thread to sample");
+    if (options.pid || options.enable_on_exec)
+        return refuse("it samples the calling thread's loads (with inherit, also the threads created after the open), "
+                      "not another process's (no pid or enable_on_exec): sample the whole program from outside with "
+                      "`pmc sample --emulate --cache -- PROGRAM` (every thread and child process from its first load)");
     if (options.mappings)
         return refuse("it writes no mapping records (SamplerOptions::mappings): read the mappings with "
                       "pmc::AddressMap::try_of_process()");
@@ -561,12 +563,19 @@ inline Result<Sampler> Sampler::open_emulated(std::string_view event, const Load
         if ((options.fields & bit) && bit != PERF_SAMPLE_WEIGHT_STRUCT) record += 8;
     if ((options.fields & PERF_SAMPLE_WEIGHT_STRUCT) && !(options.fields & PERF_SAMPLE_WEIGHT)) record += 8;
     r.capacity = s.emulated_.buffer_size / record;
+    r.inherit = options.inherit ? 1 : 0;
     em::request(em::Op::sampler_open, &r);
     if (r.id == 0 || r.error) {
         switch (static_cast<em::SamplerError>(r.error)) {
         case em::SamplerError::thread_busy:
             return refuse("this thread already has a load sampler open on the emulated PMU (one per thread: stop it "
                           "first)");
+        case em::SamplerError::inherit_busy:
+            return refuse("another sampler of this process follows new threads already (inherit: one at a time on the "
+                          "emulated PMU): stop it first, or open this one without inherit");
+        case em::SamplerError::whole_program:
+            return refuse("`pmc sample --emulate` samples every thread of this program already (from its first load); "
+                          "run the program under `pmc emulate --cache` to sample inside it");
         case em::SamplerError::no_model:
             return refuse("this run has no cache model. Fix: run the program under `pmc emulate --cache -- PROGRAM`");
         default: return refuse("the plugin refused the request (error " + std::to_string(r.error) + ")");
@@ -577,6 +586,10 @@ inline Result<Sampler> Sampler::open_emulated(std::string_view event, const Load
     s.notes_.push_back("samples every " + std::to_string(options.period) + "th load whose modelled latency is at least " +
                        std::to_string(load.min_latency) + " cycles (ldlat); the exact count is the plugin's count of "
                        "those loads");
+    if (options.inherit)
+        s.notes_.push_back("inherit: the threads this process creates after the open are sampled too, each from its "
+                           "first load (any thread's, not only the opener's; not child processes: their samples cannot "
+                           "reach this process's drains); one period of allowance per thread");
     // Started last, after every allocation of the open: what the open adds to the count is a constant.
     if (const em::SamplerRequest started = s.emulated_.ask(em::Op::sampler_start); started.error)
         return refuse("the plugin did not start it (error " + std::to_string(started.error) + ")");

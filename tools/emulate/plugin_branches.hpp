@@ -92,6 +92,8 @@ struct BranchThread {
     BranchThread() : predictor(settings.zero_low_bits) {}
     /// Nothing in flight: a system call ends a block that holds no branch, so every branch before it is settled.
     void finish() noexcept {}
+    void started() noexcept {}
+    void exiting() noexcept {}
     Counts counts() const noexcept {
         const pmc_model::BranchCounts& c = predictor.counts();
         return Totals{branches, c.conditional, c.conditional_misses, c.indirect, c.indirect_misses};

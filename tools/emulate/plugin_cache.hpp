@@ -109,6 +109,9 @@ struct CacheThread {
         merger.flush([this](const pmc_model::DataAccess& a) { complete(a); });
     }
     Counts counts() const noexcept { return caches.counts(); }
+    // pmc sample --emulate: every thread sampled from its first load, and its samples written at its exit.
+    void started() noexcept { plugin_sampling::thread_starts(); }
+    void exiting() noexcept { plugin_sampling::thread_exits(); }
     static void add(Counts& to, const Counts& from) { plugin_cache::add(to, from); }
     static void subtract(Counts& to, const Counts& from) { plugin_cache::add(to, from, true); }
 };

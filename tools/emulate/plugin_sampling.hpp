@@ -13,6 +13,13 @@
 // the code that reads the kernel's ring. A drain is a system call, which ends the emulator's block: every load
 // before it has been counted and, if its turn came, sampled.
 //
+// With samples=DIR (pmc sample --emulate), every thread of the program gets a sampler at its start (its first block,
+// when plugin_cache makes its model), counting from its first load, and the program opens none itself: the samples go
+// to DIR/PID.samples in the same record layout (whole_program_sample_fields), written whenever a thread's queue
+// fills, at its exit and at the process's exit or execve; the report file gets the process's loads and samples.
+// DIR/PID.maps gets the image's start and a fork's parent, between the preload library's readings of the guest's
+// /proc/self/maps (tools/emulate/stay_emulated.cpp): what pmc attributes the samples with.
+//
 // Cost: with no sampler open, one thread-local load and a branch per load the model completes.
 #pragma once
 
@@ -20,6 +27,7 @@
 
 #include <pmc/detail/emulated.hpp>
 
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -27,10 +35,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace plugin_sampling {
@@ -50,6 +62,10 @@ struct Sampler {
     std::uint32_t min_latency;
     std::uint32_t pid, tid;
     pmc_model::LoadSampler loads;
+    bool to_file = false; ///< a whole-program sampler (samples=DIR): a full queue is written out, not lost
+    bool inherit = false; ///< it follows the threads the process creates after its open (their samplers: `members`)
+    std::uint64_t root = 0;            ///< a member: the id of the inherit sampler whose drains take its samples
+    std::vector<std::uint64_t> members; ///< an inherit sampler: its members' ids (under samplers_lock)
     std::atomic<bool> running{true};
     std::atomic<bool> forgotten{false}; ///< its thread no longer points at it (it may be freed)
     /// `loads`' counts as the sampled thread last left them, for a drain or stop from another thread
@@ -71,8 +87,25 @@ inline std::uint64_t next_id = 1;
 /// The calling thread's running sampler, or null: what each load checks (initial-exec TLS, a plain load).
 inline __attribute__((tls_model("initial-exec"))) thread_local Sampler* current = nullptr;
 
+/// pmc sample --emulate (samples=DIR): every thread sampled from its start, the records written to files.
+struct WholeProgram {
+    std::string dir;               ///< samples=DIR ("" : off)
+    std::uint64_t period = 0;      ///< sample_period=N
+    std::uint32_t min_latency = 3; ///< sample_ldlat=N
+    // This process's figures (under samplers_lock): of its exited threads, and those already in a report line.
+    std::uint64_t exited_loads = 0, exited_samples = 0, threads = 0, unwritten = 0;
+    std::uint64_t reported_loads = 0, reported_samples = 0, reported_threads = 0, reported_unwritten = 0;
+    /// Records written by this process: past `max_written`, the rest are dropped and counted as unwritten, so that
+    /// a small period on a long program cannot fill the disk (64 bytes a record: 256 MiB a process).
+    std::atomic<std::uint64_t> written{0};
+    static constexpr std::uint64_t max_written = std::uint64_t{1} << 22;
+};
+inline WholeProgram whole;
+
 /// The model's latencies, the same for every sampler (stated figures, pmc_model::LoadLatencies).
 inline const pmc_model::LoadLatencies latencies{};
+
+inline void write_out(Sampler& s); // (a whole-program sampler's queue, to its file; under s.lock)
 
 __attribute__((noinline)) inline void take(Sampler& s, std::uint64_t ip, std::uint64_t address,
                                           pmc_model::Level level) {
@@ -91,8 +124,11 @@ __attribute__((noinline)) inline void take(Sampler& s, std::uint64_t ip, std::ui
     ::clock_gettime(CLOCK_MONOTONIC, &now);
     std::lock_guard<std::mutex> hold(s.lock);
     if (s.size == s.pending.size()) {
-        ++s.lost;
-        return;
+        if (!s.to_file) {
+            ++s.lost;
+            return;
+        }
+        write_out(s);
     }
     s.pending[(s.head + s.size) % s.pending.size()] =
         Pending{sample, static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec)};
@@ -158,6 +194,33 @@ inline void fill_counts(Sampler& s, proto::SamplerRequest& r) { // under s.lock
     r.pending = s.size;
 }
 
+/// A sampler and, for an inherit sampler, its members that still exist. Under samplers_lock.
+inline std::vector<Sampler*> group(Sampler& s) {
+    std::vector<Sampler*> all{&s};
+    for (std::uint64_t id : s.members)
+        if (auto m = samplers.find(id); m != samplers.end()) all.push_back(m->second.get());
+    return all;
+}
+
+/// The counts of a sampler and its members, summed (`inherit`: the threads). Under samplers_lock.
+inline void fill_group_counts(Sampler& s, proto::SamplerRequest& r) {
+    proto::SamplerRequest sum;
+    r.loads = r.samples = r.lost = r.pending = 0;
+    for (Sampler* m : group(s)) {
+        std::lock_guard<std::mutex> hold(m->lock);
+        fill_counts(*m, sum);
+        r.loads += sum.loads, r.samples += sum.samples, r.lost += sum.lost, r.pending += sum.pending;
+    }
+    r.inherit = static_cast<std::uint32_t>(1 + s.members.size());
+}
+
+/// The running inherit sampler of this process, or null. Under samplers_lock.
+inline Sampler* following() {
+    for (auto& [id, s] : samplers)
+        if (s->inherit && s->running.load()) return s.get();
+    return nullptr;
+}
+
 /// Answers one sampler_* request from the calling thread. `model_on`: the run has the cache model. For a drain,
 /// `records` gets what to write at r.buffer (r.buffer_size is set to its size).
 inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::vector<unsigned char>& records) {
@@ -168,6 +231,10 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
         return;
     }
     if (op == proto::Op::sampler_open) {
+        if (!whole.dir.empty()) {
+            r.error = static_cast<std::uint32_t>(E::whole_program);
+            return;
+        }
         if (r.period == 0 || r.capacity == 0 || (r.sample_type & ~proto::sampler_fields) != 0 ||
             r.capacity > (std::uint64_t{1} << 24)) {
             r.error = static_cast<std::uint32_t>(E::bad_request);
@@ -178,9 +245,14 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
             return;
         }
         std::lock_guard<std::mutex> hold(samplers_lock);
+        if (r.inherit && following()) {
+            r.error = static_cast<std::uint32_t>(E::inherit_busy);
+            return;
+        }
         const std::uint64_t id = next_id++;
         auto s = std::make_unique<Sampler>(id, r, static_cast<std::uint32_t>(::getpid()),
                                            static_cast<std::uint32_t>(::syscall(SYS_gettid)));
+        s->inherit = r.inherit != 0;
         samplers.emplace(id, std::move(s));
         r.id = id;
         r.latencies[0] = latencies.l1, r.latencies[1] = latencies.l2, r.latencies[2] = latencies.ll,
@@ -195,10 +267,18 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
     }
     Sampler& s = *found->second;
     if (op == proto::Op::sampler_close) {
+        // Freed once its thread no longer points at it; closed from another thread while the sampled thread runs
+        // on, it stays allocated (that thread sees `running` cleared at its next load). An inherit sampler's
+        // members go with it.
+        for (std::uint64_t m : std::vector<std::uint64_t>(s.members)) {
+            auto member = samplers.find(m);
+            if (member == samplers.end()) continue;
+            member->second->running.store(false);
+            if (current == member->second.get()) current = nullptr, member->second->forgotten.store(true);
+            if (member->second->forgotten.load()) samplers.erase(member);
+        }
         s.running.store(false);
         if (current == &s) current = nullptr, s.forgotten.store(true);
-        // Freed once its thread no longer points at it; closed from another thread while the sampled thread runs
-        // on, it stays allocated (that thread sees `running` cleared at its next load).
         if (s.forgotten.load()) samplers.erase(found);
         return;
     }
@@ -217,32 +297,232 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
     if (op == proto::Op::sampler_stop) {
         s.running.store(false);
         if (current == &s) current = nullptr, s.forgotten.store(true);
-        std::lock_guard<std::mutex> hold(s.lock);
-        fill_counts(s, r);
+        for (Sampler* m : group(s)) m->running.store(false); // (each member's thread sees it at its next load)
+        fill_group_counts(s, r);
         return;
     }
-    // sampler_drain: whole records up to the buffer's size; a LOST record first if samples were dropped since.
-    std::lock_guard<std::mutex> hold(s.lock);
-    hold_all.unlock();
+    // sampler_drain: whole records up to the buffer's size, of each thread the sampler follows in turn; a LOST
+    // record first where one dropped samples since.
     records.clear();
     const std::size_t room = static_cast<std::size_t>(r.buffer_size), one = record_size(s.sample_type);
-    if (s.lost != s.lost_reported && room >= sizeof(perf_event_header) + 16) {
-        write_lost(records, s.id, s.lost - s.lost_reported);
-        s.lost_reported = s.lost;
+    for (Sampler* m : group(s)) {
+        std::lock_guard<std::mutex> hold(m->lock);
+        if (m->lost != m->lost_reported && records.size() + sizeof(perf_event_header) + 16 <= room) {
+            write_lost(records, s.id, m->lost - m->lost_reported);
+            m->lost_reported = m->lost;
+        }
+        while (m->size && records.size() + one <= room) {
+            write_sample(records, *m, m->pending[m->head]);
+            m->head = (m->head + 1) % m->pending.size();
+            --m->size;
+        }
     }
-    while (s.size && records.size() + one <= room) {
+    r.buffer_size = records.size();
+    fill_group_counts(s, r);
+}
+
+// ---- the whole program, every thread from its start (samples=DIR: pmc sample --emulate) ----
+
+
+/// Takes one plugin argument if it is the sampler's: true if it was (then `error` says what is wrong, or is "").
+inline bool parse_argument(const char* arg, std::string& error) {
+    const std::string a = arg;
+    const auto eq = a.find('=');
+    if (eq == std::string::npos) return false;
+    const std::string name = a.substr(0, eq), value = a.substr(eq + 1);
+    const auto number = [&](std::uint64_t& to) {
+        char* end = nullptr;
+        to = std::strtoull(value.c_str(), &end, 10);
+        if (value.empty() || *end || value[0] == '-') error = name + "=" + value + ": a whole number";
+    };
+    if (name == "samples") {
+        whole.dir = value;
+        if (value.empty()) error = "samples=: a directory";
+        return true;
+    }
+    if (name == "sample_period") {
+        number(whole.period);
+        if (error.empty() && whole.period == 0) error = "sample_period=0: a period of at least 1 load";
+        return true;
+    }
+    if (name == "sample_ldlat") {
+        std::uint64_t v = 0;
+        number(v);
+        whole.min_latency = static_cast<std::uint32_t>(v);
+        return true;
+    }
+    return false;
+}
+
+/// "" if the arguments make sense together (`model_on`: cache=on), else why not.
+inline std::string check_arguments(bool model_on) {
+    if (whole.dir.empty()) return whole.period ? "sample_period= needs samples=DIR" : "";
+    if (!model_on) return "samples=DIR samples loads from the cache model: give cache=on";
+    if (!whole.period) return "samples=DIR needs sample_period=N";
+    return "";
+}
+
+inline std::uint64_t monotonic_ns() {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec);
+}
+
+/// Appends `n` bytes to DIR/PID.SUFFIX in one write (O_APPEND: the writes of threads and processes never mix).
+inline bool append_to(std::uint32_t pid, const char* suffix, const void* data, std::size_t n) {
+    const std::string path = whole.dir + "/" + std::to_string(pid) + suffix;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    const bool ok = ::write(fd, data, n) == static_cast<ssize_t>(n);
+    ::close(fd);
+    return ok;
+}
+
+/// A line between the readings of DIR/PID.maps: "pmc-maps TIME start" at an image's start, "pmc-maps TIME fork PPID"
+/// in a fork child (its maps are its parent's at that time until it reads its own).
+inline void mark_maps(const char* what, long parent = 0) {
+    char line[96];
+    const int n = parent ? std::snprintf(line, sizeof line, "pmc-maps %llu %s %ld\n",
+                                         static_cast<unsigned long long>(monotonic_ns()), what, parent)
+                         : std::snprintf(line, sizeof line, "pmc-maps %llu %s\n",
+                                         static_cast<unsigned long long>(monotonic_ns()), what);
+    append_to(static_cast<std::uint32_t>(::getpid()), ".maps", line, static_cast<std::size_t>(n));
+}
+
+inline void write_out(Sampler& s) { // under s.lock
+    if (!s.size) return;
+    if (whole.written.fetch_add(s.size) + s.size > WholeProgram::max_written) { // (said in the report line)
+        s.lost += s.size;
+        s.head = s.size = 0;
+        return;
+    }
+    thread_local std::vector<unsigned char> records;
+    records.clear();
+    const std::size_t taken = s.size;
+    while (s.size) {
         write_sample(records, s, s.pending[s.head]);
         s.head = (s.head + 1) % s.pending.size();
         --s.size;
     }
-    r.buffer_size = records.size();
-    fill_counts(s, r);
+    if (!append_to(s.pid, ".samples", records.data(), records.size())) s.lost += taken; // (said in the report line)
 }
 
-/// In a fork child: the samplers are the parent's; the child's thread samples on into its own copy.
+/// On a new thread (its first block): its whole-program sampler, from its first load.
+inline void thread_starts() {
+    if (current) return;
+    if (whole.dir.empty()) { // a thread created while an inherit sampler runs: a member of it, from its first load
+        std::lock_guard<std::mutex> hold(samplers_lock);
+        Sampler* root = following();
+        if (!root) return;
+        proto::SamplerRequest r;
+        r.period = root->loads.period();
+        r.sample_type = root->sample_type;
+        r.min_latency = root->min_latency;
+        r.capacity = root->pending.size();
+        const std::uint64_t id = next_id++;
+        auto s = std::make_unique<Sampler>(id, r, static_cast<std::uint32_t>(::getpid()),
+                                           static_cast<std::uint32_t>(::syscall(SYS_gettid)));
+        s->root = root->id;
+        root->members.push_back(id);
+        current = s.get();
+        samplers.emplace(id, std::move(s));
+        return;
+    }
+    proto::SamplerRequest r;
+    r.period = whole.period;
+    r.sample_type = proto::whole_program_sample_fields;
+    r.min_latency = whole.min_latency;
+    r.capacity = 4096; // samples between two writes
+    std::lock_guard<std::mutex> hold(samplers_lock);
+    const std::uint64_t id = next_id++;
+    auto s = std::make_unique<Sampler>(id, r, static_cast<std::uint32_t>(::getpid()),
+                                       static_cast<std::uint32_t>(::syscall(SYS_gettid)));
+    s->to_file = true;
+    current = s.get();
+    samplers.emplace(id, std::move(s));
+    ++whole.threads;
+}
+
+/// On a thread that exits: its samples written, its counts kept for the process's report line.
+inline void thread_exits() {
+    Sampler* s = current;
+    if (s && !s->to_file) { // its samples wait for the drains of the sampler it belongs to (or its own)
+        std::lock_guard<std::mutex> hold_all(samplers_lock);
+        current = nullptr;
+        s->forgotten.store(true);
+        return;
+    }
+    if (!s) return;
+    current = nullptr;
+    std::lock_guard<std::mutex> hold_all(samplers_lock);
+    {
+        std::lock_guard<std::mutex> hold(s->lock);
+        write_out(*s);
+        whole.exited_loads += s->loads.loads();
+        whole.exited_samples += s->loads.samples();
+        whole.unwritten += s->lost;
+    }
+    samplers.erase(s->id);
+}
+
+/// The process's loads and samples since its last report line, as one: "pid N loads L samples S threads T unwritten
+/// U\n" (L: the loads sampled from; S: the samples taken; U: those not written, past max_written or a write failed). Every thread's queue is
+/// written first.
+inline std::string report_line(long pid) {
+    std::lock_guard<std::mutex> hold_all(samplers_lock);
+    std::uint64_t loads = whole.exited_loads, samples = whole.exited_samples, unwritten = whole.unwritten;
+    for (auto& [id, s] : samplers) {
+        if (!s->to_file) continue;
+        std::lock_guard<std::mutex> hold(s->lock);
+        write_out(*s);
+        loads += s->counted.load(std::memory_order_relaxed);
+        samples += s->sampled.load(std::memory_order_relaxed);
+        unwritten += s->lost;
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "pid %ld loads %llu samples %llu threads %llu unwritten %llu\n", pid,
+                  static_cast<unsigned long long>(loads - whole.reported_loads),
+                  static_cast<unsigned long long>(samples - whole.reported_samples),
+                  static_cast<unsigned long long>(whole.threads - whole.reported_threads),
+                  static_cast<unsigned long long>(unwritten - whole.reported_unwritten));
+    whole.reported_loads = loads, whole.reported_samples = samples, whole.reported_threads = whole.threads;
+    whole.reported_unwritten = unwritten;
+    return line;
+}
+
+/// In a fork child: the samplers are the parent's; the child's thread samples on into its own copy. A whole-program
+/// child starts afresh, as a new thread: its thread's sampler counts from zero (the samples it held are the parent's
+/// to write), the other threads' are gone.
 inline void in_fork_child() {
     new (&samplers_lock) std::mutex;
     for (auto& [id, s] : samplers) new (&s->lock) std::mutex;
+    if (whole.dir.empty()) { // an inherit sampler's members on other threads are the parent's
+        for (auto it = samplers.begin(); it != samplers.end();)
+            it = it->second->root && it->second.get() != current ? samplers.erase(it) : std::next(it);
+        for (auto& [id, s] : samplers) {
+            std::vector<std::uint64_t> kept;
+            for (std::uint64_t m : s->members)
+                if (samplers.count(m)) kept.push_back(m);
+            s->members = kept;
+        }
+        return;
+    }
+    for (auto it = samplers.begin(); it != samplers.end();)
+        it = it->second->to_file && it->second.get() != current ? samplers.erase(it) : std::next(it);
+    whole.exited_loads = whole.exited_samples = whole.unwritten = 0;
+    whole.reported_loads = whole.reported_samples = whole.reported_threads = whole.reported_unwritten = 0;
+    whole.threads = 0;
+    whole.written.store(0);
+    if (Sampler* s = current; s && s->to_file) {
+        s->loads = pmc_model::LoadSampler(whole.period);
+        s->counted.store(0), s->sampled.store(0);
+        s->head = s->size = 0;
+        s->lost = s->lost_reported = 0;
+        s->pid = static_cast<std::uint32_t>(::getpid());
+        s->tid = static_cast<std::uint32_t>(::syscall(SYS_gettid));
+        whole.threads = 1;
+    }
+    mark_maps("fork", static_cast<long>(::getppid()));
 }
 
 } // namespace plugin_sampling

@@ -13,6 +13,8 @@
 //   using Counts = ...;                      what it counts, copyable and zero when value-initialised
 //   Counts counts() const noexcept;          its counts now (only its own thread calls it)
 //   void finish() noexcept;                  completes work in flight before a publication (may be empty)
+//   void started() noexcept;                 on its thread, once registered (may be empty)
+//   void exiting() noexcept;                 on its thread at its exit, after the last publication (may be empty)
 //   static void add(Counts&, const Counts&) and static void subtract(Counts&, const Counts&)
 //
 // One registry per model type (the thread's pointer is a static member): Registry<Model> is used through its
@@ -125,6 +127,7 @@ private:
     static void thread_exits(void* state) {
         auto* t = static_cast<Thread*>(state);
         t->flush();
+        t->exiting();
         {
             std::lock_guard<std::mutex> hold(lock_);
             Model::add(exited_, t->published_counts());
@@ -147,6 +150,7 @@ private:
         }
         ::pthread_setspecific(exit_key_, t);
         current_ = t;
+        t->started();
         return *t;
     }
 

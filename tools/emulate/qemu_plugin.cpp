@@ -4,6 +4,8 @@
 //     qemu-x86_64 -plugin libpmc-qemu-plugin.so PROGRAM ARGS       (what `pmc emulate -- PROGRAM ARGS` runs)
 //     qemu-x86_64 -plugin libpmc-qemu-plugin.so,report=FILE ...    (pmc count --emulate: at exit, the process's
 //                                                                    total is appended to FILE as one line)
+//     ...,cache=on,samples=DIR,sample_period=N,sample_ldlat=L     (pmc sample --emulate: every thread's loads
+//                                                                    sampled, the records in DIR/PID.samples)
 //
 // What it counts: for each guest thread (in user mode each thread is its own vCPU), the guest instructions QEMU
 // executes, counted a translated block at a time when the block starts. A program reads its thread's count with
@@ -540,6 +542,10 @@ void report_total(const char* what) {
         const std::string cache = plugin_cache::report_line(static_cast<long>(own_pid));
         append_line(cache.data(), static_cast<int>(cache.size()));
     }
+    if (!plugin_sampling::whole.dir.empty()) { // pmc sample --emulate: every thread's samples written first
+        const std::string loads = plugin_sampling::report_line(static_cast<long>(own_pid));
+        append_line(loads.data(), static_cast<int>(loads.size()));
+    }
     if (plugin_branches::settings.on) {
         const std::string branches = plugin_branches::report_line(static_cast<long>(own_pid));
         append_line(branches.data(), static_cast<int>(branches.size()));
@@ -781,13 +787,19 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
             continue;
         }
         std::string error;
-        if (plugin_cache::parse_argument(argv[i], error) || plugin_branches::parse_argument(argv[i], error)) {
+        if (plugin_cache::parse_argument(argv[i], error) || plugin_branches::parse_argument(argv[i], error) ||
+            plugin_sampling::parse_argument(argv[i], error)) {
             if (error.empty()) continue;
             std::fprintf(stderr, "pmc's QEMU plugin: %s\n", error.c_str());
             return -1;
         }
         std::fprintf(stderr, "pmc's QEMU plugin: unknown argument '%s' (it takes report=FILE, cache=on, "
-                             "i1=, d1=, l2=, ll=SIZE:ASSOC:LINE, inclusion=strict, branches=on)\n", argv[i]);
+                             "i1=, d1=, l2=, ll=SIZE:ASSOC:LINE, inclusion=strict, branches=on, samples=DIR, "
+                             "sample_period=N, sample_ldlat=N)\n", argv[i]);
+        return -1;
+    }
+    if (const std::string why = plugin_sampling::check_arguments(plugin_cache::settings.on); !why.empty()) {
+        std::fprintf(stderr, "pmc's QEMU plugin: %s\n", why.c_str());
         return -1;
     }
     if (const std::string why = plugin_cache::start(); !why.empty()) {
@@ -818,6 +830,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
     }
     own_pid = ::getpid();
     say_started();
+    if (!plugin_sampling::whole.dir.empty()) plugin_sampling::mark_maps("start"); // (pmc sample --emulate)
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
     qemu_plugin_register_atexit_cb(id, at_exit, nullptr);

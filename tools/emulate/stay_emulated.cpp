@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace {
@@ -186,6 +187,44 @@ bool report_path(const char* plugin, char* out, size_t size) {
     out[len] = '\0';
     return true;
 }
+/// pmc sample --emulate (the plugin's samples=DIR): the guest's memory map, which QEMU emulates in the guest's
+/// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading" and the file's lines, in one write, at the
+/// image's start (here, before the program's code) and at its exit(): what pmc names the sampled addresses with.
+char maps_dir[PATH_MAX];
+void read_maps_for_samples() {
+    if (!maps_dir[0]) return;
+    const int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (in < 0) return;
+    size_t size = 1 << 16, used = 0;
+    char* text = static_cast<char*>(malloc(size));
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (text)
+        used = static_cast<size_t>(snprintf(text, size, "pmc-maps %llu reading\n",
+                                            static_cast<unsigned long long>(now.tv_sec) * 1000000000ull +
+                                                static_cast<unsigned long long>(now.tv_nsec)));
+    for (ssize_t n = 1; text && n > 0;) {
+        if (size - used < 4096) {
+            char* bigger = static_cast<char*>(realloc(text, size *= 2));
+            if (!bigger) free(text);
+            text = bigger;
+            if (!text) break;
+        }
+        n = read(in, text + used, size - used);
+        if (n > 0) used += static_cast<size_t>(n);
+    }
+    close(in);
+    if (!text) return;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%ld.maps", maps_dir, static_cast<long>(getpid()));
+    const int out = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (out >= 0) {
+        [[maybe_unused]] const ssize_t written = write(out, text, used);
+        close(out);
+    }
+    free(text);
+}
+
 void on_fatal_signal(int sig);
 /// Whether any signal's action is a handler of the program's (through the wrappers, or a raw rt_sigaction they do not
 /// see): only a handler runs on QEMU's misaligned frame. Async-signal-safe.
@@ -287,6 +326,15 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
             const char* base = strrchr(path, '/');
             prctl(PR_SET_NAME, base ? base + 1 : path, 0, 0, 0); // (the kernel keeps 15 characters)
             note_fatal_signals(plugin, path);
+        }
+        if (const char* dir = strstr(plugin, ",samples="); dir) { // pmc sample --emulate
+            dir += 9;
+            const size_t len = strcspn(dir, ",");
+            if (len > 0 && len < sizeof maps_dir) {
+                memcpy(maps_dir, dir, len);
+                read_maps_for_samples();
+                atexit(read_maps_for_samples);
+            }
         }
         return;
     }

@@ -131,6 +131,11 @@ inline constexpr std::uint32_t hello_load_sampling = 2;
 inline constexpr std::uint64_t sampler_fields = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
                                                 PERF_SAMPLE_ADDR | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
                                                 PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT | PERF_SAMPLE_DATA_SRC;
+/// The fields of the records the plugin writes to files for `pmc sample --emulate` (its samples=DIR argument: every
+/// thread sampled from its start), which pmc decodes with this sample_type.
+inline constexpr std::uint64_t whole_program_sample_fields = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                                             PERF_SAMPLE_ADDR | PERF_SAMPLE_PERIOD |
+                                                             PERF_SAMPLE_WEIGHT | PERF_SAMPLE_DATA_SRC;
 
 /// What the sampler_* requests exchange (in: set by the program; out: by the plugin).
 struct SamplerRequest {
@@ -147,7 +152,9 @@ struct SamplerRequest {
     std::uint64_t pending = 0;     ///< drain, out: samples still held
     std::uint32_t latencies[4] = {}; ///< open, out: the cycles a load served by L1, L2, LL, memory reports
     std::uint32_t error = 0;       ///< out: 0, or a SamplerError
-    std::uint32_t reserved = 0;
+    /// open, in: 1 to sample the threads the process creates from now on too (SamplerOptions::inherit); stop and
+    /// drain, out: the threads sampled (1 + those)
+    std::uint32_t inherit = 0;
 };
 enum class SamplerError : std::uint32_t {
     none = 0,
@@ -156,6 +163,8 @@ enum class SamplerError : std::uint32_t {
     unknown_id = 3,     ///< no such sampler (closed, or another process's)
     thread_busy = 4,    ///< the calling thread already has a sampler running
     other_thread = 5,   ///< sampler_start from a thread that did not open it
+    whole_program = 6,  ///< `pmc sample --emulate` samples every thread of the program already
+    inherit_busy = 7,   ///< another sampler of this process follows new threads already (one at a time)
 };
 /// Hello::flags: the plugin counts branches and runs the branch predictor (pmc emulate --branches): read_events
 /// answers branch_instructions and branch_misses.

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+// pmc-sample-load-target: a known pattern of loads for `pmc sample --emulate --cache` (tests/sampler/
+// test_sample_emulated.cpp). `pmc-sample-load-target MAIN THREAD CHILD [STATUS]`: MAIN loads of the global array
+// sampled_by_main on the main thread; then a thread started only now makes THREAD loads of sampled_by_thread; then a
+// fork child makes CHILD loads of sampled_by_child and leaves with _exit (no exit() handlers: its memory map is its
+// parent's); a count of 0 leaves that part out (a single thread runs the same loads in every run: a join's or a
+// wait's loads depend on timing). Exits with STATUS (default 0). `pmc-sample-load-target inherit LOADS PERIOD`, under
+// pmc emulate --cache: a load pmc::Sampler opened with inherit (below). Each load loop is assembly where it can be, one load per iteration, so
+// that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
+#include <pmc/sampler.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" {
+// Named in the symbol table: what pmc sample's summary by variable finds.
+alignas(64) volatile std::uint64_t sampled_by_main[4096];
+alignas(64) volatile std::uint64_t sampled_by_thread[4096];
+alignas(64) volatile std::uint64_t sampled_by_child[4096];
+alignas(64) volatile std::uint64_t inherit_main_array[4096], inherit_thread_array[4096], inherit_before_array[4096];
+}
+
+namespace {
+
+/// `n` loads of a[i % 4096], one per iteration, nothing else loaded in the loop.
+void load_n(const volatile std::uint64_t* a, std::uint64_t n) {
+    if (n == 0) return;
+#if defined(__x86_64__)
+    asm volatile("xor %%ecx, %%ecx\n"
+                 "1:\n\t"
+                 "mov %%rcx, %%rdx\n\t"
+                 "and $4095, %%rdx\n\t"
+                 "mov (%[a],%%rdx,8), %%rax\n\t"
+                 "inc %%rcx\n\t"
+                 "cmp %[n], %%rcx\n\t"
+                 "jb 1b\n"
+                 :
+                 : [a] "r"(a), [n] "r"(n)
+                 : "rax", "rcx", "rdx", "cc", "memory");
+#elif defined(__aarch64__)
+    asm volatile("mov x9, xzr\n"
+                 "1:\n\t"
+                 "and x10, x9, #4095\n\t"
+                 "ldr x11, [%[a], x10, lsl #3]\n\t"
+                 "add x9, x9, #1\n\t"
+                 "cmp x9, %[n]\n\t"
+                 "b.lo 1b\n"
+                 :
+                 : [a] "r"(a), [n] "r"(n)
+                 : "x9", "x10", "x11", "cc", "memory");
+#else
+    std::uint64_t sum = 0;
+    for (std::uint64_t i = 0; i < n; ++i) sum += a[i % 4096];
+    static volatile std::uint64_t sink;
+    sink = sum;
+#endif
+}
+
+
+/// inherit-samples LOADS PERIOD: a load sampler opened with inherit (pmc emulate --cache) on the main thread, which
+/// then loads LOADS times from one array; a thread created after the open loads LOADS times from another, and one
+/// started before the open (not followed) from a third. Prints the samples in each array, the threads seen, the
+/// bias check.
+int run_inherit_samples(std::uint64_t loads, std::uint64_t period) {
+    std::atomic<int> started{0}, go{0};
+    std::thread before([&] {
+        started.store(1);
+        while (!go.load()) {
+        }
+        load_n(inherit_before_array, loads);
+    });
+    while (!started.load()) { // (running, so that the open finds it: not a thread created after the open)
+    }
+    pmc::SamplerOptions o;
+    o.period = period;
+    o.inherit = true;
+    o.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::addr;
+    auto sampler = pmc::Sampler::try_open("cpu/mem-loads,ldlat=3/P", o);
+    go.store(1);
+    if (!sampler) {
+        before.join();
+        std::printf("cannot sample: %s\n", sampler.failure().message.c_str());
+        return 1;
+    }
+    load_n(inherit_main_array, loads);
+    std::thread later([&] { load_n(inherit_thread_array, loads); });
+    later.join();
+    before.join();
+    std::uint64_t in_main = 0, in_thread = 0, in_before = 0;
+    std::vector<std::uint32_t> tids;
+    const auto inside = [](std::uint64_t addr, const volatile std::uint64_t* a) {
+        const auto begin = reinterpret_cast<std::uint64_t>(a);
+        return addr >= begin && addr < begin + 4096 * 8;
+    };
+    const pmc::BiasCheck check = sampler->stop([&](const pmc::Sample& x) {
+        in_main += inside(x.addr, inherit_main_array);
+        in_thread += inside(x.addr, inherit_thread_array);
+        in_before += inside(x.addr, inherit_before_array);
+        if (std::find(tids.begin(), tids.end(), x.tid) == tids.end()) tids.push_back(x.tid);
+    });
+    std::printf("main %llu, thread %llu, before %llu; threads %zu; samples %llu, exact %llu, allowance %llu; %s\n",
+                static_cast<unsigned long long>(in_main), static_cast<unsigned long long>(in_thread),
+                static_cast<unsigned long long>(in_before), tids.size(),
+                static_cast<unsigned long long>(check.samples), static_cast<unsigned long long>(check.exact),
+                static_cast<unsigned long long>(check.allowance), check.agrees ? "agrees" : check.warning.c_str());
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc == 4 && std::string(argv[1]) == "inherit") // inherit LOADS PERIOD (under pmc emulate --cache)
+        return run_inherit_samples(std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10));
+    if (argc < 4) return 2;
+    const std::uint64_t main_loads = std::strtoull(argv[1], nullptr, 10);
+    const std::uint64_t thread_loads = std::strtoull(argv[2], nullptr, 10);
+    const std::uint64_t child_loads = std::strtoull(argv[3], nullptr, 10);
+    load_n(sampled_by_main, main_loads);
+    if (thread_loads) { // (the join's wait, and so the main thread's loads, depend on when the thread ends)
+        std::thread later([&] { load_n(sampled_by_thread, thread_loads); });
+        later.join();
+    }
+    if (child_loads) {
+        const pid_t child = ::fork();
+        if (child == 0) {
+            load_n(sampled_by_child, child_loads);
+            ::_exit(0);
+        }
+        int status = 0;
+        if (child < 0 || ::waitpid(child, &status, 0) != child || status != 0) return 3;
+    }
+    return argc > 4 ? std::atoi(argv[4]) : 0;
+}

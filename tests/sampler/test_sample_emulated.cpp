@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+// pmc sample --emulate --cache: a whole program's loads sampled from the cache model under QEMU, tested from outside
+// with a known pattern (tests/sampler/load_target.cpp): N loads of a named global array in a row give exactly
+// N / PERIOD samples attributed to it, on the main thread, on a thread created later and in a fork child, the same in
+// every run; the bias check against the model's count; the command's status; the refusals. Skipped, with the reason,
+// where pmc emulate cannot run.
+#include "catch.hpp"
+#include "command.hpp"
+#include "emulator.hpp"
+
+#include <pmc/detail/json.hpp>
+
+#include <string>
+
+namespace {
+
+const std::string pmc_tool = PMC_TOOL_PATH;
+const std::string target = PMC_SAMPLE_LOAD_TARGET;
+
+#define REQUIRE_EMULATOR()                                                                                             \
+    do {                                                                                                               \
+        if (auto why = pmc_test::why_no_emulator(); !why.empty()) PMC_SKIP(why);                                       \
+    } while (0)
+
+pmc::detail::JsonValue parse(const std::string& text) {
+    auto v = pmc::detail::JsonReader::parse(text, "pmc sample --emulate --json");
+    INFO(text);
+    REQUIRE(v.ok());
+    return *v;
+}
+
+double number(const pmc::detail::JsonValue& v, const char* key) {
+    const auto* m = v.find(key);
+    INFO(key);
+    REQUIRE(m);
+    REQUIRE(m->is_number());
+    return m->number;
+}
+
+/// Samples of the row named `name` in the array `key`, 0 if absent.
+double row_samples(const pmc::detail::JsonValue& report, const char* key, const std::string& name) {
+    const auto* rows = report.find(key);
+    REQUIRE(rows);
+    for (const auto& r : rows->items)
+        if (r.find("name") && r.find("name")->string == name) return number(r, "samples");
+    return 0;
+}
+
+} // namespace
+
+TEST_CASE("pmc sample --emulate --cache: N loads of a variable give exactly N / period samples there, on every thread "
+          "and child, the same in every run", "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    // 200,000 loads on the main thread, 100,000 on a thread started after them, 50,000 in a fork child; period 1000.
+    const std::string command = pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- " + target +
+                                " 200000 100000 50000 5";
+    const auto first = pmc_test::run_command(command);
+    INFO(first.out);
+    REQUIRE(first.status == 5); // the command's status is pmc's
+    const auto report = parse(first.out);
+    CHECK(report.find("event")->string == "cpu/mem-loads,ldlat=3/");
+    CHECK(report.find("addresses")->string == "data");
+    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 200);
+    CHECK(row_samples(report, "by_variable", "sampled_by_thread") == 100);
+    CHECK(row_samples(report, "by_variable", "sampled_by_child") == 50);
+    const auto* bias = report.find("bias");
+    REQUIRE(bias);
+    CHECK(number(*bias, "period") == 1000);
+    CHECK(number(*bias, "estimated") == number(*bias, "samples") * 1000);
+    CHECK(number(*bias, "exact") >= 350000);
+    CHECK(number(*bias, "lost") == 0);
+    CHECK(number(*bias, "malformed") == 0);
+    CHECK(bias->find("agrees")->boolean);
+    // The rest of the loads (the loader's, the C library's) fall in the program's files and memory: no sample is
+    // outside every mapping but a handful on stacks gone before the exit reading.
+    CHECK(row_samples(report, "by_region", "unmapped") <= 5);
+    // Again: the same samples in the arrays (the main thread's join and wait make a few loads more or fewer).
+    const auto second = pmc_test::run_command(command);
+    CHECK(second.status == 5);
+    const auto again = parse(second.out);
+    for (const char* name : {"sampled_by_main", "sampled_by_thread", "sampled_by_child"})
+        CHECK(row_samples(again, "by_variable", name) == row_samples(report, "by_variable", name));
+    // One thread: the same report, byte for byte, in every run.
+    const std::string alone = pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- " + target +
+                              " 200000 0 0";
+    const auto one = pmc_test::run_command(alone), two = pmc_test::run_command(alone);
+    INFO(one.out);
+    CHECK(one.status == 0);
+    CHECK(row_samples(parse(one.out), "by_variable", "sampled_by_main") == 200);
+    CHECK(two.out == one.out);
+}
+
+TEST_CASE("pmc sample --emulate: a program executed in the same process is sampled as itself, and a program's own "
+          "load Sampler is refused naming why", "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    // sh runs the target, then executes it in its own process: both images' arrays are named (100 + 50 samples).
+    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- sh -c '" +
+                                         target + " 100000 0 0; exec " + target + " 50000 0 0 7'");
+    INFO(r.out);
+    CHECK(r.status == 7);
+    const auto report = parse(r.out);
+    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 150);
+    CHECK(report.find("bias")->find("agrees")->boolean);
+    // Every thread is sampled already: the program's own sampler gets the reason, not a second sampler.
+    const auto own = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- " + PMC_EMULATE_TARGET +
+                                           " load-samples 16384 1000 10 2>&1");
+    CHECK(own.status == 1);
+    CHECK_THAT(own.out, ContainsSubstring("`pmc sample --emulate` samples every thread of this program already"));
+}
+
+TEST_CASE("pmc sample --emulate: the text report, and ldlat above the L1's latency counts none of the L1 hits",
+          "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    const auto text = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 500 -- " + target + " 100000 0 0 2>&1");
+    INFO(text.out);
+    CHECK(text.status == 0);
+    CHECK_THAT(text.out, ContainsSubstring("pmc sample: 'cpu/mem-loads,ldlat=3/', a sample every 500 events over"));
+    CHECK_THAT(text.out, ContainsSubstring("agrees within 5% + one period"));
+    CHECK_THAT(text.out, Catch::Matchers::Matches("(.|\n)*\n +200 +[0-9.]+% +[0-9]+ +variable +sampled_by_main  \\(mean "
+                                                  "weight [0-9.]+\\)\n(.|\n)*"));
+    CHECK_THAT(text.out, ContainsSubstring("note: modelled (pmc sample --emulate): every 500th load"));
+    // ldlat=30: a 4,096-entry array of 32 KiB stays in D1 after its first pass, so its loads (4 cycles) are not
+    // candidates; only the first pass's misses are.
+    const auto slow = pmc_test::run_command(pmc_tool + " sample --emulate --cache -e 'cpu/mem-loads,ldlat=30/' -c 1 "
+                                            "--json -o /dev/stdout -- " + target + " 100000 0 0");
+    INFO(slow.out);
+    REQUIRE(slow.status == 0);
+    CHECK(row_samples(parse(slow.out), "by_variable", "sampled_by_main") <= 4096 / 8);
+}
+
+TEST_CASE("pmc sample --emulate: what the model cannot sample is refused with the fix, the command not run",
+          "[sampler][tool][emulate]") {
+    const std::string marker = "pmc-sample-emulated-ran";
+    struct Case {
+        const char* args;
+        const char* says;
+    };
+    const Case cases[] = {
+        {"--emulate", "--emulate samples loads from the cache model, and needs it: give --cache"},
+        {"--cache", "--cache and --qemu shape the emulator's run: give --emulate with them"},
+        {"--D1 32768,8,64", "--I1, --D1, --L2 and --LL shape the emulator's run: give --emulate with them"},
+        {"--emulate --cache -e page-faults", "under --emulate there is no 'page-faults' to sample: QEMU implements no "
+                                            "perf events"},
+        {"--emulate --cache -e ibs_op//", "AMD IBS samples every Nth operation"},
+        {"--emulate --cache -F 100", "-F: under --emulate the model takes every Nth load exactly: give a period with -c"},
+        {"--emulate --cache -m 8", "-m sizes the kernel's ring buffers, and --emulate uses none"},
+        {"--emulate --cache=bogus", "--cache=bogus: --cache alone models the pinned geometry"},
+        {"--emulate --cache --D1 100,3,64", "--D1=100,3,64"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.args);
+        const auto r = pmc_test::run_command(pmc_tool + " sample " + c.args + " -- touch " + marker + " 2>&1");
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring(c.says));
+        CHECK(pmc_test::run_command("test -e " + marker).status != 0);
+    }
+    REQUIRE_EMULATOR();
+    const auto missing = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- /nonexistent/program 2>&1");
+    CHECK(missing.status == 127);
+    CHECK_THAT(missing.out, ContainsSubstring("cannot run '/nonexistent/program'"));
+    // A command killed before it reaches its exit leaves no samples: not a report of nothing with status 0.
+    const auto killed = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- sh -c 'kill -KILL $$' 2>&1");
+    CHECK(killed.status == 137);
+    CHECK_THAT(killed.out, ContainsSubstring("left no samples"));
+}
+
+TEST_CASE("under pmc emulate --cache a load Sampler opened with inherit follows the threads created after it, "
+          "each from its first load", "[emulate][cache][sampling]") {
+    REQUIRE_EMULATOR();
+    // 100,000 loads of an array on the opening thread and on a thread created after the open, period 1000: exactly
+    // 100 samples in each; none from a thread running before the open; two threads in the samples; one period of
+    // allowance per thread; the arrays' the same in two runs.
+    const std::string command = "'" + pmc_tool + "' emulate --cache -- '" + target + "' inherit 100000 1000";
+    const auto a = pmc_test::run_command(command);
+    INFO(a.out);
+    CHECK(a.status == 0);
+    CHECK_THAT(a.out, ContainsSubstring("main 100, thread 100, before 0; threads 2; samples "));
+    CHECK_THAT(a.out, ContainsSubstring("allowance 2000; agrees"));
+    // Again: the arrays' samples are the same (the joins make a few loads elsewhere more or fewer).
+    const auto b = pmc_test::run_command(command);
+    CHECK_THAT(b.out, ContainsSubstring("main 100, thread 100, before 0; threads 2; samples "));
+}
