@@ -815,6 +815,16 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     if (!report.path.empty()) {
         explain_child_sigills(processes, *child);
         explain_child_segfaults(processes, *child, *emulator);
+        // A process a signal ended never reported its models' counts: say so rather than print nothing, or totals
+        // that silently lack it.
+        if ((cache || branches) && processes.unfinished > 0)
+            fmt::print(stderr,
+                       "pmc emulate: {} of the {} emulated processes ended without reaching their exit (a signal): "
+                       "{}\n",
+                       processes.unfinished, processes.processes,
+                       processes.has_cache || processes.has_branches
+                           ? "their modelled counts are not in the totals below"
+                           : "no modelled totals");
         if (cache && processes.has_cache) // (the command's totals; the program's counters read its threads' own)
             fmt::print(stderr,
                        "pmc emulate: the command's caches, {}:\n  D1: {} reads, {} misses; {} writes, {} misses\n"

@@ -898,6 +898,13 @@ TEST_CASE("a program's own SIGSEGV, with no signal handler installed, is not bla
         CHECK_THAT(r.out, !ContainsSubstring("died of SIGSEGV"));
         CHECK_THAT(r.out, !ContainsSubstring("signal handler"));
     }
+    // With a model, the totals a signal took away are said to be missing, not left out in silence.
+    const auto cached = pmc_test::run_command("'" + pmc_tool + "' emulate --cache --branches -- '" + target +
+                                              "' segfault 2>&1");
+    INFO(cached.out);
+    CHECK(cached.status == 128 + SIGSEGV);
+    CHECK_THAT(cached.out, ContainsSubstring("1 of the 1 emulated processes ended without reaching their exit (a "
+                                             "signal): no modelled totals"));
 }
 
 TEST_CASE("pmc emulate -- ctest runs a CMake project's tests (ctest's SIGCHLD handler needs an aligned stack)",
