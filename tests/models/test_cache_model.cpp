@@ -409,6 +409,51 @@ TEST_CASE("instruction side: a block's planned fetches count as every instructio
     REQUIRE(across[1].address == 0x1038);
 }
 
+TEST_CASE("the plugin's fetch plan: a planned reference's precomputed hit check counts as the full fetch") {
+    // Lines of 16 to 64 bytes; 16-byte lines cut nothing (instructions are at most 15 bytes) but straddle often.
+    const CacheConfig configs[] = {
+        config({2048, 2, 64}, {32768, 8, 64}, {65536, 4, 64}),
+        config({1024, 4, 16}, {1024, 2, 16}, {16384, 4, 64}),
+        config({4096, 1, 32}, {2048, 4, 16}, {65536, 8, 32}),
+    };
+    for (const CacheConfig& c : configs) {
+        std::mt19937_64 random(4242);
+        CacheHierarchy checked(c), full(c);
+        std::vector<std::vector<std::pair<std::uint64_t, std::uint32_t>>> blocks(400);
+        std::vector<std::vector<FetchRef>> plans;
+        std::size_t precomputed = 0, straddling = 0;
+        for (auto& block : blocks) {
+            std::uint64_t at = 0x400000 + random() % (1u << 15);
+            for (std::uint64_t n = 1 + random() % 20; n > 0; --n) {
+                const auto length = static_cast<std::uint32_t>(1 + random() % 15);
+                block.emplace_back(at, length);
+                at += length;
+            }
+            plans.push_back(plan_fetches(block, c));
+            for (const FetchRef& r : plans.back()) (r.tag == FetchRef::no_tag ? straddling : precomputed) += 1;
+        }
+        for (int i = 0; i < 30000; ++i) {
+            const std::size_t b = random() % blocks.size();
+            checked.count_instructions(blocks[b].size());
+            full.count_instructions(blocks[b].size());
+            for (const FetchRef& r : plans[b]) {
+                checked.fetch_planned(r);
+                full.fetch_uncounted(r.address, r.size);
+            }
+        }
+        require_same(checked.counts(), full.counts());
+        REQUIRE(full.counts().I1mr() > 1000);
+        REQUIRE(precomputed > 300); // both kinds of reference were there
+        REQUIRE(straddling > 50);
+    }
+    // A reference planned for its line: its slot and tag; one that straddles two lines: none.
+    const auto refs = plan_fetches({{0x1038, 4}, {0x103c, 8}}, CacheConfig{});
+    REQUIRE(refs.size() == 2);
+    REQUIRE(refs[0].tag == (0x1038u >> 6) + 1);
+    REQUIRE(refs[0].slot == ((0x1038u >> 6) & 63) * 8);
+    REQUIRE(refs[1].tag == FetchRef::no_tag);
+}
+
 TEST_CASE("split accesses: QEMU's pieces of one instruction are one access, a read-modify-write one read") {
     std::vector<DataAccess> seen;
     const auto sink = [&](const DataAccess& a) { seen.push_back(a); };

@@ -82,6 +82,34 @@ inline void add(pmc_model::CacheCounts& to, const pmc_model::CacheCounts& from, 
     each(to.ll, from.ll);
 }
 
+/// What QEMU's meminfos say (store or load, size), decoded once each: a direct-mapped table, as an instruction's
+/// load and store alternate (`add [m], r`) and would keep missing a one-entry memo. Decoding is two calls into QEMU,
+/// whose meminfo layout is its own (it changed between versions): the table only hashes the 32 bits.
+class MeminfoTable {
+public:
+    struct Decoded {
+        std::uint32_t size;
+        bool store;
+    };
+    __attribute__((always_inline)) Decoded decode(qemu_plugin_meminfo_t info) noexcept {
+        Entry& e = entries_[(static_cast<std::uint32_t>(info) * 0x9E3779B1u) >> (32 - bits)];
+        if (__builtin_expect(e.info != info, 0)) fill(e, info);
+        return e.decoded;
+    }
+
+private:
+    static constexpr unsigned bits = 4;
+    struct Entry {
+        std::uint64_t info = ~std::uint64_t{0}; ///< none yet: no 32-bit meminfo equals it
+        Decoded decoded{0, false};
+    };
+    __attribute__((noinline)) static void fill(Entry& e, qemu_plugin_meminfo_t info) noexcept {
+        e.info = info;
+        e.decoded = Decoded{1u << qemu_plugin_mem_size_shift(info), qemu_plugin_mem_is_store(info)};
+    }
+    Entry entries_[1u << bits];
+};
+
 /// One guest thread's cache model, changed by its own thread alone with no lock (a call per block and per access);
 /// plugin_threads publishes its counts for the process's total, taken at an exit or an execve while other threads
 /// may still run.
@@ -90,11 +118,7 @@ struct CacheThread {
     pmc_model::CacheHierarchy caches;
     pmc_model::DataAccessMerger merger;
     std::uint64_t blocks = 0; ///< blocks this thread executed: with an instruction's index, one execution of it
-    /// The last meminfo QEMU passed and what it says: an instruction's accesses repeat theirs, so a compare
-    /// replaces the two calls into QEMU that decode it (the meminfo's layout is QEMU's own and changes).
-    std::uint64_t meminfo = ~std::uint64_t{0}; ///< none yet: no 32-bit meminfo equals it
-    bool meminfo_store = false;
-    std::uint32_t meminfo_size = 0;
+    MeminfoTable meminfos;
 
     CacheThread() : caches(settings.config) {}
     void complete(const pmc_model::DataAccess& a) noexcept {
@@ -128,7 +152,7 @@ struct Instruction {
 };
 struct Block {
     std::uint64_t instructions;
-    std::vector<pmc_model::FetchRef> fetches;
+    std::vector<pmc_model::FetchRef> fetches; ///< planned for settings.config: each hit check one load and compare
     std::unique_ptr<Instruction[]> each;
 };
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
@@ -140,18 +164,14 @@ inline void on_block(unsigned int, void* data) {
     ThreadModel& t = this_thread();
     if (__builtin_expect((++t.blocks & (ThreadModel::publish_every - 1)) == 0, 0)) t.publish();
     t.caches.count_instructions(b->instructions);
-    for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_planned(r.address, r.size);
+    for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_planned(r);
 }
 
 inline void on_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
     const auto* insn = static_cast<const Instruction*>(data);
     ThreadModel& t = this_thread();
-    if (__builtin_expect(info != t.meminfo, 0)) {
-        t.meminfo = info;
-        t.meminfo_store = qemu_plugin_mem_is_store(info);
-        t.meminfo_size = 1u << qemu_plugin_mem_size_shift(info);
-    }
-    t.merger.add((t.blocks << 10) | insn->index, insn->pc, t.meminfo_store, address, t.meminfo_size,
+    const MeminfoTable::Decoded m = t.meminfos.decode(info);
+    t.merger.add((t.blocks << 10) | insn->index, insn->pc, m.store, address, m.size,
                  [&t](const pmc_model::DataAccess& a) { t.complete(a); });
 }
 
@@ -168,7 +188,7 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n) {
         block->each[i] = Instruction{pc, static_cast<std::uint32_t>(i & 1023)};
         qemu_plugin_register_vcpu_mem_cb(insn, on_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, &block->each[i]);
     }
-    block->fetches = pmc_model::plan_fetches(fetched, settings.config.i1.line);
+    block->fetches = pmc_model::plan_fetches(fetched, settings.config);
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());
     std::lock_guard<std::mutex> hold(blocks_lock);
     blocks.push_back(std::move(block));

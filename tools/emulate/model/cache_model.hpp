@@ -134,9 +134,13 @@ public:
     /// `g` must be valid (geometry_problem(g) empty).
     explicit CacheLevel(const CacheGeometry& g)
         : geometry_(g), assoc_(g.assoc), set_mask_(g.sets() - 1), line_bits_(log2_exact(g.line)),
-          // calloc: a large LL's tags stay untouched zero pages until its sets are used
-          tags_(static_cast<std::uint64_t*>(std::calloc(std::size_t{g.sets()} * g.assoc, sizeof(std::uint64_t)))) {
-        if (!tags_) throw std::bad_alloc();
+          // calloc: a large LL's tags stay untouched zero pages until its sets are used; a host line more, so that
+          // the tags can start at a host line and an 8-way set (64 bytes of tags) lies in one
+          storage_(static_cast<std::uint64_t*>(
+              std::calloc(std::size_t{g.sets()} * g.assoc + host_line / sizeof(std::uint64_t), sizeof(std::uint64_t)))),
+          tags_(reinterpret_cast<std::uint64_t*>((reinterpret_cast<std::uintptr_t>(storage_.get()) + host_line - 1) &
+                                                 ~std::uintptr_t{host_line - 1})) {
+        if (!storage_) throw std::bad_alloc();
     }
     CacheLevel(const CacheLevel&) = delete;
     CacheLevel& operator=(const CacheLevel&) = delete;
@@ -147,7 +151,7 @@ public:
     /// Uses line `line` (an address >> line_bits()): true if it missed. A miss takes the line in, evicting the
     /// set's least recently used line, whose number `evicted` receives (or no_line).
     __attribute__((always_inline)) bool touch(std::uint64_t line, std::uint64_t& evicted) noexcept {
-        std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
+        std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
         const std::uint64_t tag = line + 1; // 0 marks an empty way
         evicted = no_line;
         if (__builtin_expect(set[0] == tag, 1)) return false;
@@ -164,7 +168,7 @@ public:
         return true;
     }
     __attribute__((always_inline)) bool touch(std::uint64_t line) noexcept {
-        std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
+        std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
         if (__builtin_expect(set[0] == line + 1, 1)) return false;
         return touch_further(line);
     }
@@ -184,12 +188,12 @@ public:
     }
     /// Whether `line` is held (no change to the LRU order).
     bool holds(std::uint64_t line) const noexcept {
-        const std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
+        const std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
         return std::find(set, set + assoc_, line + 1) != set + assoc_;
     }
     /// Drops `line` if held; the lines behind it move up one way (LRU order kept).
     void invalidate(std::uint64_t line) noexcept {
-        std::uint64_t* set = tags_.get() + (line & set_mask_) * assoc_;
+        std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
         for (std::uint32_t i = 0; i < assoc_; ++i)
             if (set[i] == line + 1) {
                 for (std::uint32_t j = i; j + 1 < assoc_; ++j) set[j] = set[j + 1];
@@ -198,9 +202,18 @@ public:
             }
     }
 
+    /// Where the most recent tag of `line`'s set lies in a level of geometry `g`, and the tag that says `line`
+    /// is there: an access known in advance (a planned fetch) checks for a hit with one load and one compare.
+    static std::uint64_t most_recent_slot(const CacheGeometry& g, std::uint64_t line) noexcept {
+        return (line & (g.sets() - 1)) * g.assoc;
+    }
+    static std::uint64_t tag_of(std::uint64_t line) noexcept { return line + 1; }
+    std::uint64_t tag_at(std::uint64_t slot) const noexcept { return tags_[slot]; }
+
     static constexpr std::uint64_t no_line = ~std::uint64_t{0};
 
 private:
+    static constexpr std::uintptr_t host_line = 64;
     struct Free {
         void operator()(std::uint64_t* p) const noexcept { std::free(p); }
     };
@@ -208,7 +221,8 @@ private:
     std::uint32_t assoc_;
     std::uint64_t set_mask_;
     unsigned line_bits_;
-    std::unique_ptr<std::uint64_t[], Free> tags_;
+    std::unique_ptr<std::uint64_t[], Free> storage_;
+    std::uint64_t* tags_; ///< in storage_, at a host line's start
 };
 
 /// Where an access was served: the first level that held its line(s).
@@ -277,6 +291,13 @@ inline std::string config_problem(const CacheConfig& c) {
     return "";
 }
 
+/// The widest access a configuration simulates: its narrowest line (Cachegrind cuts wider ones to it).
+inline std::uint32_t widest_access(const CacheConfig& c) noexcept {
+    return std::min({c.i1.line, c.d1.line, c.ll.line, c.l2 ? c.l2->line : c.ll.line});
+}
+
+struct FetchRef;
+
 /// One thread's caches. Not thread-safe: each guest thread has its own.
 class CacheHierarchy {
 public:
@@ -284,8 +305,7 @@ public:
     explicit CacheHierarchy(const CacheConfig& config)
         : config_(checked(config)), i1_(config.i1), d1_(config.d1),
           l2_(config.l2 ? std::make_unique<CacheLevel>(*config.l2) : nullptr), ll_(config.ll),
-          widest_(std::min({config.i1.line, config.d1.line, config.ll.line,
-                            config.l2 ? config.l2->line : config.ll.line})),
+          widest_(pmc_model::widest_access(config)),
           strict_(config.inclusion == Inclusion::strict) {}
 
     const CacheConfig& config() const noexcept { return config_; }
@@ -319,6 +339,9 @@ public:
         if (__builtin_expect(i1_.hits_most_recent(address, size, widest_), 1)) return;
         fetch_slowly(address, size);
     }
+    /// fetch_planned() of a reference plan_fetches(instructions, config) made for this hierarchy's configuration:
+    /// the hit on the most recent line is one load and one compare (its set and tag were found at planning).
+    __attribute__((always_inline)) void fetch_planned(const FetchRef& r) noexcept;
     /// Counts `n` instructions in Ir without references (plan_fetches dropped them as certain I1 hits).
     void count_instructions(std::uint64_t n) noexcept { counts_.l1[CacheCounts::at(Kind::instruction)].accesses += n; }
 
@@ -401,10 +424,17 @@ private:
 
 // ---- the instruction side: a translated block's fetches, planned once ----
 
-/// One I1 reference a block's execution makes: an instruction (address, length) that may miss.
+/// One I1 reference a block's execution makes: an instruction (address, length) that may miss. Planned for a
+/// configuration, it also says where a hit on its set's most recent line would show (`tag` at `slot` of I1's
+/// tags); an access that straddles two lines, or a plan for a line size alone, has no such tag (always checked).
 struct FetchRef {
     std::uint64_t address;
     std::uint32_t size;
+    std::uint32_t slot = 0;
+    std::uint64_t tag = no_tag;
+
+    /// Matches no way: a tag is a line number + 1 (lines are addresses >> 4 or more), an empty way holds 0.
+    static constexpr std::uint64_t no_tag = ~std::uint64_t{0};
 };
 
 /// The I1 references of a block whose instructions are `instructions` (address, length), in order: Cachegrind
@@ -424,6 +454,27 @@ inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint6
         previous_last_line = last;
     }
     return refs;
+}
+/// plan_fetches() for CacheHierarchy::fetch_planned(const FetchRef&) of a hierarchy configured as `config`: each
+/// reference that lies in one line (after Cachegrind's cut to the widest access) gets its most-recent slot and tag.
+inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& instructions,
+                                          const CacheConfig& config) {
+    std::vector<FetchRef> refs = plan_fetches(instructions, config.i1.line);
+    const unsigned bits = log2_exact(config.i1.line);
+    const std::uint32_t widest = widest_access(config);
+    for (FetchRef& r : refs) {
+        const std::uint32_t cut = std::min(r.size, widest);
+        const std::uint64_t line = r.address >> bits;
+        if (((r.address + cut - 1) >> bits) != line) continue; // a straddle: the full access decides
+        r.slot = static_cast<std::uint32_t>(CacheLevel::most_recent_slot(config.i1, line));
+        r.tag = CacheLevel::tag_of(line);
+    }
+    return refs;
+}
+
+inline void CacheHierarchy::fetch_planned(const FetchRef& r) noexcept {
+    if (__builtin_expect(i1_.tag_at(r.slot) == r.tag, 1)) return;
+    fetch_slowly(r.address, r.size);
 }
 
 // ---- the data side: QEMU's accesses joined back into the instruction's own ----
