@@ -17,6 +17,7 @@
 // d1=..., l2=..., ll=..., inclusion=strict.
 #pragma once
 
+#include "model/access_decode.hpp"
 #include "model/cache_model.hpp"
 #include "plugin_sampling.hpp"
 #include "qemu_plugin_api.h"
@@ -204,8 +205,17 @@ inline void on_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t ad
                  [&t](const pmc_model::DataAccess& a) { t.complete(a); });
 }
 
+/// An x86 atomic read-modify-write's accesses (model/access_decode.hpp): Cachegrind counts two reads where QEMU
+/// reports a load and a store, so the load is passed on twice (the second joins the store as one read). A callback
+/// of its own, registered at translation for those instructions alone: on_memory's path is unchanged.
+inline void on_atomic_memory(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    if (!qemu_plugin_mem_is_store(info)) on_memory(vcpu, info, address, data);
+    on_memory(vcpu, info, address, data);
+}
+
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
-inline void translate(qemu_plugin_tb* tb, std::size_t n) {
+/// `x86`: the guest is x86-64, whose atomic read-modify-writes get on_atomic_memory.
+inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
     auto block = std::make_unique<Block>();
     block->instructions = n;
     block->each.reset(new Instruction[n]);
@@ -215,7 +225,11 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n) {
         const std::uint64_t pc = qemu_plugin_insn_vaddr(insn);
         fetched.emplace_back(pc, static_cast<std::uint32_t>(qemu_plugin_insn_size(insn)));
         block->each[i] = Instruction{pc, static_cast<std::uint32_t>(i & 1023)};
-        qemu_plugin_register_vcpu_mem_cb(insn, on_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, &block->each[i]);
+        const bool atomic =
+            x86 && pmc_model::is_x86_atomic_rmw(static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn)),
+                                                qemu_plugin_insn_size(insn));
+        qemu_plugin_register_vcpu_mem_cb(insn, atomic ? on_atomic_memory : on_memory, QEMU_PLUGIN_CB_NO_REGS,
+                                         QEMU_PLUGIN_MEM_RW, &block->each[i]);
     }
     block->fetches = pmc_model::plan_fetches(fetched, settings.config.i1.line);
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());

@@ -441,7 +441,8 @@ struct DataAccess {
 ///   - QEMU splits a wide access into pieces (7.2: a 16-byte SSE load into two 8-byte loads, a 32-byte AVX one
 ///     into four): pieces of the same kind, each starting where the previous ended, are one access;
 ///   - a store right after a load of the same address and size (x86 read-modify-write: `add [m], r`) is one read,
-///     as Cachegrind counts it.
+///     as Cachegrind counts it; so are stores in pieces that write back the load's bytes from its start
+///     (QEMU 7.2's `lock cmpxchg16b`: a 16-byte load, then two 8-byte stores).
 /// `execution` identifies one execution of one instruction (the plugin: a per-thread block-execution count and
 /// the instruction's index in the block); accesses of another execution are never joined. An access is passed on
 /// to `sink(DataAccess)` once the next one shows it complete, or at flush() (before counts are read).
@@ -453,20 +454,20 @@ public:
         if (pending_) {
             if (execution == execution_) {
                 const Kind kind = store ? Kind::write : Kind::read;
-                if (kind == pending_kind_ && address == access_.address + access_.size && !modify_) {
+                if (kind == pending_kind_ && address == access_.address + access_.size && modified_ == 0) {
                     access_.size += size; // the next piece of a split access
                     return;
                 }
-                if (store && pending_kind_ == Kind::read && !modify_ && address == access_.address &&
-                    size == access_.size) {
-                    modify_ = true; // read-modify-write: counted as its read
+                if (store && pending_kind_ == Kind::read && address == access_.address + modified_ &&
+                    modified_ + size <= access_.size) {
+                    modified_ += size; // read-modify-write (its store, or the store's next piece): counted as its read
                     return;
                 }
             }
             sink(static_cast<const DataAccess&>(access_));
         }
         pending_ = true;
-        modify_ = false;
+        modified_ = 0;
         execution_ = execution;
         pending_kind_ = store ? Kind::write : Kind::read;
         access_ = DataAccess{pc, address, size, pending_kind_};
@@ -480,7 +481,7 @@ public:
 
 private:
     bool pending_ = false;
-    bool modify_ = false;
+    std::uint32_t modified_ = 0; ///< bytes of the pending read its instruction stored back: a read-modify-write
     Kind pending_kind_ = Kind::read;
     std::uint64_t execution_ = 0;
     DataAccess access_{};
