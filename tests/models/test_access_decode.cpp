@@ -56,3 +56,28 @@ TEST_CASE("x86-64: cmpxchg, cmpxchg16b, unlocked read-modify-writes, cmp and pla
     CHECK(!atomic({0xf0, 0x0f}));                         // cut short
     CHECK(!atomic({}));
 }
+
+namespace {
+
+pmc_model::BitTestAccesses bit_test(std::initializer_list<unsigned char> bytes) {
+    const std::vector<unsigned char> b(bytes);
+    return pmc_model::x86_register_bit_test(b.data(), b.size());
+}
+
+} // namespace
+
+TEST_CASE("x86-64: a bit test of a register by a register is Cachegrind's stack-slot write and reads") {
+    CHECK(bit_test({0x48, 0x0f, 0xa3, 0xf2}).reads == 1); // bt %rsi, %rdx (glibc's strtod)
+    CHECK(bit_test({0x48, 0x0f, 0xa3, 0xf2}).writes == 1);
+    CHECK(bit_test({0x0f, 0xa3, 0xc6}).reads == 1);        // bt %eax, %esi
+    CHECK(bit_test({0x66, 0x0f, 0xa3, 0xc6}).reads == 1);  // bt %ax, %si
+    CHECK(bit_test({0x48, 0x0f, 0xab, 0xc6}).reads == 2);  // bts %rax, %rsi: the byte modified, the operand reloaded
+    CHECK(bit_test({0x48, 0x0f, 0xb3, 0xc6}).reads == 2);  // btr
+    CHECK(bit_test({0x48, 0x0f, 0xbb, 0xc6}).reads == 2);  // btc
+    CHECK(bit_test({0x48, 0x0f, 0xbb, 0xc6}).writes == 1);
+    CHECK(bit_test({0x48, 0x0f, 0xa3, 0x07}).reads == 0);  // bt %rax, (%rdi): memory, QEMU reports its load
+    CHECK(bit_test({0x48, 0x0f, 0xba, 0xe6, 0x03}).reads == 0); // bt $3, %rsi: the register itself
+    CHECK(bit_test({0x48, 0x0f, 0xaf, 0xc6}).reads == 0);  // imul %rsi, %rax
+    CHECK(bit_test({0x0f, 0xa3}).reads == 0);              // cut short
+    CHECK(bit_test({}).writes == 0);
+}

@@ -319,6 +319,9 @@ public:
         if (__builtin_expect(i1_.hits_most_recent(address, size, widest_), 1)) return;
         fetch_slowly(address, size);
     }
+    /// Counts `n` data accesses of `kind` as D1 hits that change no state: accesses Cachegrind counts where the
+    /// plugin cannot know the address (access_decode.hpp's register bit tests: a stack slot).
+    void count_data_hits(Kind kind, std::uint64_t n) noexcept { counts_.l1[CacheCounts::at(kind)].accesses += n; }
     /// Counts `n` instructions in Ir without references (plan_fetches dropped them as certain I1 hits).
     void count_instructions(std::uint64_t n) noexcept { counts_.l1[CacheCounts::at(Kind::instruction)].accesses += n; }
 
