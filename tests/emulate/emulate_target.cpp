@@ -1253,6 +1253,51 @@ int run_matmul(unsigned n) {
     return total == 0.5 ? 3 : 0;
 }
 
+/// pmc emulate --cache against Cachegrind's counting of atomics: per round a lock add, an xchg with memory, a lock
+/// xadd (each two reads in Cachegrind: VEX's load and compare-and-swap), a lock cmpxchg and a lock cmpxchg16b (one
+/// read each): 8 reads, no write, all on one line.
+alignas(64) volatile std::uint64_t atomics_word[2];
+int run_atomics(std::uint64_t rounds) {
+#if defined(__x86_64__)
+    std::uint64_t r = 1;
+    for (std::uint64_t i = 0; i < rounds; ++i) {
+        std::uint64_t expected = i, lo = 0, hi = 0;
+        __asm__ volatile("lock addq $1, %0\n\t"
+                         "xchgq %1, %0\n\t"
+                         "lock xaddq %1, %0\n\t"
+                         "lock cmpxchgq %1, %0\n\t"
+                         : "+m"(atomics_word[0]), "+r"(r), "+a"(expected)
+                         :
+                         : "cc", "memory");
+        __asm__ volatile("lock cmpxchg16b %0" : "+m"(atomics_word), "+a"(lo), "+d"(hi) : "b"(lo), "c"(hi) : "cc", "memory");
+    }
+    return 0;
+#else
+    (void)rounds;
+    return 77;
+#endif
+}
+
+/// pmc emulate --cache against Cachegrind's counting of a bit test of a register by a register: per round a bt and
+/// a bts (VEX: the register stored below the stack pointer and its bit tested there): 3 reads and 2 writes in
+/// Cachegrind, none in the program.
+int run_bit_tests(std::uint64_t rounds) {
+#if defined(__x86_64__)
+    std::uint64_t value = 5, bit = 3, carries = 0;
+    for (std::uint64_t i = 0; i < rounds; ++i)
+        __asm__ volatile("bt %1, %0\n\t"
+                         "adc $0, %2\n\t"
+                         "bts %1, %0"
+                         : "+r"(value), "+r"(bit), "+r"(carries)
+                         :
+                         : "cc");
+    return carries == 12345 ? 3 : 0;
+#else
+    (void)rounds;
+    return 77;
+#endif
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -1311,6 +1356,8 @@ int main(int argc, char** argv) {
         if (mode == "matmul" && argc > 2) return run_matmul(static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10)));
         if (mode == "cache-read") return run_cache_read();
         if (mode == "inclusion" && argc > 2) return run_inclusion(std::strtoull(argv[2], nullptr, 10));
+        if (mode == "atomics" && argc > 2) return run_atomics(std::strtoull(argv[2], nullptr, 10));
+        if (mode == "bit-tests" && argc > 2) return run_bit_tests(std::strtoull(argv[2], nullptr, 10));
         if (mode == "cache-threads") return run_cache_threads();
         if (mode == "load-samples" && argc > 4) // load-samples BYTES LOADS PERIOD [WARM] [THREADS] [LDLAT]
             return run_load_samples(std::strtoul(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),

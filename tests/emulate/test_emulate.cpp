@@ -691,6 +691,91 @@ TEST_CASE("pmc count --emulate --cache agrees with Cachegrind on what a matrix m
     }
 }
 
+TEST_CASE("pmc emulate --cache: an atomic read-modify-write is two reads, as in Cachegrind",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+#if !defined(__x86_64__)
+    PMC_SKIP("the atomics case is x86-64 code");
+#endif
+    // Per round: lock add, xchg m, lock xadd (two reads each: VEX's load and compare-and-swap), lock cmpxchg and
+    // lock cmpxchg16b (one read each; QEMU 7.2 stores cmpxchg16b's 16 bytes in two pieces): 8 reads, no write.
+    const auto ours = [](const char* rounds) {
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --cache --csv -e "
+                                             "L1-dcache-loads,L1-dcache-stores -- '" + target + "' atomics " + rounds +
+                                             " 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        std::map<std::string, std::uint64_t> v;
+        const std::regex line("([A-Za-z0-9:-]+),([0-9]+),");
+        for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
+            v[(*it)[1]] = std::stoull((*it)[2]);
+        REQUIRE(v.count("L1-dcache-loads") == 1);
+        return v;
+    };
+    const auto small = ours("1000"), large = ours("2000");
+    CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 8 * 1000);
+    CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 0);
+    if (::system("valgrind --version >/dev/null 2>&1") != 0) return; // (the rule above is Cachegrind's, measured)
+    const auto cachegrind = [](const char* rounds) {
+        const std::string out = temp_dir() + "/cachegrind-atomics.out";
+        const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
+                                             "--cachegrind-out-file=" + out + " '" + target + "' atomics " + rounds +
+                                             " >/dev/null 2>&1; cat " + out);
+        std::smatch events, summary;
+        REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
+        REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
+        std::map<std::string, std::uint64_t> v;
+        std::istringstream names(events[1].str()), values(summary[1].str());
+        for (std::string name; names >> name;) values >> v[name];
+        return v;
+    };
+    const auto cg_small = cachegrind("1000"), cg_large = cachegrind("2000");
+    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 8 * 1000);
+    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 0);
+}
+
+TEST_CASE("pmc emulate --cache: a register bit test counts Cachegrind's stack-slot accesses", "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+#if !defined(__x86_64__)
+    PMC_SKIP("the bit-tests case is x86-64 code");
+#endif
+    // Per round a bt and a bts of a register by a register: 3 reads and 2 writes (VEX's stack slot), as D1 hits.
+    const auto ours = [](const char* rounds) {
+        const auto r = pmc_test::run_command("'" + pmc_tool + "' count --emulate --cache --csv -e "
+                                             "L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses -- '" + target +
+                                             "' bit-tests " + rounds + " 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        std::map<std::string, std::uint64_t> v;
+        const std::regex line("([A-Za-z0-9:-]+),([0-9]+),");
+        for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
+            v[(*it)[1]] = std::stoull((*it)[2]);
+        REQUIRE(v.count("L1-dcache-loads") == 1);
+        return v;
+    };
+    const auto small = ours("1000"), large = ours("2000");
+    CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 3 * 1000);
+    CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 2 * 1000);
+    CHECK(large.at("L1-dcache-load-misses") == small.at("L1-dcache-load-misses"));
+    if (::system("valgrind --version >/dev/null 2>&1") != 0) return; // (the rule above is Cachegrind's, measured)
+    const auto cachegrind = [](const char* rounds) {
+        const std::string out = temp_dir() + "/cachegrind-bit-tests.out";
+        const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
+                                             "--cachegrind-out-file=" + out + " '" + target + "' bit-tests " + rounds +
+                                             " >/dev/null 2>&1; cat " + out);
+        std::smatch events, summary;
+        REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
+        REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
+        std::map<std::string, std::uint64_t> v;
+        std::istringstream names(events[1].str()), values(summary[1].str());
+        for (std::string name; names >> name;) values >> v[name];
+        return v;
+    };
+    const auto cg_small = cachegrind("1000"), cg_large = cachegrind("2000");
+    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 3 * 1000);
+    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 2 * 1000);
+}
+
 TEST_CASE("pmc count --emulate: a cache event without --cache names the flag, a bad geometry is refused",
           "[emulate][cache]") {
     REQUIRE_EMULATOR();

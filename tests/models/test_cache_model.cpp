@@ -479,12 +479,22 @@ TEST_CASE("split accesses: QEMU's pieces of one instruction are one access, a re
     m.add(7, 0x400128, false, 0xc000, 8, sink);
     m.add(7, 0x400128, true, 0xc000, 8, sink);
     m.add(7, 0x400128, true, 0xc008, 8, sink);
+    // QEMU 7.2's lock cmpxchg16b: a 16-byte load in two pieces, then its store in two: one read, as Cachegrind's.
+    m.add(8, 0x400130, false, 0xd000, 8, sink);
+    m.add(8, 0x400130, false, 0xd008, 8, sink);
+    m.add(8, 0x400130, true, 0xd000, 8, sink);
+    m.add(8, 0x400130, true, 0xd008, 8, sink);
+    // A store past the load's bytes is an access of its own.
+    m.add(9, 0x400138, false, 0xe000, 8, sink);
+    m.add(9, 0x400138, true, 0xe000, 4, sink);
+    m.add(9, 0x400138, true, 0xe004, 8, sink);
     m.flush(sink);
     REQUIRE(!m.pending());
     const std::vector<std::tuple<std::uint64_t, std::uint32_t, Kind>> want = {
         {0x5000, 16, Kind::read},  {0x6000, 32, Kind::write}, {0x7000, 4, Kind::read},  {0x7004, 4, Kind::read},
         {0x8000, 1, Kind::read},   {0x9000, 1, Kind::read},   {0xa000, 8, Kind::read},  {0xb000, 8, Kind::write},
-        {0xc000, 8, Kind::read},   {0xc008, 8, Kind::write}};
+        {0xc000, 8, Kind::read},   {0xc008, 8, Kind::write}, {0xd000, 16, Kind::read}, {0xe000, 8, Kind::read},
+        {0xe004, 8, Kind::write}};
     REQUIRE(seen.size() == want.size());
     for (std::size_t i = 0; i < want.size(); ++i) {
         CAPTURE(i);

@@ -352,7 +352,7 @@ const RepBlock* rep_block(std::uint64_t start, std::uint64_t insns, std::uint64_
 void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
     const std::size_t n = qemu_plugin_tb_n_insns(tb);
     if (n == 0) return;
-    if (plugin_cache::settings.on) plugin_cache::translate(tb, n); // (pmc emulate --cache)
+    if (plugin_cache::settings.on) plugin_cache::translate(tb, n, target_x86); // (pmc emulate --cache)
     if (plugin_branches::settings.on) plugin_branches::translate(tb, n, may_be_taken_out(tb, n)); // (--branches)
     if (!guest_base_known.load(std::memory_order_acquire)) {
         const qemu_plugin_insn* first = qemu_plugin_tb_get_insn(tb, 0);

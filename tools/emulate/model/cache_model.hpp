@@ -342,6 +342,9 @@ public:
     /// fetch_planned() of a reference plan_fetches(instructions, config) made for this hierarchy's configuration:
     /// the hit on the most recent line is one load and one compare (its set and tag were found at planning).
     __attribute__((always_inline)) void fetch_planned(const FetchRef& r) noexcept;
+    /// Counts `n` data accesses of `kind` as D1 hits that change no state: accesses Cachegrind counts where the
+    /// plugin cannot know the address (access_decode.hpp's register bit tests: a stack slot).
+    void count_data_hits(Kind kind, std::uint64_t n) noexcept { counts_.l1[CacheCounts::at(kind)].accesses += n; }
     /// Counts `n` instructions in Ir without references (plan_fetches dropped them as certain I1 hits).
     void count_instructions(std::uint64_t n) noexcept { counts_.l1[CacheCounts::at(Kind::instruction)].accesses += n; }
 
@@ -492,7 +495,8 @@ struct DataAccess {
 ///   - QEMU splits a wide access into pieces (7.2: a 16-byte SSE load into two 8-byte loads, a 32-byte AVX one
 ///     into four): pieces of the same kind, each starting where the previous ended, are one access;
 ///   - a store right after a load of the same address and size (x86 read-modify-write: `add [m], r`) is one read,
-///     as Cachegrind counts it.
+///     as Cachegrind counts it; so are stores in pieces that write back the load's bytes from its start
+///     (QEMU 7.2's `lock cmpxchg16b`: a 16-byte load, then two 8-byte stores).
 /// `execution` identifies one execution of one instruction (the plugin: a per-thread block-execution count and
 /// the instruction's index in the block); accesses of another execution are never joined. An access is passed on
 /// to `sink(DataAccess)` once the next one shows it complete, or at flush() (before counts are read).
@@ -504,20 +508,20 @@ public:
         if (pending_) {
             if (execution == execution_) {
                 const Kind kind = store ? Kind::write : Kind::read;
-                if (kind == pending_kind_ && address == access_.address + access_.size && !modify_) {
+                if (kind == pending_kind_ && address == access_.address + access_.size && modified_ == 0) {
                     access_.size += size; // the next piece of a split access
                     return;
                 }
-                if (store && pending_kind_ == Kind::read && !modify_ && address == access_.address &&
-                    size == access_.size) {
-                    modify_ = true; // read-modify-write: counted as its read
+                if (store && pending_kind_ == Kind::read && address == access_.address + modified_ &&
+                    modified_ + size <= access_.size) {
+                    modified_ += size; // read-modify-write (its store, or the store's next piece): counted as its read
                     return;
                 }
             }
             sink(static_cast<const DataAccess&>(access_));
         }
         pending_ = true;
-        modify_ = false;
+        modified_ = 0;
         execution_ = execution;
         pending_kind_ = store ? Kind::write : Kind::read;
         access_ = DataAccess{pc, address, size, pending_kind_};
@@ -531,7 +535,7 @@ public:
 
 private:
     bool pending_ = false;
-    bool modify_ = false;
+    std::uint32_t modified_ = 0; ///< bytes of the pending read its instruction stored back: a read-modify-write
     Kind pending_kind_ = Kind::read;
     std::uint64_t execution_ = 0;
     DataAccess access_{};
