@@ -462,7 +462,15 @@ std::optional<int> run_native(const SampleArgs& a, ReportOutput&, SampledRun& ru
     if (!opened) {
         go.close(1);
         exec_error.close(0);
+        const int passed = Job::last_passed_on(); // (before finish() puts pmc's dispositions back)
         job.finish(); // (the child exits without running the command)
+        // A Ctrl-C passed on while the sampler opened ended the held command (ESRCH): pmc ends as interrupted, as
+        // pmc count does, rather than blame the event.
+        if (passed == SIGINT || passed == SIGQUIT) {
+            fmt::print(stderr, "pmc sample: interrupted before the command started\n");
+            end_like(passed); // (a status whose WTERMSIG is the signal)
+            return 128 + passed;
+        }
         fmt::print(stderr, "pmc sample: {}\n", opened.failure().message);
         return 1;
     }
