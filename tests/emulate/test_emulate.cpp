@@ -1002,13 +1002,17 @@ TEST_CASE("a program's own SIGSEGV, with no signal handler installed, is not bla
         CHECK_THAT(r.out, !ContainsSubstring("died of SIGSEGV"));
         CHECK_THAT(r.out, !ContainsSubstring("signal handler"));
     }
-    // With a model, the totals a signal took away are said to be missing, not left out in silence.
+    // With a model, the totals are printed (QEMU 10 reports a process a signal ends), or said to be missing (QEMU
+    // 7.2 does not): never left out in silence.
     const auto cached = pmc_test::run_command("'" + pmc_tool + "' emulate --cache --branches -- '" + target +
                                               "' segfault 2>&1");
     INFO(cached.out);
     CHECK(cached.status == 128 + SIGSEGV);
-    CHECK_THAT(cached.out, ContainsSubstring("1 of the 1 emulated processes ended without reaching their exit (a "
-                                             "signal): no modelled totals"));
+    const bool totals = cached.out.find("pmc emulate: the command's caches") != std::string::npos &&
+                        cached.out.find("pmc emulate: the command's branches") != std::string::npos;
+    const bool said_missing = cached.out.find("1 of the 1 emulated processes ended without reaching their exit (a "
+                                              "signal): no modelled totals") != std::string::npos;
+    CHECK(totals != said_missing);
 }
 
 TEST_CASE("pmc emulate -- ctest runs a CMake project's tests (ctest's SIGCHLD handler needs an aligned stack)",
