@@ -14,8 +14,11 @@ message("${out}${err}")
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "scripts/layout-sensitivity exited with ${status}")
 endif()
-if(NOT out MATCHES "\\| chase \\| none \\|( 0 % \\([1-9][0-9]*\\) \\|)( 0 % \\([1-9][0-9]*\\) \\|)( 0 % \\([1-9][0-9]*\\) \\|)( 0 % \\([1-9][0-9]*\\) \\|)( 0 % \\([1-9][0-9]*\\) \\|)")
-  message(FATAL_ERROR "identical runs of the chase should spread by 0 % in all five events")
+# Identical runs: 0 %, or what a whole program's start-up moves in about 1 run in 30 on a loaded machine (a few
+# dozen instructions, a few loads: docs/emulated-pmu.md "Limits"), under 0.1 % of the chase's counts.
+set(same " 0(\\.0[0-9]*)? % \\([1-9][0-9]*\\) \\|")
+if(NOT out MATCHES "\\| chase \\| none \\|${same}${same}${same}${same}${same}")
+  message(FATAL_ERROR "identical runs of the chase should spread by 0 % (under 0.1 %) in all five events")
 endif()
 if(NOT out MATCHES "\\| chase \\| heap \\|( [0-9.e+-]+ % \\([1-9][0-9]*\\) \\|)+")
   message(FATAL_ERROR "no row for the heap factor")
