@@ -539,9 +539,13 @@ TEST_CASE("under pmc emulate --branches the program's own Counter and Group read
     CHECK_THAT(r.out, ContainsSubstring("note: emulated (pmc emulate --branches): an exact count of the branch "
                                         "instructions"));
     CHECK_THAT(r.out, ContainsSubstring("note: modelled (pmc emulate --branches): Cachegrind's branch predictor"));
-    // The run is repeatable, to the count.
+    // The run is repeatable, to the count: what the program read (pmc emulate's whole-command totals aside: the
+    // target joins a thread, and whether the join waits on a futex is the program's own timing).
     const auto again = pmc_test::run_command(run);
-    CHECK(again.out == r.out);
+    const auto own = [](const std::string& out) {
+        return std::regex_replace(out, std::regex("pmc emulate: the command's branches:[^\n]*\n"), "");
+    };
+    CHECK(own(again.out) == own(r.out));
 #if defined(__x86_64__)
     // A plugin with taken and not-taken swapped is told apart (the cold passes predict "not taken" right).
     const auto swapped = pmc_test::run_command("PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS "branch-sense' " + run);
