@@ -6,6 +6,7 @@
 // where pmc emulate cannot run.
 #include "catch.hpp"
 #include "command.hpp"
+#include "sample_report.hpp"
 #include "emulator.hpp"
 
 #include <pmc/detail/json.hpp>
@@ -23,29 +24,9 @@ const std::string target = PMC_SAMPLE_LOAD_TARGET;
         if (auto why = pmc_test::why_no_emulator(); !why.empty()) PMC_SKIP(why);                                       \
     } while (0)
 
-pmc::detail::JsonValue parse(const std::string& text) {
-    auto v = pmc::detail::JsonReader::parse(text, "pmc sample --emulate --json");
-    INFO(text);
-    REQUIRE(v.ok());
-    return *v;
-}
-
-double number(const pmc::detail::JsonValue& v, const char* key) {
-    const auto* m = v.find(key);
-    INFO(key);
-    REQUIRE(m);
-    REQUIRE(m->is_number());
-    return m->number;
-}
-
-/// Samples of the row named `name` in the array `key`, 0 if absent.
-double row_samples(const pmc::detail::JsonValue& report, const char* key, const std::string& name) {
-    const auto* rows = report.find(key);
-    REQUIRE(rows);
-    for (const auto& r : rows->items)
-        if (r.find("name") && r.find("name")->string == name) return number(r, "samples");
-    return 0;
-}
+pmc::detail::JsonValue parse(const std::string& text) { return pmc_test::parse_sample_report(text); }
+using pmc_test::row_samples;
+double number(const pmc::detail::JsonValue& v, const char* key) { return pmc_test::json_number(v, key); }
 
 } // namespace
 

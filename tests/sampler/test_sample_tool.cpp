@@ -3,6 +3,7 @@
 // region, the command's exit status, and bad command lines.
 #include "catch.hpp"
 #include "command.hpp"
+#include "sample_report.hpp"
 
 #include <pmc/detail/json.hpp>
 
@@ -15,29 +16,9 @@ namespace {
 const std::string pmc_tool = PMC_TOOL_PATH;
 const std::string target = PMC_SAMPLE_TARGET;
 
-pmc::detail::JsonValue parse(const std::string& text) {
-    auto v = pmc::detail::JsonReader::parse(text, "pmc sample --json");
-    INFO(text);
-    REQUIRE(v.ok());
-    return *v;
-}
-
-double number(const pmc::detail::JsonValue& v, const char* key) {
-    const auto* m = v.find(key);
-    INFO(key);
-    REQUIRE(m);
-    REQUIRE(m->is_number());
-    return m->number;
-}
-
-/// Samples of the row named `name` in the array `key`, 0 if absent.
-double row_samples(const pmc::detail::JsonValue& report, const char* key, const std::string& name) {
-    const auto* rows = report.find(key);
-    REQUIRE(rows);
-    for (const auto& r : rows->items)
-        if (r.find("name") && r.find("name")->string == name) return number(r, "samples");
-    return 0;
-}
+pmc::detail::JsonValue parse(const std::string& text) { return pmc_test::parse_sample_report(text); }
+using pmc_test::row_samples;
+double number(const pmc::detail::JsonValue& v, const char* key) { return pmc_test::json_number(v, key); }
 
 } // namespace
 
