@@ -280,7 +280,7 @@ std::map<std::string, std::uint64_t> cache_counts(const std::string& options, co
     const std::regex line("([A-Za-z0-9:-]+),([0-9]+),");
     for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
         counts[(*it)[1]] = std::stoull((*it)[2]);
-    REQUIRE(counts.count("L1-dcache-load-misses") == 1);
+    REQUIRE(!counts.empty()); // (a missing event fails its caller's .at())
     return counts;
 }
 } // namespace
@@ -723,17 +723,7 @@ TEST_CASE("pmc emulate --cache: an atomic read-modify-write is two reads, as in 
     // Per round: lock add, xchg m, lock xadd (two reads each: VEX's load and compare-and-swap), lock cmpxchg and
     // lock cmpxchg16b (one read each; QEMU 7.2 stores cmpxchg16b's 16 bytes in two pieces): 8 reads, no write.
     const auto ours = [](const char* rounds) {
-        const auto r = run_agreed("'" + pmc_tool + "' count --emulate --cache --csv -e "
-                                             "L1-dcache-loads,L1-dcache-stores -- '" + target + "' atomics " + rounds +
-                                             " 2>&1");
-        INFO(r.out);
-        REQUIRE(r.status == 0);
-        std::map<std::string, std::uint64_t> v;
-        const std::regex line("([A-Za-z0-9:-]+),([0-9]+),");
-        for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
-            v[(*it)[1]] = std::stoull((*it)[2]);
-        REQUIRE(v.count("L1-dcache-loads") == 1);
-        return v;
+        return cache_counts("-e L1-dcache-loads,L1-dcache-stores", rounds, "atomics");
     };
     const auto small = ours("1000"), large = ours("2000");
     CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 8 * 1000);
@@ -764,17 +754,7 @@ TEST_CASE("pmc emulate --cache: a register bit test counts Cachegrind's stack-sl
 #endif
     // Per round a bt and a bts of a register by a register: 3 reads and 2 writes (VEX's stack slot), as D1 hits.
     const auto ours = [](const char* rounds) {
-        const auto r = run_agreed("'" + pmc_tool + "' count --emulate --cache --csv -e "
-                                             "L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses -- '" + target +
-                                             "' bit-tests " + rounds + " 2>&1");
-        INFO(r.out);
-        REQUIRE(r.status == 0);
-        std::map<std::string, std::uint64_t> v;
-        const std::regex line("([A-Za-z0-9:-]+),([0-9]+),");
-        for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
-            v[(*it)[1]] = std::stoull((*it)[2]);
-        REQUIRE(v.count("L1-dcache-loads") == 1);
-        return v;
+        return cache_counts("-e L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses", rounds, "bit-tests");
     };
     const auto small = ours("1000"), large = ours("2000");
     CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 3 * 1000);
