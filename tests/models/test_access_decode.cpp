@@ -15,6 +15,11 @@ bool atomic(std::initializer_list<unsigned char> bytes) {
     return pmc_model::is_x86_atomic_rmw(b.data(), b.size());
 }
 
+bool locked_compare_exchange(std::initializer_list<unsigned char> bytes) {
+    const std::vector<unsigned char> b(bytes);
+    return pmc_model::is_x86_locked_compare_exchange(b.data(), b.size());
+}
+
 } // namespace
 
 TEST_CASE("x86-64: LOCK-prefixed read-modify-writes of memory are atomic, Cachegrind's two reads") {
@@ -80,4 +85,20 @@ TEST_CASE("x86-64: a bit test of a register by a register is Cachegrind's stack-
     CHECK(bit_test({0x48, 0x0f, 0xaf, 0xc6}).reads == 0);  // imul %rsi, %rax
     CHECK(bit_test({0x0f, 0xa3}).reads == 0);              // cut short
     CHECK(bit_test({}).writes == 0);
+}
+
+TEST_CASE("x86-64: LOCK cmpxchg, cmpxchg8b and cmpxchg16b of memory are locked compare-exchanges, nothing else is") {
+    CHECK(locked_compare_exchange({0xf0, 0x48, 0x0f, 0xb1, 0x0f}));       // lock cmpxchg %rcx, (%rdi)
+    CHECK(locked_compare_exchange({0xf0, 0x0f, 0xb0, 0x0f}));             // lock cmpxchg %cl, (%rdi)
+    CHECK(locked_compare_exchange({0xf0, 0x0f, 0xb1, 0x15, 0, 0, 0, 0})); // lock cmpxchg %edx, 0(%rip)
+    CHECK(locked_compare_exchange({0xf0, 0x48, 0x0f, 0xc7, 0x0f}));       // lock cmpxchg16b (%rdi)
+    CHECK(locked_compare_exchange({0xf0, 0x0f, 0xc7, 0x0f}));             // lock cmpxchg8b (%rdi)
+    CHECK(!locked_compare_exchange({0x48, 0x0f, 0xb1, 0x0f}));            // cmpxchg without LOCK: plain accesses
+    CHECK(!locked_compare_exchange({0xf0, 0x48, 0x0f, 0xb1, 0xcf}));      // a register operand
+    CHECK(!locked_compare_exchange({0xf0, 0x0f, 0xc7, 0x37}));            // 0F C7 /6 (not cmpxchg8b)
+    CHECK(!locked_compare_exchange({0xf0, 0x48, 0x0f, 0xc1, 0x07}));      // lock xadd: an atomic read-modify-write
+    CHECK(!locked_compare_exchange({0xf0, 0x0f}));                         // cut short
+    // Disjoint from is_x86_atomic_rmw: each instruction gets one of the plugin's two callbacks.
+    CHECK(!atomic({0xf0, 0x48, 0x0f, 0xb1, 0x0f}));
+    CHECK(!atomic({0xf0, 0x48, 0x0f, 0xc7, 0x0f}));
 }

@@ -176,11 +176,48 @@ inline void on_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t ad
                  [&t](const pmc_model::DataAccess& a) { t.complete(a); });
 }
 
+/// Whether this access by an x86 atomic instruction is QEMU 7.2's whole read-modify-write in parallel code: a store
+/// that no load of the same execution came before (model/access_decode.hpp). Serial code, and QEMU 10 always,
+/// report the load first; a load is remembered here for the store that follows it.
+inline bool is_whole_rmw_store(const ThreadModel& t, const Instruction* insn, bool store) {
+    thread_local std::uint64_t loaded = ~std::uint64_t{0}; // the execution whose load came last
+    const std::uint64_t execution = (t.blocks << 10) | insn->index;
+    const bool whole = store && loaded != execution;
+    loaded = execution; // (a whole store's next piece, if any, is no new read-modify-write)
+    return whole;
+}
+
+/// The load a whole read-modify-write store stands for, passed on before the store itself.
+inline void pass_rmw_load(ThreadModel& t, const Instruction* insn, std::uint64_t address, std::uint32_t size) {
+    t.merger.add((t.blocks << 10) | insn->index, insn->pc, false, address, size,
+                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+}
+
 /// An x86 atomic read-modify-write's accesses (model/access_decode.hpp): Cachegrind counts two reads where QEMU
-/// reports a load and a store, so the load is passed on twice (the second joins the store as one read). A callback
-/// of its own, registered at translation for those instructions alone: on_memory's path is unchanged.
+/// reports a load and a store, so the load is passed on twice (the second joins the store as one read); QEMU 7.2's
+/// parallel code reports a store alone, which stands for both. A callback of its own, registered at translation for
+/// those instructions alone: on_memory's path is unchanged.
 inline void on_atomic_memory(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
-    if (!qemu_plugin_mem_is_store(info)) on_memory(vcpu, info, address, data);
+    const bool store = qemu_plugin_mem_is_store(info);
+    ThreadModel& t = this_thread();
+    if (is_whole_rmw_store(t, static_cast<const Instruction*>(data), store)) {
+        const std::uint32_t size = t.meminfos.decode(info).size;
+        pass_rmw_load(t, static_cast<const Instruction*>(data), address, size);
+        pass_rmw_load(t, static_cast<const Instruction*>(data), address, size);
+    } else if (!store) {
+        on_memory(vcpu, info, address, data);
+    }
+    on_memory(vcpu, info, address, data);
+}
+
+/// A LOCK cmpxchg, cmpxchg8b or cmpxchg16b (model/access_decode.hpp): one read in Cachegrind, a load and a store in
+/// QEMU's serial code (one read-modify-write, on_memory's rule), a store alone in QEMU 7.2's parallel code, which
+/// stands for both.
+inline void on_locked_compare_exchange_memory(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address,
+                                              void* data) {
+    ThreadModel& t = this_thread();
+    if (is_whole_rmw_store(t, static_cast<const Instruction*>(data), qemu_plugin_mem_is_store(info)))
+        pass_rmw_load(t, static_cast<const Instruction*>(data), address, t.meminfos.decode(info).size);
     on_memory(vcpu, info, address, data);
 }
 
@@ -191,6 +228,16 @@ inline void on_register_bit_test(unsigned int, void* data) {
     ThreadModel& t = this_thread();
     t.caches.count_data_hits(pmc_model::Kind::read, reinterpret_cast<std::uintptr_t>(data));
     t.caches.count_data_hits(pmc_model::Kind::write, 1);
+}
+
+/// At translation, an x86-64 instruction's memory callback: on_atomic_memory for the atomic read-modify-writes,
+/// on_locked_compare_exchange_memory for LOCK cmpxchg/cmpxchg8b/cmpxchg16b, on_memory for all others.
+inline qemu_plugin_vcpu_mem_cb_t x86_memory_callback(qemu_plugin_insn* insn) {
+    const auto* bytes = static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn));
+    const std::size_t size = qemu_plugin_insn_size(insn);
+    if (pmc_model::is_x86_atomic_rmw(bytes, size)) return on_atomic_memory;
+    if (pmc_model::is_x86_locked_compare_exchange(bytes, size)) return on_locked_compare_exchange_memory;
+    return on_memory;
 }
 
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
@@ -206,10 +253,7 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
         const std::uint64_t pc = qemu_plugin_insn_vaddr(insn);
         fetched.emplace_back(pc, static_cast<std::uint32_t>(qemu_plugin_insn_size(insn)));
         block->each[i] = Instruction{pc, static_cast<std::uint32_t>(i & 1023)};
-        const bool atomic =
-            x86 && pmc_model::is_x86_atomic_rmw(static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn)),
-                                                qemu_plugin_insn_size(insn));
-        qemu_plugin_register_vcpu_mem_cb(insn, atomic ? on_atomic_memory : on_memory, QEMU_PLUGIN_CB_NO_REGS,
+        qemu_plugin_register_vcpu_mem_cb(insn, x86 ? x86_memory_callback(insn) : on_memory, QEMU_PLUGIN_CB_NO_REGS,
                                          QEMU_PLUGIN_MEM_RW, &block->each[i]);
         if (const auto bt = x86 ? pmc_model::x86_register_bit_test(
                                       static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn)),
