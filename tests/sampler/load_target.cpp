@@ -5,7 +5,8 @@
 // fork child makes CHILD loads of sampled_by_child and leaves with _exit (no exit() handlers: its memory map is its
 // parent's); a count of 0 leaves that part out (a single thread runs the same loads in every run: a join's or a
 // wait's loads depend on timing). Exits with STATUS (default 0). `pmc-sample-load-target inherit LOADS PERIOD`, under
-// pmc emulate --cache: a load pmc::Sampler opened with inherit (below). Each load loop is assembly where it can be, one load per iteration, so
+// pmc emulate --cache: a load pmc::Sampler opened with inherit (below). `pmc-sample-load-target heap LOADS`: LOADS loads
+// of a 32 KiB block from malloc (the brk heap). Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
 #include <pmc/sampler.hpp>
 
@@ -22,6 +23,7 @@
 #include <vector>
 
 extern "C" {
+extern char end; // the end of the program's data (end(3))
 // Named in the symbol table: what pmc sample's summary by variable finds.
 alignas(64) volatile std::uint64_t sampled_by_main[4096];
 alignas(64) volatile std::uint64_t sampled_by_thread[4096];
@@ -120,6 +122,17 @@ int run_inherit_samples(std::uint64_t loads, std::uint64_t period) {
 int main(int argc, char** argv) {
     if (argc == 4 && std::string(argv[1]) == "inherit") // inherit LOADS PERIOD (under pmc emulate --cache)
         return run_inherit_samples(std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10));
+    if (argc == 3 && std::string(argv[1]) == "heap") { // heap LOADS: from a small malloc'd block (the brk heap)
+        auto* block = static_cast<volatile std::uint64_t*>(std::calloc(4096, sizeof(std::uint64_t)));
+        if (!block) return 1;
+        load_n(block, std::strtoull(argv[2], nullptr, 10));
+        // Status 3: malloc's block is not between the program's end and the break (QEMU 10 with ASLR off loads a PIE
+        // where brk cannot grow, and glibc's malloc then maps its heap).
+        const auto at = reinterpret_cast<std::uintptr_t>(block);
+        const bool in_brk_heap = at > reinterpret_cast<std::uintptr_t>(&end) && at < reinterpret_cast<std::uintptr_t>(sbrk(0));
+        std::free(const_cast<std::uint64_t*>(block));
+        return in_brk_heap ? 0 : 3;
+    }
     if (argc < 4) return 2;
     const std::uint64_t main_loads = std::strtoull(argv[1], nullptr, 10);
     const std::uint64_t thread_loads = std::strtoull(argv[2], nullptr, 10);
