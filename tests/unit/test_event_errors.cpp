@@ -207,4 +207,14 @@ TEST_CASE("open-failure advice never contradicts itself", "[errors]") {
     auto none = pmc::detail::explain_open_failure(ENOENT, *cycles, cycles->attr, empty_root);
     CHECK_THAT(none.message, ContainsSubstring("no hardware PMU"));
     CHECK_THAT(none.message, ContainsSubstring("msr/tsc/ where kernel.perf_event_paranoid is at most 1"));
+    CHECK_THAT(none.message, !ContainsSubstring("--cache"));
+    // A modelled event: the fix names the emulator's flag that answers it, not only `pmc emulate`.
+    for (const char* name : {"L1-dcache-load-misses:u", "branch-misses:u"}) {
+        auto modelled = pmc::try_parse_event(name, sysfs.root());
+        REQUIRE(modelled.ok());
+        auto advice = pmc::detail::explain_open_failure(ENOENT, *modelled, modelled->attr, empty_root);
+        INFO(advice.message);
+        CHECK_THAT(advice.message, ContainsSubstring(name[0] == 'L' ? "`pmc emulate --cache -- PROGRAM`"
+                                                                    : "`pmc emulate --branches -- PROGRAM`"));
+    }
 }

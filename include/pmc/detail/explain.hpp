@@ -123,6 +123,11 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
                    "kernel.perf_event_paranoid is at most 1 or with CAP_PERFMON (it counts kernel mode too). For "
                    "exact instruction counts without a PMU, run the program under `pmc emulate` (QEMU user mode with "
                    "pmc's plugin: docs/emulated-pmu.md, installed as share/doc/pmc/emulated-pmu.md).";
+            // The emulator answers these only with its models on: name the flag, not a second error away.
+            if (is_modelled_cache_event_name(spec.text))
+                msg += " This event comes from its cache model: `pmc emulate --cache -- PROGRAM`.";
+            else if (is_branch_count_event_name(spec.text) || is_modelled_branch_event_name(spec.text))
+                msg += " This event comes from its branch model: `pmc emulate --branches -- PROGRAM`.";
         } else if (err == ENOENT) {
             msg += "The kernel has no such event: " + describe_attr_fields(attr) +
                    ".\nFix: check the event name or code against `pmc list` and your CPU's event tables.";
