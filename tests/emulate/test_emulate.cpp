@@ -39,6 +39,7 @@ std::string emulate(const std::string& args, const std::string& env = "") {
     return env + (env.empty() ? "" : " ") + "'" + pmc_tool + "' emulate -- '" + target + "' " + args;
 }
 
+using pmc_test::run_agreed; // (a whole command: tests/support/emulator.hpp)
 using pmc_test::why_no_emulator;
 #define REQUIRE_EMULATOR()                                                                                             \
     do {                                                                                                               \
@@ -214,26 +215,6 @@ TEST_CASE("run directly, a program never makes the emulator's request: not even 
     // fails with ENOSYS and the hardware PMU (or its absence) is what the counters find.
     CHECK(requests("env PMC_EMULATED=1") == 1);
 }
-
-namespace {
-/// A whole command under pmc count --emulate, run until two runs print the same counts (at most three; the elapsed
-/// time aside): its count includes the process's start-up and exit, which in about 1 run in 30 on a loaded machine
-/// execute a few more instructions (+4 to +34, with +3 to +6 loads and one more indirect branch: seen with the same
-/// system calls and arguments, only the pid differing; not pinned down, docs/emulated-pmu.md). An interval's count is
-/// exact in every run; these cases compare whole commands.
-pmc_test::CommandResult run_agreed(const std::string& command) {
-    const auto key = [](const std::string& out) {
-        return std::regex_replace(out, std::regex("\"elapsed_ns\":[0-9]+|[0-9.]+ seconds time elapsed"), "");
-    };
-    std::vector<pmc_test::CommandResult> runs;
-    for (int i = 0; i < 3; ++i) {
-        runs.push_back(pmc_test::run_command(command));
-        for (std::size_t j = 0; j + 1 < runs.size(); ++j)
-            if (key(runs[j].out) == key(runs.back().out) && runs[j].status == runs.back().status) return runs.back();
-    }
-    return runs.front(); // no two agreed: the caller's checks show the first
-}
-} // namespace
 
 TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's difference is exact", "[emulate]") {
     REQUIRE_EMULATOR();
