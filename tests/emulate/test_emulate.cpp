@@ -1720,13 +1720,14 @@ TEST_CASE("the random name of pmc's report directory changes no count: the prelo
     std::smatch m;
     REQUIRE(std::regex_match(given["PMC_EMULATE_PLUGIN"], m, std::regex("(.*),report=[^,]*(.*)")));
     const std::string plugin = m[1].str(), after_report = m[2].str();
-    // The same program started as a child is (natively, with the preload library, which re-executes it under QEMU
-    // with the plugin), the report directory named as mkdtemp might name it. Under glibc's strstr these names
-    // cost 4 different counts (1,788,247 to 1,788,285 instructions for `loop 1000` under QEMU 7.2).
+    // The target started as a child of the emulated program is (natively, with the preload library, which
+    // re-executes it under QEMU with the plugin), with the report directory named as mkdtemp might name it. With glibc's strstr (the preload
+    // before) these six names gave 4 different counts, 38 instructions apart at most, on QEMU 7.2 and on 10.0.
     // Without address randomization, as pmc emulate starts QEMU and so the children it restarts (QEMU 10 lets the
     // kernel place the program's mappings: their addresses move counts by a few instructions).
     const std::string norandom = "setarch \"$(uname -m)\" -R";
-    if (pmc_test::run_command(norandom + " true 2>&1").status != 0) PMC_SKIP("setarch -R cannot turn address randomization off here");
+    if (pmc_test::run_command(norandom + " true 2>&1").status != 0)
+        PMC_SKIP("setarch -R cannot turn address randomization off here");
     const std::string dir = temp_dir();
     std::set<std::string> totals;
     std::string runs;
