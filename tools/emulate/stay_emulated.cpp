@@ -194,6 +194,24 @@ bool plugin_argument(const char* plugin, const char* key, char* out, size_t size
     }
     return false;
 }
+/// `value` in decimal into `out` (room for 20 characters), its length returned, by the same instructions whatever the
+/// value: a pid's or a clock's number of digits must not move the program's total (printf takes a pass per digit).
+size_t put_decimal(char* out, uint64_t value) {
+    char digits[20];
+    for (int i = 19; i >= 0; --i) {
+        digits[i] = static_cast<char>('0' + value % 10);
+        value /= 10;
+    }
+    size_t length = 0;
+    unsigned begun = 0; // past the leading zeros (the last digit is always written)
+    for (int i = 0; i < 20; ++i) {
+        begun |= static_cast<unsigned>(digits[i] != '0') | static_cast<unsigned>(i == 19);
+        out[length] = digits[i]; // (overwritten until begun)
+        length += begun;
+    }
+    return length;
+}
+
 /// pmc sample --emulate (the plugin's samples=DIR): the guest's memory map, which QEMU emulates in the guest's
 /// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading" and the file's lines, in one write, at the
 /// image's start (here, before the program's code) and at its exit(): what pmc names the sampled addresses with.
@@ -206,10 +224,13 @@ void read_maps_for_samples() {
     char* text = static_cast<char*>(malloc(size));
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (text)
-        used = static_cast<size_t>(snprintf(text, size, "pmc-maps %llu reading\n",
-                                            static_cast<unsigned long long>(now.tv_sec) * 1000000000ull +
-                                                static_cast<unsigned long long>(now.tv_nsec)));
+    if (text) { // "pmc-maps TIME reading\n"
+        memcpy(text, "pmc-maps ", 9);
+        const uint64_t ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+        used = 9 + put_decimal(text + 9, ns);
+        memcpy(text + used, " reading\n", 9);
+        used += 9;
+    }
     for (ssize_t n = 1; text && n > 0;) {
         if (size - used < 4096) {
             char* bigger = static_cast<char*>(realloc(text, size *= 2));
@@ -222,8 +243,12 @@ void read_maps_for_samples() {
     }
     close(in);
     if (!text) return;
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/%ld.maps", maps_dir, static_cast<long>(getpid()));
+    char path[PATH_MAX + 32]; // DIR/PID.maps
+    const size_t dir_length = strlen(maps_dir);
+    memcpy(path, maps_dir, dir_length);
+    path[dir_length] = '/';
+    const size_t pid_end = dir_length + 1 + put_decimal(path + dir_length + 1, static_cast<uint64_t>(getpid()));
+    memcpy(path + pid_end, ".maps", sizeof ".maps");
     const int out = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (out >= 0) {
         [[maybe_unused]] const ssize_t written = write(out, text, used);
@@ -344,9 +369,13 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     if (!realpath("/proc/self/exe", exe)) return;
     if (realpath(qemu, qemu_real) && strcmp(exe, qemu_real) == 0) return; // QEMU itself, should it load this
     // Once per process: if the re-executed program still finds no emulated PMU, it runs natively, and says so.
-    char me[32];
+    // The marker holds the pid in 10 digits: its length moves every string QEMU puts after it on the program's
+    // stack (the pad keeps only their total), and a C library function that reads a string across a page's end
+    // takes a longer way: a pid of other digits would count other instructions.
+    char me[32], marked[32];
     snprintf(me, sizeof me, "%ld", static_cast<long>(getpid()));
-    if (const char* tried = getenv("PMC_EMULATE_REEXEC"); tried && strcmp(tried, me) == 0) {
+    snprintf(marked, sizeof marked, "%010ld", static_cast<long>(getpid()));
+    if (const char* tried = getenv("PMC_EMULATE_REEXEC"); tried && strcmp(tried, marked) == 0) {
         fprintf(stderr, "pmc emulate: %s (pid %s) runs natively: under %s with %s it found no emulated PMU\n", exe, me,
                 qemu, plugin);
         // For pmc's closing note of the programs that ran natively: the plugin's report file, if it has one.
@@ -385,7 +414,7 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
             guest_tunables = envp[i];
         env[n++] = envp[i];
     }
-    snprintf(marker, sizeof marker, "PMC_EMULATE_REEXEC=%s", me);
+    snprintf(marker, sizeof marker, "PMC_EMULATE_REEXEC=%s", marked);
     env[n++] = marker;
     // The program's initial stack at one page offset whatever its path and environment, as pmc emulate does for
     // the first program (pmc/detail/emulated.hpp): QEMU copies the real path, argv and the environment (its own,
