@@ -39,6 +39,7 @@ std::string emulate(const std::string& args, const std::string& env = "") {
     return env + (env.empty() ? "" : " ") + "'" + pmc_tool + "' emulate -- '" + target + "' " + args;
 }
 
+using pmc_test::run_agreed; // (a whole command: tests/support/emulator.hpp)
 using pmc_test::why_no_emulator;
 #define REQUIRE_EMULATOR()                                                                                             \
     do {                                                                                                               \
@@ -214,26 +215,6 @@ TEST_CASE("run directly, a program never makes the emulator's request: not even 
     // fails with ENOSYS and the hardware PMU (or its absence) is what the counters find.
     CHECK(requests("env PMC_EMULATED=1") == 1);
 }
-
-namespace {
-/// A whole command under pmc count --emulate, run until two runs print the same counts (at most three; the elapsed
-/// time aside): its count includes the process's start-up and exit, which in about 1 run in 30 on a loaded machine
-/// execute a few more instructions (+4 to +34, with +3 to +6 loads and one more indirect branch: seen with the same
-/// system calls and arguments, only the pid differing; not pinned down, docs/emulated-pmu.md). An interval's count is
-/// exact in every run; these cases compare whole commands.
-pmc_test::CommandResult run_agreed(const std::string& command) {
-    const auto key = [](const std::string& out) {
-        return std::regex_replace(out, std::regex("\"elapsed_ns\":[0-9]+|[0-9.]+ seconds time elapsed"), "");
-    };
-    std::vector<pmc_test::CommandResult> runs;
-    for (int i = 0; i < 3; ++i) {
-        runs.push_back(pmc_test::run_command(command));
-        for (std::size_t j = 0; j + 1 < runs.size(); ++j)
-            if (key(runs[j].out) == key(runs.back().out) && runs[j].status == runs.back().status) return runs.back();
-    }
-    return runs.front(); // no two agreed: the caller's checks show the first
-}
-} // namespace
 
 TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's difference is exact", "[emulate]") {
     REQUIRE_EMULATOR();
@@ -1757,6 +1738,85 @@ TEST_CASE("one binary from paths of two lengths, with environments of other size
     const auto d = pmc_test::run_command("'" + pmc_tool + "' diff --fail-on-change " + a + " " + b + " 2>&1");
     INFO(d.out);
     CHECK(d.status == 0);
+}
+
+namespace {
+/// The target started as a child of the emulated program is (natively, with the preload library, which re-executes it
+/// under QEMU with the plugin), with the variables `pmc PMC_COMMAND -- env` gives the program, `dir` in place of the
+/// report directory mkdtemp named (/tmp/pmc-emulate-XXXXXX), and `wrapper` before it: the plugin's report, each
+/// pid as "P". Without address randomization, as pmc emulate starts QEMU and so the children it restarts (QEMU 10
+/// lets the kernel place the program's mappings: their addresses move counts by a few instructions).
+std::string restarted_report(const std::string& pmc_command, const std::string& dir, const std::string& wrapper = "") {
+    const auto env = pmc_test::run_command("'" + pmc_tool + "' " + pmc_command + " -- env 2>&1");
+    INFO(pmc_command << "\n" << env.out);
+    REQUIRE(env.status == 0);
+    std::map<std::string, std::string> given;
+    const std::regex variable("(PMC_EMULATE_[A-Z_]+)=([^\n]*)");
+    for (auto it = std::sregex_iterator(env.out.begin(), env.out.end(), variable); it != std::sregex_iterator(); ++it)
+        given[(*it)[1]] = (*it)[2];
+    REQUIRE(std::regex_search(given["PMC_EMULATE_PLUGIN"], std::regex(",report=/tmp/pmc-emulate-[A-Za-z0-9]{6}/")));
+    REQUIRE(pmc_test::run_command("mkdir -p '" + dir + "'").status == 0);
+    std::string command =
+        wrapper + " setarch \"$(uname -m)\" -R env LD_PRELOAD='" + given["PMC_EMULATE_PRELOAD"] + "'";
+    const std::regex named("/tmp/pmc-emulate-[A-Za-z0-9]{6}");
+    for (const auto& [key, value] : given) command += " " + key + "='" + std::regex_replace(value, named, dir) + "'";
+    const auto r = pmc_test::run_command(command + " '" + target + "' loop 1000 2>&1");
+    INFO(command << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    std::ifstream in(dir + "/processes");
+    const std::string lines{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    INFO(lines);
+    REQUIRE(std::regex_search(lines, std::regex("instructions [0-9]+")));
+    return std::regex_replace(lines, std::regex("pid [0-9]+"), "pid P");
+}
+} // namespace
+
+TEST_CASE("the random name of pmc's report directory changes no count: the preload finds the plugin's arguments by "
+          "their commas", "[emulate]") {
+    REQUIRE_EMULATOR();
+    if (pmc_test::run_command("setarch \"$(uname -m)\" -R true 2>&1").status != 0)
+        PMC_SKIP("setarch -R cannot turn address randomization off here");
+    // pmc emulate's plugin arguments hold report=/tmp/pmc-emulate-XXXXXX/processes, pmc sample --emulate's
+    // samples=/tmp/pmc-emulate-XXXXXX too. Here directories of one length and other characters: glibc's strstr (the
+    // preload before) skips through text by a table of the needle's character pairs; a mkdtemp name moved its count
+    // in a few runs of a hundred, and a name made of the needle's own pairs moves it always.
+    const auto repeated = [](const std::string& text) {
+        std::string name;
+        while (name.size() < 48) name += text;
+        return name.substr(0, 48);
+    };
+    int run = 0;
+    for (const char* pmc_command : {"emulate", "sample --emulate --cache -c 1000 -o /dev/null"}) {
+        std::set<std::string> reports;
+        std::string runs;
+        for (const std::string& name : {repeated("A"), repeated("8eg2rVLeBXOGUqULIr"), repeated("samples"),
+                                        repeated("report")}) {
+            // (A directory of its own for each run, all paths of one length: a longer one costs more to pass over.)
+            const std::string report = restarted_report(pmc_command, temp_dir() + "/run" + std::to_string(run++) +
+                                                                         "/pmc-emulate-" + name);
+            reports.insert(report);
+            runs += name + ":\n" + report;
+        }
+        INFO(pmc_command << "\n" << runs);
+        CHECK(reports.size() == 1);
+    }
+}
+
+TEST_CASE("the pid's and the clock's digits change no count: pmc sample --emulate's map readings format them at a "
+          "constant cost (root: pid and time namespaces)", "[emulate]") {
+    REQUIRE_EMULATOR();
+    // In a new pid namespace the program is pid 1 or so; in a new time namespace CLOCK_MONOTONIC is 10^9 s ahead
+    // (18 digits of nanoseconds, where a machine up for a day has 14). The preload library writes both at the
+    // program's start and at its exit(); with printf (before), a 1-digit pid for a 4-digit one counted 114
+    // instructions fewer, the later clock 190 more.
+    const std::string namespaces = "unshare --pid --fork --mount-proc --time --monotonic 1000000000";
+    if (const auto r = pmc_test::run_command(namespaces + " setarch \"$(uname -m)\" -R true 2>&1"); r.status != 0)
+        PMC_SKIP("cannot make pid and time namespaces here (unshare needs root and a kernel with time namespaces): " +
+                 r.out);
+    const std::string command = "sample --emulate --cache -c 1000 -o /dev/null";
+    const std::string here = restarted_report(command, temp_dir() + "/here/pmc-emulate-ABCDEF");
+    const std::string there = restarted_report(command, temp_dir() + "/ther/pmc-emulate-ABCDEF", namespaces);
+    CHECK(here == there);
 }
 
 TEST_CASE("with no plugin-capable QEMU on PATH, pmc emulate takes the one scripts/build-qemu left in its cache",

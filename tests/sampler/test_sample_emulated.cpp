@@ -65,17 +65,15 @@ TEST_CASE("pmc sample --emulate --cache: N loads of a variable give exactly N / 
     // One thread: the same report, byte for byte, in every run.
     const std::string alone = pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- " + target +
                               " 200000 0 0";
-    // (Byte for byte in two of at most three runs: a whole program's start-up and exit count a few more loads in
-    // about 1 run in 30 on a loaded machine, which moves the exact count and the start-up's samples; see
-    // docs/emulated-pmu.md "Limits". The variable's samples are checked in every run.)
-    std::vector<pmc_test::CommandResult> runs;
+    // (Byte for byte in two of at most three runs, as pmc_test::run_agreed says why; the variable's samples are
+    // checked in every run.)
     bool agreed = false;
-    for (int i = 0; i < 3 && !agreed; ++i) {
-        runs.push_back(pmc_test::run_command(alone));
-        INFO(runs.back().out);
-        CHECK(runs.back().status == 0);
-        CHECK(row_samples(parse(runs.back().out), "by_variable", "sampled_by_main") == 200);
-        for (std::size_t j = 0; j + 1 < runs.size(); ++j) agreed = agreed || runs[j].out == runs.back().out;
+    std::vector<pmc_test::CommandResult> runs;
+    pmc_test::run_agreed(alone, &agreed, &runs);
+    for (const auto& run : runs) {
+        INFO(run.out);
+        CHECK(run.status == 0);
+        CHECK(row_samples(parse(run.out), "by_variable", "sampled_by_main") == 200);
     }
     CHECK(agreed);
 }
