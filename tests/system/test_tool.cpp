@@ -72,6 +72,19 @@ TEST_CASE("pmc --help, and usage errors", "[tool]") {
     CHECK_THAT(bad.out, ContainsSubstring("given twice"));
 }
 
+TEST_CASE("an option that takes one value, given twice, is a usage error said in words", "[tool]") {
+    // CLI11's own text was "--D1: At Most 1 required but received 2".
+    for (const char* args : {"emulate --cache --D1 32768,8,64 --D1=65536,8,64 -- true",
+                             "count --emulate --cache --LL 8388608,16,64 --LL 8388608,16,64 -- true",
+                             "diff --counter a --counter b x.pmcprof y.pmcprof"}) {
+        auto twice = run(args);
+        INFO(args << "\n" << twice.out);
+        CHECK(twice.status == 1);
+        CHECK_THAT(twice.out, ContainsSubstring(" was given 2 times: it takes one value; give it once"));
+        CHECK_THAT(twice.out, !ContainsSubstring("At Most"));
+    }
+}
+
 TEST_CASE("pmc list and encode, as text and JSON", "[tool]") {
     auto list = run("list");
     CHECK(list.status == 0);
