@@ -31,6 +31,7 @@
 #include <pmc/emulated.hpp>
 #include <pmc/group.hpp>
 #include <pmc/hybrid.hpp>
+#include <pmc/modelled_events.hpp>
 #include <pmc/pmu.hpp>
 #include <pmc/report.hpp>
 
@@ -49,6 +50,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -290,16 +292,43 @@ struct EmulatedCountEvents {
     std::string model_note;       ///< what the cache model is, for the report (--cache), or ""
 };
 
+/// What the emulator can count with `o`'s models, from the one list (pmc/modelled_events.hpp), to end a refusal
+/// with: "" without --cache or --branches (the refusal names instructions then).
+std::string modelled_names_text(bool cache, bool branches) {
+    std::string names = "instructions";
+    auto add = [&](const auto& list) {
+        for (const std::string_view n : list) names += ", " + std::string(n);
+    };
+    if (cache) add(pmc::modelled_cache_event_names);
+    if (branches) {
+        add(pmc::branch_count_event_names);
+        add(pmc::modelled_branch_event_names);
+    }
+    return names;
+}
+std::string emulated_events_text(const Options& o) {
+    if (!o.cache && !o.branches) return "";
+    return fmt::format("With {}, pmc count --emulate counts: {} (each :u or none)",
+                       o.cache && o.branches ? "--cache and --branches" : o.cache ? "--cache" : "--branches",
+                       modelled_names_text(static_cast<bool>(o.cache), o.branches));
+}
+
 /// What pmc says (after "pmc: ") when the emulator cannot count `event`, not a modelled cache event; "" when it can.
 std::string not_emulated(const Options& o, const std::string& event) {
     auto spec = pmc::try_parse_event(event, o.sysfs);
-    if (!spec) return spec.failure().message;
+    const std::string can = emulated_events_text(o);
+    if (!spec) return spec.failure().message + (can.empty() ? "" : "\n" + can);
     std::string why = spec->kind == pmc::EventKind::perf ? pmc::emulated_refusal(*spec) : std::string();
     if (!why.empty() || spec->kind != pmc::EventKind::perf)
-        why = "pmc count --emulate counts instructions:u or instructions" +
+        why = std::string(o.cache || o.branches ? "the emulator neither counts nor models it"
+                                                : "pmc count --emulate counts instructions:u or instructions") +
               (why.empty() ? std::string(" (pmc's composites and clocks are read inside a program)")
                            : ": " + why.substr(why.find(';') == std::string::npos ? 0 : why.find(';') + 2));
-    return why.empty() ? "" : fmt::format("count --emulate: cannot count '{}': {}", event, why);
+    if (why.empty() && !pmc::is_instruction_event(*spec)) // perf's other spellings of a modelled event (its "-miss")
+        return fmt::format("count --emulate: cannot count '{}': it is a cache or branch event spelled otherwise than "
+                           "the emulator's names, which are: {} (each :u or none)",
+                           event, modelled_names_text(true, true));
+    return why.empty() ? "" : fmt::format("count --emulate: cannot count '{}': {}{}", event, why, can.empty() ? "" : ".\n" + can);
 }
 
 /// pmc count --emulate's events (the defaults where -e named none) and the cache model's arguments; nothing, with
