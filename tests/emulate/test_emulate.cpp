@@ -27,6 +27,7 @@
 #include <regex>
 #include <cmath>
 #include <sstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -284,6 +285,31 @@ std::map<std::string, std::uint64_t> cache_counts(const std::string& options, co
     return counts;
 }
 } // namespace
+
+TEST_CASE("pmc count --emulate marks each count modelled or not, in CSV and JSON as in text", "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    const std::string run = "'" + pmc_tool + "' count --emulate --cache --branches -e "
+                            "instructions:u,LLC-loads,branch-instructions,branch-misses:u ";
+    const auto csv = pmc_test::run_command(run + "--csv -- '" + target + "' chase 8 10 2>&1 >/dev/null");
+    INFO(csv.out);
+    REQUIRE(csv.status == 0);
+    CHECK_THAT(csv.out, ContainsSubstring("event,count,raw,running_fraction,counted,modelled\n"));
+    for (auto [event, modelled] : {std::pair{"instructions:u", "false"}, std::pair{"LLC-loads", "true"},
+                                   std::pair{"branch-instructions", "false"}, std::pair{"branch-misses:u", "true"}})
+        CHECK(std::regex_search(csv.out, std::regex("\n" + std::string(event) + ",[0-9]+,[0-9]+,1\\.000000,true," +
+                                                    modelled + "\n")));
+    const auto json = pmc_test::run_command(run + "--json -- '" + target + "' chase 8 10 2>&1 >/dev/null");
+    INFO(json.out);
+    REQUIRE(json.status == 0);
+    for (auto [event, modelled] : {std::pair{"instructions:u", "false"}, std::pair{"LLC-loads", "true"},
+                                   std::pair{"branch-instructions", "false"}, std::pair{"branch-misses:u", "true"}})
+        CHECK(std::regex_search(json.out, std::regex("\\{\"event\":\"" + std::string(event) +
+                                                     "\",\"counted\":true,[^}]*,\"modelled\":" + modelled + "\\}")));
+    // Without a model every count is still marked, false: one layout for every pmc count --emulate.
+    const auto plain = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- '" + target +
+                                             "' chase 8 10 2>&1 >/dev/null");
+    CHECK(std::regex_search(plain.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false\n")));
+}
 
 TEST_CASE("pmc count --emulate --cache: a chase over N lines of one D1 set misses exactly as LRU predicts",
           "[emulate][cache]") {
