@@ -171,6 +171,30 @@ TEST_CASE("the search for leftover processes skips one that ends while it is rea
     CHECK(found == std::vector<long>{100});
 }
 
+TEST_CASE("a QEMU for another architecture is refused before it runs, naming both and the fix (status 126)",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+#if defined(__x86_64__)
+    const std::string other = "qemu-aarch64", ours = "qemu-x86_64", program = "an x86-64 program";
+#else
+    const std::string other = "qemu-x86_64", ours = "qemu-aarch64", program = "an AArch64 program";
+#endif
+    const auto found = pmc_test::run_command("command -v " + other);
+    std::string qemu = found.out.substr(0, found.out.find('\n'));
+    if (found.status != 0 || qemu.empty()) PMC_SKIP(other + " is not installed: no QEMU of another architecture");
+    for (const std::string& command : {"'" + pmc_tool + "' emulate --qemu '" + qemu + "' -- /bin/true",
+                                       "PMC_QEMU='" + qemu + "' '" + pmc_tool + "' count --emulate -- /bin/true"}) {
+        const auto r = pmc_test::run_command(command + " 2>&1");
+        INFO(command << "\n" << r.out);
+        if (r.out.find("cannot load TCG plugins") != std::string::npos)
+            PMC_SKIP(qemu + " loads no plugins (a static build): pmc refuses it before any architecture check");
+        CHECK(r.status == 126); // (QEMU itself said "Invalid ELF image for this architecture" and exited 255)
+        CHECK_THAT(r.out, ContainsSubstring("cannot run '/bin/true', " + program + ", under " + qemu +
+                                            ", which emulates " + other.substr(5) + " programs"));
+        CHECK_THAT(r.out, ContainsSubstring("Fix: give --qemu (or PMC_QEMU) a " + ours));
+    }
+}
+
 TEST_CASE("run directly, the same program gets the no-PMU error, which names pmc emulate", "[emulate]") {
     const auto r = pmc_test::run_command("'" + target + "' probe");
     INFO(r.out);
