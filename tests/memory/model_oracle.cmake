@@ -73,6 +73,19 @@ if(GEOMETRY STREQUAL "")
     message(FATAL_ERROR "${name} under pmc emulate without --cache: status ${no_model_status}, not 1 with the fix:\n"
                         "${no_model_err}")
   endif()
+  if(name STREQUAL "pmc-mem-latency")
+    # The timed sweep's options do not apply under the model: each is refused with why, not ignored.
+    foreach(option "--chain;forward" "--runs;5" "--sweeps;2" "--hugepages" "--no-pin")
+      execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} ${option} --quiet --no-plot --out ${OUT}-refused
+                      RESULT_VARIABLE refused_status OUTPUT_QUIET ERROR_VARIABLE refused_err)
+      list(GET option 0 option_name)
+      if(NOT refused_status EQUAL 1 OR NOT refused_err MATCHES "${option_name}(:| does not apply) .*under pmc emulate --cache"
+         OR NOT refused_err MATCHES "Run 'pmc-mem-latency --help' for usage")
+        message(FATAL_ERROR "pmc-mem-latency ${option} under the model: status ${refused_status}, not 1 with the "
+                            "reason:\n${refused_err}")
+      endif()
+    endforeach()
+  endif()
   if(name STREQUAL "pmc-memory")
     # Under the model only the latency experiment runs: leaving it out leaves nothing, a usage error.
     execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} --skip latency --quiet --out ${OUT}-skip
