@@ -685,6 +685,13 @@ std::string emulator_without_model(const std::string& program) {
            "` finds the levels of pmc's cache model; run " + program + " without the emulator to measure this machine";
 }
 
+std::string not_measured_under_emulator(const std::string& program, const std::string& why) {
+    if (!pmc::emulated_pmu()) return "";
+    return program + ": not measured under pmc emulate: " + why + ". Run " + program +
+           " without the emulator to measure this machine (under pmc emulate --cache, pmc-mem-latency and pmc-memory "
+           "find the cache model's levels)";
+}
+
 std::string modelled_geometry() {
     const auto& pmu = pmc::emulated_pmu();
     return pmu && pmu->cache_model ? pmu->cache_geometry : std::string();
