@@ -337,7 +337,8 @@ std::string not_emulated(const Options& o, const std::string& event) {
         return fmt::format("count --emulate: cannot count '{}': it is a cache or branch event spelled otherwise than "
                            "the emulator's names, which are: {} (each :u or none)",
                            event, modelled_names_text(true, true));
-    return why.empty() ? "" : fmt::format("count --emulate: cannot count '{}': {}{}", event, why, can.empty() ? "" : ".\n" + can);
+    if (why.empty()) return "";
+    return fmt::format("count --emulate: cannot count '{}': {}{}", event, why, can.empty() ? "" : ".\n" + can);
 }
 
 /// pmc count --emulate's events (the defaults where -e named none) and the cache model's arguments; nothing, with
@@ -586,7 +587,8 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
     }
     const std::vector<std::uint64_t> values = emulated_counts(*events, run.processes);
     const std::string text = o.json  ? emulated_json(o, command, run, *events, values)
-                             : o.csv ? pmc::count_csv(events->names, exact_event_counts(values), events->marked_modelled())
+                             : o.csv ? pmc::count_csv(events->names, exact_event_counts(values),
+                                                      events->marked_modelled())
                                      : emulated_text(o, shown, run, *events, values);
     const int status = out.write(text, run.exit_status);
     end_like(run.raw_status); // (the report is written: now end as the command did)

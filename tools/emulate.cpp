@@ -211,7 +211,10 @@ ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const 
     f.elf = true;
     if (qemu_version) { // (QEMU's --version text is one literal in its binary: "qemu-x86_64 version 7.2.22")
         const std::string_view qemu = "qemu-", version = " version ";
-        auto guest_char = [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_'; };
+        auto guest_char = [](char c) {
+            const auto u = static_cast<unsigned char>(c);
+            return std::islower(u) || std::isdigit(u) || c == '_';
+        };
         for (auto at = bytes.begin(); f.version.empty();) {
             at = std::search(at, bytes.end(), qemu.begin(), qemu.end());
             if (at == bytes.end()) break;
@@ -460,8 +463,9 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
     const std::string& program = command[0];
     // (program_to_load took only this machine's programs: a QEMU for another guest would refuse it, status 255.)
     if (const std::string ours = std::string(host_qemu_name()).substr(5); !e.target.empty() && e.target != ours)
-        return pmc::make_failure(ENOEXEC, "cannot run '" + program + "', " + (PMC_ARCH_AARCH64 ? "an AArch64" : "an x86-64") +
-                                              " program, under " + e.qemu + ", which emulates " + e.target +
+        return pmc::make_failure(ENOEXEC, "cannot run '" + program + "', " +
+                                              (PMC_ARCH_AARCH64 ? "an AArch64" : "an x86-64") + " program, under " +
+                                              e.qemu + ", which emulates " + e.target +
                                               " programs.\nFix: give --qemu (or PMC_QEMU) a qemu-" + ours +
                                               ", or neither: pmc emulate then takes qemu-" + ours + " from PATH");
     const std::string plugin = e.plugin + plugin_args;

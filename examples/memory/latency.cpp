@@ -817,7 +817,8 @@ std::string modelled_levels_report(const ModelledLatencyResult& r, const std::ve
                        "misses per load, not time (cost per load: an L1 hit 1, +{:g} a D1 miss, {}+{:g} an LL miss), "
                        "{} sizes from {} to {} at {} per octave, {:.1f} s:\n\n{}",
                        r.geometry, ModelledCost::d1_miss,
-                       l2 ? fmt::format("+{:g} an L2 miss, ", ModelledCost::l2_miss) : std::string(), ModelledCost::ll_miss,
+                       l2 ? fmt::format("+{:g} an L2 miss, ", ModelledCost::l2_miss) : std::string(),
+                       ModelledCost::ll_miss,
                        r.points.size(), size_text(static_cast<double>(r.points.front().size)),
                        size_text(static_cast<double>(r.points.back().size)), r.per_octave, r.seconds,
                        modelled_levels_text(r, checks));

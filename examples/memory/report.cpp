@@ -263,7 +263,8 @@ std::string modelled_summary_markdown(const SummaryInput& in, const ModelledLate
                          "counts).\n\n",
                          size_text(static_cast<double>(r->points.front().size)),
                          size_text(static_cast<double>(r->points.back().size)), r->per_octave, ModelledCost::d1_miss,
-                         r->caches.size() > 2 ? fmt::format("+{:g} an L2 miss, ", ModelledCost::l2_miss) : std::string(),
+                         r->caches.size() > 2 ? fmt::format("+{:g} an L2 miss, ", ModelledCost::l2_miss)
+                                              : std::string(),
                          ModelledCost::ll_miss);
         s += modelled_levels_markdown(*r, checks) + "\n";
     }

@@ -322,8 +322,9 @@ inline std::string count_csv(const std::vector<std::string>& names, const std::v
                              : "event,count,raw,running_fraction,counted\n";
     for (std::size_t i = 0; i < counts.size() && i < names.size(); ++i) {
         const EventCount& c = counts[i];
-        out += c.counted ? fmt::format("{},{:.0f},{},{:.6f},true", quote(names[i]), c.estimate, c.raw, c.running_fraction)
-                         : fmt::format("{},,,0,false", quote(names[i]));
+        out += c.counted
+                   ? fmt::format("{},{:.0f},{},{:.6f},true", quote(names[i]), c.estimate, c.raw, c.running_fraction)
+                   : fmt::format("{},,,0,false", quote(names[i]));
         if (marked) out += i < modelled.size() && modelled[i] ? ",true" : ",false";
         out += '\n';
     }
