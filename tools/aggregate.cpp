@@ -56,6 +56,7 @@ the scopes inside them count as outermost, and what was open is said.
 
 Options:
   --counter NAME  Aggregate this recorded counter instead of the primary (the first file's first).
+                  A name without modifiers finds the one recorded with them (cycles: cycles:u).
   --top N         How many noisiest and largest intervals to list (default 10; 0: none).
   --json          One JSON object instead of tables.
   -h, --help      Show this help.

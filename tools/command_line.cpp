@@ -58,6 +58,11 @@ struct CommandLine::Parser {
             if (text.find(" required ") != std::string::npos && text.find(" missing") != std::string::npos)
                 return name + " needs " + described(name, "a value");
             if (text.find("flag override") != std::string::npos) return name + " takes no value";
+            // "--D1: At Most 1 required but received 2": an option that takes one value, given again.
+            const std::string received = "but received ";
+            if (text.find("At Most 1 ") != std::string::npos && text.find(received) != std::string::npos)
+                return name + " was given " + text.substr(text.find(received) + received.size()) +
+                       " times: it takes one value; give it once";
             return text;
         }
         if (dynamic_cast<const CLI::ConversionError*>(&e)) {

@@ -113,6 +113,7 @@ extern const char* const emulate_help;
 struct Emulator {
     std::string qemu, plugin, preload;
     std::string version;                   ///< QEMU's, from its binary ("7.2.22"), or "" if not found
+    std::string target;                    ///< the guest it emulates ("x86_64", "aarch64"), or "" if not found
     bool misaligns_signal_frames = false; ///< x86-64 before QEMU 9.1: handlers start 8 bytes off the ABI's alignment
     std::string description;               ///< "QEMU 7.2.22, plugin API 1": for profiles (pmc diff compares them)
 };

@@ -31,6 +31,7 @@
 #include <pmc/emulated.hpp>
 #include <pmc/group.hpp>
 #include <pmc/hybrid.hpp>
+#include <pmc/modelled_events.hpp>
 #include <pmc/pmu.hpp>
 #include <pmc/report.hpp>
 
@@ -49,6 +50,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -71,8 +73,10 @@ not counted here; pmc says what to count instead.
 Options:
   -e EVENT[,EVENT]  An event to count (repeatable); commas inside a PMU's terms stay in the event,
                     and perf's {a,b} braces are accepted. `pmc list` shows the events.
-  --csv             CSV: event,count,raw,running_fraction,counted (counts in the events' units).
-  --json            JSON: command, exit_status, elapsed_ns, time_enabled_ns, time_running_ns, counts.
+  --csv             CSV: event,count,raw,running_fraction,counted (counts in the events' units); with
+                    --emulate a sixth column, modelled: true for a model's figure (--cache, branch-misses).
+  --json            JSON: command, exit_status, elapsed_ns, time_enabled_ns, time_running_ns, counts
+                    (with --emulate each count has "modelled": true or false).
                     --csv and --json exclude each other (a usage error, status 1).
   -o FILE           Write the report to FILE (opened before COMMAND runs) instead of stderr.
   --emulate         Run COMMAND under pmc emulate (QEMU user mode with pmc's plugin) and count its
@@ -286,20 +290,55 @@ struct EmulatedCountEvents {
     std::vector<std::string> names;
     std::vector<bool> modelled;
     std::vector<bool> branch; ///< a --branches event (branch-misses among them is modelled)
+    /// Each event's mark in the report: a model's figure (a cache event, or branch-misses), not a count.
+    std::vector<bool> marked_modelled() const {
+        std::vector<bool> out(names.size());
+        for (std::size_t i = 0; i < names.size(); ++i)
+            out[i] = modelled[i] || (branch[i] && pmc::is_modelled_branch_event_name(names[i]));
+        return out;
+    }
     std::string plugin_arguments; ///< the plugin's ",cache=..." for --cache, or ""
     std::string model_note;       ///< what the cache model is, for the report (--cache), or ""
 };
 
+/// What the emulator can count with `o`'s models, from the one list (pmc/modelled_events.hpp), to end a refusal
+/// with: "" without --cache or --branches (the refusal names instructions then).
+std::string modelled_names_text(bool cache, bool branches) {
+    std::string names = "instructions";
+    auto add = [&](const auto& list) {
+        for (const std::string_view n : list) names += ", " + std::string(n);
+    };
+    if (cache) add(pmc::modelled_cache_event_names);
+    if (branches) {
+        add(pmc::branch_count_event_names);
+        add(pmc::modelled_branch_event_names);
+    }
+    return names;
+}
+std::string emulated_events_text(const Options& o) {
+    if (!o.cache && !o.branches) return "";
+    return fmt::format("With {}, pmc count --emulate counts: {} (each :u or none)",
+                       o.cache && o.branches ? "--cache and --branches" : o.cache ? "--cache" : "--branches",
+                       modelled_names_text(static_cast<bool>(o.cache), o.branches));
+}
+
 /// What pmc says (after "pmc: ") when the emulator cannot count `event`, not a modelled cache event; "" when it can.
 std::string not_emulated(const Options& o, const std::string& event) {
     auto spec = pmc::try_parse_event(event, o.sysfs);
-    if (!spec) return spec.failure().message;
+    const std::string can = emulated_events_text(o);
+    if (!spec) return spec.failure().message + (can.empty() ? "" : "\n" + can);
     std::string why = spec->kind == pmc::EventKind::perf ? pmc::emulated_refusal(*spec) : std::string();
     if (!why.empty() || spec->kind != pmc::EventKind::perf)
-        why = "pmc count --emulate counts instructions:u or instructions" +
+        why = std::string(o.cache || o.branches ? "the emulator neither counts nor models it"
+                                                : "pmc count --emulate counts instructions:u or instructions") +
               (why.empty() ? std::string(" (pmc's composites and clocks are read inside a program)")
                            : ": " + why.substr(why.find(';') == std::string::npos ? 0 : why.find(';') + 2));
-    return why.empty() ? "" : fmt::format("count --emulate: cannot count '{}': {}", event, why);
+    if (why.empty() && !pmc::is_instruction_event(*spec)) // perf's other spellings of a modelled event (its "-miss")
+        return fmt::format("count --emulate: cannot count '{}': it is a cache or branch event spelled otherwise than "
+                           "the emulator's names, which are: {} (each :u or none)",
+                           event, modelled_names_text(true, true));
+    if (why.empty()) return "";
+    return fmt::format("count --emulate: cannot count '{}': {}{}", event, why, can.empty() ? "" : ".\n" + can);
 }
 
 /// pmc count --emulate's events (the defaults where -e named none) and the cache model's arguments; nothing, with
@@ -500,7 +539,7 @@ std::string emulated_json(const Options& o, const std::vector<std::string>& comm
         .begin_array();
     for (const auto& n : run.processes.native) j.value(n);
     j.end_array().key("counts");
-    pmc::write_counts_json(j, events.names, exact_event_counts(values));
+    pmc::write_counts_json(j, events.names, exact_event_counts(values), events.marked_modelled());
     j.end_object();
     return j.str() + "\n";
 }
@@ -513,11 +552,9 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
     std::size_t width = 5;
     for (const auto& n : events.names) width = std::max(width, n.size());
     text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
+    const std::vector<bool> modelled = events.marked_modelled();
     for (std::size_t i = 0; i < events.names.size(); ++i)
-        text += fmt::format("{:<{}}  {:>18}{}\n", events.names[i], width, values[i],
-                            events.modelled[i] || (events.branch[i] && events.names[i].rfind("branch-misses", 0) == 0)
-                                ? "  (modelled)"
-                                : "");
+        text += fmt::format("{:<{}}  {:>18}{}\n", events.names[i], width, values[i], modelled[i] ? "  (modelled)" : "");
     const std::string covered =
         r.native.empty() ? "every thread, and every program it executed"
                          : fmt::format("every thread and every emulated process; not the {} program{} that ran "
@@ -550,7 +587,8 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
     }
     const std::vector<std::uint64_t> values = emulated_counts(*events, run.processes);
     const std::string text = o.json  ? emulated_json(o, command, run, *events, values)
-                             : o.csv ? pmc::count_csv(events->names, exact_event_counts(values))
+                             : o.csv ? pmc::count_csv(events->names, exact_event_counts(values),
+                                                      events->marked_modelled())
                                      : emulated_text(o, shown, run, *events, values);
     const int status = out.write(text, run.exit_status);
     end_like(run.raw_status); // (the report is written: now end as the command did)

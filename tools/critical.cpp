@@ -74,7 +74,8 @@ leaves their enclosing scopes out of the file: the scopes recorded inside them c
 (roots), what was open is said, and the exit status is 2 (the path is shown, never judged).
 
 Options:
-  --counter NAME  Use this recorded counter instead of the primary (the first one).
+  --counter NAME  Use this recorded counter instead of the primary (the first one). A name
+                  without modifiers finds the one recorded with them (cycles: cycles:u).
   --per-thread    One graph and path per thread instead of all threads together.
   --thread N|NAME Only thread N (the profiler's thread number), or the thread named NAME (numbers
                   follow registration order, which changes from run to run; names do not). Of

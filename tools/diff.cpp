@@ -71,7 +71,8 @@ over all threads, so the order threads registered in (their numbers) changes not
 
 Options:
   --counter NAME  Compare this recorded counter (default: the first file's primary, or where that
-                  is modelled, the first counter that is not); every file must have recorded it. A
+                  is modelled, the first counter that is not); every file must have recorded it (a
+                  name without modifiers finds the one recorded with them: cycles, cycles:u). A
                   modelled counter (pmc emulate --cache's cache events: L1-dcache-*, L1-icache-*,
                   LLC-*, cache-references, cache-misses; and branch-misses) is gated only when
                   named here: its counts are exact for pmc's cache model, not measured, and move

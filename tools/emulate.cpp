@@ -42,6 +42,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 extern char** environ;
@@ -140,8 +141,9 @@ once, passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as
 does. pmc ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends, or pmc is killed
 (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found, 126 if it is
-not a program QEMU can run (a #! script runs its interpreter under the emulator); 1 if QEMU or
-the plugin is missing or cannot load (pmc says what to install).
+not a program QEMU can run (a #! script runs its interpreter under the emulator) or --qemu names a
+QEMU for another architecture; 1 if QEMU or the plugin is missing or cannot load (pmc says what to
+install).
 )";
 
 namespace {
@@ -188,10 +190,11 @@ std::string directory_of(const std::string& path) {
 struct ElfFacts {
     bool elf = false, dynamic = false, exports = false;
     bool exports_second = false; ///< and `second_symbol`
-    std::string version;         ///< the digits and dots after `version_prefix` in the file, if asked and found
+    std::string version;         ///< QEMU's version, if asked and found ("7.2.22")
+    std::string qemu_target;     ///< the guest QEMU emulates, from the same text ("x86_64", "aarch64"), or ""
 };
 ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const char* second_symbol = nullptr,
-                   const std::string& version_prefix = "") {
+                   bool qemu_version = false) {
     ElfFacts f;
     std::vector<char> bytes;
     if (FILE* in = std::fopen(path.c_str(), "rb")) { // (one read: QEMU is megabytes, read at every start)
@@ -206,11 +209,25 @@ ElfFacts elf_facts(const std::string& path, const char* symbol = nullptr, const 
         bytes[EI_CLASS] != ELFCLASS64)
         return f;
     f.elf = true;
-    if (!version_prefix.empty()) { // (QEMU's --version text is one literal in its binary: "qemu-x86_64 version 7.2.22")
-        const auto at = std::search(bytes.begin(), bytes.end(), version_prefix.begin(), version_prefix.end());
-        for (auto c = at == bytes.end() ? at : at + static_cast<std::ptrdiff_t>(version_prefix.size());
-             c != bytes.end() && (std::isdigit(static_cast<unsigned char>(*c)) || *c == '.'); ++c)
-            f.version += *c;
+    if (qemu_version) { // (QEMU's --version text is one literal in its binary: "qemu-x86_64 version 7.2.22")
+        const std::string_view qemu = "qemu-", version = " version ";
+        auto guest_char = [](char c) {
+            const auto u = static_cast<unsigned char>(c);
+            return std::islower(u) || std::isdigit(u) || c == '_';
+        };
+        for (auto at = bytes.begin(); f.version.empty();) {
+            at = std::search(at, bytes.end(), qemu.begin(), qemu.end());
+            if (at == bytes.end()) break;
+            at += static_cast<std::ptrdiff_t>(qemu.size());
+            auto end = std::find_if_not(at, bytes.end(), guest_char);
+            if (end == at || bytes.end() - end < static_cast<std::ptrdiff_t>(version.size()) ||
+                !std::equal(version.begin(), version.end(), end))
+                continue;
+            for (auto c = end + static_cast<std::ptrdiff_t>(version.size());
+                 c != bytes.end() && (std::isdigit(static_cast<unsigned char>(*c)) || *c == '.'); ++c)
+                f.version += *c;
+            if (!f.version.empty()) f.qemu_target.assign(at, end);
+        }
     }
     Elf64_Ehdr eh;
     std::memcpy(&eh, bytes.data(), sizeof eh);
@@ -288,9 +305,8 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
     Emulator e;
     e.qemu = find_on_path(wanted.empty() ? name : wanted);
     // QEMU 9.0 and later take plugin API 2 (and refuse 1); they alone have scoreboards.
-    auto facts = [name](const std::string& qemu) {
-        return elf_facts(qemu, "qemu_plugin_register_vcpu_tb_trans_cb", "qemu_plugin_scoreboard_new",
-                         std::string(name) + " version ");
+    auto facts = [](const std::string& qemu) {
+        return elf_facts(qemu, "qemu_plugin_register_vcpu_tb_trans_cb", "qemu_plugin_scoreboard_new", true);
     };
     ElfFacts qemu;
     if (!e.qemu.empty()) qemu = facts(e.qemu = real_path(e.qemu));
@@ -311,6 +327,11 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
                                              ".\n" + install);
     const char* plugin_name = qemu.exports_second ? "libpmc-qemu-plugin-v2.so" : "libpmc-qemu-plugin.so";
     e.version = qemu.version;
+    e.target = qemu.qemu_target;
+    if (e.target.empty()) { // no version text: the file's name, as QEMU installs it ("qemu-aarch64", "-static")
+        const std::string base = e.qemu.substr(e.qemu.rfind('/') + 1);
+        if (base.rfind("qemu-", 0) == 0) e.target = base.substr(5, base.find('-', 5) - 5);
+    }
     e.misaligns_signal_frames = PMC_ARCH_X86_64 && misaligns_signal_frames(e.version);
     if (!qemu.exports)
         return pmc::make_failure(ENOTSUP, "cannot emulate: " + e.qemu + " cannot load TCG plugins (" +
@@ -440,6 +461,13 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
     if (!loaded) return loaded.failure();
     const std::vector<std::string>& command = *loaded;
     const std::string& program = command[0];
+    // (program_to_load took only this machine's programs: a QEMU for another guest would refuse it, status 255.)
+    if (const std::string ours = std::string(host_qemu_name()).substr(5); !e.target.empty() && e.target != ours)
+        return pmc::make_failure(ENOEXEC, "cannot run '" + program + "', " +
+                                              (PMC_ARCH_AARCH64 ? "an AArch64" : "an x86-64") + " program, under " +
+                                              e.qemu + ", which emulates " + e.target +
+                                              " programs.\nFix: give --qemu (or PMC_QEMU) a qemu-" + ours +
+                                              ", or neither: pmc emulate then takes qemu-" + ours + " from PATH");
     const std::string plugin = e.plugin + plugin_args;
     // QEMU gets the environment without LD_PRELOAD; the command gets it back, with the preload library first.
     std::vector<std::string> env;

@@ -62,7 +62,8 @@ Options:
                   --chrome, in "otherData". In --folded their values go to the enclosing stack and
                   outermost scopes stay, so the totals stay whole.
   --counter NAME  Use this recorded counter instead of the primary (the first one) for the times
-                  or weights.
+                  or weights. A name without modifiers finds the one recorded with them (cycles:
+                  cycles:u).
   --collapse      --folded: all threads together, without a frame per thread.
   -h, --help      Show this help.
 

@@ -3,6 +3,7 @@
 // output, so that they take the same numbers, refuse them in the same words and show values alike.
 #pragma once
 
+#include <pmc/modelled_events.hpp>
 #include <pmc/profile_format.hpp>
 #include <pmc/profile_reader.hpp>
 
@@ -63,21 +64,61 @@ inline std::string overflow_text(const char* what) {
                        what);
 }
 
-/// The index of counter `name` in `p`, read from `file` (an empty name: the primary, 0); else what went wrong, with
-/// the counters the file has.
+/// The counter --counter `name` names in `counters`: the one of that exact name, else, for a name without modifiers
+/// ("L1-dcache-load-misses"), the one counter recorded with some ("L1-dcache-load-misses:u"). `candidates` holds
+/// the names that fit when several do (then none is chosen) and is empty otherwise.
+struct CounterMatch {
+    std::optional<std::size_t> index;
+    std::vector<std::string> candidates;
+};
+inline CounterMatch match_counter(const std::vector<pmc::ProfileCounter>& counters, const std::string& name) {
+    CounterMatch m;
+    for (std::size_t c = 0; c < counters.size(); ++c)
+        if (counters[c].name == name) {
+            m.index = c;
+            return m;
+        }
+    if (name.find(':') != std::string::npos) return m;
+    std::optional<std::size_t> only;
+    for (std::size_t c = 0; c < counters.size(); ++c)
+        if (pmc::event_base_name(counters[c].name) == name) {
+            only = c;
+            m.candidates.push_back(counters[c].name);
+        }
+    if (m.candidates.size() == 1) {
+        m.index = only;
+        m.candidates.clear();
+    }
+    return m;
+}
+
+/// Why `file`'s counters hold no counter for --counter `name` (`m`: match_counter's answer), with its counters.
+inline std::string no_counter_text(const std::vector<pmc::ProfileCounter>& counters, const std::string& file,
+                                   const std::string& name, const CounterMatch& m) {
+    auto joined = [](const std::vector<std::string>& names) {
+        std::string out;
+        for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+        return out;
+    };
+    if (!m.candidates.empty())
+        return fmt::format("'{}' recorded {} counters named '{}' with modifiers: {}; choose one with --counter NAME",
+                           file, m.candidates.size(), name, joined(m.candidates));
+    std::vector<std::string> names;
+    for (const auto& k : counters) names.push_back(k.name);
+    return fmt::format("'{}' recorded no counter '{}'; it has: {} (choose one with --counter NAME)", file, name,
+                       joined(names));
+}
+
+/// The index of counter `name` in `p`, read from `file` (an empty name: the primary, 0; match_counter's rule); else
+/// what went wrong, with the counters the file has.
 inline std::optional<std::string> find_counter(const pmc::Profile& p, const std::string& file, const std::string& name,
                                                std::size_t& index) {
     index = 0;
     if (name.empty()) return std::nullopt;
-    std::string names;
-    for (std::size_t c = 0; c < p.counters.size(); ++c) {
-        if (p.counters[c].name == name) {
-            index = c;
-            return std::nullopt;
-        }
-        names += (names.empty() ? "" : ", ") + p.counters[c].name;
-    }
-    return fmt::format("'{}' recorded no counter '{}'; it has: {} (choose one with --counter NAME)", file, name, names);
+    const CounterMatch m = match_counter(p.counters, name);
+    if (!m.index) return no_counter_text(p.counters, file, name, m);
+    index = *m.index;
+    return std::nullopt;
 }
 
 /// For "which profile?": when the option before it took the only file as its value (pmc summarize --counter FILE).

@@ -168,25 +168,26 @@ inline std::optional<std::string> load(const std::vector<std::string>& files, st
 inline std::optional<std::string> choose_counter(std::vector<Run>& runs, std::string name) {
     if (runs.empty()) return std::string("no profiles");
     if (name.empty()) name = runs.front().profile.counters.front().name;
-    const std::string unit = [&] {
-        for (const auto& k : runs.front().profile.counters)
-            if (k.name == name) return k.unit;
-        return std::string();
-    }();
-    for (auto& r : runs) {
+    std::string unit;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        Run& r = runs[i];
         const auto& ks = r.profile.counters;
-        auto it = std::find_if(ks.begin(), ks.end(), [&](const pmc::ProfileCounter& k) { return k.name == name; });
-        if (it == ks.end()) {
+        // A name without modifiers finds the one counter recorded with some (cli::match_counter), in each file.
+        const cli::CounterMatch m = cli::match_counter(ks, name);
+        if (!m.index) {
+            if (!m.candidates.empty()) return cli::no_counter_text(ks, r.file, name, m);
             std::string names;
             for (const auto& k : ks) names += (names.empty() ? "" : ", ") + k.name;
             return fmt::format("'{}' recorded no counter '{}' (it has: {}); choose one every file has with --counter "
                                "NAME",
                                r.file, name, names);
         }
-        if (!unit.empty() && it->unit != unit)
+        const pmc::ProfileCounter& k = ks[*m.index];
+        if (i == 0) unit = k.unit;
+        else if (!unit.empty() && k.unit != unit)
             return fmt::format("counter '{}' is in {} in '{}' but in {} in '{}': the values cannot be compared", name,
-                               it->unit, r.file, unit, runs.front().file);
-        r.counter = static_cast<std::size_t>(it - ks.begin());
+                               k.unit, r.file, unit, runs.front().file);
+        r.counter = *m.index;
     }
     return std::nullopt;
 }

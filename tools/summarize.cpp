@@ -45,7 +45,8 @@ scopes recorded inside them count as outermost (the run is what the file holds, 
 add up to 100 %), and what was open is said (with --json, in "open_scopes").
 
 Options:
-  --counter NAME      Summarize this recorded counter instead of the primary (the first one).
+  --counter NAME      Summarize this recorded counter instead of the primary (the first one). A
+                      name without modifiers finds the one recorded with them (cycles: cycles:u).
   --per-thread        One table per thread instead of all threads together.
   --thread N|NAME     Only thread N (the profiler's thread number, as listed in the header), or
                       the thread named NAME (Profiler::thread_name, else the kernel's): numbers

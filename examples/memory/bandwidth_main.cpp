@@ -16,6 +16,7 @@
 // page faults taken meanwhile, to show where the difference arises.
 #include "bandwidth.hpp"
 #include "common.hpp"
+#include "latency.hpp"
 #include "report.hpp"
 
 #include <command_line.hpp>
@@ -57,6 +58,9 @@ written), memcpy W, memset W. GB/s = 10^9 bytes per second. With a memset kernel
 largest size is measured again with zeros and with other bytes, by memset, rep stosb, and cached and
 non-temporal vector stores, with the page faults taken meanwhile (value_dependence in bandwidth.json). Writes DIR/bandwidth.csv, bandwidth.json and
 bandwidth.png (.svg, and the gnuplot script).
+
+Under pmc emulate (--cache too) it measures nothing, since bytes per second there are the emulator's: it
+says so and exits with status 1, writing no report.
 )";
 
 std::vector<std::string> split(const std::string& list) {
@@ -127,6 +131,12 @@ int run(int argc, char** argv) {
             for (const auto& k : available_kernels()) list += (list.empty() ? "" : ", ") + k.name;
             throw UsageError("unknown or unavailable kernel '" + name + "' (here: " + list + ")");
         }
+    }
+    if (const std::string note = not_measured_under_emulator("pmc-mem-bandwidth", "bytes per second there are the "
+                                                              "emulator's speed, not memory's");
+        !note.empty()) {
+        std::fprintf(stderr, "%s\n", note.c_str());
+        return 1;
     }
     probe_output_dir(common.out);
     // Threads that share a CPU measure the scheduler, not the memory, and their start barrier spins: refuse.

@@ -685,6 +685,13 @@ std::string emulator_without_model(const std::string& program) {
            "` finds the levels of pmc's cache model; run " + program + " without the emulator to measure this machine";
 }
 
+std::string not_measured_under_emulator(const std::string& program, const std::string& why) {
+    if (!pmc::emulated_pmu()) return "";
+    return program + ": not measured under pmc emulate: " + why + ". Run " + program +
+           " without the emulator to measure this machine (under pmc emulate --cache, pmc-mem-latency and pmc-memory "
+           "find the cache model's levels)";
+}
+
 std::string modelled_geometry() {
     const auto& pmu = pmc::emulated_pmu();
     return pmu && pmu->cache_model ? pmu->cache_geometry : std::string();
@@ -744,6 +751,9 @@ ModelledLatencyResult run_modelled_latency(const LatencyOptions& o, const std::v
     std::vector<CurvePoint> pts;
     for (const auto& p : r.points) pts.push_back({static_cast<double>(p.size), p.cost});
     r.regimes = detect_regimes(pts);
+    // Cachegrind's name for the model's last level: LL, also where there is no L2 (the detector numbers L1, L2, ...).
+    auto& levels = r.regimes.levels;
+    if (levels.size() >= 2 && levels.back().name == "memory") levels[levels.size() - 2].name = "LL";
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
 }
@@ -802,10 +812,13 @@ std::string modelled_levels_text(const ModelledLatencyResult& r, const std::vect
 }
 
 std::string modelled_levels_report(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks) {
+    const bool l2 = r.caches.size() > 2;
     return fmt::format("Levels found from pmc's cache model (pmc emulate --cache: {}): a random chain's modelled "
-                       "misses per load, not time (cost per load: an L1 hit 1, +{:g} a D1 miss, +{:g} an L2 miss, "
-                       "+{:g} an LL miss), {} sizes from {} to {} at {} per octave, {:.1f} s:\n\n{}",
-                       r.geometry, ModelledCost::d1_miss, ModelledCost::l2_miss, ModelledCost::ll_miss,
+                       "misses per load, not time (cost per load: an L1 hit 1, +{:g} a D1 miss, {}+{:g} an LL miss), "
+                       "{} sizes from {} to {} at {} per octave, {:.1f} s:\n\n{}",
+                       r.geometry, ModelledCost::d1_miss,
+                       l2 ? fmt::format("+{:g} an L2 miss, ", ModelledCost::l2_miss) : std::string(),
+                       ModelledCost::ll_miss,
                        r.points.size(), size_text(static_cast<double>(r.points.front().size)),
                        size_text(static_cast<double>(r.points.back().size)), r.per_octave, r.seconds,
                        modelled_levels_text(r, checks));

@@ -188,6 +188,9 @@ std::vector<ModelledCache> modelled_caches();
 /// Under pmc emulate without --cache: why `program` cannot measure anything there, and the fix; "" elsewhere (natively,
 /// or with the model).
 std::string emulator_without_model(const std::string& program);
+/// Under pmc emulate (with --cache or not): the line `program` prints instead of figures, as pmc-memory's "not
+/// measured" notes, for an experiment the emulator cannot measure (`why`: what its figures would be); "" natively.
+std::string not_measured_under_emulator(const std::string& program, const std::string& why);
 /// The model's geometry as pmc emulate gave it ("I1 32768,8,64, D1 ..."), "" when not under the model.
 std::string modelled_geometry();
 

@@ -55,10 +55,32 @@ Under pmc emulate --cache (pmc-mem-latency run as `pmc emulate --cache [--D1 G] 
 pmc-mem-latency`), time means nothing: the levels come from pmc's cache model instead. Each size's random
 chain is walked once to warm and once between two readings of the modelled L1-dcache-load-misses, LLC-loads
 and LLC-load-misses; a size's cost per load is built from its miss rates, and the levels found in that curve
-are shown beside the model's D1, L2 and LL. The sweep runs from --min to --max (default 4x the LL) at
---per-octave points (--quick: 4); --runs, --run-ms, --sweeps, --chain and pinning do not apply. Writes
+are shown beside the model's D1, L2 and LL (the last cache level named LL, as Cachegrind does). The sweep
+runs from --min to --max (default 4x the LL) at --per-octave points (--quick: 4), with --stride and
+--seed. --runs, --run-ms, --sweeps, --chain forward or backward, --hugepages, --cpu and --no-pin do not
+apply there (nothing is timed; the model has no prefetcher): each is a usage error that says why. Writes
 DIR/latency-modelled.csv (size, loads, d1_misses, l2_misses, ll_misses, cost_per_load).
 )";
+
+/// Under pmc emulate --cache: the options of a timed sweep are refused (a usage error), each with why it does not
+/// apply, rather than ignored.
+void refuse_untimed_options(const pmc_cli::CommandLine& cl, const pmc_mem::LatencyOptions& o) {
+    const std::string fix = ": leave it out, or run pmc-mem-latency without the emulator to time this machine";
+    for (const char* option : {"--runs", "--run-ms", "--sweeps"})
+        if (cl.count(option) > 0)
+            throw pmc_mem::UsageError(std::string(option) + " does not apply under pmc emulate --cache: nothing is "
+                                      "timed there, and each size's chain is walked once, its modelled misses exact "
+                                      "and the same in every run" + fix);
+    if (cl.count("--chain") > 0 && (o.chains.size() != 1 || o.chains.front() != pmc_mem::Chain::random))
+        throw pmc_mem::UsageError("--chain: under pmc emulate --cache the sweep walks the random chain only: the cache "
+                                  "model has no prefetcher, so a forward or backward chain misses exactly as the "
+                                  "random one does" + fix);
+    for (const char* option : {"--hugepages", "--cpu", "--no-pin"})
+        if (cl.count(option) > 0)
+            throw pmc_mem::UsageError(std::string(option) + " does not apply under pmc emulate --cache: the cache "
+                                      "model indexes its sets by virtual address and runs in the emulator, so pages "
+                                      "and CPUs change nothing" + fix);
+}
 
 /// The sweep under pmc emulate --cache: the levels of pmc's cache model, beside its configured sizes.
 int run_modelled(const pmc_mem::LatencyOptions& o, const pmc_mem::CommonOptions& common,
@@ -129,6 +151,7 @@ int run(int argc, char** argv) {
     // Under pmc emulate --cache time means nothing: the levels come from the model's own miss counts.
     const std::vector<ModelledCache> model = modelled_caches();
     if (!model.empty()) {
+        refuse_untimed_options(cl, o);
         fit_sweep_to_model(o, model, common.quick, !max_text.empty()); // --quick excludes --min and --max
         if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
         latency_grids(o);

@@ -11,6 +11,7 @@
 // (measured here with a random pointer chain, or given with --memory-latency-ns). lmbench's lat_pagefault
 // evicts with msync(MS_INVALIDATE), which on Linux drops nothing: it measures minor faults.
 #include "common.hpp"
+#include "latency.hpp"
 #include "pagefault.hpp"
 #include "report.hpp"
 
@@ -40,6 +41,9 @@ with the fault counts from pmc's software counters.
   -h, --help           this text
 
 Writes DIR/pagefault.csv and pagefault.json; the table goes to stdout.
+
+Under pmc emulate (--cache too) it measures nothing, since fault counts need perf_event_open and times
+are the emulator's: it says so and exits with status 1, writing no report.
 )";
 
 int run(int argc, char** argv) {
@@ -75,6 +79,13 @@ int run(int argc, char** argv) {
     const long page = ::sysconf(_SC_PAGESIZE);
     if (o.file_size < static_cast<std::uint64_t>(page))
         throw UsageError("--file-size must be at least one page (" + std::to_string(page) + " bytes)");
+    if (const std::string note = not_measured_under_emulator(
+            "pmc-mem-pagefault", "the fault counts need perf_event_open, which QEMU's user mode does not implement, "
+                                 "and their time is the emulator's");
+        !note.empty()) {
+        std::fprintf(stderr, "%s\n", note.c_str());
+        return 1;
+    }
     probe_output_dir(common.out);
     if (!dir.empty()) probe_test_file_dir(dir);
     o.dir = dir.empty() ? common.out : dir;

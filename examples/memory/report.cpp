@@ -258,11 +258,14 @@ std::string modelled_summary_markdown(const SummaryInput& in, const ModelledLate
         s += fmt::format("A random pointer chain over working sets from {} to {} ({} per octave), walked once to warm "
                          "and once between two readings of the modelled L1-dcache-load-misses, LLC-loads and "
                          "LLC-load-misses. A size's cost per load is built from its miss rates (an L1 hit 1, +{:g} a "
-                         "D1 miss, +{:g} an L2 miss, +{:g} an LL miss), and the same detector as for time finds the "
-                         "levels in that curve (latency-modelled.csv has the counts).\n\n",
+                         "D1 miss, {}+{:g} an LL miss), and the same detector as for time finds the levels in that "
+                         "curve, the last cache level named LL as Cachegrind names it (latency-modelled.csv has the "
+                         "counts).\n\n",
                          size_text(static_cast<double>(r->points.front().size)),
                          size_text(static_cast<double>(r->points.back().size)), r->per_octave, ModelledCost::d1_miss,
-                         ModelledCost::l2_miss, ModelledCost::ll_miss);
+                         r->caches.size() > 2 ? fmt::format("+{:g} an L2 miss, ", ModelledCost::l2_miss)
+                                              : std::string(),
+                         ModelledCost::ll_miss);
         s += modelled_levels_markdown(*r, checks) + "\n";
     }
     for (const auto& n : not_measured) s += "- " + n + "\n";

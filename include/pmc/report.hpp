@@ -306,26 +306,35 @@ inline std::string count_table(const std::vector<std::string>& names, const std:
     return out;
 }
 
-/// The same as CSV (RFC 4180): event,count,raw,running_fraction,counted (count empty when not counted).
-inline std::string count_csv(const std::vector<std::string>& names, const std::vector<EventCount>& counts) {
+/// The same as CSV (RFC 4180): event,count,raw,running_fraction,counted (count empty when not counted). Given
+/// `modelled` (one flag per count: a model's figure, not a count; pmc count --emulate --cache), a sixth column,
+/// modelled, says true or false.
+inline std::string count_csv(const std::vector<std::string>& names, const std::vector<EventCount>& counts,
+                             const std::vector<bool>& modelled = {}) {
     auto quote = [](const std::string& s) {
         if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
         std::string q = "\"";
         for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
         return q + "\"";
     };
-    std::string out = "event,count,raw,running_fraction,counted\n";
+    const bool marked = !modelled.empty();
+    std::string out = marked ? "event,count,raw,running_fraction,counted,modelled\n"
+                             : "event,count,raw,running_fraction,counted\n";
     for (std::size_t i = 0; i < counts.size() && i < names.size(); ++i) {
         const EventCount& c = counts[i];
-        out += c.counted ? fmt::format("{},{:.0f},{},{:.6f},true\n", quote(names[i]), c.estimate, c.raw, c.running_fraction)
-                         : fmt::format("{},,,0,false\n", quote(names[i]));
+        out += c.counted
+                   ? fmt::format("{},{:.0f},{},{:.6f},true", quote(names[i]), c.estimate, c.raw, c.running_fraction)
+                   : fmt::format("{},,,0,false", quote(names[i]));
+        if (marked) out += i < modelled.size() && modelled[i] ? ",true" : ",false";
+        out += '\n';
     }
     return out;
 }
 
-/// The same as a JSON array of objects; a count that was not counted has "count": null.
+/// The same as a JSON array of objects; a count that was not counted has "count": null. Given `modelled` (as
+/// count_csv), each object ends with "modelled": true or false.
 inline void write_counts_json(JsonWriter& json, const std::vector<std::string>& names,
-                              const std::vector<EventCount>& counts) {
+                              const std::vector<EventCount>& counts, const std::vector<bool>& modelled = {}) {
     json.begin_array();
     for (std::size_t i = 0; i < counts.size() && i < names.size(); ++i) {
         const EventCount& c = counts[i];
@@ -335,6 +344,7 @@ inline void write_counts_json(JsonWriter& json, const std::vector<std::string>& 
                 .field("scaled", c.multiplexed());
         else
             json.key("count").null();
+        if (!modelled.empty()) json.field("modelled", i < modelled.size() && modelled[i]);
         json.end_object();
     }
     json.end_array();

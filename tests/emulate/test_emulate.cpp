@@ -27,6 +27,7 @@
 #include <regex>
 #include <cmath>
 #include <sstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,30 @@ TEST_CASE("the search for leftover processes skips one that ends while it is rea
     CHECK(found == std::vector<long>{100});
 }
 
+TEST_CASE("a QEMU for another architecture is refused before it runs, naming both and the fix (status 126)",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+#if defined(__x86_64__)
+    const std::string other = "qemu-aarch64", ours = "qemu-x86_64", program = "an x86-64 program";
+#else
+    const std::string other = "qemu-x86_64", ours = "qemu-aarch64", program = "an AArch64 program";
+#endif
+    const auto found = pmc_test::run_command("command -v " + other);
+    std::string qemu = found.out.substr(0, found.out.find('\n'));
+    if (found.status != 0 || qemu.empty()) PMC_SKIP(other + " is not installed: no QEMU of another architecture");
+    for (const std::string& command : {"'" + pmc_tool + "' emulate --qemu '" + qemu + "' -- /bin/true",
+                                       "PMC_QEMU='" + qemu + "' '" + pmc_tool + "' count --emulate -- /bin/true"}) {
+        const auto r = pmc_test::run_command(command + " 2>&1");
+        INFO(command << "\n" << r.out);
+        if (r.out.find("cannot load TCG plugins") != std::string::npos)
+            PMC_SKIP(qemu + " loads no plugins (a static build): pmc refuses it before any architecture check");
+        CHECK(r.status == 126); // (QEMU itself said "Invalid ELF image for this architecture" and exited 255)
+        CHECK_THAT(r.out, ContainsSubstring("cannot run '/bin/true', " + program + ", under " + qemu +
+                                            ", which emulates " + other.substr(5) + " programs"));
+        CHECK_THAT(r.out, ContainsSubstring("Fix: give --qemu (or PMC_QEMU) a " + ours));
+    }
+}
+
 TEST_CASE("run directly, the same program gets the no-PMU error, which names pmc emulate", "[emulate]") {
     const auto r = pmc_test::run_command("'" + target + "' probe");
     INFO(r.out);
@@ -265,6 +290,31 @@ std::map<std::string, std::uint64_t> cache_counts(const std::string& options, co
     return counts;
 }
 } // namespace
+
+TEST_CASE("pmc count --emulate marks each count modelled or not, in CSV and JSON as in text", "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    const std::string run = "'" + pmc_tool + "' count --emulate --cache --branches -e "
+                            "instructions:u,LLC-loads,branch-instructions,branch-misses:u ";
+    const auto csv = pmc_test::run_command(run + "--csv -- '" + target + "' chase 8 10 2>&1 >/dev/null");
+    INFO(csv.out);
+    REQUIRE(csv.status == 0);
+    CHECK_THAT(csv.out, ContainsSubstring("event,count,raw,running_fraction,counted,modelled\n"));
+    for (auto [event, modelled] : {std::pair{"instructions:u", "false"}, std::pair{"LLC-loads", "true"},
+                                   std::pair{"branch-instructions", "false"}, std::pair{"branch-misses:u", "true"}})
+        CHECK(std::regex_search(csv.out, std::regex("\n" + std::string(event) + ",[0-9]+,[0-9]+,1\\.000000,true," +
+                                                    modelled + "\n")));
+    const auto json = pmc_test::run_command(run + "--json -- '" + target + "' chase 8 10 2>&1 >/dev/null");
+    INFO(json.out);
+    REQUIRE(json.status == 0);
+    for (auto [event, modelled] : {std::pair{"instructions:u", "false"}, std::pair{"LLC-loads", "true"},
+                                   std::pair{"branch-instructions", "false"}, std::pair{"branch-misses:u", "true"}})
+        CHECK(std::regex_search(json.out, std::regex("\\{\"event\":\"" + std::string(event) +
+                                                     "\",\"counted\":true,[^}]*,\"modelled\":" + modelled + "\\}")));
+    // Without a model every count is still marked, false: one layout for every pmc count --emulate.
+    const auto plain = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- '" + target +
+                                             "' chase 8 10 2>&1 >/dev/null");
+    CHECK(std::regex_search(plain.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false\n")));
+}
 
 TEST_CASE("pmc count --emulate --cache: a chase over N lines of one D1 set misses exactly as LRU predicts",
           "[emulate][cache]") {

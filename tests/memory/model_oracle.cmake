@@ -31,7 +31,7 @@ foreach(configured ${EXPECT})
   endif()
 endforeach()
 
-string(REGEX MATCHALL "level L[0-9]+: boundary [0-9]+ bytes" found "${out}")
+string(REGEX MATCHALL "level (L[0-9]+|LL): boundary [0-9]+ bytes" found "${out}")
 list(LENGTH found found_count)
 list(LENGTH EXPECT expected_count)
 if(NOT found_count EQUAL expected_count)
@@ -50,6 +50,14 @@ foreach(i RANGE ${last})
   endif()
   message("level ${i}: found ${size} bytes, configured ${configured}: within one step")
 endforeach()
+# The last cache level is Cachegrind's LL, with or without an L2 (it was called L2 without one).
+list(GET found -1 last_found)
+if(NOT last_found MATCHES "^level LL: ")
+  message(FATAL_ERROR "the last cache level found is not named LL: '${last_found}'")
+endif()
+if(NOT out MATCHES "\nLL +[0-9.]+ [KMG]iB")
+  message(FATAL_ERROR "the table does not name the last cache level LL")
+endif()
 if(NOT out MATCHES "\nmemory +\\(beyond the caches\\)")
   message(FATAL_ERROR "no memory level beyond the last cache")
 endif()
@@ -64,6 +72,19 @@ if(GEOMETRY STREQUAL "")
   if(NOT no_model_status EQUAL 1 OR NOT no_model_err MATCHES "under pmc emulate without --cache.*Fix: `pmc emulate --cache")
     message(FATAL_ERROR "${name} under pmc emulate without --cache: status ${no_model_status}, not 1 with the fix:\n"
                         "${no_model_err}")
+  endif()
+  if(name STREQUAL "pmc-mem-latency")
+    # The timed sweep's options do not apply under the model: each is refused with why, not ignored.
+    foreach(option "--chain;forward" "--runs;5" "--sweeps;2" "--hugepages" "--no-pin")
+      execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} ${option} --quiet --no-plot --out ${OUT}-refused
+                      RESULT_VARIABLE refused_status OUTPUT_QUIET ERROR_VARIABLE refused_err)
+      list(GET option 0 option_name)
+      if(NOT refused_status EQUAL 1 OR NOT refused_err MATCHES "${option_name}(:| does not apply) .*under pmc emulate --cache"
+         OR NOT refused_err MATCHES "Run 'pmc-mem-latency --help' for usage")
+        message(FATAL_ERROR "pmc-mem-latency ${option} under the model: status ${refused_status}, not 1 with the "
+                            "reason:\n${refused_err}")
+      endif()
+    endforeach()
   endif()
   if(name STREQUAL "pmc-memory")
     # Under the model only the latency experiment runs: leaving it out leaves nothing, a usage error.

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 // What the plugin calls in QEMU: this test's meminfo is (size shift << 1) | store.
 extern "C" bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info) { return (info & 1) != 0; }
@@ -237,8 +238,22 @@ int main() {
     run(0, 100);
     plugin_cache::at_syscall(); // the fork's system call
     plugin_branches::at_syscall();
+    // A thread that was translating a block at the fork holds a model's blocks_lock, and is gone in the child: the
+    // child's lock must be free again (played here by this thread holding both locks at the fork).
+    plugin_cache::blocks_lock.lock();
+    plugin_branches::blocks_lock.lock();
     plugin_cache::in_fork_child();
     plugin_branches::in_fork_child();
+    for (auto [model, lock] : {std::pair{"cache", &plugin_cache::blocks_lock},
+                               std::pair{"branch", &plugin_branches::blocks_lock}}) {
+        if (lock->try_lock()) {
+            lock->unlock();
+        } else {
+            std::printf("fork child: the %s model's blocks_lock is still held: the child's next translation would "
+                        "wait forever\n", model);
+            ++failed;
+        }
+    }
     std::uint64_t child_cache[2][9] = {};
     BranchSums child_branches[2] = {};
     add_line(plugin_cache::report_line(2), child_cache[0]);

@@ -520,6 +520,43 @@ TEST_CASE("pmc diff: mismatched profiles are compared as far as they can be, and
     CHECK(by_name.find("counter")->string == "wall-time");
 }
 
+TEST_CASE("every profile tool: a counter named without modifiers finds the one recorded with them") {
+    TempDir dir;
+    const std::vector<pmc_test::BuilderCounter> recorded = {pmc_test::exact_counter("instructions:u"),
+                                                            pmc_test::exact_counter("L1-dcache-load-misses:u")};
+    const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); }, recorded);
+    const auto b = write(dir, "b.pmcprof", [](auto& p) { compiler_run(p, 4); }, recorded);
+    const std::string file = " '" + a + "'";
+    for (const std::string& command :
+         {"diff --json --counter L1-dcache-load-misses" + file + " '" + b + "'",
+          "aggregate --json --counter L1-dcache-load-misses" + file + " '" + b + "'",
+          "summarize --counter L1-dcache-load-misses" + file, "critical --counter L1-dcache-load-misses" + file,
+          "export --folded -o '" + dir.file("out.folded") + "' --counter L1-dcache-load-misses" + file}) {
+        auto r = pmc_test::run_command(tool() + " " + command + " 2>&1");
+        INFO(command << "\n" << r.out);
+        CHECK(r.status == 0);
+        CHECK_THAT(r.out, !ContainsSubstring("recorded no counter"));
+    }
+    auto j = json_of(pmc_test::run_command(tool() + " diff --json --counter L1-dcache-load-misses" + file + " '" + b + "'"));
+    CHECK(j.find("counter")->string == "L1-dcache-load-misses:u");
+    // Two counters of that name with modifiers: no guess, the choices listed.
+    const auto two = write(dir, "two.pmcprof", [](auto& p) { compiler_run(p); },
+                           {pmc_test::exact_counter("cycles:u"), pmc_test::exact_counter("cycles:k")});
+    for (const std::string& command : {"diff --counter cycles '" + two + "' '" + two + "'",
+                                       "aggregate --counter cycles '" + two + "' '" + two + "'",
+                                       "summarize --counter cycles '" + two + "'"}) {
+        auto r = pmc_test::run_command(tool() + " " + command + " 2>&1");
+        INFO(command << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("recorded 2 counters named 'cycles' with modifiers: cycles:u, cycles:k; "
+                                            "choose one with --counter NAME"));
+    }
+    // A name with modifiers is taken as written.
+    auto other = pmc_test::run_command(tool() + " summarize --counter L1-dcache-load-misses:k" + file + " 2>&1");
+    CHECK(other.status == 1);
+    CHECK_THAT(other.out, ContainsSubstring("recorded no counter 'L1-dcache-load-misses:k'"));
+}
+
 TEST_CASE("pmc diff --fail-on-change: 0 when nothing changed, 3 on a change, 4 when it cannot judge, 2 on damage") {
     TempDir dir;
     const auto a = write(dir, "a.pmcprof", [](auto& b) { compiler_run(b); });

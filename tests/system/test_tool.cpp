@@ -9,6 +9,7 @@
 #include <pmc/cpu.hpp>
 #include <pmc/hybrid.hpp>
 #include <pmc/machine.hpp>
+#include <pmc/modelled_events.hpp>
 #include <pmc/pmu.hpp>
 
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -70,6 +72,45 @@ TEST_CASE("pmc --help, and usage errors", "[tool]") {
     auto bad = run("encode 'instructions:uu'");
     CHECK(bad.status == 1);
     CHECK_THAT(bad.out, ContainsSubstring("given twice"));
+}
+
+TEST_CASE("an option that takes one value, given twice, is a usage error said in words", "[tool]") {
+    // CLI11's own text was "--D1: At Most 1 required but received 2".
+    for (const char* args : {"emulate --cache --D1 32768,8,64 --D1=65536,8,64 -- true",
+                             "count --emulate --cache --LL 8388608,16,64 --LL 8388608,16,64 -- true",
+                             "diff --counter a --counter b x.pmcprof y.pmcprof"}) {
+        auto twice = run(args);
+        INFO(args << "\n" << twice.out);
+        CHECK(twice.status == 1);
+        CHECK_THAT(twice.out, ContainsSubstring(" was given 2 times: it takes one value; give it once"));
+        CHECK_THAT(twice.out, !ContainsSubstring("At Most"));
+    }
+}
+
+TEST_CASE("pmc count --emulate --cache refuses another event listing what it counts, before anything runs",
+          "[tool][count]") {
+    for (const char* event : {"page-faults", "cycles:u", "wall-time", "no-such-event"}) {
+        auto refused = run(std::string("count --emulate --cache -e ") + event + " -- sh -c 'echo the-command-ran'");
+        INFO(refused.out);
+        CHECK(refused.status == 1);
+        CHECK_THAT(refused.out, !ContainsSubstring("the-command-ran"));
+        // The whole list, from pmc/modelled_events.hpp.
+        for (std::string_view name : pmc::modelled_cache_event_names)
+            CHECK_THAT(refused.out, ContainsSubstring(", " + std::string(name)));
+        CHECK_THAT(refused.out, !ContainsSubstring("branch-misses")); // (not without --branches)
+    }
+    auto branches = run("count --emulate --branches -e page-faults -- true");
+    CHECK(branches.status == 1);
+    CHECK_THAT(branches.out, ContainsSubstring("With --branches, pmc count --emulate counts: instructions, "
+                                               "branch-instructions, branches, branch-misses (each :u or none)"));
+    // perf's other spelling of a modelled event (L1-dcache-load-miss is L1-dcache-load-misses' encoding) counted
+    // the instructions under that name before.
+    auto spelled = run("count --emulate --cache -e L1-dcache-load-miss -- sh -c 'echo the-command-ran'");
+    INFO(spelled.out);
+    CHECK(spelled.status == 1);
+    CHECK_THAT(spelled.out, ContainsSubstring("spelled otherwise than the emulator's names"));
+    CHECK_THAT(spelled.out, ContainsSubstring("L1-dcache-load-misses"));
+    CHECK_THAT(spelled.out, !ContainsSubstring("the-command-ran"));
 }
 
 TEST_CASE("pmc list and encode, as text and JSON", "[tool]") {

@@ -112,6 +112,20 @@ TEST_CASE("write_counts_json writes a not-counted event's count as null", "[repo
                      R"({"event":"instructions","counted":false,"count":null}])");
 }
 
+TEST_CASE("count_csv and write_counts_json mark each count modelled or not when told", "[report]") {
+    const std::vector<bool> modelled{false, true, false};
+    CHECK(pmc::count_csv(g_names, g_counts, modelled) == "event,count,raw,running_fraction,counted,modelled\n"
+                                                         "cycles,2468,1234,0.500000,true,false\n"
+                                                         "page-faults,77,77,1.000000,true,true\n"
+                                                         "instructions,,,0,false,false\n");
+    pmc::JsonWriter j;
+    pmc::write_counts_json(j, g_names, g_counts, modelled);
+    CHECK(j.str() ==
+          R"([{"event":"cycles","counted":true,"count":2468,"raw":1234,"running_fraction":0.5,"scaled":true,"modelled":false},)"
+          R"({"event":"page-faults","counted":true,"count":77,"raw":77,"running_fraction":1,"scaled":false,"modelled":true},)"
+          R"({"event":"instructions","counted":false,"count":null,"modelled":false}])");
+}
+
 TEST_CASE("JsonWriter writes a char as a one-character string", "[report]") {
     pmc::JsonWriter j;
     j.begin_array().value('x').value('"').value(static_cast<signed char>(-3)).value(std::uint8_t{7}).end_array();

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -325,7 +326,11 @@ inline std::string report_line(long pid) {
     return line;
 }
 
-/// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report.
-inline void in_fork_child() { threads::in_fork_child(); }
+/// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report. A thread
+/// that was translating a block at the fork held blocks_lock and is gone: the child's lock starts free.
+inline void in_fork_child() {
+    new (&blocks_lock) std::mutex;
+    threads::in_fork_child();
+}
 
 } // namespace plugin_cache
