@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// access_decode.hpp: which x86-64 instructions Cachegrind counts with more data accesses than QEMU reports to a
+// access_decode.hpp: which x86-64 instructions Cachegrind counts otherwise than QEMU reports their accesses to a
 // plugin, for `pmc emulate --cache` (plain C++, no QEMU in it): the kinds below. The plugin decodes each
 // instruction once, at translation (plugin_cache.hpp). Encodings: Intel's architecture manual, volume 2.
 //
@@ -17,14 +17,14 @@
 // btc: one modify, a read to Cachegrind), then for those three the operand loaded from %rsp - 288. (VEX drops the
 // byte's load when nothing reads the flags it sets before they are set again: Cachegrind then counts no read.)
 //
-// An x87 or SSE state image (fxsave, fxrstor, fnsave, frstor, fnstenv, fldenv; and fldt, fstpt, whose 10 bytes are
-// one access in VEX and in QEMU 7.2 but none in QEMU 10.0): VEX moves the
-// x87 part as one access of the image's size (a helper's declared effect), and fxsave/fxrstor then MXCSR (8 bytes
-// at offset 24) and each of the 16 XMM registers (16 bytes at 160 + 16 k) as accesses of their own; Cachegrind
-// cuts the helper's access to its narrowest line (I1, D1, LL), as pmc's model cuts any access. QEMU 7.2 moves 2-, 4- and 8-byte pieces (joined, fxsave's 18 writes were 12; fldenv's one read 3), and
-// QEMU 10.0 reports none. The plugin replaces QEMU's accesses with VEX's, at the image's address.
-// (xsave and xrstor are not among them: what VEX moves follows EDX:EAX and, for xrstor, the image's own header;
-// nor the masked loads, whose mask QEMU 7.2 does not show.)
+// An x87 or SSE state image (fxsave, fxrstor, fnsave, frstor, fnstenv, fldenv; and fstpt, fldt, whose 10 bytes
+// are one access in VEX and in QEMU 7.2 but none in QEMU 10.0): VEX moves the x87 part as one access of the
+// image's size (a helper's declared effect), and fxsave/fxrstor then MXCSR (8 bytes at offset 24) and each of the
+// 16 XMM registers (16 bytes at 160 + 16 k) as accesses of their own; Cachegrind cuts the helper's access to its
+// narrowest line (I1, D1, LL), as pmc's model cuts any access. QEMU 7.2 moves 2-, 4- and 8-byte pieces (joined,
+// fxsave's 18 writes were 12; fldenv's one read 3), QEMU 10.0 reports none. The plugin replaces QEMU's accesses
+// with VEX's, at the image's address. (Not xsave and xrstor: what VEX moves follows EDX:EAX and the image's own
+// header; nor the masked loads, whose mask QEMU 7.2 does not show.)
 //
 // A masked store (vmaskmovps, vmaskmovpd, vpmaskmovd, vpmaskmovq to memory): VEX stores each element whose mask
 // bit is set as an access of its own, as QEMU does; the plugin keeps QEMU's pieces apart instead of joining them.
@@ -106,6 +106,12 @@ struct MemoryOperand {
     int segment = -1;         ///< 4: FS, 5: GS (their bases added), -1: none (the others are 0 in 64-bit mode)
     bool address_32 = false;  ///< the 0x67 prefix: the address wraps at 32 bits
 };
+/// A 32-bit little-endian displacement, sign-extended.
+inline std::int64_t x86_displacement_32(const unsigned char* p) {
+    const std::uint32_t u = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
+                            std::uint32_t{p[3]} << 24;
+    return static_cast<std::int32_t>(u);
+}
 /// The memory operand of the instruction in `p` whose ModRM byte is at `modrm` (`rex`: its REX byte, or 0).
 inline MemoryOperand x86_memory_operand(const unsigned char* p, std::size_t n, std::size_t modrm, unsigned char rex) {
     MemoryOperand m;
@@ -128,8 +134,7 @@ inline MemoryOperand x86_memory_operand(const unsigned char* p, std::size_t n, s
         else m.base = static_cast<int>(base);
         if ((base & 7u) == 5 && mod == 0) {
             if (at + 4 > n) return m;
-            m.displacement = static_cast<std::int32_t>(p[at] | p[at + 1] << 8 | p[at + 2] << 16 |
-                                                       static_cast<std::uint32_t>(p[at + 3]) << 24);
+            m.displacement = x86_displacement_32(p + at);
             at += 4;
         }
     } else if (mod == 0 && rm == 5) {
@@ -142,8 +147,7 @@ inline MemoryOperand x86_memory_operand(const unsigned char* p, std::size_t n, s
         m.displacement = static_cast<std::int8_t>(p[at]);
     } else if (mod == 2 || (mod == 0 && rm == 5)) {
         if (at + 4 > n) return m;
-        m.displacement = static_cast<std::int32_t>(p[at] | p[at + 1] << 8 | p[at + 2] << 16 |
-                                                   static_cast<std::uint32_t>(p[at + 3]) << 24);
+        m.displacement = x86_displacement_32(p + at);
     }
     m.memory = true;
     return m;
