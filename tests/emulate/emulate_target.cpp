@@ -1311,6 +1311,118 @@ int run_bit_tests(std::uint64_t rounds) {
 #endif
 }
 
+/// pmc emulate --cache against Cachegrind's misses on a register bit test's stack slot (%rsp - 288): per round a
+/// bt, then loads of 8 lines 4 KiB apart that share the slot's D1 set (32768,8,64: 64 sets). The slot and the 8
+/// lines are 9 lines of one 8-way set, used in turn: each round the slot's store and the 8 loads miss (the byte's
+/// load follows the store, a hit). Where the slot is counted as hits (QEMU before 9), the 8 lines fit and never miss.
+/// The slot takes a line's last 8 bytes: a slot 8 bytes off would lie in the next set.
+/// Every loaded value is used: VEX drops a load whose value nothing reads, and Cachegrind then counts none.
+alignas(4096) unsigned char slot_set_lines[8 * 4096];
+int run_bit_test_slot(std::uint64_t rounds) {
+#if defined(__x86_64__)
+    std::uint64_t value = 5, bit = 3, carries = 0, sum = 0;
+    for (std::uint64_t i = 0; i < rounds; ++i)
+        __asm__ volatile("mov %%rsp, %%r11\n\t"      // the slot in a line's last 8 bytes: (rsp - 288) % 64 == 56
+                         "and $-64, %%rsp\n\t"        // (no call in between; the slot lies below the red zone)
+                         "sub $40, %%rsp\n\t"
+                         "lea -288(%%rsp), %%rax\n\t" // the slot's set: address bits 6-11
+                         "and $0xFC0, %%eax\n\t"
+                         "add %[lines], %%rax\n\t"
+                         "bt %[bit], %[value]\n\t"
+                         "adc $0, %[carries]\n\t"
+                         "add (%%rax), %[sum]\n\t"
+                         "add 4096(%%rax), %[sum]\n\t"
+                         "add 8192(%%rax), %[sum]\n\t"
+                         "add 12288(%%rax), %[sum]\n\t"
+                         "add 16384(%%rax), %[sum]\n\t"
+                         "add 20480(%%rax), %[sum]\n\t"
+                         "add 24576(%%rax), %[sum]\n\t"
+                         "add 28672(%%rax), %[sum]\n\t"
+                         "mov %%r11, %%rsp"
+                         : [value] "+r"(value), [carries] "+r"(carries), [sum] "+r"(sum)
+                         : [bit] "r"(bit), [lines] "r"(slot_set_lines)
+                         : "rax", "r11", "cc", "memory");
+    return carries + sum == 12345 ? 3 : 0;
+#else
+    (void)rounds;
+    return 77;
+#endif
+}
+
+/// pmc emulate --cache against Cachegrind's counting of x87/SSE state images: per round fxsave and fxrstor of a
+/// 512-byte image, fnstenv and fldenv of a 28-byte one, fnsave and frstor of a 108-byte one, fstpt and fldt of a
+/// 10-byte one (VEX: 18 + 1 + 1 + 1 writes and as many reads), then 16 loads: 8 of lines 4 KiB apart in the set
+/// of the fxsave image's second line, 8 in that of the fnsave image's second line. The x87 part is one access cut
+/// to a line (64 bytes), so neither second line is touched and the 16 lines stay in the D1: no miss a round.
+/// QEMU 7.2's pieces touch both second lines: those sets become 9 lines in turn, every access a miss.
+alignas(4096) unsigned char state_image_pages[9 * 4096];
+int run_state_images(std::uint64_t rounds) {
+#if defined(__x86_64__)
+    unsigned char* const page = state_image_pages;
+    std::uint64_t sum = 0;
+    for (std::uint64_t i = 0; i < rounds; ++i) {
+        __asm__ volatile("fxsave64 (%[image])\n\t"
+                         "fxrstor64 (%[image])\n\t"
+                         "fnstenv 2048(%[image])\n\t"
+                         "fldenv 2048(%[image])\n\t"
+                         "fnsave 3072(%[image])\n\t"
+                         "frstor 3072(%[image])\n\t"
+                         "fldz\n\t"
+                         "fstpt 2560(%[image])\n\t"
+                         "fldt 2560(%[image])\n\t"
+                         "fstp %%st(0)"
+                         :
+                         : [image] "r"(page)
+                         : "memory");
+        __asm__ volatile("add 1*4096+64(%[page]), %[sum]\n\t"
+                         "add 2*4096+64(%[page]), %[sum]\n\t"
+                         "add 3*4096+64(%[page]), %[sum]\n\t"
+                         "add 4*4096+64(%[page]), %[sum]\n\t"
+                         "add 5*4096+64(%[page]), %[sum]\n\t"
+                         "add 6*4096+64(%[page]), %[sum]\n\t"
+                         "add 7*4096+64(%[page]), %[sum]\n\t"
+                         "add 8*4096+64(%[page]), %[sum]\n\t"
+                         "add 1*4096+3136(%[page]), %[sum]\n\t"
+                         "add 2*4096+3136(%[page]), %[sum]\n\t"
+                         "add 3*4096+3136(%[page]), %[sum]\n\t"
+                         "add 4*4096+3136(%[page]), %[sum]\n\t"
+                         "add 5*4096+3136(%[page]), %[sum]\n\t"
+                         "add 6*4096+3136(%[page]), %[sum]\n\t"
+                         "add 7*4096+3136(%[page]), %[sum]\n\t"
+                         "add 8*4096+3136(%[page]), %[sum]"
+                         : [sum] "+r"(sum)
+                         : [page] "r"(page)
+                         : "cc", "memory");
+    }
+    return sum == 12345 ? 3 : 0;
+#else
+    (void)rounds;
+    return 77;
+#endif
+}
+
+/// pmc emulate --cache against Cachegrind's counting of masked stores (AVX2: run under QEMU_CPU=max): per round a
+/// vmaskmovps with the low 4 of 8 elements' mask set and a vpmaskmovq with all 4 set, 8 stores in both (an element
+/// each), where the pieces joined would be 2.
+alignas(64) unsigned char masked_store_area[64];
+int run_masked_stores(std::uint64_t rounds) {
+#if defined(__x86_64__)
+    for (std::uint64_t i = 0; i < rounds; ++i)
+        __asm__ volatile("vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
+                         "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"
+                         "vpblendd $0xF0, %%ymm2, %%ymm1, %%ymm2\n\t" // the low 4 elements' mask
+                         "vmaskmovps %%ymm0, %%ymm2, (%[area])\n\t"
+                         "vpmaskmovq %%ymm0, %%ymm1, 32(%[area])"
+                         :
+                         : [area] "r"(masked_store_area)
+                         : "xmm0", "xmm1", "xmm2", "memory");
+    return 0;
+#else
+    (void)rounds;
+    return 77;
+#endif
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -1373,6 +1485,9 @@ int main(int argc, char** argv) {
         if (mode == "atomics-shared" && argc > 2)
             return run_atomics_in_parallel_code(std::strtoull(argv[2], nullptr, 10));
         if (mode == "bit-tests" && argc > 2) return run_bit_tests(std::strtoull(argv[2], nullptr, 10));
+        if (mode == "masked-stores" && argc > 2) return run_masked_stores(std::strtoull(argv[2], nullptr, 10));
+        if (mode == "state-images" && argc > 2) return run_state_images(std::strtoull(argv[2], nullptr, 10));
+        if (mode == "bit-test-slot" && argc > 2) return run_bit_test_slot(std::strtoull(argv[2], nullptr, 10));
         if (mode == "cache-threads") return run_cache_threads();
         if (mode == "load-samples" && argc > 4) // load-samples BYTES LOADS PERIOD [WARM] [THREADS] [LDLAT]
             return run_load_samples(std::strtoul(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),

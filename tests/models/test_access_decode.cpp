@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Which x86-64 instructions pmc emulate --cache counts as Cachegrind counts an atomic read-modify-write, two reads
-// (tools/emulate/model/access_decode.hpp): the encodings of each kind, with and without LOCK and memory operands.
+// Which x86-64 instructions pmc emulate --cache counts as Cachegrind counts them where QEMU reports otherwise
+// (tools/emulate/model/access_decode.hpp): atomic read-modify-writes, register bit tests, x87/SSE state images,
+// masked stores; the encodings of each kind, with and without prefixes and memory operands.
 #include "catch.hpp"
 
 #include <model/access_decode.hpp>
 
 #include <initializer_list>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -83,6 +85,17 @@ TEST_CASE("x86-64: a bit test of a register by a register is Cachegrind's stack-
     CHECK(bit_test({0x48, 0x0f, 0xa3, 0x07}).reads == 0);  // bt %rax, (%rdi): memory, QEMU reports its load
     CHECK(bit_test({0x48, 0x0f, 0xba, 0xe6, 0x03}).reads == 0); // bt $3, %rsi: the register itself
     CHECK(bit_test({0x48, 0x0f, 0xaf, 0xc6}).reads == 0);  // imul %rsi, %rax
+    // The slot's accesses (QEMU 9 on, at %rsp - 288): the operand's width, and which register holds the bit.
+    CHECK(bit_test({0x48, 0x0f, 0xa3, 0xf2}).operand_bytes == 8);
+    CHECK(bit_test({0x48, 0x0f, 0xa3, 0xf2}).bit_register == 6);   // %rsi
+    CHECK(bit_test({0x0f, 0xa3, 0xc6}).operand_bytes == 4);
+    CHECK(bit_test({0x66, 0x0f, 0xa3, 0xc6}).operand_bytes == 2);
+    CHECK(bit_test({0x4c, 0x0f, 0xab, 0xc6}).bit_register == 8);   // bts %r8, %rsi (REX.R)
+    CHECK(bit_test({0x4c, 0x0f, 0xab, 0xc6}).operand_bytes == 8);
+    CHECK(bit_test({0x41, 0x0f, 0xa3, 0xc6}).bit_register == 0);   // bt %eax, %r14d (REX.B: the tested one)
+    CHECK(bit_test({0x41, 0x0f, 0xa3, 0xc6}).operand_bytes == 4);
+    CHECK(bit_test({0x66, 0x45, 0x0f, 0xbb, 0xd8}).bit_register == 11); // btc %r11w, %r8w
+    CHECK(bit_test({0x66, 0x45, 0x0f, 0xbb, 0xd8}).operand_bytes == 2);
     CHECK(bit_test({0x0f, 0xa3}).reads == 0);              // cut short
     CHECK(bit_test({}).writes == 0);
 }
@@ -101,4 +114,102 @@ TEST_CASE("x86-64: LOCK cmpxchg, cmpxchg8b and cmpxchg16b of memory are locked c
     // Disjoint from is_x86_atomic_rmw: each instruction gets one of the plugin's two callbacks.
     CHECK(!atomic({0xf0, 0x48, 0x0f, 0xb1, 0x0f}));
     CHECK(!atomic({0xf0, 0x48, 0x0f, 0xc7, 0x0f}));
+}
+
+namespace {
+
+pmc_model::StateImageInstruction image(std::initializer_list<unsigned char> bytes) {
+    const std::vector<unsigned char> b(bytes);
+    return pmc_model::x86_state_image(b.data(), b.size());
+}
+bool masked_store(std::initializer_list<unsigned char> bytes) {
+    const std::vector<unsigned char> b(bytes);
+    return pmc_model::is_x86_masked_store(b.data(), b.size());
+}
+
+} // namespace
+
+TEST_CASE("x86-64: x87/SSE state images and their memory operands") {
+    using pmc_model::StateImage;
+    CHECK(image({0x49, 0x0f, 0xae, 0x06}).kind == StateImage::fxsave); // fxsave64 (%r14)
+    CHECK(image({0x49, 0x0f, 0xae, 0x06}).operand.base == 14);
+    auto a = image({0x0f, 0xae, 0x44, 0x98, 0x10}); // fxsave 0x10(%rax,%rbx,4)
+    CHECK(a.kind == StateImage::fxsave);
+    CHECK((a.operand.base == 0 && a.operand.index == 3 && a.operand.scale == 4 && a.operand.displacement == 0x10));
+    a = image({0x0f, 0xae, 0x0d, 0x00, 0x02, 0x00, 0x00}); // fxrstor 0x200(%rip)
+    CHECK(a.kind == StateImage::fxrstor);
+    CHECK((a.operand.rip_relative && a.operand.base == -1 && a.operand.displacement == 0x200));
+    a = image({0xd9, 0x74, 0x24, 0xf8}); // fnstenv -8(%rsp)
+    CHECK(a.kind == StateImage::fnstenv);
+    CHECK((a.operand.base == 4 && a.operand.index == -1 && a.operand.displacement == -8));
+    a = image({0x41, 0xd9, 0x65, 0x00}); // fldenv 0(%r13)
+    CHECK((a.kind == StateImage::fldenv && a.operand.base == 13 && a.operand.displacement == 0));
+    a = image({0x64, 0xdd, 0x34, 0x25, 0x40, 0x00, 0x00, 0x00}); // fnsave %fs:0x40
+    CHECK((a.kind == StateImage::fnsave && a.operand.segment == 4 && a.operand.base == -1 && a.operand.index == -1));
+    CHECK(a.operand.displacement == 0x40);
+    CHECK(image({0xdd, 0x20}).kind == StateImage::frstor); // frstor (%rax)
+    a = image({0x43, 0x0f, 0xae, 0x04, 0xcc}); // fxsave (%r12,%r9,8)
+    CHECK((a.operand.base == 12 && a.operand.index == 9 && a.operand.scale == 8));
+    a = image({0xdd, 0xb4, 0x24, 0x34, 0x12, 0x00, 0x00}); // fnsave 0x1234(%rsp)
+    CHECK((a.operand.base == 4 && a.operand.displacement == 0x1234));
+    a = image({0x67, 0x48, 0x0f, 0xae, 0x08}); // fxrstor64 (%eax)
+    CHECK((a.kind == StateImage::fxrstor && a.operand.address_32 && a.operand.base == 0));
+    CHECK(image({0xdb, 0x29}).kind == StateImage::fldt);             // fldt (%rcx)
+    CHECK(image({0xdb, 0x79, 0x10}).kind == StateImage::fstpt);      // fstpt 0x10(%rcx)
+    CHECK(image({0xdb, 0x79, 0x10}).operand.displacement == 16);
+    CHECK(image({0xdb, 0x01}).kind == StateImage::none);             // fildl (%rcx)
+    CHECK(image({0xd9, 0x38}).kind == StateImage::none);             // fnstcw (%rax): QEMU's access is VEX's
+    CHECK(image({0x48, 0x0f, 0xae, 0x21}).kind == StateImage::none); // xsave64 (%rcx): not modelled
+    CHECK(image({0x66, 0xd9, 0x30}).kind == StateImage::none);       // fnstenvs: the 16-bit image
+    CHECK(image({0x0f, 0xae, 0xf0}).kind == StateImage::none);       // mfence: no memory operand
+    CHECK(image({0xd9, 0xe0}).kind == StateImage::none);             // fchs
+    CHECK(image({0x0f, 0xae}).kind == StateImage::none);             // cut short
+    CHECK(!image({0x0f, 0xae, 0x44, 0x98}).operand.memory);          // its displacement cut short
+}
+
+TEST_CASE("x86-64: VEX's accesses of a state image, in order") {
+    using Access = std::tuple<std::uint32_t, std::uint32_t, bool>;
+    std::vector<Access> seen;
+    const auto collect = [&](pmc_model::StateImage kind) {
+        seen.clear();
+        pmc_model::for_each_state_image_access(kind, [&](std::uint32_t offset, std::uint32_t size, bool store) {
+            seen.emplace_back(offset, size, store);
+        });
+    };
+    collect(pmc_model::StateImage::fxsave);
+    REQUIRE(seen.size() == 18); // the x87 part, MXCSR, 16 XMM registers
+    CHECK(seen[0] == Access{0u, 160u, true});
+    CHECK(seen[1] == Access{24u, 8u, true});
+    CHECK(seen[2] == Access{160u, 16u, true});
+    CHECK(seen[17] == Access{400u, 16u, true});
+    collect(pmc_model::StateImage::fxrstor);
+    REQUIRE(seen.size() == 18);
+    CHECK(seen[0] == Access{0u, 160u, false});
+    CHECK(seen[17] == Access{400u, 16u, false});
+    collect(pmc_model::StateImage::fnsave);
+    CHECK(seen == std::vector<Access>{{0u, 108u, true}});
+    collect(pmc_model::StateImage::frstor);
+    CHECK(seen == std::vector<Access>{{0u, 108u, false}});
+    collect(pmc_model::StateImage::fnstenv);
+    CHECK(seen == std::vector<Access>{{0u, 28u, true}});
+    collect(pmc_model::StateImage::fldenv);
+    CHECK(seen == std::vector<Access>{{0u, 28u, false}});
+    collect(pmc_model::StateImage::fstpt);
+    CHECK(seen == std::vector<Access>{{0u, 10u, true}});
+    collect(pmc_model::StateImage::fldt);
+    CHECK(seen == std::vector<Access>{{0u, 10u, false}});
+    collect(pmc_model::StateImage::none);
+    CHECK(seen.empty());
+}
+
+TEST_CASE("x86-64: masked stores keep their pieces apart, masked loads and other VEX instructions do not") {
+    CHECK(masked_store({0xc4, 0xe2, 0x75, 0x2e, 0x00}));       // vmaskmovps %ymm0, %ymm1, (%rax)
+    CHECK(masked_store({0xc4, 0xe2, 0x71, 0x2f, 0x47, 0x08})); // vmaskmovpd %xmm0, %xmm1, 8(%rdi)
+    CHECK(masked_store({0xc4, 0xe2, 0x75, 0x8e, 0x00}));       // vpmaskmovd %ymm0, %ymm1, (%rax)
+    CHECK(masked_store({0xc4, 0xc2, 0xf5, 0x8e, 0x01}));       // vpmaskmovq %ymm0, %ymm1, (%r9)
+    CHECK(!masked_store({0xc4, 0xe2, 0x75, 0x8c, 0x00}));      // vpmaskmovd (%rax), %ymm1, %ymm0: a load
+    CHECK(!masked_store({0xc4, 0xe2, 0x75, 0x2c, 0x00}));      // vmaskmovps (%rax), %ymm1, %ymm0: a load
+    CHECK(!masked_store({0xc4, 0xe1, 0x75, 0x2e, 0x00}));      // map 0F (vucomiss's opcode): another instruction
+    CHECK(!masked_store({0xc5, 0xfc, 0x2e, 0x00}));            // two-byte VEX
+    CHECK(!masked_store({0xc4, 0xe2, 0x75}));                  // cut short
 }

@@ -17,6 +17,7 @@
 // d1=..., l2=..., ll=..., inclusion=strict.
 #pragma once
 
+#include "guest_registers.hpp"
 #include "model/access_decode.hpp"
 #include "model/cache_model.hpp"
 #include "plugin_sampling.hpp"
@@ -121,6 +122,7 @@ struct CacheThread {
     pmc_model::DataAccessMerger merger;
     std::uint64_t blocks = 0; ///< blocks this thread executed: with an instruction's index, one execution of it
     MeminfoTable meminfos;
+    std::uint64_t state_image_execution = ~std::uint64_t{0}; ///< the state image whose accesses were last replaced
 
     CacheThread() : caches(settings.config) {}
     void complete(const pmc_model::DataAccess& a) noexcept {
@@ -152,10 +154,23 @@ struct Instruction {
     std::uint64_t pc;
     std::uint32_t index;
 };
+/// A register bit test's site, for on_register_bit_test_slot (QEMU 9.0 on).
+struct BitTestSite {
+    std::uint64_t pc;
+    pmc_model::BitTestAccesses accesses;
+};
+/// An x87/SSE state image's site, for on_state_image_memory and on_state_image_operand.
+struct StateImageSite {
+    Instruction instruction;
+    pmc_model::StateImageInstruction image;
+    std::uint64_t next_pc; ///< for a RIP-relative operand
+};
 struct Block {
     std::uint64_t instructions;
     std::vector<pmc_model::FetchRef> fetches; ///< planned for settings.config: each hit check one load and compare
     std::unique_ptr<Instruction[]> each;
+    std::vector<std::unique_ptr<BitTestSite>> bit_tests; ///< (each at a fixed address: QEMU keeps the pointer)
+    std::vector<std::unique_ptr<StateImageSite>> state_images; ///< (the same)
 };
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
 inline std::mutex blocks_lock;
@@ -223,8 +238,8 @@ inline void on_locked_compare_exchange_memory(unsigned int vcpu, qemu_plugin_mem
 }
 
 /// An x86 bit test of a register by a register, each execution (model/access_decode.hpp): Cachegrind counts a write
-/// and one or two reads of a stack slot 288 bytes below the stack pointer, which QEMU 7.2 does not give plugins;
-/// counted as D1 hits (the slot's misses in Cachegrind are not modelled). `data` holds the reads (1 or 2).
+/// and one or two reads of a stack slot 288 bytes below the stack pointer, which QEMU 6.0 to 8.2 do not give
+/// plugins; counted as D1 hits (the slot's misses in Cachegrind are not modelled). `data` holds the reads (1 or 2).
 inline void on_register_bit_test(unsigned int, void* data) {
     ThreadModel& t = this_thread();
     t.caches.count_data_hits(pmc_model::Kind::read, reinterpret_cast<std::uintptr_t>(data));
@@ -241,9 +256,115 @@ inline qemu_plugin_vcpu_mem_cb_t x86_memory_callback(qemu_plugin_insn* insn) {
     return on_memory;
 }
 
+/// The same where QEMU gives plugins registers (API 2, QEMU 9.0 on): the slot's real address, %rsp - 288, so that
+/// its misses are Cachegrind's too. In VEX's order (model/access_decode.hpp): the operand stored, the bit's byte
+/// loaded (its store back, for bts/btr/btc, is part of that read), the operand loaded back (bts/btr/btc), after the
+/// previous instruction's access. Registered with QEMU_PLUGIN_CB_R_REGS on these instructions alone.
+inline void on_register_bit_test_slot(unsigned int vcpu, void* data) {
+    const auto* site = static_cast<const BitTestSite*>(data);
+    const pmc_model::BitTestAccesses& bt = site->accesses;
+    std::uint64_t rsp = 0, bit = 0;
+    if (!guest_registers::read_x86_gpr(4, rsp) || !guest_registers::read_x86_gpr(bt.bit_register, bit)) {
+        on_register_bit_test(vcpu, reinterpret_cast<void*>(std::uintptr_t{bt.reads})); // (QEMU would not say)
+        return;
+    }
+    ThreadModel& t = this_thread();
+    t.finish();
+    using pmc_model::DataAccess, pmc_model::Kind;
+    const std::uint64_t slot = rsp - 288;
+    t.complete(DataAccess{site->pc, slot, bt.operand_bytes, Kind::write});
+    t.complete(DataAccess{site->pc, slot + (bit & (bt.operand_bytes * 8 - 1)) / 8, 1, Kind::read});
+    if (bt.reads > 1) t.complete(DataAccess{site->pc, slot, bt.operand_bytes, Kind::read});
+}
+
+/// An x87/SSE state image's accesses as VEX makes them (model/access_decode.hpp), at the image's address, after
+/// the previous instruction's access.
+inline void complete_state_image(ThreadModel& t, const StateImageSite& site, std::uint64_t image) {
+    t.finish();
+    pmc_model::for_each_state_image_access(site.image.kind, [&](std::uint32_t offset, std::uint32_t size, bool store) {
+        const pmc_model::Kind kind = store ? pmc_model::Kind::write : pmc_model::Kind::read;
+        t.complete(pmc_model::DataAccess{site.instruction.pc, image + offset, size, kind});
+    });
+}
+/// Where QEMU reports the image's pieces (QEMU 6.0 to 8.2): the first is at the image's address (its control
+/// word); VEX's accesses replace them all, once per execution.
+inline void on_state_image_memory(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
+    const auto* site = static_cast<const StateImageSite*>(data);
+    ThreadModel& t = this_thread();
+    const std::uint64_t execution = (t.blocks << 10) | site->instruction.index;
+    if (execution == t.state_image_execution) return;
+    t.state_image_execution = execution;
+    complete_state_image(t, *site, address);
+}
+/// Where QEMU reports none (QEMU 10.0) and gives registers (9.0 on): the image's address from its operand's
+/// registers, before the instruction (none counted if QEMU would not give them). Registered with
+/// QEMU_PLUGIN_CB_R_REGS on these instructions alone; QEMU's own accesses, if any, are not asked for.
+inline void on_state_image_operand(unsigned int, void* data) {
+    const auto* site = static_cast<const StateImageSite*>(data);
+    const pmc_model::MemoryOperand& m = site->image.operand;
+    std::uint64_t address = static_cast<std::uint64_t>(m.displacement) + (m.rip_relative ? site->next_pc : 0);
+    std::uint64_t value = 0;
+    if (m.base >= 0) {
+        if (!guest_registers::read_x86_gpr(static_cast<unsigned>(m.base), value)) return;
+        address += value;
+    }
+    if (m.index >= 0) {
+        if (!guest_registers::read_x86_gpr(static_cast<unsigned>(m.index), value)) return;
+        address += value * m.scale;
+    }
+    if (m.address_32) address &= 0xFFFFFFFFu;
+    if (m.segment >= 0) {
+        if (!guest_registers::read_x86_segment_base(m.segment == 4, value)) return;
+        address += value;
+    }
+    complete_state_image(this_thread(), *site, address);
+}
+
+/// A masked store (model/access_decode.hpp): QEMU's pieces, one per element stored, each an access of its own.
+inline void on_masked_store_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    const auto* insn = static_cast<const Instruction*>(data);
+    ThreadModel& t = this_thread();
+    const MeminfoTable::Decoded m = t.meminfos.decode(info);
+    t.finish();
+    t.complete(pmc_model::DataAccess{insn->pc, address, m.size, m.store ? pmc_model::Kind::write : pmc_model::Kind::read});
+}
+
+/// At translation, one instruction's data callbacks: QEMU's accesses through on_memory, or, for the x86
+/// instructions Cachegrind counts otherwise (model/access_decode.hpp), the callbacks of their rule.
+inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::size_t i, bool x86) {
+    Instruction* each = &block.each[i];
+    const auto* bytes = static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn));
+    const std::size_t size = qemu_plugin_insn_size(insn);
+    if (const auto image = x86 ? pmc_model::x86_state_image(bytes, size) : pmc_model::StateImageInstruction{};
+        image.kind != pmc_model::StateImage::none && image.operand.memory) {
+        // VEX's accesses in place of QEMU's: from the first piece QEMU reports (API 1), or from the operand's
+        // registers (API 2: QEMU 10.0 reports none).
+        block.state_images.push_back(std::make_unique<StateImageSite>(StateImageSite{*each, image, each->pc + size}));
+        if (guest_registers::available)
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_state_image_operand, QEMU_PLUGIN_CB_R_REGS,
+                                                   block.state_images.back().get());
+        else
+            qemu_plugin_register_vcpu_mem_cb(insn, on_state_image_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                             block.state_images.back().get());
+        return;
+    }
+    const bool masked_store = x86 && pmc_model::is_x86_masked_store(bytes, size);
+    qemu_plugin_register_vcpu_mem_cb(insn, !x86 ? on_memory : masked_store ? on_masked_store_memory : x86_memory_callback(insn),
+                                     QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, each);
+    const auto bt = x86 ? pmc_model::x86_register_bit_test(bytes, size) : pmc_model::BitTestAccesses{};
+    if (bt.reads == 0) return;
+    if (guest_registers::available) { // QEMU 9.0 on: the slot's address from %rsp
+        block.bit_tests.push_back(std::make_unique<BitTestSite>(BitTestSite{each->pc, bt}));
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_register_bit_test_slot, QEMU_PLUGIN_CB_R_REGS,
+                                               block.bit_tests.back().get());
+    } else {
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_register_bit_test, QEMU_PLUGIN_CB_NO_REGS,
+                                               reinterpret_cast<void*>(std::uintptr_t{bt.reads}));
+    }
+}
+
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
-/// `x86`: the guest is x86-64, whose atomic read-modify-writes get on_atomic_memory and register bit tests
-/// on_register_bit_test.
+/// `x86`: the guest is x86-64, whose instructions of model/access_decode.hpp get their rules' callbacks.
 inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
     auto block = std::make_unique<Block>();
     block->instructions = n;
@@ -254,15 +375,7 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
         const std::uint64_t pc = qemu_plugin_insn_vaddr(insn);
         fetched.emplace_back(pc, static_cast<std::uint32_t>(qemu_plugin_insn_size(insn)));
         block->each[i] = Instruction{pc, static_cast<std::uint32_t>(i & 1023)};
-        qemu_plugin_register_vcpu_mem_cb(insn, x86 ? x86_memory_callback(insn) : on_memory, QEMU_PLUGIN_CB_NO_REGS,
-                                         QEMU_PLUGIN_MEM_RW, &block->each[i]);
-        if (const auto bt = x86 ? pmc_model::x86_register_bit_test(
-                                      static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn)),
-                                      qemu_plugin_insn_size(insn))
-                                : pmc_model::BitTestAccesses{};
-            bt.reads > 0)
-            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_register_bit_test, QEMU_PLUGIN_CB_NO_REGS,
-                                                   reinterpret_cast<void*>(std::uintptr_t{bt.reads}));
+        register_data_callbacks(*block, insn, i, x86);
     }
     block->fetches = pmc_model::plan_fetches(fetched, settings.config);
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());

@@ -104,6 +104,31 @@ void qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(struct qemu_plugin_tb* tb
                                                        qemu_plugin_u64 entry, uint64_t imm);
 void qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(struct qemu_plugin_insn* insn, enum qemu_plugin_op op,
                                                          qemu_plugin_u64 entry, uint64_t imm);
+
+// Guest registers (QEMU 9.0 on), read from a callback registered with QEMU_PLUGIN_CB_R_REGS. QEMU hands them
+// over in glib arrays (QEMU links glib, so its functions resolve when QEMU loads the plugin): GArray and
+// GByteArray begin with their data and length.
+struct qemu_plugin_register;
+typedef struct {
+    struct qemu_plugin_register* handle;
+    const char* name;
+    const char* feature;
+} qemu_plugin_reg_descriptor;
+typedef struct {
+    char* data;
+    unsigned len;
+} GArray;
+typedef struct {
+    uint8_t* data;
+    unsigned len;
+} GByteArray;
+/// The current vCPU's registers (call from a vCPU callback): an array of qemu_plugin_reg_descriptor.
+GArray* qemu_plugin_get_registers(void);
+/// Appends the register's bytes (guest byte order) to `buf`; their count, or -1.
+int qemu_plugin_read_register(struct qemu_plugin_register* handle, GByteArray* buf);
+GByteArray* g_byte_array_new(void);
+GByteArray* g_byte_array_set_size(GByteArray* array, unsigned length);
+char* g_array_free(GArray* array, int free_segment);
 #endif
 
 } // extern "C"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// access_decode.hpp: which x86-64 instructions Cachegrind counts with more data accesses than QEMU reports to a
-// plugin, for `pmc emulate --cache` (plain C++, no QEMU in it): the two kinds below. The plugin decodes each
+// access_decode.hpp: which x86-64 instructions Cachegrind counts otherwise than QEMU reports their accesses to a
+// plugin, for `pmc emulate --cache` (plain C++, no QEMU in it): the kinds below. The plugin decodes each
 // instruction once, at translation (plugin_cache.hpp). Encodings: Intel's architecture manual, volume 2.
 //
 // An atomic read-modify-write (a LOCK-prefixed add, or, adc, sbb, and, sub, xor, inc, dec, not, neg, bts, btr,
@@ -12,7 +12,10 @@
 // A bit test of a register by a register (bt, bts, btr, btc r, r): VEX stores the tested register in a slot 288
 // bytes below the stack pointer and tests the bit in memory, so Cachegrind counts a write (the operand's size) and
 // a read of one byte; bts, btr and btc also modify that byte (a read) and load the operand back (a read). The
-// program makes no access; QEMU reports none.
+// program makes no access; QEMU reports none. In order (Valgrind's lackey, --trace-mem=yes): the operand's bytes
+// stored at %rsp - 288, the byte holding the bit loaded (%rsp - 288 + (bit mod width) / 8; stored back by bts, btr,
+// btc: one modify, a read to Cachegrind), then for those three the operand loaded from %rsp - 288. (VEX drops the
+// byte's load when nothing reads the flags it sets before they are set again: Cachegrind then counts no read.)
 //
 // QEMU 7.2's parallel code: once a process has a second thread or any MAP_SHARED mapping (glibc maps
 // gconv-modules.cache shared when it loads iconv's module list: grep, sed, find, tar, sha256sum, perl), QEMU 7.2
@@ -21,9 +24,22 @@
 // does QEMU 10 in both modes. The plugin turns such a lone store back into its load and store
 // (plugin_cache.hpp): is_x86_locked_compare_exchange names the instructions beyond is_x86_atomic_rmw's that need
 // it, one read in Cachegrind.
+//
+// An x87 or SSE state image (fxsave, fxrstor, fnsave, frstor, fnstenv, fldenv; and fstpt, fldt, whose 10 bytes
+// are one access in VEX and in QEMU 7.2 but none in QEMU 10.0): VEX moves the x87 part as one access of the
+// image's size (a helper's declared effect), and fxsave/fxrstor then MXCSR (8 bytes at offset 24) and each of the
+// 16 XMM registers (16 bytes at 160 + 16 k) as accesses of their own; Cachegrind cuts the helper's access to its
+// narrowest line (I1, D1, LL), as pmc's model cuts any access. QEMU 7.2 moves 2-, 4- and 8-byte pieces (joined,
+// fxsave's 18 writes were 12; fldenv's one read 3), QEMU 10.0 reports none. The plugin replaces QEMU's accesses
+// with VEX's, at the image's address. (Not xsave and xrstor: what VEX moves follows EDX:EAX and the image's own
+// header; nor the masked loads, whose mask QEMU 7.2 does not show.)
+//
+// A masked store (vmaskmovps, vmaskmovpd, vpmaskmovd, vpmaskmovq to memory): VEX stores each element whose mask
+// bit is set as an access of its own, as QEMU does; the plugin keeps QEMU's pieces apart instead of joining them.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace pmc_model {
 
@@ -44,17 +60,25 @@ inline std::size_t skip_x86_prefixes(const unsigned char* p, std::size_t n, bool
 
 /// What Cachegrind counts for an x86-64 bit test of a register by a register (above), where QEMU reports nothing.
 struct BitTestAccesses {
-    unsigned reads = 0;  ///< 1 for bt, 2 for bts, btr, btc; 0: not such an instruction
-    unsigned writes = 0; ///< 1 when reads > 0
+    unsigned reads = 0;         ///< 1 for bt, 2 for bts, btr, btc; 0: not such an instruction
+    unsigned writes = 0;        ///< 1 when reads > 0
+    unsigned operand_bytes = 0; ///< the tested register's width: 2, 4 or 8 (the slot's store and reload)
+    unsigned bit_register = 0;  ///< the register holding the bit number, in x86's encoding order (0-15)
 };
 inline BitTestAccesses x86_register_bit_test(const unsigned char* p, std::size_t n) {
     bool lock;
     const std::size_t i = skip_x86_prefixes(p, n, lock);
     if (i + 2 >= n || p[i] != 0x0F || (p[i + 2] >> 6) != 3) return {};
     const unsigned char op = p[i + 1];
-    if (op == 0xA3) return {1, 1};                              // bt r, r
-    if (op == 0xAB || op == 0xB3 || op == 0xBB) return {2, 1}; // bts, btr, btc r, r
-    return {}; // (the immediate forms, 0F BA, test the register itself)
+    unsigned reads = 0;
+    if (op == 0xA3) reads = 1;                                     // bt r, r
+    else if (op == 0xAB || op == 0xB3 || op == 0xBB) reads = 2;    // bts, btr, btc r, r
+    else return {}; // (the immediate forms, 0F BA, test the register itself)
+    const unsigned char rex = i > 0 && (p[i - 1] & 0xF0) == 0x40 ? p[i - 1] : 0; // REX counts only right before
+    bool operand_16 = false;
+    for (std::size_t k = 0; k < i; ++k) operand_16 |= p[k] == 0x66;
+    const unsigned bytes = (rex & 8) ? 8 : operand_16 ? 2 : 4;
+    return {reads, 1, bytes, ((p[i + 2] >> 3) & 7u) | ((rex & 4u) << 1)};
 }
 
 /// x86-64: whether the instruction in `p` (its `n` bytes) is an atomic read-modify-write that Cachegrind counts as
@@ -88,6 +112,125 @@ inline bool is_x86_locked_compare_exchange(const unsigned char* p, std::size_t n
     if ((modrm >> 6) == 3) return false;                    // a register operand: no memory access
     if (op == 0xB0 || op == 0xB1) return true;              // cmpxchg r/m, r
     return op == 0xC7 && ((modrm >> 3) & 7) == 1;           // cmpxchg8b, cmpxchg16b m
+}
+
+/// A memory operand's parts (ModRM, SIB, displacement), in x86's register numbering: the address is
+/// base + index * scale + displacement (+ the next instruction's address if RIP-relative, + the FS or GS base).
+struct MemoryOperand {
+    bool memory = false;      ///< false: a register operand, or not decoded
+    int base = -1;            ///< 0-15, or -1 for none
+    int index = -1;           ///< 0-15, or -1 for none
+    unsigned scale = 1;
+    std::int64_t displacement = 0;
+    bool rip_relative = false;
+    int segment = -1;         ///< 4: FS, 5: GS (their bases added), -1: none (the others are 0 in 64-bit mode)
+    bool address_32 = false;  ///< the 0x67 prefix: the address wraps at 32 bits
+};
+/// A 32-bit little-endian displacement, sign-extended.
+inline std::int64_t x86_displacement_32(const unsigned char* p) {
+    const std::uint32_t u = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
+                            std::uint32_t{p[3]} << 24;
+    return static_cast<std::int32_t>(u);
+}
+/// The memory operand of the instruction in `p` whose ModRM byte is at `modrm` (`rex`: its REX byte, or 0).
+inline MemoryOperand x86_memory_operand(const unsigned char* p, std::size_t n, std::size_t modrm, unsigned char rex) {
+    MemoryOperand m;
+    if (modrm >= n || (p[modrm] >> 6) == 3) return m;
+    bool lock;
+    const std::size_t prefixes = skip_x86_prefixes(p, modrm, lock);
+    for (std::size_t k = 0; k < prefixes; ++k) {
+        if (p[k] == 0x64) m.segment = 4;
+        if (p[k] == 0x65) m.segment = 5;
+        if (p[k] == 0x67) m.address_32 = true;
+    }
+    const unsigned mod = p[modrm] >> 6, rm = p[modrm] & 7u;
+    std::size_t at = modrm + 1;
+    if (rm == 4) { // SIB
+        if (at >= n) return m;
+        const unsigned sib = p[at++], index = ((sib >> 3) & 7u) | ((rex & 2u) << 2), base = (sib & 7u) | ((rex & 1u) << 3);
+        m.scale = 1u << (sib >> 6);
+        if (index != 4) m.index = static_cast<int>(index);
+        if ((base & 7u) == 5 && mod == 0) m.base = -1; // disp32 alone
+        else m.base = static_cast<int>(base);
+        if ((base & 7u) == 5 && mod == 0) {
+            if (at + 4 > n) return m;
+            m.displacement = x86_displacement_32(p + at);
+            at += 4;
+        }
+    } else if (mod == 0 && rm == 5) {
+        m.rip_relative = true;
+    } else {
+        m.base = static_cast<int>(rm | ((rex & 1u) << 3));
+    }
+    if (mod == 1) {
+        if (at >= n) return m;
+        m.displacement = static_cast<std::int8_t>(p[at]);
+    } else if (mod == 2 || (mod == 0 && rm == 5)) {
+        if (at + 4 > n) return m;
+        m.displacement = x86_displacement_32(p + at);
+    }
+    m.memory = true;
+    return m;
+}
+
+/// The x87/SSE state images of the note above.
+enum class StateImage : std::uint8_t { none, fxsave, fxrstor, fnsave, frstor, fnstenv, fldenv, fldt, fstpt };
+struct StateImageInstruction {
+    StateImage kind = StateImage::none;
+    MemoryOperand operand;
+};
+inline StateImageInstruction x86_state_image(const unsigned char* p, std::size_t n) {
+    bool lock;
+    const std::size_t i = skip_x86_prefixes(p, n, lock);
+    for (std::size_t k = 0; k < i; ++k)
+        if (p[k] == 0x66 || p[k] == 0xF2 || p[k] == 0xF3) return {}; // other instructions, or 16-bit images
+    const unsigned char rex = i > 0 && (p[i - 1] & 0xF0) == 0x40 ? p[i - 1] : 0;
+    const bool two_bytes = i < n && p[i] == 0x0F;
+    const std::size_t modrm = i + (two_bytes ? 2 : 1);
+    if (modrm >= n || (p[modrm] >> 6) == 3) return {};
+    const unsigned reg = (p[modrm] >> 3) & 7u;
+    StateImage kind = StateImage::none;
+    if (two_bytes && p[i + 1] == 0xAE) kind = reg == 0 ? StateImage::fxsave : reg == 1 ? StateImage::fxrstor : kind;
+    else if (p[i] == 0xD9) kind = reg == 6 ? StateImage::fnstenv : reg == 4 ? StateImage::fldenv : kind;
+    else if (p[i] == 0xDD) kind = reg == 6 ? StateImage::fnsave : reg == 4 ? StateImage::frstor : kind;
+    else if (p[i] == 0xDB) kind = reg == 7 ? StateImage::fstpt : reg == 5 ? StateImage::fldt : kind;
+    if (kind == StateImage::none) return {};
+    return {kind, x86_memory_operand(p, n, modrm, rex)};
+}
+
+/// VEX's accesses for an image at offset 0, in order: `each(offset, size, store)`. (The helper's access, wider
+/// than a line, is cut to the narrowest line by the model, as Cachegrind cuts it: cache_model.hpp.)
+template <class Each>
+void for_each_state_image_access(StateImage kind, Each&& each) {
+    const auto helper = [&](std::uint32_t size, bool store) { each(0u, size, store); };
+    switch (kind) {
+    case StateImage::fxsave:
+    case StateImage::fxrstor: {
+        const bool store = kind == StateImage::fxsave;
+        helper(160, store);  // the x87 part (and the control words)
+        each(24u, 8u, store); // MXCSR and its mask
+        for (std::uint32_t k = 0; k < 16; ++k) each(160 + 16 * k, 16u, store);
+        break;
+    }
+    case StateImage::fnsave: helper(108, true); break;
+    case StateImage::frstor: helper(108, false); break;
+    case StateImage::fnstenv: helper(28, true); break;
+    case StateImage::fldenv: helper(28, false); break;
+    case StateImage::fstpt: helper(10, true); break;
+    case StateImage::fldt: helper(10, false); break;
+    case StateImage::none: break;
+    }
+}
+
+/// Whether the instruction is a masked store (VEX-encoded 0F38 2E, 2F, 8E with a memory destination): QEMU's
+/// pieces are counted apart (above).
+inline bool is_x86_masked_store(const unsigned char* p, std::size_t n) {
+    bool lock;
+    const std::size_t i = skip_x86_prefixes(p, n, lock); // (a segment or address-size prefix)
+    // Three-byte VEX (C4) with map 0F38 in its second byte; the two-byte form (C5) has map 0F only.
+    if (i + 4 >= n || p[i] != 0xC4 || (p[i + 1] & 0x1Fu) != 2) return false;
+    const unsigned char opcode = p[i + 3], modrm = p[i + 4];
+    return (opcode == 0x2E || opcode == 0x2F || opcode == 0x8E) && (modrm >> 6) != 3;
 }
 
 } // namespace pmc_model
