@@ -764,8 +764,21 @@ EmulatedReport read_emulated_report(const std::string& path) {
 }
 
 std::string signal_name(int sig) {
-    if (const char* abbrev = ::sigabbrev_np(sig)) return std::string("SIG") + abbrev;
-    return "signal " + std::to_string(sig);
+    switch (sig) { // (the ones that end commands; glibc's sigabbrev_np is 2.32 and later only)
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    default: return "signal " + std::to_string(sig);
+    }
 }
 
 std::string unfinished_note(const EmulatedReport& r, int raw_status) {
