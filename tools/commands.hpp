@@ -127,7 +127,9 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
 int finish_emulated(Job& job, const std::string& shown, int& raw_status, const std::string& who = "pmc emulate");
 /// Ends pmc of the command's SIGINT or SIGQUIT, if one ended it, so that a calling script stops as it would have.
 void end_like(int raw_status);
-/// A temporary file for the plugin's report=FILE, removed with its directory at the end.
+/// A temporary file for the plugin's report=FILE, in a directory of its own ($TMPDIR/pmc-emulate-XXXXXX, /tmp without
+/// TMPDIR) that also holds the plugin's progress and sample files: removed with all of them at the end (and by the
+/// job's watchdog if pmc dies first: Job::remove_if_pmc_dies).
 struct EmulatedReportFile {
     std::string dir, path;
     EmulatedReportFile();
@@ -140,6 +142,10 @@ struct EmulatedReport {
     std::uint64_t instructions = 0; ///< every emulated process's, summed
     int processes = 0;              ///< emulated processes (a process that executes another program: one for each)
     int unfinished = 0;             ///< of them, those that never reported their count (ended by a signal)
+    /// Of the unfinished, those whose count up to their last system call the plugin kept (DIR/PID.progress,
+    /// tools/emulate/progress_file.hpp), and those counts summed: partial, never in `instructions`.
+    int partial_processes = 0;
+    std::uint64_t partial_instructions = 0;
     std::vector<std::string> native; ///< "PATH (why)" for each program that ran natively, not counted
     std::vector<std::pair<long, std::string>> sigill; ///< pid and program of each process that died of SIGILL
     /// The same for SIGSEGV in a process that had installed a signal handler, noted only under a QEMU that misaligns
@@ -166,6 +172,11 @@ struct EmulatedReport {
     int processes_with_loads = 0;
 };
 EmulatedReport read_emulated_report(const std::string& path);
+/// "SIGINT", "SIGTERM", ... or "signal N".
+std::string signal_name(int sig);
+/// What the report lacks for the processes that never reached their exit ("" if none): how many, which kept a count
+/// up to their last system call (partial), which left none, and that their modelled counts are missing.
+std::string unfinished_note(const EmulatedReport& r, int raw_status);
 /// Declares --cache[=host], --I1, --D1, --L2 and --LL on `cl`, into `o`.
 void add_cache_options(pmc_cli::CommandLine& cl, CacheOptions& o);
 /// The cache model a command line asks for.

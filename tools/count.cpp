@@ -116,7 +116,9 @@ pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMA
 passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job does. pmc
 still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
 or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
-(With --emulate, a process a signal ends has no count: pmc says how many such processes there were.)
+With --emulate, a process that a signal ends (SIGINT, SIGTERM, SIGHUP, SIGKILL; QEMU 8.0 and later
+report a core-dumping one such as SIGQUIT) is counted up to its last system call: the count is
+marked (partial), the modelled events it lacks read "not counted", and the status is COMMAND's.
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or an event is wrong or the counters cannot be opened (COMMAND does not run then).
 )";
@@ -460,7 +462,7 @@ struct EmulatedCountRun {
 
 /// Runs the command under the emulator and reads the plugin's report; the status to exit with if it cannot run.
 std::optional<int> run_count_emulated(const std::vector<std::string>& command, const std::string& plugin_arguments,
-                                      EmulatedCountRun& run) {
+                                      EmulatedCountRun& run, bool say_unfinished) {
     auto emulator = find_emulator("");
     if (!emulator) {
         fmt::print(stderr, "pmc: count --emulate: {}\n", emulator.failure().message);
@@ -474,6 +476,7 @@ std::optional<int> run_count_emulated(const std::vector<std::string>& command, c
     const std::string shown = count_command_text(command);
     const auto go_time = std::chrono::steady_clock::now();
     Job job;
+    job.remove_if_pmc_dies(report_file.dir);
     auto child = start_emulated(job, *emulator, command, false, ",report=" + report_file.path + plugin_arguments);
     if (!child) {
         fmt::print(stderr, "pmc: count: {}\n", child.failure().message);
@@ -485,10 +488,8 @@ std::optional<int> run_count_emulated(const std::vector<std::string>& command, c
     if (WIFSIGNALED(run.raw_status) && WTERMSIG(run.raw_status) == SIGSEGV && emulator->misaligns_signal_frames &&
         !run.processes.faulted_without_handler(*child))
         fmt::print(stderr, "pmc: count: {}\n", signal_frame_explanation(*emulator, "'" + shown + "'"));
-    if (run.processes.unfinished > 0)
-        fmt::print(stderr, "pmc: count --emulate: {} of the {} emulated processes ended without reaching their exit "
-                           "(a signal, such as SIGKILL or an unhandled SIGINT): their instructions are not in the count\n",
-                   run.processes.unfinished, run.processes.processes);
+    if (const std::string note = unfinished_note(run.processes, run.raw_status); !note.empty() && say_unfinished)
+        fmt::print(stderr, "pmc: count --emulate: {}\n", note); // (the text report says it, on stderr)
     explain_child_sigills(run.processes, *child, "pmc: count --emulate");
     explain_child_segfaults(run.processes, *child, *emulator, "pmc: count --emulate");
     const std::string native = native_programs_note(run.processes);
@@ -496,33 +497,51 @@ std::optional<int> run_count_emulated(const std::vector<std::string>& command, c
     return std::nullopt;
 }
 
-/// Each event's count in the plugin's report: the instructions of every emulated process, or the model's figure.
+/// Each event's count in the plugin's report: the instructions of every emulated process (with the partial counts
+/// of those a signal ended), or the model's figure.
 std::vector<std::uint64_t> emulated_counts(const EmulatedCountEvents& events, const EmulatedReport& r) {
-    std::vector<std::uint64_t> values(events.names.size(), r.instructions);
+    std::vector<std::uint64_t> values(events.names.size(), r.instructions + r.partial_instructions);
     for (std::size_t i = 0; i < values.size(); ++i)
         if (events.modelled[i]) values[i] = modelled_cache_count(events.names[i], r).value_or(0);
         else if (events.branch[i]) values[i] = branch_count(events.names[i], r).value_or(0);
     return values;
 }
 
-/// The counts as the library's report functions take them: exact, counted the whole time.
-std::vector<pmc::EventCount> exact_event_counts(const std::vector<std::uint64_t>& values) {
+/// Whether an event's count is missing: a model's, when no emulated process reported the model's counts (every one
+/// was ended by a signal before its exit, whose counts only the instructions survive).
+bool model_count_missing(const EmulatedCountEvents& events, const EmulatedReport& r, std::size_t i) {
+    return (events.modelled[i] && !r.has_cache) ||
+           (events.branch[i] && !r.has_branches); // (branch-instructions too: the branch model counts them)
+}
+
+/// The counts as the library's report functions take them: counted the whole time, or not counted (missing).
+std::vector<pmc::EventCount> exact_event_counts(const std::vector<std::uint64_t>& values,
+                                                const std::vector<bool>& missing = {}) {
     std::vector<pmc::EventCount> counts(values.size());
     for (std::size_t i = 0; i < counts.size(); ++i) {
         counts[i].raw = values[i];
         counts[i].estimate = static_cast<double>(values[i]);
         counts[i].running_fraction = 1.0;
-        counts[i].counted = true;
+        counts[i].counted = i >= missing.size() || !missing[i];
     }
     return counts;
+}
+
+std::vector<bool> missing_counts(const EmulatedCountEvents& events, const EmulatedReport& r) {
+    std::vector<bool> missing(events.names.size());
+    for (std::size_t i = 0; i < missing.size(); ++i) missing[i] = model_count_missing(events, r, i);
+    return missing;
 }
 
 std::string emulated_json(const Options& o, const std::vector<std::string>& command, const EmulatedCountRun& run,
                           const EmulatedCountEvents& events, const std::vector<std::uint64_t>& values) {
     pmc::JsonWriter j;
     json_report_head(j, command, run.exit_status, run.elapsed_ns)
-        .field("emulated", "emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
-                           "whole command, not a real core's");
+        .field("emulated", std::string("emulated (QEMU TCG): ") +
+                               (run.processes.unfinished > 0 ? "a partial count (" + unfinished_note(run.processes,
+                                                                                                   run.raw_status) + ")"
+                                                             : std::string("an exact count")) +
+                               " of the instructions the emulator executed for the whole command, not a real core's");
     if (o.cache) j.field("modelled", events.model_note);
     if (o.branches)
         j.key("branch_model")
@@ -535,11 +554,14 @@ std::string emulated_json(const Options& o, const std::vector<std::string>& comm
             .end_object();
     j.field("processes", run.processes.processes)
         .field("unfinished_processes", run.processes.unfinished)
+        .field("partial", run.processes.unfinished > 0)
+        .field("partial_processes", run.processes.partial_processes)
         .key("native_programs")
         .begin_array();
     for (const auto& n : run.processes.native) j.value(n);
     j.end_array().key("counts");
-    pmc::write_counts_json(j, events.names, exact_event_counts(values), events.marked_modelled());
+    pmc::write_counts_json(j, events.names, exact_event_counts(values, missing_counts(events, run.processes)),
+                           events.marked_modelled());
     j.end_object();
     return j.str() + "\n";
 }
@@ -553,16 +575,26 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
     for (const auto& n : events.names) width = std::max(width, n.size());
     text += fmt::format("{:<{}}  {:>18}\n", "event", width, "count");
     const std::vector<bool> modelled = events.marked_modelled();
-    for (std::size_t i = 0; i < events.names.size(); ++i)
-        text += fmt::format("{:<{}}  {:>18}{}\n", events.names[i], width, values[i], modelled[i] ? "  (modelled)" : "");
+    for (std::size_t i = 0; i < events.names.size(); ++i) {
+        if (model_count_missing(events, r, i))
+            text += fmt::format("{:<{}}  {:>18}\n", events.names[i], width, "not counted");
+        else
+            text += fmt::format("{:<{}}  {:>18}{}{}\n", events.names[i], width, values[i],
+                                modelled[i] ? "  (modelled)" : "", r.unfinished > 0 ? "  (partial)" : "");
+    }
     const std::string covered =
         r.native.empty() ? "every thread, and every program it executed"
                          : fmt::format("every thread and every emulated process; not the {} program{} that ran "
                                        "natively", r.native.size(), r.native.size() == 1 ? "" : "s");
-    text += fmt::format("\n emulated (QEMU TCG): an exact count of the instructions the emulator executed for the "
+    if (r.unfinished > 0)
+        text += "\n partial, not exact: " + unfinished_note(r, run.raw_status) + ".\n";
+    else if (WIFSIGNALED(run.raw_status))
+        text += fmt::format("\n (ended by {}: counted up to the signal)\n", signal_name(WTERMSIG(run.raw_status)));
+    text += fmt::format("\n emulated (QEMU TCG): {} of the instructions the emulator executed for the "
                         "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
                         "emulator)\n",
-                        covered, static_cast<double>(run.elapsed_ns) / 1e9);
+                        r.unfinished > 0 ? "a partial count" : "an exact count", covered,
+                        static_cast<double>(run.elapsed_ns) / 1e9);
     if (o.cache) text += " " + events.model_note + ".\n";
     if (o.branches)
         text += fmt::format(" {}.\n Cachegrind's fields: Bc {} Bcm {} Bi {} Bim {}.\n", branch_model_note, r.Bc, r.Bcm,
@@ -577,9 +609,12 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
     const auto events = emulated_count_events(o, given);
     if (!events) return 1;
     EmulatedCountRun run;
-    if (auto failed = run_count_emulated(command, events->plugin_arguments, run)) return *failed;
+    if (auto failed = run_count_emulated(command, events->plugin_arguments, run, o.json || o.csv || !o.output.empty()))
+        return *failed;
     const std::string shown = count_command_text(command);
-    if (run.processes.processes - run.processes.unfinished == 0) {
+    if (run.processes.processes - run.processes.unfinished + run.processes.partial_processes == 0) {
+        if (const std::string note = unfinished_note(run.processes, run.raw_status); !note.empty())
+            fmt::print(stderr, "pmc: count --emulate: {}\n", note);
         fmt::print(stderr, "pmc: count --emulate: '{}' (exit status {}) left no count: no emulated process reached its "
                            "exit (killed by a signal, or QEMU did not start it)\n", shown, run.exit_status);
         end_like(run.raw_status); // (a calling script stops on the command's SIGINT or SIGQUIT all the same)
@@ -587,7 +622,8 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
     }
     const std::vector<std::uint64_t> values = emulated_counts(*events, run.processes);
     const std::string text = o.json  ? emulated_json(o, command, run, *events, values)
-                             : o.csv ? pmc::count_csv(events->names, exact_event_counts(values),
+                             : o.csv ? pmc::count_csv(events->names,
+                                                      exact_event_counts(values, missing_counts(*events, run.processes)),
                                                       events->marked_modelled())
                                      : emulated_text(o, shown, run, *events, values);
     const int status = out.write(text, run.exit_status);

@@ -12,6 +12,7 @@
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "emulate/host_caches.hpp"
+#include "emulate/progress_file.hpp"
 #include "emulate/model/cache_model.hpp"
 
 #include <pmc/emulated.hpp>
@@ -139,7 +140,11 @@ Signals: COMMAND (QEMU) runs in a process group of its own. SIGINT, SIGTERM, SIG
 to pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMAND's processes
 once, passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job
 does. pmc ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends, or pmc is killed
-(kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
+(kill -9 too), no process COMMAND started runs on (one that calls setsid escapes), and pmc's
+temporary directory ($TMPDIR/pmc-emulate-*) goes too. QEMU calls no plugin exit callback when a
+signal ends a process (QEMU 8.0 and later: except a core-dumping one, such as SIGQUIT): with
+--cache or --branches pmc then says which totals lack it (pmc count --emulate counts its
+instructions up to its last system call, marked partial).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found, 126 if it is
 not a program QEMU can run (a #! script runs its interpreter under the emulator) or --qemu names a
 QEMU for another architecture; 1 if QEMU or the plugin is missing or cannot load (pmc says what to
@@ -577,16 +582,15 @@ void explain_child_segfaults(const EmulatedReport& r, pid_t command_pid, const E
 }
 
 EmulatedReportFile::EmulatedReportFile() {
-    char dir_template[] = "/tmp/pmc-emulate-XXXXXX";
-    if (const char* d = ::mkdtemp(dir_template)) {
+    const char* tmp = ::getenv("TMPDIR");
+    std::string dir_template = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + "/pmc-emulate-XXXXXX";
+    if (const char* d = ::mkdtemp(dir_template.data())) {
         dir = d;
         path = dir + "/processes";
     }
 }
 EmulatedReportFile::~EmulatedReportFile() {
-    if (dir.empty()) return;
-    ::unlink(path.c_str());
-    ::rmdir(dir.c_str());
+    if (!dir.empty()) remove_run_directory(dir.c_str()); // the report, progress and sample files, then it
 }
 
 void add_cache_options(pmc_cli::CommandLine& cl, CacheOptions& o) {
@@ -771,10 +775,59 @@ EmulatedReport read_emulated_report(const std::string& path) {
         }
     }
     for (auto& [pid, p] : pids) {
-        if (p.open) ++r.unfinished;
+        if (p.open) {
+            ++r.unfinished;
+            // Never reported (a signal ended it, under a QEMU before 8.0): its total at its last system call.
+            std::uint64_t kept[3] = {}; // magic, instructions, system calls (the file's layout)
+            static_assert(sizeof kept == sizeof(pmc_progress::Progress));
+            std::ifstream progress(pmc_progress::path_for(path, pid), std::ios::binary);
+            if (progress.read(reinterpret_cast<char*>(kept), sizeof kept) && kept[0] == pmc_progress::magic) {
+                ++r.partial_processes;
+                r.partial_instructions += kept[1];
+            }
+        }
         for (auto& native : p.native) r.native.push_back(std::move(native));
     }
     return r;
+}
+
+std::string signal_name(int sig) {
+    switch (sig) { // (the ones that end commands; glibc's sigabbrev_np is 2.32 and later only)
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    default: return "signal " + std::to_string(sig);
+    }
+}
+
+std::string unfinished_note(const EmulatedReport& r, int raw_status) {
+    if (r.unfinished <= 0) return "";
+    const int lost = r.unfinished - r.partial_processes;
+    const bool one = r.unfinished == 1;
+    std::string note = fmt::format("{} of the {} emulated process{} never reached {} exit{}, so {} exit count{} "
+                                   "missing (QEMU calls no plugin exit callback when a signal ends the program, "
+                                   "but, from QEMU 8.0, for one that dumps core, such as SIGQUIT)",
+                                   r.unfinished, r.processes, r.processes == 1 ? "" : "es", one ? "its" : "their",
+                                   WIFSIGNALED(raw_status) ? " (the command ended by " +
+                                                                 signal_name(WTERMSIG(raw_status)) + ")"
+                                                           : std::string(),
+                                   one ? "its" : "their", one ? " is" : "s are");
+    if (r.partial_processes > 0)
+        note += fmt::format(": {} counted up to {} last system call before the end, not after it",
+                            r.partial_processes == r.unfinished ? std::string(one ? "it is" : "they are")
+                                                                : fmt::format("{} are", r.partial_processes),
+                            r.partial_processes == 1 ? "its" : "each one's");
+    if (lost > 0) note += fmt::format("{} {} left no count at all", r.partial_processes > 0 ? ";" : ":", lost);
+    return note + fmt::format("; {} modelled counts (--cache, --branches) are missing", one ? "its" : "their");
 }
 
 std::string native_programs_note(const EmulatedReport& r) {
@@ -825,6 +878,7 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     // The plugin's report of the command's processes: which programs ran natively, outside the emulator.
     const EmulatedReportFile report;
     Job job;
+    job.remove_if_pmc_dies(report.dir);
     auto child = start_emulated(job, *emulator, command, keep_aslr,
                                 (report.path.empty() ? "" : ",report=" + report.path) + model.plugin_arguments +
                                     (branches ? ",branches=on" : ""));
@@ -846,13 +900,9 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
         // A process a signal ended never reported its models' counts: say so rather than print nothing, or totals
         // that silently lack it.
         if ((cache || branches) && processes.unfinished > 0)
-            fmt::print(stderr,
-                       "pmc emulate: {} of the {} emulated processes ended without reaching their exit (a signal): "
-                       "{}\n",
-                       processes.unfinished, processes.processes,
-                       processes.has_cache || processes.has_branches
-                           ? "their modelled counts are not in the totals below"
-                           : "no modelled totals");
+            fmt::print(stderr, "pmc emulate: {} ({})\n", unfinished_note(processes, raw),
+                       processes.has_cache || processes.has_branches ? "the totals below lack them"
+                                                                     : "no modelled totals");
         if (cache && processes.has_cache) // (the command's totals; the program's counters read its threads' own)
             fmt::print(stderr,
                        "pmc emulate: the command's caches, {}:\n  D1: {} reads, {} misses; {} writes, {} misses\n"

@@ -70,9 +70,14 @@ void give_terminal(int tty, pid_t group) noexcept {
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+/// What finish() writes to the watchdog before closing the pipe: pmc lives on and removes its own files.
+constexpr char pmc_finishing = 'f';
+
 /// The watchdog: leads the command's process group, holds nothing of pmc's but the pipe's read end, and ends the
-/// whole group (itself included) when the pipe closes: pmc finished, or died in any way.
-[[noreturn]] void watchdog(int pipe_read) {
+/// whole group (itself included) when the pipe closes: pmc finished, or died in any way. If pmc died (no word
+/// before the end of the pipe) and named a run directory, a process of its own removes that directory once no
+/// process of the group is left to write there.
+[[noreturn]] void watchdog(int pipe_read, const char* run_directory) {
     ::setpgid(0, 0);
     sigset_t all;
     sigfillset(&all);
@@ -83,8 +88,28 @@ void give_terminal(int tty, pid_t group) noexcept {
     if (::syscall(SYS_close_range, 1u, ~0u, 0u) != 0)
         for (int fd = 1; fd < 1024; ++fd) ::close(fd);
     if (::chdir("/") != 0) {} // (holds no directory busy)
-    for (char byte;;) // (pmc never writes: only the end of the file comes)
-        if (const ssize_t n = ::read(0, &byte, 1); n == 0 || (n < 0 && errno != EINTR)) break;
+    bool finishing = false;
+    for (char byte;;) {
+        const ssize_t n = ::read(0, &byte, 1);
+        if (n == 1 && byte == pmc_finishing) finishing = true;
+        if (n == 0 || (n < 0 && errno != EINTR)) break;
+    }
+    if (!finishing && run_directory && *run_directory) {
+        // The remover leaves the group before the group's SIGKILL, and waits for the group to be gone.
+        const pid_t group = ::getpgrp();
+        const pid_t remover = ::fork();
+        if (remover == 0) {
+            ::setpgid(0, 0);
+            ::close(0);
+            for (int i = 0; i < 2000 && !(::kill(-group, 0) != 0 && errno == ESRCH); ++i) {
+                const timespec pause{0, 5000000}; // 5 ms, 10 s at most
+                ::nanosleep(&pause, nullptr);
+            }
+            remove_run_directory(run_directory);
+            _exit(0);
+        }
+        if (remover > 0) ::setpgid(remover, remover); // (it does so too: out of the group before the kill, either way)
+    }
     ::kill(0, SIGKILL);
     _exit(0);
 }
@@ -160,7 +185,7 @@ pmc::Result<pid_t> Job::start(const std::function<void()>& in_child) {
         ::close(pipe_ends[1]);
         return undo(err, "fork failed: ");
     }
-    if (watchdog_pid == 0) watchdog(pipe_ends[0]);
+    if (watchdog_pid == 0) watchdog(pipe_ends[0], run_directory_.c_str());
     ::setpgid(watchdog_pid, watchdog_pid); // (the watchdog does it too: whichever runs first)
     ::close(pipe_ends[0]);
     const pid_t parent = ::getpid();
@@ -272,6 +297,16 @@ int Job::finish() noexcept {
     } catch (...) {
         // (a failed allocation while counting: the group is ended all the same)
     }
+    // pmc lives on and removes its run directory itself: the watchdog leaves it.
+    // (SIGPIPE held: a watchdog killed by someone else must not take pmc with it)
+    const sigset_t pipe_signal = set_of({SIGPIPE});
+    sigset_t old_mask;
+    ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &old_mask);
+    if (::write(watchdog_pipe_, &pmc_finishing, 1) != 1 && errno == EPIPE && !sigismember(&old_mask, SIGPIPE)) {
+        const timespec now{0, 0};
+        ::sigtimedwait(&pipe_signal, nullptr, &now);
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     ::close(watchdog_pipe_); // the watchdog ends the group, itself included
     watchdog_pipe_ = -1;
     while (::waitpid(watchdog_, nullptr, 0) < 0 && errno == EINTR) {}
@@ -281,6 +316,20 @@ int Job::finish() noexcept {
         reaped_ = true;
     }
     return leftovers;
+}
+
+void remove_run_directory(const char* dir) noexcept {
+    const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    if (DIR* d = ::fdopendir(fd)) {
+        while (const dirent* e = ::readdir(d))
+            if (e->d_name[0] != '.' || (e->d_name[1] != '\0' && (e->d_name[1] != '.' || e->d_name[2] != '\0')))
+                ::unlinkat(fd, e->d_name, 0); // (a directory in it fails, and stays)
+        ::closedir(d);
+    } else {
+        ::close(fd);
+    }
+    ::rmdir(dir);
 }
 
 std::string leftover_note(int leftovers) {

@@ -6,7 +6,9 @@
 // Why a group of its own: in pmc's group a signal sent to the group (kill -- -PGID, timeout(1)) reached the command
 // directly and again through pmc. In its own group it reaches pmc alone, which passes it on once, to the whole
 // command (its children included). Why a watchdog: PR_SET_PDEATHSIG reaches the command's first process only; the
-// watchdog leads the command's group and ends all of it when the pipe from pmc closes, however pmc ended.
+// watchdog leads the command's group and ends all of it when the pipe from pmc closes, however pmc ended. If pmc
+// died (the pipe closed without finish()'s word), the watchdog also removes the run directory pmc named (the
+// plugin's report and sample files), once the group is gone: a kill -9 of pmc leaves nothing in /tmp.
 #pragma once
 
 #include <pmc/error.hpp>
@@ -32,6 +34,11 @@ public:
     /// terminal's foreground, the group gets the terminal. Returns the command's pid.
     pmc::Result<pid_t> start(const std::function<void()>& in_child);
 
+    /// Before start(): the directory of this run's temporary files (pmc's own, made for this command alone), which
+    /// the watchdog removes (the files in it, then it) should pmc die before finish(). After finish() pmc removes
+    /// it itself: the watchdog then leaves it alone.
+    void remove_if_pmc_dies(std::string directory) { run_directory_ = std::move(directory); }
+
     /// Waits for the command's first process to end; its raw wait status. A stop of it stops pmc too (as a shell's
     /// job stops), with the terminal taken back; when pmc is continued, so is the command. False with errno set if
     /// it cannot be waited for. With `block` false: returns at once, false with errno 0 while it runs.
@@ -54,9 +61,14 @@ private:
     pid_t watchdog_ = -1; ///< its process group's leader
     int watchdog_pipe_ = -1; ///< the write end: closing it (pmc's exit, any) makes the watchdog end the group
     int tty_ = -1;        ///< the controlling terminal, while the command's group has it
+    std::string run_directory_; ///< removed by the watchdog if pmc dies ("": none)
     bool reaped_ = false;
     bool started_ = false;
 };
+
+/// Removes the regular files directly in `dir`, then `dir` (nothing below it, nor what a link in it points to):
+/// a run directory of pmc's own. Never throws; async-signal-safe but for opendir's allocation.
+void remove_run_directory(const char* dir) noexcept;
 
 /// "the command left N processes running: pmc ended them (SIGKILL) ..." for a finish() that found some; else "".
 std::string leftover_note(int leftovers);

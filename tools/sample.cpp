@@ -99,10 +99,13 @@ pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMA
 passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job does. pmc
 still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
 or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
+With --emulate, a process a signal ends keeps the samples the plugin had written (in batches):
+the report shows them, marked interrupted, without a bias check (its exact count is lost); pmc's
+temporary files ($TMPDIR/pmc-emulate-*) are removed, by pmc's watchdog if pmc is killed.
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or the event is wrong or sampling cannot start (COMMAND does not run then). With
 --emulate, also 126 if COMMAND is not a program QEMU can run, and 1 if QEMU or the plugin is
-missing, or if no emulated process reached its exit (no samples) and COMMAND exited 0.
+missing, or if no emulated process wrote a sample and COMMAND exited 0.
 )";
 
 namespace {
@@ -403,6 +406,9 @@ struct SampledRun {
     std::vector<std::string> notes; ///< before the symbols' note
     std::string regions_note;       ///< after it
     int exit_status = 0, raw_status = 0;
+    /// --emulate: why the figures lack processes that never reached their exit ("" if none did): the samples
+    /// are those written before, and the exact count, hence the bias check, is missing.
+    std::string interrupted;
     /// Every region of an address space at some time (for the ELF symbol tables), and the regions for the samples
     /// of process `pid` in `cycle` (Kept::space and Kept::cycle).
     std::function<std::vector<pmc::MappedRegion>(std::uint32_t space, std::uint32_t pid)> all_regions_of;
@@ -678,6 +684,7 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
     std::string shown;
     for (const auto& c : a.command) shown += (shown.empty() ? "" : " ") + c;
     Job job;
+    job.remove_if_pmc_dies(report.dir);
     auto child = start_emulated(job, *emulator, a.command, false,
                                 ",report=" + report.path + a.model.plugin_arguments +
                                     fmt::format(",samples={},sample_period={},sample_ldlat={}", report.dir, a.period,
@@ -692,11 +699,11 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
     const EmulatedReport processes = read_emulated_report(report.path);
     explain_child_sigills(processes, *child, "pmc sample");
     explain_child_segfaults(processes, *child, *emulator, "pmc sample");
-    if (processes.processes_with_loads == 0) {
+    // A process a signal ended wrote no report line, but its sample files keep what it had written before.
+    if (processes.processes_with_loads == 0 && files_ending(report.dir, ".samples").empty()) {
         fmt::print(stderr, "pmc sample: '{}' (exit status {}) left no samples: no emulated process reached its exit "
-                           "(killed by a signal, or QEMU did not start it)\n", shown, run.exit_status);
-        end_like(run.raw_status); // (a calling script stops on the command's SIGINT or SIGQUIT all the same)
-        return run.exit_status ? run.exit_status : 1;
+                           "or wrote a sample (killed by a signal, or QEMU did not start it)\n", shown, run.exit_status);
+        return run.exit_status ? run.exit_status : 1; // (cmd_sample ends as the command did, the files removed)
     }
 
     auto maps = std::make_shared<ImageMaps>();
@@ -747,10 +754,17 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
         "model states for the level that served it (L1 4, L2 12, LL 40, memory 200 cycles): not measured, not a real "
         "core's; the exact count is the loads the model counted; one period of allowance per thread",
         a.period, a.min_latency, processes.sampled_threads, processes.processes_with_loads));
-    if (processes.unfinished > 0)
-        run.notes.push_back(fmt::format("{} of the {} emulated processes ended without reaching their exit (a signal): "
-                                        "their loads and last samples are not in the figures",
-                                        processes.unfinished, processes.processes));
+    if (processes.unfinished > 0) {
+        run.interrupted = fmt::format(
+            "interrupted: {} of the {} emulated process{} never reached {} exit{}: the samples are those the plugin had "
+            "written to its files before (it writes them in batches), the rest are lost; the model's exact load count "
+            "is missing, so the bias check cannot be made",
+            processes.unfinished, processes.processes, processes.processes == 1 ? "" : "es",
+            processes.unfinished == 1 ? "its" : "their",
+            WIFSIGNALED(run.raw_status) ? " (the command ended by " + signal_name(WTERMSIG(run.raw_status)) + ")" : "");
+        b.agrees = false;
+        b.warning = run.interrupted;
+    }
     if (processes.unwritten_samples)
         run.notes.push_back(fmt::format("the plugin took {} samples and wrote {}: at most 4194304 a process (a longer "
                                         "period, -c), and none where a write failed (counted as lost)",
@@ -834,6 +848,7 @@ void write_report(const SampleArgs& a, const SampledRun& run, const Summaries& s
         j.key("exit_status").value(exit_status);
         j.key("event").value(check.event);
         if (a.emulate) j.key("emulated").value(true);
+        if (!run.interrupted.empty()) j.key("interrupted").value(run.interrupted);
         j.key("addresses").value(by_data ? "data" : "instruction");
         j.key("bias").begin_object();
         j.key("mode").value(check.frequency_mode ? "frequency" : "period");
@@ -859,11 +874,14 @@ void write_report(const SampleArgs& a, const SampledRun& run, const Summaries& s
                                    check.frequency_mode ? fmt::format("about {} samples a second", a.frequency)
                                                         : check.period == 1 ? std::string("a sample at every event") : fmt::format("a sample every {} events", check.period),
                                    a.command[0], exit_status);
-    text += fmt::format("bias check: estimated {} ({} samples, {}), exact {}, ratio {}; lost {}, throttled {}{}\n",
-                        check.estimated, check.samples, pmc::estimate_method(check), check.exact,
-                        ratio_text(check.ratio), check.lost, check.throttled,
-                        check.agrees ? fmt::format("; agrees within {:g}% + one period", check.tolerance * 100)
-                                     : std::string());
+    if (!run.interrupted.empty())
+        text += fmt::format("{} samples, {}\n", check.samples, run.interrupted);
+    else
+        text += fmt::format("bias check: estimated {} ({} samples, {}), exact {}, ratio {}; lost {}, throttled {}{}\n",
+                            check.estimated, check.samples, pmc::estimate_method(check), check.exact,
+                            ratio_text(check.ratio), check.lost, check.throttled,
+                            check.agrees ? fmt::format("; agrees within {:g}% + one period", check.tolerance * 100)
+                                         : std::string());
     if (check.agrees && check.lost) // both: the loss is real, though within the tolerance
         text += fmt::format("note: {} samples were lost ({}), within the tolerance\n", check.lost,
                             a.emulate ? "the plugin's sample files lack them: a write failed, or a process was killed"
@@ -872,7 +890,7 @@ void write_report(const SampleArgs& a, const SampledRun& run, const Summaries& s
         text += fmt::format("note: {} samples: too few to judge a bias (the check holds only within one "
                             "period at this run's rate, {} events)\n",
                             check.samples, check.allowance);
-    if (!check.agrees) text += "WARNING: " + check.warning + "\n";
+    if (!check.agrees && run.interrupted.empty()) text += "WARNING: " + check.warning + "\n";
     const char* what = by_data ? "data addresses" : "instruction addresses";
     if (by_data) // code addresses fall in functions, not variables
         text += rows_text(fmt::format("\n{} by variable:", what).c_str(), summary.by_variable(),
@@ -893,7 +911,11 @@ int cmd_sample(const std::vector<std::string>& arguments) {
     ReportOutput out;
     if (!out.open(a.output)) return 1;
     SampledRun run;
-    if (auto failed = a.emulate ? run_emulated(a, out, run) : run_native(a, out, run)) return out.finish(*failed);
+    if (auto failed = a.emulate ? run_emulated(a, out, run) : run_native(a, out, run)) {
+        const int status = out.finish(*failed);
+        if (a.emulate) end_like(run.raw_status); // (after run_emulated removed its files)
+        return status;
+    }
     write_report(a, run, summarize(run), out.file);
     const int reported = out.finish(run.exit_status);
     end_like(run.raw_status); // ended by SIGINT or SIGQUIT: pmc ends so too, so that a calling shell script stops

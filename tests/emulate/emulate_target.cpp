@@ -1475,6 +1475,11 @@ int main(int argc, char** argv) {
             return run_probe();
         }
         if (mode == "until-signal" && argc > 2) return run_until_signal(argv[2]);
+        if (mode == "pause" && argc > 3) { // pause LOOPS READY: a known loop, READY made, then waits in pause()
+            known_loop(std::strtoull(argv[2], nullptr, 10));
+            if (FILE* f = std::fopen(argv[3], "w")) std::fclose(f);
+            for (;;) ::pause(); // (the last system call before a deadly signal)
+        }
         if (mode == "chase" && argc > 3) // chase LINES ROUNDS [THREADS]
             return run_chase(std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),
                              argc > 4 ? static_cast<unsigned>(std::strtoul(argv[4], nullptr, 10)) : 1);

@@ -38,11 +38,13 @@
 #include "qemu_plugin_api.h"
 #include "plugin_branches.hpp"
 #include "plugin_cache.hpp"
+#include "progress_file.hpp"
 
 #include <pmc/detail/emulated.hpp>
 
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <pthread.h>
@@ -518,6 +520,9 @@ void say_started() {
     append_line(line, std::snprintf(line, sizeof line, "pid %ld started\n", static_cast<long>(own_pid)));
 }
 
+void open_progress();
+void note_progress();
+
 /// In a fork child (the guest's fork is the host's): only the forking thread lives on, and what it counted before
 /// belongs to the parent's report.
 void in_fork_child() {
@@ -531,6 +536,7 @@ void in_fork_child() {
     plugin_sampling::in_fork_child();
     if (plugin_branches::settings.on) plugin_branches::in_fork_child();
     say_started();
+    open_progress();
 }
 
 /// "pid N [exec ]instructions M", what this process executed since it started or last reported: at its exit, and
@@ -550,13 +556,54 @@ void report_total(const char* what) {
         const std::string branches = plugin_branches::report_line(static_cast<long>(own_pid));
         append_line(branches.data(), static_cast<int>(branches.size()));
     }
-    const std::uint64_t total = exited_total + live_threads_total();
+    std::uint64_t since = 0;
+    {
+        std::lock_guard<std::mutex> hold(slots_lock); // (the progress file reads these at other threads' calls)
+        const std::uint64_t total = exited_total + live_threads_total();
+        since = total - fork_baseline;
+        fork_baseline = total; // an execve that fails, and the process goes on: its exit reports only what follows
+    }
     char line[96];
     append_line(line, std::snprintf(line, sizeof line, "pid %ld %sinstructions %llu\n", static_cast<long>(own_pid),
-                                    what, static_cast<unsigned long long>(total - fork_baseline)));
-    fork_baseline = total; // an execve that fails, and the process goes on: its exit reports only what follows
+                                    what, static_cast<unsigned long long>(since)));
+    note_progress(); // (0 again: what follows an execve that fails)
 }
 void at_exit(qemu_plugin_id_t, void*) { report_total(""); }
+
+// ---- the count so far, for a process that a signal ends (progress_file.hpp) ----
+//
+// QEMU before 8.0 calls no exit callback when a signal ends the program, so at_exit above never reports it. At each
+// system call the process's total so far is stored in DIR/PID.progress (DIR: the report file's), mapped shared: plain
+// stores that the kernel keeps when the process dies. pmc reads it for a process that never reported, as a partial
+// count: exact up to that call for a single thread (a system call ends its block), other threads wherever they were.
+pmc_progress::Progress* progress = nullptr;
+
+/// Maps this process's progress file (a fork child: its own, the parent's mapping dropped first). Without it (no
+/// report file, or it cannot be made) nothing is kept, and pmc says that the process left no count.
+void open_progress() {
+    if (progress) ::munmap(progress, sizeof *progress);
+    progress = nullptr;
+    if (report_path.empty()) return;
+    const std::string path = pmc_progress::path_for(report_path, static_cast<long>(own_pid));
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    if (::ftruncate(fd, sizeof(pmc_progress::Progress)) == 0) {
+        void* at = ::mmap(nullptr, sizeof(pmc_progress::Progress), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (at != MAP_FAILED) {
+            progress = new (at) pmc_progress::Progress{};
+            progress->magic = pmc_progress::magic;
+        }
+    }
+    ::close(fd);
+}
+
+/// At each system call (and after each report): the process's total so far, as its exit line would give it.
+void note_progress() {
+    if (!progress) return;
+    std::lock_guard<std::mutex> hold(slots_lock);
+    progress->instructions.store(exited_total + live_threads_total() - fork_baseline, std::memory_order_relaxed);
+    progress->system_calls.fetch_add(1, std::memory_order_relaxed);
+}
 
 /// The guest's execve and execveat system call numbers.
 long execve_number = -1, execveat_number = -1;
@@ -700,6 +747,7 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
     note_refused_call(num, a1);
     if (plugin_cache::settings.on) plugin_cache::at_syscall();
     if (plugin_branches::settings.on) plugin_branches::at_syscall();
+    note_progress();
     if (num == execve_number || num == execveat_number) {
         on_execve(num, a1, a2, num == execve_number ? a3 : a4, a5);
         report_total("exec ");
@@ -830,6 +878,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
     }
     own_pid = ::getpid();
     say_started();
+    open_progress();
     if (!plugin_sampling::whole.dir.empty()) plugin_sampling::mark_maps("start"); // (pmc sample --emulate)
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);

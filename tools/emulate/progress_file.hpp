@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+// DIR/PID.progress: an emulated process's instructions so far, kept by pmc's QEMU plugin at each of its system calls
+// and read by pmc only when the process never reported its total (tools/emulate/qemu_plugin.cpp, report=FILE).
+//
+// Why: QEMU before 8.0 calls no plugin exit callback when a signal ends the program (linux-user's
+// dump_core_and_abort restores the host signal's default action and kills itself; QEMU 8.0 added the exit cleanup,
+// and with it the callbacks, to that path). Under Debian 12's QEMU 7.2 a Ctrl-C, timeout(1) or kill then left no
+// count at all. The plugin stores the process's total in a shared mapping of this file at every system call
+// (plain stores, no system call); the page outlives the process, and pmc reads it as a partial count.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace pmc_progress {
+
+/// "pmcprog1": a file that is one of these, written by a plugin of this layout.
+constexpr std::uint64_t magic = 0x31676f7270636d70ULL;
+
+struct Progress {
+    std::uint64_t magic;
+    /// The process image's instructions (every thread's, those exited included) at its latest system call, that
+    /// call included; what its exit line would have said. 0 again after an execve's report.
+    std::atomic<std::uint64_t> instructions;
+    /// System calls seen (0: the count is from its start, none made yet).
+    std::atomic<std::uint64_t> system_calls;
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "stores visible to another process through the page");
+
+/// The file for process `pid` in the directory of the plugin's report file `report_path`.
+inline std::string path_for(const std::string& report_path, long pid) {
+    const auto slash = report_path.rfind('/');
+    return (slash == std::string::npos ? std::string(".") : report_path.substr(0, slash)) + "/" + std::to_string(pid) +
+           ".progress";
+}
+
+} // namespace pmc_progress
