@@ -93,9 +93,14 @@ public:
         bool store;
     };
     __attribute__((always_inline)) Decoded decode(qemu_plugin_meminfo_t info) noexcept {
-        Entry& e = entries_[(static_cast<std::uint32_t>(info) * 0x9E3779B1u) >> (32 - bits)];
+        Entry& e = entry(info);
         if (__builtin_expect(e.info != info, 0)) fill(e, info);
         return e.decoded;
+    }
+    /// decode() if `info` is in the table, else null (with no call into QEMU).
+    __attribute__((always_inline)) const Decoded* find(qemu_plugin_meminfo_t info) const noexcept {
+        const Entry& e = const_cast<MeminfoTable*>(this)->entry(info);
+        return __builtin_expect(e.info == info, 1) ? &e.decoded : nullptr;
     }
 
 private:
@@ -104,6 +109,9 @@ private:
         std::uint64_t info = ~std::uint64_t{0}; ///< none yet: no 32-bit meminfo equals it
         Decoded decoded{0, false};
     };
+    Entry& entry(qemu_plugin_meminfo_t info) noexcept {
+        return entries_[(static_cast<std::uint32_t>(info) * 0x9E3779B1u) >> (32 - bits)];
+    }
     __attribute__((noinline)) static void fill(Entry& e, qemu_plugin_meminfo_t info) noexcept {
         e.info = info;
         e.decoded = Decoded{1u << qemu_plugin_mem_size_shift(info), qemu_plugin_mem_is_store(info)};
@@ -153,6 +161,7 @@ struct Instruction {
 };
 struct Block {
     std::uint64_t instructions;
+    std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the thread's instruction count (qemu_plugin.cpp)
     std::vector<pmc_model::FetchRef> fetches; ///< planned for settings.config: each hit check one load and compare
     std::unique_ptr<Instruction[]> each;
 };
@@ -168,12 +177,44 @@ inline void on_block(unsigned int, void* data) {
     for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_planned(r);
 }
 
-inline void on_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
-    const auto* insn = static_cast<const Instruction*>(data);
+/// QEMU's call after each memory access of an instruction (`data`: its Instruction). The common case, inlined with
+/// no call: the thread's model exists, the meminfo is in its table, and the access needs nothing of the pending
+/// one (DataAccessMerger::add_without_sink): a hit on the most recent line of its D1 set is counted at once, unless
+/// this thread's load sampler wants the loads' levels. Anything else is on_memory_slowly, a tail call.
+__attribute__((noinline)) inline void on_memory_slowly(unsigned int, qemu_plugin_meminfo_t info,
+                                                       std::uint64_t address, void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
     ThreadModel& t = this_thread();
     const MeminfoTable::Decoded m = t.meminfos.decode(info);
-    t.merger.add((t.blocks << 10) | insn->index, insn->pc, m.store, address, m.size,
+    const pmc_model::Kind kind = m.store ? pmc_model::Kind::write : pmc_model::Kind::read;
+    const bool count_now = m.store || plugin_sampling::current == nullptr;
+    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, m.size,
                  [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+}
+template <pmc_model::Kind kind>
+__attribute__((always_inline)) inline bool access_quickly(ThreadModel& t, const Instruction& insn,
+                                                          std::uint64_t address, std::uint32_t size) noexcept {
+    const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
+    return t.merger.add_without_sink(t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address,
+                                     size);
+}
+inline void on_memory(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
+    if (ThreadModel* t = threads::this_thread_if_made())
+        if (const MeminfoTable::Decoded* m = t->meminfos.find(info))
+            if (m->store ? access_quickly<pmc_model::Kind::write>(*t, insn, address, m->size)
+                         : access_quickly<pmc_model::Kind::read>(*t, insn, address, m->size))
+                return;
+    on_memory_slowly(vcpu, info, address, data);
+}
+/// The same for a callback QEMU calls after loads alone, or after stores alone (plugin API 2 and later).
+template <pmc_model::Kind kind>
+inline void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
+    if (ThreadModel* t = threads::this_thread_if_made())
+        if (const MeminfoTable::Decoded* m = t->meminfos.find(info))
+            if (access_quickly<kind>(*t, insn, address, m->size)) return;
+    on_memory_slowly(vcpu, info, address, data);
 }
 
 /// An x86 atomic read-modify-write's accesses (model/access_decode.hpp): Cachegrind counts two reads where QEMU
@@ -195,8 +236,9 @@ inline void on_register_bit_test(unsigned int, void* data) {
 
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
 /// `x86`: the guest is x86-64, whose atomic read-modify-writes get on_atomic_memory and register bit tests
-/// on_register_bit_test.
-inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
+/// on_register_bit_test. `on_each`: the call per execution, on_block or one that calls it (with the block).
+inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
+                        qemu_plugin_vcpu_udata_cb_t on_each = on_block) {
     auto block = std::make_unique<Block>();
     block->instructions = n;
     block->each.reset(new Instruction[n]);
@@ -209,8 +251,20 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
         const bool atomic =
             x86 && pmc_model::is_x86_atomic_rmw(static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn)),
                                                 qemu_plugin_insn_size(insn));
-        qemu_plugin_register_vcpu_mem_cb(insn, atomic ? on_atomic_memory : on_memory, QEMU_PLUGIN_CB_NO_REGS,
-                                         QEMU_PLUGIN_MEM_RW, &block->each[i]);
+        if (atomic) {
+            qemu_plugin_register_vcpu_mem_cb(insn, on_atomic_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                             &block->each[i]);
+        } else {
+#if PMC_PLUGIN_API == 1
+            // One callback, the kind from the meminfo: QEMU 7.2 calls a callback registered for stores after each
+            // load too, and one registered for loads after each store (its filter is off by one).
+            qemu_plugin_register_vcpu_mem_cb(insn, on_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                             &block->each[i]);
+#else
+            qemu_plugin_register_vcpu_mem_cb(insn, on_access<pmc_model::Kind::read>, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_R, &block->each[i]);
+            qemu_plugin_register_vcpu_mem_cb(insn, on_access<pmc_model::Kind::write>, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_W, &block->each[i]);
+#endif
+        }
         if (const auto bt = x86 ? pmc_model::x86_register_bit_test(
                                       static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn)),
                                       qemu_plugin_insn_size(insn))
@@ -220,9 +274,11 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
                                                    reinterpret_cast<void*>(std::uintptr_t{bt.reads}));
     }
     block->fetches = pmc_model::plan_fetches(fetched, settings.config);
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    Block* made = block.get();
     std::lock_guard<std::mutex> hold(blocks_lock);
     blocks.push_back(std::move(block));
+    return made;
 }
 
 /// Before a system call: the thread's last access is complete (a count read there includes it).
