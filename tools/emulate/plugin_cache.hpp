@@ -8,7 +8,9 @@
 //   - at translation, each block gets its instruction-fetch plan (plan_fetches) and a call at each execution that
 //     simulates it; each instruction gets a call after each memory access it makes (QEMU's mem callback);
 //   - the accesses of one execution of one instruction are joined back (DataAccessMerger): an execution is the
-//     thread's count of executed blocks and the instruction's index in its block;
+//     thread's count of executed blocks and the instruction's index in its block; an access that hits the most
+//     recent line of its D1 set is counted at once, in a call with no stack frame (on_memory), and anything else
+//     waits for the next access, which shows it complete;
 //   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
 //     instruction by instruction: only the LL, which both sides share, can see the difference);
 //   - at each system call the thread's pending access is completed, so that a count read there is exact, and its
