@@ -258,8 +258,8 @@ inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
                                              &block->each[i]);
         } else {
 #if PMC_PLUGIN_API == 1
-            // One callback, the kind from the meminfo: QEMU 7.2 calls a callback registered for stores after each
-            // load too, and one registered for loads after each store (its filter is off by one).
+            // One callback, the kind from the meminfo: QEMU 7.2 calls a callback registered for stores after loads
+            // and stores, and one registered for loads after stores only (its filter is off by one).
             qemu_plugin_register_vcpu_mem_cb(insn, on_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
                                              &block->each[i]);
 #else
