@@ -519,6 +519,98 @@ TEST_CASE("split accesses: QEMU's pieces of one instruction are one access, a re
     REQUIRE(h.counts().D1mr() == 1);
 }
 
+TEST_CASE("the plugin's merger, counting hits on the most recent line at once, counts as the merger with its sink") {
+    // The plugin's path (plugin_cache.hpp): add_without_sink, else add() with the hierarchy; against the merger that
+    // passes every access to its sink (the plugin before), on random instruction executions between blocks' fetches:
+    // one access, QEMU's pieces of a split one, read-modify-writes (in pieces too), two unrelated accesses, and
+    // system calls (flush). count_now flips at random (the plugin's load sampler turns it off for loads).
+    CacheConfig with_l2;
+    with_l2.l2 = CacheGeometry{16384, 4, 64};
+    CacheConfig strict_small = config({4096, 2, 64}, {4096, 4, 64}, {16384, 2, 64});
+    strict_small.inclusion = Inclusion::strict; // LL evictions by fetches drop D1 lines: counting at once would differ
+    CacheConfig strict_l2 = strict_small;
+    strict_l2.l2 = CacheGeometry{8192, 2, 64};
+    const CacheConfig configs[] = {
+        CacheConfig{},
+        config({4096, 2, 32}, {2048, 4, 16}, {65536, 8, 64}), // cuts at 16
+        config({1024, 1, 64}, {1024, 1, 64}, {16384, 2, 64}),  // direct-mapped L1s
+        with_l2, strict_small, strict_l2,
+    };
+    std::mt19937_64 random(4242);
+    for (const CacheConfig& c : configs) {
+        CacheHierarchy quick(c), plain(c);
+        DataAccessMerger quick_merger, plain_merger;
+        const auto quick_sink = [&](const DataAccess& a) { quick.data(a.kind, a.address, a.size); };
+        const auto plain_sink = [&](const DataAccess& a) {
+            if (a.kind == Kind::write) plain.write(a.address, a.size);
+            else plain.read(a.address, a.size);
+        };
+        std::uint64_t block = 0, counted_at_once = 0, last = 0x10000000;
+        const auto access = [&](std::uint64_t execution, Kind kind, std::uint64_t address, std::uint32_t size) {
+            const bool count_now = kind == Kind::write || random() % 8 != 0;
+            const std::uint64_t before = quick.counts().Dr() + quick.counts().Dw();
+            if (quick_merger.add_without_sink(quick, count_now, execution, 0x400000, kind, address, size))
+                counted_at_once += quick.counts().Dr() + quick.counts().Dw() > before ? 1 : 0; // (it completes none)
+            else
+                quick_merger.add(&quick, count_now, execution, 0x400000, kind, address, size, quick_sink);
+            plain_merger.add(execution, 0x400000, kind == Kind::write, address, size, plain_sink);
+        };
+        const std::uint64_t regions[] = {1u << 8, 1u << 12, 1u << 16, 1u << 20};
+        for (int i = 0; i < 200000; ++i) {
+            const int what = static_cast<int>(random() % 16);
+            if (what == 0) { // a block starts: its fetches
+                ++block;
+                const std::uint64_t at = 0x800000 + random() % (1u << 16);
+                for (std::uint64_t k = 0; k < 1 + random() % 3; ++k) {
+                    quick.fetch_uncounted(at + 4 * k, 4);
+                    plain.fetch_uncounted(at + 4 * k, 4);
+                }
+                continue;
+            }
+            if (what == 1) { // a system call: the pending access completed, the counts compared
+                quick_merger.flush(quick_sink);
+                plain_merger.flush(plain_sink);
+                require_same(quick.counts(), plain.counts());
+                continue;
+            }
+            const std::uint64_t execution = (block << 10) | static_cast<std::uint64_t>(i % 1024);
+            const std::uint64_t region = regions[random() % 4];
+            // Mostly near the last access (hits on the most recent line), else anywhere in a region.
+            const std::uint64_t address =
+                random() % 4 != 0 ? last + random() % 24 : 0x10000000 + region + random() % region;
+            last = address;
+            const std::uint32_t size = std::uint32_t{1} << (random() % 4);
+            switch (what % 6) {
+            case 0: // QEMU's pieces of one wide access
+                for (std::uint64_t k = 0; k < 2 + random() % 3; ++k) access(execution, Kind::read, address + 8 * k, 8);
+                break;
+            case 1: // add [m], r
+                access(execution, Kind::read, address, size);
+                access(execution, Kind::write, address, size);
+                break;
+            case 2: // lock cmpxchg16b in QEMU 7.2: a load in two pieces, its store in two
+                access(execution, Kind::read, address, 8);
+                access(execution, Kind::read, address + 8, 8);
+                access(execution, Kind::write, address, 8);
+                access(execution, Kind::write, address + 8, 8);
+                break;
+            case 3: // movsq: a load and a store elsewhere
+                access(execution, Kind::read, address, 8);
+                access(execution, Kind::write, 0x10000000 + region + random() % region, 8);
+                break;
+            default:
+                access(execution, random() % 3 == 0 ? Kind::write : Kind::read, address, size);
+            }
+        }
+        quick_merger.flush(quick_sink);
+        plain_merger.flush(plain_sink);
+        require_same(quick.counts(), plain.counts());
+        REQUIRE(plain.counts().D1mr() > 1000);
+        if (c.inclusion == Inclusion::strict) REQUIRE(counted_at_once == 0);
+        else REQUIRE(counted_at_once > 10000); // the path under test was taken (11,133 to 66,578 here)
+    }
+}
+
 TEST_CASE("per thread: two hierarchies share nothing") {
     CacheHierarchy a(CacheConfig{}), b(CacheConfig{});
     for (std::uint64_t i = 0; i < 1000; ++i) a.read(0x10000 + 64 * i, 8);

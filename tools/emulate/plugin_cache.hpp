@@ -8,7 +8,9 @@
 //   - at translation, each block gets its instruction-fetch plan (plan_fetches) and a call at each execution that
 //     simulates it; each instruction gets a call after each memory access it makes (QEMU's mem callback);
 //   - the accesses of one execution of one instruction are joined back (DataAccessMerger): an execution is the
-//     thread's count of executed blocks and the instruction's index in its block;
+//     thread's count of executed blocks and the instruction's index in its block; an access that hits the most
+//     recent line of its D1 set is counted at once, in a call with no stack frame (on_memory), and anything else
+//     waits for the next access, which shows it complete;
 //   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
 //     instruction by instruction: only the LL, which both sides share, can see the difference);
 //   - at each system call the thread's pending access is completed, so that a count read there is exact, and its
@@ -95,9 +97,14 @@ public:
         bool store;
     };
     __attribute__((always_inline)) Decoded decode(qemu_plugin_meminfo_t info) noexcept {
-        Entry& e = entries_[(static_cast<std::uint32_t>(info) * 0x9E3779B1u) >> (32 - bits)];
+        Entry& e = entry(info);
         if (__builtin_expect(e.info != info, 0)) fill(e, info);
         return e.decoded;
+    }
+    /// decode() if `info` is in the table, else null (with no call into QEMU).
+    __attribute__((always_inline)) const Decoded* find(qemu_plugin_meminfo_t info) const noexcept {
+        const Entry& e = const_cast<MeminfoTable*>(this)->entry(info);
+        return __builtin_expect(e.info == info, 1) ? &e.decoded : nullptr;
     }
 
 private:
@@ -106,6 +113,9 @@ private:
         std::uint64_t info = ~std::uint64_t{0}; ///< none yet: no 32-bit meminfo equals it
         Decoded decoded{0, false};
     };
+    Entry& entry(qemu_plugin_meminfo_t info) noexcept {
+        return entries_[(static_cast<std::uint32_t>(info) * 0x9E3779B1u) >> (32 - bits)];
+    }
     __attribute__((noinline)) static void fill(Entry& e, qemu_plugin_meminfo_t info) noexcept {
         e.info = info;
         e.decoded = Decoded{1u << qemu_plugin_mem_size_shift(info), qemu_plugin_mem_is_store(info)};
@@ -167,6 +177,7 @@ struct StateImageSite {
 };
 struct Block {
     std::uint64_t instructions;
+    std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the thread's instruction count (qemu_plugin.cpp)
     std::vector<pmc_model::FetchRef> fetches; ///< planned for settings.config: each hit check one load and compare
     std::unique_ptr<Instruction[]> each;
     std::vector<std::unique_ptr<BitTestSite>> bit_tests; ///< (each at a fixed address: QEMU keeps the pointer)
@@ -184,12 +195,44 @@ inline void on_block(unsigned int, void* data) {
     for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_planned(r);
 }
 
-inline void on_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
-    const auto* insn = static_cast<const Instruction*>(data);
+/// QEMU's call after each memory access of an instruction (`data`: its Instruction). The common case, inlined with
+/// no call: the thread's model exists, the meminfo is in its table, and the access needs nothing of the pending
+/// one (DataAccessMerger::add_without_sink): a hit on the most recent line of its D1 set is counted at once, unless
+/// this thread's load sampler wants the loads' levels. Anything else is on_memory_slowly, a tail call.
+__attribute__((noinline)) inline void on_memory_slowly(unsigned int, qemu_plugin_meminfo_t info,
+                                                       std::uint64_t address, void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
     ThreadModel& t = this_thread();
     const MeminfoTable::Decoded m = t.meminfos.decode(info);
-    t.merger.add((t.blocks << 10) | insn->index, insn->pc, m.store, address, m.size,
+    const pmc_model::Kind kind = m.store ? pmc_model::Kind::write : pmc_model::Kind::read;
+    const bool count_now = m.store || plugin_sampling::current == nullptr;
+    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, m.size,
                  [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+}
+template <pmc_model::Kind kind>
+__attribute__((always_inline)) inline bool access_quickly(ThreadModel& t, const Instruction& insn,
+                                                          std::uint64_t address, std::uint32_t size) noexcept {
+    const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
+    return t.merger.add_without_sink(t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address,
+                                     size);
+}
+inline void on_memory(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
+    if (ThreadModel* t = threads::this_thread_if_made())
+        if (const MeminfoTable::Decoded* m = t->meminfos.find(info))
+            if (m->store ? access_quickly<pmc_model::Kind::write>(*t, insn, address, m->size)
+                         : access_quickly<pmc_model::Kind::read>(*t, insn, address, m->size))
+                return;
+    on_memory_slowly(vcpu, info, address, data);
+}
+/// The same for a callback QEMU calls after loads alone, or after stores alone (plugin API 2 and later).
+template <pmc_model::Kind kind>
+inline void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
+    if (ThreadModel* t = threads::this_thread_if_made())
+        if (const MeminfoTable::Decoded* m = t->meminfos.find(info))
+            if (access_quickly<kind>(*t, insn, address, m->size)) return;
+    on_memory_slowly(vcpu, info, address, data);
 }
 
 /// Whether this access by an x86 atomic instruction is QEMU 7.2's whole read-modify-write in parallel code: a store
@@ -349,8 +392,22 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
         return;
     }
     const bool masked_store = x86 && pmc_model::is_x86_masked_store(bytes, size);
-    qemu_plugin_register_vcpu_mem_cb(insn, !x86 ? on_memory : masked_store ? on_masked_store_memory : x86_memory_callback(insn),
-                                     QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, each);
+    const qemu_plugin_vcpu_mem_cb_t callback =
+        !x86 ? on_memory : masked_store ? on_masked_store_memory : x86_memory_callback(insn);
+#if PMC_PLUGIN_API >= 2
+    if (callback == on_memory) { // a call for loads and one for stores: no meminfo to decode
+        qemu_plugin_register_vcpu_mem_cb(insn, on_access<pmc_model::Kind::read>, QEMU_PLUGIN_CB_NO_REGS,
+                                         QEMU_PLUGIN_MEM_R, each);
+        qemu_plugin_register_vcpu_mem_cb(insn, on_access<pmc_model::Kind::write>, QEMU_PLUGIN_CB_NO_REGS,
+                                         QEMU_PLUGIN_MEM_W, each);
+    } else {
+        qemu_plugin_register_vcpu_mem_cb(insn, callback, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, each);
+    }
+#else
+    // One callback, the kind from the meminfo: QEMU 7.2 calls a callback registered for stores after loads and
+    // stores, and one registered for loads after stores only (its filter is off by one).
+    qemu_plugin_register_vcpu_mem_cb(insn, callback, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, each);
+#endif
     const auto bt = x86 ? pmc_model::x86_register_bit_test(bytes, size) : pmc_model::BitTestAccesses{};
     if (bt.reads == 0) return;
     if (guest_registers::available) { // QEMU 9.0 on: the slot's address from %rsp
@@ -365,7 +422,9 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
 
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
 /// `x86`: the guest is x86-64, whose instructions of model/access_decode.hpp get their rules' callbacks.
-inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
+/// `on_each`: the call per execution, on_block or one that calls it (with the block).
+inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
+                        qemu_plugin_vcpu_udata_cb_t on_each = on_block) {
     auto block = std::make_unique<Block>();
     block->instructions = n;
     block->each.reset(new Instruction[n]);
@@ -378,9 +437,11 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool x86) {
         register_data_callbacks(*block, insn, i, x86);
     }
     block->fetches = pmc_model::plan_fetches(fetched, settings.config);
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    Block* made = block.get();
     std::lock_guard<std::mutex> hold(blocks_lock);
     blocks.push_back(std::move(block));
+    return made;
 }
 
 /// Before a system call: the thread's last access is complete (a count read there includes it).

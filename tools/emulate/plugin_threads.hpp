@@ -81,6 +81,8 @@ public:
         Thread* t = current_;
         return __builtin_expect(t != nullptr, 1) ? *t : new_thread();
     }
+    /// The calling thread's model, or null before its first call of this_thread().
+    static Thread* this_thread_if_made() noexcept { return current_; }
     /// Before each system call: the thread's counts, exact there, published.
     static void at_syscall() noexcept {
         if (Thread* t = current_) t->flush();

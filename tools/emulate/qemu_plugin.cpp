@@ -200,7 +200,12 @@ void keep_only(unsigned vcpu) {
         }
 }
 void on_block(unsigned int vcpu, void* insns);
-void count_block(qemu_plugin_tb* tb, std::size_t n) {
+/// The block's count: with the cache model on (`cached`), folded into its call per block (one call, not two).
+void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block* cached) {
+    if (cached) {
+        cached->counted = n;
+        return;
+    }
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS,
                                          reinterpret_cast<void*>(static_cast<std::uintptr_t>(n)));
 }
@@ -243,7 +248,7 @@ void keep_only(unsigned vcpu) {
     for (unsigned i = 0; i < live.size(); ++i)
         if (i != vcpu) live[i] = 0;
 }
-void count_block(qemu_plugin_tb* tb, std::size_t n);
+void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block*);
 bool start_counting() {
     board = qemu_plugin_scoreboard_new(sizeof(Counts));
     return board != nullptr;
@@ -278,8 +283,13 @@ void on_instruction(unsigned int vcpu, void*) { vcpu_state(vcpu).instructions +=
 void count_instruction(qemu_plugin_insn* insn) {
     qemu_plugin_register_vcpu_insn_exec_cb(insn, on_instruction, QEMU_PLUGIN_CB_NO_REGS, nullptr);
 }
+/// The cache model's call per block, with the block's count (count_block) folded in.
+void on_cached_block(unsigned int vcpu, void* block) {
+    vcpu_state(vcpu).instructions += block_weight * static_cast<const plugin_cache::Block*>(block)->counted;
+    plugin_cache::on_block(vcpu, block);
+}
 #else
-void count_block(qemu_plugin_tb* tb, std::size_t n) {
+void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block*) {
     qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64,
                                                       qemu_plugin_u64{board, offsetof(Counts, instructions)},
                                                       block_weight * n);
@@ -354,7 +364,13 @@ const RepBlock* rep_block(std::uint64_t start, std::uint64_t insns, std::uint64_
 void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
     const std::size_t n = qemu_plugin_tb_n_insns(tb);
     if (n == 0) return;
-    if (plugin_cache::settings.on) plugin_cache::translate(tb, n, target_x86); // (pmc emulate --cache)
+#if PMC_PLUGIN_API == 1
+    const auto cached_block_callback = on_cached_block;
+#else
+    const auto cached_block_callback = plugin_cache::on_block;
+#endif
+    plugin_cache::Block* cached = nullptr; // (pmc emulate --cache)
+    if (plugin_cache::settings.on) cached = plugin_cache::translate(tb, n, target_x86, cached_block_callback);
     if (plugin_branches::settings.on) plugin_branches::translate(tb, n, may_be_taken_out(tb, n)); // (--branches)
     if (!guest_base_known.load(std::memory_order_acquire)) {
         const qemu_plugin_insn* first = qemu_plugin_tb_get_insn(tb, 0);
@@ -374,11 +390,11 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
         }
     }
     if (may_be_taken_out(tb, n)) {
-        count_block(tb, n - 1);
+        count_block(tb, n - 1, cached);
         count_instruction(qemu_plugin_tb_get_insn(tb, n - 1));
         return;
     }
-    count_block(tb, n);
+    count_block(tb, n, cached);
 }
 
 // ---- guest memory, read and written without trusting the program's pointers ----

@@ -326,6 +326,18 @@ public:
         }
         data_slowly(kind, address, size);
     }
+    /// data()'s inlined case alone, for an access the caller may take back (DataAccessMerger::add with a hierarchy):
+    /// if the access is a hit on the most recent line of its D1 set, which changes no state, counts it as data()
+    /// would and returns true; otherwise changes nothing and returns false. Under strict inclusion always false:
+    /// there an instruction fetch's LL eviction can drop a D1 line before the caller would have completed the access.
+    __attribute__((always_inline)) bool count_if_most_recent(Kind kind, std::uint64_t address,
+                                                             std::uint32_t size) noexcept {
+        if (strict_ || !d1_.hits_most_recent(address, size, widest_)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
+    }
+    /// Takes back a count_if_most_recent() that returned true (it changed nothing but that count).
+    void uncount_most_recent(Kind kind) noexcept { --counts_.l1[CacheCounts::at(kind)].accesses; }
     /// One instruction's fetch through I1 (`size`: its length), counted in Ir.
     Level fetch(std::uint64_t address, std::uint32_t size) noexcept {
         return access(i1_, Kind::instruction, address, size);
@@ -498,46 +510,99 @@ struct DataAccess {
 ///     as Cachegrind counts it; so are stores in pieces that write back the load's bytes from its start
 ///     (QEMU 7.2's `lock cmpxchg16b`: a 16-byte load, then two 8-byte stores).
 /// `execution` identifies one execution of one instruction (the plugin: a per-thread block-execution count and
-/// the instruction's index in the block); accesses of another execution are never joined. An access is passed on
-/// to `sink(DataAccess)` once the next one shows it complete, or at flush() (before counts are read).
+/// the instruction's index in the block; ~0 is none); accesses of another execution are never joined. An access is
+/// passed on to `sink(DataAccess)` once the next one shows it complete, or at flush() (before counts are read).
+///
+/// The plugin's call per access uses add() with its thread's hierarchy: an access that hits the most recent line of
+/// its D1 set is counted at once (CacheHierarchy::count_if_most_recent) instead of waiting in the merger, and taken
+/// back if the next access joins it. The counts are the same as with the sink alone: such a hit changes no state,
+/// and nothing but data accesses changes D1 under Cachegrind's inclusion (the hierarchy declines under strict
+/// inclusion). It saves reloading the pending access for the common case.
 class DataAccessMerger {
 public:
+    /// Joins and passes on to `sink` alone.
     template <class Sink>
     void add(std::uint64_t execution, std::uint64_t pc, bool store, std::uint64_t address, std::uint32_t size,
              Sink&& sink) {
-        if (pending_) {
-            if (execution == execution_) {
-                const Kind kind = store ? Kind::write : Kind::read;
-                if (kind == pending_kind_ && address == access_.address + access_.size && modified_ == 0) {
-                    access_.size += size; // the next piece of a split access
-                    return;
-                }
-                if (store && pending_kind_ == Kind::read && address == access_.address + modified_ &&
-                    modified_ + size <= access_.size) {
-                    modified_ += size; // read-modify-write (its store, or the store's next piece): counted as its read
-                    return;
-                }
-            }
-            sink(static_cast<const DataAccess&>(access_));
-        }
-        pending_ = true;
-        modified_ = 0;
-        execution_ = execution;
-        pending_kind_ = store ? Kind::write : Kind::read;
-        access_ = DataAccess{pc, address, size, pending_kind_};
+        add(nullptr, false, execution, pc, store ? Kind::write : Kind::read, address, size, sink);
+    }
+    /// Joins, counting a hit on the most recent line in `caches` at once when `count_now` (the caller's sink would
+    /// do no more with it than count it: the plugin's load sampler wants every load's level, so not while it runs);
+    /// the rest goes to `sink`, which must feed the same `caches`.
+    template <class Sink>
+    void add(CacheHierarchy* caches, bool count_now, std::uint64_t execution, std::uint64_t pc, Kind kind,
+             std::uint64_t address, std::uint32_t size, Sink&& sink) {
+        if (execution == execution_) return join(caches, count_now, pc, kind, address, size, sink);
+        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        start(caches, count_now, execution, pc, kind, address, size);
+    }
+    /// add() when it needs no sink, and then true: the access joins the pending one, or is of another execution than
+    /// the pending one, which is none or counted. Inlined with no call, for the plugin's call per access; on false,
+    /// nothing changed and the caller calls add().
+    __attribute__((always_inline)) bool add_without_sink(CacheHierarchy& caches, bool count_now,
+                                                         std::uint64_t execution, std::uint64_t pc, Kind kind,
+                                                         std::uint64_t address, std::uint32_t size) noexcept {
+        if (__builtin_expect(execution == execution_, 0)) return joined(&caches, count_now, kind, address, size);
+        if (__builtin_expect(state_ == State::waiting, 0)) return false;
+        start(&caches, count_now, execution, pc, kind, address, size);
+        return true;
     }
     template <class Sink>
     void flush(Sink&& sink) {
-        if (pending_) sink(static_cast<const DataAccess&>(access_));
-        pending_ = false;
+        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        state_ = State::none;
+        execution_ = no_execution;
     }
-    bool pending() const noexcept { return pending_; }
+    bool pending() const noexcept { return state_ != State::none; }
 
 private:
-    bool pending_ = false;
+    static constexpr std::uint64_t no_execution = ~std::uint64_t{0};
+    enum class State : std::uint8_t {
+        none,    ///< no access pending
+        waiting, ///< the pending access goes to the sink once complete
+        counted, ///< the pending access was counted as a hit on the most recent line (taken back if it grows)
+    };
+
+    __attribute__((always_inline)) void start(CacheHierarchy* caches, bool count_now, std::uint64_t execution,
+                                              std::uint64_t pc, Kind kind, std::uint64_t address,
+                                              std::uint32_t size) noexcept {
+        execution_ = execution;
+        modified_ = 0;
+        access_ = DataAccess{pc, address, size, kind};
+        state_ = caches && count_now && caches->count_if_most_recent(kind, address, size) ? State::counted
+                                                                                          : State::waiting;
+    }
+    /// Another access of the pending access's execution: joined to it, or the next access.
+    template <class Sink>
+    void join(CacheHierarchy* caches, bool count_now, std::uint64_t pc, Kind kind, std::uint64_t address,
+              std::uint32_t size, Sink& sink) {
+        if (joined(caches, count_now, kind, address, size)) return;
+        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        start(caches, count_now, execution_, pc, kind, address, size);
+    }
+    /// Joins an access of the pending access's execution to it if it continues it; false (nothing changed) if not.
+    __attribute__((always_inline)) bool joined(CacheHierarchy* caches, bool count_now, Kind kind,
+                                               std::uint64_t address, std::uint32_t size) noexcept {
+        if (kind == access_.kind && address == access_.address + access_.size && modified_ == 0) {
+            // The next piece of a split access: what was counted of the first pieces is taken back.
+            if (state_ == State::counted) caches->uncount_most_recent(access_.kind);
+            access_.size += size;
+            state_ = caches && count_now && caches->count_if_most_recent(access_.kind, access_.address, access_.size)
+                         ? State::counted
+                         : State::waiting;
+            return true;
+        }
+        if (kind == Kind::write && access_.kind == Kind::read && address == access_.address + modified_ &&
+            modified_ + size <= access_.size) {
+            modified_ += size; // read-modify-write (its store, or the store's next piece): counted as its read
+            return true;
+        }
+        return false;
+    }
+
+    State state_ = State::none;
     std::uint32_t modified_ = 0; ///< bytes of the pending read its instruction stored back: a read-modify-write
-    Kind pending_kind_ = Kind::read;
-    std::uint64_t execution_ = 0;
+    std::uint64_t execution_ = no_execution;
     DataAccess access_{};
 };
 
