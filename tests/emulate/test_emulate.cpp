@@ -1938,7 +1938,7 @@ TEST_CASE("kill -9 of pmc count --emulate, pmc emulate or pmc sample --emulate r
     REQUIRE(other_started);
     const std::vector<std::string> others = entries_of(tmp);
     REQUIRE(others.size() == 1);
-    for (const std::string& how : {"count --emulate --", "emulate --", "sample --emulate --cache -c 10 --"}) {
+    for (const std::string how : {"count --emulate --", "emulate --", "sample --emulate --cache -c 10 --"}) {
         const std::string name = temp_dir() + "/killed-" + std::to_string(how.size());
         const std::string ready = name + ".ready";
         ::unlink(ready.c_str());
