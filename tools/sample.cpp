@@ -553,13 +553,27 @@ struct ImageMaps {
     std::size_t readings = 0;
     mutable std::map<std::size_t, Cover> covers;
 
+    /// QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed: the unnamed region holding the break's last
+    /// byte (the preload library's reading gives the break) is named [heap], as a native run's kernel names it.
+    static void name_the_brk_heap(std::vector<pmc::MappedRegion>& regions, unsigned long long program_break) {
+        if (program_break == 0) return;
+        for (auto& r : regions)
+            if (r.begin < program_break && program_break <= r.end && r.path.empty() &&
+                r.kind == pmc::RegionKind::anonymous) {
+                r.path = "[heap]";
+                r.kind = pmc::RegionKind::heap;
+                r.follows_file.clear();
+            }
+    }
     void read(const std::string& path, std::uint32_t pid) {
         std::ifstream in(path);
         std::string line, text;
         Image* current = nullptr;
+        unsigned long long program_break = 0; // the reading's, or 0
         const auto close_reading = [&] {
             if (current && !text.empty())
                 if (auto regions = pmc::parse_maps(text, path); regions && !regions->empty()) {
+                    name_the_brk_heap(*regions, program_break);
                     current->readings.push_back(std::move(*regions));
                     ++readings;
                 }
@@ -577,6 +591,7 @@ struct ImageMaps {
             }
             if (in_reading) close_reading();
             in_reading = std::strcmp(kind, "reading") == 0;
+            program_break = in_reading && fields == 3 && parent > 0 ? static_cast<unsigned long long>(parent) : 0;
             if (!in_reading || !current) { // a start, a fork, or a reading before any mark: a new image
                 images.push_back(Image{pid, time, std::strcmp(kind, "fork") == 0 ? static_cast<std::uint32_t>(parent) : 0u, {}});
                 by_pid[pid].push_back(images.size() - 1);

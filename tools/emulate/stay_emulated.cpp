@@ -213,39 +213,9 @@ size_t put_decimal(char* out, uint64_t value) {
 }
 
 /// pmc sample --emulate (the plugin's samples=DIR): the guest's memory map, which QEMU emulates in the guest's
-/// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading" and the file's lines, in one write, at the
+/// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading BREAK" and the file's lines, in one write, at the
 /// image's start (here, before the program's code) and at its exit(): what pmc names the sampled addresses with.
 char maps_dir[PATH_MAX];
-/// QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed, and pmc would call it "anonymous after PROGRAM
-/// (its .bss?)" where a native run's kernel says [heap]: the unnamed line holding the last byte below the program
-/// break gets that name. Returns the text's new length (at most `size`).
-size_t name_the_brk_heap(char* text, size_t used, size_t size) {
-    const auto brk_end = reinterpret_cast<uintptr_t>(sbrk(0));
-    if (brk_end == static_cast<uintptr_t>(-1) || brk_end == 0) return used;
-    static const char name[] = " [heap]";
-    const size_t name_len = sizeof name - 1;
-    if (used >= size) return used;
-    text[used] = '\0'; // (sscanf below must not read past the text)
-    for (size_t at = 0; at < used;) {
-        char* line = text + at;
-        const char* eol = static_cast<const char*>(memchr(line, '\n', used - at));
-        const size_t line_end = eol ? static_cast<size_t>(eol - text) : used;
-        unsigned long long begin = 0, end = 0;
-        int fields_end = 0; // start-end perms offset dev inode, then the path, if any
-        if (sscanf(line, "%llx-%llx %*s %*s %*s %*s%n", &begin, &end, &fields_end) == 2 && fields_end > 0 &&
-            begin < brk_end && brk_end <= end) {
-            const size_t name_at = at + static_cast<size_t>(fields_end);
-            for (size_t i = name_at; i < line_end; ++i)
-                if (text[i] != ' ') return used; // named already
-            if (name_at > line_end || used - (line_end - name_at) + name_len > size) return used;
-            memmove(text + name_at + name_len, text + line_end, used - line_end);
-            memcpy(text + name_at, name, name_len);
-            return used - (line_end - name_at) + name_len;
-        }
-        at = line_end + 1;
-    }
-    return used;
-}
 void read_maps_for_samples() {
     if (!maps_dir[0]) return;
     const int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -254,12 +224,16 @@ void read_maps_for_samples() {
     char* text = static_cast<char*>(malloc(size));
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (text) { // "pmc-maps TIME reading\n"
+    if (text) { // "pmc-maps TIME reading BREAK\n"
         memcpy(text, "pmc-maps ", 9);
         const uint64_t ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
         used = 9 + put_decimal(text + 9, ns);
-        memcpy(text + used, " reading\n", 9);
+        memcpy(text + used, " reading ", 9);
         used += 9;
+        // The program break: QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed, and pmc names the line
+        // that holds the break's last byte [heap], as a native run's kernel does.
+        used += put_decimal(text + used, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(sbrk(0))));
+        text[used++] = '\n';
     }
     for (ssize_t n = 1; text && n > 0;) {
         if (size - used < 4096) {
@@ -273,7 +247,6 @@ void read_maps_for_samples() {
     }
     close(in);
     if (!text) return;
-    used = name_the_brk_heap(text, used, size);
     char path[PATH_MAX + 32]; // DIR/PID.maps
     const size_t dir_length = strlen(maps_dir);
     memcpy(path, maps_dir, dir_length);
