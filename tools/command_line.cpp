@@ -31,6 +31,17 @@ Option& Option::one_value_each() {
     return *this;
 }
 
+Option& Option::not_empty() {
+    if (option_)
+        cli(option_)->check(CLI::Validator(
+            [](std::string& value) {
+                return value.empty() ? std::string("was given an empty value: give one, or leave the option out")
+                                     : std::string();
+            },
+            "", "not empty"));
+    return *this;
+}
+
 struct CommandLine::Parser {
     CLI::App app;
 

@@ -67,6 +67,8 @@ public:
     /// A repeatable option (-e A -e B into a vector) takes one value each time it is given: otherwise a vector
     /// option takes every word that follows it (-e A COMMAND would take COMMAND as an event).
     Option& one_value_each();
+    /// An empty value (`--D1 ''`, an unset shell variable) is a usage error, not the option left out.
+    Option& not_empty();
 
 private:
     friend class CommandLine;

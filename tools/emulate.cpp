@@ -595,10 +595,10 @@ EmulatedReportFile::~EmulatedReportFile() {
 
 void add_cache_options(pmc_cli::CommandLine& cl, CacheOptions& o) {
     cl.flag("--cache", o.mode, "pinned");
-    cl.option("--I1", o.i1, "a geometry SIZE,ASSOC,LINE");
-    cl.option("--D1", o.d1, "a geometry SIZE,ASSOC,LINE");
-    cl.option("--L2", o.l2, "a geometry SIZE,ASSOC,LINE");
-    cl.option("--LL", o.ll, "a geometry SIZE,ASSOC,LINE");
+    cl.option("--I1", o.i1, "a geometry SIZE,ASSOC,LINE").not_empty();
+    cl.option("--D1", o.d1, "a geometry SIZE,ASSOC,LINE").not_empty();
+    cl.option("--L2", o.l2, "a geometry SIZE,ASSOC,LINE").not_empty();
+    cl.option("--LL", o.ll, "a geometry SIZE,ASSOC,LINE").not_empty();
     cl.option("--inclusion", o.inclusion, "cachegrind or strict");
 }
 

@@ -87,6 +87,18 @@ TEST_CASE("an option that takes one value, given twice, is a usage error said in
     }
 }
 
+TEST_CASE("a cache geometry given an empty value is a usage error, not the default geometry", "[tool]") {
+    // `--D1 ''` (an unset shell variable) read as the option left out: pmc ran with the default D1 and exited 0.
+    for (const char* args : {"emulate --cache --D1 '' -- sh -c 'echo the-command-ran'",
+                             "count --emulate --cache --LL '' -- sh -c 'echo the-command-ran'"}) {
+        auto empty = run(args);
+        INFO(args << "\n" << empty.out);
+        CHECK(empty.status == 1);
+        CHECK_THAT(empty.out, ContainsSubstring("was given an empty value"));
+        CHECK_THAT(empty.out, !ContainsSubstring("the-command-ran"));
+    }
+}
+
 TEST_CASE("pmc count --emulate --cache refuses another event listing what it counts, before anything runs",
           "[tool][count]") {
     for (const char* event : {"page-faults", "cycles:u", "wall-time", "no-such-event"}) {
