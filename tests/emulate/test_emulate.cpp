@@ -2089,7 +2089,8 @@ namespace {
 /// pid as "P". Without address randomization, as pmc emulate starts QEMU and so the children it restarts (QEMU 10
 /// lets the kernel place the program's mappings: their addresses move counts by a few instructions).
 std::string restarted_report(const std::string& pmc_command, const std::string& dir, const std::string& wrapper = "") {
-    const auto env = pmc_test::run_command("'" + pmc_tool + "' " + pmc_command + " -- env 2>&1");
+    // (TMPDIR=/tmp: pmc makes its run directory in $TMPDIR, which the unprivileged run sets elsewhere.)
+    const auto env = pmc_test::run_command("TMPDIR=/tmp '" + pmc_tool + "' " + pmc_command + " -- env 2>&1");
     INFO(pmc_command << "\n" << env.out);
     REQUIRE(env.status == 0);
     std::map<std::string, std::string> given;
