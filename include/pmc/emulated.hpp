@@ -210,7 +210,8 @@ inline std::string emulated_refusal(const EventSpec& spec) {
                "instructions-minus-irqs:u), under pmc emulate --cache the modelled cache events (L1-dcache-*, "
                "L1-icache-load-misses, LLC-*, cache-references, cache-misses), under pmc emulate --branches "
                "branch-instructions and branch-misses; '" + spec.text + "' is opened with perf_event_open, which QEMU's user "
-               "mode does not implement. Count it in a run without the emulator, where this machine can";
+               "mode does not implement. Count it natively, on a machine whose PMU has it (`pmc doctor` says whether this "
+               "one has a PMU)";
     if (spec.attr.exclude_user)
         return "the emulated PMU counts the program's own (user-mode) instructions; '" + spec.text +
                "' excludes user mode, and the emulator runs no kernel code to count";
