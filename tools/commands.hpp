@@ -133,7 +133,10 @@ void end_like(int raw_status);
 struct EmulatedReportFile {
     std::string dir, path;
     EmulatedReportFile();
-    ~EmulatedReportFile();
+    ~EmulatedReportFile() { remove(); }
+    /// Removes the directory and everything in it, now (before pmc raises the command's SIGINT: no destructor runs
+    /// after that); nothing the second time.
+    void remove() noexcept;
     EmulatedReportFile(const EmulatedReportFile&) = delete;
     EmulatedReportFile& operator=(const EmulatedReportFile&) = delete;
 };

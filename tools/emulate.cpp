@@ -589,8 +589,10 @@ EmulatedReportFile::EmulatedReportFile() {
         path = dir + "/processes";
     }
 }
-EmulatedReportFile::~EmulatedReportFile() {
+void EmulatedReportFile::remove() noexcept {
     if (!dir.empty()) remove_run_directory(dir.c_str()); // the report, progress and sample files, then it
+    dir.clear();
+    path.clear();
 }
 
 void add_cache_options(pmc_cli::CommandLine& cl, CacheOptions& o) {
@@ -876,7 +878,7 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
         return 1;
     }
     // The plugin's report of the command's processes: which programs ran natively, outside the emulator.
-    const EmulatedReportFile report;
+    EmulatedReportFile report;
     Job job;
     job.remove_if_pmc_dies(report.dir);
     auto child = start_emulated(job, *emulator, command, keep_aslr,
@@ -920,6 +922,7 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
         if (const std::string note = native_programs_note(processes); !note.empty())
             fmt::print(stderr, "pmc emulate: {}\n", note);
     }
+    report.remove(); // (end_like may end pmc of the command's SIGINT, where no destructor runs)
     end_like(raw);
     return status;
 }

@@ -13,10 +13,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -148,9 +150,39 @@ const char* name_of(int sig) {
 /// `pmc` (its words before the command; none: the program natively) running pmc-signal-target, sent each signal
 /// to its process group and to pmc alone. `report`: what the report (-o FILE, else the output) must hold, with
 /// "{status}" for the exit status.
+/// The entries of directory `path` (not . and ..).
+std::vector<std::string> entries_of(const std::string& path) {
+    std::vector<std::string> names;
+    if (DIR* d = ::opendir(path.c_str())) {
+        while (const dirent* e = ::readdir(d))
+            if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+        ::closedir(d);
+    }
+    return names;
+}
+
+/// TMPDIR set for what the test starts, put back at the end.
+struct TmpdirFor {
+    std::string old;
+    bool had;
+    explicit TmpdirFor(const std::string& path) : had(std::getenv("TMPDIR") != nullptr) {
+        if (had) old = std::getenv("TMPDIR");
+        ::setenv("TMPDIR", path.c_str(), 1);
+    }
+    ~TmpdirFor() {
+        if (had) ::setenv("TMPDIR", old.c_str(), 1);
+        else ::unsetenv("TMPDIR");
+    }
+};
+
 void check_signals(const std::vector<std::string>& pmc, const std::string& report) {
     if (auto why = why_not(pmc); !why.empty()) PMC_SKIP(why);
     const pmc_test::TempDir dir;
+    // pmc's temporary files (the emulator's run directory) go to TMPDIR: none may be left, whatever the signal (pmc
+    // ends of a SIGINT or SIGQUIT by raising it, where no destructor runs).
+    const std::string tmp = dir.file("tmp");
+    REQUIRE(::mkdir(tmp.c_str(), 0700) == 0);
+    const TmpdirFor tmpdir(tmp);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
         for (const bool to_group : {true, false}) {
             const std::string name = dir.file(std::string(name_of(sig)) + (to_group ? "-group" : "-alone"));
@@ -189,6 +221,8 @@ void check_signals(const std::vector<std::string>& pmc, const std::string& repor
                 CHECK((grandchild == 1 || grandchild == -1));
                 CHECK(left == 0);
             }
+            INFO("left in TMPDIR: " << entries_of(tmp).size());
+            CHECK(entries_of(tmp).empty());
             if (pmc.empty() || sig == SIGINT || sig == SIGQUIT) { // pmc dies of it too, so a calling script stops
                 CHECK(WIFSIGNALED(raw));
                 CHECK(WTERMSIG(raw) == sig);
