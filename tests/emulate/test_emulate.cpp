@@ -711,25 +711,32 @@ TEST_CASE("without --branches the branch events are refused under the emulator, 
     CHECK_THAT(native.out, ContainsSubstring("give --emulate too"));
 }
 
+namespace {
+/// Cachegrind's totals for `pmc-emulate-target MODE ROUNDS` at the default geometry (QEMU_CPU and the like unused).
+std::map<std::string, std::uint64_t> cachegrind_counts(const std::string& mode, const std::string& rounds) {
+    const std::string out = temp_dir() + "/cachegrind-" + mode + ".out";
+    const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
+                                         "--I1=32768,8,64 --D1=32768,8,64 --LL=8388608,16,64 --cachegrind-out-file=" +
+                                         out + " '" + target + "' " + mode + " " + rounds + " >/dev/null 2>&1; cat " + out);
+    std::smatch events, summary;
+    REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
+    REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
+    std::map<std::string, std::uint64_t> v;
+    std::istringstream names(events[1].str()), values(summary[1].str());
+    for (std::string name; names >> name;) values >> v[name];
+    return v;
+}
+/// Whether valgrind runs here (the Cachegrind comparisons are left out, or skipped, without it).
+bool have_valgrind() { return ::system("valgrind --version >/dev/null 2>&1") == 0; }
+} // namespace
+
 TEST_CASE("pmc count --emulate --cache agrees with Cachegrind on what a matrix multiply adds (120 -> 160)",
           "[emulate][cache]") {
     REQUIRE_EMULATOR();
-    if (::system("valgrind --version >/dev/null 2>&1") != 0) PMC_SKIP("valgrind is not installed: no Cachegrind to compare with");
+    if (!have_valgrind()) PMC_SKIP("valgrind is not installed: no Cachegrind to compare with");
     // Whole programs differ in start-up and in the C library's routines (each emulator's CPUID picks them): what
     // two sizes of the same loop nest add is the loop's alone, and both models must see the same accesses.
-    const auto cachegrind = [](const char* n) {
-        const std::string out = temp_dir() + "/cachegrind.out";
-        const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
-                                             "--I1=32768,8,64 --D1=32768,8,64 --LL=8388608,16,64 --cachegrind-out-file=" +
-                                             out + " '" + target + "' matmul " + n + " >/dev/null 2>&1; cat " + out);
-        std::map<std::string, std::uint64_t> v;
-        std::smatch events, summary;
-        REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
-        REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
-        std::istringstream names(events[1].str()), values(summary[1].str());
-        for (std::string name; names >> name;) values >> v[name];
-        return v;
-    };
+    const auto cachegrind = [](const char* n) { return cachegrind_counts("matmul", n); };
     const auto ours = [](const char* n) {
         const auto r = run_agreed("'" + pmc_tool + "' count --emulate --cache --csv -- '" + target + "' matmul " + n +
                                   " 2>&1");
@@ -771,21 +778,8 @@ TEST_CASE("pmc emulate --cache: an atomic read-modify-write is two reads, as in 
     const auto small = ours("1000"), large = ours("2000");
     CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 8 * 1000);
     CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 0);
-    if (::system("valgrind --version >/dev/null 2>&1") != 0) return; // (the rule above is Cachegrind's, measured)
-    const auto cachegrind = [](const char* rounds) {
-        const std::string out = temp_dir() + "/cachegrind-atomics.out";
-        const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
-                                             "--cachegrind-out-file=" + out + " '" + target + "' atomics " + rounds +
-                                             " >/dev/null 2>&1; cat " + out);
-        std::smatch events, summary;
-        REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
-        REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
-        std::map<std::string, std::uint64_t> v;
-        std::istringstream names(events[1].str()), values(summary[1].str());
-        for (std::string name; names >> name;) values >> v[name];
-        return v;
-    };
-    const auto cg_small = cachegrind("1000"), cg_large = cachegrind("2000");
+    if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
+    const auto cg_small = cachegrind_counts("atomics", "1000"), cg_large = cachegrind_counts("atomics", "2000");
     CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 8 * 1000);
     CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 0);
 }
@@ -806,21 +800,8 @@ TEST_CASE("pmc emulate --cache: atomics count as in Cachegrind after a MAP_SHARE
     CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 8 * 1000);
     CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 0);
     CHECK(large.at("L1-dcache-store-misses") == small.at("L1-dcache-store-misses"));
-    if (::system("valgrind --version >/dev/null 2>&1") != 0) return; // (the rule above is Cachegrind's, measured)
-    const auto cachegrind = [](const char* rounds) {
-        const std::string out = temp_dir() + "/cachegrind-atomics-shared.out";
-        const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
-                                             "--cachegrind-out-file=" + out + " '" + target + "' atomics-shared " +
-                                             rounds + " >/dev/null 2>&1; cat " + out);
-        std::smatch events, summary;
-        REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
-        REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
-        std::map<std::string, std::uint64_t> v;
-        std::istringstream names(events[1].str()), values(summary[1].str());
-        for (std::string name; names >> name;) values >> v[name];
-        return v;
-    };
-    const auto cg_small = cachegrind("1000"), cg_large = cachegrind("2000");
+    if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
+    const auto cg_small = cachegrind_counts("atomics-shared", "1000"), cg_large = cachegrind_counts("atomics-shared", "2000");
     CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 8 * 1000);
     CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 0);
 }
@@ -838,41 +819,11 @@ TEST_CASE("pmc emulate --cache: a register bit test counts Cachegrind's stack-sl
     CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 3 * 1000);
     CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 2 * 1000);
     CHECK(large.at("L1-dcache-load-misses") == small.at("L1-dcache-load-misses"));
-    if (::system("valgrind --version >/dev/null 2>&1") != 0) return; // (the rule above is Cachegrind's, measured)
-    const auto cachegrind = [](const char* rounds) {
-        const std::string out = temp_dir() + "/cachegrind-bit-tests.out";
-        const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
-                                             "--cachegrind-out-file=" + out + " '" + target + "' bit-tests " + rounds +
-                                             " >/dev/null 2>&1; cat " + out);
-        std::smatch events, summary;
-        REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
-        REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
-        std::map<std::string, std::uint64_t> v;
-        std::istringstream names(events[1].str()), values(summary[1].str());
-        for (std::string name; names >> name;) values >> v[name];
-        return v;
-    };
-    const auto cg_small = cachegrind("1000"), cg_large = cachegrind("2000");
+    if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
+    const auto cg_small = cachegrind_counts("bit-tests", "1000"), cg_large = cachegrind_counts("bit-tests", "2000");
     CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 3 * 1000);
     CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 2 * 1000);
 }
-
-namespace {
-/// Cachegrind's totals for `pmc-emulate-target MODE ROUNDS` at the default geometry (QEMU_CPU and the like unused).
-std::map<std::string, std::uint64_t> cachegrind_counts(const std::string& mode, const std::string& rounds) {
-    const std::string out = temp_dir() + "/cachegrind-" + mode + ".out";
-    const auto r = pmc_test::run_command("valgrind --tool=cachegrind --cache-sim=yes --branch-sim=no "
-                                         "--I1=32768,8,64 --D1=32768,8,64 --LL=8388608,16,64 --cachegrind-out-file=" +
-                                         out + " '" + target + "' " + mode + " " + rounds + " >/dev/null 2>&1; cat " + out);
-    std::smatch events, summary;
-    REQUIRE(std::regex_search(r.out, events, std::regex("events: ([^\n]+)")));
-    REQUIRE(std::regex_search(r.out, summary, std::regex("summary: ([^\n]+)")));
-    std::map<std::string, std::uint64_t> v;
-    std::istringstream names(events[1].str()), values(summary[1].str());
-    for (std::string name; names >> name;) values >> v[name];
-    return v;
-}
-} // namespace
 
 TEST_CASE("pmc emulate --cache: a register bit test's stack slot misses as in Cachegrind (QEMU 9 and later)",
           "[emulate][cache]") {
@@ -894,7 +845,7 @@ TEST_CASE("pmc emulate --cache: a register bit test's stack slot misses as in Ca
     CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 1000);
     CHECK(large.at("L1-dcache-load-misses") - small.at("L1-dcache-load-misses") == (registers ? 8 * 1000 : 0));
     CHECK(large.at("L1-dcache-store-misses") - small.at("L1-dcache-store-misses") == (registers ? 1000 : 0));
-    if (::system("valgrind --version >/dev/null 2>&1") != 0) return; // (the rule above is Cachegrind's, measured)
+    if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
     const auto cg_small = cachegrind_counts("bit-test-slot", "1000"), cg_large = cachegrind_counts("bit-test-slot", "2000");
     CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 9 * 1000);
     CHECK(cg_large.at("D1mr") - cg_small.at("D1mr") == 8 * 1000);
@@ -919,7 +870,7 @@ TEST_CASE("pmc emulate --cache: x87/SSE state images are VEX's accesses, the x87
     CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 21 * 1000);
     CHECK(large.at("L1-dcache-load-misses") == small.at("L1-dcache-load-misses"));
     CHECK(large.at("L1-dcache-store-misses") == small.at("L1-dcache-store-misses"));
-    if (::system("valgrind --version >/dev/null 2>&1") != 0) return; // (the rule above is Cachegrind's, measured)
+    if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
     const auto cg_small = cachegrind_counts("state-images", "1000"), cg_large = cachegrind_counts("state-images", "2000");
     CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 37 * 1000);
     CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 21 * 1000);
@@ -944,7 +895,7 @@ TEST_CASE("pmc emulate --cache: a masked store is a write per element stored, as
         return std::stoull(m[1]);
     };
     CHECK(ours("2000") - ours("1000") == 8 * 1000);
-    if (::system("valgrind --version >/dev/null 2>&1") != 0 ||
+    if (!have_valgrind() ||
         ::system("grep -qw avx2 /proc/cpuinfo") != 0) // (Valgrind runs the host's instructions)
         return;
     const auto cg_small = cachegrind_counts("masked-stores", "1000"), cg_large = cachegrind_counts("masked-stores", "2000");
