@@ -103,7 +103,7 @@ public:
     }
     /// decode() if `info` is in the table, else null (with no call into QEMU).
     __attribute__((always_inline)) const Decoded* find(qemu_plugin_meminfo_t info) const noexcept {
-        const Entry& e = const_cast<MeminfoTable*>(this)->entry(info);
+        const Entry& e = entries_[slot(info)];
         return __builtin_expect(e.info == info, 1) ? &e.decoded : nullptr;
     }
 
@@ -113,9 +113,10 @@ private:
         std::uint64_t info = ~std::uint64_t{0}; ///< none yet: no 32-bit meminfo equals it
         Decoded decoded{0, false};
     };
-    Entry& entry(qemu_plugin_meminfo_t info) noexcept {
-        return entries_[(static_cast<std::uint32_t>(info) * 0x9E3779B1u) >> (32 - bits)];
+    static std::uint32_t slot(qemu_plugin_meminfo_t info) noexcept {
+        return (static_cast<std::uint32_t>(info) * 0x9E3779B1u) >> (32 - bits);
     }
+    Entry& entry(qemu_plugin_meminfo_t info) noexcept { return entries_[slot(info)]; }
     __attribute__((noinline)) static void fill(Entry& e, qemu_plugin_meminfo_t info) noexcept {
         e.info = info;
         e.decoded = Decoded{1u << qemu_plugin_mem_size_shift(info), qemu_plugin_mem_is_store(info)};
