@@ -1592,7 +1592,12 @@ TEST_CASE("the load-latency examples print their tables under pmc emulate --cach
     const std::string buckets = twice("'" PMC_EXAMPLE_DCACHE_BUCKETS_PATH "' --edges 8,30,150 --labels L1,L2,LL,memory "
                                       "--sizes 16K,1M,16M --loads 50000 --period 500");
     CHECK_THAT(buckets, ContainsSubstring("agrees within tolerance"));
-    const std::string sampled = buckets.substr(buckets.find("sampled event:")); // (the empty buckets come first)
+    // Before the run the buckets are listed (label, range), not shown as a table of zero samples: one table.
+    CHECK(std::regex_search(buckets, std::regex("latency buckets \\(edges given: 8 30 150 cycles\\)\n  level +range, "
+                                                "cycles\n  L1 +0 - 8\n")));
+    const std::regex table_head("\n  level +range, cycles +samples +%");
+    CHECK(std::distance(std::sregex_iterator(buckets.begin(), buckets.end(), table_head), std::sregex_iterator()) == 1);
+    const std::string sampled = buckets.substr(buckets.find("sampled event:"));
     for (const char* level : {"L1 +0 - 8 +([0-9]+) ", "LL +30 - 150 +([0-9]+) ", "memory +150 - +([0-9]+) "}) {
         std::smatch m;
         CAPTURE(level);
