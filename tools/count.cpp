@@ -74,7 +74,8 @@ Options:
   -e EVENT[,EVENT]  An event to count (repeatable); commas inside a PMU's terms stay in the event,
                     and perf's {a,b} braces are accepted. `pmc list` shows the events.
   --csv             CSV: event,count,raw,running_fraction,counted (counts in the events' units); with
-                    --emulate a sixth column, modelled: true for a model's figure (--cache, branch-misses).
+                    --emulate two more: modelled (true for a model's figure: --cache, branch-misses)
+                    and partial (true on every row when a process never reached its exit; below).
   --json            JSON: command, exit_status, elapsed_ns, time_enabled_ns, time_running_ns, counts
                     (with --emulate each count has "modelled": true or false).
                     --csv and --json exclude each other (a usage error, status 1).
@@ -621,11 +622,13 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
         return run.exit_status ? run.exit_status : 1;
     }
     const std::vector<std::uint64_t> values = emulated_counts(*events, run.processes);
-    const std::string text = o.json  ? emulated_json(o, command, run, *events, values)
-                             : o.csv ? pmc::count_csv(events->names,
-                                                      exact_event_counts(values, missing_counts(*events, run.processes)),
-                                                      events->marked_modelled())
-                                     : emulated_text(o, shown, run, *events, values);
+    // (CSV: every row says whether the run is partial, as the text's "(partial)" and the JSON's "partial" do.)
+    const std::string text =
+        o.json  ? emulated_json(o, command, run, *events, values)
+        : o.csv ? pmc::count_csv(events->names, exact_event_counts(values, missing_counts(*events, run.processes)),
+                                 events->marked_modelled(),
+                                 std::vector<bool>(events->names.size(), run.processes.unfinished > 0))
+                : emulated_text(o, shown, run, *events, values);
     const int status = out.write(text, run.exit_status);
     end_like(run.raw_status); // (the report is written: now end as the command did)
     return status;

@@ -277,6 +277,8 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     INFO(killed.out);
     CHECK(killed.status == 128 + 9);
     CHECK_THAT(killed.out, ContainsSubstring("1 of the 1 emulated process never reached its exit"));
+    // Its count up to its last system call is partial, and the CSV says so on the row, not only on stderr.
+    CHECK(std::regex_search(killed.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,true\n")));
     // A process that executes another reports what it ran before (the exec'd program reports its own): no
     // process is said to be missing.
     const auto execs = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- sh -c 'ls / >/dev/null' 2>&1");
@@ -310,11 +312,11 @@ TEST_CASE("pmc count --emulate marks each count modelled or not, in CSV and JSON
     const auto csv = pmc_test::run_command(run + "--csv -- '" + target + "' chase 8 10 2>&1 >/dev/null");
     INFO(csv.out);
     REQUIRE(csv.status == 0);
-    CHECK_THAT(csv.out, ContainsSubstring("event,count,raw,running_fraction,counted,modelled\n"));
+    CHECK_THAT(csv.out, ContainsSubstring("event,count,raw,running_fraction,counted,modelled,partial\n"));
     for (auto [event, modelled] : {std::pair{"instructions:u", "false"}, std::pair{"LLC-loads", "true"},
                                    std::pair{"branch-instructions", "false"}, std::pair{"branch-misses:u", "true"}})
         CHECK(std::regex_search(csv.out, std::regex("\n" + std::string(event) + ",[0-9]+,[0-9]+,1\\.000000,true," +
-                                                    modelled + "\n")));
+                                                    modelled + ",false\n")));
     const auto json = pmc_test::run_command(run + "--json -- '" + target + "' chase 8 10 2>&1 >/dev/null");
     INFO(json.out);
     REQUIRE(json.status == 0);
@@ -325,7 +327,7 @@ TEST_CASE("pmc count --emulate marks each count modelled or not, in CSV and JSON
     // Without a model every count is still marked, false: one layout for every pmc count --emulate.
     const auto plain = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- '" + target +
                                              "' chase 8 10 2>&1 >/dev/null");
-    CHECK(std::regex_search(plain.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false\n")));
+    CHECK(std::regex_search(plain.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,false\n")));
 }
 
 TEST_CASE("pmc count --emulate --cache: a chase over N lines of one D1 set misses exactly as LRU predicts",
