@@ -288,6 +288,32 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     CHECK_THAT(r.out, ContainsSubstring("QEMU's user mode does not implement"));
 }
 
+TEST_CASE("pmc count --emulate never exits 0 with a count partial: a command that exits 0 after a child of its was "
+          "killed gives status 1, the CSV's rows marked partial", "[emulate]") {
+    REQUIRE_EMULATOR();
+    for (const char* sig : {"KILL", "TERM"}) {
+        CAPTURE(sig);
+        // The shell starts a shell that kills itself, then exits 0.
+        const std::string command = " -- sh -c 'sh -c \"kill -" + std::string(sig) + " \\$\\$\"; exit 0' 2>&1";
+        const auto csv = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv" + command);
+        INFO(csv.out);
+        CHECK(csv.status == 1);
+        CHECK_THAT(csv.out, ContainsSubstring("pmc: count --emulate: exit status 1, though"));
+        CHECK_THAT(csv.out, ContainsSubstring("exited 0: 1 emulated process never reached its exit (a signal ended it)"));
+        CHECK(std::regex_search(csv.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,true\n")));
+        const auto text = pmc_test::run_command("'" + pmc_tool + "' count --emulate" + command);
+        INFO(text.out);
+        CHECK(text.status == 1);
+        CHECK_THAT(text.out, ContainsSubstring("(exit status 0; 3 emulated processes)")); // (sh, its fork, its exec)
+        CHECK(std::regex_search(text.out, std::regex("instructions:u +[0-9]+  \\(partial\\)")));
+    }
+    // Every process reached its exit: the command's 0.
+    const auto whole = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- sh -c 'sh -c true; exit 0' 2>&1");
+    INFO(whole.out);
+    CHECK(whole.status == 0);
+    CHECK(std::regex_search(whole.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,false\n")));
+}
+
 namespace {
 /// pmc count --emulate --cache --csv of the target's chase (or another of its modes): each event's count.
 std::map<std::string, std::uint64_t> cache_counts(const std::string& options, const std::string& chase,
