@@ -1843,13 +1843,14 @@ TEST_CASE("pmc count --emulate ended by a signal prints the count up to the prog
     const std::string tmp = fresh_dir("interrupted-count");
     // The program runs a known loop, makes READY, and waits in pause(): the count up to that call is exact, and a
     // loop 2,000,000 iterations longer counts exactly 4,000,000 more (2 instructions an iteration).
-    const auto interrupted = [&](const std::string& loops, int sig, const std::string& options) {
+    const auto interrupted = [&](const std::string& loops, int sig, const std::string& options,
+                                 const std::string& mode = "pause") {
         // (Paths and arguments of one length in every run: a longer string costs more instructions.)
         const std::string name = temp_dir() + "/interrupted-" + loops + "-" + std::to_string(100 + sig);
         const std::string ready = name + ".ready";
         ::unlink(ready.c_str());
-        const pid_t pmc_pid = spawn_job("'" + pmc_tool + "' count --emulate " + options + " -- '" + target +
-                                            "' pause " + loops + " '" + ready + "'",
+        const pid_t pmc_pid = spawn_job("'" + pmc_tool + "' count --emulate " + options + " -- '" + target + "' " +
+                                            mode + " " + loops + " '" + ready + "'",
                                         tmp, name + ".out");
         const bool started = wait_for_file(ready, 120) && wait_until_asleep(ready, 60);
         if (!started) ::kill(-pmc_pid, SIGKILL);
@@ -1888,6 +1889,14 @@ TEST_CASE("pmc count --emulate ended by a signal prints the count up to the prog
     REQUIRE(count_in(small) > 0);
     REQUIRE(count_in(large) > 0);
     CHECK(count_in(large) - count_in(small) == 2 * (3000000 - 1000000));
+    // The loop on a thread that has exited when the signal comes: its count is in the process's progress too
+    // (the plugin's lock-free update for a process with one live thread adds the exited threads' total).
+    const std::string small_thread = interrupted("1000000", SIGTERM, "", "pause-thread");
+    const std::string large_thread = interrupted("3000000", SIGTERM, "", "pause-thread");
+    INFO(small_thread << large_thread);
+    REQUIRE(count_in(small_thread) > 0);
+    REQUIRE(count_in(large_thread) > 0);
+    CHECK(count_in(large_thread) - count_in(small_thread) == 2 * (3000000 - 1000000));
     // JSON says it too: partial, and the model's counts null.
     const std::string json = interrupted("1000000", SIGHUP, "--cache --json");
     INFO(json);
