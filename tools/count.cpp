@@ -74,7 +74,8 @@ Options:
   -e EVENT[,EVENT]  An event to count (repeatable); commas inside a PMU's terms stay in the event,
                     and perf's {a,b} braces are accepted. `pmc list` shows the events.
   --csv             CSV: event,count,raw,running_fraction,counted (counts in the events' units); with
-                    --emulate a sixth column, modelled: true for a model's figure (--cache, branch-misses).
+                    --emulate two more: modelled (true for a model's figure: --cache, branch-misses)
+                    and partial (true on every row when a process never reached its exit; below).
   --json            JSON: command, exit_status, elapsed_ns, time_enabled_ns, time_running_ns, counts
                     (with --emulate each count has "modelled": true or false).
                     --csv and --json exclude each other (a usage error, status 1).
@@ -118,9 +119,11 @@ still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did
 or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
 With --emulate, a process that a signal ends (SIGINT, SIGTERM, SIGHUP, SIGKILL; QEMU 8.0 and later
 report a core-dumping one such as SIGQUIT) is counted up to its last system call: the count is
-marked (partial), the modelled events it lacks read "not counted", and the status is COMMAND's.
+marked (partial), the modelled events it lacks read "not counted", and the status is COMMAND's,
+or 1 where COMMAND exited 0 (a child it started was killed): never 0 with a count missing.
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
-command line or an event is wrong or the counters cannot be opened (COMMAND does not run then).
+command line or an event is wrong or the counters cannot be opened (COMMAND does not run then),
+or if COMMAND exited 0 but the report is incomplete (-o's file not written, --emulate partial).
 )";
 
 /// Splits "a,cpu/event=1,umask=2/,b,mem:0x1000/8:w" at the commas that are not inside a PMU's term list. A '/'
@@ -621,12 +624,24 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
         return run.exit_status ? run.exit_status : 1;
     }
     const std::vector<std::uint64_t> values = emulated_counts(*events, run.processes);
-    const std::string text = o.json  ? emulated_json(o, command, run, *events, values)
-                             : o.csv ? pmc::count_csv(events->names,
-                                                      exact_event_counts(values, missing_counts(*events, run.processes)),
-                                                      events->marked_modelled())
-                                     : emulated_text(o, shown, run, *events, values);
-    const int status = out.write(text, run.exit_status);
+    // (CSV: every row says whether the run is partial, as the text's "(partial)" and the JSON's "partial" do.)
+    const std::string text =
+        o.json  ? emulated_json(o, command, run, *events, values)
+        : o.csv ? pmc::count_csv(events->names, exact_event_counts(values, missing_counts(*events, run.processes)),
+                                 events->marked_modelled(),
+                                 std::vector<bool>(events->names.size(), run.processes.unfinished > 0))
+                : emulated_text(o, shown, run, *events, values);
+    int status = out.write(text, run.exit_status);
+    // A process that never reached its exit leaves the counts partial: never status 0 then, as when -o's file
+    // cannot be written (a script that checks only the status must not take them for whole).
+    if (status == 0 && run.processes.unfinished > 0) {
+        fmt::print(stderr, "pmc: count --emulate: exit status 1, though '{}' exited 0: {} emulated process{} "
+                           "never reached {} exit (a signal ended {}), so the counts are partial. For an "
+                           "exact count, let every process the command starts exit\n",
+                   shown, run.processes.unfinished, run.processes.unfinished == 1 ? "" : "es",
+                   run.processes.unfinished == 1 ? "its" : "their", run.processes.unfinished == 1 ? "it" : "them");
+        status = 1;
+    }
     end_like(run.raw_status); // (the report is written: now end as the command did)
     return status;
 }

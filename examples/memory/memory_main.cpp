@@ -57,9 +57,25 @@ emulator, not memory: the levels come from pmc's cache model, as pmc-mem-latency
 modelled misses per load from 512 B to 4x the LL, at 8 points per octave, --quick 4), shown beside the model's
 D1, L2 and LL. Bandwidth and page faults are not measured there (their figures would be QEMU's speed, and the
 page-fault counts need perf_event_open, which QEMU's user mode lacks): the output and summary.md say so, and
---skip latency is a usage error. Writes latency-modelled.csv and summary.md; pinning does not apply. Under
-pmc emulate without --cache it exits with status 1.
+--skip latency is a usage error. Writes latency-modelled.csv and summary.md. --cpu, --no-pin (nothing is
+timed, and the model is the same on any CPU) and --dir (no page-fault file) do not apply there: each is a
+usage error that says why. Under pmc emulate without --cache it exits with status 1.
 )";
+
+/// Under pmc emulate --cache: the options of the timed run are refused (a usage error), each with why it does not
+/// apply, rather than ignored.
+void refuse_untimed_options(const pmc_cli::CommandLine& cl) {
+    const std::string fix = ": leave it out, or run pmc-memory without the emulator to measure this machine";
+    for (const char* option : {"--cpu", "--no-pin"})
+        if (cl.count(option) > 0)
+            throw pmc_mem::UsageError(std::string(option) + " does not apply under pmc emulate --cache: nothing is "
+                                      "timed there, and the cache model runs in the emulator, the same on any CPU" +
+                                      fix);
+    if (cl.count("--dir") > 0)
+        throw pmc_mem::UsageError("--dir does not apply under pmc emulate --cache: it places the page-fault test file, "
+                                  "and page faults are not measured there (their counts need perf_event_open, which "
+                                  "QEMU's user mode lacks)" + fix);
+}
 
 /// Under pmc emulate --cache: the levels of pmc's cache model (pmc-mem-latency's modelled sweep), and a note for
 /// each experiment that the emulator cannot measure.
@@ -132,8 +148,10 @@ int run(int argc, char** argv) {
         else if (!item.empty()) throw UsageError("--skip: latency, bandwidth or pagefault, not '" + item + "'");
     }
     // Under pmc emulate --cache time means nothing: the levels come from the model's own miss counts.
-    if (const std::vector<ModelledCache> model = modelled_caches(); !model.empty())
+    if (const std::vector<ModelledCache> model = modelled_caches(); !model.empty()) {
+        refuse_untimed_options(cl);
         return run_modelled(common, model, do_latency, do_bandwidth, do_pagefault, command);
+    }
     if (const std::string why = emulator_without_model("pmc-memory"); !why.empty()) throw std::runtime_error(why);
     const int cpu = common.cpu();
     const std::string& out = common.out;

@@ -113,6 +113,23 @@ bool build_chain(Chain& c, std::mt19937_64& rng) {
     c.label = std::make_unique<pmc::NamedRegion>(c.mem, n * line, c.name);
     return true;
 }
+/// The buckets the samples will be sorted into, before any is taken: each one's label and range (a table of
+/// samples here would be all zeros: the bucket table proper comes after the run).
+std::string bucket_plan(const pmc::LatencyBuckets& buckets) {
+    std::string out = "latency buckets (" + buckets.origin() + ")\n";
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-44s %s\n", "level", ("range, " + buckets.unit()).c_str());
+    out += line;
+    for (const auto& b : buckets.buckets()) {
+        if (std::isinf(b.to))
+            std::snprintf(line, sizeof line, "  %-44s %.4g -\n", b.label.c_str(), b.from);
+        else
+            std::snprintf(line, sizeof line, "  %-44s %.4g - %.4g\n", b.label.c_str(), b.from, b.to);
+        out += line;
+    }
+    return out;
+}
+
 __attribute__((noinline)) void* chase(void* p, std::uint64_t loads) {
     for (; loads; --loads) p = *static_cast<void* volatile*>(p);
     return p;
@@ -194,7 +211,7 @@ int main(int argc, char** argv) {
                         bucket_count, edges->size(), chains.size(), bucket_count - chains.size());
     }
 
-    std::printf("%s\n", buckets->text().c_str());
+    std::printf("%s\n", bucket_plan(*buckets).c_str());
     std::printf("blocks chased (%llu dependent loads each):", static_cast<unsigned long long>(loads));
     for (const auto& c : chains) std::printf(" %s (%zu bytes);", c.name.c_str(), c.bytes);
     std::printf("\n\n");

@@ -187,6 +187,25 @@ inline std::string modelled_count_note(const EmulatedPmu& pmu) {
            "core's caches";
 }
 
+namespace detail {
+/// A list of pmc/modelled_events.hpp joined by `separator`, for the refusals' text.
+template <std::size_t N>
+std::string joined_event_names(const std::string_view (&names)[N], const char* separator) {
+    std::string out;
+    for (const std::string_view name : names) out += (out.empty() ? "" : separator) + std::string(name);
+    return out;
+}
+} // namespace detail
+
+/// What the emulated PMU counts besides instructions, with which flag: built from pmc/modelled_events.hpp's lists,
+/// so that a refusal names every event the emulator answers, and only those.
+inline std::string emulated_model_events_text() {
+    return "under pmc emulate --cache the modelled cache events (" +
+           detail::joined_event_names(modelled_cache_event_names, ", ") + "), under pmc emulate --branches " +
+           detail::joined_event_names(branch_count_event_names, " or ") + " and " +
+           detail::joined_event_names(modelled_branch_event_names, ", ");
+}
+
 /// Why the emulated PMU cannot count `spec`, or "" if it can. A modelled cache event can be counted; whether this
 /// run has the model (pmc emulate --cache) is checked when it opens.
 inline std::string emulated_refusal(const EventSpec& spec) {
@@ -207,11 +226,9 @@ inline std::string emulated_refusal(const EventSpec& spec) {
                "instructions-minus-irqs:u; a raw code such as '" + spec.text + "' is a real CPU's encoding";
     if (!is_instruction_event(spec))
         return "the emulated PMU (pmc emulate) counts instructions (instructions:u, instructions, "
-               "instructions-minus-irqs:u), under pmc emulate --cache the modelled cache events (L1-dcache-*, "
-               "L1-icache-load-misses, LLC-*, cache-references, cache-misses), under pmc emulate --branches "
-               "branch-instructions and branch-misses; '" + spec.text + "' is opened with perf_event_open, which QEMU's user "
-               "mode does not implement. Count it natively, on a machine whose PMU has it (`pmc doctor` says whether this "
-               "one has a PMU)";
+               "instructions-minus-irqs:u), " + emulated_model_events_text() + "; '" + spec.text +
+               "' is opened with perf_event_open, which QEMU's user mode does not implement. Count it natively, on a "
+               "machine whose PMU has it (`pmc doctor` says whether this one has a PMU)";
     if (spec.attr.exclude_user)
         return "the emulated PMU counts the program's own (user-mode) instructions; '" + spec.text +
                "' excludes user mode, and the emulator runs no kernel code to count";

@@ -307,25 +307,27 @@ inline std::string count_table(const std::vector<std::string>& names, const std:
 }
 
 /// The same as CSV (RFC 4180): event,count,raw,running_fraction,counted (count empty when not counted). Given
-/// `modelled` (one flag per count: a model's figure, not a count; pmc count --emulate --cache), a sixth column,
-/// modelled, says true or false.
+/// `modelled` (one flag per count: a model's figure, not a count; pmc count --emulate --cache), a column modelled
+/// says true or false; given `partial` (one flag per count: it lacks part of the run, e.g. a process a signal
+/// ended; pmc count --emulate), a last column partial does, so that a script reading the file sees it.
 inline std::string count_csv(const std::vector<std::string>& names, const std::vector<EventCount>& counts,
-                             const std::vector<bool>& modelled = {}) {
+                             const std::vector<bool>& modelled = {}, const std::vector<bool>& partial = {}) {
     auto quote = [](const std::string& s) {
         if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
         std::string q = "\"";
         for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
         return q + "\"";
     };
-    const bool marked = !modelled.empty();
-    std::string out = marked ? "event,count,raw,running_fraction,counted,modelled\n"
-                             : "event,count,raw,running_fraction,counted\n";
+    const bool marked = !modelled.empty(), marked_partial = !partial.empty();
+    std::string out = std::string("event,count,raw,running_fraction,counted") + (marked ? ",modelled" : "") +
+                      (marked_partial ? ",partial" : "") + "\n";
     for (std::size_t i = 0; i < counts.size() && i < names.size(); ++i) {
         const EventCount& c = counts[i];
         out += c.counted
                    ? fmt::format("{},{:.0f},{},{:.6f},true", quote(names[i]), c.estimate, c.raw, c.running_fraction)
                    : fmt::format("{},,,0,false", quote(names[i]));
         if (marked) out += i < modelled.size() && modelled[i] ? ",true" : ",false";
+        if (marked_partial) out += i < partial.size() && partial[i] ? ",true" : ",false";
         out += '\n';
     }
     return out;

@@ -1475,8 +1475,12 @@ int main(int argc, char** argv) {
             return run_probe();
         }
         if (mode == "until-signal" && argc > 2) return run_until_signal(argv[2]);
-        if (mode == "pause" && argc > 3) { // pause LOOPS READY: a known loop, READY made, then waits in pause()
-            known_loop(std::strtoull(argv[2], nullptr, 10));
+        // pause LOOPS READY: a known loop, READY made, then waits in pause(); pause-thread: the loop runs on a
+        // thread, which has exited (joined) by then.
+        if ((mode == "pause" || mode == "pause-thread") && argc > 3) {
+            const std::uint64_t loops = std::strtoull(argv[2], nullptr, 10);
+            if (mode == "pause") known_loop(loops);
+            else std::thread([loops] { known_loop(loops); }).join();
             if (FILE* f = std::fopen(argv[3], "w")) std::fclose(f);
             for (;;) ::pause(); // (the last system call before a deadly signal)
         }
@@ -1527,6 +1531,6 @@ int main(int argc, char** argv) {
                          "inclusion ROUNDS | "
                          "cache-read | cache-threads | branch-read | branch-threads | branches N | until-signal FILE | "
                          "jit-rep | churn | bad-pointer | stack | signal-frames | signal-race | raw-handler | signal-cost | "
-                         "refused WHAT\n");
+                         "pause[-thread] LOOPS READY | refused WHAT\n");
     return 2;
 }

@@ -277,6 +277,8 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     INFO(killed.out);
     CHECK(killed.status == 128 + 9);
     CHECK_THAT(killed.out, ContainsSubstring("1 of the 1 emulated process never reached its exit"));
+    // Its count up to its last system call is partial, and the CSV says so on the row, not only on stderr.
+    CHECK(std::regex_search(killed.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,true\n")));
     // A process that executes another reports what it ran before (the exec'd program reports its own): no
     // process is said to be missing.
     const auto execs = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- sh -c 'ls / >/dev/null' 2>&1");
@@ -284,6 +286,32 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     CHECK(execs.status == 0);
     CHECK_THAT(execs.out, !ContainsSubstring("never reached"));
     CHECK_THAT(r.out, ContainsSubstring("QEMU's user mode does not implement"));
+}
+
+TEST_CASE("pmc count --emulate never exits 0 with a count partial: a command that exits 0 after a child of its was "
+          "killed gives status 1, the CSV's rows marked partial", "[emulate]") {
+    REQUIRE_EMULATOR();
+    for (const char* sig : {"KILL", "TERM"}) {
+        CAPTURE(sig);
+        // The shell starts a shell that kills itself, then exits 0.
+        const std::string command = " -- sh -c 'sh -c \"kill -" + std::string(sig) + " \\$\\$\"; exit 0' 2>&1";
+        const auto csv = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv" + command);
+        INFO(csv.out);
+        CHECK(csv.status == 1);
+        CHECK_THAT(csv.out, ContainsSubstring("pmc: count --emulate: exit status 1, though"));
+        CHECK_THAT(csv.out, ContainsSubstring("exited 0: 1 emulated process never reached its exit (a signal ended it)"));
+        CHECK(std::regex_search(csv.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,true\n")));
+        const auto text = pmc_test::run_command("'" + pmc_tool + "' count --emulate" + command);
+        INFO(text.out);
+        CHECK(text.status == 1);
+        CHECK_THAT(text.out, ContainsSubstring("(exit status 0; 3 emulated processes)")); // (sh, its fork, its exec)
+        CHECK(std::regex_search(text.out, std::regex("instructions:u +[0-9]+  \\(partial\\)")));
+    }
+    // Every process reached its exit: the command's 0.
+    const auto whole = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- sh -c 'sh -c true; exit 0' 2>&1");
+    INFO(whole.out);
+    CHECK(whole.status == 0);
+    CHECK(std::regex_search(whole.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,false\n")));
 }
 
 namespace {
@@ -310,11 +338,11 @@ TEST_CASE("pmc count --emulate marks each count modelled or not, in CSV and JSON
     const auto csv = pmc_test::run_command(run + "--csv -- '" + target + "' chase 8 10 2>&1 >/dev/null");
     INFO(csv.out);
     REQUIRE(csv.status == 0);
-    CHECK_THAT(csv.out, ContainsSubstring("event,count,raw,running_fraction,counted,modelled\n"));
+    CHECK_THAT(csv.out, ContainsSubstring("event,count,raw,running_fraction,counted,modelled,partial\n"));
     for (auto [event, modelled] : {std::pair{"instructions:u", "false"}, std::pair{"LLC-loads", "true"},
                                    std::pair{"branch-instructions", "false"}, std::pair{"branch-misses:u", "true"}})
         CHECK(std::regex_search(csv.out, std::regex("\n" + std::string(event) + ",[0-9]+,[0-9]+,1\\.000000,true," +
-                                                    modelled + "\n")));
+                                                    modelled + ",false\n")));
     const auto json = pmc_test::run_command(run + "--json -- '" + target + "' chase 8 10 2>&1 >/dev/null");
     INFO(json.out);
     REQUIRE(json.status == 0);
@@ -325,7 +353,7 @@ TEST_CASE("pmc count --emulate marks each count modelled or not, in CSV and JSON
     // Without a model every count is still marked, false: one layout for every pmc count --emulate.
     const auto plain = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- '" + target +
                                              "' chase 8 10 2>&1 >/dev/null");
-    CHECK(std::regex_search(plain.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false\n")));
+    CHECK(std::regex_search(plain.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,false\n")));
 }
 
 TEST_CASE("pmc count --emulate --cache: a chase over N lines of one D1 set misses exactly as LRU predicts",
@@ -1592,7 +1620,12 @@ TEST_CASE("the load-latency examples print their tables under pmc emulate --cach
     const std::string buckets = twice("'" PMC_EXAMPLE_DCACHE_BUCKETS_PATH "' --edges 8,30,150 --labels L1,L2,LL,memory "
                                       "--sizes 16K,1M,16M --loads 50000 --period 500");
     CHECK_THAT(buckets, ContainsSubstring("agrees within tolerance"));
-    const std::string sampled = buckets.substr(buckets.find("sampled event:")); // (the empty buckets come first)
+    // Before the run the buckets are listed (label, range), not shown as a table of zero samples: one table.
+    CHECK(std::regex_search(buckets, std::regex("latency buckets \\(edges given: 8 30 150 cycles\\)\n  level +range, "
+                                                "cycles\n  L1 +0 - 8\n")));
+    const std::regex table_head("\n  level +range, cycles +samples +%");
+    CHECK(std::distance(std::sregex_iterator(buckets.begin(), buckets.end(), table_head), std::sregex_iterator()) == 1);
+    const std::string sampled = buckets.substr(buckets.find("sampled event:"));
     for (const char* level : {"L1 +0 - 8 +([0-9]+) ", "LL +30 - 150 +([0-9]+) ", "memory +150 - +([0-9]+) "}) {
         std::smatch m;
         CAPTURE(level);
@@ -1810,13 +1843,14 @@ TEST_CASE("pmc count --emulate ended by a signal prints the count up to the prog
     const std::string tmp = fresh_dir("interrupted-count");
     // The program runs a known loop, makes READY, and waits in pause(): the count up to that call is exact, and a
     // loop 2,000,000 iterations longer counts exactly 4,000,000 more (2 instructions an iteration).
-    const auto interrupted = [&](const std::string& loops, int sig, const std::string& options) {
+    const auto interrupted = [&](const std::string& loops, int sig, const std::string& options,
+                                 const std::string& mode = "pause") {
         // (Paths and arguments of one length in every run: a longer string costs more instructions.)
         const std::string name = temp_dir() + "/interrupted-" + loops + "-" + std::to_string(100 + sig);
         const std::string ready = name + ".ready";
         ::unlink(ready.c_str());
-        const pid_t pmc_pid = spawn_job("'" + pmc_tool + "' count --emulate " + options + " -- '" + target +
-                                            "' pause " + loops + " '" + ready + "'",
+        const pid_t pmc_pid = spawn_job("'" + pmc_tool + "' count --emulate " + options + " -- '" + target + "' " +
+                                            mode + " " + loops + " '" + ready + "'",
                                         tmp, name + ".out");
         const bool started = wait_for_file(ready, 120) && wait_until_asleep(ready, 60);
         if (!started) ::kill(-pmc_pid, SIGKILL);
@@ -1855,6 +1889,14 @@ TEST_CASE("pmc count --emulate ended by a signal prints the count up to the prog
     REQUIRE(count_in(small) > 0);
     REQUIRE(count_in(large) > 0);
     CHECK(count_in(large) - count_in(small) == 2 * (3000000 - 1000000));
+    // The loop on a thread that has exited when the signal comes: its count is in the process's progress too
+    // (the plugin's lock-free update for a process with one live thread adds the exited threads' total).
+    const std::string small_thread = interrupted("1000000", SIGTERM, "", "pause-thread");
+    const std::string large_thread = interrupted("3000000", SIGTERM, "", "pause-thread");
+    INFO(small_thread << large_thread);
+    REQUIRE(count_in(small_thread) > 0);
+    REQUIRE(count_in(large_thread) > 0);
+    CHECK(count_in(large_thread) - count_in(small_thread) == 2 * (3000000 - 1000000));
     // JSON says it too: partial, and the model's counts null.
     const std::string json = interrupted("1000000", SIGHUP, "--cache --json");
     INFO(json);

@@ -93,6 +93,18 @@ if(GEOMETRY STREQUAL "")
     if(NOT skip_status EQUAL 1 OR NOT skip_err MATCHES "--skip latency: under pmc emulate --cache")
       message(FATAL_ERROR "pmc-memory --skip latency under the model: status ${skip_status}, not 1:\n${skip_err}")
     endif()
+    # The timed run's pinning and the page-fault file's folder do not apply under the model: refused, not ignored.
+    foreach(option "--cpu;0" "--no-pin" "--dir;${OUT}")
+      execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} ${option} --quick --quiet --no-plot
+                              --out ${OUT}-refused
+                      RESULT_VARIABLE refused_status OUTPUT_QUIET ERROR_VARIABLE refused_err)
+      list(GET option 0 option_name)
+      if(NOT refused_status EQUAL 1 OR NOT refused_err MATCHES "${option_name} does not apply under pmc emulate --cache"
+         OR NOT refused_err MATCHES "Run 'pmc-memory --help' for usage")
+        message(FATAL_ERROR "pmc-memory ${option} under the model: status ${refused_status}, not 1 with the "
+                            "reason:\n${refused_err}")
+      endif()
+    endforeach()
   endif()
 endif()
 

@@ -78,3 +78,23 @@ TEST_CASE("modelled events: instructions, other cache events and other names are
     CHECK(pmc::event_base_name("L1-dcache-loads:u") == "L1-dcache-loads");
     CHECK(pmc::event_base_name("branch-misses") == "branch-misses");
 }
+
+TEST_CASE("modelled events: the refusal of an event the emulator cannot count names every event it can, from the "
+          "one list", "[emulated][modelled]") {
+    const std::string why = pmc::emulated_refusal(pmc::parse_event("page-faults"));
+    CAPTURE(why);
+    REQUIRE_FALSE(why.empty());
+    const auto named = [&](std::string_view name) {
+        // Whole names: "LLC-loads" inside "LLC-loads-x" would not do.
+        for (auto at = why.find(name); at != std::string::npos; at = why.find(name, at + 1)) {
+            const char after = at + name.size() < why.size() ? why[at + name.size()] : ' ';
+            if (after == ',' || after == ')' || after == ' ' || after == ';') return true;
+        }
+        return false;
+    };
+    for (const std::string_view name : pmc::modelled_cache_event_names) CHECK(named(name));
+    for (const std::string_view name : pmc::branch_count_event_names) CHECK(named(name));
+    for (const std::string_view name : pmc::modelled_branch_event_names) CHECK(named(name));
+    CHECK_THAT(why, ContainsSubstring("pmc emulate --cache"));
+    CHECK_THAT(why, ContainsSubstring("pmc emulate --branches"));
+}

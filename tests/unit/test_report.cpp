@@ -126,6 +126,19 @@ TEST_CASE("count_csv and write_counts_json mark each count modelled or not when 
           R"({"event":"instructions","counted":false,"count":null,"modelled":false}])");
 }
 
+TEST_CASE("count_csv marks each count partial or not when told, in a last column after modelled", "[report]") {
+    const std::vector<bool> modelled{false, true, false}, partial{true, true, true};
+    CHECK(pmc::count_csv(g_names, g_counts, modelled, partial) ==
+          "event,count,raw,running_fraction,counted,modelled,partial\n"
+          "cycles,2468,1234,0.500000,true,false,true\n"
+          "page-faults,77,77,1.000000,true,true,true\n"
+          "instructions,,,0,false,false,true\n");
+    CHECK(pmc::count_csv(g_names, g_counts, {}, {false, true}) == "event,count,raw,running_fraction,counted,partial\n"
+                                                                  "cycles,2468,1234,0.500000,true,false\n"
+                                                                  "page-faults,77,77,1.000000,true,true\n"
+                                                                  "instructions,,,0,false,false\n");
+}
+
 TEST_CASE("JsonWriter writes a char as a one-character string", "[report]") {
     pmc::JsonWriter j;
     j.begin_array().value('x').value('"').value(static_cast<signed char>(-3)).value(std::uint8_t{7}).end_array();

@@ -209,9 +209,7 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         if (emulated_pmu()) {
             msg += "This program runs under pmc emulate (QEMU user mode), which does not implement perf_event_open: "
                    "" + emulated_refusal(spec) + ".\nUnder the emulator: instructions:u (exact, emulated), "
-                   "wall-time and tsc; under pmc emulate --cache also the modelled cache events (L1-dcache-*, "
-                   "L1-icache-load-misses, LLC-*, cache-references, cache-misses), under pmc emulate --branches "
-                   "branch-instructions and branch-misses.";
+                   "wall-time and tsc; " + emulated_model_events_text() + ".";
         } else if (under_qemu_tcg()) {
             msg += "This program runs under QEMU's TCG emulator (CPUID says TCGTCGTCGTCG), whose user mode does not "
                    "implement perf_event_open.\nFix: for exact instruction counts run it under `pmc emulate -- "
