@@ -8,7 +8,7 @@
 // pmc emulate --cache: a load pmc::Sampler opened with inherit (below). `pmc-sample-load-target heap LOADS`: LOADS loads
 // of a 32 KiB block from malloc (the brk heap). `pmc-sample-load-target mappings LOADS FILE [fork]`: LOADS loads of
 // 32 KiB of anonymous memory from mmap, unmapped, then LOADS loads of FILE (32 KiB written, mapped, its descriptor
-// closed), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
+// closed, moved by mremap), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
 // it. Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
 #include <pmc/sampler.hpp>
@@ -134,8 +134,13 @@ int run_short_mappings(std::uint64_t loads, const char* file) {
     void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd); // (the mapping stays; pmc names it by the file it was mapped from)
     if (mapped == MAP_FAILED) return 1;
-    load_n(static_cast<const volatile std::uint64_t*>(mapped), loads);
-    ::munmap(mapped, size);
+    // Moved by mremap onto memory reserved for it: only the move names that address after the file.
+    void* reserved = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (reserved == MAP_FAILED) return 1;
+    void* moved = ::mremap(mapped, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, reserved);
+    if (moved == MAP_FAILED) return 1;
+    load_n(static_cast<const volatile std::uint64_t*>(moved), loads);
+    ::munmap(moved, size);
     ::unlink(file);
     return 0;
 }

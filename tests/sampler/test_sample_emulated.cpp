@@ -55,8 +55,8 @@ TEST_CASE("pmc sample --emulate --cache: N loads of a variable give exactly N / 
     CHECK(number(*bias, "malformed") == 0);
     CHECK(bias->find("agrees")->boolean);
     // The rest of the loads (the loader's, the C library's) fall in the program's files and memory: no sample is
-    // outside every mapping but a handful on stacks gone before the exit reading.
-    CHECK(row_samples(report, "by_region", "unmapped") <= 5);
+    // outside every mapping (the thread's stack, gone before the exit's reading, is named by its mmap).
+    CHECK(row_samples(report, "by_region", "unmapped") == 0);
     // Again: the same samples in the arrays (the main thread's join and wait make a few loads more or fewer).
     const auto second = pmc_test::run_command(command);
     CHECK(second.status == 5);
@@ -138,8 +138,9 @@ TEST_CASE("pmc sample --emulate: memory mapped and unmapped between the readings
           "(anonymous memory, a file by its path), in a fork child and an exec'd program too", "[sampler][tool][emulate]") {
     REQUIRE_EMULATOR();
     // The target maps 32 KiB of anonymous memory, loads it 100,000 times and unmaps it, then does the same with a
-    // file (likely at the same address): both are gone before the exit's reading of the maps, so only the program's
-    // mapping calls, replayed in time order with the samples, name them.
+    // file (likely at the same address), moved by mremap onto reserved anonymous memory: both are gone before the
+    // exit's reading of the maps, so only the program's mapping calls, replayed in time order with the samples, name
+    // them.
     const pmc_test::TempDir dir;
     const std::string file = dir.file("mapped-data");
     const auto report_of = [&](const std::string& command) {
@@ -161,10 +162,12 @@ TEST_CASE("pmc sample --emulate: memory mapped and unmapped between the readings
         const auto report = report_of(command);
         CHECK(row_samples(report, "by_region", file) == 100);
         CHECK(row_samples(report, "by_region", "unmapped") == 0);
-        if (command == loads) // (100,000 loads more leave the other loads' samples where they were)
-            CHECK(row_samples(report, "by_region", "anonymous") == other_anonymous + 100);
-        else
+        if (command == loads) { // (the loops' setup adds 2 loads to the 200,000: a sample elsewhere may move by one)
+            CHECK(row_samples(report, "by_region", "anonymous") >= other_anonymous + 99);
+            CHECK(row_samples(report, "by_region", "anonymous") <= other_anonymous + 101);
+        } else {
             CHECK(row_samples(report, "by_region", "anonymous") >= 100);
+        }
     }
 }
 
