@@ -394,10 +394,12 @@ inline void mark_maps(const char* what, long parent = 0) {
 //
 // The preload library reads the guest's maps only at an image's start and exit: memory mapped and unmapped between
 // (a file mapped to be read, a large malloc block freed, a thread's stack) would leave its samples unnamed. So each
-// successful mmap, munmap, mremap and brk of the guest is appended to DIR/PID.maps as a line stamped with the clock
-// the samples use, written at the call's return: before the program can touch a new mapping, after its last touch of
-// a removed one. pmc replays them in time order (tools/sample.cpp, MappingTimeline). Host work only: nothing here
-// runs guest code, so no count changes.
+// successful mmap, munmap, mremap and brk of the guest becomes a line stamped with the clock the samples use, taken at
+// the call's return: before the program can touch a new mapping, after its last touch of a removed one. The lines
+// wait in a buffer of the process (a program that maps and unmaps in a loop would otherwise pay an open, a write
+// and a close per call) and go to DIR/PID.maps before any sample is written, and at the process's exit or execve:
+// every sample on file has the lines stamped before it. pmc replays them in time order (tools/sample.cpp,
+// LiveMappings). Host work only: nothing here runs guest code, so no count changes.
 
 /// The target's numbers for the calls that change the mappings (set at install; -1: none).
 struct MappingCallNumbers {
@@ -412,6 +414,22 @@ struct MappingCall {
     std::string path; ///< mmap of a file: the file's path at the call (its descriptor may be closed at once after)
 };
 inline thread_local MappingCall mapping_call;
+
+/// The process's mapping lines not yet in DIR/PID.maps.
+inline std::mutex mapping_lines_lock;
+inline std::string mapping_lines;
+
+/// Appends the waiting mapping lines to DIR/PID.maps (one write). Under mapping_lines_lock.
+inline void write_mapping_lines() {
+    if (mapping_lines.empty()) return;
+    append_to(static_cast<std::uint32_t>(::getpid()), ".maps", mapping_lines.data(), mapping_lines.size());
+    mapping_lines.clear();
+}
+inline void flush_mapping_lines() {
+    if (whole.dir.empty()) return;
+    std::lock_guard<std::mutex> hold(mapping_lines_lock);
+    write_mapping_lines();
+}
 
 /// At a system call's entry: keeps the arguments of a mapping call (their results come at its return).
 inline void mapping_call_starts(long number, std::uint64_t a1, std::uint64_t a2, std::uint64_t a3, std::uint64_t a4,
@@ -438,7 +456,7 @@ inline void mapping_call_starts(long number, std::uint64_t a1, std::uint64_t a2,
     }
 }
 
-/// At a system call's return: the mapping call that succeeded, as a line of DIR/PID.maps (at most one write):
+/// At a system call's return: the mapping call that succeeded, as a line for DIR/PID.maps (written when 64 KiB wait):
 ///     pmc-maps TIME map BEGIN LENGTH PROT FLAGS OFFSET [PATH]      (PATH: a file's, none for anonymous memory)
 ///     pmc-maps TIME unmap BEGIN LENGTH
 ///     pmc-maps TIME remap OLD OLD_LENGTH NEW NEW_LENGTH FLAGS
@@ -466,8 +484,10 @@ inline void mapping_call_returns(long number, std::int64_t result) {
                                hex(a[0]), hex(a[1]), hex(ret), hex(a[2]), hex(a[3]));
     else if (number == n.brk)
         length = std::snprintf(line.data(), line.size(), "pmc-maps %llu brk %llx\n", now, hex(ret));
-    if (length > 0 && static_cast<std::size_t>(length) < line.size())
-        append_to(static_cast<std::uint32_t>(::getpid()), ".maps", line.data(), static_cast<std::size_t>(length));
+    if (length <= 0 || static_cast<std::size_t>(length) >= line.size()) return;
+    std::lock_guard<std::mutex> hold(mapping_lines_lock);
+    mapping_lines.append(line.data(), static_cast<std::size_t>(length));
+    if (mapping_lines.size() >= (std::size_t{1} << 16)) write_mapping_lines();
 }
 
 inline void write_out(Sampler& s) { // under s.lock
@@ -477,6 +497,7 @@ inline void write_out(Sampler& s) { // under s.lock
         s.head = s.size = 0;
         return;
     }
+    flush_mapping_lines(); // (first: the samples' mappings are on file before them)
     thread_local std::vector<unsigned char> records;
     records.clear();
     const std::size_t taken = s.size;
@@ -550,6 +571,7 @@ inline void thread_exits() {
 /// U\n" (L: the loads sampled from; S: the samples taken; U: those not written, past max_written or a write failed). Every thread's queue is
 /// written first.
 inline std::string report_line(long pid) {
+    flush_mapping_lines();
     std::lock_guard<std::mutex> hold_all(samplers_lock);
     std::uint64_t loads = whole.exited_loads, samples = whole.exited_samples, unwritten = whole.unwritten;
     for (auto& [id, s] : samplers) {
@@ -576,6 +598,8 @@ inline std::string report_line(long pid) {
 /// to write), the other threads' are gone.
 inline void in_fork_child() {
     new (&samplers_lock) std::mutex;
+    new (&mapping_lines_lock) std::mutex;
+    mapping_lines.clear(); // (the parent's: it writes them)
     for (auto& [id, s] : samplers) new (&s->lock) std::mutex;
     if (whole.dir.empty()) { // an inherit sampler's members on other threads are the parent's
         for (auto it = samplers.begin(); it != samplers.end();)
