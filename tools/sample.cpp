@@ -777,6 +777,50 @@ struct ImageMaps {
             std::stable_sort(images[i].changes.begin(), images[i].changes.end(),
                              [](const MappingChange& x, const MappingChange& y) { return x.time < y.time; });
     }
+    /// Where the brk heap of `image` starts: its first break (the preload library asks for it before the program's
+    /// code runs), page-aligned; for a fork child without brk calls, its parent's; 0 if unknown.
+    std::uint64_t heap_begin(std::size_t image, int depth = 0) const {
+        const Image& m = images[image];
+        for (const MappingChange& c : m.changes)
+            if (c.kind == MappingChange::brk) return MappingChange::page_end(c.begin, 0);
+        if (m.parent && depth < 16)
+            if (const long p = image_of(m.parent, m.begin); p >= 0 && static_cast<std::size_t>(p) != image)
+                return heap_begin(static_cast<std::size_t>(p), depth + 1);
+        return 0;
+    }
+    /// QEMU's maps show a program's .bss beyond its file's last page and the brk heap after it as one region (same
+    /// permissions), which name_the_brk_heap named [heap] whole: the part below the first break is the .bss, as a
+    /// native run shows it (the kernel starts the heap elsewhere); all of it where the break never grew (QEMU 10
+    /// with ASLR off). Once all files are read, before any cover().
+    void split_heaps_at_first_break() {
+        for (std::size_t i = 0; i < images.size(); ++i) {
+            const std::uint64_t begin = heap_begin(i);
+            if (!begin) continue;
+            for (auto& reading : images[i].readings)
+                for (std::size_t k = 0; k < reading.size(); ++k) {
+                    pmc::MappedRegion& r = reading[k];
+                    if (r.kind != pmc::RegionKind::heap || r.path != "[heap]" || r.begin >= begin) continue;
+                    pmc::MappedRegion below = r;
+                    below.end = std::min(begin, r.end);
+                    below.path.clear();
+                    below.kind = pmc::RegionKind::anonymous;
+                    if (k > 0 && reading[k - 1].end == below.begin) { // (pmc::parse_maps' .bss guess)
+                        const pmc::MappedRegion& before = reading[k - 1];
+                        if (before.kind == pmc::RegionKind::file && before.perms[1] == 'w' && before.perms[3] == 'p')
+                            below.follows_file = before.path;
+                        else if (!before.follows_file.empty() && before.perms == below.perms)
+                            below.follows_file = before.follows_file;
+                    }
+                    if (below.end == r.end) { // no heap in it
+                        r = std::move(below);
+                        continue;
+                    }
+                    r.begin = begin;
+                    reading.insert(reading.begin() + static_cast<std::ptrdiff_t>(k), std::move(below));
+                    ++k;
+                }
+        }
+    }
     /// The image of process `pid` at `time`: the last that started by then (or its first); -1 if it has none.
     long image_of(std::uint32_t pid, std::uint64_t time) const {
         auto it = by_pid.find(pid);
@@ -936,6 +980,7 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
 
     auto maps = std::make_shared<ImageMaps>();
     for (const auto& [path, pid] : files_ending(report.dir, ".maps")) maps->read(path, pid);
+    maps->split_heaps_at_first_break();
     std::uint64_t malformed = 0, read = 0;
     std::uint32_t unknown_image = 0;
     std::vector<std::uint64_t> times; // each kept sample's
