@@ -11,8 +11,9 @@
 // records one (page faults, memory events), by instruction address otherwise.
 //
 // With --emulate --cache the command runs under QEMU with pmc's plugin instead (run_emulated), which samples every
-// thread's loads from the cache model and writes the records to files in the kernel's layout, and the preload
-// library records the guest's memory map (ImageMaps): the same summaries and report follow. The code reads top-down:
+// thread's loads from the cache model and writes the records to files in the kernel's layout, with the program's
+// mapping calls, and the preload library records the guest's memory map (ImageMaps; each sample is named by the
+// mapping live at its time, LiveMappings): the same summaries and report follow. The code reads top-down:
 // the arguments, where the report goes, each way of running, the summaries, the report.
 #include "command_line.hpp"
 #include "commands.hpp"
