@@ -11,8 +11,9 @@
 // records one (page faults, memory events), by instruction address otherwise.
 //
 // With --emulate --cache the command runs under QEMU with pmc's plugin instead (run_emulated), which samples every
-// thread's loads from the cache model and writes the records to files in the kernel's layout, and the preload
-// library records the guest's memory map (ImageMaps): the same summaries and report follow. The code reads top-down:
+// thread's loads from the cache model and writes the records to files in the kernel's layout, with the program's
+// mapping calls, and the preload library records the guest's memory map (ImageMaps; each sample is named by the
+// mapping live at its time, LiveMappings): the same summaries and report follow. The code reads top-down:
 // the arguments, where the report goes, each way of running, the summaries, the report.
 #include "command_line.hpp"
 #include "commands.hpp"
@@ -88,9 +89,11 @@ Options:
                     the load's data address and, as its weight, the latency the model states for
                     the level that served it (L1 4, L2 12, LL 40, memory 200 cycles). The bias
                     check compares samples x period with the loads the model counted (allowance:
-                    one period per thread). Regions and variables come from the guest's
-                    /proc/self/maps, read in each process at its start and its exit(). Other
-                    events, -F and -m are refused: QEMU implements no perf events.
+                    one period per thread). Regions come from the program's own mmap, munmap,
+                    mremap and brk calls, replayed in time order with the samples, and from
+                    the guest's /proc/self/maps, read in each process at its start and its
+                    exit(); variables from the latter. Other events, -F and -m are refused:
+                    QEMU implements no perf events.
   --qemu PATH       With --emulate: the QEMU user-mode binary (as pmc emulate --qemu; $PMC_QEMU).
   -h, --help        Show this help.
 
@@ -117,6 +120,10 @@ struct Kept {
     float weight;
     std::uint32_t cycle; // MapTracker::cycle when it was drained; under --emulate, the process image it came from
     std::uint32_t space; // whose variables: the pid; under --emulate, the process image
+    /// --emulate: the mapping live at the sample's time, from the program's mapping calls (an index into
+    /// SampledRun::live_regions), or no_live_region: the region is looked up in the readings.
+    std::uint32_t live = no_live_region;
+    static constexpr std::uint32_t no_live_region = ~0u;
 };
 
 using Cover = std::map<std::uint64_t, pmc::MappedRegion>; // disjoint regions by begin
@@ -413,6 +420,8 @@ struct SampledRun {
     /// of process `pid` in `cycle` (Kept::space and Kept::cycle).
     std::function<std::vector<pmc::MappedRegion>(std::uint32_t space, std::uint32_t pid)> all_regions_of;
     std::function<Cover(std::uint32_t pid, std::uint32_t cycle)> regions_at;
+    /// --emulate: the mappings Kept::live points at.
+    std::vector<pmc::MappedRegion> live_regions;
 };
 
 /// Natively: COMMAND sampled with perf_event_open (inherit, enable_on_exec), drained while it runs. The status to
@@ -538,19 +547,173 @@ std::optional<int> run_native(const SampleArgs& a, ReportOutput&, SampledRun& ru
 
 // ---- under the emulator (--emulate --cache) ----
 
+/// One successful mapping call of the program under the emulator, as the plugin wrote it to DIR/PID.maps
+/// (plugin_sampling.hpp, mapping_call_returns): at the call's return, on the samples' clock.
+struct MappingChange {
+    enum Kind { map, unmap, remap, brk };
+    std::uint64_t time = 0;
+    Kind kind = map;
+    std::uint64_t begin = 0, end = 0;      ///< map, unmap: the range; remap: the old range; brk: the break (begin)
+    std::uint64_t to = 0, to_end = 0;      ///< remap: the new range
+    std::uint64_t remap_flags = 0;         ///< remap: MREMAP_DONTUNMAP keeps the old range
+    bool fixed = false;                    ///< map: at an address asked for (MAP_FIXED), as the loader maps a .bss
+    pmc::MappedRegion region;              ///< map: what it maps (no .bss guess yet)
+
+    static constexpr std::uint64_t page = 4096;
+    static std::uint64_t page_end(std::uint64_t begin, std::uint64_t length) {
+        return begin + ((length + page - 1) & ~(page - 1));
+    }
+    /// One line's fields after "pmc-maps TIME ", or nothing if they are not a mapping change.
+    static std::optional<MappingChange> parse(std::uint64_t time, const std::string& kind, const char* fields) {
+        MappingChange c;
+        c.time = time;
+        unsigned long long v[5] = {};
+        int used = 0;
+        if (kind == "map" && std::sscanf(fields, "%llx %llx %llx %llx %llx%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used) == 5) {
+            c.kind = map;
+            c.begin = v[0];
+            c.end = page_end(v[0], v[1]);
+            const char* path = fields + used;
+            c.region.path = *path == ' ' ? path + 1 : "";
+            c.region.begin = c.begin, c.region.end = c.end, c.region.offset = v[4];
+            c.region.perms = {v[2] & 1 ? 'r' : '-', v[2] & 2 ? 'w' : '-', v[2] & 4 ? 'x' : '-', (v[3] & 1) ? 's' : 'p'}; // MAP_SHARED(_VALIDATE) or MAP_PRIVATE
+            c.fixed = (v[3] & 0x10) != 0;
+            c.region.kind = pmc::detail::region_kind_of(c.region.path);
+        } else if (kind == "unmap" && std::sscanf(fields, "%llx %llx", &v[0], &v[1]) == 2) {
+            c.kind = unmap;
+            c.begin = v[0];
+            c.end = page_end(v[0], v[1]);
+        } else if (kind == "remap" && std::sscanf(fields, "%llx %llx %llx %llx %llx", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
+            c.kind = remap;
+            c.begin = v[0], c.end = page_end(v[0], v[1]);
+            c.to = v[2], c.to_end = page_end(v[2], v[3]);
+            c.remap_flags = v[4];
+        } else if (kind == "brk" && std::sscanf(fields, "%llx", &v[0]) == 1) {
+            c.kind = brk;
+            c.begin = v[0];
+        } else {
+            return std::nullopt;
+        }
+        if (c.kind != brk && c.end <= c.begin) return std::nullopt;
+        return c;
+    }
+};
+
+/// The mappings of one process image at one time, replayed from its mapping calls: disjoint regions by begin, each
+/// an index into a store (SampledRun::live_regions) that samples point at.
+struct LiveMappings {
+    std::map<std::uint64_t, std::uint32_t> regions;
+    std::uint64_t heap_begin = 0, heap_end = 0; ///< the brk heap: [heap_begin, heap_end) once a brk was seen
+
+    const pmc::MappedRegion* at(const std::vector<pmc::MappedRegion>& store, std::uint64_t addr,
+                                std::uint32_t* index = nullptr) const {
+        auto it = regions.upper_bound(addr);
+        if (it == regions.begin()) return nullptr;
+        --it;
+        const pmc::MappedRegion& r = store[it->second];
+        if (addr >= r.end) return nullptr;
+        if (index) *index = it->second;
+        return &r;
+    }
+    void insert(std::vector<pmc::MappedRegion>& store, pmc::MappedRegion r) {
+        store.push_back(std::move(r));
+        regions[store.back().begin] = static_cast<std::uint32_t>(store.size() - 1);
+    }
+    /// Removes [begin, end) from every region; what a region keeps outside it stays, as a piece of its own.
+    void carve(std::vector<pmc::MappedRegion>& store, std::uint64_t begin, std::uint64_t end) {
+        auto it = regions.upper_bound(begin);
+        if (it != regions.begin()) --it;
+        std::vector<pmc::MappedRegion> kept;
+        while (it != regions.end() && it->first < end) {
+            const pmc::MappedRegion r = store[it->second];
+            if (r.end <= begin) {
+                ++it;
+                continue;
+            }
+            it = regions.erase(it);
+            if (r.begin < begin) {
+                pmc::MappedRegion piece = r;
+                piece.end = begin;
+                kept.push_back(std::move(piece));
+            }
+            if (r.end > end) {
+                pmc::MappedRegion piece = r;
+                piece.begin = end;
+                piece.offset = r.offset + (end - r.begin);
+                kept.push_back(std::move(piece));
+            }
+        }
+        for (auto& piece : kept) insert(store, std::move(piece));
+    }
+    /// `r` mapped, over whatever was there. Anonymous memory mapped at a fixed address right after a writable private
+    /// mapping of a file is labelled as probably its .bss, as a reading of the maps labels it (pmc::parse_maps): the
+    /// loader maps a .bss so. Memory the program maps where the system chooses is just "anonymous", wherever it lands
+    /// (QEMU places mappings upwards, often right after a library's .bss).
+    void map(std::vector<pmc::MappedRegion>& store, pmc::MappedRegion r, bool fixed) {
+        carve(store, r.begin, r.end);
+        if (fixed && r.kind == pmc::RegionKind::anonymous && r.path.empty())
+            if (const pmc::MappedRegion* before = r.begin ? at(store, r.begin - 1) : nullptr; before && before->end == r.begin) {
+                if (before->kind == pmc::RegionKind::file && before->perms[1] == 'w' && before->perms[3] == 'p')
+                    r.follows_file = before->path;
+                else if (!before->follows_file.empty() && before->perms == r.perms)
+                    r.follows_file = before->follows_file;
+            }
+        insert(store, std::move(r));
+    }
+    /// One mapping call replayed. `readings`: the image's regions from the readings, for an mremap of memory the
+    /// program did not map itself (QEMU maps the program, its loader and its stack).
+    void apply(std::vector<pmc::MappedRegion>& store, const MappingChange& c, const Cover& readings) {
+        switch (c.kind) {
+        case MappingChange::map: map(store, c.region, c.fixed); break;
+        case MappingChange::unmap: carve(store, c.begin, c.end); break;
+        case MappingChange::remap: {
+            std::optional<pmc::MappedRegion> moved;
+            if (const pmc::MappedRegion* r = at(store, c.begin)) moved = *r;
+            else if (const pmc::MappedRegion* read = region_at(readings, c.begin)) moved = *read;
+            constexpr std::uint64_t mremap_dontunmap = 4;
+            if (!(c.remap_flags & mremap_dontunmap)) carve(store, c.begin, c.end);
+            if (!moved) break;
+            moved->offset += c.begin - moved->begin;
+            moved->begin = c.to, moved->end = c.to_end;
+            moved->follows_file.clear();
+            map(store, std::move(*moved), false);
+            break;
+        }
+        case MappingChange::brk: {
+            // The heap runs from the first break seen (the preload library asks for it before the program's code
+            // runs) to the current one, in whole pages, as the kernel's [heap].
+            const std::uint64_t brk_end = MappingChange::page_end(c.begin, 0);
+            if (!heap_begin || brk_end < heap_begin) heap_begin = brk_end;
+            const std::uint64_t end = std::max(brk_end, heap_begin);
+            if (end == heap_end) break;
+            carve(store, heap_begin, std::max(end, heap_end));
+            heap_end = end;
+            if (end > heap_begin) {
+                pmc::MappedRegion heap;
+                heap.begin = heap_begin, heap.end = end, heap.perms = "rw-p", heap.path = "[heap]";
+                heap.kind = pmc::RegionKind::heap;
+                insert(store, std::move(heap));
+            }
+            break;
+        }
+        }
+    }
+};
+
 /// The guest's memory maps that the run left in the sample directory (DIR/PID.maps: the plugin marks each process
-/// image's start and a fork's parent, the preload library adds its readings of the guest's /proc/self/maps at the
-/// image's start and at its exit()), grouped by process image.
+/// image's start and a fork's parent, and adds each mapping call of the program; the preload library adds its
+/// readings of the guest's /proc/self/maps at the image's start and at its exit()), grouped by process image.
 struct ImageMaps {
     struct Image {
         std::uint32_t pid = 0;
         std::uint64_t begin = 0;    ///< CLOCK_MONOTONIC at its start (or fork)
         std::uint32_t parent = 0;   ///< a fork child: its parent's pid (its map is the parent's until it reads its own)
         std::vector<std::vector<pmc::MappedRegion>> readings;
+        std::vector<MappingChange> changes; ///< the program's mapping calls, in time order
     };
     std::vector<Image> images;
     std::map<std::uint32_t, std::vector<std::size_t>> by_pid; ///< image indexes, in order of start
-    std::size_t readings = 0;
+    std::size_t readings = 0, mapping_changes = 0;
     mutable std::map<std::size_t, Cover> covers;
 
     /// QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed: the unnamed region holding the break's last
@@ -580,25 +743,84 @@ struct ImageMaps {
             text.clear();
         };
         bool in_reading = false;
+        std::vector<MappingChange> changes;
         while (std::getline(in, line)) {
             unsigned long long time = 0;
             char kind[16] = {};
             long parent = 0;
-            const int fields = std::sscanf(line.c_str(), "pmc-maps %llu %15s %ld", &time, kind, &parent);
+            int kind_end = 0;
+            const int fields = std::sscanf(line.c_str(), "pmc-maps %llu %15s%n %ld", &time, kind, &kind_end, &parent);
             if (fields < 2) {
                 if (in_reading) text += line + "\n";
                 continue;
             }
             if (in_reading) close_reading();
+            if (auto change = MappingChange::parse(time, kind, line.c_str() + kind_end + (line[kind_end] == ' '))) {
+                changes.push_back(std::move(*change));
+                in_reading = false;
+                ++mapping_changes;
+                continue;
+            }
             in_reading = std::strcmp(kind, "reading") == 0;
             program_break = in_reading && fields == 3 && parent > 0 ? static_cast<unsigned long long>(parent) : 0;
             if (!in_reading || !current) { // a start, a fork, or a reading before any mark: a new image
-                images.push_back(Image{pid, time, std::strcmp(kind, "fork") == 0 ? static_cast<std::uint32_t>(parent) : 0u, {}});
+                images.push_back(Image{pid, time, std::strcmp(kind, "fork") == 0 ? static_cast<std::uint32_t>(parent) : 0u, {}, {}});
                 by_pid[pid].push_back(images.size() - 1);
                 current = &images.back();
             }
         }
         if (in_reading) close_reading();
+        // Each change to the image its process ran at its time (an exec's changes before it are the old image's).
+        for (auto& c : changes)
+            if (const long image = image_of(pid, c.time); image >= 0)
+                images[static_cast<std::size_t>(image)].changes.push_back(std::move(c));
+        for (auto i : by_pid[pid])
+            std::stable_sort(images[i].changes.begin(), images[i].changes.end(),
+                             [](const MappingChange& x, const MappingChange& y) { return x.time < y.time; });
+    }
+    /// Where the brk heap of `image` starts: its first break (the preload library asks for it before the program's
+    /// code runs), page-aligned; for a fork child without brk calls, its parent's; 0 if unknown.
+    std::uint64_t heap_begin(std::size_t image, int depth = 0) const {
+        const Image& m = images[image];
+        for (const MappingChange& c : m.changes)
+            if (c.kind == MappingChange::brk) return MappingChange::page_end(c.begin, 0);
+        if (m.parent && depth < 16)
+            if (const long p = image_of(m.parent, m.begin); p >= 0 && static_cast<std::size_t>(p) != image)
+                return heap_begin(static_cast<std::size_t>(p), depth + 1);
+        return 0;
+    }
+    /// QEMU's maps show a program's .bss beyond its file's last page and the brk heap after it as one region (same
+    /// permissions), which name_the_brk_heap named [heap] whole: the part below the first break is the .bss, as a
+    /// native run shows it (the kernel starts the heap elsewhere); all of it where the break never grew (QEMU 10
+    /// with ASLR off). Once all files are read, before any cover().
+    void split_heaps_at_first_break() {
+        for (std::size_t i = 0; i < images.size(); ++i) {
+            const std::uint64_t begin = heap_begin(i);
+            if (!begin) continue;
+            for (auto& reading : images[i].readings)
+                for (std::size_t k = 0; k < reading.size(); ++k) {
+                    pmc::MappedRegion& r = reading[k];
+                    if (r.kind != pmc::RegionKind::heap || r.path != "[heap]" || r.begin >= begin) continue;
+                    pmc::MappedRegion below = r;
+                    below.end = std::min(begin, r.end);
+                    below.path.clear();
+                    below.kind = pmc::RegionKind::anonymous;
+                    if (k > 0 && reading[k - 1].end == below.begin) { // (pmc::parse_maps' .bss guess)
+                        const pmc::MappedRegion& before = reading[k - 1];
+                        if (before.kind == pmc::RegionKind::file && before.perms[1] == 'w' && before.perms[3] == 'p')
+                            below.follows_file = before.path;
+                        else if (!before.follows_file.empty() && before.perms == below.perms)
+                            below.follows_file = before.follows_file;
+                    }
+                    if (below.end == r.end) { // no heap in it
+                        r = std::move(below);
+                        continue;
+                    }
+                    r.begin = begin;
+                    reading.insert(reading.begin() + static_cast<std::ptrdiff_t>(k), std::move(below));
+                    ++k;
+                }
+        }
     }
     /// The image of process `pid` at `time`: the last that started by then (or its first); -1 if it has none.
     long image_of(std::uint32_t pid, std::uint64_t time) const {
@@ -624,6 +846,42 @@ struct ImageMaps {
         return covers.emplace(image, std::move(c)).first->second;
     }
 };
+
+/// An image's mappings at `time`: its parent's at the fork (a fork child), then its own calls up to `time`.
+LiveMappings live_mappings_at(const ImageMaps& maps, std::size_t image, std::uint64_t time,
+                              std::vector<pmc::MappedRegion>& store, int depth = 0) {
+    LiveMappings live;
+    const ImageMaps::Image& m = maps.images[image];
+    if (m.parent && depth < 16)
+        if (const long p = maps.image_of(m.parent, m.begin); p >= 0 && static_cast<std::size_t>(p) != image)
+            live = live_mappings_at(maps, static_cast<std::size_t>(p), m.begin, store, depth + 1);
+    for (const MappingChange& c : m.changes) {
+        if (c.time > time) break;
+        live.apply(store, c, maps.cover(image));
+    }
+    return live;
+}
+
+/// Names each sample's address with the mapping live at its time (Kept::live), replaying each image's mapping calls
+/// in time order beside its samples; `times[i]` is kept[i]'s time, kept[i].cycle its image.
+void name_live_mappings(const ImageMaps& maps, std::vector<Kept>& kept, const std::vector<std::uint64_t>& times,
+                        std::vector<pmc::MappedRegion>& store) {
+    std::map<std::uint32_t, std::vector<std::size_t>> by_image;
+    for (std::size_t i = 0; i < kept.size(); ++i) by_image[kept[i].cycle].push_back(i);
+    for (auto& [image, samples] : by_image) {
+        std::stable_sort(samples.begin(), samples.end(), [&](std::size_t x, std::size_t y) { return times[x] < times[y]; });
+        const ImageMaps::Image& m = maps.images[image];
+        const Cover& readings = maps.cover(image);
+        LiveMappings live = live_mappings_at(maps, image, times[samples.front()], store);
+        auto next = std::upper_bound(m.changes.begin(), m.changes.end(), times[samples.front()],
+                                     [](std::uint64_t t, const MappingChange& c) { return t < c.time; });
+        for (std::size_t i : samples) {
+            for (; next != m.changes.end() && next->time <= times[i]; ++next) live.apply(store, *next, readings);
+            std::uint32_t index = 0;
+            if (live.at(store, kept[i].addr, &index)) kept[i].live = index;
+        }
+    }
+}
 
 /// The files of a directory whose names end with `suffix`, with the pid their name starts with.
 std::vector<std::pair<std::string, std::uint32_t>> files_ending(const std::string& dir, const std::string& suffix) {
@@ -723,22 +981,25 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
 
     auto maps = std::make_shared<ImageMaps>();
     for (const auto& [path, pid] : files_ending(report.dir, ".maps")) maps->read(path, pid);
+    maps->split_heaps_at_first_break();
     std::uint64_t malformed = 0, read = 0;
     std::uint32_t unknown_image = 0;
-    std::vector<Kept> kept;
+    std::vector<std::uint64_t> times; // each kept sample's
     for (const auto& [path, pid] : files_ending(report.dir, ".samples"))
         read += read_sample_records(path, malformed, [&](const pmc::Sample& s) {
             long image = maps->image_of(s.pid, s.time);
             if (image < 0) { // no map at all for it: its addresses show as unmapped
-                maps->images.push_back(ImageMaps::Image{s.pid, 0, 0, {}});
+                maps->images.push_back(ImageMaps::Image{s.pid, 0, 0, {}, {}});
                 maps->by_pid[s.pid].push_back(maps->images.size() - 1);
                 image = static_cast<long>(maps->images.size() - 1);
                 ++unknown_image;
             }
             const auto i = static_cast<std::uint32_t>(image);
             run.kept.push_back(Kept{s.addr ? s.addr : s.ip, s.pid, static_cast<float>(s.weight), i, i});
+            times.push_back(s.time);
             run.with_addr += s.addr != 0;
         });
+    name_live_mappings(*maps, run.kept, times, run.live_regions);
 
     // The bias check: samples x period against the loads the model counted for every thread. Each thread counts
     // from its own first load, so each may end up to a period short of its next sample: one period per thread.
@@ -789,11 +1050,12 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
                                         written, read, missing));
     if (const std::string native = native_programs_note(processes); !native.empty()) run.notes.push_back(native);
     run.regions_note = fmt::format(
-        "regions: the guest's /proc/self/maps (QEMU's view of the program), read by pmc's preload library in each "
-        "process image at its start and at its exit() ({} readings); a fork child without readings of its own has its "
-        "parent's; an address none of them holds (a thread stack gone before the exit, an image that exec'd or "
-        "_exit'ed, a statically linked program) shows as 'unmapped'{}",
-        maps->readings,
+        "regions: the mapping live at each sample's time, from the program's own mmap, munmap, mremap and brk calls "
+        "({} seen by pmc's plugin); else the guest's /proc/self/maps (QEMU's view of the program: what QEMU mapped "
+        "itself), read by pmc's preload library in each process image at its start and at its exit() ({} readings); a "
+        "fork child starts with its parent's; an address none of them holds (shmat's memory; a statically linked "
+        "program, which has no readings: its executable and stack) shows as 'unmapped'{}",
+        maps->mapping_changes, maps->readings,
         unknown_image ? fmt::format("; {} samples came from processes with no map at all", unknown_image) : "");
     run.all_regions_of = [maps](std::uint32_t image, std::uint32_t) {
         std::vector<pmc::MappedRegion> out;
@@ -832,7 +1094,7 @@ Summaries summarize(const SampledRun& run) {
         auto cover = regions.find(k.pid);
         if (cover == regions.end()) cover = regions.emplace(k.pid, run.regions_at(k.pid, k.cycle)).first;
         pmc::Attribution where = it->second.attribute(k.addr);
-        where.region = region_at(cover->second, k.addr);
+        where.region = k.live != Kept::no_live_region ? &run.live_regions[k.live] : region_at(cover->second, k.addr);
         if (where.kind == pmc::AttributionKind::region || where.kind == pmc::AttributionKind::unmapped)
             where.kind = where.region ? pmc::AttributionKind::region : pmc::AttributionKind::unmapped;
         out.summary.add(where, k.weight);

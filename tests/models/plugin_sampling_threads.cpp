@@ -4,7 +4,8 @@
 //   - pmc sample --emulate (samples=DIR): every guest thread gets a sampler at its first block and writes its
 //     records to DIR/PID.samples, while another thread takes the process's report line (which writes every thread's
 //     queue too) again and again; the report lines then add up to every thread's loads, and the file holds exactly
-//     their samples, each thread's under its own tid;
+//     their samples, each thread's under its own tid; each thread's mmap and munmap calls now and then become lines
+//     of DIR/PID.maps (buffered, written before samples and with the report line), all of them, whole;
 //   - an inherit sampler opened on this thread: threads started after it get members, drained here while they run;
 //     the drained records and the final counts add up to every thread's loads / period.
 #include "plugin_cache.hpp"
@@ -48,7 +49,14 @@ void guest_thread(std::uint64_t base) {
         plugin_cache::on_memory(0, store8, a + 4096, const_cast<plugin_cache::Instruction*>(&block.each[1]));
         plugin_cache::on_memory(0, load8, a + 64, const_cast<plugin_cache::Instruction*>(&block.each[2]));
         plugin_cache::on_memory(0, store8, a + 64, const_cast<plugin_cache::Instruction*>(&block.each[2]));
-        if (r % 1000 == 999) plugin_cache::at_syscall();
+        if (r % 1000 == 999) { // a system call: an mmap (samples=DIR: a line for DIR/PID.maps), then its munmap
+            plugin_cache::at_syscall();
+            const std::uint64_t at = base + 0x10000000 + static_cast<std::uint64_t>(r) * 0x1000;
+            plugin_sampling::mapping_call_starts(9, 0, 0x1000, 3, 0x22, ~std::uint64_t{0}, 0);
+            plugin_sampling::mapping_call_returns(9, static_cast<std::int64_t>(at));
+            plugin_sampling::mapping_call_starts(11, at, 0x1000, 0, 0, 0, 0);
+            plugin_sampling::mapping_call_returns(11, 0);
+        }
     }
 }
 
@@ -62,6 +70,7 @@ void expect(bool ok, const char* what, std::uint64_t got, std::uint64_t want) {
 void whole_program(const std::string& dir) {
     plugin_sampling::whole.dir = dir;
     plugin_sampling::whole.period = period;
+    plugin_sampling::mapping_call_numbers = {9, 11, 25, 12}; // x86-64's mmap munmap mremap brk
     std::atomic<int> running{threads};
     std::thread workers[threads];
     for (int t = 0; t < threads; ++t)
@@ -100,6 +109,24 @@ void whole_program(const std::string& dir) {
         tids.insert(tid);
     }
     expect(tids.size() == threads, "whole program: threads in the records", tids.size(), threads);
+    std::ifstream maps(dir + "/" + std::to_string(::getpid()) + ".maps");
+    std::uint64_t mapped = 0, unmapped = 0, other = 0;
+    for (std::string line; std::getline(maps, line);) {
+        unsigned long long time = 0, begin = 0, length = 0, prot = 0, flags = 0, offset = 0;
+        int end = 0;
+        if (std::sscanf(line.c_str(), "pmc-maps %llu map %llx %llx %llx %llx %llx%n", &time, &begin, &length, &prot,
+                        &flags, &offset, &end) == 6 && line[static_cast<std::size_t>(end)] == '\0' && length == 0x1000)
+            ++mapped;
+        else if (std::sscanf(line.c_str(), "pmc-maps %llu unmap %llx %llx%n", &time, &begin, &length, &end) == 3 &&
+                 line[static_cast<std::size_t>(end)] == '\0' && length == 0x1000)
+            ++unmapped;
+        else
+            ++other;
+    }
+    const std::uint64_t calls = threads * (rounds / 1000);
+    expect(mapped == calls, "whole program: mmap lines", mapped, calls);
+    expect(unmapped == calls, "whole program: munmap lines", unmapped, calls);
+    expect(other == 0, "whole program: other lines in the maps file", other, 0);
     std::printf("whole program: %d threads x %" PRIu64 " loads, the report line taken %d times while they ran: %" PRIu64
                 " samples\n", threads, each, taken, samples);
     plugin_sampling::whole.dir.clear();
@@ -166,6 +193,7 @@ int main() {
     whole_program(dir);
     inherit();
     std::remove((std::string(dir) + "/" + std::to_string(::getpid()) + ".samples").c_str());
+    std::remove((std::string(dir) + "/" + std::to_string(::getpid()) + ".maps").c_str());
     ::rmdir(dir);
     std::printf("%d passed, %d failed\n", failed ? 0 : 1, failed ? 1 : 0);
     return failed ? 1 : 0;

@@ -6,10 +6,15 @@
 // parent's); a count of 0 leaves that part out (a single thread runs the same loads in every run: a join's or a
 // wait's loads depend on timing). Exits with STATUS (default 0). `pmc-sample-load-target inherit LOADS PERIOD`, under
 // pmc emulate --cache: a load pmc::Sampler opened with inherit (below). `pmc-sample-load-target heap LOADS`: LOADS loads
-// of a 32 KiB block from malloc (the brk heap). Each load loop is assembly where it can be, one load per iteration, so
+// of a 32 KiB block from malloc (the brk heap). `pmc-sample-load-target mappings LOADS FILE [fork]`: LOADS loads of
+// 32 KiB of anonymous memory from mmap, unmapped, then LOADS loads of FILE (32 KiB written, mapped, its descriptor
+// closed, moved by mremap), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
+// it. Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
 #include <pmc/sampler.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +122,29 @@ int run_inherit_samples(std::uint64_t loads, std::uint64_t period) {
     return 0;
 }
 
+/// mappings LOADS FILE: loads of anonymous memory and of a file, each mapped for them and unmapped after.
+int run_short_mappings(std::uint64_t loads, const char* file) {
+    constexpr std::size_t size = 4096 * sizeof(std::uint64_t);
+    void* anonymous = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (anonymous == MAP_FAILED) return 1;
+    load_n(static_cast<const volatile std::uint64_t*>(anonymous), loads);
+    ::munmap(anonymous, size);
+    const int fd = ::open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::ftruncate(fd, size) != 0) return 1;
+    void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd); // (the mapping stays; pmc names it by the file it was mapped from)
+    if (mapped == MAP_FAILED) return 1;
+    // Moved by mremap onto memory reserved for it: only the move names that address after the file.
+    void* reserved = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (reserved == MAP_FAILED) return 1;
+    void* moved = ::mremap(mapped, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, reserved);
+    if (moved == MAP_FAILED) return 1;
+    load_n(static_cast<const volatile std::uint64_t*>(moved), loads);
+    ::munmap(moved, size);
+    ::unlink(file);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -132,6 +160,14 @@ int main(int argc, char** argv) {
         const bool in_brk_heap = at > reinterpret_cast<std::uintptr_t>(&end) && at < reinterpret_cast<std::uintptr_t>(sbrk(0));
         std::free(const_cast<std::uint64_t*>(block));
         return in_brk_heap ? 0 : 3;
+    }
+    if ((argc == 4 || argc == 5) && std::string(argv[1]) == "mappings") { // mappings LOADS FILE [fork]
+        const std::uint64_t loads = std::strtoull(argv[2], nullptr, 10);
+        if (argc == 4) return run_short_mappings(loads, argv[3]);
+        const pid_t child = ::fork();
+        if (child == 0) ::_exit(run_short_mappings(loads, argv[3]));
+        int status = 0;
+        return child > 0 && ::waitpid(child, &status, 0) == child && status == 0 ? 0 : 3;
     }
     if (argc < 4) return 2;
     const std::uint64_t main_loads = std::strtoull(argv[1], nullptr, 10);

@@ -17,8 +17,9 @@
 // when plugin_cache makes its model), counting from its first load, and the program opens none itself: the samples go
 // to DIR/PID.samples in the same record layout (whole_program_sample_fields), written whenever a thread's queue
 // fills, at its exit and at the process's exit or execve; the report file gets the process's loads and samples.
-// DIR/PID.maps gets the image's start and a fork's parent, between the preload library's readings of the guest's
-// /proc/self/maps (tools/emulate/stay_emulated.cpp): what pmc attributes the samples with.
+// DIR/PID.maps gets the image's start, a fork's parent and each mapping call of the program (mmap, munmap, mremap,
+// brk, at its return), between the preload library's readings of the guest's /proc/self/maps
+// (tools/emulate/stay_emulated.cpp): what pmc attributes the samples with.
 //
 // Cost: with no sampler open, one thread-local load and a branch per load the model completes.
 #pragma once
@@ -389,6 +390,106 @@ inline void mark_maps(const char* what, long parent = 0) {
     append_to(static_cast<std::uint32_t>(::getpid()), ".maps", line, static_cast<std::size_t>(n));
 }
 
+// ---- the program's own mapping calls, between the readings (samples=DIR) ----
+//
+// The preload library reads the guest's maps only at an image's start and exit: memory mapped and unmapped between
+// (a file mapped to be read, a large malloc block freed, a thread's stack) would leave its samples unnamed. So each
+// successful mmap, munmap, mremap and brk of the guest becomes a line stamped with the clock the samples use, taken at
+// the call's return: before the program can touch a new mapping, after its last touch of a removed one. The lines
+// wait in a buffer of the process (a program that maps and unmaps in a loop would otherwise pay an open, a write
+// and a close per call) and go to DIR/PID.maps before any sample is written, and at the process's exit or execve:
+// every sample on file has the lines stamped before it. pmc replays them in time order (tools/sample.cpp,
+// LiveMappings). Host work only: nothing here runs guest code, so no count changes.
+
+/// The target's numbers for the calls that change the mappings (set at install; -1: none).
+struct MappingCallNumbers {
+    long mmap = -1, munmap = -1, mremap = -1, brk = -1;
+};
+inline MappingCallNumbers mapping_call_numbers;
+
+/// A mapping call in flight on this thread: its number and arguments, from its entry to its return.
+struct MappingCall {
+    long number = -1;
+    std::uint64_t args[6] = {};
+    std::string path; ///< mmap of a file: the file's path at the call (its descriptor may be closed at once after)
+};
+inline thread_local MappingCall mapping_call;
+
+/// The process's mapping lines not yet in DIR/PID.maps.
+inline std::mutex mapping_lines_lock;
+inline std::string mapping_lines;
+
+/// Appends the waiting mapping lines to DIR/PID.maps (one write). Under mapping_lines_lock.
+inline void write_mapping_lines() {
+    if (mapping_lines.empty()) return;
+    append_to(static_cast<std::uint32_t>(::getpid()), ".maps", mapping_lines.data(), mapping_lines.size());
+    mapping_lines.clear();
+}
+inline void flush_mapping_lines() {
+    if (whole.dir.empty()) return;
+    std::lock_guard<std::mutex> hold(mapping_lines_lock);
+    write_mapping_lines();
+}
+
+/// At a system call's entry: keeps the arguments of a mapping call (their results come at its return).
+inline void mapping_call_starts(long number, std::uint64_t a1, std::uint64_t a2, std::uint64_t a3, std::uint64_t a4,
+                                std::uint64_t a5, std::uint64_t a6) {
+    const MappingCallNumbers& n = mapping_call_numbers;
+    if (whole.dir.empty() || (number != n.mmap && number != n.munmap && number != n.mremap && number != n.brk)) {
+        mapping_call.number = -1;
+        return;
+    }
+    mapping_call.number = number;
+    const std::uint64_t args[6] = {a1, a2, a3, a4, a5, a6};
+    std::memcpy(mapping_call.args, args, sizeof args);
+    mapping_call.path.clear();
+    constexpr std::uint64_t map_anonymous = 0x20; // (the same on x86-64 and AArch64)
+    const auto fd = static_cast<std::int64_t>(a5);
+    if (number == n.mmap && !(a4 & map_anonymous) && fd >= 0 && fd < (std::int64_t{1} << 31)) {
+        // In user mode the plugin runs in the guest's process: the guest's descriptor is this process's.
+        char link[64], target[4096];
+        std::snprintf(link, sizeof link, "/proc/self/fd/%lld", static_cast<long long>(fd));
+        const ssize_t got = ::readlink(link, target, sizeof target - 1);
+        if (got > 0) mapping_call.path.assign(target, static_cast<std::size_t>(got));
+        for (char& c : mapping_call.path)
+            if (c == '\n') c = '?'; // (one line per change)
+    }
+}
+
+/// At a system call's return: the mapping call that succeeded, as a line for DIR/PID.maps (written when 64 KiB wait):
+///     pmc-maps TIME map BEGIN LENGTH PROT FLAGS OFFSET [PATH]      (PATH: a file's, none for anonymous memory)
+///     pmc-maps TIME unmap BEGIN LENGTH
+///     pmc-maps TIME remap OLD OLD_LENGTH NEW NEW_LENGTH FLAGS
+///     pmc-maps TIME brk BREAK
+/// Addresses are the guest's, in hexadecimal; TIME is CLOCK_MONOTONIC in ns, as the samples' time.
+inline void mapping_call_returns(long number, std::int64_t result) {
+    if (mapping_call.number < 0 || number != mapping_call.number) return;
+    mapping_call.number = -1;
+    if (result < 0 && result > -4096) return; // failed: nothing changed
+    const MappingCallNumbers& n = mapping_call_numbers;
+    const std::uint64_t* a = mapping_call.args;
+    const auto ret = static_cast<std::uint64_t>(result);
+    const auto hex = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+    std::string line(160 + mapping_call.path.size(), '\0');
+    int length = 0;
+    const unsigned long long now = monotonic_ns();
+    if (number == n.mmap)
+        length = std::snprintf(line.data(), line.size(), "pmc-maps %llu map %llx %llx %llx %llx %llx%s%s\n", now,
+                               hex(ret), hex(a[1]), hex(a[2]), hex(a[3]), hex(a[5]),
+                               mapping_call.path.empty() ? "" : " ", mapping_call.path.c_str());
+    else if (number == n.munmap)
+        length = std::snprintf(line.data(), line.size(), "pmc-maps %llu unmap %llx %llx\n", now, hex(a[0]), hex(a[1]));
+    else if (number == n.mremap)
+        length = std::snprintf(line.data(), line.size(), "pmc-maps %llu remap %llx %llx %llx %llx %llx\n", now,
+                               hex(a[0]), hex(a[1]), hex(ret), hex(a[2]), hex(a[3]));
+    else if (number == n.brk)
+        length = std::snprintf(line.data(), line.size(), "pmc-maps %llu brk %llx\n", now, hex(ret));
+    if (length <= 0 || static_cast<std::size_t>(length) >= line.size()) return;
+    std::lock_guard<std::mutex> hold(mapping_lines_lock);
+    mapping_lines.append(line.data(), static_cast<std::size_t>(length));
+    if (mapping_lines.size() >= (std::size_t{1} << 16)) write_mapping_lines();
+}
+
 inline void write_out(Sampler& s) { // under s.lock
     if (!s.size) return;
     if (whole.written.fetch_add(s.size) + s.size > WholeProgram::max_written) { // (said in the report line)
@@ -396,6 +497,7 @@ inline void write_out(Sampler& s) { // under s.lock
         s.head = s.size = 0;
         return;
     }
+    flush_mapping_lines(); // (first: the samples' mappings are on file before them)
     thread_local std::vector<unsigned char> records;
     records.clear();
     const std::size_t taken = s.size;
@@ -469,6 +571,7 @@ inline void thread_exits() {
 /// U\n" (L: the loads sampled from; S: the samples taken; U: those not written, past max_written or a write failed). Every thread's queue is
 /// written first.
 inline std::string report_line(long pid) {
+    flush_mapping_lines();
     std::lock_guard<std::mutex> hold_all(samplers_lock);
     std::uint64_t loads = whole.exited_loads, samples = whole.exited_samples, unwritten = whole.unwritten;
     for (auto& [id, s] : samplers) {
@@ -495,6 +598,8 @@ inline std::string report_line(long pid) {
 /// to write), the other threads' are gone.
 inline void in_fork_child() {
     new (&samplers_lock) std::mutex;
+    new (&mapping_lines_lock) std::mutex;
+    mapping_lines.clear(); // (the parent's: it writes them)
     for (auto& [id, s] : samplers) new (&s->lock) std::mutex;
     if (whole.dir.empty()) { // an inherit sampler's members on other threads are the parent's
         for (auto it = samplers.begin(); it != samplers.end();)

@@ -789,9 +789,10 @@ void answer_sampler(proto::Op op, std::uint64_t at) {
 }
 
 void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
-                uint64_t a4, uint64_t a5, uint64_t, uint64_t, uint64_t) {
+                uint64_t a4, uint64_t a5, uint64_t a6, uint64_t, uint64_t) {
     this_vcpu = vcpu;
     note_refused_call(num, a1);
+    plugin_sampling::mapping_call_starts(static_cast<long>(num), a1, a2, a3, a4, a5, a6); // (pmc sample --emulate)
     if (plugin_cache::settings.on) plugin_cache::at_syscall();
     if (plugin_branches::settings.on) plugin_branches::at_syscall();
     note_progress();
@@ -854,9 +855,11 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
     }
 }
 
-/// An execve that returns failed (one that succeeds never returns to QEMU): the process goes on.
+/// After each system call that returns: an execve that failed (one that succeeds never returns to QEMU), the process
+/// going on; a mapping call's result (pmc sample --emulate).
 void on_syscall_return(qemu_plugin_id_t, unsigned int, int64_t num, int64_t ret) {
     note_refused_result(num, ret);
+    plugin_sampling::mapping_call_returns(static_cast<long>(num), ret);
     if ((num == execve_number || num == execveat_number) && ret < 0) {
         char line[64];
         append_line(line, std::snprintf(line, sizeof line, "pid %ld exec-failed\n", static_cast<long>(own_pid)));
@@ -912,12 +915,14 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         const long mapping[] = {9, 11, 10, 25, 12, 67}; // mmap munmap mprotect mremap brk shmdt
         std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
         refused_calls = {317, 157, 435, 56}; // seccomp prctl clone3 clone
+        plugin_sampling::mapping_call_numbers = {9, 11, 25, 12}; // mmap munmap mremap brk
     }
     if (std::strcmp(target_name, "aarch64") == 0) {
         execve_number = 221, execveat_number = 281;
         const long mapping[] = {222, 215, 226, 216, 214, 197};
         std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
         refused_calls = {277, 167, 435, 220};
+        plugin_sampling::mapping_call_numbers = {222, 215, 216, 214};
     }
     if (!start_counting()) {
         std::fprintf(stderr, "pmc's QEMU plugin: QEMU could not make its per-vCPU counts\n");
