@@ -7,6 +7,7 @@
 #include <model/access_decode.hpp>
 
 #include <initializer_list>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -212,4 +213,82 @@ TEST_CASE("x86-64: masked stores keep their pieces apart, masked loads and other
     CHECK(!masked_store({0xc4, 0xe1, 0x75, 0x2e, 0x00}));      // map 0F (vucomiss's opcode): another instruction
     CHECK(!masked_store({0xc5, 0xfc, 0x2e, 0x00}));            // two-byte VEX
     CHECK(!masked_store({0xc4, 0xe2, 0x75}));                  // cut short
+}
+
+namespace {
+
+/// x86_single_access as "load N", "store N" or "none".
+std::string single(std::initializer_list<unsigned char> bytes) {
+    const std::vector<unsigned char> b(bytes);
+    const pmc_model::SingleAccess a = pmc_model::x86_single_access(b.data(), b.size());
+    if (a.size == 0) return "none";
+    return (a.store ? "store " : "load ") + std::to_string(a.size);
+}
+
+} // namespace
+
+TEST_CASE("x86-64: the instructions that make one plain access get the lean callback, with its kind and size") {
+    // Encodings from GNU as.
+    CHECK(single({0x48, 0x8b, 0x07}) == "load 8");                         // mov (%rdi),%rax
+    CHECK(single({0x89, 0x44, 0x24, 0x08}) == "store 4");                  // mov %eax,0x8(%rsp)
+    CHECK(single({0x8a, 0x06}) == "load 1");                               // mov (%rsi),%al
+    CHECK(single({0x88, 0x0c, 0x07}) == "store 1");                        // mov %cl,(%rdi,%rax,1)
+    CHECK(single({0x66, 0x8b, 0x07}) == "load 2");                         // mov (%rdi),%ax
+    CHECK(single({0xc6, 0x07, 0x01}) == "store 1");                        // movb $0x1,(%rdi)
+    CHECK(single({0x48, 0xc7, 0x44, 0x24, 0x10, 1, 0, 0, 0}) == "store 8"); // movq $0x1,0x10(%rsp)
+    CHECK(single({0xc7, 0x44, 0x24, 0x10, 1, 0, 0, 0}) == "store 4");      // movl $0x1,0x10(%rsp)
+    CHECK(single({0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0}) == "load 8"); // mov %fs:0x28,%rax
+    CHECK(single({0x0f, 0xb6, 0x07}) == "load 1");                         // movzbl (%rdi),%eax
+    CHECK(single({0x0f, 0xb7, 0x07}) == "load 2");                         // movzwl (%rdi),%eax
+    CHECK(single({0x48, 0x0f, 0xbe, 0x4e, 0x03}) == "load 1");             // movsbq 0x3(%rsi),%rcx
+    CHECK(single({0x48, 0x63, 0x07}) == "load 4");                         // movslq (%rdi),%rax
+    CHECK(single({0x48, 0x03, 0x07}) == "load 8");                         // add (%rdi),%rax
+    CHECK(single({0x2b, 0x4c, 0x24, 0x08}) == "load 4");                   // sub 0x8(%rsp),%ecx
+    CHECK(single({0x48, 0x39, 0x07}) == "load 8");                         // cmp %rax,(%rdi)
+    CHECK(single({0x80, 0x3f, 0x2f}) == "load 1");                         // cmpb $0x2f,(%rdi)
+    CHECK(single({0x48, 0x83, 0x3d, 0x10, 0, 0, 0, 0}) == "load 8");       // cmpq $0x0,0x10(%rip)
+    CHECK(single({0x3a, 0x17}) == "load 1");                               // cmp (%rdi),%dl
+    CHECK(single({0x85, 0x07}) == "load 4");                               // test %eax,(%rdi)
+    CHECK(single({0xf6, 0x07, 0x01}) == "load 1");                         // testb $0x1,(%rdi)
+    CHECK(single({0x48, 0x0f, 0xaf, 0x47, 0x08}) == "load 8");             // imul 0x8(%rdi),%rax
+    CHECK(single({0x6b, 0x07, 0x03}) == "load 4");                         // imul $0x3,(%rdi),%eax
+    CHECK(single({0x48, 0x0f, 0x45, 0x07}) == "load 8");                   // cmovne (%rdi),%rax
+    CHECK(single({0x53}) == "store 8");                                    // push %rbx
+    CHECK(single({0x41, 0x54}) == "store 8");                              // push %r12
+    CHECK(single({0x5d}) == "load 8");                                     // pop %rbp
+    CHECK(single({0x41, 0x5f}) == "load 8");                               // pop %r15
+    CHECK(single({0x6a, 0x01}) == "store 8");                              // push $0x1
+    CHECK(single({0xe8, 0, 0, 0, 0}) == "store 8");                        // call rel32
+    CHECK(single({0xff, 0xd0}) == "store 8");                              // call *%rax
+    CHECK(single({0xc3}) == "load 8");                                     // ret
+    CHECK(single({0xc2, 0x08, 0x00}) == "load 8");                         // ret $0x8
+    CHECK(single({0xc9}) == "load 8");                                     // leave
+    CHECK(single({0xff, 0x25, 0x10, 0, 0, 0}) == "load 8");                // jmp *0x10(%rip)
+    CHECK(single({0x3e, 0xff, 0x24, 0xd0}) == "load 8");                   // notrack jmp *(%rax,%rdx,8)
+    // More than one access, a read-modify-write, a wider or a vector access, none, or a prefix that changes it.
+    CHECK(single({0x48, 0x01, 0x07}) == "none");                           // add %rax,(%rdi)
+    CHECK(single({0xff, 0x07}) == "none");                                 // incl (%rdi)
+    CHECK(single({0xf0, 0x83, 0x07, 0x01}) == "none");                     // lock addl $0x1,(%rdi)
+    CHECK(single({0x48, 0x87, 0x07}) == "none");                           // xchg %rax,(%rdi)
+    CHECK(single({0x48, 0xa5}) == "none");                                 // movsq
+    CHECK(single({0xf3, 0xaa}) == "none");                                 // rep stos
+    CHECK(single({0xff, 0x37}) == "none");                                 // push (%rdi): a load and a store
+    CHECK(single({0xff, 0x10}) == "none");                                 // call *(%rax): the same
+    CHECK(single({0x8f, 0x07}) == "none");                                 // pop (%rdi): the same
+    CHECK(single({0xf3, 0x0f, 0x6f, 0x07}) == "none");                     // movdqu (%rdi),%xmm0
+    CHECK(single({0xf2, 0x0f, 0x10, 0x07}) == "none");                     // movsd (%rdi),%xmm0
+    CHECK(single({0x48, 0x89, 0xc3}) == "none");                           // mov %rax,%rbx
+    CHECK(single({0x48, 0x8d, 0x47, 0x08}) == "none");                     // lea 0x8(%rdi),%rax
+    CHECK(single({0x66, 0x50}) == "none");                                 // push %ax: 2 bytes, not taken
+    CHECK(single({0x0f, 0xae, 0x07}) == "none");                           // fxsave (%rdi)
+    CHECK(single({0xf2, 0xff, 0xe0}) == "none");                           // bnd jmp *%rax
+    CHECK(single({0x67, 0x8b, 0x07}) == "none");                           // mov (%edi),%eax
+    CHECK(single({0x48, 0x0f, 0xb1, 0x0f}) == "none");                     // cmpxchg %rcx,(%rdi)
+    CHECK(single({0x0f, 0xba, 0x27, 0x01}) == "none");                     // btl $0x1,(%rdi)
+    CHECK(single({0x48, 0x8b}) == "none");                                 // cut short
+    CHECK(single({0x48}) == "none");
+    // Disjoint from the kinds above: each instruction gets one callback.
+    for (const auto& b : {std::vector<unsigned char>{0xf0, 0x01, 0x07}, {0x48, 0x87, 0x07},
+                          {0xf0, 0x48, 0x0f, 0xb1, 0x0f}, {0x0f, 0xae, 0x07}, {0x0f, 0xa3, 0xc8}})
+        CHECK(pmc_model::x86_single_access(b.data(), b.size()).size == 0);
 }

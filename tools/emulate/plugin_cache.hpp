@@ -7,6 +7,9 @@
 // plugin costs what it did. With it:
 //   - at translation, each block gets its instruction-fetch plan (plan_fetches) and a call at each execution that
 //     simulates it; each instruction gets a call after each memory access it makes (QEMU's mem callback);
+//   - an instruction that makes one plain access of a size and kind its bytes tell (a mov, push, pop, call, ret,
+//     a compare with memory: most of them) gets on_single_access, whose common case is a few instructions: no
+//     meminfo, no execution number, nothing to join;
 //   - the accesses of one execution of one instruction are joined back (DataAccessMerger): an execution is the
 //     thread's count of executed blocks and the instruction's index in its block; an access that hits the most
 //     recent line of its D1 set is counted at once, in a call with no stack frame (on_memory), and anything else
@@ -39,6 +42,11 @@ namespace plugin_cache {
 
 struct Settings {
     bool on = false;
+#if defined(PMC_PLUGIN_GENERAL_PATH) // a variant for tests (tests/emulate): every access through on_memory
+    bool lean = false;
+#else
+    bool lean = true; ///< instructions that make one plain access get on_single_access
+#endif
     pmc_model::CacheConfig config;
 };
 inline Settings settings;
@@ -236,6 +244,39 @@ inline void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64
     on_memory_slowly(vcpu, info, address, data);
 }
 
+/// QEMU's call after the one access of an instruction that makes exactly one, of this kind and size (decided at
+/// translation: model/access_decode.hpp's x86_single_access, most instructions). No piece can join it, so the common
+/// case needs neither the meminfo nor the instruction's execution number: the thread's model exists, no access
+/// waits, and the access hits the most recent line of its D1 set (DataAccessMerger::add_alone_without_sink): it is
+/// counted, and `data` is not read. Anything else is on_single_access_slowly, on_memory's general path.
+__attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind kind, std::uint32_t size,
+                                                              std::uint64_t address, const void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
+    ThreadModel& t = this_thread();
+    const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
+    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size,
+                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+}
+template <pmc_model::Kind kind, std::uint32_t size>
+inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
+    if (ThreadModel* t = threads::this_thread_if_made())
+        if ((kind == pmc_model::Kind::write || plugin_sampling::current == nullptr) &&
+            t->merger.add_alone_without_sink(t->caches, kind, address, size))
+            return;
+    on_single_access_slowly(kind, size, address, data);
+}
+/// on_single_access for what x86_single_access decoded.
+inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess a) {
+    using pmc_model::Kind;
+    switch (a.size) {
+    case 1: return a.store ? on_single_access<Kind::write, 1> : on_single_access<Kind::read, 1>;
+    case 2: return a.store ? on_single_access<Kind::write, 2> : on_single_access<Kind::read, 2>;
+    case 4: return a.store ? on_single_access<Kind::write, 4> : on_single_access<Kind::read, 4>;
+    case 8: return a.store ? on_single_access<Kind::write, 8> : on_single_access<Kind::read, 8>;
+    default: return nullptr;
+    }
+}
+
 /// Whether this access by an x86 atomic instruction is QEMU 7.2's whole read-modify-write in parallel code: a store
 /// that no load of the same execution came before (model/access_decode.hpp). Serial code, and QEMU 10 always,
 /// report the load first; a load is remembered here for the store that follows it.
@@ -291,12 +332,16 @@ inline void on_register_bit_test(unsigned int, void* data) {
 }
 
 /// At translation, an x86-64 instruction's memory callback: on_atomic_memory for the atomic read-modify-writes,
-/// on_locked_compare_exchange_memory for LOCK cmpxchg/cmpxchg8b/cmpxchg16b, on_memory for all others.
+/// on_locked_compare_exchange_memory for LOCK cmpxchg/cmpxchg8b/cmpxchg16b, on_single_access for an instruction
+/// that makes one plain access (but in the tests' variant without it), on_memory for all others.
 inline qemu_plugin_vcpu_mem_cb_t x86_memory_callback(qemu_plugin_insn* insn) {
     const auto* bytes = static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn));
     const std::size_t size = qemu_plugin_insn_size(insn);
     if (pmc_model::is_x86_atomic_rmw(bytes, size)) return on_atomic_memory;
     if (pmc_model::is_x86_locked_compare_exchange(bytes, size)) return on_locked_compare_exchange_memory;
+    if (settings.lean)
+        if (const pmc_model::SingleAccess a = pmc_model::x86_single_access(bytes, size); a.size != 0)
+            return single_access_callback(a);
     return on_memory;
 }
 

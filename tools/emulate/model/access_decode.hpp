@@ -34,6 +34,9 @@
 // with VEX's, at the image's address. (Not xsave and xrstor: what VEX moves follows EDX:EAX and the image's own
 // header; nor the masked loads, whose mask QEMU 7.2 does not show.)
 //
+// The other way round, for speed: most instructions make one plain load or store of at most 8 bytes that nothing
+// joins (x86_single_access below); the plugin gives those a lean callback that skips joining QEMU's pieces.
+//
 // A masked store (vmaskmovps, vmaskmovpd, vpmaskmovd, vpmaskmovq to memory): VEX stores each element whose mask
 // bit is set as an access of its own, as QEMU does; the plugin keeps QEMU's pieces apart instead of joining them.
 #pragma once
@@ -231,6 +234,77 @@ inline bool is_x86_masked_store(const unsigned char* p, std::size_t n) {
     if (i + 4 >= n || p[i] != 0xC4 || (p[i + 1] & 0x1Fu) != 2) return false;
     const unsigned char opcode = p[i + 3], modrm = p[i + 4];
     return (opcode == 0x2E || opcode == 0x2F || opcode == 0x8E) && (modrm >> 6) != 3;
+}
+
+/// An instruction that makes exactly one data access of a size and kind known from its bytes: a plain load or
+/// store of 1 to 8 bytes, in one piece (QEMU splits none of them), which no other access of its instruction joins.
+struct SingleAccess {
+    std::uint32_t size = 0; ///< 1, 2, 4 or 8; 0: not such an instruction
+    bool store = false;
+};
+/// x86-64: whether the instruction in `p` (its `n` bytes) is a SingleAccess, and which. Only the common general-
+/// purpose forms, each with a memory operand where it has a ModRM byte: mov to and from memory (88, 89, 8A, 8B,
+/// C6 /0, C7 /0), movzx, movsx and movsxd, the ALU operations that only read memory (add, or, adc, sbb, and, sub,
+/// xor, cmp into a register; cmp r/m with a register or an immediate; test r/m; imul r, r/m; cmovcc, which loads
+/// whether or not it moves), push and pop of a register or an immediate, call (a relative or a register target:
+/// its return address stored), ret, leave, and jmp through memory. Anything else, or these with LOCK, REP,
+/// an address-size prefix or a 16-bit stack operation, is not one (0): its accesses take the general path.
+inline SingleAccess x86_single_access(const unsigned char* p, std::size_t n) {
+    bool lock;
+    const std::size_t i = skip_x86_prefixes(p, n, lock);
+    if (i >= n) return {};
+    bool operand_16 = false;
+    for (std::size_t k = 0; k < i; ++k) {
+        const unsigned char b = p[k];
+        if (b == 0xF0 || b == 0xF2 || b == 0xF3 || b == 0x67) return {}; // LOCK, REP or mandatory, address size
+        if (b == 0x66) operand_16 = true;
+        if ((b & 0xF0) == 0x40 && k + 1 != i) return {}; // a REX not right before the opcode is ignored: unusual
+    }
+    const unsigned char rex = i > 0 && (p[i - 1] & 0xF0) == 0x40 ? p[i - 1] : 0;
+    const std::uint32_t operand = (rex & 8) ? 8 : operand_16 ? 2 : 4; // the operand's size (not byte forms)
+    const unsigned char op = p[i];
+    const auto load = [](std::uint32_t size) { return SingleAccess{size, false}; };
+    const auto store = [](std::uint32_t size) { return SingleAccess{size, true}; };
+    // The stack's and control transfers' 8 bytes (a 16-bit push, pop, call or ret would move 2: not taken).
+    if (op >= 0x50 && op <= 0x57) return operand_16 ? SingleAccess{} : store(8); // push r
+    if (op >= 0x58 && op <= 0x5F) return operand_16 ? SingleAccess{} : load(8);  // pop r
+    if (op == 0x68 || op == 0x6A || op == 0xE8) return operand_16 ? SingleAccess{} : store(8); // push imm, call
+    if (op == 0xC3 || op == 0xC2 || op == 0xC9) return operand_16 ? SingleAccess{} : load(8); // ret, leave
+    // The forms with a ModRM byte (after 0F for the two-byte opcodes).
+    const bool two_bytes = op == 0x0F;
+    const std::size_t at = i + (two_bytes ? 2 : 1);
+    if (at >= n) return {};
+    const unsigned char modrm = p[at];
+    const bool memory = (modrm >> 6) != 3;
+    const unsigned reg = (modrm >> 3) & 7u;
+    if (two_bytes) {
+        const unsigned char op2 = p[i + 1];
+        if (!memory) return {};
+        if (op2 == 0xB6 || op2 == 0xBE) return load(1);                    // movzx, movsx r, r/m8
+        if (op2 == 0xB7 || op2 == 0xBF) return load(2);                    // movzx, movsx r, r/m16
+        if (op2 == 0xAF || (op2 >= 0x40 && op2 <= 0x4F)) return load(operand); // imul r, r/m; cmovcc r, r/m
+        return {};
+    }
+    if (!memory && op == 0xFF && reg == 2) return operand_16 ? SingleAccess{} : store(8); // call *%reg
+    if (!memory) return {};
+    if (op == 0xFF) return reg == 4 && !operand_16 ? load(8) : SingleAccess{};      // jmp *m
+    if (op == 0x88) return store(1);                                                // mov r/m8, r8
+    if (op == 0x89) return store(operand);                                          // mov r/m, r
+    if (op == 0x8A) return load(1);                                                 // mov r8, r/m8
+    if (op == 0x8B) return load(operand);                                           // mov r, r/m
+    if (op == 0xC6) return reg == 0 ? store(1) : SingleAccess{};                    // mov r/m8, imm8
+    if (op == 0xC7) return reg == 0 ? store(operand) : SingleAccess{};              // mov r/m, imm32
+    if (op == 0x63) return operand_16 ? SingleAccess{} : load(4);                   // movsxd r, r/m32
+    if (op == 0x69 || op == 0x6B) return load(operand);                             // imul r, r/m, imm
+    if (op < 0x40 && (op & 7) == 2) return load(1);            // add, or, adc, sbb, and, sub, xor, cmp r8, r/m8
+    if (op < 0x40 && (op & 7) == 3) return load(operand);      // the same, r, r/m
+    if (op == 0x38 || op == 0x84) return load(1);              // cmp r/m8, r8; test r/m8, r8
+    if (op == 0x39 || op == 0x85) return load(operand);        // cmp r/m, r; test r/m, r
+    if (op == 0x80 && reg == 7) return load(1);                // cmp r/m8, imm8
+    if ((op == 0x81 || op == 0x83) && reg == 7) return load(operand); // cmp r/m, imm
+    if (op == 0xF6 && reg == 0) return load(1);                // test r/m8, imm8
+    if (op == 0xF7 && reg == 0) return load(operand);          // test r/m, imm
+    return {};
 }
 
 } // namespace pmc_model

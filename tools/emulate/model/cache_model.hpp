@@ -129,17 +129,23 @@ inline CacheGeometry round_sets_like_cachegrind(CacheGeometry g) noexcept {
 
 /// One set-associative LRU cache of line numbers. Each set keeps its tags most recently used first, as
 /// Cachegrind's does: a hit on the most recent line is one compare; a hit further down moves the line to the front.
+/// Each set's first tag is also kept in a compact array of its own (one tag per set, 8 bytes, where the sets'
+/// tags lie 8 * assoc bytes apart): the common check, a hit on the most recent line, reads a few host lines (4 KiB
+/// for a 32 KiB 8-way D1) instead of one per set (32 KiB), which keeps them in the host's L1 beside QEMU's own data.
 class CacheLevel {
 public:
     /// `g` must be valid (geometry_problem(g) empty).
     explicit CacheLevel(const CacheGeometry& g)
         : geometry_(g), assoc_(g.assoc), set_mask_(g.sets() - 1), line_bits_(log2_exact(g.line)),
-          // calloc: a large LL's tags stay untouched zero pages until its sets are used; a host line more, so that
-          // the tags can start at a host line and an 8-way set (64 bytes of tags) lies in one
-          storage_(static_cast<std::uint64_t*>(
-              std::calloc(std::size_t{g.sets()} * g.assoc + host_line / sizeof(std::uint64_t), sizeof(std::uint64_t)))),
-          tags_(reinterpret_cast<std::uint64_t*>((reinterpret_cast<std::uintptr_t>(storage_.get()) + host_line - 1) &
-                                                 ~std::uintptr_t{host_line - 1})) {
+          // calloc: a large LL's tags stay untouched zero pages until its sets are used; the most recent tags
+          // first (sets() of them), then the sets' tags, each part starting at a host line (so that an 8-way set,
+          // 64 bytes of tags, lies in one), and a host line more for that alignment
+          storage_(static_cast<std::uint64_t*>(std::calloc(
+              aligned_words(g.sets()) + std::size_t{g.sets()} * g.assoc + host_line / sizeof(std::uint64_t),
+              sizeof(std::uint64_t)))),
+          most_recent_(reinterpret_cast<std::uint64_t*>(
+              (reinterpret_cast<std::uintptr_t>(storage_.get()) + host_line - 1) & ~std::uintptr_t{host_line - 1})),
+          tags_(most_recent_ + aligned_words(g.sets())) {
         if (!storage_) throw std::bad_alloc();
     }
     CacheLevel(const CacheLevel&) = delete;
@@ -151,10 +157,12 @@ public:
     /// Uses line `line` (an address >> line_bits()): true if it missed. A miss takes the line in, evicting the
     /// set's least recently used line, whose number `evicted` receives (or no_line).
     __attribute__((always_inline)) bool touch(std::uint64_t line, std::uint64_t& evicted) noexcept {
-        std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
+        const std::uint64_t index = line & set_mask_;
+        std::uint64_t* set = tags_ + index * assoc_;
         const std::uint64_t tag = line + 1; // 0 marks an empty way
         evicted = no_line;
-        if (__builtin_expect(set[0] == tag, 1)) return false;
+        if (__builtin_expect(most_recent_[index] == tag, 1)) return false;
+        most_recent_[index] = tag; // found or taken in, the line is the set's most recent
         // One pass: each way takes the tag before it until the line is found (a hit) or falls off the end (a miss).
         // (Written as a carried value, not a shift: compilers turn a shift loop into a call of memmove.)
         std::uint64_t carried = tag;
@@ -168,8 +176,7 @@ public:
         return true;
     }
     __attribute__((always_inline)) bool touch(std::uint64_t line) noexcept {
-        std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
-        if (__builtin_expect(set[0] == line + 1, 1)) return false;
+        if (__builtin_expect(most_recent_[line & set_mask_] == line + 1, 1)) return false;
         return touch_further(line);
     }
     /// touch() past the most recent way.
@@ -182,9 +189,10 @@ public:
     __attribute__((always_inline)) bool hits_most_recent(std::uint64_t address, std::uint32_t size,
                                                          std::uint32_t widest) const noexcept {
         const std::uint64_t line = address >> line_bits_;
-        const std::uint32_t cut = size == 0 ? 1 : (size < widest ? size : widest);
+        // (widest is never below min_line_size: a constant size up to that needs no cut, and the compare folds)
+        const std::uint32_t cut = size == 0 ? 1 : size <= min_line_size ? size : (size < widest ? size : widest);
         if (((address + cut - 1) >> line_bits_) != line) return false;
-        return tags_[(line & set_mask_) * assoc_] == line + 1;
+        return most_recent_[line & set_mask_] == line + 1;
     }
     /// Whether `line` is held (no change to the LRU order).
     bool holds(std::uint64_t line) const noexcept {
@@ -193,27 +201,35 @@ public:
     }
     /// Drops `line` if held; the lines behind it move up one way (LRU order kept).
     void invalidate(std::uint64_t line) noexcept {
-        std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
+        const std::uint64_t index = line & set_mask_;
+        std::uint64_t* set = tags_ + index * assoc_;
         for (std::uint32_t i = 0; i < assoc_; ++i)
             if (set[i] == line + 1) {
                 for (std::uint32_t j = i; j + 1 < assoc_; ++j) set[j] = set[j + 1];
                 set[assoc_ - 1] = 0;
+                most_recent_[index] = set[0];
                 return;
             }
     }
 
-    /// Where the most recent tag of `line`'s set lies in a level of geometry `g`, and the tag that says `line`
-    /// is there: an access known in advance (a planned fetch) checks for a hit with one load and one compare.
+    /// Where the most recent tag of `line`'s set lies in a level of geometry `g` (its set's index in the compact
+    /// array), and the tag that says `line` is there: an access known in advance (a planned fetch) checks for a hit
+    /// with one load and one compare.
     static std::uint64_t most_recent_slot(const CacheGeometry& g, std::uint64_t line) noexcept {
-        return (line & (g.sets() - 1)) * g.assoc;
+        return line & (g.sets() - 1);
     }
     static std::uint64_t tag_of(std::uint64_t line) noexcept { return line + 1; }
-    std::uint64_t tag_at(std::uint64_t slot) const noexcept { return tags_[slot]; }
+    std::uint64_t tag_at(std::uint64_t slot) const noexcept { return most_recent_[slot]; }
 
     static constexpr std::uint64_t no_line = ~std::uint64_t{0};
 
 private:
     static constexpr std::uintptr_t host_line = 64;
+    /// `words` 8-byte words rounded up to whole host lines.
+    static std::size_t aligned_words(std::size_t words) noexcept {
+        constexpr std::size_t per_line = host_line / sizeof(std::uint64_t);
+        return (words + per_line - 1) / per_line * per_line;
+    }
     struct Free {
         void operator()(std::uint64_t* p) const noexcept { std::free(p); }
     };
@@ -222,7 +238,8 @@ private:
     std::uint64_t set_mask_;
     unsigned line_bits_;
     std::unique_ptr<std::uint64_t[], Free> storage_;
-    std::uint64_t* tags_; ///< in storage_, at a host line's start
+    std::uint64_t* most_recent_; ///< in storage_, at a host line's start: each set's first tag, set[0]
+    std::uint64_t* tags_;        ///< in storage_, at a host line's start after most_recent_: the sets, assoc_ each
 };
 
 /// Where an access was served: the first level that held its line(s).
@@ -441,7 +458,7 @@ private:
 
 /// One I1 reference a block's execution makes: an instruction (address, length) that may miss. Planned for a
 /// configuration, it also says where a hit on its set's most recent line would show (`tag` at `slot` of I1's
-/// tags); an access that straddles two lines, or a plan for a line size alone, has no such tag (always checked).
+/// most recent tags, CacheLevel::tag_at); an access that straddles two lines, or a plan for a line size alone, has no such tag (always checked).
 struct FetchRef {
     std::uint64_t address;
     std::uint32_t size;
@@ -546,6 +563,15 @@ public:
         if (__builtin_expect(state_ == State::waiting, 0)) return false;
         start(&caches, count_now, execution, pc, kind, address, size);
         return true;
+    }
+    /// add_without_sink() for an access that is the only one its instruction makes (decided at translation: a plain
+    /// load or store of at most 8 bytes, model/access_decode.hpp's x86_single_access), so that no piece can join
+    /// it and its execution number is not needed: true if the access is a hit on the most recent line of its D1 set,
+    /// counted, and no access waits. The pending access, if counted, is left as it is: it is of another execution,
+    /// which no later access can continue. On false nothing changed: the caller calls add() with the execution.
+    __attribute__((always_inline)) bool add_alone_without_sink(CacheHierarchy& caches, Kind kind,
+                                                               std::uint64_t address, std::uint32_t size) noexcept {
+        return __builtin_expect(state_ != State::waiting, 1) && caches.count_if_most_recent(kind, address, size);
     }
     template <class Sink>
     void flush(Sink&& sink) {
