@@ -309,14 +309,13 @@ struct CounterCore {
     if (!c.info) raise(make_failure(EBADF, "read of a pmc counter that was moved from or never opened"));
     const std::string& name = c.info->spec.text;
     if (::getpid() != c.info->pid)
-        raise(make_failure(ECHILD, "counter '" + name + "' was opened by process " + std::to_string(c.info->pid) +
-                                       " and read in process " + std::to_string(::getpid()) +
-                                       " after fork(): it does not count the child. Open a new counter in the "
-                                       "child."));
-    raise(make_failure(EPERM, "counter '" + name + "' was read from a thread that did not open it: a perf counter "
-                                                   "counts only the thread that opened it, so this read would be "
-                                                   "another thread's count (or garbage, with rdpmc). Open one "
-                                                   "counter per thread."));
+        raise(make_failure(ECHILD, concat({"counter '", name, "' was opened by process ", decimal(c.info->pid),
+                                           " and read in process ", decimal(::getpid()),
+                                           " after fork(): it does not count the child. Open a new counter in the "
+                                           "child."})));
+    raise(make_failure(EPERM, concat({"counter '", name, "' was read from a thread that did not open it: a perf "
+                                      "counter counts only the thread that opened it, so this read would be another "
+                                      "thread's count (or garbage, with rdpmc). Open one counter per thread."})));
 }
 
 /// read(2) of a perf fd, retried on EINTR, and on ECHILD: from Linux 6.6 a PERF_FORMAT_GROUP read of a group that
@@ -344,9 +343,10 @@ BOOST_FORCEINLINE ssize_t read_perf_fd(int fd, void* buf, std::size_t want) {
 [[noreturn]] BOOST_NOINLINE PMC_COLD inline void read_fd_failed(ssize_t n, int err, const CounterInfo* info) {
     const std::string name = info ? info->spec.text : "?";
     if (n == 0)
-        raise(make_failure(EIO, "counter '" + name + "' is in an error state: the kernel could not schedule it "
-                                "(a pinned ':D' event whose PMU is full). Drop ':D' or free counters."));
-    raise(make_failure(err, "read() of counter '" + name + "' failed: " + (n < 0 ? std::strerror(err) : "short read")));
+        raise(make_failure(EIO, concat({"counter '", name, "' is in an error state: the kernel could not schedule "
+                                        "it (a pinned ':D' event whose PMU is full). Drop ':D' or free counters."})));
+    raise(make_failure(err, concat({"read() of counter '", name, "' failed: ",
+                                    n < 0 ? std::strerror(err) : "short read"})));
 }
 BOOST_FORCEINLINE Reading read_fd(int fd, bool group, const CounterInfo* info) {
     std::uint64_t buf[5] = {0, 0, 0, 0, 0};
@@ -444,7 +444,7 @@ BOOST_NOINLINE PMC_COLD inline std::uint64_t read_off_fast_path(CounterCore& c) 
 /// cap_user_rdpmc for an event that asks (config1 bit 1) but publishes index 0, and an mrs of a counter traps.
 inline std::optional<std::string> user_counter_access_off(std::string_view proc_root = "/proc") {
     if (!PMC_ARCH_AARCH64) return std::nullopt;
-    const auto value = read_file(std::string(proc_root) + "/sys/kernel/perf_user_access");
+    const auto value = read_file(concat({proc_root, "/sys/kernel/perf_user_access"}));
     if (!value)
         return std::string("read with read(): this kernel has no kernel.perf_user_access (Linux 5.17+ lets user "
                            "space read Arm PMU counters)");
@@ -461,24 +461,23 @@ inline bool may_use_rdpmc(const perf_event_attr& attr) {
 /// Why an event is kept from user-space rdpmc and what setting governs it, naming only files that exist.
 inline std::string rdpmc_setting_hint(const EventSpec& spec, std::string_view sysfs_root = default_sysfs_root) {
     if (!spec.core_pmu)
-        return (spec.pmu.empty() ? std::string("this event") : "the " + spec.pmu + " PMU") +
-               " is not counted on the CPU's core PMU counters, the only ones rdpmc reads: read() is the way to read "
-               "it, whatever the settings";
+        return concat({spec.pmu.empty() ? "this event" : "the ", spec.pmu, spec.pmu.empty() ? "" : " PMU",
+                       " is not counted on the CPU's core PMU counters, the only ones rdpmc reads: read() is the way "
+                       "to read it, whatever the settings"});
     std::string hint;
     for (const auto& pmu : pmu_names(sysfs_root)) {
         if (pmu != "cpu" && pmu != "cpu_core" && pmu != "cpu_atom") continue;
-        const std::string path = std::string(sysfs_root) + "/" + pmu + "/rdpmc";
+        const std::string path = concat({sysfs_root, "/", pmu, "/rdpmc"});
         const auto value = read_file(path);
         if (!value) continue;
         const std::string v(trim(*value));
-        hint += (hint.empty() ? "" : "; ") + path + " is " + v + " (0: rdpmc off, 1: on while mmapped, 2: always)";
-        if (v == "0") hint += "; enable with: echo 1 | sudo tee " + path;
+        append(hint, {hint.empty() ? "" : "; ", path, " is ", v, " (0: rdpmc off, 1: on while mmapped, 2: always)"});
+        if (v == "0") append(hint, {"; enable with: echo 1 | sudo tee ", path});
     }
     if (!hint.empty()) return hint;
     if (PMC_ARCH_AARCH64)
         return "Arm PMU counters are readable in user space only with: sudo sysctl kernel.perf_user_access=1";
-    return "the CPU's PMU in " + std::string(sysfs_root) + " has no rdpmc setting: the kernel does not offer rdpmc "
-           "for it";
+    return concat({"the CPU's PMU in ", sysfs_root, " has no rdpmc setting: the kernel does not offer rdpmc for it"});
 }
 
 /// Fills `cache` from a control page if the page allows user rdpmc with a width pmc trusts. `allowed` says whether
@@ -490,12 +489,12 @@ inline std::optional<Failure> attach_page(const std::string& name, RdpmcCache& c
     allowed = s.user_rdpmc() && has_user_counters;
     if (!allowed) return std::nullopt;
     if (s.pmc_width < 8 || s.pmc_width > 64)
-        return make_failure(EPROTO, "cannot open counter '" + name + "': the kernel reports a counter width of " +
-                                        std::to_string(s.pmc_width) + " bits, which pmc does not trust for rdpmc");
+        return make_failure(EPROTO, concat({"cannot open counter '", name, "': the kernel reports a counter width of ",
+                                            decimal(s.pmc_width), " bits, which pmc does not trust for rdpmc"}));
     if (fixed_width && fixed_width != s.pmc_width)
-        return make_failure(EINVAL, "cannot open counter '" + name + "' with width::fixed<" +
-                                        std::to_string(fixed_width) + ">: this PMU's counters are " +
-                                        std::to_string(s.pmc_width) + " bits wide; use width::from_page");
+        return make_failure(EINVAL, concat({"cannot open counter '", name, "' with width::fixed<", decimal(fixed_width),
+                                            ">: this PMU's counters are ", decimal(s.pmc_width),
+                                            " bits wide; use width::from_page"}));
     width = s.pmc_width;
     cache.shift = static_cast<std::uint8_t>(64 - s.pmc_width);
     if (s.index != 0) {
@@ -511,30 +510,31 @@ inline void choose_rdpmc_path(CounterCore& c, bool allowed, bool difference,
                               std::string_view sysfs_root = default_sysfs_root) {
     if (allowed) {
         c.path = difference ? ReadPath::rdpmc_difference : ReadPath::rdpmc;
-        c.info->notes.push_back(std::string("read in user space with ") + (difference ? "two " : "") +
-                                (PMC_ARCH_AARCH64 ? "mrs" : "rdpmc") +
-                                " (counter width " + std::to_string(c.info->width) + " bits)");
+        c.info->notes.push_back(concat({"read in user space with ", difference ? "two " : "",
+                                        PMC_ARCH_AARCH64 ? "mrs" : "rdpmc", " (counter width ",
+                                        decimal(c.info->width), " bits)"}));
     } else {
         c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
-        c.info->notes.push_back("read with read(): the kernel does not allow user-space rdpmc for this event "
-                                "(cap_user_rdpmc = 0); " + rdpmc_setting_hint(c.info->spec, sysfs_root));
+        c.info->notes.push_back(concat({"read with read(): the kernel does not allow user-space rdpmc for this event "
+                                        "(cap_user_rdpmc = 0); ", rdpmc_setting_hint(c.info->spec, sysfs_root)}));
     }
 }
 
 /// What notes() says when perf's exclude_kernel fallback opened `spec` as `attr`.
 inline std::string kernel_fallback_note(const EventSpec& spec, const perf_event_attr& attr) {
     const auto level = perf_event_paranoid();
-    std::string note = "'" + spec.text + "' opened with exclude_kernel=1 as perf does (perf_event_paranoid " +
-                       (level ? std::to_string(*level) : std::string("unreadable")) +
-                       ": this user may not count kernel mode): it counts user mode only, as perf's '" +
-                       name_as_opened(spec, attr) + "'";
+    std::string note = concat({"'", spec.text, "' opened with exclude_kernel=1 as perf does (perf_event_paranoid ",
+                               level ? std::string_view(decimal(*level)) : std::string_view("unreadable"),
+                               ": this user may not count kernel mode): it counts user mode only, as perf's '",
+                               name_as_opened(spec, attr), "'"});
     // The scheduler's events happen in kernel mode only: perf, too, shows 0 for cs:u.
     if (attr.type == PERF_TYPE_SOFTWARE &&
         (attr.config == PERF_COUNT_SW_CONTEXT_SWITCHES || attr.config == PERF_COUNT_SW_CPU_MIGRATIONS ||
          attr.config == 11 /* PERF_COUNT_SW_CGROUP_SWITCHES */))
         note += ", which for this event is always 0 (it happens in kernel mode)";
-    return note + ". To count every mode: CAP_PERFMON, or sudo sysctl kernel.perf_event_paranoid=1; "
-                  "OpenOptions::exclude_kernel_fallback = false fails instead";
+    append(note, {". To count every mode: CAP_PERFMON, or sudo sysctl kernel.perf_event_paranoid=1; "
+                  "OpenOptions::exclude_kernel_fallback = false fails instead"});
+    return note;
 }
 
 /// perf_event_open with perf's own fallbacks, explaining the final failure. A group leader is opened disabled
@@ -582,8 +582,8 @@ inline Result<FileDescriptor> open_event(const EventSpec& spec, perf_event_attr&
         if (refused && (err == EINVAL || err == EOPNOTSUPP)) {
             // The PMU cannot count user mode alone (msr, uncore): the first refusal is the one to explain.
             Failure f = explain_open_failure(refused_err, spec, *refused, default_sysfs_root, true);
-            f.message += std::string("\n(pmc retried with exclude_kernel=1, user mode only, as perf does; this PMU "
-                                     "refused that with ") + errno_name(err) + ": it cannot count user mode alone.)";
+            append(f.message, {"\n(pmc retried with exclude_kernel=1, user mode only, as perf does; this PMU "
+                               "refused that with ", errno_name(err), ": it cannot count user mode alone.)"});
             return f;
         }
         Failure f = explain_open_failure(err, spec, attr);
@@ -604,12 +604,12 @@ inline std::optional<Failure> place_on_core_pmu(const EventSpec& spec, perf_even
     const bool explicit_pmu = spec.pmu == "cpu_core" || spec.pmu == "cpu_atom";
     if (hybrid.empty() || !(spec.pmu.empty() || explicit_pmu)) return std::nullopt;
     auto choice = choose_core_pmu(hybrid, thread_affinity(), explicit_pmu ? spec.pmu : std::string());
-    if (!choice.pmu) return make_failure(EINVAL, "cannot open counter '" + spec.text + "': " + choice.error);
+    if (!choice.pmu) return make_failure(EINVAL, concat({"cannot open counter '", spec.text, "': ", choice.error}));
     if (!explicit_pmu) {
         attr = on_core_pmu(attr, *choice.pmu);
         if (minus) *minus = on_core_pmu(*minus, *choice.pmu);
-        notes.push_back("hybrid CPU: opened on " + choice.pmu->pmu + " (this thread runs only on its CPUs, " +
-                        choice.pmu->cpus_text + ")");
+        notes.push_back(concat({"hybrid CPU: opened on ", choice.pmu->pmu, " (this thread runs only on its CPUs, ",
+                                choice.pmu->cpus_text, ")"}));
     }
     return std::nullopt;
 }
@@ -618,7 +618,7 @@ inline std::optional<Failure> place_on_core_pmu(const EventSpec& spec, perf_even
 inline std::optional<Failure> enable_group(const FileDescriptor& leader, const std::string& name) {
     if (system_calls().ioctl(leader.get(), PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) != 0) {
         const int err = errno;
-        return make_failure(err, "cannot start '" + name + "': enabling its group failed: " + std::strerror(err));
+        return make_failure(err, concat({"cannot start '", name, "': enabling its group failed: ", std::strerror(err)}));
     }
     return std::nullopt;
 }
@@ -628,9 +628,9 @@ inline Result<Mapping> map_control_page(const FileDescriptor& fd, const EventSpe
     void* addr = system_calls().mmap(nullptr, page_size(), PROT_READ, MAP_SHARED, fd.get(), 0);
     if (addr == MAP_FAILED) {
         const int err = errno;
-        return make_failure(err, "cannot open counter '" + spec.text + "': mmap of its control page failed (" +
-                                     std::strerror(err) + ").\nFix: check RLIMIT_MEMLOCK and "
-                                     "kernel.perf_event_mlock_kb; the control page is one page.");
+        return make_failure(err, concat({"cannot open counter '", spec.text, "': mmap of its control page failed (",
+                                         std::strerror(err), ").\nFix: check RLIMIT_MEMLOCK and "
+                                         "kernel.perf_event_mlock_kb; the control page is one page."}));
     }
     return Mapping(addr, page_size());
 }
@@ -675,11 +675,11 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         c.info->attr = attr;
         c.info->minus_attr = second;
         c.path = ReadPath::syscall_sum;
-        c.info->notes.push_back("hybrid CPU: opened on " + hybrid[0].pmu + " and " + hybrid[1].pmu +
-                                " and summed (read with read(): rdpmc sees only the core the thread is on)");
+        c.info->notes.push_back(concat({"hybrid CPU: opened on ", hybrid[0].pmu, " and ", hybrid[1].pmu,
+                                        " and summed (read with read(): rdpmc sees only the core the thread is on)"}));
         if (req == Requirement::rdpmc)
-            return make_failure(EOPNOTSUPP, "cannot open '" + spec.text + "' for source::rdpmc: summing core types "
-                                            "needs read()");
+            return make_failure(EOPNOTSUPP, concat({"cannot open '", spec.text, "' for source::rdpmc: summing core "
+                                                    "types needs read()"}));
         return c;
     }
     if (auto failure = place_on_core_pmu(spec, attr, &minus, c.info->notes, options.sysfs_root))
@@ -695,7 +695,7 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         // The subtracted event joins the leader's group, so the kernel schedules both at once, or neither.
         minus.read_format = attr.read_format;
         EventSpec minus_spec = spec;
-        minus_spec.text = spec.text + " (its " + spec.minus_text + " member)";
+        minus_spec.text = concat({spec.text, " (its ", spec.minus_text, " member)"});
         auto fd_b = open_event(minus_spec, minus, c.fd.get(), c.info->notes, false, options.pid,
                                options.exclude_kernel_fallback);
         if (!fd_b) return fd_b.failure();
@@ -707,7 +707,7 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
 
     if (options.pid != 0) {
         c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
-        c.info->notes.push_back("counts process " + std::to_string(options.pid) + ": read with read()");
+        c.info->notes.push_back(concat({"counts process ", decimal(options.pid), ": read with read()"}));
     } else if (options.count_children) {
         c.path = difference ? ReadPath::syscall_difference : ReadPath::syscall;
         c.info->notes.push_back("counts this thread and the threads and processes it creates (inherit): read with "
@@ -740,9 +740,9 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
         choose_rdpmc_path(c, allowed && allowed_b, difference, options.sysfs_root);
     }
     if (req == Requirement::rdpmc && c.path != ReadPath::rdpmc)
-        return make_failure(EOPNOTSUPP, "cannot open counter '" + spec.text + "' for source::rdpmc: " +
-                                            (difference ? std::string("a difference counter needs pmc::Counter")
-                                                        : c.info->notes.back()));
+        return make_failure(EOPNOTSUPP, concat({"cannot open counter '", spec.text, "' for source::rdpmc: ",
+                                                difference ? std::string_view("a difference counter needs pmc::Counter")
+                                                           : std::string_view(c.info->notes.back())}));
     return c;
 }
 
@@ -751,12 +751,12 @@ inline Result<CounterCore> open_perf(const EventSpec& spec, Requirement req, uns
 inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req, const OpenOptions& options) {
     const EmulatedPmu& pmu = *emulated_pmu();
     auto refuse = [&](const std::string& why) {
-        return make_failure(EOPNOTSUPP, "cannot open counter '" + spec.text + "' on the emulated PMU: " + why);
+        return make_failure(EOPNOTSUPP, concat({"cannot open counter '", spec.text, "' on the emulated PMU: ", why}));
     };
     if (!pmu.compatible())
-        return refuse("pmc's QEMU plugin speaks protocol " + std::to_string(pmu.protocol) + ", this program's pmc "
-                      "headers protocol " + std::to_string(emulated::protocol_version) + ". Fix: run it with the "
-                      "pmc emulate of the pmc version the program was built with");
+        return refuse(concat({"pmc's QEMU plugin speaks protocol ", decimal(pmu.protocol), ", this program's pmc "
+                              "headers protocol ", decimal(emulated::protocol_version), ". Fix: run it with the "
+                              "pmc emulate of the pmc version the program was built with"}));
     if (auto why = emulated_refusal(spec); !why.empty()) return refuse(why);
     const auto modelled = modelled_event(spec);
     if (auto why = missing_model(pmu, spec); !why.empty()) return refuse(why);
@@ -776,15 +776,15 @@ inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req,
     if (modelled) {
         const bool branch = modelled_branch_event(spec).has_value();
         c.emulated_event = static_cast<std::uint64_t>(*modelled);
-        c.info->notes.push_back((branch ? branch_count_note(spec) : modelled_count_note(pmu)) +
-                                "; read with a request to QEMU's plugin (" + pmu.target + " guest)");
+        c.info->notes.push_back(concat({branch ? branch_count_note(spec) : modelled_count_note(pmu),
+                                        "; read with a request to QEMU's plugin (", pmu.target, " guest)"}));
         if (!spec.attr.exclude_kernel)
             c.info->notes.push_back(branch ? "user mode only, as :u: the emulator runs no kernel code"
                                            : "user mode only, as :u: the model sees no kernel accesses");
         return c;
     }
-    c.info->notes.push_back(std::string(emulated_count_note) + "; read with a request to QEMU's plugin (" +
-                            pmu.target + " guest), exact at the read");
+    c.info->notes.push_back(concat({emulated_count_note, "; read with a request to QEMU's plugin (", pmu.target,
+                                    " guest), exact at the read"}));
     if (spec.kind == EventKind::difference)
         c.info->notes.push_back("no interrupt reaches an emulated program's count: the same count as instructions:u");
     else if (!spec.attr.exclude_kernel)
@@ -792,16 +792,18 @@ inline Result<CounterCore> open_emulated(const EventSpec& spec, Requirement req,
     return c;
 }
 
-inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, unsigned fixed_width,
-                                     const OpenOptions& options = {}) {
+// Not inlined into BasicCounter's constructors: the open path is compiled once per file that opens a counter, not
+// once per place that does.
+BOOST_NOINLINE inline Result<CounterCore> open_core(const EventSpec& spec, Requirement req, unsigned fixed_width,
+                                                    const OpenOptions& options = {}) {
     auto mismatch = [&](const char* wanted) {
-        return make_failure(EINVAL, "cannot open '" + spec.text + "' as a " + wanted + " counter: that source reads "
-                                    "only the event named '" + wanted + "'");
+        return make_failure(EINVAL, concat({"cannot open '", spec.text, "' as a ", wanted, " counter: that source "
+                                            "reads only the event named '", wanted, "'"}));
     };
     if (req == Requirement::tsc && spec.kind != EventKind::tsc) return mismatch("tsc");
     if (req == Requirement::wall_time && spec.kind != EventKind::wall_time) return mismatch("wall-time");
     if (req == Requirement::rdpmc && spec.kind != EventKind::perf && spec.kind != EventKind::difference)
-        return make_failure(EINVAL, "cannot open '" + spec.text + "' for source::rdpmc: it is not a perf event");
+        return make_failure(EINVAL, concat({"cannot open '", spec.text, "' for source::rdpmc: it is not a perf event"}));
 
     if (spec.kind == EventKind::perf || spec.kind == EventKind::difference) {
         // Under pmc emulate the instruction events are the emulator's (probed once, and only where PMC_EMULATED=1

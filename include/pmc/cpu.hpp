@@ -562,8 +562,9 @@ inline CpuSignature cpu_signature() {
 #endif
 }
 
-/// identify(cpu_signature()), computed once.
-inline const CpuModel& this_cpu() {
+/// identify(cpu_signature()), computed once. (Not inlined: it is the default argument of parse_event, evaluated
+/// where that is called.)
+BOOST_NOINLINE inline const CpuModel& this_cpu() {
     static const CpuModel model = identify(cpu_signature());
     return model;
 }

@@ -191,10 +191,14 @@ public:
 private:
     using Fail = std::optional<Failure>;
 
-    Fail fail(std::size_t pos, std::size_t len, const std::string& why, int err = EINVAL) const {
-        std::string msg = "cannot use event '" + std::string(full_) + "': " + why + "\n    " + std::string(full_) +
-                          "\n    " + std::string(pos, ' ') + "^" + std::string(len > 1 ? len - 1 : 0, '~');
-        return make_failure(err, msg);
+    // A string_view: most reasons are literals, and a std::string parameter would build and destroy one at every
+    // call site (there are dozens, all compiled in every file that opens a counter).
+    BOOST_NOINLINE Fail fail(std::size_t pos, std::size_t len, std::string_view why, int err = EINVAL) const {
+        std::string msg = concat({"cannot use event '", full_, "': ", why, "\n    ", full_, "\n    "});
+        msg.append(pos, ' ');
+        msg += '^';
+        msg.append(len > 1 ? len - 1 : 0, '~');
+        return make_failure(err, std::move(msg));
     }
 
     bool at_end() const { return pos_ >= end_; }
@@ -215,7 +219,7 @@ private:
         if (word.empty()) {
             if (peek() == '{' || peek() == '}')
                 return fail(pos_, 1, "event groups {a,b} are not a single counter; open each event on its own");
-            return fail(pos_, 1, std::string("unexpected '") + peek() + "': an event starts with a name");
+            return fail(pos_, 1, concat({"unexpected '", full_.substr(pos_, 1), "': an event starts with a name"}));
         }
         if (peek() == '/') return parse_pmu_event(word, word_pos);
         if (peek() == ':' && all_digits(word)) return parse_numeric(word, word_pos);
@@ -249,8 +253,7 @@ private:
             spec_.kind = word == "tsc" ? EventKind::tsc : EventKind::wall_time;
             if (!at_end())
                 return fail(pos_, end_ - pos_,
-                            std::string("'") + std::string(word) +
-                                "' is pmc's own clock and takes no modifiers (it counts in every mode)");
+                            concat({"'", word, "' is pmc's own clock and takes no modifiers (it counts in every mode)"}));
             return std::nullopt;
         }
         for (auto& e : hardware_events)
@@ -259,15 +262,15 @@ private:
             if (word == e.name) return set_generic(PERF_TYPE_SOFTWARE, e.config, false);
         if (word == "duration_time" || word == "user_time" || word == "system_time")
             return fail(word_pos, word.size(),
-                        "'" + std::string(word) + "' is computed by the perf tool, not counted by the kernel; use "
-                                                  "pmc's 'wall-time' or the software event 'task-clock'");
+                        concat({"'", word, "' is computed by the perf tool, not counted by the kernel; use pmc's "
+                                "'wall-time' or the software event 'task-clock'"}));
         if (auto cache = parse_cache(word, word_pos)) {
             if (cache->failure) return cache->failure;
             return set_generic(PERF_TYPE_HW_CACHE, cache->config, true);
         }
         if (word.size() > 1 && word[0] == 'r' &&
             std::all_of(word.begin() + 1, word.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); })) {
-            auto config = parse_number("0x" + std::string(word.substr(1)));
+            auto config = parse_number(concat({"0x", word.substr(1)}));
             if (!config) return fail(word_pos, word.size(), "raw event value does not fit in 64 bits");
             return set_generic(PERF_TYPE_RAW, *config, true);
         }
@@ -278,27 +281,28 @@ private:
     Fail parse_composite(std::string_view word, std::size_t word_pos) {
         if (full_.substr(pos_, end_ - pos_) != ":u")
             return fail(pos_, std::max<std::size_t>(end_ - pos_, 1),
-                        std::string(word) + " counts user mode only (interrupts add to the user-mode count): write '" +
-                            std::string(word) + ":u'");
+                        concat({word, " counts user mode only (interrupts add to the user-mode count): write '", word,
+                                ":u'"}));
         std::string raw, name;
         if (word == "instructions-minus-irqs") {
             if (cpu_.irq_status == IrqEventStatus::none)
                 return fail(word_pos, word.size(),
-                            "instructions-minus-irqs needs the CPU's hardware-interrupt event, and pmc knows none for " +
-                                cpu_.description() + "; use instructions:u (each interrupt then adds one instruction)",
+                            concat({"instructions-minus-irqs needs the CPU's hardware-interrupt event, and pmc knows "
+                                    "none for ", cpu_.description(),
+                                    "; use instructions:u (each interrupt then adds one instruction)"}),
                             ENOENT);
             raw = cpu_.irq_event;
             name = cpu_.irq_event_name;
         } else {
             if (cpu_.zen == 0)
                 return fail(word_pos, word.size(),
-                            "r0420 is an AMD Zen event and this CPU is " + cpu_.description() +
-                                "; use instructions-minus-irqs:u",
+                            concat({"r0420 is an AMD Zen event and this CPU is ", cpu_.description(),
+                                    "; use instructions-minus-irqs:u"}),
                             ENOENT);
             raw = "r0420";
             name = "undocumented 0x0420 (interrupts and exceptions)";
         }
-        auto minus = parse_number("0x" + raw.substr(1));
+        auto minus = parse_number(concat({"0x", std::string_view(raw).substr(1)}));
         spec_.kind = EventKind::difference;
         spec_.core_pmu = true;
         spec_.modifiers = "u";
@@ -312,7 +316,7 @@ private:
         spec_.attr.config = PERF_COUNT_HW_INSTRUCTIONS;
         spec_.minus_attr.type = PERF_TYPE_RAW;
         spec_.minus_attr.config = minus ? *minus : 0;
-        spec_.minus_text = raw + ":u";
+        spec_.minus_text = concat({raw, ":u"});
         spec_.minus_name = name;
         pos_ = end_;
         return std::nullopt;
@@ -367,9 +371,9 @@ private:
                 std::size_t len = op_id >= 0 ? op_len : res_len;
                 if (op_id >= 0) {
                     if (op >= 0 && !out.failure)
-                        out.failure = fail(item_pos, len, "two cache operations in one event (" +
-                                                              std::string(cache_op_names[op]) + " and " +
-                                                              std::string(rest.substr(0, len)) + ")");
+                        out.failure = fail(item_pos, len, concat({"two cache operations in one event (",
+                                                                  cache_op_names[op], " and ", rest.substr(0, len),
+                                                                  ")"}));
                     op = op_id;
                 } else {
                     if (result >= 0 && !out.failure)
@@ -384,10 +388,10 @@ private:
             if (!out.failure && !(cache_valid_ops[type.id] >> op & 1)) {
                 std::string valid;
                 for (unsigned o = 0; o < 3; ++o)
-                    if (cache_valid_ops[type.id] >> o & 1) valid += (valid.empty() ? "" : ", ") + std::string(cache_op_names[o]);
+                    if (cache_valid_ops[type.id] >> o & 1) append(valid, {valid.empty() ? "" : ", ", cache_op_names[o]});
                 out.failure = fail(word_pos, word.size(),
-                                   std::string(cache_type_names[type.id]) + " has no " + cache_op_names[op] +
-                                       " operation (it has: " + valid + ")");
+                                   concat({cache_type_names[type.id], " has no ", cache_op_names[op],
+                                           " operation (it has: ", valid, ")"}));
             }
             out.config = type.id | static_cast<std::uint64_t>(op) << 8 | static_cast<std::uint64_t>(result) << 16;
             return out;
@@ -412,8 +416,8 @@ private:
         }
         if (found.size() > 1) {
             std::string where;
-            for (auto& p : found) where += (where.empty() ? "" : ", ") + p.name + "/" + std::string(word) + "/";
-            return fail(word_pos, word.size(), "'" + std::string(word) + "' is an event of several PMUs; write one of " + where);
+            for (auto& p : found) append(where, {where.empty() ? "" : ", ", p.name, "/", word, "/"});
+            return fail(word_pos, word.size(), concat({"'", word, "' is an event of several PMUs; write one of ", where}));
         }
         if (found.empty()) return unknown_event(word, word_pos);
         Term alias;
@@ -440,13 +444,13 @@ private:
                 best = k;
             }
         }
-        std::string why = "unknown event '" + std::string(word) + "'";
+        std::string why = concat({"unknown event '", word, "'"});
         if (peek() == ':' && full_.substr(pos_ + 1, end_ - pos_ - 1).find_first_not_of(modifier_letters) !=
                                  std::string_view::npos) {
-            why += "; '" + std::string(full_.substr(word_pos, end_ - word_pos)) +
-                   "' looks like a tracepoint (SYSTEM:EVENT), which pmc does not count";
+            append(why, {"; '", full_.substr(word_pos, end_ - word_pos),
+                         "' looks like a tracepoint (SYSTEM:EVENT), which pmc does not count"});
         } else if (!best.empty()) {
-            why += "; did you mean '" + best + "'?";
+            append(why, {"; did you mean '", best, "'?"});
         }
         why += " (`pmc list` shows the events of this machine)";
         return fail(word_pos, word.size(), why, ENOENT);
@@ -467,7 +471,7 @@ private:
         std::size_t terms_begin = pos_;
         std::size_t close = full_.find('/', pos_);
         if (close == std::string_view::npos || close >= end_)
-            return fail(pmu_pos, end_ - pmu_pos, "missing the closing '/' of " + std::string(pmu_name) + "/.../");
+            return fail(pmu_pos, end_ - pmu_pos, concat({"missing the closing '/' of ", pmu_name, "/.../"}));
         std::string_view body = full_.substr(terms_begin, close - terms_begin);
         if (auto f = split_terms(body, terms_begin, terms, false)) return f;
         pos_ = close + 1;
@@ -498,12 +502,12 @@ private:
             auto eq = t.find('=');
             std::string_view name = trim(t.substr(0, eq));
             if (name.empty() || !std::all_of(name.begin(), name.end(), is_word_char))
-                return fail(term.pos, term.len, "a term is NAME or NAME=VALUE; '" + std::string(t) + "' is neither");
+                return fail(term.pos, term.len, concat({"a term is NAME or NAME=VALUE; '", t, "' is neither"}));
             term.name = std::string(name);
             if (eq != std::string_view::npos) {
                 term.has_value = true;
                 term.value = std::string(trim(t.substr(eq + 1)));
-                if (term.value.empty()) return fail(term.pos, term.len, "term '" + term.name + "=' has no value");
+                if (term.value.empty()) return fail(term.pos, term.len, concat({"term '", term.name, "=' has no value"}));
             }
             out.push_back(std::move(term));
             if (comma == std::string_view::npos) break;
@@ -529,12 +533,12 @@ private:
         for (std::size_t i = 0; i < user.size(); ++i) {
             const Term& t = user[i];
             for (std::size_t j = 0; j < i; ++j)
-                if (user[j].name == t.name) return fail(t.pos, t.len, "term '" + t.name + "' is given twice");
+                if (user[j].name == t.name) return fail(t.pos, t.len, concat({"term '", t.name, "' is given twice"}));
             if (!t.has_value && !pmu.find_format(t.name) && !is_hardcoded(t.name)) {
                 if (const PmuEvent* ev = pmu.find_event(t.name)) {
                     if (alias_term)
-                        return fail(t.pos, t.len, "two named events ('" + alias_term->name + "' and '" + t.name +
-                                                      "') in one event; open them as two counters");
+                        return fail(t.pos, t.len, concat({"two named events ('", alias_term->name, "' and '", t.name,
+                                                          "') in one event; open them as two counters"}));
                     alias_term = &t;
                     if (auto f = split_terms(ev->terms, 0, alias_terms, true, t.pos, t.len)) return f;
                     continue;
@@ -574,24 +578,27 @@ private:
             }
             for (const char* r : record_only_terms)
                 if (t->name == r)
-                    return fail(t->pos, t->len, "'" + t->name + "' configures perf record; pmc counts and does not support it");
+                    return fail(t->pos, t->len,
+                                concat({"'", t->name, "' configures perf record; pmc counts and does not support it"}));
             const FormatField* field = pmu.find_format(t->name);
             if (!field) return unknown_term(pmu, *t);
             std::uint64_t value = 1;
             if (t->has_value) {
                 if (t->value == "?")
-                    return fail(t->pos, t->len, "event '" + (alias_term ? alias_term->name : t->name) + "' of PMU " +
-                                                    pmu.name + " needs a value for '" + t->name + "': write " +
-                                                    pmu.name + "/" + (alias_term ? alias_term->name + "," : "") +
-                                                    t->name + "=VALUE/");
+                    return fail(t->pos, t->len,
+                                concat({"event '", alias_term ? alias_term->name : t->name, "' of PMU ", pmu.name,
+                                        " needs a value for '", t->name, "': write ", pmu.name, "/",
+                                        alias_term ? std::string_view(alias_term->name) : std::string_view(),
+                                        alias_term ? "," : "", t->name, "=VALUE/"}));
                 auto v = term_number(*t);
                 if (!v) return v.failure;
                 value = v.value;
             }
             if (value > field->max_value())
-                return fail(t->pos, t->len, "value " + hex(value) + " is too big for '" + field->name + "' of PMU " +
-                                                pmu.name + " (" + field->spec + ": " + std::to_string(field->width()) +
-                                                " bits, maximum " + hex(field->max_value()) + ")");
+                return fail(t->pos, t->len,
+                            concat({"value ", hex_digits(value), " is too big for '", field->name, "' of PMU ",
+                                    pmu.name, " (", field->spec, ": ", decimal(field->width()), " bits, maximum ",
+                                    hex_digits(field->max_value()), ")"}));
             std::uint64_t bits = field->pack(value);
             switch (field->word) {
             case ConfigWord::config: spec_.attr.config |= bits; break;
@@ -609,16 +616,17 @@ private:
     };
 
     NumberOrFailure term_number(const Term& t) {
-        if (!t.has_value) return {0, fail(t.pos, t.len, "term '" + t.name + "' needs a value: " + t.name + "=NUMBER")};
+        if (!t.has_value) return {0, fail(t.pos, t.len, concat({"term '", t.name, "' needs a value: ", t.name, "=NUMBER"}))};
         auto v = parse_number(t.value);
         if (!v)
-            return {0, fail(t.pos, t.len, "'" + t.value + "' is not a number (decimal, or hex with 0x), or does not fit in 64 bits")};
+            return {0, fail(t.pos, t.len,
+                            concat({"'", t.value, "' is not a number (decimal, or hex with 0x), or does not fit in 64 bits"}))};
         return {*v, std::nullopt};
     }
 
     Fail unknown_term(const Pmu& pmu, const Term& t) {
         std::string have;
-        for (auto& f : pmu.formats) have += (have.empty() ? "" : ", ") + f.name;
+        for (auto& f : pmu.formats) append(have, {have.empty() ? "" : ", ", f.name});
         std::string events;
         std::size_t shown = 0;
         for (auto& e : pmu.events) {
@@ -626,11 +634,12 @@ private:
                 events += ", ...";
                 break;
             }
-            events += (events.empty() ? "" : ", ") + e.name;
+            append(events, {events.empty() ? "" : ", ", e.name});
         }
-        std::string why = "PMU " + pmu.name + " has no term or event '" + t.name + "'";
-        why += " (terms: " + (have.empty() ? std::string("none") : have) + "; config, config1, config2, name, period";
-        if (!events.empty()) why += "; events: " + events;
+        std::string why = concat({"PMU ", pmu.name, " has no term or event '", t.name, "' (terms: ",
+                                  have.empty() ? std::string_view("none") : std::string_view(have),
+                                  "; config, config1, config2, name, period"});
+        if (!events.empty()) append(why, {"; events: ", events});
         why += ")";
         if (t.has_value && pmu.find_event(t.name)) why += "; a named event takes no value";
         return fail(t.pos, t.len, why, ENOENT);
@@ -661,7 +670,7 @@ private:
             if (p > acc_pos && (p == end_ || full_[p] == ':')) {
                 for (std::size_t i = acc_pos; i < p; ++i) {
                     unsigned bit = full_[i] == 'r' ? HW_BREAKPOINT_R : full_[i] == 'w' ? HW_BREAKPOINT_W : HW_BREAKPOINT_X;
-                    if (access & bit) return fail(i, 1, std::string("access '") + full_[i] + "' given twice");
+                    if (access & bit) return fail(i, 1, concat({"access '", full_.substr(i, 1), "' given twice"}));
                     access |= bit;
                 }
                 pos_ = p;
@@ -691,9 +700,8 @@ private:
         if (needs_colon) {
             if (peek() != ':')
                 return fail(pos_, end_ - pos_,
-                            peek() == ','
-                                ? std::string("a list of events is not a single counter; open one counter per event")
-                                : std::string("unexpected text after the event name; modifiers follow a ':'"));
+                            peek() == ',' ? "a list of events is not a single counter; open one counter per event"
+                                          : "unexpected text after the event name; modifiers follow a ':'");
             ++pos_;
             mod_pos = pos_;
             if (at_end()) return fail(mod_pos - 1, 1, "empty modifier list after ':'");
@@ -709,10 +717,11 @@ private:
             if (modifier_letters.find(c) == std::string_view::npos || c == '\0') {
                 if (c == ':') return fail(mod_pos + i, 1, "modifiers are written together after one ':' (e.g. ':uk')");
                 return fail(mod_pos + i, 1,
-                            std::string("unknown modifier '") + c + "' (modifiers: u k h G H I p pp ppp P D e S W b)");
+                            concat({"unknown modifier '", mods.substr(i, 1),
+                                    "' (modifiers: u k h G H I p pp ppp P D e S W b)"}));
             }
             if (c != 'p' && mods.find(c, i + 1) != std::string_view::npos)
-                return fail(mod_pos + mods.find(c, i + 1), 1, std::string("modifier '") + c + "' given twice");
+                return fail(mod_pos + mods.find(c, i + 1), 1, concat({"modifier '", mods.substr(i, 1), "' given twice"}));
             switch (c) {
             case 'u':
             case 'k':
@@ -807,8 +816,9 @@ inline std::vector<NamedEvent> named_events() {
 
 /// Parses an event string; on failure the message quotes the string and points at the bad token. The composite
 /// events resolve their interrupt event for `cpu` (this machine's by default).
-inline Result<EventSpec> try_parse_event(std::string_view text, std::string_view sysfs_root = default_sysfs_root,
-                                         const CpuModel& cpu = this_cpu()) {
+BOOST_NOINLINE inline Result<EventSpec> try_parse_event(std::string_view text,
+                                                        std::string_view sysfs_root = default_sysfs_root,
+                                                        const CpuModel& cpu = this_cpu()) {
     return detail::EventParser(text, sysfs_root, cpu).parse();
 }
 

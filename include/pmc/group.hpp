@@ -226,31 +226,32 @@ BOOST_NOINLINE PMC_COLD void group_refresh(GroupCore& g, GroupReading& out) {
     }
 }
 
-/// Parses `texts` and opens them as one group.
-inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const OpenOptions& options) {
+/// Parses `texts` and opens them as one group. (Not inlined: compiled once per file, not per place that opens.)
+BOOST_NOINLINE inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const OpenOptions& options) {
     if (texts.empty()) return make_failure(EINVAL, "a pmc group needs at least one event");
     if (texts.size() > max_group_events)
-        return make_failure(E2BIG, "a pmc group holds at most " + std::to_string(max_group_events) + " events");
+        return make_failure(E2BIG, concat({"a pmc group holds at most ", decimal(max_group_events), " events"}));
     GroupCore g;
     g.info = std::make_unique<GroupInfo>();
     for (const auto& text : texts) {
         auto spec = try_parse_event(text, options.sysfs_root);
         if (!spec) return spec.failure();
         if (spec->kind != EventKind::perf)
-            return make_failure(EINVAL, "'" + text + "' cannot be a group member: " +
-                                            (spec->kind == EventKind::difference
-                                                 ? "it is itself a group (open it as a pmc::Counter)"
-                                                 : "it is pmc's clock, not a perf event (read it with a pmc::Counter)"));
+            return make_failure(EINVAL, concat({"'", text, "' cannot be a group member: ",
+                                                spec->kind == EventKind::difference
+                                                    ? "it is itself a group (open it as a pmc::Counter)"
+                                                    : "it is pmc's clock, not a perf event (read it with a "
+                                                      "pmc::Counter)"}));
         for (const auto& name : g.info->names)
             if (name == spec->name)
-                return make_failure(EINVAL, "'" + text + "' is in the group twice; give one a name= term to tell "
-                                                "them apart");
+                return make_failure(EINVAL, concat({"'", text, "' is in the group twice; give one a name= term to "
+                                                    "tell them apart"}));
         if (!g.info->specs.empty() && (spec->attr.pinned || spec->attr.exclusive))
-            return make_failure(EINVAL, "'" + text + "' cannot be a group member: ':D' (pinned) and ':e' (exclusive) "
-                                            "apply to a whole group, so the kernel takes them only on its first "
-                                            "event. Put the modifier on the first event ('" +
-                                            g.info->specs[0].text + "'), or count '" + text + "' in a group of its "
-                                            "own.");
+            return make_failure(EINVAL, concat({"'", text, "' cannot be a group member: ':D' (pinned) and ':e' "
+                                                "(exclusive) apply to a whole group, so the kernel takes them only on "
+                                                "its first event. Put the modifier on the first event ('",
+                                                g.info->specs[0].text, "'), or count '", text,
+                                                "' in a group of its own."}));
         g.info->names.push_back(spec->name);
         g.info->specs.push_back(std::move(*spec));
     }
@@ -272,7 +273,8 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
             const auto modelled = modelled_event(spec);
             if (why.empty() && modelled) why = missing_model(pmu, spec);
             if (!why.empty())
-                return make_failure(EOPNOTSUPP, "cannot open '" + spec.text + "' in a group on the emulated PMU: " + why);
+                return make_failure(EOPNOTSUPP,
+                                    concat({"cannot open '", spec.text, "' in a group on the emulated PMU: ", why}));
             g.info->attrs.push_back(spec.attr);
             g.info->emulated_events.push_back(modelled ? static_cast<std::uint64_t>(*modelled) : 0);
             any_modelled = any_modelled || modelled.has_value();
@@ -280,14 +282,14 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         if (!any_modelled) g.info->emulated_events.clear();
         g.members.resize(n);
         g.path = ReadPath::emulated;
-        g.info->notes.push_back(std::string(emulated_count_note) +
-                                (any_modelled ? "; every member's count is read at one request to QEMU's plugin"
-                                              : "; every member reads the thread's one count with a request to "
-                                                "QEMU's plugin"));
+        g.info->notes.push_back(concat({emulated_count_note,
+                                        any_modelled ? "; every member's count is read at one request to QEMU's plugin"
+                                                     : "; every member reads the thread's one count with a request "
+                                                       "to QEMU's plugin"}));
         bool any_cache = false;
         for (const auto& spec : g.info->specs) {
             any_cache = any_cache || modelled_cache_event(spec).has_value();
-            if (modelled_branch_event(spec)) g.info->notes.push_back(spec.text + ": " + branch_count_note(spec));
+            if (modelled_branch_event(spec)) g.info->notes.push_back(concat({spec.text, ": ", branch_count_note(spec)}));
         }
         if (any_cache) g.info->notes.push_back(modelled_count_note(pmu));
         g.owner = acquire_thread_token();
@@ -299,11 +301,12 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
     if (options.hybrid == HybridPolicy::sum_core_types && hybrid_pmus(options.sysfs_root).size() >= 2)
         for (const auto& spec : g.info->specs)
             if (spec.core_pmu && spec.pmu.empty())
-                return make_failure(EINVAL, "cannot open '" + spec.text + "' in a pmc group with "
-                                            "HybridPolicy::sum_core_types: a group goes onto one PMU, and summing "
-                                            "core types needs one event per core type. Pin the thread to one core "
-                                            "type (pmc::pin_this_thread) and keep HybridPolicy::require_pinned, or "
-                                            "open the event as a pmc::Counter with sum_core_types.");
+                return make_failure(EINVAL, concat({"cannot open '", spec.text, "' in a pmc group with "
+                                                    "HybridPolicy::sum_core_types: a group goes onto one PMU, and "
+                                                    "summing core types needs one event per core type. Pin the "
+                                                    "thread to one core type (pmc::pin_this_thread) and keep "
+                                                    "HybridPolicy::require_pinned, or open the event as a "
+                                                    "pmc::Counter with sum_core_types."}));
     const bool other_process = options.pid != 0;
     const auto user_access_off = user_counter_access_off();
     bool allowed = !options.count_children && !other_process && !user_access_off;
@@ -322,10 +325,10 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         if (!fd) {
             Failure f = fd.failure();
             if (i > 0 && (f.code.value() == EINVAL || f.code.value() == ENOSPC))
-                f.message += "\nA group goes onto the counters all at once: with " + std::to_string(i) +
-                             " event" + (i == 1 ? "" : "s") + " before it, '" + spec.text +
-                             "' may not fit the PMU's counters. Use fewer events per group, or several groups (the "
-                             "kernel then multiplexes them, and pmc scales the counts).";
+                append(f.message, {"\nA group goes onto the counters all at once: with ", decimal(i), " event",
+                                   i == 1 ? "" : "s", " before it, '", spec.text,
+                                   "' may not fit the PMU's counters. Use fewer events per group, or several groups "
+                                   "(the kernel then multiplexes them, and pmc scales the counts)."});
             return f;
         }
         m.fd = std::move(*fd);
@@ -346,7 +349,7 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
         g.members.push_back(std::move(m));
     }
     if (!options.enable_on_exec)
-        if (auto failure = enable_group(g.members[0].fd, "the group of '" + g.info->specs[0].text + "'"))
+        if (auto failure = enable_group(g.members[0].fd, concat({"the group of '", g.info->specs[0].text, "'"})))
             return std::move(*failure);
     const bool user_time = allowed && user_time_allowed(snapshot(*g.members[0].cache.page).capabilities);
     if (allowed && user_time) {
@@ -356,7 +359,7 @@ inline Result<GroupCore> open_group(const std::vector<std::string>& texts, const
     } else {
         g.path = ReadPath::syscall;
         g.info->notes.push_back(
-            other_process          ? "counts process " + std::to_string(options.pid) + ": read with one read()"
+            other_process          ? concat({"counts process ", decimal(options.pid), ": read with one read()"})
             : options.count_children ? "counts children (inherit): read with one read() of the group"
             : user_access_off      ? *user_access_off
             : allowed              ? "read with one read() of the group: the kernel publishes no user-space time "

@@ -130,13 +130,14 @@ inline CorePmuChoice choose_core_pmu(const std::vector<CoreTypePmu>& pmus, const
             return choice;
         }
     std::string types;
-    for (const auto& p : pmus) types += (types.empty() ? "" : ", ") + p.pmu + " on CPUs " + p.cpus_text;
-    choice.error = "this is a hybrid CPU (" + types + ") and this thread may run on " +
-                   (wanted.empty() ? std::string("both core types") : "CPUs outside " + std::string(wanted)) +
-                   ": a hardware counter counts only on its own core type, so the count would silently miss the "
-                   "time spent on the other.\nFix: pin the thread to one core type first: "
-                   "pmc::pin_this_thread(pmc::CoreType::performance) (or taskset -c <" +
-                   (pmus.empty() ? std::string("cpus") : pmus.front().cpus_text) + "> your-program).";
+    for (const auto& p : pmus) detail::append(types, {types.empty() ? "" : ", ", p.pmu, " on CPUs ", p.cpus_text});
+    choice.error = detail::concat(
+        {"this is a hybrid CPU (", types, ") and this thread may run on ",
+         wanted.empty() ? "both core types" : "CPUs outside ", wanted,
+         ": a hardware counter counts only on its own core type, so the count would silently miss the time spent on "
+         "the other.\nFix: pin the thread to one core type first: pmc::pin_this_thread(pmc::CoreType::performance) "
+         "(or taskset -c <",
+         pmus.empty() ? std::string_view("cpus") : std::string_view(pmus.front().cpus_text), "> your-program)."});
     return choice;
 }
 

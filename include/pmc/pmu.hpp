@@ -164,9 +164,9 @@ inline std::vector<std::string> pmu_names(std::string_view root = default_sysfs_
 inline Result<Pmu> load_pmu(std::string_view name, std::string_view root = default_sysfs_root) {
     auto missing = [&] {
         std::string have;
-        for (auto& n : pmu_names(root)) have += (have.empty() ? "" : ", ") + n;
-        return make_failure(ENOENT, "no PMU named '" + std::string(name) + "' in " + std::string(root) +
-                                        " (this machine has: " + (have.empty() ? "none" : have) + ")");
+        for (auto& n : pmu_names(root)) detail::append(have, {have.empty() ? "" : ", ", n});
+        return make_failure(ENOENT, detail::concat({"no PMU named '", name, "' in ", root, " (this machine has: ",
+                                                    have.empty() ? "none" : have, ")"}));
     };
     if (!detail::is_safe_sysfs_name(name)) return missing();
     const std::string dir = detail::join_path(root, name);
@@ -174,21 +174,21 @@ inline Result<Pmu> load_pmu(std::string_view name, std::string_view root = defau
     if (!type_text) return missing();
     auto type = detail::parse_number(detail::trim(*type_text));
     if (!type || *type > UINT32_MAX)
-        return make_failure(EINVAL, "cannot read the type of PMU '" + std::string(name) + "' from " + dir + "/type");
+        return make_failure(EINVAL, detail::concat({"cannot read the type of PMU '", name, "' from ", dir, "/type"}));
 
     Pmu pmu;
     pmu.name = std::string(name);
     pmu.type = static_cast<std::uint32_t>(*type);
-    for (auto& field : detail::list_directory(dir + "/format")) {
-        auto spec = detail::read_file(dir + "/format/" + field);
+    for (auto& field : detail::list_directory(detail::concat({dir, "/format"}))) {
+        auto spec = detail::read_file(detail::concat({dir, "/format/", field}));
         if (!spec) continue;
         auto parsed = detail::parse_format_spec(field, *spec);
         if (!parsed)
-            return make_failure(EINVAL, "PMU '" + pmu.name + "' has a format pmc cannot read: " + dir + "/format/" +
-                                            field + " = '" + std::string(detail::trim(*spec)) + "'");
+            return make_failure(EINVAL, detail::concat({"PMU '", pmu.name, "' has a format pmc cannot read: ", dir,
+                                                        "/format/", field, " = '", detail::trim(*spec), "'"}));
         pmu.formats.push_back(std::move(*parsed));
     }
-    const std::string events_dir = dir + "/events";
+    const std::string events_dir = detail::concat({dir, "/events"});
     for (auto& file : detail::list_directory(events_dir)) {
         // NAME.scale, NAME.unit, NAME.per-pkg and NAME.snapshot describe NAME; they are not events.
         auto dot = file.rfind('.');
@@ -196,18 +196,18 @@ inline Result<Pmu> load_pmu(std::string_view name, std::string_view root = defau
             std::string_view suffix = std::string_view(file).substr(dot + 1);
             if (suffix == "scale" || suffix == "unit" || suffix == "per-pkg" || suffix == "snapshot") continue;
         }
-        auto terms = detail::read_file(events_dir + "/" + file);
+        auto terms = detail::read_file(detail::concat({events_dir, "/", file}));
         if (!terms) continue;
         PmuEvent event{file, std::string(detail::trim(*terms)), {}, {}};
-        if (auto unit = detail::read_file(events_dir + "/" + file + ".unit"))
+        if (auto unit = detail::read_file(detail::concat({events_dir, "/", file, ".unit"})))
             event.unit = std::string(detail::trim(*unit));
-        if (auto scale = detail::read_file(events_dir + "/" + file + ".scale"))
+        if (auto scale = detail::read_file(detail::concat({events_dir, "/", file, ".scale"})))
             event.scale = std::string(detail::trim(*scale));
         pmu.events.push_back(std::move(event));
     }
-    if (auto rdpmc = detail::read_file(dir + "/rdpmc"))
+    if (auto rdpmc = detail::read_file(detail::concat({dir, "/rdpmc"})))
         if (auto v = detail::parse_number(detail::trim(*rdpmc))) pmu.rdpmc = static_cast<int>(*v);
-    if (auto cpus = detail::read_file(dir + "/cpus")) pmu.cpus = std::string(detail::trim(*cpus));
+    if (auto cpus = detail::read_file(detail::concat({dir, "/cpus"}))) pmu.cpus = std::string(detail::trim(*cpus));
     return pmu;
 }
 

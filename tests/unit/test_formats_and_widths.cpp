@@ -8,6 +8,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <string>
+#include <string_view>
 #include <vector>
 
 using pmc::detail::parse_format_spec;
@@ -119,4 +122,30 @@ TEST_CASE("put_varint_fixed_cost writes put_varint's bytes for every length, edg
         REQUIRE(na == nb);
         REQUIRE(std::memcmp(a, b, na) == 0);
     }
+}
+
+TEST_CASE("decimal, hex_digits and concat write what std::to_string, %#llx and operator+ write", "[unit][text]") {
+    using pmc::detail::concat;
+    using pmc::detail::decimal;
+    using pmc::detail::hex_digits;
+    auto text = [](std::string_view v) { return std::string(v); };
+    for (long long v : std::initializer_list<long long>{0, 1, -1, 42, INT64_MIN, INT64_MAX}) CHECK(text(decimal(v)) == std::to_string(v));
+    for (unsigned long long v : std::initializer_list<unsigned long long>{0, 9, 10, UINT64_MAX}) CHECK(text(decimal(v)) == std::to_string(v));
+    for (int v : std::initializer_list<int>{0, -7, INT32_MIN, INT32_MAX}) CHECK(text(decimal(v)) == std::to_string(v));
+    for (unsigned v : std::initializer_list<unsigned>{0, UINT32_MAX}) CHECK(text(decimal(v)) == std::to_string(v));
+    for (long v : std::initializer_list<long>{-1, INT64_MIN}) CHECK(text(decimal(v)) == std::to_string(v));
+    for (unsigned long v : std::initializer_list<unsigned long>{0, UINT64_MAX}) CHECK(text(decimal(v)) == std::to_string(v));
+    CHECK(text(hex_digits(0)) == "0");
+    CHECK(text(hex_digits(0x1c)) == "0x1c");
+    CHECK(text(hex_digits(UINT64_MAX)) == "0xffffffffffffffff");
+    CHECK(pmc::detail::hex(0xabc) == "0xabc");
+
+    CHECK(concat({}).empty());
+    const std::string name = "cpu";
+    CHECK(concat({"PMU '", name, "' has ", decimal(3), " formats, config ", hex_digits(255), ""}) ==
+          "PMU 'cpu' has 3 formats, config 0xff");
+    CHECK(concat({std::string_view("a\0b", 3), "c"}) == std::string("a\0bc", 4)); // lengths, not NUL-terminated
+    std::string s = "x";
+    pmc::detail::append(s, {"", "y", decimal(-2)});
+    CHECK(s == "xy-2");
 }

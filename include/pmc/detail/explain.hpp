@@ -70,9 +70,9 @@ inline const char* errno_name(int err) {
 
 /// The attr fields that are set, as "type=9 config=0x1 exclude_kernel=1 ...".
 inline std::string describe_attr_fields(const perf_event_attr& a) {
-    std::string s = "type=" + std::to_string(a.type) + " config=" + hex(a.config);
+    std::string s = concat({"type=", decimal(a.type), " config=", hex_digits(a.config)});
     auto add = [&](const char* name, std::uint64_t v, bool as_hex = false) {
-        if (v) s += std::string(" ") + name + "=" + (as_hex ? hex(v) : std::to_string(v));
+        if (v) append(s, {" ", name, "=", as_hex ? hex_digits(v) : decimal(v)});
     };
     add("config1", a.config1, true);
     add("config2", a.config2, true);
@@ -95,7 +95,7 @@ inline std::string describe_attr_fields(const perf_event_attr& a) {
 
 inline std::string list_pmus(std::string_view root) {
     std::string have;
-    for (auto& n : pmu_names(root)) have += (have.empty() ? "" : ", ") + n;
+    for (auto& n : pmu_names(root)) append(have, {have.empty() ? "" : ", ", n});
     return have.empty() ? "none" : have;
 }
 
@@ -104,16 +104,16 @@ inline std::string list_pmus(std::string_view root) {
 inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_event_attr& attr,
                                     std::string_view sysfs_root = default_sysfs_root,
                                     bool user_only_refused = false) {
-    std::string msg = "cannot open counter '" + spec.text + "': perf_event_open failed with " + errno_name(err) +
-                      " (" + std::strerror(err) + ").\n";
+    std::string msg = concat({"cannot open counter '", spec.text, "': perf_event_open failed with ", errno_name(err),
+                              " (", std::strerror(err), ").\n"});
     const bool counts_kernel = !attr.exclude_kernel;
     switch (err) {
     case ENOENT:
     case EOPNOTSUPP:
     case ENODEV:
         if (spec.core_pmu && !has_core_pmu(sysfs_root)) {
-            msg += "This machine has no hardware PMU: " + std::string(sysfs_root) + " lists no cpu PMU (it has: " +
-                   list_pmus(sysfs_root) + ").";
+            append(msg, {"This machine has no hardware PMU: ", sysfs_root, " lists no cpu PMU (it has: ",
+                         list_pmus(sysfs_root), ")."});
             if (under_hypervisor())
                 msg += " The CPU reports a hypervisor: this is a virtual machine without a virtual PMU?";
             msg += "\nFix: run on bare metal, or enable the guest PMU (QEMU/KVM: -cpu host,pmu=on; libvirt: "
@@ -129,12 +129,12 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
             else if (is_branch_count_event_name(spec.text) || is_modelled_branch_event_name(spec.text))
                 msg += " This event comes from its branch model: `pmc emulate --branches -- PROGRAM`.";
         } else if (err == ENOENT) {
-            msg += "The kernel has no such event: " + describe_attr_fields(attr) +
-                   ".\nFix: check the event name or code against `pmc list` and your CPU's event tables.";
+            append(msg, {"The kernel has no such event: ", describe_attr_fields(attr),
+                         ".\nFix: check the event name or code against `pmc list` and your CPU's event tables."});
         } else {
-            msg += "The PMU cannot count this event the way it was asked: " + describe_attr_fields(attr) +
-                   ".\nFix: drop modifiers this PMU may not support (precise 'p' levels, ':u'/':k' on uncore and "
-                   "msr PMUs, ':D'/':e').";
+            append(msg, {"The PMU cannot count this event the way it was asked: ", describe_attr_fields(attr),
+                         ".\nFix: drop modifiers this PMU may not support (precise 'p' levels, ':u'/':k' on uncore "
+                         "and msr PMUs, ':D'/':e')."});
         }
         break;
     case EACCES:
@@ -142,10 +142,10 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         auto level = perf_event_paranoid();
         msg += "The kernel refused permission. ";
         if (level) {
-            msg += "kernel.perf_event_paranoid is " + std::to_string(*level) + " (" + paranoid_path + "): " +
-                   paranoid_meaning(*level) + ".";
+            append(msg, {"kernel.perf_event_paranoid is ", decimal(*level), " (", paranoid_path, "): ",
+                         paranoid_meaning(*level), "."});
         } else {
-            msg += std::string("kernel.perf_event_paranoid could not be read from ") + paranoid_path + ".";
+            append(msg, {"kernel.perf_event_paranoid could not be read from ", paranoid_path, "."});
         }
         if (counts_kernel) msg += " This event also counts kernel mode (no ':u').";
         msg += "\nFix:";
@@ -161,15 +161,21 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
     case EMFILE: {
         rlimit lim{};
         ::getrlimit(RLIMIT_NOFILE, &lim);
-        auto count = [](rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v); };
-        msg += "This process has reached its limit of open files (RLIMIT_NOFILE = " + count(lim.rlim_cur) +
-               ", hard limit " + count(lim.rlim_max) + "); every counter holds one file descriptor.\nFix: close "
-               "counters you no longer read";
+        auto count = [](rlim_t v) {
+            Digits d = decimal(v);
+            if (v == RLIM_INFINITY) d = Digits{"unlimited", 9};
+            return d;
+        };
+        append(msg, {"This process has reached its limit of open files (RLIMIT_NOFILE = ", count(lim.rlim_cur),
+                     ", hard limit ", count(lim.rlim_max), "); every counter holds one file descriptor.\nFix: close "
+                     "counters you no longer read"});
         if (lim.rlim_cur < lim.rlim_max) {
             // Anyone may raise the soft limit up to the hard one.
-            const std::string to = lim.rlim_max == RLIM_INFINITY ? "N` (up to fs.nr_open)" : count(lim.rlim_max) + "`";
-            msg += ", or raise the limit up to the hard limit: `ulimit -n " + to + " in the shell that starts the "
-                   "program, or setrlimit(RLIMIT_NOFILE) in it.";
+            const bool unlimited = lim.rlim_max == RLIM_INFINITY;
+            append(msg, {", or raise the limit up to the hard limit: `ulimit -n ",
+                         unlimited ? std::string_view("N") : std::string_view(count(lim.rlim_max)),
+                         unlimited ? "` (up to fs.nr_open)" : "`",
+                         " in the shell that starts the program, or setrlimit(RLIMIT_NOFILE) in it."});
         } else {
             msg += ". The hard limit is reached too: raising it needs root (CAP_SYS_RESOURCE): the nofile entry in "
                    "/etc/security/limits.conf, LimitNOFILE= for a systemd service, or --ulimit nofile=N:N for a "
@@ -181,22 +187,22 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         msg += "The whole system is out of file descriptors.\nFix: raise fs.file-max or close files elsewhere.";
         break;
     case EINVAL:
-        msg += "The kernel rejected these attributes: " + describe_attr_fields(attr) + ".\n";
+        append(msg, {"The kernel rejected these attributes: ", describe_attr_fields(attr), ".\n"});
         if (spec.pmu == "msr" && (attr.exclude_user || attr.exclude_kernel || attr.exclude_hv))
             msg += "Fix: the msr PMU counts in every mode and cannot filter; drop the ':u'/':k'/':h' modifier.";
         else if (spec.guest_host_explicit && (attr.exclude_guest || attr.exclude_host))
             msg += "Fix: this PMU cannot tell guest from host mode; drop the ':G'/':H' modifier.";
         else if (attr.precise_ip)
-            msg += "Fix: this PMU may not support precise_ip=" + std::to_string(attr.precise_ip) +
-                   "; drop 'p' modifiers (they matter only for sampling).";
+            append(msg, {"Fix: this PMU may not support precise_ip=", decimal(attr.precise_ip),
+                         "; drop 'p' modifiers (they matter only for sampling)."});
         else
-            msg += "Fix: common causes are a PMU that cannot filter by mode (uncore, msr: drop ':u'/':k'), reserved "
-                   "bits in a raw config, or a term value the PMU does not accept; compare with `perf stat -vv -e '" +
-                   spec.text + "' true`.";
+            append(msg, {"Fix: common causes are a PMU that cannot filter by mode (uncore, msr: drop ':u'/':k'), "
+                         "reserved bits in a raw config, or a term value the PMU does not accept; compare with "
+                         "`perf stat -vv -e '", spec.text, "' true`."});
         break;
     case E2BIG:
-        msg += "The kernel is older than the perf_event_attr pmc was built with (size " + std::to_string(attr.size) +
-               ").\nFix: build pmc against the running kernel's headers, or upgrade the kernel.";
+        append(msg, {"The kernel is older than the perf_event_attr pmc was built with (size ", decimal(attr.size),
+                     ").\nFix: build pmc against the running kernel's headers, or upgrade the kernel."});
         break;
     case EBUSY:
         msg += "The counter is held exclusively by another user (a pinned or exclusive event, or another "
@@ -207,9 +213,9 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         break;
     case ENOSYS:
         if (emulated_pmu()) {
-            msg += "This program runs under pmc emulate (QEMU user mode), which does not implement perf_event_open: "
-                   "" + emulated_refusal(spec) + ".\nUnder the emulator: instructions:u (exact, emulated), "
-                   "wall-time and tsc; " + emulated_model_events_text() + ".";
+            append(msg, {"This program runs under pmc emulate (QEMU user mode), which does not implement "
+                         "perf_event_open: ", emulated_refusal(spec), ".\nUnder the emulator: instructions:u (exact, "
+                         "emulated), wall-time and tsc; ", emulated_model_events_text(), "."});
         } else if (under_qemu_tcg()) {
             msg += "This program runs under QEMU's TCG emulator (CPUID says TCGTCGTCGTCG), whose user mode does not "
                    "implement perf_event_open.\nFix: for exact instruction counts run it under `pmc emulate -- "
@@ -220,7 +226,7 @@ inline Failure explain_open_failure(int err, const EventSpec& spec, const perf_e
         }
         break;
     default:
-        msg += "Attributes: " + describe_attr_fields(attr) + ".";
+        append(msg, {"Attributes: ", describe_attr_fields(attr), "."});
         break;
     }
     return make_failure(err, msg);

@@ -10,9 +10,9 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
-#include <fstream>
+#include <cstdio>
+#include <initializer_list>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -64,11 +64,57 @@ inline std::optional<std::uint64_t> parse_number(std::string_view s) {
     return value;
 }
 
-inline std::string hex(std::uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
-    return buf;
+/// A number as text in a buffer of its own: no allocation and nothing to destroy, so passing one to concat()
+/// costs its caller a call and a few stores (a std::to_string temporary expands, with its cleanup, in place).
+struct Digits {
+    char text[24];
+    std::size_t size;
+    operator std::string_view() const noexcept { return {text, size}; }
+};
+
+/// `v` in decimal, as std::to_string writes it.
+BOOST_NOINLINE inline Digits decimal(unsigned long long v) {
+    Digits d{};
+    const int n = std::snprintf(d.text, sizeof d.text, "%llu", v);
+    d.size = n > 0 ? static_cast<std::size_t>(n) : 0;
+    return d;
 }
+BOOST_NOINLINE inline Digits decimal(long long v) {
+    Digits d{};
+    const int n = std::snprintf(d.text, sizeof d.text, "%lld", v);
+    d.size = n > 0 ? static_cast<std::size_t>(n) : 0;
+    return d;
+}
+inline Digits decimal(unsigned long v) { return decimal(static_cast<unsigned long long>(v)); }
+inline Digits decimal(unsigned v) { return decimal(static_cast<unsigned long long>(v)); }
+inline Digits decimal(long v) { return decimal(static_cast<long long>(v)); }
+inline Digits decimal(int v) { return decimal(static_cast<long long>(v)); }
+
+/// `v` in hex with a 0x prefix ("0x1c"; "0" for zero, as printf's %#llx).
+BOOST_NOINLINE inline Digits hex_digits(std::uint64_t v) {
+    Digits d{};
+    const int n = std::snprintf(d.text, sizeof d.text, "%#llx", static_cast<unsigned long long>(v));
+    d.size = n > 0 ? static_cast<std::size_t>(n) : 0;
+    return d;
+}
+
+/// The pieces joined into one string. pmc's messages are built with it rather than with chains of
+/// std::string operator+, which the optimizer expands in place (each link with its temporary and that
+/// temporary's cleanup) in every file that opens a counter; this is one call per message.
+BOOST_NOINLINE inline std::string concat(std::initializer_list<std::string_view> pieces) {
+    std::size_t size = 0;
+    for (auto p : pieces) size += p.size();
+    std::string s;
+    s.reserve(size);
+    for (auto p : pieces) s.append(p.data(), p.size());
+    return s;
+}
+/// Appends the pieces to `s` (one call, as concat()).
+BOOST_NOINLINE inline void append(std::string& s, std::initializer_list<std::string_view> pieces) {
+    for (auto p : pieces) s.append(p.data(), p.size());
+}
+
+inline std::string hex(std::uint64_t v) { return std::string(hex_digits(v)); }
 
 /// Reads a whole (small) file; nullopt with errno set if it cannot be read (EISDIR for a directory, which an
 /// ifstream would have read as empty text).
