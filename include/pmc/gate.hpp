@@ -12,8 +12,8 @@
 // agree on each side: any difference is a change (of the values, or of the calls). Otherwise the noise rule: each
 // label's exact rank-sum (Mann-Whitney) p-value, Holm's step-down over the labels so judged (the family-wise chance
 // that an unchanged program is flagged stays at most alpha), and the medians further apart than either side's spread.
-// A flagged label then fails unless it is under the threshold, goes the way the direction lets pass, or is accepted
-// as it changed. Parsing (a threshold, an accept file's text) is here so every tool reads them alike; reading files
+// A flagged label then fails unless it is under the threshold (for a modelled figure by default: under 10 % or under
+// an absolute floor), goes the way the direction lets pass, or is accepted as it changed. Parsing (a threshold, an accept file's text) is here so every tool reads them alike; reading files
 // and printing are the tools' (parse -> judge -> render).
 #pragma once
 
