@@ -30,7 +30,9 @@
 namespace pmc_tool {
 
 // The help states pmc::gate::modelled_threshold_percent in words: the two move together.
-static_assert(pmc::gate::modelled_threshold_percent == 10.0, "say the modelled threshold in diff_help's --counter");
+static_assert(pmc::gate::modelled_threshold_percent == 10.0 && pmc::gate::modelled_floor_events == 64 &&
+                  pmc::gate::modelled_floor_share_percent == 0.1,
+              "say the modelled threshold and floor in diff_help's --counter");
 const char* const diff_help = R"(usage: pmc diff [--counter NAME] [--top N] [--json] [--alpha A]
                 [--fail-on-change | --fail-on-increase] [--threshold VALUE] [--accept FILE]
                 BASE NEW | BASE... -- NEW...
@@ -76,8 +78,10 @@ Options:
                   modelled counter (pmc emulate --cache's cache events: L1-dcache-*, L1-icache-*,
                   LLC-*, cache-references, cache-misses; and branch-misses) is gated only when
                   named here: its counts are exact for pmc's cache model, not measured, and move
-                  with the program's memory layout, so a change under 10% of the BASE median
-                  passes unless --threshold says otherwise (the output says so).
+                  with the program's memory layout, so a change passes unless it is at least 10%
+                  of the label's BASE median and at least the floor: 64 events or 0.1% of the
+                  counter's whole-run BASE total (every label's self value), the larger; a
+                  --threshold replaces both (the output says which applied).
   --any-emulator  Compare profiles recorded under different emulators (pmc emulate: QEMU version,
                   plugin API) or emulated CPU models, with a warning. Without it such a diff exits
                   4 ("cannot judge"): the emulators' differences would show as the program's.
@@ -250,6 +254,7 @@ struct Read {
     pmc::ProfileCounter counter;
     runs::Exactness exact;
     bool modelled = false;
+    double base_run_total = 0; ///< the counter's whole-run total on the BASE side: every label's self, median run
     std::vector<Row> table;
     EventTable instants, integer_counts, integer_sums;
     int status = 0; ///< 2: a file was damaged or cut (its verdicts are not trusted)
@@ -345,6 +350,11 @@ std::optional<int> read_profiles(const DiffOptions& o, Read& out) {
         row.total_delta = row.after.t.median - row.before.t.median;
         out.table.push_back(std::move(row));
     }
+    // The counter's whole run on the BASE side (the modelled floor's share): every label's self, the median run.
+    std::vector<double> run_totals(nb, 0.0);
+    for (const Row& row : out.table)
+        for (std::size_t r = 0; r < nb; ++r) run_totals[r] += row.before.self[r];
+    out.base_run_total = gate::summary(run_totals).median;
     // A damaged file, or one whose program stopped with scopes open (killed): its verdicts are not trusted.
     out.status = std::any_of(all.begin(), all.end(), [](const Run& r) { return r.cut(); }) ? 2 : 0;
     return std::nullopt;
@@ -411,7 +421,9 @@ std::string verdict_text(const gate::LabelJudgement& r, const Read& in, const ga
                                r.p <= options.alpha ? fmt::format(", needed <= {}", p_text(r.holm_bar)) : "", note);
     }
     if (!r.flagged()) return text;
-    if (r.under_threshold) text += fmt::format(" (under the threshold {}: does not fail)", judgement.threshold->text);
+    if (r.under_floor)
+        text += fmt::format(" (under the modelled floor {}: does not fail)", runs::show(judgement.floor, ""));
+    else if (r.under_threshold) text += fmt::format(" (under the threshold {}: does not fail)", judgement.threshold->text);
     else if (r.against_direction) text += " (a decrease: does not fail --fail-on-increase)";
     else if (r.accepted)
         text += fmt::format(" ({}: {}, --accept line {}{})", r.accepted_ok ? "accepted" : "not as accepted",
@@ -453,10 +465,19 @@ std::string rule_text(const Read& in, const gate::Judgement& j, const gate::Opti
 
 /// What the gate of a modelled counter follows, in words (said only when --counter asked for one).
 std::string modelled_text(const Read& in, const gate::Judgement& j) {
-    return fmt::format("{} is modelled by pmc's cache model (pmc emulate --cache), not measured: it is gated because "
-                       "--counter named it, by the exact rule, a change under {} of the BASE median passing{}",
-                       in.counter.name, j.threshold ? j.threshold->text : "0",
-                       j.modelled_default_threshold ? " (the modelled counters' default; --threshold changes it)" : " (--threshold)");
+    const bool branches = in.counter.name.rfind("branch", 0) == 0;
+    const std::string rule =
+        j.modelled_default_threshold
+            ? fmt::format("a change fails only when it is at least {} of the label's BASE value and at least {} "
+                          "events (the floor: {:g} events or {:g}% of the counter's whole-run BASE total, {}; the "
+                          "modelled counters' default, which --threshold replaces)",
+                          j.threshold->text, runs::show(j.floor, ""), gate::modelled_floor_events,
+                          gate::modelled_floor_share_percent, runs::show(in.base_run_total, ""))
+            : fmt::format("a change under {} passing (--threshold)", j.threshold ? j.threshold->text : "0");
+    return fmt::format("{} is modelled by pmc's {} (pmc emulate {}), not measured: it is gated because --counter "
+                       "named it, by the exact rule; {}",
+                       in.counter.name, branches ? "branch predictor model" : "cache model",
+                       branches ? "--branches" : "--cache", rule);
 }
 
 std::string label_list(const std::vector<const Row*>& some) {
@@ -736,6 +757,7 @@ int cmd_diff(const std::vector<std::string>& arguments) {
     if (auto status = read_profiles(o, in)) return *status;
     o.judging.exact = in.exact.exact;
     o.judging.modelled = in.modelled;
+    o.judging.modelled_floor = gate::modelled_floor(in.base_run_total);
     const gate::Judgement j = judge(in, o.judging);
     const View v = view_of(o, in, j);
     for (const gate::Accepted* a : j.unused_accepts)

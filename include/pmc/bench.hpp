@@ -81,9 +81,13 @@ struct CountFigure {
     bool exact = false;           ///< the counter counts exactly (the emulated PMU; instructions-minus-irqs:u)
     std::int64_t difference = 0;  ///< count(2N) - count(N)
     std::uint64_t iterations = 0; ///< N
+    /// count(3N) - count(2N), measured for a modelled event (a cache or predictor warming up is not linear in N):
+    /// the figure is steady when it equals `difference`.
+    std::optional<std::int64_t> next_difference;
     double per_iteration() const noexcept {
         return iterations ? static_cast<double>(difference) / static_cast<double>(iterations) : 0.0;
     }
+    bool steady() const noexcept { return !next_difference || *next_difference == difference; }
 };
 
 /// The time figure: epochs of `iterations_per_epoch` iterations each.
@@ -276,6 +280,13 @@ private:
         }
         const auto once = count(body, n);
         const auto twice = count(body, 2 * n);
+        // A modelled event (the emulator's caches, its predictor) is checked for steadiness by a third measurement:
+        // its state at a measurement's start need not be the same each time, and then 2N - N is no per-iteration
+        // figure. Only then: it costs 3N more iterations.
+        bool any_modelled = false;
+        for (const auto& status : report_.events)
+            any_modelled = any_modelled || (status.opened && !report_.emulated.empty() && gate::is_modelled_event(status.event));
+        const auto thrice = any_modelled ? count(body, 3 * n) : std::vector<std::uint64_t>{};
         std::vector<CountFigure> figures;
         std::size_t i = 0;
         for (const auto& status : report_.events) {
@@ -285,6 +296,8 @@ private:
             f.exact = status.exact;
             f.difference = static_cast<std::int64_t>(twice[i] - once[i]);
             f.iterations = n;
+            if (!thrice.empty() && gate::is_modelled_event(status.event))
+                f.next_difference = static_cast<std::int64_t>(thrice[i] - twice[i]);
             figures.push_back(std::move(f));
             ++i;
         }
@@ -391,9 +404,12 @@ inline std::string to_json(const Report& report) {
     for (const auto& r : report.results) {
         j.begin_object().field("name", r.name).field("run_seconds", r.run_seconds);
         j.key("counts").begin_array();
-        for (const auto& c : r.counts)
+        for (const auto& c : r.counts) {
             j.begin_object().field("event", c.event).field("exact", c.exact).field("difference", c.difference)
-                .field("iterations", c.iterations).field("per_iteration", c.per_iteration()).end_object();
+                .field("iterations", c.iterations).field("per_iteration", c.per_iteration());
+            if (c.next_difference) j.field("next_difference", *c.next_difference);
+            j.end_object();
+        }
         j.end_array();
         j.key("time").begin_object().field("unit", "ns/op").field("median", r.time.median)
             .field("err_pct", r.time.err_pct).field("min", r.time.min).field("max", r.time.max)
@@ -470,6 +486,9 @@ inline Report parse_report(std::string_view text, const std::string& source) {
             f.difference = static_cast<std::int64_t>(d);
             f.iterations = detail::whole(c, "iterations", where);
             if (f.iterations == 0) raise(make_failure(EINVAL, where + ": 'iterations' is 0"));
+            if (const auto* next = c.find("next_difference"); next && next->is_number() && std::floor(next->number) == next->number &&
+                                                               std::fabs(next->number) <= 9007199254740992.0)
+                f.next_difference = static_cast<std::int64_t>(next->number);
             res.counts.push_back(std::move(f));
         }
         const auto& t = detail::member(b, "time", Type::object, where);
@@ -496,8 +515,9 @@ inline Report read_report(const std::string& path) {
 
 /// How a comparison judges.
 struct GateOptions {
-    std::optional<double> threshold_pct; ///< exact counts: a change smaller than this (in %) passes; none: any change
-                                         ///< fails (a modelled event: gate::modelled_threshold_percent)
+    std::optional<gate::Threshold> threshold; ///< exact counts: a smaller change per iteration (a count, or % of the
+                                              ///< BASE figure: gate::parse_threshold) passes; none: any change fails
+                                              ///< (a modelled event: gate::modelled_threshold_percent)
     double time_threshold_pct = 5;       ///< time: a change must be at least this large, and beyond the noise
     gate::Direction direction = gate::Direction::change; ///< --fail-on-increase: only increases fail
     const gate::AcceptList* accept = nullptr; ///< accepted changes per benchmark (per-iteration deltas or %); not owned
@@ -668,9 +688,17 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
                     unjudged = true;
                 } else if (f.modelled && !gated_modelled(fb.event)) {
                     f.verdict = detail::compare_exact(*fa, fb) == 0 ? Verdict::unchanged : Verdict::not_gated;
-                    f.why = "modelled by pmc's cache model, not measured: gated only with --counter " + fb.event;
+                    f.why = "modelled, not measured: gated only with --counter " + fb.event;
                 } else {
                     judged = true;
+                    if (!fa->steady() || !fb.steady())
+                        out.notes.push_back(fmt::format("{} in {}: not steady in the {} (count(3N) - count(2N) differs "
+                                                        "from count(2N) - count(N)): its per-iteration figure is an "
+                                                        "estimate, and so is this comparison",
+                                                        fb.event, b.name,
+                                                        !fa->steady() && !fb.steady() ? "baseline and this run"
+                                                        : !fa->steady()               ? "baseline"
+                                                                                      : "this run"));
                     std::size_t e = static_cast<std::size_t>(
                         std::find(exact_events.begin(), exact_events.end(), fb.event) - exact_events.begin());
                     if (e == exact_events.size()) {
@@ -690,6 +718,8 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
                 f.figure = fa.event;
                 f.before = fa.per_iteration();
                 f.before_text = format_per_iteration(fa);
+                f.exact = true;
+                f.modelled = emulated && gate::is_modelled_event(fa.event);
                 f.verdict = Verdict::unjudged;
                 f.why = "not counted in this run";
                 unjudged = true;
@@ -718,14 +748,17 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
     for (std::size_t e = 0; e < exact_events.size(); ++e) {
         gate::Options o = exact_options;
         o.modelled = gate::is_modelled_event(exact_events[e]) && emulated;
-        if (options.threshold_pct)
-            o.threshold = gate::Threshold{*options.threshold_pct, true, fmt::format("{:g}%", *options.threshold_pct)};
+        o.threshold = options.threshold;
+        o.modelled_floor = 0; // per-iteration figures: the floor is in events of a whole run (pmc diff's)
         const gate::Judgement j = gate::judge(exact_labels[e], 1, 1, o);
         if (o.modelled)
-            out.notes.push_back(fmt::format("{} is modelled by pmc's cache model (pmc emulate --cache), not measured: "
-                                            "gated because --counter named it, by the exact rule, a change under {} "
-                                            "passing{}",
-                                            exact_events[e], j.threshold->text,
+            out.notes.push_back(fmt::format("{} is modelled by pmc's {}, not measured: gated because --counter named "
+                                            "it, by the exact rule, a change under {} passing{}",
+                                            exact_events[e],
+                                            exact_events[e].rfind("branch", 0) == 0
+                                                ? "branch predictor model (pmc emulate --branches)"
+                                                : "cache model (pmc emulate --cache)",
+                                            j.threshold->text,
                                             j.modelled_default_threshold ? " (the modelled default; --threshold changes it)" : ""));
         for (std::size_t i = 0; i < j.labels.size(); ++i) {
             FigureChange& f = out.benchmarks[exact_at[e][i].benchmark].figures[exact_at[e][i].figure];
@@ -804,20 +837,29 @@ inline std::string markdown_cell(std::string s) {
 }
 } // namespace detail
 
-/// The results as a Markdown table, with notes saying which figures are exact and which are noisy.
+namespace detail {
+/// Whether a figure of `event` in `report` is a model's (pmc emulate --cache, --branches), not a count.
+inline bool modelled(const Report& report, const std::string& event) {
+    return !report.emulated.empty() && gate::is_modelled_event(event);
+}
+} // namespace detail
+
+/// The results as a Markdown table, with notes saying which figures are exact, modelled and noisy.
 inline std::string to_markdown(const Report& report) {
     std::string out = "| benchmark | ns/op | err% |";
     std::string rule = "|---|---:|---:|";
     for (const auto& e : report.events)
         if (e.opened) {
-            out += " " + detail::markdown_cell(e.event) + "/iter" + (e.exact ? " (exact)" : "") + " |";
+            out += " " + detail::markdown_cell(e.event) + "/iter" +
+                   (e.exact ? (detail::modelled(report, e.event) ? " (modelled)" : " (exact)") : "") + " |";
             rule += "---:|";
         }
     out += "\n" + rule + "\n";
     for (const auto& r : report.results) {
         out += fmt::format("| {} | {} | {:.1f}% |", detail::markdown_cell(r.name), detail::ns_text(r.time.median),
                            r.time.err_pct);
-        for (const auto& c : r.counts) out += " " + format_per_iteration(c) + " |";
+        for (const auto& c : r.counts) // "~": not steady, or negative: no exact per-iteration figure (notes below)
+            out += std::string(" ") + (c.steady() && c.difference >= 0 ? "" : "~") + format_per_iteration(c) + " |";
         out += "\n";
     }
     out += "\n";
@@ -825,8 +867,14 @@ inline std::string to_markdown(const Report& report) {
     for (const auto& e : report.events)
         if (e.opened && e.exact) {
             any_exact = true;
-            out += fmt::format("- exact: {}{}: count(2N) - count(N) over N; the same every run for a deterministic "
-                               "body\n", e.event, report.emulated.empty() ? "" : " (emulated: " + report.emulated + ")");
+            if (detail::modelled(report, e.event))
+                out += fmt::format("- modelled: {}: count(2N) - count(N) over N, of pmc's {} model (pmc emulate): the "
+                                   "same every run, but a model's figure, not a real core's, and it moves with the "
+                                   "memory layout\n",
+                                   e.event, e.event.rfind("branch", 0) == 0 ? "branch predictor" : "cache");
+            else
+                out += fmt::format("- exact: {}{}: count(2N) - count(N) over N; the same every run for a deterministic "
+                                   "body\n", e.event, report.emulated.empty() ? "" : " (emulated: " + report.emulated + ")");
         }
     for (const auto& e : report.events)
         if (e.opened && !e.exact) out += fmt::format("- noisy: {}: {}\n", e.event, e.why);
@@ -847,6 +895,18 @@ inline std::string to_markdown(const Report& report) {
         out += "  " + rest + "\n";
         explained.push_back(std::move(key));
     }
+    for (const auto& r : report.results)
+        for (const auto& c : r.counts) {
+            if (!c.steady())
+                out += fmt::format("- not steady: {} in {}: count(2N) - count(N) = {}, but count(3N) - count(2N) = {} "
+                                   "(N = {}): the model's state differs at each measurement's start (warming up), so "
+                                   "{} per iteration is an estimate, not an exact figure\n",
+                                   c.event, r.name, c.difference, *c.next_difference, c.iterations,
+                                   format_per_iteration(c));
+            else if (c.difference < 0)
+                out += fmt::format("- negative: {} in {}: count(2N) - count(N) = {}: fewer events in more iterations, "
+                                   "which no per-iteration count can be\n", c.event, r.name, c.difference);
+        }
     if (!any_exact) out += "- no exact counter here: run under `pmc emulate` for exact instruction counts\n";
     if (report.overhead) {
         const auto& o = *report.overhead;
@@ -874,9 +934,12 @@ inline std::string to_markdown(const Comparison& c) {
                 figures += fmt::format("{} {}", f.figure, f.after_text);
             } else {
                 const double pct = f.change_pct();
-                figures += fmt::format("{}{} {} → {} ({}{:.2f} %)", f.figure, f.exact ? " (exact)" : "",
-                                       f.before_text, f.after_text.empty() ? "?" : f.after_text, pct >= 0 ? "+" : "",
-                                       pct);
+                const char* kind = f.modelled ? " (modelled)" : f.exact ? " (exact)" : "";
+                if (f.after_text.empty()) // a figure this run did not count: no change to compute
+                    figures += fmt::format("{}{} {} → not counted", f.figure, kind, f.before_text);
+                else
+                    figures += fmt::format("{}{} {} → {} ({}{:.2f} %)", f.figure, kind, f.before_text, f.after_text,
+                                           pct >= 0 ? "+" : "", pct);
             }
             if (f.verdict != Verdict::unchanged) figures += std::string(" ") + to_string(f.verdict);
             if (!f.why.empty() && f.verdict != Verdict::unchanged)
@@ -924,8 +987,9 @@ inline const char* const usage =
     "  --epoch-ms MS         each time epoch lasts at least MS milliseconds (default 1)\n"
     "  --json FILE           also write the results as JSON (a baseline for --compare)\n"
     "  --compare BASE        compare with BASE (a --json file) and gate: exit 3 on a change, 4 when it cannot judge\n"
-    "  --threshold PCT       exact counts: a change under PCT % passes (default 0: any change fails; a modelled\n"
-    "                        event: 1)\n"
+    "  --threshold VALUE     exact counts: a change under VALUE per iteration (100) or under VALUE of the BASE\n"
+    "                        figure (0.5%) passes, as in pmc diff (default: any change fails; a modelled\n"
+    "                        event: 10%)\n"
     "  --time-threshold PCT  time, judged only without an exact count: at least PCT % and beyond the noise\n"
     "                        (the rank-sum test of the epochs, Holm's step-down over the benchmarks; default 5)\n"
     "  --fail-on-increase    only increases fail the gate (a decrease is shown and passes)\n"
@@ -1090,13 +1154,20 @@ inline int run_main(int argc, char** argv) {
         } else if (arg == "--filter" || arg == "--json" || arg == "--compare" || arg == "--events" ||
                    arg == "--iterations" || arg == "--epochs" || arg == "--epoch-ms" || arg == "--threshold" ||
                    arg == "--time-threshold" || arg == "--accept" || arg == "--counter") {
+            // --counter and --threshold are read again after measuring: nothing that only selects what is gated may
+            // allocate before the benchmarks' children are forked (their heaps, so their modelled misses, would move).
             if (i + 1 >= argc) return detail::usage_error(std::string(arg) + " needs a value");
             v = argv[++i];
             if (arg == "--filter") filter = v;
             else if (arg == "--json") json_path = v;
             else if (arg == "--compare") compare_path = v;
             else if (arg == "--accept") accept_path = v;
-            else if (arg == "--counter") gate.modelled_events.emplace_back(v);
+            else if (arg == "--counter") continue;
+            else if (arg == "--threshold") {
+                if (!gate::threshold_syntax(v))
+                    return detail::usage_error(std::string("--threshold needs a count (e.g. 100) or a percentage (e.g. "
+                                                           "0.5%), without a sign, not '") + v + "'");
+            }
             else if (arg == "--events") {
                 options.events.clear();
                 const std::string_view text = v;
@@ -1120,7 +1191,6 @@ inline int run_main(int argc, char** argv) {
             } else if (arg == "--iterations") options.iterations = static_cast<std::uint64_t>(number);
             else if (arg == "--epochs") options.epochs = static_cast<unsigned>(number);
             else if (arg == "--epoch-ms") options.epoch_ns = static_cast<std::uint64_t>(number * 1e6);
-            else if (arg == "--threshold") gate.threshold_pct = number;
             else gate.time_threshold_pct = number;
         } else {
             return detail::usage_error("unknown argument '" + std::string(arg) + "'");
@@ -1183,6 +1253,12 @@ inline int run_main(int argc, char** argv) {
         }
         if (compare_path) {
             const Report baseline = read_report(compare_path); // after measuring: its size moves no benchmark
+            for (int i = 1; i + 1 < argc; ++i) { // the gate's own options, read only now (see the first reading)
+                const std::string_view arg = argv[i];
+                if (arg == "--counter") gate.modelled_events.emplace_back(argv[++i]);
+                else if (arg == "--threshold") gate.threshold = pmc::gate::parse_threshold(argv[++i]);
+                else if (arg != "--list" && arg != "--fail-on-increase" && arg.rfind("--", 0) == 0) ++i; // its value
+            }
             pmc::gate::AcceptList accepted;
             if (accept_path) {
                 const auto text = pmc::detail::read_file(accept_path);

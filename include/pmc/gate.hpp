@@ -12,8 +12,8 @@
 // agree on each side: any difference is a change (of the values, or of the calls). Otherwise the noise rule: each
 // label's exact rank-sum (Mann-Whitney) p-value, Holm's step-down over the labels so judged (the family-wise chance
 // that an unchanged program is flagged stays at most alpha), and the medians further apart than either side's spread.
-// A flagged label then fails unless it is under the threshold, goes the way the direction lets pass, or is accepted
-// as it changed. Parsing (a threshold, an accept file's text) is here so every tool reads them alike; reading files
+// A flagged label then fails unless it is under the threshold (for a modelled figure by default: under 10 % or under
+// an absolute floor), goes the way the direction lets pass, or is accepted as it changed. Parsing (a threshold, an accept file's text) is here so every tool reads them alike; reading files
 // and printing are the tools' (parse -> judge -> render).
 #pragma once
 
@@ -38,11 +38,24 @@ namespace gate {
 
 // ---- Modelled figures ---------------------------------------------------------------------------------------------
 
-/// The default relative threshold for a modelled figure (pmc emulate --cache's cache events): a change smaller than
-/// this share of the BASE value passes. A model's misses move with the program's heap and stack layout, which an
-/// unrelated change shifts: with the code unchanged, up to 4.4 % in scripts/layout-sensitivity's runs (docs/
-/// emulated-pmu.md), and 10 % is about twice that. Instructions have no such default (any change is one).
+/// The default rule for a modelled figure (pmc emulate --cache's cache events, --branches' branch-misses): a change
+/// fails only when it is both at least this share of the label's BASE value and at least the absolute floor below.
+/// A model's misses move with the heap and stack layout, which an unrelated change shifts: with the code unchanged,
+/// up to 4.4 % of a whole run (scripts/layout-sensitivity, docs/emulated-pmu.md), and 10 % is about twice that.
 constexpr double modelled_threshold_percent = 10.0;
+
+/// The absolute floor of the modelled default: a change must also be at least the larger of this many events and
+/// modelled_floor_share_percent of the event's whole-run BASE total (every label's self value summed). A label with
+/// few misses moves by a large share when the heap moves: 104 -> 120 L1 misses (+15 %), 15 -> 11 branch misses
+/// (-27 %) in runs of 245,957 and 138,625, a change that only added a malloc (docs/emulated-pmu.md, "small labels").
+/// The largest such move measured was 24 events and 0.26 % of a whole run's LL misses (3 misses).
+constexpr double modelled_floor_events = 64;
+constexpr double modelled_floor_share_percent = 0.1;
+
+/// The floor for an event whose whole-run BASE total is `run_total`.
+inline double modelled_floor(double run_total) noexcept {
+    return std::max(modelled_floor_events, run_total * modelled_floor_share_percent / 100.0);
+}
 
 /// Whether `event` names a figure pmc's emulator models rather than counts (under `pmc emulate --cache`: perf's
 /// generic cache events, and branch-misses; the list is pmc/modelled_events.hpp's): such a figure is gated only when
@@ -89,14 +102,23 @@ inline std::string shown(const std::string& text) {
 }
 } // namespace detail
 
-/// "100" or "0.5%": a size without a sign. Nothing for any other text.
+/// Whether `text` is a threshold parse_threshold takes, checked without allocating (pmc/bench.hpp checks its
+/// --threshold before measuring, when nothing may touch the heap).
+inline bool threshold_syntax(std::string_view text) noexcept {
+    if (!text.empty() && text.back() == '%') text.remove_suffix(1);
+    const std::size_t dot = text.find('.');
+    return !text.empty() && text != "." && text.find_first_not_of("0123456789.") == std::string_view::npos &&
+           (dot == std::string_view::npos || text.find('.', dot + 1) == std::string_view::npos);
+}
+
+/// "100" or "0.5%": a size without a sign, a count in the figure's unit or a percentage of the BASE value; pmc diff
+/// and pmc/bench.hpp read --threshold with it. Nothing for any other text.
 inline std::optional<Threshold> parse_threshold(const std::string& text) {
+    if (!threshold_syntax(text)) return std::nullopt; // signless: a size, not a direction
     Threshold t;
     t.text = text;
-    t.percent = !text.empty() && text.back() == '%';
-    auto v = detail::number_text(t.percent ? text.substr(0, text.size() - 1) : text);
-    if (!v || text[0] == '+' || text[0] == '-') return std::nullopt; // signless: a size, not a direction
-    t.value = *v;
+    t.percent = text.back() == '%';
+    t.value = std::strtod(text.c_str(), nullptr); // stops at the '%'
     return t;
 }
 
@@ -186,6 +208,8 @@ inline std::variant<AcceptList, AcceptError> parse_accept(std::string_view text)
 struct Options {
     bool exact = false;      ///< the figure is an exact count (a difference of 1 is a change)
     bool modelled = false;   ///< the figure is modelled (is_modelled_event): without a threshold, modelled_threshold_percent
+                             ///< and the floor below
+    double modelled_floor = modelled_floor_events; ///< the modelled default's floor, in events (modelled_floor())
     Direction direction = Direction::change;
     std::optional<Threshold> threshold;
     const AcceptList* accept = nullptr; ///< not owned; null: none
@@ -258,7 +282,8 @@ struct LabelJudgement {
     bool by_noise = false, holm_passed = false;
     double p = 1, holm_bar = 0, spread = 0;
     // The gate's rule on a flagged label.
-    bool under_threshold = false;
+    bool under_threshold = false;            ///< under the threshold, or the modelled default's floor
+    bool under_floor = false;                ///< under the modelled default's floor (Judgement::floor)
     bool increase = false, decrease = false; ///< a larger (smaller) value, or the same value in more (fewer) calls
     bool against_direction = false;          ///< goes the way the direction lets pass
     const Accepted* accepted = nullptr;      ///< its accept line (in Options::accept)
@@ -294,6 +319,7 @@ struct Judgement {
     bool noise_blind = false;        ///< p_floor is above Holm's first bar: the noise rule can flag no label
     std::optional<Threshold> threshold; ///< the one applied (Options', or the modelled default)
     bool modelled_default_threshold = false;
+    double floor = 0; ///< the modelled default's absolute floor (0: none): a smaller change passes
     std::vector<std::size_t> failing, unjudged; ///< indices into labels
     std::size_t runs_needed = 0; ///< runs a side for Holm's first bar to be reachable over the labels that need it
     std::vector<const Accepted*> unused_accepts; ///< accept lines whose label is on neither side (mistyped, stale)
@@ -387,6 +413,7 @@ inline Judgement judge(const std::vector<Label>& input, std::size_t runs_before,
         if (j.threshold->text.back() == '.') j.threshold->text.pop_back();
         j.threshold->text += "%";
         j.modelled_default_threshold = true;
+        j.floor = options.modelled_floor;
     }
     std::vector<Side> before_sides, after_sides; // padded, for the rank-sum test
     for (const Label& in : input) {
@@ -457,6 +484,8 @@ inline Judgement judge(const std::vector<Label>& input, std::size_t runs_before,
             const double size = j.threshold->percent ? std::fabs(r.delta_percent()) : std::fabs(r.delta);
             r.under_threshold = size < j.threshold->value; // a new label's % is infinite: never under a percentage
         }
+        r.under_floor = std::fabs(r.delta) < j.floor;
+        r.under_threshold = r.under_threshold || r.under_floor;
         r.increase = r.delta > 0 || (r.delta == 0 && r.calls_after.median > r.calls_before.median);
         r.decrease = r.delta < 0 || (r.delta == 0 && r.calls_after.median < r.calls_before.median);
         r.against_direction = (options.direction == Direction::increase && !r.increase) ||

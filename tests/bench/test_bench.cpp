@@ -34,7 +34,7 @@ Result result(const std::string& name, std::int64_t difference, std::uint64_t n,
               std::vector<double> epochs = {10, 10.1, 9.9, 10, 10.2, 10, 9.8, 10, 10.1, 10, 9.9}) {
     Result r;
     r.name = name;
-    if (n) r.counts.push_back(CountFigure{"instructions:u", exact, difference, n});
+    if (n) r.counts.push_back(CountFigure{"instructions:u", exact, difference, n, {}});
     r.time = pmc::bench::detail::time_statistics(std::move(epochs), 100);
     return r;
 }
@@ -114,12 +114,17 @@ TEST_CASE("an exact count that moves fails the gate in its benchmark alone, equa
     SECTION("--threshold: a change under it passes, one over it fails") {
         const Report after = report({result("a", 1010, 10, true), result("b", 600, 10, true)});
         pmc::bench::GateOptions options;
-        options.threshold_pct = 5.0;
+        options.threshold = pmc::gate::parse_threshold("5%");
         const auto c = pmc::bench::compare(base, after, options);
         CHECK(change(c, "a").verdict == Verdict::unchanged);
         CHECK(change(c, "a").figures.front().verdict == Verdict::under_threshold);
         CHECK(change(c, "b").verdict == Verdict::changed);
         CHECK(c.exit_status() == 3);
+        // A count, as in pmc diff: 10 per iteration. a moved by 1 (passes), b by 40 (fails).
+        options.threshold = pmc::gate::parse_threshold("10");
+        const auto counts = pmc::bench::compare(base, after, options);
+        CHECK(change(counts, "a").figures.front().verdict == Verdict::under_threshold);
+        CHECK(change(counts, "b").verdict == Verdict::changed);
     }
 }
 
@@ -177,7 +182,7 @@ TEST_CASE("the harness's gate is pmc diff's (pmc/gate.hpp): direction, accepted 
     SECTION("a modelled event is shown, and gated only when asked (--counter), with its 10% default") {
         auto with_misses = [](Report r, std::int64_t a_misses) {
             r.events.push_back({"L1-dcache-load-misses:u", true, true, ""});
-            for (auto& x : r.results) x.counts.push_back(CountFigure{"L1-dcache-load-misses:u", true, x.name == "a" ? a_misses : 100, 10});
+            for (auto& x : r.results) x.counts.push_back(CountFigure{"L1-dcache-load-misses:u", true, x.name == "a" ? a_misses : 100, 10, {}});
             return r;
         };
         const Report b0 = with_misses(report({result("a", 1000, 10, true), result("b", 500, 10, true)}), 1000);
@@ -196,9 +201,24 @@ TEST_CASE("the harness's gate is pmc diff's (pmc/gate.hpp): direction, accepted 
         c = pmc::bench::compare(b0, small, options); // +5 %: under the modelled default of 10 %
         CHECK(c.exit_status() == 0);
         CHECK(change(c, "a").figures.at(1).verdict == Verdict::under_threshold);
-        options.threshold_pct = 1; // --threshold overrides it
+        options.threshold = pmc::gate::parse_threshold("1%"); // --threshold overrides it
         CHECK(pmc::bench::compare(b0, small, options).exit_status() == 3);
     }
+}
+
+TEST_CASE("a modelled figure is said to be modelled, and one not counted reads 'not counted', not '?'", "[bench]") {
+    Report before = report({result("a", 1000, 10, true)});
+    before.events.push_back({"L1-dcache-load-misses:u", true, true, ""});
+    before.results[0].counts.push_back({"L1-dcache-load-misses:u", true, 40, 10, {}});
+    const std::string table = pmc::bench::to_markdown(before);
+    CHECK_THAT(table, ContainsSubstring("L1-dcache-load-misses:u/iter (modelled)"));
+    CHECK_THAT(table, ContainsSubstring("- modelled: L1-dcache-load-misses:u"));
+    CHECK_THAT(table, ContainsSubstring("instructions:u/iter (exact)"));
+    const Report after = report({result("a", 1000, 10, true)}); // the misses not counted
+    const auto c = pmc::bench::compare(before, after);
+    const std::string compared = pmc::bench::to_markdown(c);
+    CHECK_THAT(compared, ContainsSubstring("L1-dcache-load-misses:u (modelled) 4 → not counted"));
+    CHECK_THAT(compared, !ContainsSubstring("→ ?"));
 }
 
 TEST_CASE("without an exact count, time decides by the noise rule", "[bench]") {
@@ -306,6 +326,16 @@ TEST_CASE("the harness's command line: --help, --list, --filter, and errors that
     auto epochs = run("--epochs 0");
     CHECK(epochs.status == 1);
     CHECK(epochs.out.find("--epochs needs a whole number from 1 to 100000, not '0'") != std::string::npos);
+    // --threshold: pmc diff's syntax and meaning (a count, or a percentage), one parser; a sign or a word is refused.
+    CHECK(help.out.find("--threshold VALUE") != std::string::npos);
+    CHECK(help.out.find("event: 10%)") != std::string::npos); // the modelled default, as gate.hpp has it
+    for (const char* ok : {"1%", "10", "0.5%"})
+        CHECK(run(std::string("--list --threshold ") + ok).status == 0);
+    for (const char* refused : {"+1", "-1%", "ten", "1e3"}) {
+        auto r = run(std::string("--list --threshold ") + refused);
+        CHECK(r.status == 1);
+        CHECK(r.out.find("--threshold needs a count (e.g. 100) or a percentage (e.g. 0.5%)") != std::string::npos);
+    }
     auto missing = run("--compare " + temp_path("no-such-baseline.json"));
     CHECK(missing.status == 1);
     CHECK(missing.out.find("cannot read the baseline") != std::string::npos);
@@ -372,6 +402,42 @@ TEST_CASE("under pmc emulate: instructions per iteration identical every run, th
     const auto native = pmc_test::run_command("'" + example + "' --epochs 3 --filter sort_1000 --compare '" + base + "' 2>&1");
     INFO(native.out);
     CHECK(native.status == 4);
+}
+
+TEST_CASE("under pmc emulate --cache: the gate options (--counter, --threshold) move no modelled figure, and an "
+          "unsteady one is said to be", "[bench][emulate]") {
+    if (auto why = why_no_emulator(); !why.empty()) PMC_SKIP(why);
+    const std::string base = temp_path("cache-base.json");
+    auto run = [&](const std::string& args) {
+        return pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + example +
+                                     "' --epochs 1 --filter find --events instructions:u,L1-dcache-load-misses " + args +
+                                     " 2>/dev/null");
+    };
+    // The counts columns of the results table (before any comparison), benchmark by benchmark.
+    auto counts = [](const std::string& out) {
+        std::map<std::string, std::string> v;
+        const std::regex row(R"(\| ([a-z_0-9]+) \| [0-9.]+ \| [0-9.]+% \| ([0-9.]+) \| (~?[0-9.]+) \|)");
+        const std::string table = out.substr(0, out.find("compared with"));
+        for (std::sregex_iterator i(table.begin(), table.end(), row), end; i != end; ++i)
+            v[(*i)[1]] = std::string((*i)[2]) + " " + std::string((*i)[3]);
+        return v;
+    };
+    const auto plain = run("--json '" + base + "'");
+    INFO(plain.out);
+    REQUIRE(plain.status == 0);
+    CHECK_THAT(plain.out, ContainsSubstring("L1-dcache-load-misses/iter (modelled)"));
+    const auto figures = counts(plain.out);
+    REQUIRE(figures.size() == 2);
+    // Before the fix, --counter's string on the heap before the children were forked moved these (4 -> 2.5 misses).
+    const auto gated = run("--compare '" + base + "' --counter L1-dcache-load-misses --threshold 12.5%");
+    INFO(gated.out);
+    CHECK(gated.status == 0);
+    CHECK(counts(gated.out) == figures);
+    CHECK_THAT(gated.out, ContainsSubstring("L1-dcache-load-misses is modelled by pmc's cache model"));
+    // Every figure is either steady or said not to be (count(3N) - count(2N) against count(2N) - count(N)).
+    for (const auto& [name, figure] : figures)
+        CHECK((figure.find('~') == std::string::npos) ==
+              (plain.out.find("not steady: L1-dcache-load-misses in " + name) == std::string::npos));
 }
 
 TEST_CASE("a Google Benchmark suite with pmc/gbench.hpp's one line gets exact instructions per iteration under pmc "

@@ -1153,9 +1153,9 @@ std::string write_modelled(const TempDir& dir, const std::string& name, std::uin
 
 TEST_CASE("pmc diff: a modelled counter is gated only when --counter names it, under its own 10% default threshold") {
     TempDir dir;
-    const auto base = write_modelled(dir, "base.pmcprof", 1000, 5000);
-    const auto slight = write_modelled(dir, "slight.pmcprof", 1050, 5000); // +5 % misses, same instructions
-    const auto more = write_modelled(dir, "more.pmcprof", 1200, 5000);     // +20 % misses
+    const auto base = write_modelled(dir, "base.pmcprof", 10000, 5000);
+    const auto slight = write_modelled(dir, "slight.pmcprof", 10500, 5000); // +5 % misses, same instructions
+    const auto more = write_modelled(dir, "more.pmcprof", 12000, 5000);     // +20 % misses
     const std::string misses = " --counter L1-dcache-load-misses:u";
     // By default the instructions are compared, though the modelled counter is the primary: unchanged.
     auto plain = gate_run("--fail-on-change '" + base + "' '" + more + "'");
@@ -1170,7 +1170,7 @@ TEST_CASE("pmc diff: a modelled counter is gated only when --counter names it, u
     CHECK_THAT(small.out, ContainsSubstring("under the threshold 10%: does not fail"));
     auto large = gate_run("--fail-on-change" + misses + " '" + base + "' '" + more + "'");
     CHECK(large.status == 3);
-    CHECK_THAT(large.out, ContainsSubstring("scan: changed by +200"));
+    CHECK_THAT(large.out, ContainsSubstring("scan: changed by +2000"));
     // --threshold overrides the default, either way.
     CHECK(gate_run("--fail-on-change --threshold 0" + misses + " '" + base + "' '" + slight + "'").status == 3);
     CHECK(gate_run("--fail-on-change --threshold 30%" + misses + " '" + base + "' '" + more + "'").status == 0);
@@ -1180,4 +1180,26 @@ TEST_CASE("pmc diff: a modelled counter is gated only when --counter names it, u
     CHECK(gate_list(j, "under_threshold_labels") == std::vector<std::string>{"scan"});
     // A counted (not modelled) counter says nothing of a model.
     CHECK(gate_json("'" + base + "' '" + more + "' --counter instructions:u", 0).find("modelled") == nullptr);
+}
+
+TEST_CASE("pmc diff: a modelled change fails only above 10% and the floor (64 events or 0.1% of the run), so a moved "
+          "heap passes and a doubled label fails") {
+    TempDir dir;
+    const std::string misses = " --counter L1-dcache-load-misses:u";
+    // A small label that a moved heap shifts by a large share: 104 -> 120 misses (+15 %), 16 misses.
+    const auto base = write_modelled(dir, "base.pmcprof", 104, 5000);
+    const auto moved = write_modelled(dir, "moved.pmcprof", 120, 5000);
+    auto passed = gate_run("--fail-on-change" + misses + " '" + base + "' '" + moved + "'");
+    CHECK(passed.status == 0);
+    CHECK_THAT(passed.out, ContainsSubstring("(under the modelled floor 64: does not fail)"));
+    CHECK_THAT(passed.out, ContainsSubstring("at least 10% of the label's BASE value and at least 64 events"));
+    // Doubled: a regression, above both.
+    const auto doubled = write_modelled(dir, "doubled.pmcprof", 208, 5000);
+    CHECK(gate_run("--fail-on-change" + misses + " '" + base + "' '" + doubled + "'").status == 3);
+    // A large run (200,000 misses: a floor of 200): +150 passes by default; an explicit threshold replaces the rule.
+    const auto large = write_modelled(dir, "large.pmcprof", 200000, 5000);
+    const auto large_moved = write_modelled(dir, "large-moved.pmcprof", 200150, 5000);
+    auto large_run = gate_run("--fail-on-change --threshold 0%" + misses + " '" + large + "' '" + large_moved + "'");
+    CHECK(large_run.status == 3); // an explicit threshold replaces the floor
+    CHECK(gate_run("--fail-on-change" + misses + " '" + large + "' '" + large_moved + "'").status == 0);
 }

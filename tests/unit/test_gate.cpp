@@ -247,3 +247,41 @@ TEST_CASE("gate: a modelled figure is known by its event and gated with its own 
     CHECK_FALSE(j.modelled_default_threshold);
     CHECK(judged(j, "small").fails); // --threshold 0: any change
 }
+
+TEST_CASE("gate: a modelled change must pass both the relative threshold and the absolute floor to fail", "[gate]") {
+    auto o = exact_gate();
+    o.modelled = true;
+    o.modelled_floor = g::modelled_floor(245957); // a run of 245,957 misses: 0.1 % is 246 misses, above 64
+    CHECK(o.modelled_floor == Approx(245.957));
+    CHECK(g::modelled_floor(1000) == g::modelled_floor_events); // a small run: the 64-event floor
+    // The heap moved (branch layout2 of the review): a small label moves by a large share, a few misses.
+    auto j = g::judge({gate_label("probe", {104}, {120}), gate_label("spin", {15}, {11}),
+                       gate_label("big", {220527}, {220539})},
+                      1, 1, o);
+    CHECK(j.floor == o.modelled_floor);
+    CHECK(judged(j, "probe").under_floor);
+    CHECK(judged(j, "spin").under_floor);
+    CHECK(judged(j, "big").under_threshold); // +12 of 220,527: under 10 % (and the floor)
+    CHECK(j.exit_status() == 0);
+    // A real regression: one label's misses doubled (a stride change): above both.
+    j = g::judge({gate_label("probe", {104}, {120}), gate_label("stride", {16396}, {32792})}, 1, 1, o);
+    CHECK(judged(j, "stride").fails);
+    CHECK_FALSE(judged(j, "stride").under_floor);
+    CHECK(j.exit_status() == g::changed_status);
+    // Above the floor but under 10 %: passes; above 10 % but under the floor: passes.
+    j = g::judge({gate_label("a", {10000}, {10900}), gate_label("b", {100}, {300})}, 1, 1, o);
+    CHECK(judged(j, "a").under_threshold);
+    CHECK_FALSE(judged(j, "a").under_floor);
+    CHECK(judged(j, "b").under_floor);
+    CHECK(j.exit_status() == 0);
+    // An explicit threshold replaces the default, floor and all; an exact figure that is not modelled has none.
+    o.threshold = g::parse_threshold("10%");
+    j = g::judge({gate_label("b", {100}, {300})}, 1, 1, o);
+    CHECK(j.floor == 0);
+    CHECK(judged(j, "b").fails);
+    o.threshold.reset();
+    o.modelled = false;
+    j = g::judge({gate_label("b", {100}, {101})}, 1, 1, o);
+    CHECK(j.floor == 0);
+    CHECK(judged(j, "b").fails);
+}
