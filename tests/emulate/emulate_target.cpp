@@ -1291,6 +1291,87 @@ int run_atomics_in_parallel_code(std::uint64_t rounds) {
     return status;
 }
 
+/// Runs of accesses that pmc emulate --cache passes on from one call (tools/emulate/model/access_runs.hpp): per
+/// round a run of 4 pushes and 4 pops at a stack pointer moved by 0 to 56 bytes (a run straddles 16-byte lines),
+/// then stores and loads through one base at pseudo-random offsets, 512 bytes apart (one set of a small D1: their
+/// order decides what LRU keeps).
+alignas(4096) unsigned char runs_buffer[3 * 4096];
+int run_access_runs(std::uint64_t rounds) {
+#if defined(__x86_64__)
+    std::uint64_t x = 88172645463325252ULL;
+    for (std::uint64_t i = 0; i < rounds; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        unsigned char* base = runs_buffer + 8 * (x % 128);
+        const std::uint64_t drop = 128 + 8 * ((x >> 8) % 8); // (below the red zone)
+        __asm__ volatile("sub %[drop], %%rsp\n\t"
+                         "push %%rbx\n\tpush %%rbp\n\tpush %%r12\n\tpush %%r13\n\t"
+                         "pop %%r13\n\tpop %%r12\n\tpop %%rbp\n\tpop %%rbx\n\t"
+                         "add %[drop], %%rsp\n\t"
+                         "mov %%rax, 0(%[base])\n\tmov %%rcx, 512(%[base])\n\tmov 1024(%[base]), %%rdx\n\t"
+                         "movzbl 9(%[base]), %%esi\n\tmov %%edx, 1536(%[base])\n\t"
+                         :
+                         : [drop] "r"(drop), [base] "D"(base), "a"(i), "c"(x)
+                         : "rdx", "rsi", "memory");
+    }
+    return 0;
+#else
+    (void)rounds;
+    return 77;
+#endif
+}
+
+/// Per round, a fault in the middle of what would be a run, handled: the page the second access reaches is made
+/// inaccessible, and the handler makes it accessible again and returns, so that the access runs again. `on_stack`:
+/// three pushes on a stack of the program's own whose third reaches the page (a stack run); else three stores
+/// through one base (not a run: access_runs.hpp's runs are the stack's).
+unsigned char* fault_page = nullptr;
+volatile std::uint64_t faults_handled = 0;
+void reopen_fault_page(int, siginfo_t*, void*) {
+    ::mprotect(fault_page, 4096, PROT_READ | PROT_WRITE);
+    faults_handled = faults_handled + 1;
+}
+int run_access_runs_fault(std::uint64_t rounds, bool on_stack) {
+#if defined(__x86_64__)
+    auto* pages = static_cast<unsigned char*>(
+        ::mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (pages == MAP_FAILED) return 1;
+    static unsigned char handler_stack[64 * 1024];
+    stack_t alternate{};
+    alternate.ss_sp = handler_stack;
+    alternate.ss_size = sizeof handler_stack;
+    ::sigaltstack(&alternate, nullptr);
+    struct sigaction action{};
+    action.sa_sigaction = reopen_fault_page;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    ::sigaction(SIGSEGV, &action, nullptr);
+    for (std::uint64_t i = 0; i < rounds; ++i) {
+        if (on_stack) { // pushes at top - 8, top - 16, then top - 24: the page below `top`
+            fault_page = pages + 4096;
+            ::mprotect(fault_page, 4096, PROT_NONE);
+            unsigned char* top = pages + 2 * 4096 + 16;
+            __asm__ volatile("mov %%rsp, %%rdx\n\tmov %[top], %%rsp\n\t"
+                             "push %%rax\n\tpush %%rcx\n\tpush %%rax\n\tpush %%rcx\n\t"
+                             "mov %%rdx, %%rsp\n\t"
+                             :
+                             : [top] "r"(top), "a"(i), "c"(i)
+                             : "rdx", "memory");
+        } else { // stores at page - 8, page (the fault), page + 8
+            fault_page = pages + 4096;
+            ::mprotect(fault_page, 4096, PROT_NONE);
+            __asm__ volatile("mov %%rax, -8(%[at])\n\tmov %%rcx, 0(%[at])\n\tmov %%rax, 8(%[at])\n\t"
+                             :
+                             : [at] "D"(fault_page), "a"(i), "c"(i)
+                             : "memory");
+        }
+    }
+    std::printf("access-runs-fault: %llu faults handled\n", static_cast<unsigned long long>(faults_handled));
+    return faults_handled == rounds ? 0 : 1;
+#else
+    (void)rounds, (void)on_stack;
+    return 77;
+#endif
+}
+
 /// pmc emulate --cache against Cachegrind's counting of a bit test of a register by a register: per round a bt and
 /// a bts (VEX: the register stored below the stack pointer and its bit tested there): 3 reads and 2 writes in
 /// Cachegrind, none in the program.
@@ -1490,6 +1571,9 @@ int main(int argc, char** argv) {
         if (mode == "matmul" && argc > 2) return run_matmul(static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10)));
         if (mode == "cache-read") return run_cache_read();
         if (mode == "inclusion" && argc > 2) return run_inclusion(std::strtoull(argv[2], nullptr, 10));
+        if (mode == "access-runs" && argc > 2) return run_access_runs(std::strtoull(argv[2], nullptr, 10));
+        if (mode == "access-runs-fault" && argc > 3) // access-runs-fault ROUNDS stack|base
+            return run_access_runs_fault(std::strtoull(argv[2], nullptr, 10), std::string(argv[3]) == "stack");
         if (mode == "atomics" && argc > 2) return run_atomics(std::strtoull(argv[2], nullptr, 10));
         if (mode == "atomics-shared" && argc > 2)
             return run_atomics_in_parallel_code(std::strtoull(argv[2], nullptr, 10));

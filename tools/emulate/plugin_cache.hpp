@@ -14,6 +14,9 @@
 //     thread's count of executed blocks and the instruction's index in its block; an access that hits the most
 //     recent line of its D1 set is counted at once, in a call with no stack frame (on_memory), and anything else
 //     waits for the next access, which shows it complete;
+//   - adjacent x86 instructions whose accesses follow from %rsp (push, pop, call, ret, mov 8(%rsp): a run,
+//     model/access_runs.hpp) get one call, after the run's last access, that passes each member on in order with
+//     its own pc: the same accesses in the same order as a call per access, in fewer calls;
 //   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
 //     instruction by instruction: only the LL, which both sides share, can see the difference);
 //   - at each system call the thread's pending access is completed, so that a count read there is exact, and its
@@ -24,6 +27,7 @@
 
 #include "guest_registers.hpp"
 #include "model/access_decode.hpp"
+#include "model/access_runs.hpp"
 #include "model/cache_model.hpp"
 #include "plugin_sampling.hpp"
 #include "plugin_threads.hpp"
@@ -184,6 +188,16 @@ struct StateImageSite {
     pmc_model::StateImageInstruction image;
     std::uint64_t next_pc; ///< for a RIP-relative operand
 };
+/// A run of accesses (model/access_runs.hpp) as its callback on the last member walks it.
+struct RunStep {
+    const Instruction* instruction;
+    std::int64_t offset; ///< from the last member's address
+    std::uint32_t size;
+    bool store;
+};
+struct AccessRun {
+    std::vector<RunStep> steps; ///< in program order
+};
 struct Block {
     std::uint64_t instructions;
     std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the thread's instruction count (qemu_plugin.cpp)
@@ -191,6 +205,9 @@ struct Block {
     std::unique_ptr<Instruction[]> each;
     std::vector<std::unique_ptr<BitTestSite>> bit_tests; ///< (each at a fixed address: QEMU keeps the pointer)
     std::vector<std::unique_ptr<StateImageSite>> state_images; ///< (the same)
+    std::vector<std::unique_ptr<AccessRun>> runs;              ///< (the same)
+    /// Per instruction: null, or its run (a member's accesses are passed on by the call on its run's last member).
+    std::vector<const AccessRun*> run_of;
 };
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
 inline std::mutex blocks_lock;
@@ -274,6 +291,52 @@ inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess 
     case 4: return a.store ? on_single_access<Kind::write, 4> : on_single_access<Kind::read, 4>;
     case 8: return a.store ? on_single_access<Kind::write, 8> : on_single_access<Kind::read, 8>;
     default: return nullptr;
+    }
+}
+/// One access that QEMU reported through another instruction's call (a run member): on_memory's path, the kind and
+/// size known from the decoder instead of a meminfo.
+template <pmc_model::Kind kind>
+inline void pass_access(ThreadModel& t, const Instruction& insn, std::uint64_t address, std::uint32_t size) {
+    if (access_quickly<kind>(t, insn, address, size)) return;
+    const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
+    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size,
+                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+}
+/// QEMU's call after a run's last access (`data`: its AccessRun): every member's access, in program order, each
+/// at its offset from `address`. Each is a plain access of its own execution, so each is what a call of its own
+/// would have passed on.
+inline void on_run(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
+    const auto& run = *static_cast<const AccessRun*>(data);
+    ThreadModel& t = this_thread();
+    for (const RunStep& s : run.steps) {
+        const std::uint64_t at = address + static_cast<std::uint64_t>(s.offset);
+        if (s.store) pass_access<pmc_model::Kind::write>(t, *s.instruction, at, s.size);
+        else pass_access<pmc_model::Kind::read>(t, *s.instruction, at, s.size);
+    }
+}
+
+/// At translation: the block's runs on the stack (model/access_runs.hpp), each member marked in block.run_of. A last instruction
+/// that QEMU 7.2 may take out of the block again (qemu_plugin.cpp) is no member: its call would go with it.
+inline void find_runs(Block& block, qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_out) {
+    block.run_of.assign(n, nullptr);
+    std::vector<pmc_model::RunAccess> accesses(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i + 1 == n && last_may_be_taken_out) break;
+        qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
+        accesses[i] = pmc_model::x86_run_access(static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn)),
+                                                qemu_plugin_insn_size(insn));
+        // The stack's runs alone: a handled fault in a run's middle loses its members before it (the call on the
+        // last member never comes), and on the stack only an overflow faults there; elsewhere a page protected
+        // for a handler to open (a garbage collector's write barrier) may (docs/emulated-pmu.md).
+        if (accesses[i].base != 4) accesses[i].member = false;
+    }
+    for (const pmc_model::AccessRun& found : pmc_model::find_access_runs(accesses)) {
+        auto run = std::make_unique<AccessRun>();
+        for (const pmc_model::RunMember& m : found.members) {
+            run->steps.push_back(RunStep{&block.each[m.index], m.offset, m.size, m.store});
+            block.run_of[m.index] = run.get();
+        }
+        block.runs.push_back(std::move(run));
     }
 }
 
@@ -422,6 +485,12 @@ inline void on_masked_store_memory(unsigned int, qemu_plugin_meminfo_t info, std
 /// instructions Cachegrind counts otherwise (model/access_decode.hpp), the callbacks of their rule.
 inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::size_t i, bool x86) {
     Instruction* each = &block.each[i];
+    if (!block.run_of.empty() && block.run_of[i]) { // a run member: one call, on the run's last member
+        if (block.run_of[i]->steps.back().instruction == each)
+            qemu_plugin_register_vcpu_mem_cb(insn, on_run, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                             const_cast<AccessRun*>(block.run_of[i]));
+        return;
+    }
     const auto* bytes = static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn));
     const std::size_t size = qemu_plugin_insn_size(insn);
     if (const auto image = x86 ? pmc_model::x86_state_image(bytes, size) : pmc_model::StateImageInstruction{};
@@ -468,9 +537,10 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
 
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
 /// `x86`: the guest is x86-64, whose instructions of model/access_decode.hpp get their rules' callbacks.
-/// `on_each`: the call per execution, on_block or one that calls it (with the block).
+/// `on_each`: the call per execution, on_block or one that calls it (with the block). `last_may_be_taken_out`:
+/// QEMU 7.2 may drop the last instruction from the block (qemu_plugin.cpp's may_be_taken_out).
 inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
-                        qemu_plugin_vcpu_udata_cb_t on_each = on_block) {
+                        qemu_plugin_vcpu_udata_cb_t on_each = on_block, bool last_may_be_taken_out = true) {
     auto block = std::make_unique<Block>();
     block->instructions = n;
     block->each.reset(new Instruction[n]);
@@ -480,8 +550,11 @@ inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
         const std::uint64_t pc = qemu_plugin_insn_vaddr(insn);
         fetched.emplace_back(pc, static_cast<std::uint32_t>(qemu_plugin_insn_size(insn)));
         block->each[i] = Instruction{pc, static_cast<std::uint32_t>(i & 1023)};
-        register_data_callbacks(*block, insn, i, x86);
     }
+#if !defined(PMC_PLUGIN_NO_RUNS)
+    if (x86) find_runs(*block, tb, n, last_may_be_taken_out);
+#endif
+    for (std::size_t i = 0; i < n; ++i) register_data_callbacks(*block, qemu_plugin_tb_get_insn(tb, i), i, x86);
     block->fetches = pmc_model::plan_fetches(fetched, settings.config);
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each, QEMU_PLUGIN_CB_NO_REGS, block.get());
     Block* made = block.get();

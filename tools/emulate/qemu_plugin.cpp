@@ -388,7 +388,8 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
     const auto cached_block_callback = plugin_cache::on_block;
 #endif
     plugin_cache::Block* cached = nullptr; // (pmc emulate --cache)
-    if (plugin_cache::settings.on) cached = plugin_cache::translate(tb, n, target_x86, cached_block_callback);
+    if (plugin_cache::settings.on)
+        cached = plugin_cache::translate(tb, n, target_x86, cached_block_callback, may_be_taken_out(tb, n));
     if (plugin_branches::settings.on) plugin_branches::translate(tb, n, may_be_taken_out(tb, n)); // (--branches)
     if (!guest_base_known.load(std::memory_order_acquire)) {
         const qemu_plugin_insn* first = qemu_plugin_tb_get_insn(tb, 0);
