@@ -636,12 +636,12 @@ int cmd_critical(const std::vector<std::string>& arguments) {
         overflowed = overflowed || g.overflows > 0;
     }
     if (overflowed) fmt::print(stderr, "pmc critical: {}\n", cli::overflow_text("some self values were"));
-    const int read_status = p.problems.empty() && orphans == 0 && !overflowed ? 0 : 2;
+    const bool open_at_end = orphans != 0 || cli::ended_inside_scopes(p);
+    const int read_status = p.problems.empty() && !open_at_end && !overflowed ? 0 : 2;
     auto say_open = [&] {
-        if (orphans && p.problems.empty())
-            fmt::print(stderr, "pmc critical: '{}' is not whole: scopes were still open when the program stopped "
-                               "(killed, or crashed where no handler could run); its path is not judged\n",
-                       file);
+        if (open_at_end && p.problems.empty())
+            fmt::print(stderr, "pmc critical: {}; its path is not judged\n{}", cli::not_whole_text(file, p),
+                       cli::open_at_end_text(p));
     };
     // --expect-path's judgement, also put in the JSON (so a CI reading it sees the verdict).
     const bool one_path = !per_thread && !graphs.empty(); // --expect-path excludes --per-thread
