@@ -841,7 +841,14 @@ inline std::string to_markdown(const Report& report) {
         std::string rest = e.why.substr(nl + 1);
         std::string key = rest; // the same explanation about another event: not repeated
         for (std::size_t at; (at = key.find("'" + e.event + "'")) != std::string::npos;) key.erase(at, e.event.size() + 2);
-        if (std::find(explained.begin(), explained.end(), key) != explained.end()) continue;
+        // An earlier event's explanation may be the start of this one (a sentence added for this event): only the
+        // rest is new.
+        std::size_t known = 0;
+        for (const auto& k : explained)
+            if (k.size() > known && key.compare(0, k.size(), k) == 0) known = k.size();
+        if (known == key.size()) continue;
+        if (key != rest) known = 0; // the event is named in it: shown whole
+        rest.erase(0, rest.find_first_not_of(' ', known));
         for (auto& c : rest)
             if (c == '\n') c = ' ';
         out += "  " + rest + "\n";
