@@ -1105,15 +1105,9 @@ inline int run_main(int argc, char** argv) {
             else if (arg == "--accept") accept_path = v;
             else if (arg == "--counter") gate.modelled_events.emplace_back(v);
             else if (arg == "--events") {
-                options.events.clear();
-                const std::string_view text = v;
-                for (std::size_t p = 0; p <= text.size();) {
-                    const std::size_t comma = std::min(text.find(',', p), text.size());
-                    const auto one = pmc::detail::trim(text.substr(p, comma - p));
-                    if (!one.empty()) options.events.emplace_back(one);
-                    p = comma + 1;
-                }
-                if (options.events.empty()) return detail::usage_error("--events needs at least one event");
+                options.events = pmc::split_event_list(v); // pmc count -e's rule: an empty event is refused
+                if (std::string why = pmc::empty_event_text("--events", v, options.events); !why.empty())
+                    return detail::usage_error(why);
             } else if (!detail::number_arg(v, number) ||
                        ((arg == "--iterations" || arg == "--epochs") && std::floor(number) != number) ||
                        ((arg == "--epochs" || arg == "--epoch-ms") && (number < 1 || number > 100000)) ||

@@ -308,6 +308,9 @@ TEST_CASE("the harness's command line: --help, --list, --filter, and errors that
     auto unknown = run("--frobnicate");
     CHECK(unknown.status == 1);
     CHECK(unknown.out.find("unknown argument '--frobnicate'") != std::string::npos);
+    auto gap = run("--events 'page-faults,,task-clock'"); // an empty event: refused, not skipped
+    CHECK(gap.status == 1);
+    CHECK(gap.out.find("--events 'page-faults,,task-clock': event 2 of 3 is empty") != std::string::npos);
     auto epochs = run("--epochs 0");
     CHECK(epochs.status == 1);
     CHECK(epochs.out.find("--epochs needs a whole number from 1 to 100000, not '0'") != std::string::npos);

@@ -543,6 +543,9 @@ TEST_CASE("pmc count: perf's {group} braces, an -e that names no event, and a ca
     auto empty = run("count -e , -- true");
     CHECK(empty.status == 1);
     CHECK_THAT(empty.out, ContainsSubstring("names no event"));
+    auto gap = run("count -e 'page-faults,,task-clock' -- true"); // refused as perf refuses it, never skipped
+    CHECK(gap.status == 1);
+    CHECK_THAT(gap.out, ContainsSubstring("-e 'page-faults,,task-clock': event 2 of 3 is empty"));
     // An ignored SIGCHLD is inherited through exec; with it waitpid cannot report the command's status.
     auto r = pmc_test::run_command("sh -c \"trap '' CHLD; exec " + std::string(PMC_TOOL_PATH) +
                                    " count -e page-faults -- sh -c 'exit 7'\" 2>&1");
