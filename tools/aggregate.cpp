@@ -31,8 +31,8 @@ const char* const aggregate_help = R"(usage: pmc aggregate [--counter NAME] [--t
 
 Several profiles of the same program (PMC_PROFILE=FILE, one run each), lined up: per label and per
 interval, the min / median / max across the runs and the spread (max - min, and as a % of the
-median), the N noisiest intervals (largest spread) and the N largest (largest median), in the
-counter's own unit. The output says whether the counter is exact (a count read whole, never
+median), the N noisiest intervals (largest spread; an interval with no spread is not listed, and
+"no spread" is said when none has any) and the N largest (largest median), in the counter's own unit. The output says whether the counter is exact (a count read whole, never
 multiplexed: a deterministic program then gives the same value every run) or not (a time).
 
 Threads are matched across runs by name (Profiler::thread_name, else the kernel's), then by their
@@ -216,6 +216,9 @@ void rank_slots(Aggregate& a, std::size_t runs_count, std::size_t top) {
     first_n(a.largest, [](const Slot* x, const Slot* y) {
         return x->s.median != y->s.median ? x->s.median > y->s.median : x->path < y->path;
     });
+    // An interval with the same value in every run is not noisy: listed as noisiest it would only fill the table.
+    a.noisiest.erase(std::remove_if(a.noisiest.begin(), a.noisiest.end(), [](const Slot* x) { return x->s.range() == 0; }),
+                     a.noisiest.end());
     first_n(a.noisiest, [](const Slot* x, const Slot* y) {
         return x->s.range() != y->s.range() ? x->s.range() > y->s.range() : x->path < y->path;
     });
@@ -407,6 +410,10 @@ void print_aggregate_text(const std::vector<Run>& rs, const Aggregate& a) {
     for (const auto& e : a.instants) names.push_back(e.first);
     const cli::LabelColumn column(names, width);
     print_aggregate_labels(rs, a, column, width);
+    if (!a.everywhere.empty() && a.identical == a.everywhere.size())
+        fmt::print("\nno spread: each of the {} intervals found in every run has the same value in all {} runs (no "
+                   "noisiest intervals to list)\n",
+                   a.everywhere.size(), rs.size());
     print_slot_list(fmt::format("the {} noisiest intervals (largest max - min)", a.noisiest.size()), a.noisiest, counter);
     print_slot_list(fmt::format("the {} largest intervals (largest median)", a.largest.size()), a.largest, counter);
     if (a.instants.empty()) return;

@@ -126,33 +126,6 @@ command line or an event is wrong or the counters cannot be opened (COMMAND does
 or if COMMAND exited 0 but the report is incomplete (-o's file not written, --emulate partial).
 )";
 
-/// Splits "a,cpu/event=1,umask=2/,b,mem:0x1000/8:w" at the commas that are not inside a PMU's term list. A '/'
-/// opens a term list only right after a PMU name at the start of an event (the next '/' closes it); the slash of a
-/// breakpoint's "mem:ADDR/LEN" and those after a term list are ordinary characters.
-std::vector<std::string> split_event_list(const std::string& list) {
-    std::vector<std::string> out;
-    std::string cur;
-    enum { name, terms, rest } state = name; // reading the event's leading word, a term list, or anything else
-    auto blank = [&] { return cur.find_first_not_of(" \t") == std::string::npos; };
-    for (char c : list) {
-        if (state == terms) {
-            if (c == '/') state = rest;
-        } else if (c == ',') {
-            if (!cur.empty()) out.push_back(cur);
-            cur.clear();
-            state = name;
-            continue;
-        } else if (state == name) {
-            if (c == '/') state = blank() ? rest : terms; // "pmu/": a term list; a bare "/" is the parser's to refuse
-            else if (!pmc::detail::is_word_char(c) && !((c == ' ' || c == '\t') && blank()))
-                state = rest; // "mem:", "r01cb:u", "4:1": no term list follows
-        }
-        cur += c;
-    }
-    if (!cur.empty()) out.push_back(cur);
-    return out;
-}
-
 namespace {
 
 /// Ends pmc with `sig` (after the report) when pmc was started with its default disposition, so that a shell
@@ -256,8 +229,15 @@ std::string count_text_table(const std::vector<std::string>& names, const std::v
 /// in-process readings refused (natively). Nothing, with the reason said, when they cannot be counted.
 std::optional<std::vector<std::string>> events_to_count(const Options& o, const std::vector<std::string>& given) {
     std::vector<std::string> events;
-    for (const auto& e : given)
-        for (auto& one : split_event_list(e)) {
+    for (const auto& e : given) {
+        auto list = pmc::split_event_list(e);
+        if (auto why = pmc::empty_event_text("-e", e, list); !why.empty()) {
+            const bool none = std::all_of(list.begin(), list.end(), [](const auto& x) { return x.empty(); });
+            fmt::print(stderr, "pmc: count: {}{}\n", why,
+                       none ? ": give an event, e.g. -e page-faults (or no -e for the default events)" : "");
+            return std::nullopt;
+        }
+        for (auto& one : list) {
             // perf stat's group braces, "{a,b}": pmc count groups all its events anyway.
             if (!one.empty() && one.front() == '{') one.erase(0, 1);
             if (!one.empty() && one.back() == '}') one.pop_back();
@@ -269,10 +249,6 @@ std::optional<std::vector<std::string>> events_to_count(const Options& o, const 
             }
             events.push_back(one);
         }
-    if (events.empty() && !given.empty()) {
-        fmt::print(stderr, "pmc: count: -e '{}' names no event: give an event, e.g. -e page-faults (or no -e for "
-                           "the default events)\n", given.front());
-        return std::nullopt;
     }
     for (const auto& e : events)
         if (auto why = o.emulate ? std::string() : not_countable_here(e, o.sysfs); !why.empty()) {

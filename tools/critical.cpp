@@ -88,7 +88,8 @@ Options:
   --color WHEN    auto (default: on a terminal, unless NO_COLOR is set), always or never.
   --expect-path PATH
                   For CI: exit status 3 unless the costliest path (of all threads, or of --thread N)
-                  is PATH, its labels joined by " > " as printed (or by ';'), e.g. "compile > typeck".
+                  is PATH, its labels joined by " > " as printed (or by ';'), e.g. "compile > typeck"
+                  (not by '/': a label may contain one).
                   Meant for an exact counter, whose path is the same on every run. With --json,
                   "gate" states it: expect_path (null without the option), path (the costliest,
                   all threads or --thread N; null with --per-thread), verdict ("same", "differs",
@@ -575,6 +576,19 @@ std::string expected_path(const std::string& given) {
     return s;
 }
 
+/// For an expected path written with '/' between its labels ("join/probe"), which names one label "join/probe":
+/// the forms accepted, and the found path in them where it is the same labels. A '/' cannot separate labels, since
+/// a label may contain it (a file's path, "sqlite/select").
+std::string slash_hint(const std::string& expected, const std::string& found) {
+    if (expected.find('/') == std::string::npos || expected.find(" > ") != std::string::npos) return "";
+    std::string slashed = found;
+    for (std::size_t at = slashed.find(" > "); at != std::string::npos; at = slashed.find(" > ", at + 1))
+        slashed.replace(at, 3, "/");
+    return fmt::format("; a '/' does not separate labels (a label may contain it): join them by \" > \" as printed, "
+                       "or by ';'{}",
+                       slashed == expected && !found.empty() ? ", e.g. --expect-path '" + found + "'" : "");
+}
+
 } // namespace
 
 int cmd_critical(const std::vector<std::string>& arguments) {
@@ -636,12 +650,12 @@ int cmd_critical(const std::vector<std::string>& arguments) {
         overflowed = overflowed || g.overflows > 0;
     }
     if (overflowed) fmt::print(stderr, "pmc critical: {}\n", cli::overflow_text("some self values were"));
-    const int read_status = p.problems.empty() && orphans == 0 && !overflowed ? 0 : 2;
+    const bool open_at_end = orphans != 0 || cli::ended_inside_scopes(p);
+    const int read_status = p.problems.empty() && !open_at_end && !overflowed ? 0 : 2;
     auto say_open = [&] {
-        if (orphans && p.problems.empty())
-            fmt::print(stderr, "pmc critical: '{}' is not whole: scopes were still open when the program stopped "
-                               "(killed, or crashed where no handler could run); its path is not judged\n",
-                       file);
+        if (open_at_end && p.problems.empty())
+            fmt::print(stderr, "pmc critical: {}; its path is not judged\n{}", cli::not_whole_text(file, p),
+                       cli::open_at_end_text(p));
     };
     // --expect-path's judgement, also put in the JSON (so a CI reading it sees the verdict).
     const bool one_path = !per_thread && !graphs.empty(); // --expect-path excludes --per-thread
@@ -654,8 +668,8 @@ int cmd_critical(const std::vector<std::string>& arguments) {
     // --expect-path, said after the report (a CI log then shows the graph that failed it).
     auto status_after = [&]() -> int {
         if (exit_status == 3)
-            fmt::print(stderr, "pmc critical: the costliest path is \"{}\", not the expected \"{}\" (exit status 3)\n",
-                       found.empty() ? "(none: no scopes)" : found, *expect_path);
+            fmt::print(stderr, "pmc critical: the costliest path is \"{}\", not the expected \"{}\" (exit status 3){}\n",
+                       found.empty() ? "(none: no scopes)" : found, *expect_path, slash_hint(*expect_path, found));
         return exit_status;
     };
     const int status = read_status;

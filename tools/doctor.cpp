@@ -278,6 +278,18 @@ void add_user_read_checks(std::vector<Check>& checks, const DoctorMachine& m) {
         checks.push_back({meaning.user_reads ? "ok" : "degraded", "perf_user_access", meaning.meaning, meaning.fix});
 }
 
+/// Where the interrupt event's use for exact counts comes from, in words that match the "ok" beside them.
+const char* irq_source_text(pmc::IrqEventStatus s) {
+    switch (s) {
+    case pmc::IrqEventStatus::verified: return "verified (exact counts with it in measureme and rr)";
+    case pmc::IrqEventStatus::documented: return "in the vendor's event tables for this core (no other tool's "
+                                                 "exact counts rely on it yet)";
+    case pmc::IrqEventStatus::assumed: return "assumed from this core's predecessors (not in its event tables)";
+    case pmc::IrqEventStatus::none: break;
+    }
+    return "none";
+}
+
 /// The CPU and its interrupt event. An Arm core missing from the tables changes nothing pmc does: not degraded.
 void add_cpu_checks(std::vector<Check>& checks, const DoctorMachine& m) {
     if (m.emulated)
@@ -296,12 +308,17 @@ void add_cpu_checks(std::vector<Check>& checks, const DoctorMachine& m) {
     if (m.emulated)
         checks.push_back({"ok", "interrupt event", "none needed: no interrupt reaches an emulated program's count "
                                                    "(instructions-minus-irqs:u is instructions:u)", ""});
-    else
-        checks.push_back({m.cpu.irq_status == pmc::IrqEventStatus::none ? "impossible" : "ok", "interrupt event",
-                          m.cpu.irq_status == pmc::IrqEventStatus::none
-                              ? "none known for this CPU: instructions-minus-irqs is not available"
-                              : m.cpu.irq_event + " " + m.cpu.irq_event_name + ": " + pmc::to_string(m.cpu.irq_status),
+    else if (m.cpu.irq_status == pmc::IrqEventStatus::none)
+        checks.push_back({"impossible", "interrupt event",
+                          "none known for this CPU: instructions-minus-irqs is not available", ""});
+    else if (!m.core) // the CPU's tables name an event, but nothing here can count it
+        checks.push_back({"impossible", "interrupt event",
+                          "none usable: no hardware PMU to count this CPU's " + m.cpu.irq_event + " " +
+                              m.cpu.irq_event_name + ", so instructions-minus-irqs is not available",
                           ""});
+    else
+        checks.push_back({"ok", "interrupt event", m.cpu.irq_event + " " + m.cpu.irq_event_name + ": " +
+                                                       irq_source_text(m.cpu.irq_status), ""});
 }
 
 Check hybrid_check(const DoctorMachine& m) {

@@ -755,10 +755,14 @@ int cmd_export(const std::vector<std::string>& arguments) {
         fmt::print(stderr, "pmc export: {} scopes have no enclosing scope in the file ({}); they are placed at the "
                            "top\n",
                    tally.incomplete,
-                   p.problems.empty() ? "their enclosing scopes had not ended when the recording stopped: a program "
-                                        "killed, or crashed where no handler could run"
-                                      : "the file was cut or damaged: see below");
+                   p.problems.empty() ? "their enclosing scopes had not ended when the recording stopped: " +
+                                            cli::how_it_stopped(p)
+                                      : std::string("the file was cut or damaged: see below"));
     if (tally.open.any()) fmt::print(stderr, "{}", tally.open.text(p, "pmc export: "));
+    const bool open_at_end = tally.incomplete != 0 || cli::ended_inside_scopes(p);
+    if (open_at_end && p.problems.empty())
+        fmt::print(stderr, "pmc export: {}; exported what was read\n{}", cli::not_whole_text(o.file, p),
+                   cli::open_at_end_text(p, "pmc export: "));
     if (tally.negative_self)
         fmt::print(stderr, "pmc export: {} scopes measured less than their children ({} is noisy); their own "
                            "value is left out of the stacks\n",
@@ -775,7 +779,7 @@ int cmd_export(const std::vector<std::string>& arguments) {
         return 2;
     }
     // Scopes were open when the program stopped (killed): exported, but the profile is not whole.
-    return tally.incomplete ? 2 : 0;
+    return open_at_end ? 2 : 0;
 }
 
 } // namespace pmc_tool

@@ -54,6 +54,35 @@ inline std::vector<std::string> open_intervals_text(const pmc::Profile& p) {
     return out;
 }
 
+/// Whether `p`'s program stopped inside scopes that the file names (a thread page listed them open, and the profiler
+/// was not closed): not whole even when no scope had ended yet, so the file holds no interval at all.
+inline bool ended_inside_scopes(const pmc::Profile& p) { return !open_intervals_text(p).empty(); }
+
+/// How `p`'s program stopped, as its end record says, for "scopes were still open when the program stopped (...)".
+inline std::string how_it_stopped(const pmc::Profile& p) {
+    if (!p.has_end) return "killed, or crashed where no handler could run: the file has no end record";
+    switch (p.end_how) {
+    case pmc::profile_format::EndHow::signal:
+        return "it ended on signal " + std::to_string(p.end_signal) + ", which the profiler's handler recorded";
+    case pmc::profile_format::EndHow::exit: return "it called exit() inside them";
+    case pmc::profile_format::EndHow::closed: break;
+    }
+    return "its profiler was closed inside them";
+}
+
+/// "'FILE' is not whole: scopes were still open when the program stopped (how)", the same words in every tool.
+inline std::string not_whole_text(const std::string& file, const pmc::Profile& p) {
+    return fmt::format("'{}' is not whole: scopes were still open when the program stopped ({})", file,
+                       how_it_stopped(p));
+}
+
+/// The intervals open at the end, one line per thread starting with `indent` (open_intervals_text), or "".
+inline std::string open_at_end_text(const pmc::Profile& p, const std::string& indent = "  ") {
+    std::string out;
+    for (const auto& w : open_intervals_text(p)) out += indent + w + "\n";
+    return out;
+}
+
 /// Sums that never wrap: false (and the sum left as it was) where `v` cannot be added; the caller reports it as a
 /// problem (exit status 2) instead of printing a wrapped number.
 inline bool checked_add(std::int64_t& sum, std::int64_t v) { return !__builtin_add_overflow(sum, v, &sum); }
@@ -368,10 +397,9 @@ public:
             for (const auto& l : labels) named += (named.empty() ? "" : " > ") + l;
             if (t.orphans)
                 out += fmt::format(
-                    "{}thread {}: {} scope{} had not ended when its last page was written (the program was killed, "
-                    "crashed where no handler could run, or ended inside them){}; the {} scope{} recorded inside "
-                    "them count{} as outermost\n",
-                    indent, t.index, t.open_depth, t.open_depth == 1 ? "" : "s",
+                    "{}thread {}: {} scope{} had not ended when its last page was written ({}){}; the {} scope{} "
+                    "recorded inside them count{} as outermost\n",
+                    indent, t.index, t.open_depth, t.open_depth == 1 ? "" : "s", how_it_stopped(p),
                     named.empty() ? ": their labels are not in the file (format " + std::to_string(p.version) +
                                         " does not record open scopes)"
                                   : ": " + named,

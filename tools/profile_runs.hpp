@@ -53,7 +53,7 @@ struct Run {
     std::size_t counter = 0;
 
     /// Not whole: part of the file lost, or scopes still open when the program stopped.
-    bool cut() const { return !profile.problems.empty() || open.any(); }
+    bool cut() const { return !profile.problems.empty() || open.any() || cli::ended_inside_scopes(profile); }
 };
 
 inline std::string name_of(const pmc::Profile& p, std::uint32_t label, std::uint32_t arg) {
@@ -253,11 +253,11 @@ inline bool report_damage(const char* tool, const std::vector<Run>& runs) {
     std::fflush(stdout); // what was printed first: in a log of both streams (2>&1) the two do not interleave
     bool any = false;
     for (const auto& r : runs) {
-        if (r.open.any()) {
+        if (r.open.any() || (cli::ended_inside_scopes(r.profile) && r.profile.problems.empty())) {
             any = true;
-            fmt::print(stderr, "pmc {}: '{}' is not whole: scopes were still open when the program stopped (killed, "
-                               "or crashed where no handler could run); the scopes inside them count as outermost:\n{}",
-                       tool, r.file, r.open.text(r.profile));
+            fmt::print(stderr, "pmc {}: {}{}\n{}{}", tool, cli::not_whole_text(r.file, r.profile),
+                       r.open.any() ? "; the scopes inside them count as outermost:" : "; open:",
+                       r.open.text(r.profile), r.open.any() ? "" : cli::open_at_end_text(r.profile));
         }
         if (r.profile.problems.empty()) continue;
         any = true;

@@ -321,7 +321,9 @@ int cmd_summarize(const std::vector<std::string>& arguments) {
     const pmc::ProfileCounter& counter = p.counters[c];
     const double overhead = std::max(0.0, counter.cost_to_parent - counter.cost_in_scope);
     // The tables, or the reason the file could not be read again (it changed while being read).
-    bool open_scopes = false; // a summary found scopes whose enclosing scopes are not in the file: not whole
+    // Scopes still open when the program stopped: a summary found scopes whose enclosing scopes are not in the file,
+    // or the file names open intervals (also when no scope had ended, so none is in the file): not whole.
+    bool open_scopes = cli::ended_inside_scopes(p);
     bool overflowed = false;  // a sum that could not be made (checked arithmetic): exit status 2
     auto summary = [&](std::optional<std::uint32_t> only) {
         Summary s = summarize(reader, c, only, without_overhead);
@@ -341,9 +343,7 @@ int cmd_summarize(const std::vector<std::string>& arguments) {
     auto status = [&] { return p.problems.empty() && !open_scopes && !overflowed ? 0 : 2; };
     auto say_open = [&] {
         if (open_scopes && p.problems.empty())
-            fmt::print(stderr, "pmc summarize: '{}' is not whole: scopes were still open when the program stopped "
-                               "(killed, or crashed where no handler could run); what the file holds is shown\n",
-                       file);
+            fmt::print(stderr, "pmc summarize: {}; what the file holds is shown\n", cli::not_whole_text(file, p));
     };
     const std::vector<std::string> open_now = cli::open_intervals_text(p);
 

@@ -889,7 +889,14 @@ inline std::string to_markdown(const Report& report) {
         std::string rest = e.why.substr(nl + 1);
         std::string key = rest; // the same explanation about another event: not repeated
         for (std::size_t at; (at = key.find("'" + e.event + "'")) != std::string::npos;) key.erase(at, e.event.size() + 2);
-        if (std::find(explained.begin(), explained.end(), key) != explained.end()) continue;
+        // An earlier event's explanation may be the start of this one (a sentence added for this event): only the
+        // rest is new.
+        std::size_t known = 0;
+        for (const auto& k : explained)
+            if (k.size() > known && key.compare(0, k.size(), k) == 0) known = k.size();
+        if (known == key.size()) continue;
+        if (key != rest) known = 0; // the event is named in it: shown whole
+        rest.erase(0, rest.find_first_not_of(' ', known));
         for (auto& c : rest)
             if (c == '\n') c = ' ';
         out += "  " + rest + "\n";
@@ -1169,15 +1176,9 @@ inline int run_main(int argc, char** argv) {
                                                            "0.5%), without a sign, not '") + v + "'");
             }
             else if (arg == "--events") {
-                options.events.clear();
-                const std::string_view text = v;
-                for (std::size_t p = 0; p <= text.size();) {
-                    const std::size_t comma = std::min(text.find(',', p), text.size());
-                    const auto one = pmc::detail::trim(text.substr(p, comma - p));
-                    if (!one.empty()) options.events.emplace_back(one);
-                    p = comma + 1;
-                }
-                if (options.events.empty()) return detail::usage_error("--events needs at least one event");
+                options.events = pmc::split_event_list(v); // pmc count -e's rule: an empty event is refused
+                if (std::string why = pmc::empty_event_text("--events", v, options.events); !why.empty())
+                    return detail::usage_error(why);
             } else if (!detail::number_arg(v, number) ||
                        ((arg == "--iterations" || arg == "--epochs") && std::floor(number) != number) ||
                        ((arg == "--epochs" || arg == "--epoch-ms") && (number < 1 || number > 100000)) ||

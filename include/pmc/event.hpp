@@ -822,6 +822,48 @@ BOOST_NOINLINE inline Result<EventSpec> try_parse_event(std::string_view text,
     return detail::EventParser(text, sysfs_root, cpu).parse();
 }
 
+/// Splits a comma-separated list of events ("a,cpu/event=1,umask=2/,b,mem:0x1000/8:w") at the commas outside a
+/// PMU's term list: a '/' opens one only right after a PMU name at the start of an event (the next '/' closes it);
+/// a breakpoint's "mem:ADDR/LEN" slash is an ordinary character. Each event is trimmed. An empty one (",," or a
+/// comma at either end) stays in the result as "" for the caller to refuse (empty_event_text), as perf does.
+inline std::vector<std::string> split_event_list(std::string_view list) {
+    std::vector<std::string> out;
+    std::string cur;
+    enum { name, terms, rest } state = name; // reading the event's leading word, a term list, or anything else
+    auto blank = [&] { return cur.find_first_not_of(" \t") == std::string::npos; };
+    for (char c : list) {
+        if (state == terms) {
+            if (c == '/') state = rest;
+        } else if (c == ',') {
+            out.emplace_back(detail::trim(cur));
+            cur.clear();
+            state = name;
+            continue;
+        } else if (state == name) {
+            if (c == '/') state = blank() ? rest : terms; // "pmu/": a term list; a bare "/" is the parser's to refuse
+            else if (!detail::is_word_char(c) && !((c == ' ' || c == '\t') && blank()))
+                state = rest; // "mem:", "r01cb:u", "4:1": no term list follows
+        }
+        cur += c;
+    }
+    out.emplace_back(detail::trim(cur));
+    return out;
+}
+
+/// Why the event list `list` (given as `where`, e.g. "-e", "PMC_PROFILE_COUNTERS"), split into `events` by
+/// split_event_list, cannot be used: it names no event, or has an empty one between its commas; "" when it can.
+inline std::string empty_event_text(std::string_view where, std::string_view list,
+                                    const std::vector<std::string>& events) {
+    std::size_t empty = 0, first = 0;
+    for (std::size_t i = 0; i < events.size(); ++i)
+        if (events[i].empty() && empty++ == 0) first = i + 1;
+    if (empty == 0) return "";
+    std::string s = std::string(where) + " '" + std::string(list) + "'";
+    if (empty == events.size()) return s + " names no event";
+    return s + ": event " + std::to_string(first) + " of " + std::to_string(events.size()) +
+           " is empty (two commas in a row, or a comma at an end): remove the extra comma";
+}
+
 /// Parses an event string; throws pmc::error (code EINVAL or ENOENT) on failure.
 inline EventSpec parse_event(std::string_view text, std::string_view sysfs_root = default_sysfs_root,
                              const CpuModel& cpu = this_cpu()) {

@@ -600,8 +600,14 @@ inline Profiler Profiler::from_env(ProfilerOptions defaults) {
     defaults.path = path;
     if (const char* strict = std::getenv("PMC_PROFILE_STRICT"); strict && *strict && std::string_view(strict) != "0")
         defaults.strict = true;
-    if (const char* list = std::getenv("PMC_PROFILE_COUNTERS"); list && *list)
-        defaults.counters = detail::split_counter_list(list);
+    if (const char* list = std::getenv("PMC_PROFILE_COUNTERS"); list && *list) {
+        defaults.counters = split_event_list(list); // pmc count -e's rule: an empty event is refused, not skipped
+        if (std::string why = empty_event_text("PMC_PROFILE_COUNTERS", list, defaults.counters); !why.empty()) {
+            if (defaults.strict) raise(make_failure(EINVAL, "pmc profiler: " + why));
+            std::fprintf(stderr, "pmc profiler: profiling is off: %s\n", why.c_str());
+            return p;
+        }
+    }
     if (defaults.strict) { // CI: nothing replaced, nothing turned off; the reason is thrown
         p.start(std::move(defaults), {}, false, true);
         return p;

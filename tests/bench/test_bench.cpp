@@ -304,6 +304,11 @@ TEST_CASE("the example suite runs natively: a table of every benchmark, and what
                              "flat_map_insert_1000", "flat_map_find_1000"})
         CHECK(r.out.find(std::string("| ") + name + " |") != std::string::npos);
     CHECK(r.out.find("noisy: ns/op") != std::string::npos);
+    // A reason given for several events (no PMU here: about 600 characters) is explained once, under the first.
+    for (const char* explanation : {"This machine has no hardware PMU", "For exact instruction counts without a PMU"}) {
+        const auto first = r.out.find(explanation);
+        CHECK((first == std::string::npos || r.out.find(explanation, first + 1) == std::string::npos));
+    }
 }
 
 TEST_CASE("the harness's command line: --help, --list, --filter, and errors that say what is wrong", "[bench]") {
@@ -323,6 +328,9 @@ TEST_CASE("the harness's command line: --help, --list, --filter, and errors that
     auto unknown = run("--frobnicate");
     CHECK(unknown.status == 1);
     CHECK(unknown.out.find("unknown argument '--frobnicate'") != std::string::npos);
+    auto gap = run("--events 'page-faults,,task-clock'"); // an empty event: refused, not skipped
+    CHECK(gap.status == 1);
+    CHECK(gap.out.find("--events 'page-faults,,task-clock': event 2 of 3 is empty") != std::string::npos);
     auto epochs = run("--epochs 0");
     CHECK(epochs.status == 1);
     CHECK(epochs.out.find("--epochs needs a whole number from 1 to 100000, not '0'") != std::string::npos);

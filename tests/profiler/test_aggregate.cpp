@@ -95,7 +95,7 @@ TEST_CASE("pmc aggregate: runs with the same sequences are lined up by position,
     CHECK(num(find_by(*j.find("labels"), "label", "lex"), "self", "spread") == 0);
     // Intervals: check (100, 200, 300) is both the noisiest and the largest; then parse's second call (14..16).
     const auto& noisiest = j.find("noisiest")->items;
-    REQUIRE(noisiest.size() == 7);
+    REQUIRE(noisiest.size() == 2); // the 5 identical in every run have no spread: not listed as noisy
     CHECK(noisiest[0].find("path")->string == "check");
     CHECK(noisiest[0].find("thread")->number == 1);
     CHECK(num(noisiest[0], "total", "min") == 100);
@@ -126,6 +126,11 @@ TEST_CASE("pmc aggregate: an exact counter is said to be exact, and identical ru
     CHECK_THAT(text.out, ContainsSubstring("also recorded: wall-time (not exact: a time"));
     CHECK_THAT(text.out, ContainsSubstring("identical in every run: 7 (100.0%)"));
     CHECK_THAT(text.out, ContainsSubstring("deterministic for this counter"));
+    // No interval varies: "no spread", not a table of the "noisiest" intervals with a spread of 0.
+    CHECK_THAT(text.out, ContainsSubstring("no spread: each of the 7 intervals found in every run has the same value"));
+    CHECK_THAT(text.out, !ContainsSubstring("noisiest intervals (largest max - min)"));
+    CHECK_THAT(text.out, ContainsSubstring("the 7 largest intervals"));
+    CHECK(json_of(tool() + " aggregate --json" + join(files)).find("noisiest")->items.empty());
     // The same runs with a counter the kernel may multiplex, or a fallback: never called exact.
     for (std::uint32_t flag : {std::uint32_t{pf::may_multiplex}, std::uint32_t{pf::fallback}}) {
         auto counter = pmc_test::exact_counter("instructions:u");

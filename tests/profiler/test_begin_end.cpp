@@ -128,6 +128,46 @@ TEST_CASE("a killed program: pmc summarize names the intervals open as of each t
     CHECK(r.out.find("thread 0: outer > inner") != std::string::npos);
 }
 
+TEST_CASE("interrupted before any scope ended: every profile tool says what was open and how it stopped, exit 2") {
+    // SIGINT (the profiler's handler writes the end record, "signal 2") inside outer > inner, no scope ended: the
+    // file holds no interval at all, only the open ones on the thread page.
+    TempDir dir;
+    const std::string path = dir.file("interrupted.pmcprof");
+    const pid_t kid = ::fork();
+    REQUIRE(kid >= 0);
+    if (kid == 0) {
+        ::signal(SIGINT, SIG_DFL); // a test run from a non-interactive shell may inherit it ignored
+        pmc::Profiler prof{options(path)};
+        const auto outer = prof.label("outer"), inner = prof.label("inner");
+        prof.begin(outer);
+        prof.begin(inner);
+        ::raise(SIGINT);
+        ::_exit(0);
+    }
+    int st = 0;
+    REQUIRE(::waitpid(kid, &st, 0) == kid);
+    REQUIRE(WIFSIGNALED(st));
+    REQUIRE(WTERMSIG(st) == SIGINT);
+    // A whole run to compare with (pmc diff).
+    const std::string whole = dir.file("whole.pmcprof");
+    {
+        pmc::Profiler prof{options(whole)};
+        auto s = prof.scope(prof.label("outer"));
+    }
+    const std::string tool = PMC_TOOL_PATH;
+    const std::string q = "'" + path + "'";
+    for (const std::string cmd : {"summarize " + q, "summarize --json " + q, "critical " + q,
+                                  "critical --expect-path 'outer > inner' " + q, "export --chrome -o /dev/null " + q,
+                                  "aggregate " + q + " '" + whole + "'", "diff --fail-on-change '" + whole + "' " + q}) {
+        auto r = pmc_test::run_command(tool + " " + cmd + " 2>&1");
+        INFO(cmd << "\n" << r.out);
+        CHECK(r.status == 2);
+        CHECK(r.out.find("ended on signal 2") != std::string::npos);
+        CHECK(r.out.find("no handler could run") == std::string::npos); // the handler did run: the file says so
+        CHECK(r.out.find("outer > inner") != std::string::npos);
+    }
+}
+
 TEST_CASE("begin/end: deep nesting (more than the first stack allocation) records every depth") {
     TempDir dir;
     const std::string path = dir.file("deep.pmcprof");

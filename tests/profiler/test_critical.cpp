@@ -417,6 +417,11 @@ TEST_CASE("pmc critical --expect-path: 0 when the path is the one given, 3 (both
     CHECK(r.status == 3);
     CHECK_THAT(r.out, ContainsSubstring("the costliest path is \"main > B > C > D\", not the expected \"main > A > A1\""));
     CHECK(critical("--json --expect-path 'main;B' '" + file + "'").status == 3);
+    // '/' is no separator (a label may contain it): the message shows the forms, with the path in one of them.
+    r = critical("--expect-path 'main/B/C/D' '" + file + "'");
+    CHECK(r.status == 3);
+    CHECK_THAT(r.out, ContainsSubstring("a '/' does not separate labels (a label may contain it): join them by \" > \" "
+                                        "as printed, or by ';', e.g. --expect-path 'main > B > C > D'"));
     // One path is checked: --per-thread has several.
     r = critical("--per-thread --expect-path 'main;B;C;D' '" + file + "'");
     CHECK(r.status == 1);

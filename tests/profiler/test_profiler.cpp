@@ -759,6 +759,9 @@ TEST_CASE("profiler: off costs nothing and writes nothing, and from_env reads PM
         auto prof = pmc::Profiler::from_env();
         CHECK(prof.counters() == std::vector<std::string>{"wall-time"});
     }
+    // An empty counter between commas is refused as pmc count -e refuses it, never skipped.
+    ::setenv("PMC_PROFILE_COUNTERS", "page-faults,,wall-time", 1);
+    CHECK(!pmc::Profiler::from_env().enabled());
     ::setenv("PMC_PROFILE", dir.file("no/such/dir.pmcprof").c_str(), 1);
     ::unsetenv("PMC_PROFILE_COUNTERS");
     CHECK(!pmc::Profiler::from_env().enabled());
@@ -770,6 +773,8 @@ TEST_CASE("profiler: off costs nothing and writes nothing, and from_env reads PM
     std::ifstream err_in(err);
     const std::string said((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());
     CHECK_THAT(said, ContainsSubstring("pmc profiler: profiling is off: cannot create the profile"));
+    CHECK_THAT(said, ContainsSubstring("pmc profiler: profiling is off: PMC_PROFILE_COUNTERS 'page-faults,,wall-time': "
+                                       "event 2 of 3 is empty"));
     const std::string why = pmc::Counter::try_open("nosuchpmu/event=1/").failure().message;
     REQUIRE(why.find('\n') != std::string::npos); // a reason and a fix after the first line
     const std::string second_line = why.substr(why.find('\n') + 1, why.find('\n', why.find('\n') + 1) - why.find('\n') - 1);

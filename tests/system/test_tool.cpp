@@ -253,6 +253,25 @@ TEST_CASE("pmc doctor's trials on a hybrid machine open on the --sysfs tree's co
            trace.find("config=0x400000001") != std::string::npos));
 }
 
+TEST_CASE("pmc doctor's interrupt event line says what it is: no PMU here makes it unusable, never 'ok'",
+          "[tool][doctor]") {
+    // A sysfs tree with the software PMU only: whatever this CPU's tables say, nothing here counts its event.
+    char tmpl[] = "/tmp/pmc-doctor-nopmu-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    const std::string root = tmpl;
+    REQUIRE(std::system(("mkdir -p '" + root + "/software' && echo 1 > '" + root + "/software/type'").c_str()) == 0);
+    auto r = run_under("", "--sysfs " + root + " doctor");
+    REQUIRE(std::system(("rm -rf '" + root + "'").c_str()) == 0);
+    INFO(r.out);
+    const auto at = r.out.find("interrupt event");
+    REQUIRE(at != std::string::npos);
+    const std::string line = r.out.substr(r.out.rfind('\n', at) + 1, r.out.find('\n', at) - r.out.rfind('\n', at) - 1);
+    CHECK(line.rfind("  impossible", 0) == 0);
+    CHECK((line.find("none usable: no hardware PMU") != std::string::npos ||
+           line.find("none known for this CPU") != std::string::npos));
+    CHECK_THAT(line, !ContainsSubstring("not verified"));
+}
+
 TEST_CASE("pmc doctor exits 4 when no perf event opens at all, and says why", "[tool][doctor]") {
     if (!have_strace())
         PMC_SKIP("strace is not installed: the no-perf-events case is not checked (scripts/install-deps installs it)");
@@ -524,6 +543,9 @@ TEST_CASE("pmc count: perf's {group} braces, an -e that names no event, and a ca
     auto empty = run("count -e , -- true");
     CHECK(empty.status == 1);
     CHECK_THAT(empty.out, ContainsSubstring("names no event"));
+    auto gap = run("count -e 'page-faults,,task-clock' -- true"); // refused as perf refuses it, never skipped
+    CHECK(gap.status == 1);
+    CHECK_THAT(gap.out, ContainsSubstring("-e 'page-faults,,task-clock': event 2 of 3 is empty"));
     // An ignored SIGCHLD is inherited through exec; with it waitpid cannot report the command's status.
     auto r = pmc_test::run_command("sh -c \"trap '' CHLD; exec " + std::string(PMC_TOOL_PATH) +
                                    " count -e page-faults -- sh -c 'exit 7'\" 2>&1");

@@ -85,24 +85,6 @@ inline std::string semicolon_hint(const std::string& counter) {
     return "counters are separated by commas, not ';': write '" + fixed + "' (PMC_PROFILE_COUNTERS=" + fixed + ")";
 }
 
-inline std::vector<std::string> split_counter_list(std::string_view text) {
-    std::vector<std::string> out;
-    int in_pmu = 0; // commas inside cpu/event=..,umask=../ separate terms, not events
-    std::string cur;
-    for (char ch : text) {
-        if (ch == '/') in_pmu ^= 1;
-        if (ch == ',' && !in_pmu) {
-            out.push_back(std::string(trim(cur)));
-            cur.clear();
-        } else {
-            cur += ch;
-        }
-    }
-    out.push_back(std::string(trim(cur)));
-    out.erase(std::remove(out.begin(), out.end(), std::string()), out.end());
-    return out;
-}
-
 /// The unit of a counter's values, for readers: never "ns" for a count.
 inline std::string counter_unit(const EventSpec& spec) {
     if (spec.kind == EventKind::wall_time) return "ns";
