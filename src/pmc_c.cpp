@@ -138,8 +138,14 @@ std::optional<pmc::ProfilerOptions> to_options(const pmc_profiler_options* o, co
         return std::nullopt;
     }
     if (o->path) out.path = o->path;
-    if (PMC_C_HAS(o, counters) && o->counters && *o->counters)
-        out.counters = pmc::detail::split_counter_list(o->counters);
+    if (PMC_C_HAS(o, counters) && o->counters && *o->counters) {
+        out.counters = pmc::split_event_list(o->counters); // pmc count -e's rule: an empty event is refused
+        if (std::string why = pmc::empty_event_text(std::string(caller) + ": counters", o->counters, out.counters);
+            !why.empty()) {
+            set_error(EINVAL, why);
+            return std::nullopt;
+        }
+    }
     if (PMC_C_HAS(o, page_bytes) && o->page_bytes) out.page_bytes = o->page_bytes;
     if (PMC_C_HAS(o, preallocate_bytes)) out.preallocate_bytes = o->preallocate_bytes;
     if (PMC_C_HAS(o, flush_on_fatal_signals)) out.flush_on_fatal_signals = o->flush_on_fatal_signals != 0;

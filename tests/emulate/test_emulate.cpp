@@ -1872,10 +1872,15 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP sent to pmc emulate end the program as nat
             CHECK(WEXITSTATUS(raw) == 128 + sig);
         }
         CHECK(processes_naming(ready) == 0);
-        // The profiler's handler ran on QEMU's signal stack and wrote both threads' scopes: the file reads whole.
+        // The profiler's handler ran on QEMU's signal stack and wrote both threads' scopes, and the end record says
+        // which signal: the file reads without damage. Where the signal found a scope still open (most runs: the
+        // program ticks in a loop of scopes), the profile is not whole (status 2, docs/profiling.md); between two
+        // scopes it is (0), and summarize says nothing of the end.
         const auto summary = pmc_test::run_command("'" + pmc_tool + "' summarize '" + profile + "' 2>&1");
         INFO(summary.out);
-        CHECK(summary.status == 0);
+        CHECK((summary.status == 0 || summary.status == 2));
+        if (summary.status == 2) CHECK_THAT(summary.out, ContainsSubstring("ended on signal " + std::to_string(sig)));
+        CHECK_THAT(summary.out, !ContainsSubstring("damaged"));
         CHECK_THAT(summary.out, ContainsSubstring("tick"));
         CHECK_THAT(summary.out, ContainsSubstring("other"));
     }

@@ -141,7 +141,7 @@ TEST_CASE("access runs: loads from one struct are a run until one loads into the
     CHECK(same(runs[1], {{3, -8, 8, false}, {4, 0, 8, false}}));                    // a new %rdi
 }
 
-TEST_CASE("access runs: another base, a non-member or a lone member ends a run; single members are none") {
+TEST_CASE("access runs: another base, a non-member or a lone member ends a run, and single members are none") {
     // push %rbx; mov %rax, 0x8(%rdi); mov %rcx, 0x10(%rdi); xor %eax, %eax; push %rbp; push %r12; add %rax,(%rdi)
     const auto runs = runs_of({{0x53},
                                {0x48, 0x89, 0x47, 0x08},

@@ -156,7 +156,7 @@ TEST_CASE("interrupted before any scope ended: every profile tool says what was 
     }
     const std::string tool = PMC_TOOL_PATH;
     const std::string q = "'" + path + "'";
-    for (const std::string cmd : {"summarize " + q, "summarize --json " + q, "critical " + q,
+    for (const std::string& cmd : {"summarize " + q, "summarize --json " + q, "critical " + q,
                                   "critical --expect-path 'outer > inner' " + q, "export --chrome -o /dev/null " + q,
                                   "aggregate " + q + " '" + whole + "'", "diff --fail-on-change '" + whole + "' " + q}) {
         auto r = pmc_test::run_command(tool + " " + cmd + " 2>&1");

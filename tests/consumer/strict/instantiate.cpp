@@ -82,7 +82,7 @@ std::string strict_bench() {
     b.run("object", [&] { pmc::bench::do_not_optimize(x += 3); });
     const auto& report = b.report();
     pmc::bench::GateOptions gate;
-    gate.threshold_pct = 0.5;
+    gate.threshold = pmc::gate::parse_threshold("0.5%");
     gate.time_threshold_pct = 5;
     return pmc::bench::to_markdown(report) + pmc::bench::to_json(report) +
            pmc::bench::to_markdown(pmc::bench::compare(report, report, gate));
