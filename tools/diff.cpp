@@ -465,7 +465,7 @@ std::string rule_text(const Read& in, const gate::Judgement& j, const gate::Opti
 
 /// What the gate of a modelled counter follows, in words (said only when --counter asked for one).
 std::string modelled_text(const Read& in, const gate::Judgement& j) {
-    const bool branches = in.counter.name.rfind("branch", 0) == 0;
+    const bool branches = pmc::is_modelled_branch_event_name(in.counter.name);
     const std::string rule =
         j.modelled_default_threshold
             ? fmt::format("a change fails only when it is at least {} of the label's BASE value and at least {} "

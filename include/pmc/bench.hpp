@@ -755,7 +755,7 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
             out.notes.push_back(fmt::format("{} is modelled by pmc's {}, not measured: gated because --counter named "
                                             "it, by the exact rule, a change under {} passing{}",
                                             exact_events[e],
-                                            exact_events[e].rfind("branch", 0) == 0
+                                            pmc::is_modelled_branch_event_name(exact_events[e])
                                                 ? "branch predictor model (pmc emulate --branches)"
                                                 : "cache model (pmc emulate --cache)",
                                             j.threshold->text,
@@ -871,7 +871,7 @@ inline std::string to_markdown(const Report& report) {
                 out += fmt::format("- modelled: {}: count(2N) - count(N) over N, of pmc's {} model (pmc emulate): the "
                                    "same every run, but a model's figure, not a real core's, and it moves with the "
                                    "memory layout\n",
-                                   e.event, e.event.rfind("branch", 0) == 0 ? "branch predictor" : "cache");
+                                   e.event, pmc::is_modelled_branch_event_name(e.event) ? "branch predictor" : "cache");
             else
                 out += fmt::format("- exact: {}{}: count(2N) - count(N) over N; the same every run for a deterministic "
                                    "body\n", e.event, report.emulated.empty() ? "" : " (emulated: " + report.emulated + ")");
