@@ -394,9 +394,9 @@ TEST_CASE("pmc count and pmc sample: a failed fork or pipe2 leaves no pipe open,
     const std::string preload = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" "
                                 "LD_PRELOAD=" PMC_FAIL_CALLS_LIB " ";
     for (const auto& [tool, env, said] :
-         {std::tuple{"count -e page-faults", "", "pmc: count: fork failed: "},
+         {std::tuple{"count -e page-faults", "PMC_TEST_FAIL=fork ", "pmc: count: fork failed: "},
           std::tuple{"count -e page-faults", "PMC_TEST_FAIL=pipe2 ", "pmc: count: pipe failed: "},
-          std::tuple{"sample -e page-faults", "", "pmc sample: fork failed: "},
+          std::tuple{"sample -e page-faults", "PMC_TEST_FAIL=fork ", "pmc sample: fork failed: "},
           std::tuple{"sample -e page-faults", "PMC_TEST_FAIL=pipe2 ", "pmc sample: pipe failed: "}}) {
         auto r = pmc_test::run_command(std::string(env) + preload + PMC_TOOL_PATH + " " + tool +
                                        " -- sh -c 'echo the-command-ran' 2>&1");
@@ -406,6 +406,52 @@ TEST_CASE("pmc count and pmc sample: a failed fork or pipe2 leaves no pipe open,
         CHECK_THAT(r.out, ContainsSubstring("fail-calls: 0 pipe fds left open\n"));
         CHECK_THAT(r.out, !ContainsSubstring("the-command-ran"));
     }
+#endif
+}
+
+TEST_CASE("pmc count and pmc sample: counts missing after the command ran are never exit status 0, and said",
+          "[tool][count][sample]") {
+#ifndef PMC_FAIL_CALLS_LIB
+    PMC_SKIP("this build has no LD_PRELOAD shim (tests/support/fail_calls_preload.cpp) to fail the counters' reads");
+#else
+    const std::string preload = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" "
+                                "LD_PRELOAD=" PMC_FAIL_CALLS_LIB " ";
+    auto run_failing = [&](const char* fail, const std::string& args) {
+        return pmc_test::run_command(std::string("PMC_TEST_FAIL=") + fail + " " + preload + PMC_TOOL_PATH + " " +
+                                     args + " 2>&1");
+    };
+    // The group's read() fails after the command exited 0: no figures, status 1; a failing command keeps its own.
+    for (const char* format : {"", "--csv ", "--json "}) {
+        auto r = run_failing("perf-read", std::string("count ") + format + "-e page-faults -- sh -c 'echo the-command-ran'");
+        INFO(format << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("the-command-ran"));
+        CHECK_THAT(r.out, ContainsSubstring("but its counts cannot be read"));
+        CHECK_THAT(r.out, ContainsSubstring("exit status 1, though"));
+    }
+    auto failed = run_failing("perf-read", "count -e page-faults -- sh -c 'exit 3'");
+    INFO(failed.out);
+    CHECK(failed.status == 3);
+    CHECK_THAT(failed.out, ContainsSubstring("but its counts cannot be read"));
+    // The group never got onto the counters (every row "not counted"): the report, then status 1, said.
+    for (const char* format : {"", "--csv ", "--json "}) {
+        auto r = run_failing("perf-unscheduled", std::string("count ") + format + "-e page-faults,task-clock -- true");
+        INFO(format << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("exit status 1, though"));
+        CHECK_THAT(r.out, ContainsSubstring("2 of the 2 events were never counted"));
+    }
+    // pmc sample: neither the exact counter nor the sampling event can be read: no bias check, status 1, said.
+    for (const char* format : {"", "--json "}) {
+        auto r = run_failing("perf-read", std::string("sample ") + format + "-e page-faults -- true");
+        INFO(format << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("no exact count"));
+        CHECK_THAT(r.out, ContainsSubstring("exit status 1, though"));
+    }
+    // Without a failure the same commands exit 0: the shim alone changes nothing.
+    CHECK(run_failing("none", "count -e page-faults -- true").status == 0);
+    CHECK(run_failing("none", "sample -e page-faults -- true").status == 0);
 #endif
 }
 
