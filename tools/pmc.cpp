@@ -82,8 +82,9 @@ Options:
   --emulate         count: run COMMAND under pmc emulate and count its instructions exactly.
   --cache[=host]    count --emulate: model the caches too (Cachegrind's model; --I1/--D1/--L2/--LL
                     SIZE,ASSOC,LINE set a geometry, =host this machine's; --inclusion strict an
-                    inclusive LL): L1-dcache-*, L1-icache-load-misses, LLC-*, cache-references,
-                    cache-misses, marked modelled.
+                    inclusive LL): L1-dcache-loads, L1-dcache-load-misses, L1-dcache-stores,
+                    L1-dcache-store-misses, L1-icache-load-misses, LLC-loads, LLC-load-misses,
+                    LLC-stores, LLC-store-misses, cache-references, cache-misses, marked modelled.
   --branches        count --emulate: count branches too: branch-instructions (exact) and
                     branch-misses (Cachegrind's branch predictor, marked modelled).
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,

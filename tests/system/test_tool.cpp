@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -407,6 +408,40 @@ TEST_CASE("pmc count and pmc sample: a failed fork or pipe2 leaves no pipe open,
         CHECK_THAT(r.out, !ContainsSubstring("the-command-ran"));
     }
 #endif
+}
+
+namespace {
+/// Whether `name` stands in `text` as a whole event name (not inside a longer one: LLC-loads in LLC-loads-x).
+bool names_event(const std::string& text, std::string_view name) {
+    auto part_of_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; };
+    for (auto at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+        if ((at == 0 || !part_of_name(text[at - 1])) &&
+            (at + name.size() == text.size() || !part_of_name(text[at + name.size()])))
+            return true;
+    return false;
+}
+} // namespace
+
+TEST_CASE("pmc diff --help's --counter names every modelled event of pmc/modelled_events.hpp", "[tool][diff]") {
+    const auto help = run("diff --help");
+    REQUIRE(help.status == 0);
+    const auto from = help.out.find("--counter NAME "), to = help.out.find("--any-emulator");
+    REQUIRE(from != std::string::npos);
+    REQUIRE(to > from);
+    const std::string option = help.out.substr(from, to - from);
+    INFO(option);
+    CHECK_THAT(option, ContainsSubstring("pmc/modelled_events.hpp"));
+    for (const std::string_view name : pmc::modelled_cache_event_names) CHECK(names_event(option, name));
+    for (const std::string_view name : pmc::modelled_branch_event_names) CHECK(names_event(option, name));
+    CHECK(!names_event(option, "L1-dcache")); // (the check finds whole names only)
+    // pmc --help's --cache lists the cache events the same way.
+    const auto top = run("--help");
+    const auto cache_from = top.out.find("--cache[=host]"), cache_to = top.out.find("--branches", cache_from);
+    REQUIRE(cache_from != std::string::npos);
+    REQUIRE(cache_to != std::string::npos);
+    const std::string cache = top.out.substr(cache_from, cache_to - cache_from);
+    INFO(cache);
+    for (const std::string_view name : pmc::modelled_cache_event_names) CHECK(names_event(cache, name));
 }
 
 TEST_CASE("pmc count and pmc sample: counts missing after the command ran are never exit status 0, and said",
