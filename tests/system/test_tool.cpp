@@ -75,6 +75,35 @@ TEST_CASE("pmc --help, and usage errors", "[tool]") {
     CHECK_THAT(bad.out, ContainsSubstring("given twice"));
 }
 
+TEST_CASE("pmc --help's options name the commands that take them, and every command's help has them",
+          "[tool]") {
+    const auto top = run("--help");
+    REQUIRE(top.status == 0);
+    // The commands: the first word of each entry under "Commands:".
+    std::vector<std::string> commands;
+    const auto list_from = top.out.find("Commands:\n"), list_to = top.out.find("\nOptions");
+    REQUIRE(list_from != std::string::npos);
+    REQUIRE(list_to > list_from);
+    const std::string list = top.out.substr(list_from, list_to - list_from);
+    for (std::size_t at = list.find("\n  "); at != std::string::npos; at = list.find("\n  ", at + 1))
+        if (list[at + 3] != ' ') commands.push_back(list.substr(at + 3, list.find_first_of(" \n", at + 3) - at - 3));
+    CHECK(commands.size() == 11);
+    for (const auto& command : commands) {
+        const auto own = run(command + " --help");
+        INFO(command << "\n" << own.out);
+        CHECK(own.status == 0);
+        // --sysfs: the commands pmc --help names for it, and no other.
+        const bool sysfs = command == "list" || command == "encode" || command == "doctor" || command == "count" ||
+                           command == "sample";
+        CHECK((own.out.find("--sysfs DIR") != std::string::npos) == sysfs);
+        // --json: "every command but emulate and export".
+        CHECK((own.out.find("--json") != std::string::npos) == (command != "emulate" && command != "export"));
+    }
+    CHECK_THAT(top.out, ContainsSubstring("(list, encode,\n                    doctor, count, sample)."));
+    CHECK_THAT(top.out, ContainsSubstring("--json            Machine-readable output (every command but emulate and "
+                                          "export)."));
+}
+
 TEST_CASE("an option that takes one value, given twice, is a usage error said in words", "[tool]") {
     // CLI11's own text was "--D1: At Most 1 required but received 2".
     for (const char* args : {"emulate --cache --D1 32768,8,64 --D1=65536,8,64 -- true",
