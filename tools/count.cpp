@@ -14,7 +14,8 @@
 // command died of SIGINT or SIGQUIT, pmc then ends itself so too, so that a calling shell script stops as it would
 // have without pmc; other signals give exit status 128 + the signal number. SIGCHLD is at its default while pmc
 // waits, so the exit status is the command's even if pmc was started with SIGCHLD ignored. If the counters cannot
-// be read after the command ran, pmc says why and exits with the command's status.
+// be read after the command ran, or an event was never counted, pmc says why and exits with the command's status,
+// or 1 where that is 0: never 0 with a count missing.
 //
 // Output: -o FILE is opened before the command runs; if writing it fails at the end, the counts go to stderr and
 // the exit status is 1 where the command's was 0.
@@ -123,7 +124,8 @@ marked (partial), the modelled events it lacks read "not counted", and the statu
 or 1 where COMMAND exited 0 (a child it started was killed): never 0 with a count missing.
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or an event is wrong or the counters cannot be opened (COMMAND does not run then),
-or if COMMAND exited 0 but the report is incomplete (-o's file not written, --emulate partial).
+or if COMMAND exited 0 but the report is incomplete (-o's file not written, the counts unreadable
+after the run, an event never counted, --emulate partial), said on stderr.
 )";
 
 namespace {
@@ -762,6 +764,14 @@ std::optional<int> release_and_wait(HeldCommand& held, NativeCountRun& run) {
     return std::nullopt;
 }
 
+/// Counts missing after the command ran (`what`): never status 0, which a script that checks only the status would
+/// take for a whole report; the command's own status otherwise. Says so where it changes the status.
+int status_with_counts_missing(int exit_status, const std::string& shown, const std::string& what) {
+    if (exit_status != 0) return exit_status;
+    fmt::print(stderr, "pmc: count: exit status 1, though '{}' exited 0: {}\n", shown, what);
+    return 1;
+}
+
 /// The group's counts, read once after the command ended, with perf's names for its events.
 struct NativeGroupCounts {
     pmc::GroupReading end;
@@ -820,15 +830,29 @@ int count_native(const Options& o, const std::vector<std::string>& command, std:
     NativeCountRun run;
     if (auto failed = release_and_wait(held, run)) return *failed;
     const std::string shown = count_command_text(command);
-    const auto counts = read_counts(*group, shown, run.exit_status);
-    if (!counts) return run.exit_status;
-    const std::string text = o.json  ? native_json(command, run, *counts)
-                             : o.csv ? pmc::count_csv(counts->names, counts->counts)
-                                     : native_text(o, shown, run, *counts);
-    const int reported = out.write(text, run.exit_status);
     // Ended by SIGINT or SIGQUIT: pmc ends so too after its report (unless pmc itself was started with it
     // ignored), so that a calling shell script stops.
     const int sig = WIFSIGNALED(run.raw_status) ? WTERMSIG(run.raw_status) : 0;
+    const auto counts = read_counts(*group, shown, run.exit_status);
+    if (!counts) {
+        const int status = status_with_counts_missing(run.exit_status, shown, "no count could be read");
+        if (sig == SIGINT || sig == SIGQUIT) die_of(sig);
+        return status;
+    }
+    const std::string text = o.json  ? native_json(command, run, *counts)
+                             : o.csv ? pmc::count_csv(counts->names, counts->counts)
+                                     : native_text(o, shown, run, *counts);
+    int reported = out.write(text, run.exit_status);
+    const auto never = static_cast<std::size_t>(
+        std::count_if(counts->counts.begin(), counts->counts.end(), [](const pmc::EventCount& c) { return !c.counted; }));
+    if (never > 0) {
+        const std::string what = fmt::format(
+            "{} of the {} events were never counted: the kernel never put the group on the counters while the command "
+            "ran (other users held them: the NMI watchdog, a pinned event); count fewer events at once, or again",
+            never, counts->counts.size());
+        if (reported == 0) reported = status_with_counts_missing(0, shown, what);
+        else fmt::print(stderr, "pmc: count: {}\n", what);
+    }
     if (sig == SIGINT || sig == SIGQUIT) die_of(sig);
     return reported;
 }

@@ -75,13 +75,15 @@ Options:
   --counter NAME  Compare this recorded counter (default: the first file's primary, or where that
                   is modelled, the first counter that is not); every file must have recorded it (a
                   name without modifiers finds the one recorded with them: cycles, cycles:u). A
-                  modelled counter (pmc emulate --cache's cache events: L1-dcache-*, L1-icache-*,
-                  LLC-*, cache-references, cache-misses; and branch-misses) is gated only when
-                  named here: its counts are exact for pmc's cache model, not measured, and move
-                  with the program's memory layout, so a change passes unless it is at least 10%
-                  of the label's BASE median and at least the floor: 64 events or 0.1% of the
-                  counter's whole-run BASE total (every label's self value), the larger; a
-                  --threshold replaces both (the output says which applied).
+                  modelled counter is gated only when named here: pmc emulate --cache's
+                  L1-dcache-loads, L1-dcache-load-misses, L1-dcache-stores, L1-dcache-store-misses,
+                  L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores, LLC-store-misses,
+                  cache-references and cache-misses, and --branches' branch-misses (the list:
+                  pmc/modelled_events.hpp). Their counts are exact for pmc's models, not
+                  measured, and move with the program's memory layout, so a change passes unless
+                  it is at least 10% of the label's BASE median and at least the floor: 64 events
+                  or 0.1% of the counter's whole-run BASE total (every label's self value), the
+                  larger; a --threshold replaces both (the output says which applied).
   --any-emulator  Compare profiles recorded under different emulators (pmc emulate: QEMU version,
                   plugin API) or emulated CPU models, with a warning. Without it such a diff exits
                   4 ("cannot judge"): the emulators' differences would show as the program's.

@@ -43,7 +43,8 @@ Commands:
                     scaled where the kernel multiplexed, each with the share of time it was counted.
                     Default events: task-clock, context-switches, page-faults (and instructions:u,
                     cycles:u with a PMU). The table goes to stderr (or -o FILE, opened before COMMAND
-                    runs); the exit status is COMMAND's, and a Ctrl-C still gives the report.
+                    runs); the exit status is COMMAND's (1 where it exited 0 but a count is missing),
+                    and a Ctrl-C still gives the report.
   doctor            One screen on what this machine can count and how precisely: kernel and timer,
                     perf_event_paranoid, PMUs, hypervisor, rdpmc (AArch64: perf_user_access), CPU and
                     its interrupt event, hybrid cores, NMI watchdog, SpecLockMap, ASLR, allocator, the
@@ -72,18 +73,19 @@ Commands:
                     folded stacks (flamegraph.pl, inferno, speedscope) or speedscope's own JSON;
                     read a page at a time, so a profile larger than memory is exported.
 
-Options:
+Options (each command has more of its own: pmc COMMAND --help):
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices (list, encode,
-                    doctor, count).
-  --json            Machine-readable output (list, encode, doctor, count).
+                    doctor, count, sample).
+  --json            Machine-readable output (every command but emulate and export).
   --csv             count: CSV output (not with --json).
   -e EVENT[,EVENT]  count: an event to count (repeatable).
   -o FILE           count: write the counts to FILE instead of stderr.
   --emulate         count: run COMMAND under pmc emulate and count its instructions exactly.
   --cache[=host]    count --emulate: model the caches too (Cachegrind's model; --I1/--D1/--L2/--LL
                     SIZE,ASSOC,LINE set a geometry, =host this machine's; --inclusion strict an
-                    inclusive LL): L1-dcache-*, L1-icache-load-misses, LLC-*, cache-references,
-                    cache-misses, marked modelled.
+                    inclusive LL): L1-dcache-loads, L1-dcache-load-misses, L1-dcache-stores,
+                    L1-dcache-store-misses, L1-icache-load-misses, LLC-loads, LLC-load-misses,
+                    LLC-stores, LLC-store-misses, cache-references, cache-misses, marked modelled.
   --branches        count --emulate: count branches too: branch-instructions (exact) and
                     branch-misses (Cachegrind's branch predictor, marked modelled).
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,

@@ -106,9 +106,11 @@ With --emulate, a process a signal ends keeps the samples the plugin had written
 the report shows them, marked interrupted, without a bias check (its exact count is lost); pmc's
 temporary files ($TMPDIR/pmc-emulate-*) are removed, by pmc's watchdog if pmc is killed.
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
-command line or the event is wrong or sampling cannot start (COMMAND does not run then). With
---emulate, also 126 if COMMAND is not a program QEMU can run, and 1 if QEMU or the plugin is
-missing, or if no emulated process wrote a sample and COMMAND exited 0.
+command line or the event is wrong or sampling cannot start (COMMAND does not run then), or if
+COMMAND exited 0 but figures are missing (the exact count unreadable after the run; with --emulate,
+a process that never reached its exit), said on stderr. With --emulate, also 126 if COMMAND is not
+a program QEMU can run, and 1 if QEMU or the plugin is missing, or if no emulated process wrote a
+sample and COMMAND exited 0.
 )";
 
 namespace {
@@ -1132,7 +1134,8 @@ void write_report(const SampleArgs& a, const SampledRun& run, const Summaries& s
         if (!check.frequency_mode) j.key("period").value(check.period);
         j.key("samples").value(check.samples).key("estimated").value(check.estimated);
         j.key("estimate_method").value(pmc::estimate_method(check));
-        j.key("exact").value(check.exact).key("ratio").value(check.ratio);
+        if (check.exact_missing) j.key("exact").null().key("ratio").null(); // (no counter could be read)
+        else j.key("exact").value(check.exact).key("ratio").value(check.ratio);
         j.key("lost").value(check.lost).key("lost_from_kernel_count").value(check.lost_from_kernel_count);
         j.key("throttled").value(check.throttled).key("malformed").value(check.malformed);
         j.key("tolerance").value(check.tolerance).key("agrees").value(check.agrees);
@@ -1153,6 +1156,10 @@ void write_report(const SampleArgs& a, const SampledRun& run, const Summaries& s
                                    a.command[0], exit_status);
     if (!run.interrupted.empty())
         text += fmt::format("{} samples, {}\n", check.samples, run.interrupted);
+    else if (check.exact_missing)
+        text += fmt::format("bias check: estimated {} ({} samples, {}), exact: none (no counter could be read); lost "
+                            "{}, throttled {}\n", check.estimated, check.samples, pmc::estimate_method(check),
+                            check.lost, check.throttled);
     else
         text += fmt::format("bias check: estimated {} ({} samples, {}), exact {}, ratio {}; lost {}, throttled {}{}\n",
                             check.estimated, check.samples, pmc::estimate_method(check), check.exact,
@@ -1194,7 +1201,17 @@ int cmd_sample(const std::vector<std::string>& arguments) {
         return status;
     }
     write_report(a, run, summarize(run), out.file);
-    const int reported = out.finish(run.exit_status);
+    int reported = out.finish(run.exit_status);
+    // A report with figures missing (the exact count unread, or --emulate's interrupted processes) is never status 0,
+    // which a script that checks only the status would take for a whole one.
+    const char* missing = !run.interrupted.empty()    ? "a process never reached its exit, so samples and the exact "
+                                                        "count are missing (the report says interrupted)"
+                          : run.check.exact_missing ? "no exact count: the counters could not be read after the run"
+                                                    : nullptr;
+    if (reported == 0 && missing) {
+        fmt::print(stderr, "pmc sample: exit status 1, though '{}' exited 0: {}\n", a.command[0], missing);
+        reported = 1;
+    }
     end_like(run.raw_status); // ended by SIGINT or SIGQUIT: pmc ends so too, so that a calling shell script stops
     return reported;
 }

@@ -1002,8 +1002,11 @@ inline const char* const usage =
     "  --fail-on-increase    only increases fail the gate (a decrease is shown and passes)\n"
     "  --accept FILE         intended changes, one benchmark a line: VALUE NAME, VALUE the per-iteration delta\n"
     "                        accepted (+4, -120, +2.5%), a range (-100..0, 0%..5%); pmc diff's --accept format\n"
-    "  --counter EVENT       also gate EVENT, a modelled cache event (pmc emulate --cache: L1-dcache-*, LLC-*,\n"
-    "                        cache-references, cache-misses, branch-misses), which is otherwise shown, not gated\n"
+    "  --counter EVENT       also gate EVENT, a modelled event, which is otherwise shown, not gated: pmc emulate\n"
+    "                        --cache's L1-dcache-loads, L1-dcache-load-misses, L1-dcache-stores,\n"
+    "                        L1-dcache-store-misses, L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores,\n"
+    "                        LLC-store-misses, cache-references and cache-misses, and --branches' branch-misses\n"
+    "                        (the list: pmc/modelled_events.hpp)\n"
     "  -h, --help            this help\n"
     "Exit status: 0 done (with --compare: nothing changed); 1 a usage error, a benchmark failed, or a file could not\n"
     "be read or written; 3 a benchmark changed; 4 a benchmark could not be judged (docs/bench.md).\n";

@@ -97,6 +97,7 @@ struct BiasCheck {
     std::uint64_t samples = 0;      ///< samples received
     std::uint64_t estimated = 0;    ///< samples x period; or the sum of the samples' PERIOD where they carry it
     std::uint64_t exact = 0;        ///< the same event counted by a non-sampling counter
+    bool exact_missing = false;     ///< no counter could be read after the run: `exact` is 0, not a count
     double exact_running_fraction = 1; ///< < 1: the exact counter was multiplexed (and scaled)
     std::uint64_t lost = 0;         ///< records the kernel could not write (ring full): samples, and with
                                     ///< SamplerOptions::mappings also mmap records
@@ -120,9 +121,17 @@ inline const char* estimate_method(const BiasCheck& b) {
 /// Fills ratio, agrees and warning: agreement is |estimated - exact| <= tolerance * exact + allowance.
 inline void judge(BiasCheck& b) {
     const double exact = static_cast<double>(b.exact), est = static_cast<double>(b.estimated);
+    b.warning.clear();
+    if (b.exact_missing) { // nothing to check the estimate against: never "agrees"
+        b.ratio = 0;
+        b.agrees = false;
+        b.warning = "no exact count of '" + b.event + "': neither its non-sampling twin nor the sampling event " +
+                    "could be read after the run, so the estimate (" + std::to_string(b.estimated) +
+                    ") cannot be checked and is not to be trusted.";
+        return;
+    }
     b.ratio = b.exact == 0 ? (b.estimated == 0 ? 1.0 : HUGE_VAL) : est / exact;
     b.agrees = std::fabs(est - exact) <= b.tolerance * exact + static_cast<double>(b.allowance);
-    b.warning.clear();
     if (b.agrees) return;
     char ratio[64];
     std::snprintf(ratio, sizeof ratio, "%.4g", b.ratio);
@@ -470,10 +479,12 @@ BiasCheck Sampler::stop(OnSample&& on_sample, OnMapping&& on_mapping) {
             }
         }
     }
-    if (!exact_ok) {
+    if (!exact_ok && own_ok) {
         b.exact = own;
         notes_.push_back("exact count from the sampling event itself (its non-sampling twin could not be read): it "
                          "does not count while the kernel throttles it");
+    } else if (!exact_ok) {
+        b.exact_missing = true;
     }
     // Frequency mode: one period is the events in 1/frequency s of enabled time (the event's rate over the run, per
     // thread time as the kernel adapts it), at least the last period used. A run shorter than that may have no

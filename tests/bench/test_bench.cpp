@@ -9,13 +9,17 @@
 #include "emulator.hpp"
 
 #include <pmc/bench.hpp>
+#include <pmc/modelled_events.hpp>
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <set>
 #include <variant>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -337,6 +341,24 @@ TEST_CASE("the harness's command line: --help, --list, --filter, and errors that
     // --threshold: pmc diff's syntax and meaning (a count, or a percentage), one parser; a sign or a word is refused.
     CHECK(help.out.find("--threshold VALUE") != std::string::npos);
     CHECK(help.out.find("event: 10%)") != std::string::npos); // the modelled default, as gate.hpp has it
+    // --counter lists the modelled events: every name of the one list (pmc/modelled_events.hpp), whole.
+    const auto from = help.out.find("--counter EVENT"), to = help.out.find("-h, --help");
+    REQUIRE(from != std::string::npos);
+    REQUIRE(to > from);
+    const std::string counter = help.out.substr(from, to - from);
+    const std::regex separated("[\\s,]+");
+    std::set<std::string> words;
+    for (auto it = std::sregex_token_iterator(counter.begin(), counter.end(), separated, -1);
+         it != std::sregex_token_iterator(); ++it)
+        words.insert(*it);
+    for (const auto& names : {std::vector<std::string_view>(std::begin(pmc::modelled_cache_event_names),
+                                                            std::end(pmc::modelled_cache_event_names)),
+                              std::vector<std::string_view>(std::begin(pmc::modelled_branch_event_names),
+                                                            std::end(pmc::modelled_branch_event_names))})
+        for (const std::string_view name : names) {
+            INFO(counter << "\nnot named: " << name);
+            CHECK(words.count(std::string(name)) == 1);
+        }
     for (const char* ok : {"1%", "10", "0.5%"})
         CHECK(run(std::string("--list --threshold ") + ok).status == 0);
     for (const char* refused : {"+1", "-1%", "ten", "1e3"}) {

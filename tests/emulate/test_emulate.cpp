@@ -315,6 +315,24 @@ TEST_CASE("pmc count --emulate never exits 0 with a count partial: a command tha
     CHECK(std::regex_search(whole.out, std::regex("\ninstructions:u,[0-9]+,[0-9]+,1\\.000000,true,false,false\n")));
 }
 
+TEST_CASE("pmc sample --emulate never exits 0 with samples missing: a command that exits 0 after a child of its was "
+          "killed gives status 1, said", "[emulate][sampling]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' sample --emulate --cache -- sh -c 'sh -c \"kill -TERM "
+                                         "\\$\\$\"; exit 0' 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("(exit status 0)"));
+    CHECK_THAT(r.out, ContainsSubstring("interrupted: 1 of the 3 emulated processes never reached its exit"));
+    CHECK_THAT(r.out, ContainsSubstring("pmc sample: exit status 1, though 'sh' exited 0: a process never reached its "
+                                        "exit"));
+    // Every process reached its exit: the command's 0.
+    const auto whole = pmc_test::run_command("'" + pmc_tool + "' sample --emulate --cache -- sh -c 'sh -c true; exit 0' 2>&1");
+    INFO(whole.out);
+    CHECK(whole.status == 0);
+    CHECK_THAT(whole.out, !ContainsSubstring("interrupted"));
+}
+
 namespace {
 /// Each event's count in pmc count --csv's output.
 std::map<std::string, std::uint64_t> csv_counts(const std::string& out) {

@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: MIT
-// LD_PRELOAD shim for pmc count's error paths, which the machine cannot produce on demand: fork() always fails
-// (EAGAIN); with PMC_TEST_FAIL=pipe2 in the environment, pipe2() fails (EMFILE) instead. At exit it prints to
-// stderr "fail-calls: N pipe fds left open" for the pipes opened since it was loaded (those inherited are not pmc's).
+// LD_PRELOAD shim for pmc count's and pmc sample's error paths, which the machine cannot produce on demand. What
+// fails is chosen by PMC_TEST_FAIL in the environment:
+//   fork               fork() fails (EAGAIN)
+//   pipe2              pipe2() fails (EMFILE)
+//   perf-read          read() of a perf event's fd fails (EIO): the counts cannot be read after the command ran
+//   perf-unscheduled   read() of a perf event's fd says the event never ran (time_running 0, the third word in
+//                      both layouts pmc reads: a group's nr, enabled, running and a single event's value, enabled,
+//                      running), as a group that never got onto the counters
+// At exit it prints to stderr "fail-calls: N pipe fds left open" for the pipes opened since it was loaded (those
+// inherited are not pmc's).
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,11 +26,18 @@ namespace {
 constexpr int max_fd = 4096;
 bool open_at_start[max_fd];
 
-bool is_pipe(int fd) {
+bool fd_is(int fd, const char* kind) {
     char path[64], target[64];
     std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     const ssize_t n = ::readlink(path, target, sizeof target - 1);
-    return n > 0 && std::strncmp(target, "pipe:", 5) == 0;
+    return n > 0 && std::strncmp(target, kind, std::strlen(kind)) == 0;
+}
+bool is_pipe(int fd) { return fd_is(fd, "pipe:"); }
+bool is_perf_event(int fd) { return fd_is(fd, "anon_inode:[perf_event]"); }
+
+bool failing(const char* call) {
+    const char* fail = std::getenv("PMC_TEST_FAIL");
+    return fail && std::strcmp(fail, call) == 0;
 }
 
 template <typename F>
@@ -60,15 +76,33 @@ __attribute__((destructor)) void report_pipes_left_open() {
 
 // noexcept: as glibc declares them for C++.
 extern "C" pid_t fork() noexcept {
-    errno = EAGAIN;
-    return -1;
+    if (failing("fork")) {
+        errno = EAGAIN;
+        return -1;
+    }
+    using Fork = pid_t (*)();
+    static const auto real_fork = reinterpret_cast<Fork>(::dlsym(RTLD_NEXT, "fork")); // (glibc's atfork handlers)
+    return real_fork();
 }
 
 extern "C" int pipe2(int fds[2], int flags) noexcept {
-    const char* fail = std::getenv("PMC_TEST_FAIL");
-    if (fail && std::strcmp(fail, "pipe2") == 0) {
+    if (failing("pipe2")) {
         errno = EMFILE;
         return -1;
     }
     return static_cast<int>(::syscall(SYS_pipe2, fds, flags));
+}
+
+extern "C" ssize_t read(int fd, void* buffer, std::size_t size) {
+    const bool fail_read = failing("perf-read"), unscheduled = failing("perf-unscheduled");
+    if ((fail_read || unscheduled) && is_perf_event(fd)) {
+        if (fail_read) {
+            errno = EIO;
+            return -1;
+        }
+        const ssize_t got = ::syscall(SYS_read, fd, buffer, size);
+        if (got >= static_cast<ssize_t>(3 * sizeof(std::uint64_t))) static_cast<std::uint64_t*>(buffer)[2] = 0;
+        return got;
+    }
+    return ::syscall(SYS_read, fd, buffer, size);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -72,6 +73,35 @@ TEST_CASE("pmc --help, and usage errors", "[tool]") {
     auto bad = run("encode 'instructions:uu'");
     CHECK(bad.status == 1);
     CHECK_THAT(bad.out, ContainsSubstring("given twice"));
+}
+
+TEST_CASE("pmc --help's options name the commands that take them, and every command's help has them",
+          "[tool]") {
+    const auto top = run("--help");
+    REQUIRE(top.status == 0);
+    // The commands: the first word of each entry under "Commands:".
+    std::vector<std::string> commands;
+    const auto list_from = top.out.find("Commands:\n"), list_to = top.out.find("\nOptions");
+    REQUIRE(list_from != std::string::npos);
+    REQUIRE(list_to > list_from);
+    const std::string list = top.out.substr(list_from, list_to - list_from);
+    for (std::size_t at = list.find("\n  "); at != std::string::npos; at = list.find("\n  ", at + 1))
+        if (list[at + 3] != ' ') commands.push_back(list.substr(at + 3, list.find_first_of(" \n", at + 3) - at - 3));
+    CHECK(commands.size() == 11);
+    for (const auto& command : commands) {
+        const auto own = run(command + " --help");
+        INFO(command << "\n" << own.out);
+        CHECK(own.status == 0);
+        // --sysfs: the commands pmc --help names for it, and no other.
+        const bool sysfs = command == "list" || command == "encode" || command == "doctor" || command == "count" ||
+                           command == "sample";
+        CHECK((own.out.find("--sysfs DIR") != std::string::npos) == sysfs);
+        // --json: "every command but emulate and export".
+        CHECK((own.out.find("--json") != std::string::npos) == (command != "emulate" && command != "export"));
+    }
+    CHECK_THAT(top.out, ContainsSubstring("(list, encode,\n                    doctor, count, sample)."));
+    CHECK_THAT(top.out, ContainsSubstring("--json            Machine-readable output (every command but emulate and "
+                                          "export)."));
 }
 
 TEST_CASE("an option that takes one value, given twice, is a usage error said in words", "[tool]") {
@@ -394,9 +424,9 @@ TEST_CASE("pmc count and pmc sample: a failed fork or pipe2 leaves no pipe open,
     const std::string preload = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" "
                                 "LD_PRELOAD=" PMC_FAIL_CALLS_LIB " ";
     for (const auto& [tool, env, said] :
-         {std::tuple{"count -e page-faults", "", "pmc: count: fork failed: "},
+         {std::tuple{"count -e page-faults", "PMC_TEST_FAIL=fork ", "pmc: count: fork failed: "},
           std::tuple{"count -e page-faults", "PMC_TEST_FAIL=pipe2 ", "pmc: count: pipe failed: "},
-          std::tuple{"sample -e page-faults", "", "pmc sample: fork failed: "},
+          std::tuple{"sample -e page-faults", "PMC_TEST_FAIL=fork ", "pmc sample: fork failed: "},
           std::tuple{"sample -e page-faults", "PMC_TEST_FAIL=pipe2 ", "pmc sample: pipe failed: "}}) {
         auto r = pmc_test::run_command(std::string(env) + preload + PMC_TOOL_PATH + " " + tool +
                                        " -- sh -c 'echo the-command-ran' 2>&1");
@@ -406,6 +436,86 @@ TEST_CASE("pmc count and pmc sample: a failed fork or pipe2 leaves no pipe open,
         CHECK_THAT(r.out, ContainsSubstring("fail-calls: 0 pipe fds left open\n"));
         CHECK_THAT(r.out, !ContainsSubstring("the-command-ran"));
     }
+#endif
+}
+
+namespace {
+/// Whether `name` stands in `text` as a whole event name (not inside a longer one: LLC-loads in LLC-loads-x).
+bool names_event(const std::string& text, std::string_view name) {
+    auto part_of_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; };
+    for (auto at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+        if ((at == 0 || !part_of_name(text[at - 1])) &&
+            (at + name.size() == text.size() || !part_of_name(text[at + name.size()])))
+            return true;
+    return false;
+}
+} // namespace
+
+TEST_CASE("pmc diff --help's --counter names every modelled event of pmc/modelled_events.hpp", "[tool][diff]") {
+    const auto help = run("diff --help");
+    REQUIRE(help.status == 0);
+    const auto from = help.out.find("--counter NAME "), to = help.out.find("--any-emulator");
+    REQUIRE(from != std::string::npos);
+    REQUIRE(to > from);
+    const std::string option = help.out.substr(from, to - from);
+    INFO(option);
+    CHECK_THAT(option, ContainsSubstring("pmc/modelled_events.hpp"));
+    for (const std::string_view name : pmc::modelled_cache_event_names) CHECK(names_event(option, name));
+    for (const std::string_view name : pmc::modelled_branch_event_names) CHECK(names_event(option, name));
+    CHECK(!names_event(option, "L1-dcache")); // (the check finds whole names only)
+    // pmc --help's --cache lists the cache events the same way.
+    const auto top = run("--help");
+    const auto cache_from = top.out.find("--cache[=host]"), cache_to = top.out.find("--branches", cache_from);
+    REQUIRE(cache_from != std::string::npos);
+    REQUIRE(cache_to != std::string::npos);
+    const std::string cache = top.out.substr(cache_from, cache_to - cache_from);
+    INFO(cache);
+    for (const std::string_view name : pmc::modelled_cache_event_names) CHECK(names_event(cache, name));
+}
+
+TEST_CASE("pmc count and pmc sample: counts missing after the command ran are never exit status 0, and said",
+          "[tool][count][sample]") {
+#ifndef PMC_FAIL_CALLS_LIB
+    PMC_SKIP("this build has no LD_PRELOAD shim (tests/support/fail_calls_preload.cpp) to fail the counters' reads");
+#else
+    const std::string preload = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" "
+                                "LD_PRELOAD=" PMC_FAIL_CALLS_LIB " ";
+    auto run_failing = [&](const char* fail, const std::string& args) {
+        return pmc_test::run_command(std::string("PMC_TEST_FAIL=") + fail + " " + preload + PMC_TOOL_PATH + " " +
+                                     args + " 2>&1");
+    };
+    // The group's read() fails after the command exited 0: no figures, status 1; a failing command keeps its own.
+    for (const char* format : {"", "--csv ", "--json "}) {
+        auto r = run_failing("perf-read", std::string("count ") + format + "-e page-faults -- sh -c 'echo the-command-ran'");
+        INFO(format << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("the-command-ran"));
+        CHECK_THAT(r.out, ContainsSubstring("but its counts cannot be read"));
+        CHECK_THAT(r.out, ContainsSubstring("exit status 1, though"));
+    }
+    auto failed = run_failing("perf-read", "count -e page-faults -- sh -c 'exit 3'");
+    INFO(failed.out);
+    CHECK(failed.status == 3);
+    CHECK_THAT(failed.out, ContainsSubstring("but its counts cannot be read"));
+    // The group never got onto the counters (every row "not counted"): the report, then status 1, said.
+    for (const char* format : {"", "--csv ", "--json "}) {
+        auto r = run_failing("perf-unscheduled", std::string("count ") + format + "-e page-faults,task-clock -- true");
+        INFO(format << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("exit status 1, though"));
+        CHECK_THAT(r.out, ContainsSubstring("2 of the 2 events were never counted"));
+    }
+    // pmc sample: neither the exact counter nor the sampling event can be read: no bias check, status 1, said.
+    for (const char* format : {"", "--json "}) {
+        auto r = run_failing("perf-read", std::string("sample ") + format + "-e page-faults -- true");
+        INFO(format << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("no exact count"));
+        CHECK_THAT(r.out, ContainsSubstring("exit status 1, though"));
+    }
+    // Without a failure the same commands exit 0: the shim alone changes nothing.
+    CHECK(run_failing("none", "count -e page-faults -- true").status == 0);
+    CHECK(run_failing("none", "sample -e page-faults -- true").status == 0);
 #endif
 }
 

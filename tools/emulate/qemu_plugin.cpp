@@ -527,8 +527,11 @@ std::string guest_string(std::uint64_t guest_address, std::size_t max = 4096) {
 //                                 environment without pmc's preload library); the preload library writes one
 //                                 too when a re-execution under QEMU finds no plugin
 std::mutex totals_lock;
-std::uint64_t exited_total = 0;  ///< instructions of this process's threads that have exited
-std::uint64_t fork_baseline = 0; ///< a fork child: what its thread had counted in the parent
+// Both changed under slots_lock, and read with no lock where one thread lives (pmc_progress::note): atomic, since a
+// thread may start and exit while that one reads them (a race ThreadSanitizer found in
+// tests/models/plugin_progress_threads.cpp). Relaxed loads and stores: plain moves on x86-64 and AArch64.
+std::atomic<std::uint64_t> exited_total{0};  ///< instructions of this process's threads that have exited
+std::atomic<std::uint64_t> fork_baseline{0}; ///< a fork child: what its thread had counted in the parent
 std::string report_path;
 thread_local unsigned this_vcpu = 0; ///< the vCPU of the host thread running it, set at each system call
 
@@ -539,7 +542,7 @@ void on_vcpu_init(qemu_plugin_id_t, unsigned int vcpu) {
 }
 void on_vcpu_exit(qemu_plugin_id_t, unsigned int vcpu) {
     std::lock_guard<std::mutex> hold(slots_lock);
-    exited_total += thread_ended(vcpu);
+    exited_total.store(exited_total.load(std::memory_order_relaxed) + thread_ended(vcpu), std::memory_order_relaxed);
     live_threads.store(live_thread_count(), std::memory_order_release);
 }
 
@@ -564,10 +567,10 @@ void note_progress();
 /// belongs to the parent's report.
 void in_fork_child() {
     own_pid = ::getpid();
-    exited_total = 0;
+    exited_total.store(0, std::memory_order_relaxed);
     keep_only(this_vcpu);
     live_threads.store(live_thread_count(), std::memory_order_release);
-    fork_baseline = instructions_of(this_vcpu);
+    fork_baseline.store(instructions_of(this_vcpu), std::memory_order_relaxed);
     new (&totals_lock) std::mutex; // they may have been held by a thread that is gone
     new (&slots_lock) std::mutex;
     if (plugin_cache::settings.on) plugin_cache::in_fork_child();
@@ -597,9 +600,9 @@ void report_total(const char* what) {
     std::uint64_t since = 0;
     {
         std::lock_guard<std::mutex> hold(slots_lock); // (the progress file reads these at other threads' calls)
-        const std::uint64_t total = exited_total + live_threads_total();
-        since = total - fork_baseline;
-        fork_baseline = total; // an execve that fails, and the process goes on: its exit reports only what follows
+        const std::uint64_t total = exited_total.load(std::memory_order_relaxed) + live_threads_total();
+        since = total - fork_baseline.load(std::memory_order_relaxed);
+        fork_baseline.store(total, std::memory_order_relaxed); // an execve that fails, and the process goes on: its exit reports only what follows
     }
     char line[96];
     append_line(line, std::snprintf(line, sizeof line, "pid %ld %sinstructions %llu\n", static_cast<long>(own_pid),
@@ -636,21 +639,16 @@ void open_progress() {
 }
 
 /// At each system call (and after each report): the process's total so far, as its exit line would give it.
+std::uint64_t since_baseline(std::uint64_t total) { return total - fork_baseline.load(std::memory_order_relaxed); }
+
 void note_progress() {
     if (!progress) return;
-    // The calling thread alone (most system-call-heavy programs): only it changes the totals, and its own count is
-    // the live total; no lock, which cost ~4 % of `dd bs=1`'s CPU under QEMU 7.2
-    // (docs/emulated-pmu.md). (A thread the plugin is not yet told of is in neither total, as before.)
-    if (live_threads.load(std::memory_order_acquire) == 1) {
-        progress->instructions.store(exited_total + instructions_of(this_vcpu) - fork_baseline,
-                                     std::memory_order_relaxed);
-        // (An add, not a load and a store: a thread QEMU starts at this moment may already take the locked path.)
-        progress->system_calls.fetch_add(1, std::memory_order_relaxed);
-        return;
-    }
-    std::lock_guard<std::mutex> hold(slots_lock);
-    progress->instructions.store(exited_total + live_threads_total() - fork_baseline, std::memory_order_relaxed);
-    progress->system_calls.fetch_add(1, std::memory_order_relaxed);
+    // The calling thread alone: its own count is the live total, read with no lock (pmc_progress::note says why).
+    // (A thread the plugin is not yet told of is in neither total, as before.)
+    pmc_progress::note(
+        *progress, live_threads, slots_lock,
+        [] { return since_baseline(exited_total.load(std::memory_order_relaxed) + instructions_of(this_vcpu)); },
+        [] { return since_baseline(exited_total.load(std::memory_order_relaxed) + live_threads_total()); });
 }
 
 /// The guest's execve and execveat system call numbers.
