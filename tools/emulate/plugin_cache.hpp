@@ -17,6 +17,8 @@
 //   - adjacent x86 instructions whose accesses follow from %rsp (push, pop, call, ret, mov 8(%rsp): a run,
 //     model/access_runs.hpp) get one call, after the run's last access, that passes each member on in order with
 //     its own pc: the same accesses in the same order as a call per access, in fewer calls;
+//   - a rep string instruction (plugin API 2: QEMU 10 runs its iterations inside one execution) passes each element
+//     on alone and counts each iteration as an instruction, as Cachegrind does (on_rep_string_memory);
 //   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
 //     instruction by instruction: only the LL, which both sides share, can see the difference);
 //   - at each system call the thread's pending access is completed, so that a count read there is exact, and its
