@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Which x86-64 instructions pmc emulate --cache counts as Cachegrind counts them where QEMU reports otherwise
 // (tools/emulate/model/access_decode.hpp): atomic read-modify-writes, register bit tests, x87/SSE state images,
-// masked stores; the encodings of each kind, with and without prefixes and memory operands.
+// masked stores, rep string instructions; the encodings of each kind, with and without prefixes and memory operands.
 #include "catch.hpp"
 
 #include <model/access_decode.hpp>
@@ -291,4 +291,54 @@ TEST_CASE("x86-64: the instructions that make one plain access get the lean call
     for (const auto& b : {std::vector<unsigned char>{0xf0, 0x01, 0x07}, {0x48, 0x87, 0x07},
                           {0xf0, 0x48, 0x0f, 0xb1, 0x0f}, {0x0f, 0xae, 0x07}, {0x0f, 0xa3, 0xc8}})
         CHECK(pmc_model::x86_single_access(b.data(), b.size()).size == 0);
+}
+
+namespace {
+
+/// x86_rep_string as "movs 8 x2", "scas 1 x1" or "none".
+std::string rep_string(std::initializer_list<unsigned char> bytes) {
+    const std::vector<unsigned char> b(bytes);
+    const pmc_model::RepStringInstruction r = pmc_model::x86_rep_string(b.data(), b.size());
+    using pmc_model::RepString;
+    const char* kind = r.kind == RepString::movs   ? "movs"
+                       : r.kind == RepString::stos ? "stos"
+                       : r.kind == RepString::lods ? "lods"
+                       : r.kind == RepString::cmps ? "cmps"
+                       : r.kind == RepString::scas ? "scas"
+                                                   : nullptr;
+    if (!kind) return "none";
+    return std::string(kind) + " " + std::to_string(r.element_bytes) + " x" + std::to_string(r.accesses_per_iteration) +
+           (r.address_32 ? " ecx" : "");
+}
+
+} // namespace
+
+TEST_CASE("x86-64: rep string instructions, their element size and accesses per iteration") {
+    // Encodings from GNU as.
+    CHECK(rep_string({0xf3, 0xa4}) == "movs 1 x2");       // rep movsb
+    CHECK(rep_string({0xf3, 0x48, 0xa5}) == "movs 8 x2"); // rep movsq
+    CHECK(rep_string({0x66, 0xf3, 0xa5}) == "movs 2 x2"); // rep movsw
+    CHECK(rep_string({0xf3, 0xa5}) == "movs 4 x2");       // rep movsl
+    CHECK(rep_string({0xf3, 0xaa}) == "stos 1 x1");       // rep stos %al
+    CHECK(rep_string({0xf3, 0x48, 0xab}) == "stos 8 x1"); // rep stos %rax
+    CHECK(rep_string({0x66, 0xf3, 0xab}) == "stos 2 x1"); // rep stos %ax
+    CHECK(rep_string({0xf3, 0xab}) == "stos 4 x1");       // rep stos %eax
+    CHECK(rep_string({0xf3, 0xac}) == "lods 1 x1");       // rep lods %al
+    CHECK(rep_string({0xf3, 0x48, 0xad}) == "lods 8 x1"); // rep lods %rax
+    CHECK(rep_string({0xf3, 0xa6}) == "cmps 1 x2");       // repz cmpsb
+    CHECK(rep_string({0xf2, 0x48, 0xa7}) == "cmps 8 x2"); // repnz cmpsq
+    CHECK(rep_string({0xf3, 0xae}) == "scas 1 x1");       // repz scas %al
+    CHECK(rep_string({0xf2, 0xae}) == "scas 1 x1");       // repnz scas %al
+    CHECK(rep_string({0x66, 0xf2, 0xaf}) == "scas 2 x1"); // repnz scas %ax
+    CHECK(rep_string({0xf2, 0xaf}) == "scas 4 x1");       // repnz scas %eax
+    CHECK(rep_string({0x67, 0xf3, 0xa4}) == "movs 1 x2 ecx");// rep movsb with 32-bit addresses
+    CHECK(rep_string({0x64, 0xf3, 0xa4}) == "movs 1 x2"); // rep movsb %fs:(%rsi)
+    CHECK(rep_string({0x48, 0xf3, 0xa5}) == "movs 4 x2"); // a REX not right before the opcode is ignored
+    // Not repeated, or not a string instruction.
+    CHECK(rep_string({0x48, 0xa5}) == "none"); // movsq
+    CHECK(rep_string({0xaa}) == "none");       // stos %al
+    CHECK(rep_string({0xf3, 0xc3}) == "none"); // repz ret
+    CHECK(rep_string({0xf3, 0x90}) == "none"); // pause
+    CHECK(rep_string({0xf3, 0xa8, 0x01}) == "none"); // test $1,%al after a stray prefix
+    CHECK(rep_string({0xf3}) == "none");       // cut short
 }

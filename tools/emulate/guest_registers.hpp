@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // guest_registers.hpp: an x86-64 guest's general-purpose registers, read from inside a plugin callback (QEMU 9.0
 // and later: plugin API 2's qemu_plugin_read_register; QEMU 6.0 to 8.2 give plugins no registers). Used where
-// Cachegrind's count depends on a register QEMU's accesses do not show: the stack slot of a register bit test
-// (plugin_cache.hpp). A callback that reads registers must be registered with QEMU_PLUGIN_CB_R_REGS, which makes
-// QEMU write them back before the call: register it on the few instructions that need it, nowhere else.
+// Cachegrind's count depends on a register QEMU's accesses do not show: the stack slot of a register bit test, the
+// count of a rep string instruction (plugin_cache.hpp). A callback that reads registers must be registered with
+// QEMU_PLUGIN_CB_R_REGS, which makes QEMU write them back before the call: register it on the few instructions that
+// need it, nowhere else.
 #pragma once
 
 #include "qemu_plugin_api.h"

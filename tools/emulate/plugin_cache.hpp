@@ -17,6 +17,8 @@
 //   - adjacent x86 instructions whose accesses follow from %rsp (push, pop, call, ret, mov 8(%rsp): a run,
 //     model/access_runs.hpp) get one call, after the run's last access, that passes each member on in order with
 //     its own pc: the same accesses in the same order as a call per access, in fewer calls;
+//   - a rep string instruction (plugin API 2: QEMU 10 runs its iterations inside one execution) passes each element
+//     on alone and counts each iteration as an instruction, as Cachegrind does (on_rep_string_memory);
 //   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
 //     instruction by instruction: only the LL, which both sides share, can see the difference);
 //   - at each system call the thread's pending access is completed, so that a count read there is exact, and its
@@ -33,6 +35,7 @@
 #include "plugin_threads.hpp"
 #include "qemu_plugin_api.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -146,6 +149,11 @@ struct CacheThread {
     std::uint64_t blocks = 0; ///< blocks this thread executed: with an instruction's index, one execution of it
     MeminfoTable meminfos;
     std::uint64_t state_image_execution = ~std::uint64_t{0}; ///< the state image whose accesses were last replaced
+    // The rep string instruction running on this thread (plugin API 2: on_rep_string_start, on_rep_string_memory).
+    std::uint64_t rep_string_count = 0;      ///< its count register when QEMU entered it (0 if QEMU would not say)
+    std::uint64_t rep_string_iterations = 0; ///< the iterations it has made since
+    std::uint64_t rep_string_accesses = 0;   ///< and their accesses
+    std::uint64_t rep_string_elements = 0;   ///< numbers each element's access, so that none joins another
 
     CacheThread() : caches(settings.config) {}
     void complete(const pmc_model::DataAccess& a) noexcept {
@@ -188,6 +196,13 @@ struct StateImageSite {
     pmc_model::StateImageInstruction image;
     std::uint64_t next_pc; ///< for a RIP-relative operand
 };
+/// A rep string instruction's site, for on_rep_string_memory (plugin API 2).
+struct RepStringSite {
+    Instruction instruction;
+    std::uint32_t length;                 ///< the instruction's bytes, fetched again for each further execution
+    std::uint32_t accesses_per_iteration; ///< 1 or 2 (model/access_decode.hpp)
+    std::uint64_t count_mask;             ///< the count register's bits: %rcx's, or %ecx's with the 0x67 prefix
+};
 /// A run of accesses (model/access_runs.hpp) as its callback on the last member walks it.
 struct RunStep {
     const Instruction* instruction;
@@ -206,6 +221,7 @@ struct Block {
     std::vector<std::unique_ptr<BitTestSite>> bit_tests; ///< (each at a fixed address: QEMU keeps the pointer)
     std::vector<std::unique_ptr<StateImageSite>> state_images; ///< (the same)
     std::vector<std::unique_ptr<AccessRun>> runs;              ///< (the same)
+    std::vector<std::unique_ptr<RepStringSite>> rep_strings;   ///< (the same)
     /// Per instruction: null, or its run (a member's accesses are passed on by the call on its run's last member).
     std::vector<const AccessRun*> run_of;
 };
@@ -481,6 +497,52 @@ inline void on_masked_store_memory(unsigned int, qemu_plugin_meminfo_t info, std
     t.complete(pmc_model::DataAccess{insn->pc, address, m.size, m.store ? pmc_model::Kind::write : pmc_model::Kind::read});
 }
 
+/// Whether this QEMU runs a rep string instruction's iterations in a loop inside one execution (QEMU 10): proven
+/// by an execution that made two, as QEMU 7.2 makes one per execution. Until then the extra execution VEX makes
+/// at a count's end is not counted (the same QEMU either way: set at most once, read by every thread).
+inline std::atomic<bool> rep_strings_loop{false};
+
+/// A rep string instruction entered (plugin API 2; QEMU_PLUGIN_CB_R_REGS, on these instructions alone): its count
+/// register, before its first iteration here. QEMU 10 enters it again, with this callback, when it leaves its
+/// loop every 65,536 iterations; on_block counts each entry as one instruction.
+inline void on_rep_string_start(unsigned int, void* data) {
+    const auto& site = *static_cast<const RepStringSite*>(data);
+    ThreadModel& t = this_thread();
+    std::uint64_t count = 0;
+    t.rep_string_count = guest_registers::read_x86_gpr(1, count) ? count & site.count_mask : 0;
+    t.rep_string_iterations = 0;
+    t.rep_string_accesses = 0;
+}
+/// A rep string instruction's access (plugin API 2; model/access_decode.hpp). Each element is an access of its own:
+/// an execution number that no other access has (a counter with the top bit set, which no block count reaches), so
+/// that on_memory's joining cannot make one access of QEMU 10's adjacent elements. Each iteration after the
+/// entry's first is one instruction more, fetched as Cachegrind fetches it, and so is the iteration that takes the
+/// count to 0, for VEX's last execution (for repe/repne assumed to end by the count: a condition that fails on the
+/// last element costs one instruction too many). Where QEMU makes one iteration per entry none of this adds one.
+inline void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    const auto& site = *static_cast<const RepStringSite*>(data);
+    ThreadModel& t = this_thread();
+    if ((t.rep_string_accesses++ & (site.accesses_per_iteration - 1)) == 0) { // an iteration starts
+        const std::uint64_t iteration = ++t.rep_string_iterations;
+        std::uint64_t executions = 0; // VEX's, beyond the entry's first (on_block's)
+        if (iteration == 2 && !rep_strings_loop.load(std::memory_order_relaxed))
+            rep_strings_loop.store(true, std::memory_order_relaxed);
+        if (iteration > 1) ++executions;
+        if (iteration == t.rep_string_count && rep_strings_loop.load(std::memory_order_relaxed)) ++executions;
+        for (; executions > 0; --executions) {
+            t.caches.count_instructions(1);
+            t.caches.fetch_planned(site.instruction.pc, site.length);
+        }
+    }
+    const MeminfoTable::Decoded m = t.meminfos.decode(info);
+    const pmc_model::Kind kind = m.store ? pmc_model::Kind::write : pmc_model::Kind::read;
+    const bool count_now = m.store || plugin_sampling::current == nullptr;
+    const std::uint64_t element = (std::uint64_t{1} << 63) | ++t.rep_string_elements;
+    if (t.merger.add_without_sink(t.caches, count_now, element, site.instruction.pc, kind, address, m.size)) return;
+    t.merger.add(&t.caches, count_now, element, site.instruction.pc, kind, address, m.size,
+                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+}
+
 /// At translation, one instruction's data callbacks: QEMU's accesses through on_memory, or, for the x86
 /// instructions Cachegrind counts otherwise (model/access_decode.hpp), the callbacks of their rule.
 inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::size_t i, bool x86) {
@@ -493,6 +555,19 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
     }
     const auto* bytes = static_cast<const unsigned char*>(qemu_plugin_insn_haddr(insn));
     const std::size_t size = qemu_plugin_insn_size(insn);
+#if PMC_PLUGIN_API >= 2 // (QEMU 6.0 to 8.2 run one iteration per execution: on_memory counts them as Cachegrind)
+    if (const auto rep = x86 ? pmc_model::x86_rep_string(bytes, size) : pmc_model::RepStringInstruction{};
+        rep.kind != pmc_model::RepString::none) {
+        const std::uint64_t mask = rep.address_32 ? 0xFFFFFFFFu : ~std::uint64_t{0};
+        block.rep_strings.push_back(std::make_unique<RepStringSite>(
+            RepStringSite{*each, static_cast<std::uint32_t>(size), rep.accesses_per_iteration, mask}));
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_rep_string_start, QEMU_PLUGIN_CB_R_REGS,
+                                               block.rep_strings.back().get());
+        qemu_plugin_register_vcpu_mem_cb(insn, on_rep_string_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                         block.rep_strings.back().get());
+        return;
+    }
+#endif
     if (const auto image = x86 ? pmc_model::x86_state_image(bytes, size) : pmc_model::StateImageInstruction{};
         image.kind != pmc_model::StateImage::none && image.operand.memory) {
         // VEX's accesses in place of QEMU's: from the first piece QEMU reports (API 1), or from the operand's

@@ -39,6 +39,16 @@
 //
 // A masked store (vmaskmovps, vmaskmovpd, vpmaskmovd, vpmaskmovq to memory): VEX stores each element whose mask
 // bit is set as an access of its own, as QEMU does; the plugin keeps QEMU's pieces apart instead of joining them.
+//
+// A rep-prefixed string instruction (rep movs, stos, lods; repe/repne cmps, scas; any element size): VEX runs one
+// iteration per execution and, once the count reaches 0 with the condition (repe/repne) still holding, one more
+// that finds it 0. Cachegrind counts an instruction (Ir, a fetch) per execution, N + 1 for a count of N, k for a
+// repe cmps that stops at its k-th element, and each element as an access of its own: movs a read then a write,
+// cmps a read of (%rdi) then one of (%rsi), stos a write, lods and scas a read. QEMU reports the same accesses in
+// the same order. QEMU 7.2 ends its block after each iteration, as VEX; QEMU 10 loops inside one block (leaving it
+// when the count's low 16 bits are 0), so a plugin sees one execution where Cachegrind sees N + 1: pmc counted one
+// Ir and joined adjacent elements into one access (a rep stosq of 64 elements: one write of 512 bytes). On plugin
+// API 2 the plugin takes each element alone and counts the executions VEX makes (plugin_cache.hpp).
 #pragma once
 
 #include <cstddef>
@@ -234,6 +244,40 @@ inline bool is_x86_masked_store(const unsigned char* p, std::size_t n) {
     if (i + 4 >= n || p[i] != 0xC4 || (p[i + 1] & 0x1Fu) != 2) return false;
     const unsigned char opcode = p[i + 3], modrm = p[i + 4];
     return (opcode == 0x2E || opcode == 0x2F || opcode == 0x8E) && (modrm >> 6) != 3;
+}
+
+/// The rep string instructions of the note above. `element_bytes` is each access's size (1, 2, 4 or 8);
+/// `accesses_per_iteration` 2 for movs (read, write) and cmps (two reads), 1 for the others.
+enum class RepString : std::uint8_t { none, movs, stos, lods, cmps, scas };
+struct RepStringInstruction {
+    RepString kind = RepString::none;
+    std::uint32_t element_bytes = 0;
+    std::uint32_t accesses_per_iteration = 0;
+    bool address_32 = false; ///< the 0x67 prefix: %ecx counts, not %rcx
+};
+/// x86-64: whether the instruction in `p` (its `n` bytes) is a rep, repe or repne string instruction, and which.
+/// (F2 before movs, stos or lods repeats as F3 does, on CPUs and in QEMU.)
+inline RepStringInstruction x86_rep_string(const unsigned char* p, std::size_t n) {
+    bool lock;
+    const std::size_t i = skip_x86_prefixes(p, n, lock);
+    if (i >= n || lock) return {};
+    bool rep = false, operand_16 = false, address_32 = false;
+    for (std::size_t k = 0; k < i; ++k) {
+        rep |= p[k] == 0xF2 || p[k] == 0xF3;
+        operand_16 |= p[k] == 0x66;
+        address_32 |= p[k] == 0x67;
+    }
+    const unsigned char op = p[i];
+    if (!rep || op < 0xA4 || op > 0xAF || op == 0xA8 || op == 0xA9) return {}; // A8, A9: test al/eax, imm
+    const unsigned char rex = i > 0 && (p[i - 1] & 0xF0) == 0x40 ? p[i - 1] : 0; // REX counts only right before
+    const std::uint32_t bytes = (op & 1) == 0 ? 1 : (rex & 8) ? 8 : operand_16 ? 2 : 4;
+    switch (op & 0xFE) {
+    case 0xA4: return {RepString::movs, bytes, 2, address_32};
+    case 0xA6: return {RepString::cmps, bytes, 2, address_32};
+    case 0xAA: return {RepString::stos, bytes, 1, address_32};
+    case 0xAC: return {RepString::lods, bytes, 1, address_32};
+    default: return {RepString::scas, bytes, 1, address_32}; // AE, AF
+    }
 }
 
 /// An instruction that makes exactly one data access of a size and kind known from its bytes: a plain load or
