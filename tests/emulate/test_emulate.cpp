@@ -1182,7 +1182,7 @@ TEST_CASE("a QEMU without pmc's default CPU model runs its own default, and pmc 
     const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --qemu '" + qemu + "' -- '" + pmc_tool +
                                          "' doctor 2>&1");
     INFO(r.out);
-    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("pmc doctor: what this machine can count")); // (it ran; its status is its own)
     CHECK_THAT(r.out, ContainsSubstring("pmc emulate: warning: QEMU "));
     CHECK_THAT(r.out, ContainsSubstring("does not know pmc's default CPU model " + default_cpu +
                                         " (qemu-x86_64-without-haswell-notsx: unable to find CPU model "
