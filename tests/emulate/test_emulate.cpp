@@ -1145,6 +1145,9 @@ TEST_CASE("every x86-64 run presents one CPU, pmc's Haswell, to the program and 
                ContainsSubstring("family 0xf model 0x6b"));
     CHECK(emulated_cpu(pmc_test::run_command("'" + pmc_tool + "' count --emulate -o /dev/null -- " + doctor).out) ==
           haswell);
+    CHECK_THAT(emulated_cpu(pmc_test::run_command("'" + pmc_tool + "' sample --emulate --cache -c 100000 --cpu qemu64 -- " +
+                                                  doctor + " 2>/dev/null").out),
+               ContainsSubstring("family 0xf model 0x6b"));
     // glibc under the default picks what it picks under Valgrind on an AVX2 host: AVX2 routines, rep movsb for long
     // copies (ld.so --list-diagnostics, glibc 2.33 and later).
     const auto diagnostics = pmc_test::run_command("'" + pmc_tool + "' emulate -- /lib64/ld-linux-x86-64.so.2 "
