@@ -54,6 +54,7 @@ struct Options {
     bool emulate = false; ///< count --emulate
     CacheOptions cache;   ///< count --emulate --cache[=host] --I1 --D1 --L2 --LL
     bool branches = false; ///< count --emulate --branches
+    std::string cpu;       ///< count --emulate --cpu MODEL (QEMU's -cpu; "": QEMU_CPU, else pmc's default)
     std::string output; ///< -o FILE (count)
 };
 
@@ -115,10 +116,19 @@ struct Emulator {
     std::string version;                   ///< QEMU's, from its binary ("7.2.22"), or "" if not found
     std::string target;                    ///< the guest it emulates ("x86_64", "aarch64"), or "" if not found
     bool misaligns_signal_frames = false; ///< x86-64 before QEMU 9.1: handlers start 8 bytes off the ABI's alignment
-    std::string description;               ///< "QEMU 7.2.22, plugin API 1": for profiles (pmc diff compares them)
+    /// QEMU's -cpu for the guest: --cpu's, else $QEMU_CPU, else for x86-64 default_emulated_cpu; "" for QEMU's own
+    /// default (another guest, or a QEMU without the default model: `cpu_warning` says so).
+    std::string cpu;
+    std::string cpu_origin;  ///< where `cpu` came from: "--cpu", "QEMU_CPU", "pmc's default", or ""
+    std::string cpu_warning; ///< the default model refused by this QEMU: what the guest gets instead, and the fix
+    std::string description; ///< "QEMU 7.2.22, plugin API 1, -cpu MODEL": for profiles (pmc diff compares them)
 };
-/// Finds them (`qemu`: --qemu's value, or ""), or says what is missing and what to install.
-pmc::Result<Emulator> find_emulator(const std::string& qemu);
+/// The CPU model every x86-64 emulated run gives the guest unless --cpu or QEMU_CPU names another (QEMU's -cpu
+/// spelling; tools/emulate.cpp says why this one).
+extern const char* const default_emulated_cpu;
+/// Finds them (`qemu`: --qemu's value, or ""; `cpu`: --cpu's, or ""), or says what is missing and what to install,
+/// or that QEMU does not know the CPU model asked for.
+pmc::Result<Emulator> find_emulator(const std::string& qemu, const std::string& cpu = "");
 /// Starts `command` under the emulator as `job` (`plugin_args`: ",report=FILE" or ""); QEMU's pid.
 pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector<std::string>& command,
                                   bool keep_aslr, const std::string& plugin_args);

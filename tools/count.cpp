@@ -59,7 +59,7 @@ namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
                  [--emulate [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]
-                  [--inclusion cachegrind|strict]] [--branches]]
+                  [--inclusion cachegrind|strict]] [--branches] [--cpu MODEL]]
                  [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
@@ -110,6 +110,8 @@ Options:
                     returns) and branch-misses (modelled: Cachegrind's branch predictor's misses on
                     conditional and indirect branches); :u or none. Added to the default events; the
                     footer (JSON: "branch_model") gives Cachegrind's Bc, Bcm, Bi and Bim.
+  --cpu MODEL       With --emulate: the CPU the program sees (QEMU's -cpu, as pmc emulate --cpu;
+                    default: $QEMU_CPU, else pmc's Haswell, Valgrind's, on every QEMU version).
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
@@ -443,12 +445,13 @@ struct EmulatedCountRun {
 
 /// Runs the command under the emulator and reads the plugin's report; the status to exit with if it cannot run.
 std::optional<int> run_count_emulated(const std::vector<std::string>& command, const std::string& plugin_arguments,
-                                      EmulatedCountRun& run, bool say_unfinished) {
-    auto emulator = find_emulator("");
+                                      const std::string& cpu, EmulatedCountRun& run, bool say_unfinished) {
+    auto emulator = find_emulator("", cpu);
     if (!emulator) {
         fmt::print(stderr, "pmc: count --emulate: {}\n", emulator.failure().message);
         return 1;
     }
+    if (!emulator->cpu_warning.empty()) fmt::print(stderr, "pmc: count --emulate: warning: {}\n", emulator->cpu_warning);
     const EmulatedReportFile report_file;
     if (report_file.path.empty()) {
         fmt::print(stderr, "pmc: count --emulate: cannot make a temporary directory: {}\n", std::strerror(errno));
@@ -590,7 +593,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
     const auto events = emulated_count_events(o, given);
     if (!events) return 1;
     EmulatedCountRun run;
-    if (auto failed = run_count_emulated(command, events->plugin_arguments, run, o.json || o.csv || !o.output.empty()))
+    if (auto failed = run_count_emulated(command, events->plugin_arguments, o.cpu, run, o.json || o.csv || !o.output.empty()))
         return *failed;
     const std::string shown = count_command_text(command);
     if (run.processes.processes - run.processes.unfinished + run.processes.partial_processes == 0) {

@@ -304,8 +304,9 @@ std::optional<int> read_profiles(const DiffOptions& o, Read& out) {
                    o.any_emulator ? "warning" : "cannot judge", first.file, what(first), r.file, what(r));
         if (!o.any_emulator) {
             fmt::print(stderr, "Their counts differ for the emulator's sake, not the program's. Record both sides "
-                               "under one emulator (pmc emulate --qemu PATH), or compare anyway with "
-                               "--any-emulator.\n");
+                               "under one emulator and one CPU model (pmc emulate --qemu PATH --cpu MODEL; pmc emulate "
+                               "now gives x86-64 programs its Haswell unless told otherwise, where profiles recorded "
+                               "before it had QEMU's default), or compare anyway with --any-emulator.\n");
             return gate::cannot_judge_status;
         }
         break;

@@ -219,9 +219,12 @@ void add_kernel_checks(std::vector<Check>& checks, const DoctorMachine& m) {
 
 /// Under pmc emulate: the emulated PMU is the one that counts; the host's hardware does not matter.
 void add_emulated_pmu_checks(std::vector<Check>& checks, const DoctorMachine& m) {
+    const char* emulator = std::getenv(pmc::detail::emulated::emulator_variable); // (pmc emulate's QEMU and -cpu)
     checks.push_back({"ok", "emulated PMU",
                       "pmc emulate: QEMU user mode with pmc's plugin (" + m.emulated->target + " guest, protocol " +
-                          std::to_string(m.emulated->protocol) + "): instructions:u, instructions and "
+                          std::to_string(m.emulated->protocol) +
+                          (emulator && *emulator ? "; " + std::string(emulator) : std::string()) +
+                          "): instructions:u, instructions and "
                           "instructions-minus-irqs:u, " + pmc::emulated_count_note + ". QEMU's user mode has no "
                           "perf_event_open: no other perf event",
                       ""});
@@ -247,9 +250,13 @@ void add_hardware_pmu_checks(std::vector<Check>& checks, const DoctorMachine& m)
                       ""});
     const auto emulator = find_emulator("");
     if (emulator)
-        checks.push_back({m.core ? "ok" : "advisory", "emulated PMU",
+        checks.push_back({m.core && emulator->cpu_warning.empty() ? "ok" : "advisory", "emulated PMU",
                           "pmc emulate -- PROGRAM runs a program on an emulated PMU here (" + emulator->qemu +
-                              " with pmc's plugin): exact instruction counts, emulated, not a real core's", ""});
+                              " with pmc's plugin, the guest CPU " +
+                              (emulator->cpu.empty() ? std::string("QEMU's default") : emulator->cpu) +
+                              (emulator->cpu_origin.empty() ? std::string() : " from " + emulator->cpu_origin) +
+                              "): exact instruction counts, emulated, not a real core's",
+                          emulator->cpu_warning.empty() ? "" : first_line(emulator->cpu_warning)});
     else
         checks.push_back({m.core ? "ok" : "advisory", "emulated PMU",
                           "pmc emulate is not available: " + first_line(emulator.failure().message),

@@ -3,8 +3,8 @@
 // instructions:u counters read exact counts on a machine without a hardware PMU; and pmc count --emulate, the
 // whole command's count.
 //
-// What it runs: QEMU_BINARY -E LD_PRELOAD=libpmc-emulate-preload.so[:...] -plugin libpmc-qemu-plugin.so COMMAND,
-// with address randomization off (personality ADDR_NO_RANDOMIZE) and QEMU's allocator pinned (GLIBC_TUNABLES for
+// What it runs: QEMU_BINARY -E LD_PRELOAD=libpmc-emulate-preload.so[:...] -cpu MODEL -plugin libpmc-qemu-plugin.so
+// COMMAND, with address randomization off (personality ADDR_NO_RANDOMIZE) and QEMU's allocator pinned (GLIBC_TUNABLES for
 // QEMU alone) so that repeated runs match. The preload library
 // keeps the dynamically linked programs the command executes under the emulator (QEMU runs them natively). The
 // plugin and the preload library are found beside the pmc binary (the build tree), in ../LIBDIR/pmc (an install),
@@ -54,7 +54,8 @@ extern char** environ;
 
 namespace pmc_tool {
 
-const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--keep-aslr] [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]
+const char* const emulate_help = R"(usage: pmc emulate [--qemu PATH] [--cpu MODEL] [--keep-aslr]
+                   [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]
                    [--inclusion cachegrind|strict]]
                    [--branches]
                    [--] COMMAND [ARGS]
@@ -93,6 +94,16 @@ Options:
                 or later: Debian 12's dynamic qemu-user package does, a static one does not. When the
                 default is missing or static, pmc takes the newest QEMU that scripts/build-qemu built
                 (~/.cache/pmc-qemu-build, or $PMC_QEMU_BUILD_CACHE).
+  --cpu MODEL   The CPU the program sees (QEMU's -cpu: a model that 'qemu-x86_64 -cpu help' lists,
+                optionally followed by ,+FEATURE or ,-FEATURE). The default, on every QEMU version:
+                Haswell-noTSX,-pcid,-x2apic,-tsc-deadline,-invpcid, the Haswell Valgrind shows
+                every AVX2 host (family 6 model 0x3c: AVX2, ERMS, no TSX), so that the C library
+                picks the string routines it picks under Cachegrind and on today's AVX2 machines
+                (QEMU's own defaults differ: 7.2's qemu64 has no AVX, 10.0's has ERMS). $QEMU_CPU,
+                when set, replaces the default; --cpu replaces both. The programs COMMAND starts
+                get the same model; profiles and pmc doctor name it. Other guests (qemu-aarch64)
+                keep QEMU's default unless --cpu or QEMU_CPU names one. A model QEMU does not know
+                is refused before COMMAND runs (status 1).
   --keep-aslr   Leave address randomization on for QEMU's own process and native children (QEMU
                 7.2 still lays the program out the same way every run; QEMU 10 then places its
                 stack, libraries and mmap area at random).
@@ -134,8 +145,9 @@ Options:
                 call per executed block; without it those events are refused naming --branches.
   -h, --help    Show this help.
 
-Environment: PMC_QEMU (the QEMU binary), PMC_EMULATE_LIBDIR (the directory that holds the plugin
-and its preload library: only there, when set).
+Environment: PMC_QEMU (the QEMU binary), QEMU_CPU (the CPU model, where --cpu is not given),
+PMC_EMULATE_LIBDIR (the directory that holds the plugin and its preload library: only there, when
+set).
 Signals: COMMAND (QEMU) runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent
 to pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMAND's processes
 once, passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job
@@ -298,9 +310,85 @@ bool misaligns_signal_frames(const std::string& version) {
     return major < 9 || (major == 9 && minor < 1);
 }
 
+/// What QEMU says of the CPU model `cpu`: "" when it takes it, else its own words (the lines it prints that are not
+/// warnings). QEMU builds the CPU before it loads the program, so /dev/null, which it cannot load, runs nothing
+/// (about 6 ms). A QEMU that cannot be started counts as taking it: the run then says why.
+std::string qemu_refuses_cpu(const std::string& qemu, const std::string& cpu) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return "";
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        ::close(fds[0]);
+        ::close(fds[1]);
+        return "";
+    }
+    if (pid == 0) {
+        ::dup2(fds[1], STDERR_FILENO);
+        if (const int null = ::open("/dev/null", O_RDWR); null >= 0) ::dup2(null, STDIN_FILENO), ::dup2(null, STDOUT_FILENO);
+        const char* argv[] = {qemu.c_str(), "-cpu", cpu.c_str(), "/dev/null", nullptr};
+        ::execv(qemu.c_str(), const_cast<char* const*>(argv));
+        _exit(127);
+    }
+    ::close(fds[1]);
+    std::string said;
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) != 0;) {
+        if (n > 0) said.append(buffer, static_cast<std::size_t>(n));
+        else if (errno != EINTR) break;
+    }
+    ::close(fds[0]);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    std::string refused;
+    std::istringstream lines(said);
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line.find("warning:") == std::string::npos && line.find("/dev/null") == std::string::npos)
+            refused += (refused.empty() ? "" : "; ") + line;
+    return refused;
+}
+
+/// The guest's CPU model for `e`: --cpu's (`option`), else $QEMU_CPU, else pmc's default on x86-64; checked with
+/// QEMU before anything runs. A model the user named and QEMU refuses is an error; pmc's default refused (a QEMU
+/// without it) leaves QEMU's own, with a warning.
+std::string choose_cpu(Emulator& e, const std::string& option) {
+    const char* env = ::getenv("QEMU_CPU");
+    const bool x86_64_guest = e.target.empty() ? PMC_ARCH_X86_64 : e.target == "x86_64";
+    if (!option.empty()) e.cpu = option, e.cpu_origin = "--cpu";
+    else if (env && *env) e.cpu = env, e.cpu_origin = "QEMU_CPU";
+    else if (x86_64_guest) e.cpu = default_emulated_cpu, e.cpu_origin = "pmc's default";
+    else return "";
+    const std::string refused = qemu_refuses_cpu(e.qemu, e.cpu);
+    if (refused.empty()) return "";
+    const std::string qemu = "QEMU " + (e.version.empty() ? std::string("(version unknown)") : e.version) + " (" +
+                             e.qemu + ")";
+    const std::string help = "'" + e.qemu + " -cpu help'";
+    if (e.cpu_origin == "pmc's default") {
+        e.cpu_warning = qemu + " does not know pmc's default CPU model " + e.cpu + " (" + refused +
+                        "): the program runs on QEMU's own default model, whose CPUID differs, and with it the C "
+                        "library's string routines and so the counts.\nFix: a QEMU 6.0 or later with the Haswell "
+                        "models, or --cpu MODEL with a model " + help + " lists.";
+        e.cpu.clear();
+        e.cpu_origin.clear();
+        return "";
+    }
+    const bool from_env = e.cpu_origin == "QEMU_CPU";
+    return (from_env ? "QEMU_CPU=" + e.cpu + " (in the environment)" : "--cpu=" + e.cpu) + ": " + qemu +
+           " refuses this CPU model: " + refused + "\nFix: a model that " + help +
+           " lists (MODEL, or MODEL,+FEATURE,-FEATURE), or " + (from_env ? "unset QEMU_CPU" : "no --cpu") +
+           (x86_64_guest ? std::string(" for pmc's default, ") + default_emulated_cpu : std::string(" for QEMU's default")) +
+           ".";
+}
+
 } // namespace
 
-pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
+// The Haswell Valgrind presents on every AVX2 host (family 6 model 0x3c, AVX2, ERMS, no HLE or RTM), on every QEMU
+// alike: glibc picks its string routines from CPUID, so this is what makes counts match Cachegrind's, and the ones
+// users' AVX2 machines run. TSX is out (QEMU's TCG has none, and says so); so are PCID, x2APIC, TSC-deadline and
+// INVPCID, which QEMU 7.2's TCG lacks (a warning each) and 10.0's has: both then present one CPUID, the one whose
+// ld.so --list-diagnostics shows Valgrind's preferred-routine flags (docs/emulated-pmu.md, "CPUID").
+const char* const default_emulated_cpu = "Haswell-noTSX,-pcid,-x2apic,-tsc-deadline,-invpcid";
+
+pmc::Result<Emulator> find_emulator(const std::string& qemu_option, const std::string& cpu_option) {
     const char* name = host_qemu_name();
     if (!name) return pmc::make_failure(ENOTSUP, "pmc emulate runs x86-64 and AArch64 programs; this pmc was built for "
                                                  "another architecture");
@@ -374,6 +462,8 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option) {
     // Its version (read from its binary above), for the profiles recorded under it: pmc diff then tells runs of
     // two emulators apart.
     e.description = "QEMU " + (e.version.empty() ? std::string("version unknown") : e.version) + ", plugin API " + (qemu.exports_second ? "2" : "1");
+    if (std::string why = choose_cpu(e, cpu_option); !why.empty()) return pmc::make_failure(EINVAL, why);
+    if (!e.cpu.empty()) e.description += ", -cpu " + e.cpu; // (the CPUID the program sees: pmc diff tells them apart)
     if (e.plugin.find(',') != std::string::npos)
         return pmc::make_failure(EINVAL, "cannot emulate: the plugin's path has a comma, which QEMU's -plugin option "
                                          "takes as a separator: " + e.plugin + "\nFix: install pmc elsewhere.");
@@ -492,11 +582,13 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
     env.push_back("PMC_EMULATE_QEMU=" + e.qemu);
     env.push_back("PMC_EMULATE_PLUGIN=" + plugin);
     env.push_back("PMC_EMULATE_PRELOAD=" + e.preload);
+    if (!e.cpu.empty()) env.push_back("PMC_EMULATE_CPU=" + e.cpu); // (the preload gives the programs it starts the same)
     env.push_back(std::string(pmc::detail::emulated::announce_variable) + "=1"); // the program may ask the plugin
     if (e.misaligns_signal_frames) env.push_back("PMC_EMULATE_REALIGN_SIGNALS=1"); // (tools/emulate/stay_emulated.cpp)
     env.push_back(std::string(pmc::detail::emulated::emulator_variable) + "=" + e.description);
     const std::string argv0 = command.size() == original.size() ? original[0] : command[0];
     std::vector<std::string> args = {e.qemu, "-0", argv0, "-E", "LD_PRELOAD=" + preload};
+    if (!e.cpu.empty()) args.insert(args.end(), {"-cpu", e.cpu}); // (over QEMU_CPU, which QEMU would read itself)
     if (!bind_now_set) args.insert(args.end(), {"-E", "LD_BIND_NOW=1"});
     // The program's initial stack at one page offset whatever its path and environment (pmc/detail/emulated.hpp):
     // QEMU copies the program's real path, argv and the environment (its own, with -E's) onto it.
@@ -856,10 +948,11 @@ void end_like(int raw_status) {
 
 int cmd_emulate(const std::vector<std::string>& arguments) {
     pmc_cli::CommandLine cl("pmc emulate", emulate_help);
-    std::string qemu;
+    std::string qemu, cpu;
     bool keep_aslr = false;
     cl.flag("--keep-aslr", keep_aslr);
     cl.option("--qemu", qemu, "a path");
+    cl.option("--cpu", cpu, "a CPU model").not_empty();
     CacheOptions cache;
     add_cache_options(cl, cache);
     bool branches = false;
@@ -872,11 +965,12 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     if (std::string why = choose_cache_model(cache, model); !why.empty()) return cl.usage_error(why);
     if (!model.host_source.empty())
         fmt::print(stderr, "pmc emulate: --cache=host: {} ({})\n", model.geometry, model.host_source);
-    auto emulator = find_emulator(qemu);
+    auto emulator = find_emulator(qemu, cpu);
     if (!emulator) {
         fmt::print(stderr, "pmc emulate: {}\n", emulator.failure().message);
         return 1;
     }
+    if (!emulator->cpu_warning.empty()) fmt::print(stderr, "pmc emulate: warning: {}\n", emulator->cpu_warning);
     // The plugin's report of the command's processes: which programs ran natively, outside the emulator.
     EmulatedReportFile report;
     Job job;

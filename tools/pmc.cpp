@@ -351,6 +351,7 @@ int run_count(const std::vector<std::string>& args) {
     cl.flag("--emulate", o.emulate);
     pmc_tool::add_cache_options(cl, o.cache);
     cl.flag("--branches", o.branches);
+    cl.option("--cpu", o.cpu, "a CPU model").not_empty();
     cl.option("-e,--event", events, "an event").one_value_each();
     cl.option("-o", o.output, "a file");
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
@@ -363,6 +364,8 @@ int run_count(const std::vector<std::string>& args) {
                               "--emulate too");
     if (o.branches && !o.emulate)
         return cl.usage_error("--branches counts branches under the emulator: give --emulate too");
+    if (!o.cpu.empty() && !o.emulate)
+        return cl.usage_error("--cpu names the CPU the emulator presents: give --emulate too");
     return pmc_tool::cmd_count(o, command, events);
 }
 

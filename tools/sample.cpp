@@ -54,7 +54,7 @@ namespace pmc_tool {
 const char* const sample_help = R"(usage: pmc sample [-e EVENT] [-c PERIOD | -F FREQ] [-m PAGES] [--tolerance PCT]
                   [--top N] [--json] [-o FILE] [--] COMMAND [ARGS]
        pmc sample --emulate --cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G] [--qemu PATH]
-                  [-e 'cpu/mem-loads,ldlat=N/'] [-c PERIOD] [...] [--] COMMAND [ARGS]
+                  [--cpu MODEL] [-e 'cpu/mem-loads,ldlat=N/'] [-c PERIOD] [...] [--] COMMAND [ARGS]
 
 Run COMMAND and sample one event in it, its threads and the processes it starts, from its exec to
 its exit. Print the bias check, then where the samples fell: by variable (global and static
@@ -95,6 +95,8 @@ Options:
                     exit(); variables from the latter. Other events, -F and -m are refused:
                     QEMU implements no perf events.
   --qemu PATH       With --emulate: the QEMU user-mode binary (as pmc emulate --qemu; $PMC_QEMU).
+  --cpu MODEL       With --emulate: the CPU the program sees (QEMU's -cpu, as pmc emulate --cpu;
+                    default: $QEMU_CPU, else pmc's Haswell, Valgrind's, on every QEMU version).
   -h, --help        Show this help.
 
 Signals: COMMAND runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
@@ -261,6 +263,7 @@ struct SampleArgs {
     // --emulate: the whole program's loads sampled from the cache model under QEMU
     bool emulate = false;
     std::string qemu;
+    std::string cpu; ///< --cpu: QEMU's -cpu ("": QEMU_CPU, else pmc's default)
     CacheOptions cache;
     CacheModelChoice model;
     std::uint32_t min_latency = 3; ///< the event's ldlat
@@ -318,6 +321,7 @@ std::optional<int> parse_sample_arguments(pmc_cli::CommandLine& cl, const std::v
     cl.option("--sysfs", a.sysfs, "a directory");
     cl.flag("--emulate", a.emulate);
     pmc_cli::Option qemu = cl.option("--qemu", a.qemu, "a path");
+    pmc_cli::Option cpu = cl.option("--cpu", a.cpu, "a CPU model").not_empty();
     add_cache_options(cl, a.cache);
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
     if (auto status = cl.parse(arguments)) return *status;
@@ -347,8 +351,9 @@ std::optional<int> parse_sample_arguments(pmc_cli::CommandLine& cl, const std::v
     if (a.command.empty()) return cl.usage_error("no command to sample: pmc sample [-e EVENT] -- COMMAND [ARGS]");
     if (a.period && a.frequency) return cl.usage_error("-c and -F exclude each other: give a period or a frequency");
     if (!a.emulate) {
-        if (a.cache || !(a.cache.i1 + a.cache.d1 + a.cache.l2 + a.cache.ll).empty() || qemu.given())
-            return cl.usage_error(std::string(a.cache || qemu.given() ? "--cache and --qemu" : "--I1, --D1, --L2 and --LL") +
+        if (a.cache || !(a.cache.i1 + a.cache.d1 + a.cache.l2 + a.cache.ll).empty() || qemu.given() || cpu.given())
+            return cl.usage_error(std::string(a.cache || qemu.given() || cpu.given() ? "--cache, --qemu and --cpu"
+                                                                                     : "--I1, --D1, --L2 and --LL") +
                                   " shape the emulator's run: give --emulate with them (pmc sample --emulate --cache -- "
                                   "COMMAND samples its loads from the cache model)");
         if (!a.period && !a.frequency) {
@@ -945,11 +950,12 @@ std::uint64_t read_sample_records(const std::string& path, std::uint64_t& malfor
 /// its first; the records and the maps read from the sample directory at the end. The status to exit with if it
 /// could not run or left no samples (said), or nothing.
 std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& run) {
-    auto emulator = find_emulator(a.qemu);
+    auto emulator = find_emulator(a.qemu, a.cpu);
     if (!emulator) {
         fmt::print(stderr, "pmc sample: {}\n", emulator.failure().message);
         return 1;
     }
+    if (!emulator->cpu_warning.empty()) fmt::print(stderr, "pmc sample: warning: {}\n", emulator->cpu_warning);
     const EmulatedReportFile report;
     if (report.path.empty()) {
         fmt::print(stderr, "pmc sample: cannot make a temporary directory: {}\n", std::strerror(errno));

@@ -1532,7 +1532,7 @@ int run_rep_strings(std::uint64_t rounds) {
 #endif
 }
 
-/// pmc emulate --cache against Cachegrind's counting of masked stores (AVX2: run under QEMU_CPU=max): per round a
+/// pmc emulate --cache against Cachegrind's counting of masked stores (AVX2, which pmc's default CPU has): per round a
 /// vmaskmovps with the low 4 of 8 elements' mask set and a vpmaskmovq with all 4 set, 8 stores in both (an element
 /// each), where the pieces joined would be 2.
 alignas(64) unsigned char masked_store_area[64];

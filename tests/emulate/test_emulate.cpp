@@ -1070,9 +1070,9 @@ TEST_CASE("pmc emulate --cache: a masked store is a write per element stored, as
     PMC_SKIP("the masked-stores case is x86-64 code");
 #endif
     // Per round a vmaskmovps of 4 of its 8 elements and a vpmaskmovq of all 4: 8 writes (joined, they were 2).
-    // AVX2: QEMU's default CPU model has none, QEMU_CPU=max has.
+    // AVX2: pmc emulate's default CPU has it (QEMU's own default models have none).
     const auto ours = [](const char* rounds) {
-        const auto r = run_agreed("QEMU_CPU=max '" + pmc_tool + "' count --emulate --cache --csv -e L1-dcache-stores -- '" +
+        const auto r = run_agreed("'" + pmc_tool + "' count --emulate --cache --csv -e L1-dcache-stores -- '" +
                                   target + "' masked-stores " + rounds + " 2>&1");
         INFO(r.out);
         REQUIRE(r.status == 0);
@@ -1175,6 +1175,142 @@ TEST_CASE("pmc emulate: the command's exit status, 127 for a missing command, sc
     CHECK(bad.status == 1);
     CHECK_THAT(bad.out, ContainsSubstring("cannot load TCG plugins"));
     CHECK_THAT(bad.out, ContainsSubstring("qemu-user"));
+}
+
+namespace {
+/// `text` with every run of white space one space: pmc doctor wraps its lines.
+std::string one_line(const std::string& text) { return std::regex_replace(text, std::regex("\\s+"), " "); }
+/// The CPU pmc doctor finds under the emulator, as its CPU line names it ("Intel family 0x6 model 0x3c ...").
+std::string emulated_cpu(const std::string& doctor_output) {
+    std::smatch m;
+    const std::string text = one_line(doctor_output);
+    return std::regex_search(text, m, std::regex("not the host's CPU\\): ([^)]*\\))")) ? m[1].str() : "none: " + text;
+}
+const std::string haswell = "Intel family 0x6 model 0x3c stepping 1 (Haswell)";
+const std::string default_cpu = "Haswell-noTSX,-pcid,-x2apic,-tsc-deadline,-invpcid";
+} // namespace
+
+TEST_CASE("every x86-64 run presents one CPU, pmc's Haswell, to the program and the programs it starts, with no "
+          "warning, and --cpu replaces QEMU_CPU, which replaces the default", "[emulate]") {
+    REQUIRE_EMULATOR();
+#if !defined(__x86_64__)
+    PMC_SKIP("the default CPU model is for x86-64 guests; other guests keep QEMU's default");
+#else
+    const std::string doctor = "'" + pmc_tool + "' doctor";
+    // The default, in the program and in a child a shell starts (the preload library passes -cpu on), and the same
+    // spelling in what the program is told (the profile header's emulator) and in what it passes on.
+    CHECK(emulated_cpu(pmc_test::run_command("'" + pmc_tool + "' emulate -- " + doctor).out) == haswell);
+    CHECK(emulated_cpu(pmc_test::run_command("'" + pmc_tool + "' emulate -- sh -c \"" + doctor + "\"").out) == haswell);
+    const auto env = pmc_test::run_command("'" + pmc_tool + "' emulate -- env");
+    CHECK_THAT(env.out, ContainsSubstring("PMC_EMULATE_CPU=" + default_cpu + "\n"));
+    CHECK(std::regex_search(env.out, std::regex("PMC_EMULATE_EMULATOR=QEMU [0-9.]+, plugin API [12], -cpu " +
+                                                std::regex_replace(default_cpu, std::regex("[+,-]"), "\\$&") + "\n")));
+    // QEMU prints nothing of its own about the default (plain Haswell makes QEMU 7.2 warn of six features, 10.0 of
+    // HLE and RTM).
+    const auto quiet = pmc_test::run_command("'" + pmc_tool + "' emulate -- /bin/true 2>&1");
+    CHECK(quiet.status == 0);
+    CHECK(quiet.out.empty());
+    // QEMU_CPU replaces the default, --cpu replaces QEMU_CPU; pmc count --emulate and pmc sample --emulate take it.
+    CHECK_THAT(emulated_cpu(pmc_test::run_command("QEMU_CPU=Broadwell-noTSX '" + pmc_tool + "' emulate -- " + doctor +
+                                                  " 2>/dev/null").out),
+               ContainsSubstring("model 0x3d"));
+    CHECK_THAT(emulated_cpu(pmc_test::run_command("QEMU_CPU=Broadwell-noTSX '" + pmc_tool + "' emulate --cpu qemu64 -- " +
+                                                  doctor).out),
+               ContainsSubstring("family 0xf model 0x6b"));
+    CHECK_THAT(emulated_cpu(pmc_test::run_command("'" + pmc_tool + "' count --emulate -o /dev/null --cpu qemu64 -- " +
+                                                  doctor).out),
+               ContainsSubstring("family 0xf model 0x6b"));
+    CHECK(emulated_cpu(pmc_test::run_command("'" + pmc_tool + "' count --emulate -o /dev/null -- " + doctor).out) ==
+          haswell);
+    CHECK_THAT(emulated_cpu(pmc_test::run_command("'" + pmc_tool + "' sample --emulate --cache -c 100000 --cpu qemu64 -- " +
+                                                  doctor + " 2>/dev/null").out),
+               ContainsSubstring("family 0xf model 0x6b"));
+    // glibc under the default picks what it picks under Valgrind on an AVX2 host: AVX2 routines, rep movsb for long
+    // copies (ld.so --list-diagnostics, glibc 2.33 and later).
+    const auto diagnostics = pmc_test::run_command("'" + pmc_tool + "' emulate -- /lib64/ld-linux-x86-64.so.2 "
+                                                   "--list-diagnostics 2>/dev/null");
+    if (diagnostics.out.find("x86.cpu_features.preferred") != std::string::npos) {
+        CHECK_THAT(diagnostics.out, ContainsSubstring("x86.cpu_features.preferred.AVX_Fast_Unaligned_Load=0x1\n"));
+        CHECK_THAT(diagnostics.out, ContainsSubstring("x86.cpu_features.preferred.Fast_Rep_String=0x1\n"));
+        CHECK_THAT(diagnostics.out, ContainsSubstring("x86.cpu_features.isa_1=0x7\n")); // x86-64-v3
+    }
+#endif
+}
+
+TEST_CASE("a QEMU without pmc's default CPU model runs its own default, and pmc says so and what it changes",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+#if !defined(__x86_64__)
+    PMC_SKIP("the default CPU model is for x86-64 guests");
+#else
+    // A copy of the QEMU pmc emulate runs, its "Haswell-noTSX" renamed: as a QEMU that never had the model.
+    std::smatch m;
+    const auto env = pmc_test::run_command("'" + pmc_tool + "' emulate -- env");
+    REQUIRE(std::regex_search(env.out, m, std::regex("PMC_EMULATE_QEMU=([^\n]+)")));
+    std::ifstream in(m[1].str(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::size_t renamed = 0;
+    for (auto at = bytes.find("Haswell-noTSX"); at != std::string::npos; at = bytes.find("Haswell-noTSX", at + 1))
+        bytes[at + 12] = 'Y', ++renamed;
+    REQUIRE(renamed > 0);
+    const std::string qemu = temp_dir() + "/qemu-x86_64-without-haswell-notsx";
+    {
+        std::ofstream out(qemu, std::ios::binary | std::ios::trunc);
+        out << bytes;
+    }
+    ::chmod(qemu.c_str(), 0755);
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --qemu '" + qemu + "' -- '" + pmc_tool +
+                                         "' doctor 2>&1");
+    INFO(r.out);
+    CHECK_THAT(r.out, ContainsSubstring("pmc doctor: what this machine can count")); // (it ran; its status is its own)
+    CHECK_THAT(r.out, ContainsSubstring("pmc emulate: warning: QEMU "));
+    CHECK_THAT(r.out, ContainsSubstring("does not know pmc's default CPU model " + default_cpu +
+                                        " (qemu-x86_64-without-haswell-notsx: unable to find CPU model "
+                                        "'Haswell-noTSX'): the program runs on QEMU's own default model"));
+    CHECK(emulated_cpu(r.out) != haswell);
+    ::unlink(qemu.c_str());
+#endif
+}
+
+TEST_CASE("a CPU model QEMU does not take is refused by pmc before the command runs, naming the model, where it "
+          "came from and QEMU's list", "[emulate]") {
+    REQUIRE_EMULATOR();
+    const std::string dir = temp_dir();
+    const std::string marker = dir + "/cpu-model-ran";
+    struct Case {
+        std::string command, says, fix;
+    };
+    const std::string touch = " -- touch '" + marker + "' 2>&1";
+    const Case cases[] = {
+        {"'" + pmc_tool + "' emulate --cpu no-such-cpu" + touch, "pmc emulate: --cpu=no-such-cpu: QEMU ", "no --cpu"},
+        {"QEMU_CPU=no-such-cpu '" + pmc_tool + "' emulate" + touch,
+         "pmc emulate: QEMU_CPU=no-such-cpu (in the environment): QEMU ", "unset QEMU_CPU"},
+        {"'" + pmc_tool + "' count --emulate --cpu no-such-cpu" + touch, "pmc: count --emulate: --cpu=no-such-cpu: ",
+         "no --cpu"},
+        {"'" + pmc_tool + "' sample --emulate --cache --cpu no-such-cpu" + touch, "pmc sample: --cpu=no-such-cpu: ",
+         "no --cpu"},
+#if defined(__x86_64__)
+        {"'" + pmc_tool + "' emulate --cpu Haswell,-no-such-feature" + touch, "--cpu=Haswell,-no-such-feature: QEMU ",
+         "no --cpu"},
+#endif
+    };
+    for (const Case& c : cases) {
+        INFO(c.command);
+        ::unlink(marker.c_str());
+        const auto r = pmc_test::run_command(c.command);
+        INFO(r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring(c.says));
+        CHECK_THAT(r.out, ContainsSubstring("refuses this CPU model: qemu-"));    // QEMU's own words after pmc's
+        CHECK_THAT(r.out, ContainsSubstring(" -cpu help' lists"));
+        CHECK_THAT(r.out, ContainsSubstring(c.fix));
+        CHECK(::access(marker.c_str(), F_OK) != 0);
+    }
+    const auto usage = pmc_test::run_command("'" + pmc_tool + "' count --cpu Haswell -- true 2>&1");
+    CHECK(usage.status == 1);
+    CHECK_THAT(usage.out, ContainsSubstring("--cpu names the CPU the emulator presents: give --emulate too"));
+    for (const char* command : {"emulate", "count", "sample"})
+        CHECK_THAT(pmc_test::run_command("'" + pmc_tool + "' " + command + " --help").out, ContainsSubstring("--cpu MODEL"));
 }
 
 #if defined(__x86_64__)

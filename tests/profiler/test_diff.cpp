@@ -1125,6 +1125,40 @@ TEST_CASE("pmc diff: profiles from two emulators cannot be judged (exit 4, both 
     CHECK(summary.out.find("emulator: QEMU 10.0.2, plugin API 2") != std::string::npos);
 }
 
+TEST_CASE("pmc diff: a profile from QEMU's default CPU (before pmc chose one) against one from pmc's Haswell cannot "
+          "be judged, both models named, unless --any-emulator") {
+    TempDir dir;
+    // As the profiler writes them: the CPU model the program's CPUID found, and pmc emulate's QEMU and -cpu.
+    auto under = [](const std::string& emulator, const std::string& cpu) {
+        return [emulator, cpu](pmc_test::ProfileBuilder& b) {
+            b.emulator = emulator;
+            b.cpu = "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, " + cpu + ", not the host's";
+            compiler_run(b);
+        };
+    };
+    const std::string k8 = "AMD family 0xf model 0x6b stepping 1 (K8)", haswell = "Intel family 0x6 model 0x3c stepping 1 (Haswell)";
+    const std::string old_run = write(dir, "qemu64.pmcprof", under("QEMU 7.2.22, plugin API 1", k8));
+    const std::string new_run = write(dir, "haswell.pmcprof", under("QEMU 7.2.22, plugin API 1, -cpu "
+                                                                    "Haswell-noTSX,-pcid,-x2apic,-tsc-deadline,-invpcid",
+                                                                    haswell));
+    // The same emulator text, other CPUs (QEMU_CPU set for one run): refused all the same.
+    const std::string env_run = write(dir, "env.pmcprof", under("QEMU 7.2.22, plugin API 1", haswell));
+    for (const auto& other : {new_run, env_run}) {
+        auto r = pmc_test::run_command(tool() + " diff --fail-on-change " + old_run + " " + other + " 2>&1");
+        INFO(r.out);
+        CHECK(r.status == 4);
+        CHECK_THAT(r.out, ContainsSubstring("cannot judge: the profiles come from different emulators or emulated CPUs"));
+        CHECK_THAT(r.out, ContainsSubstring(k8));
+        CHECK_THAT(r.out, ContainsSubstring(haswell));
+        CHECK_THAT(r.out, ContainsSubstring("--cpu MODEL"));
+        CHECK_THAT(r.out, ContainsSubstring("--any-emulator"));
+        auto anyway = pmc_test::run_command(tool() + " diff --fail-on-change --any-emulator " + old_run + " " + other + " 2>&1");
+        CHECK(anyway.status == 0);
+    }
+    CHECK_THAT(pmc_test::run_command(tool() + " diff --fail-on-change " + new_run + " " + new_run + " 2>&1").out,
+               !ContainsSubstring("cannot judge"));
+}
+
 // ---- Modelled counters (issue 33 item 5): gated only when --counter names one, with their own default threshold.
 
 namespace {

@@ -183,7 +183,8 @@ TEST_CASE("pmc sample --emulate: what the model cannot sample is refused with th
     };
     const Case cases[] = {
         {"--emulate", "--emulate samples loads from the cache model, and needs it: give --cache"},
-        {"--cache", "--cache and --qemu shape the emulator's run: give --emulate with them"},
+        {"--cache", "--cache, --qemu and --cpu shape the emulator's run: give --emulate with them"},
+        {"--cpu Haswell", "--cache, --qemu and --cpu shape the emulator's run: give --emulate with them"},
         {"--D1 32768,8,64", "--I1, --D1, --L2 and --LL shape the emulator's run: give --emulate with them"},
         {"--emulate --cache -e page-faults", "under --emulate there is no 'page-faults' to sample: QEMU implements no "
                                             "perf events"},

@@ -10,8 +10,8 @@
 // native (docs/emulated-pmu.md).
 //
 // The environment it reads, set by pmc emulate: PMC_EMULATE_QEMU (the qemu-* binary), PMC_EMULATE_PLUGIN (the
-// plugin with its arguments, as QEMU's -plugin takes it), PMC_EMULATE_PRELOAD (this library). Without them it does
-// nothing.
+// plugin with its arguments, as QEMU's -plugin takes it), PMC_EMULATE_PRELOAD (this library), PMC_EMULATE_CPU (QEMU's
+// -cpu, when pmc emulate gave one: each program sees the first one's CPU). Without the first three it does nothing.
 //
 // It is loaded into every program the emulated one starts, so it stays small: C library calls only (no libstdc++,
 // whose loading cost an emulated /bin/true 1.7 million instructions), and nothing but the handshake under the
@@ -397,7 +397,7 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     size_t envc = 0;
     while (envp && envp[envc]) ++envc;
     char** env = static_cast<char**>(calloc(envc + 3, sizeof(char*)));
-    char** args = static_cast<char**>(calloc(static_cast<size_t>(argc) + 13, sizeof(char*)));
+    char** args = static_cast<char**>(calloc(static_cast<size_t>(argc) + 15, sizeof(char*)));
     static char guest_preload[8192] = "LD_PRELOAD=", host_preload[8192] = "LD_PRELOAD=", marker[64];
     // QEMU's allocator pinned, as pmc emulate does it (pmc/detail/emulated.hpp): QEMU gets the program's
     // GLIBC_TUNABLES with pmc's after it; the program gets its own back (-E), or none (-U).
@@ -461,6 +461,10 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     if (pinned) {
         args[a++] = const_cast<char*>(guest_tunables ? "-E" : "-U");
         args[a++] = const_cast<char*>(guest_tunables ? guest_tunables : proto::tunables_variable);
+    }
+    if (const char* cpu = getenv("PMC_EMULATE_CPU"); cpu && *cpu) { // (the model pmc emulate gave the first program)
+        args[a++] = const_cast<char*>("-cpu");
+        args[a++] = const_cast<char*>(cpu);
     }
     args[a++] = const_cast<char*>("-plugin");
     args[a++] = const_cast<char*>(plugin);
