@@ -448,7 +448,10 @@ Precision best_precision(const std::vector<Trial>& trials, const DoctorMachine& 
     if (exact.ok && exact.path == pmc::to_string(pmc::ReadPath::emulated))
         return {"exact (emulated)",
                 "exact instruction counts from the emulated PMU of pmc emulate: " +
-                    std::string(pmc::emulated_count_note) + "; no other perf event under the emulator",
+                    std::string(pmc::emulated_count_note) + "; no other perf event under the emulator" +
+                    (m.emulated && (m.emulated->cache_model || m.emulated->branch_model)
+                         ? " but the modelled ones listed above"
+                         : ""),
                 0};
     if (instructions.ok)
         return {"approximate",

@@ -330,6 +330,7 @@ TEST_CASE("pmc count --emulate takes --qemu as pmc emulate does; pmc doctor unde
     CHECK_THAT(models.out, ContainsSubstring("I1 32768,8,64, D1 32768,8,64, L2 262144,8,64, LL 8388608,16,64"));
     CHECK_THAT(models.out, ContainsSubstring("branch model"));
     CHECK_THAT(models.out, ContainsSubstring("branch-misses"));
+    CHECK_THAT(models.out, ContainsSubstring("no other perf event under the emulator but the modelled ones"));
 }
 
 TEST_CASE("pmc count --emulate never exits 0 with a count partial: a command that exits 0 after a child of its was "
