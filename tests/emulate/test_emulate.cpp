@@ -293,7 +293,7 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     CHECK_THAT(r.out, !ContainsSubstring("whose PMU has it"));
 }
 
-TEST_CASE("pmc count --emulate takes --qemu as pmc emulate does; pmc doctor under the models lists their events",
+TEST_CASE("pmc count --emulate takes --qemu as pmc emulate does, and pmc doctor under the models lists their events",
           "[emulate]") {
     REQUIRE_EMULATOR();
     // --qemu names the emulator: a missing one is the error (not an unknown option), PATH's works, and without
