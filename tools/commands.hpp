@@ -55,6 +55,7 @@ struct Options {
     CacheOptions cache;   ///< count --emulate --cache[=host] --I1 --D1 --L2 --LL
     bool branches = false; ///< count --emulate --branches
     std::string cpu;       ///< count --emulate --cpu MODEL (QEMU's -cpu; "": QEMU_CPU, else pmc's default)
+    std::string qemu;      ///< count --emulate --qemu PATH ("": $PMC_QEMU, else PATH's)
     std::string output; ///< -o FILE (count)
 };
 
@@ -159,6 +160,9 @@ struct EmulatedReport {
     /// tools/emulate/progress_file.hpp), and those counts summed: partial, never in `instructions`.
     int partial_processes = 0;
     std::uint64_t partial_instructions = 0;
+    /// Of those, the ones whose file kept the models' counts too, which are summed into the models' fields below
+    /// (partial like the instructions).
+    int partial_models = 0;
     std::vector<std::string> native; ///< "PATH (why)" for each program that ran natively, not counted
     std::vector<std::pair<long, std::string>> sigill; ///< pid and program of each process that died of SIGILL
     /// The same for SIGSEGV in a process that had installed a signal handler, noted only under a QEMU that misaligns

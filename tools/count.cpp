@@ -59,7 +59,7 @@ namespace pmc_tool {
 
 const char* const count_help = R"(usage: pmc [--sysfs DIR] count [-e EVENT[,EVENT]...]... [--csv | --json] [-o FILE]
                  [--emulate [--cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]
-                  [--inclusion cachegrind|strict]] [--branches] [--cpu MODEL]]
+                  [--inclusion cachegrind|strict]] [--branches] [--cpu MODEL] [--qemu PATH]]
                  [--] COMMAND [ARGS]
 
 Run COMMAND and count its events from its exec to its exit, children included, like perf stat but
@@ -91,14 +91,16 @@ Options:
                     write-allocate; each thread caches of its own) and count L1-dcache-loads,
                     L1-dcache-load-misses, L1-dcache-stores, L1-dcache-store-misses,
                     L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores, LLC-store-misses,
-                    cache-references, cache-misses (:u or none; the default events then: instructions:u
-                    and the L1 and LLC ones), each marked modelled.
+                    cache-references, cache-misses (:u or none; the default events then: instructions:u,
+                    the L1 ones, LLC-load-misses and LLC-store-misses, and with --L2 also LLC-loads,
+                    LLC-stores and cache-references, the L2's misses), each marked modelled.
   --cache=host      As --cache, with this machine's caches (sysfs, else CPUID; an L2 when there is
                     a level above it), printed at the start. Without it never the host's.
   --I1 G, --D1 G, --L2 G, --LL G
                     With --cache: a cache's geometry, SIZE,ASSOC,LINE in bytes, as Valgrind's options
                     (default 32768,8,64 for I1 and D1 and 8388608,16,64 for LL, no L2). An L2 lies
-                    between the L1s and the LL: LLC-loads and LLC-stores then count its misses.
+                    between the L1s and the LL: LLC-loads, LLC-stores and cache-references then count
+                    its misses (and are among the default events).
                     The set count must be a power of two; an L2 larger than the L1s, smaller than
                     the LL. A wrong geometry is a usage error (status 1).
   --inclusion cachegrind|strict
@@ -112,6 +114,8 @@ Options:
                     footer (JSON: "branch_model") gives Cachegrind's Bc, Bcm, Bi and Bim.
   --cpu MODEL       With --emulate: the CPU the program sees (QEMU's -cpu, as pmc emulate --cpu;
                     default: $QEMU_CPU, else pmc's Haswell, Valgrind's, on every QEMU version).
+  --qemu PATH       With --emulate: the QEMU user-mode binary (as pmc emulate --qemu; default
+                    $PMC_QEMU, else qemu-x86_64 or qemu-aarch64 on PATH, else scripts/build-qemu's).
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   -h, --help        Show this help.
 
@@ -121,9 +125,10 @@ passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a she
 still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
 or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
 With --emulate, a process that a signal ends (SIGINT, SIGTERM, SIGHUP, SIGKILL; QEMU 8.0 and later
-report a core-dumping one such as SIGQUIT) is counted up to its last system call: the count is
-marked (partial), the modelled events it lacks read "not counted", and the status is COMMAND's,
-or 1 where COMMAND exited 0 (a child it started was killed): never 0 with a count missing.
+report a core-dumping one such as SIGQUIT) is counted up to its last system call, the models'
+events too: the counts are marked (partial) (an event with nothing kept reads "not counted"), and
+the status is COMMAND's, or 1 where COMMAND exited 0 (a child it started was killed): never 0 with a
+count missing.
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or an event is wrong or the counters cannot be opened (COMMAND does not run then),
 or if COMMAND exited 0 but the report is incomplete (-o's file not written, the counts unreadable
@@ -284,6 +289,7 @@ struct EmulatedCountEvents {
     }
     std::string plugin_arguments; ///< the plugin's ",cache=..." for --cache, or ""
     std::string model_note;       ///< what the cache model is, for the report (--cache), or ""
+    bool has_l2 = false;          ///< --L2 (or --cache=host with one): the LLC-loads/-stores events count its misses
 };
 
 /// What the emulator can count with `o`'s models, from the one list (pmc/modelled_events.hpp), to end a refusal
@@ -329,20 +335,23 @@ std::string not_emulated(const Options& o, const std::string& event) {
 /// pmc count --emulate's events (the defaults where -e named none) and the cache model's arguments; nothing, with
 /// the reason said, when the emulator cannot count one or a geometry is wrong.
 std::optional<EmulatedCountEvents> emulated_count_events(const Options& o, std::vector<std::string> events) {
-    const bool events_given = !events.empty();
-    if (events.empty() && o.cache) // the default with --cache: the model's counts too
-        events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
-                  "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
-    if (events.empty()) events = {"instructions:u"};
-    if (o.branches && !events_given) // the default with --branches: the branch events too
-        for (const char* e : {"branch-instructions:u", "branch-misses:u"}) events.push_back(e);
-    EmulatedCountEvents out{events, std::vector<bool>(events.size(), false), std::vector<bool>(events.size(), false),
-                            "", ""};
     CacheModelChoice model;
     if (std::string why = choose_cache_model(o.cache, model); !why.empty()) {
         fmt::print(stderr, "pmc: count --emulate: {}\n", why);
         return std::nullopt;
     }
+    const bool events_given = !events.empty();
+    if (events.empty() && o.cache) // the default with --cache: the model's counts too
+        events = {"instructions:u", "L1-dcache-loads", "L1-dcache-load-misses", "L1-dcache-stores",
+                  "L1-dcache-store-misses", "L1-icache-load-misses", "LLC-load-misses", "LLC-store-misses"};
+    if (!events_given && model.has_l2) // with an L2: what reaches the LL is the L2's misses, which add up to its total
+        events.insert(events.end() - 2, {"LLC-loads", "LLC-stores", "cache-references"});
+    if (events.empty()) events = {"instructions:u"};
+    if (o.branches && !events_given) // the default with --branches: the branch events too
+        for (const char* e : {"branch-instructions:u", "branch-misses:u"}) events.push_back(e);
+    EmulatedCountEvents out{events, std::vector<bool>(events.size(), false), std::vector<bool>(events.size(), false),
+                            "", ""};
+    out.has_l2 = model.has_l2;
     if (!model.host_source.empty())
         fmt::print(stderr, "pmc: count --emulate --cache=host: {} ({})\n", model.geometry, model.host_source);
     out.plugin_arguments = model.plugin_arguments;
@@ -444,9 +453,9 @@ struct EmulatedCountRun {
 };
 
 /// Runs the command under the emulator and reads the plugin's report; the status to exit with if it cannot run.
-std::optional<int> run_count_emulated(const std::vector<std::string>& command, const std::string& plugin_arguments,
-                                      const std::string& cpu, EmulatedCountRun& run, bool say_unfinished) {
-    auto emulator = find_emulator("", cpu);
+std::optional<int> run_count_emulated(const Options& o, const std::vector<std::string>& command,
+                                      const std::string& plugin_arguments, EmulatedCountRun& run, bool say_unfinished) {
+    auto emulator = find_emulator(o.qemu, o.cpu);
     if (!emulator) {
         fmt::print(stderr, "pmc: count --emulate: {}\n", emulator.failure().message);
         return 1;
@@ -491,8 +500,8 @@ std::vector<std::uint64_t> emulated_counts(const EmulatedCountEvents& events, co
     return values;
 }
 
-/// Whether an event's count is missing: a model's, when no emulated process reported the model's counts (every one
-/// was ended by a signal before its exit, whose counts only the instructions survive).
+/// Whether an event's count is missing: a model's, when no emulated process reported the model's counts (at its
+/// exit, or in its progress file at a system call: progress_file.hpp).
 bool model_count_missing(const EmulatedCountEvents& events, const EmulatedReport& r, std::size_t i) {
     return (events.modelled[i] && !r.has_cache) ||
            (events.branch[i] && !r.has_branches); // (branch-instructions too: the branch model counts them)
@@ -517,6 +526,24 @@ std::vector<bool> missing_counts(const EmulatedCountEvents& events, const Emulat
     return missing;
 }
 
+/// How pmc's Bc differs from Cachegrind's, said wherever the fields are shown: a one-to-one comparison is off by the
+/// program's rep-string iterations (a `rep stosb` of 100,000 bytes: 100,000 Bc in Cachegrind, none in pmc).
+const char* const rep_string_note =
+    "Bc as Cachegrind's without its one conditional branch per rep-string iteration (pmc counts a rep-prefixed "
+    "string instruction once, as a core does)";
+
+/// The footer's line of Cachegrind's branch fields, or what it lacks: never a 0 for a figure that was not counted.
+std::string branch_fields_text(const EmulatedReport& r) {
+    if (!r.has_branches)
+        return "Cachegrind's fields (Bc Bcm Bi Bim): not counted (no emulated process reported the branch model's "
+               "totals, at its exit or its system calls).";
+    return fmt::format("Cachegrind's fields: Bc {} Bcm {} Bi {} Bim {}{}; {}.", r.Bc, r.Bcm, r.Bi, r.Bim,
+                       r.unfinished == 0                     ? ""
+                       : r.partial_models == r.unfinished    ? " (partial: up to the last system call)"
+                                                             : " (lacking the processes that never reached their exit)",
+                       rep_string_note);
+}
+
 std::string emulated_json(const Options& o, const std::vector<std::string>& command, const EmulatedCountRun& run,
                           const EmulatedCountEvents& events, const std::vector<std::uint64_t>& values) {
     pmc::JsonWriter j;
@@ -527,15 +554,15 @@ std::string emulated_json(const Options& o, const std::vector<std::string>& comm
                                                              : std::string("an exact count")) +
                                " of the instructions the emulator executed for the whole command, not a real core's");
     if (o.cache) j.field("modelled", events.model_note);
-    if (o.branches)
-        j.key("branch_model")
-            .begin_object()
-            .field("note", branch_model_note)
-            .field("Bc", run.processes.Bc)
-            .field("Bcm", run.processes.Bcm)
-            .field("Bi", run.processes.Bi)
-            .field("Bim", run.processes.Bim)
-            .end_object();
+    if (o.branches) { // (null where no process reported the model's counts: never a 0 that was not counted)
+        j.key("branch_model").begin_object().field("note", branch_model_note).field("rep_strings", rep_string_note);
+        const std::pair<const char*, std::uint64_t> fields[] = {{"Bc", run.processes.Bc}, {"Bcm", run.processes.Bcm},
+                                                                {"Bi", run.processes.Bi}, {"Bim", run.processes.Bim}};
+        for (const auto& [name, value] : fields)
+            if (run.processes.has_branches) j.field(name, value);
+            else j.key(name).null();
+        j.end_object();
+    }
     j.field("processes", run.processes.processes)
         .field("unfinished_processes", run.processes.unfinished)
         .field("partial", run.processes.unfinished > 0)
@@ -580,9 +607,10 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
                         r.unfinished > 0 ? "a partial count" : "an exact count", covered,
                         static_cast<double>(run.elapsed_ns) / 1e9);
     if (o.cache) text += " " + events.model_note + ".\n";
-    if (o.branches)
-        text += fmt::format(" {}.\n Cachegrind's fields: Bc {} Bcm {} Bi {} Bim {}.\n", branch_model_note, r.Bc, r.Bcm,
-                            r.Bi, r.Bim);
+    if (o.cache && events.has_l2)
+        text += " With the L2: LLC-loads, LLC-stores and cache-references count what misses it (reads, writes, and "
+                "those with instruction fetches), the LLC-*-misses what misses the LL too.\n";
+    if (o.branches) text += " " + std::string(branch_model_note) + ".\n " + branch_fields_text(r) + "\n";
     return text;
 }
 
@@ -593,7 +621,7 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
     const auto events = emulated_count_events(o, given);
     if (!events) return 1;
     EmulatedCountRun run;
-    if (auto failed = run_count_emulated(command, events->plugin_arguments, o.cpu, run, o.json || o.csv || !o.output.empty()))
+    if (auto failed = run_count_emulated(o, command, events->plugin_arguments, run, o.json || o.csv || !o.output.empty()))
         return *failed;
     const std::string shown = count_command_text(command);
     if (run.processes.processes - run.processes.unfinished + run.processes.partial_processes == 0) {

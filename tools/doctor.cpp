@@ -54,7 +54,8 @@ Options:
   -h, --help   Show this help.
 
 Under pmc emulate (pmc emulate -- pmc doctor) it describes the emulated machine: the emulated PMU,
-the CPU as QEMU presents it, and what can be counted there.
+the CPU as QEMU presents it, and what can be counted there (with pmc emulate --cache or --branches,
+the models' events and the cache geometry).
 
 Exit status: 0 exact user-mode instruction counts are possible here (instructions-minus-irqs:u with
 rdpmc, or the emulated PMU under pmc emulate); 2 hardware counts, but not exact ones; 3 only
@@ -219,15 +220,37 @@ void add_kernel_checks(std::vector<Check>& checks, const DoctorMachine& m) {
 
 /// Under pmc emulate: the emulated PMU is the one that counts; the host's hardware does not matter.
 void add_emulated_pmu_checks(std::vector<Check>& checks, const DoctorMachine& m) {
+    const pmc::EmulatedPmu& e = *m.emulated;
+    const bool models = e.cache_model || e.branch_model;
     const char* emulator = std::getenv(pmc::detail::emulated::emulator_variable); // (pmc emulate's QEMU and -cpu)
     checks.push_back({"ok", "emulated PMU",
-                      "pmc emulate: QEMU user mode with pmc's plugin (" + m.emulated->target + " guest, protocol " +
-                          std::to_string(m.emulated->protocol) +
+                      "pmc emulate: QEMU user mode with pmc's plugin (" + e.target + " guest, protocol " +
+                          std::to_string(e.protocol) +
                           (emulator && *emulator ? "; " + std::string(emulator) : std::string()) +
                           "): instructions:u, instructions and "
                           "instructions-minus-irqs:u, " + pmc::emulated_count_note + ". QEMU's user mode has no "
-                          "perf_event_open: no other perf event",
+                          "perf_event_open: no other perf event" +
+                          (models ? std::string(" but the models' below") : std::string()),
                       ""});
+    // The models this run has (pmc emulate --cache, --branches): the plugin's handshake says which, and the geometry.
+    const auto listed = [](const auto& names) {
+        std::string text;
+        for (const std::string_view n : names) text += (text.empty() ? "" : ", ") + std::string(n);
+        return text;
+    };
+    if (e.cache_model)
+        checks.push_back({"ok", "cache model",
+                          "pmc emulate --cache: " + listed(pmc::modelled_cache_event_names) +
+                              " (each :u or none) read this thread's model of Cachegrind's caches (" +
+                              e.cache_geometry + "), modelled, not a real core's" +
+                              (e.load_sampling ? "; pmc::Sampler samples loads on cpu/mem-loads,ldlat=N/P" : ""),
+                          ""});
+    if (e.branch_model)
+        checks.push_back({"ok", "branch model",
+                          "pmc emulate --branches: " + listed(pmc::branch_count_event_names) +
+                              " (exact: every branch executed) and " + listed(pmc::modelled_branch_event_names) +
+                              " (modelled: Cachegrind's branch predictor), each :u or none, this thread's own",
+                          ""});
     checks.push_back({"ok", "hardware PMU", "not used under the emulator (the host's sysfs lists " +
                                                 (m.pmu_names.empty() ? std::string("no PMU") : m.pmu_names) + ")", ""});
     checks.push_back({"ok", "hypervisor", "the emulator (" + (m.hv.empty() ? std::string("QEMU") : m.hv) +
@@ -432,7 +455,10 @@ Precision best_precision(const std::vector<Trial>& trials, const DoctorMachine& 
     if (exact.ok && exact.path == pmc::to_string(pmc::ReadPath::emulated))
         return {"exact (emulated)",
                 "exact instruction counts from the emulated PMU of pmc emulate: " +
-                    std::string(pmc::emulated_count_note) + "; no other perf event under the emulator",
+                    std::string(pmc::emulated_count_note) + "; no other perf event under the emulator" +
+                    (m.emulated && (m.emulated->cache_model || m.emulated->branch_model)
+                         ? " but the modelled ones listed above"
+                         : ""),
                 0};
     if (instructions.ok)
         return {"approximate",

@@ -871,13 +871,29 @@ EmulatedReport read_emulated_report(const std::string& path) {
     for (auto& [pid, p] : pids) {
         if (p.open) {
             ++r.unfinished;
-            // Never reported (a signal ended it, under a QEMU before 8.0): its total at its last system call.
-            std::uint64_t kept[3] = {}; // magic, instructions, system calls (the file's layout)
+            // Never reported (a signal ended it, under a QEMU before 8.0): its totals at its last system call.
+            // (The file's layout: magic, instructions, system calls, models, the cache's and the branches' fields.)
+            constexpr int words = 4 + pmc_progress::cache_fields + pmc_progress::branch_fields;
+            std::uint64_t kept[words] = {};
             static_assert(sizeof kept == sizeof(pmc_progress::Progress));
             std::ifstream progress(pmc_progress::path_for(path, pid), std::ios::binary);
             if (progress.read(reinterpret_cast<char*>(kept), sizeof kept) && kept[0] == pmc_progress::magic) {
                 ++r.partial_processes;
                 r.partial_instructions += kept[1];
+                const std::uint64_t* fields = kept + 4;
+                if (kept[3] & pmc_progress::has_cache) {
+                    r.has_cache = true;
+                    std::uint64_t* to[] = {&r.Ir, &r.I1mr, &r.ILmr, &r.Dr,  &r.D1mr, &r.DLmr,
+                                           &r.Dw, &r.D1mw, &r.DLmw, &r.LLi, &r.LLr,  &r.LLw};
+                    for (int i = 0; i < pmc_progress::cache_fields; ++i) *to[i] += fields[i];
+                }
+                fields += pmc_progress::cache_fields;
+                if (kept[3] & pmc_progress::has_branches) {
+                    r.has_branches = true;
+                    std::uint64_t* to[] = {&r.branches, &r.Bc, &r.Bcm, &r.Bi, &r.Bim};
+                    for (int i = 0; i < pmc_progress::branch_fields; ++i) *to[i] += fields[i];
+                }
+                if (kept[3] != 0) ++r.partial_models;
             }
         }
         for (auto& native : p.native) r.native.push_back(std::move(native));
@@ -921,6 +937,8 @@ std::string unfinished_note(const EmulatedReport& r, int raw_status) {
                                                                 : fmt::format("{} are", r.partial_processes),
                             r.partial_processes == 1 ? "its" : "each one's");
     if (lost > 0) note += fmt::format("{} {} left no count at all", r.partial_processes > 0 ? ";" : ":", lost);
+    if (r.partial_models > 0 && r.partial_models == r.unfinished)
+        return note + fmt::format("; {} modelled counts (--cache, --branches) too", one ? "its" : "their");
     return note + fmt::format("; {} modelled counts (--cache, --branches) are missing", one ? "its" : "their");
 }
 
@@ -997,17 +1015,20 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
         // that silently lack it.
         if ((cache || branches) && processes.unfinished > 0)
             fmt::print(stderr, "pmc emulate: {} ({})\n", unfinished_note(processes, raw),
-                       processes.has_cache || processes.has_branches ? "the totals below lack them"
-                                                                     : "no modelled totals");
+                       processes.partial_models == processes.unfinished ? "the totals below are partial"
+                       : processes.has_cache || processes.has_branches  ? "the totals below lack them"
+                                                                        : "no modelled totals");
         if (cache && processes.has_cache) // (the command's totals; the program's counters read its threads' own)
             fmt::print(stderr,
                        "pmc emulate: the command's caches, {}:\n  D1: {} reads, {} misses; {} writes, {} misses\n"
-                       "{}  LL: {} read misses, {} write misses; I1: {} misses\n",
-                       model.note, processes.Dr, processes.D1mr, processes.Dw, processes.D1mw,
-                       model.has_l2 ? fmt::format("  L2: {} read misses, {} write misses\n", processes.LLr,
-                                                  processes.LLw)
+                       "  I1: {} misses\n{}  LL: {} instruction-fetch misses, {} read misses, {} write misses\n",
+                       model.note, processes.Dr, processes.D1mr, processes.Dw, processes.D1mw, processes.I1mr,
+                       // (each level's three add up to what reaches the next: the L2's to cache-references, the
+                       // LL's to cache-misses)
+                       model.has_l2 ? fmt::format("  L2: {} instruction-fetch misses, {} read misses, {} write "
+                                                  "misses\n", processes.LLi, processes.LLr, processes.LLw)
                                     : std::string(),
-                       processes.DLmr, processes.DLmw, processes.I1mr);
+                       processes.ILmr, processes.DLmr, processes.DLmw);
         if (branches && processes.has_branches)
             fmt::print(stderr,
                        "pmc emulate: the command's branches: {} branch instructions; {} conditional, {} mispredicted; "

@@ -88,6 +88,7 @@ Options (each command has more of its own: pmc COMMAND --help):
                     LLC-stores, LLC-store-misses, cache-references, cache-misses, marked modelled.
   --branches        count --emulate: count branches too: branch-instructions (exact) and
                     branch-misses (Cachegrind's branch predictor, marked modelled).
+  --qemu PATH       count --emulate: the QEMU user-mode binary (as pmc emulate --qemu; $PMC_QEMU).
   --like-perf-stat  encode: add the fields perf stat itself sets (sample_type, read_format, disabled,
                     inherit, enable_on_exec), so the output matches perf's -vv block line for line;
                     where this user may not count kernel mode, the attr perf stat falls back to
@@ -352,6 +353,7 @@ int run_count(const std::vector<std::string>& args) {
     pmc_tool::add_cache_options(cl, o.cache);
     cl.flag("--branches", o.branches);
     cl.option("--cpu", o.cpu, "a CPU model").not_empty();
+    const pmc_cli::Option qemu = cl.option("--qemu", o.qemu, "a path");
     cl.option("-e,--event", events, "an event").one_value_each();
     cl.option("-o", o.output, "a file");
     cl.command_follows(); // the command starts at the first word that is not an option, or after '--'
@@ -366,6 +368,7 @@ int run_count(const std::vector<std::string>& args) {
         return cl.usage_error("--branches counts branches under the emulator: give --emulate too");
     if (!o.cpu.empty() && !o.emulate)
         return cl.usage_error("--cpu names the CPU the emulator presents: give --emulate too");
+    if (qemu.given() && !o.emulate) return cl.usage_error("--qemu names the emulator of --emulate: give --emulate too");
     return pmc_tool::cmd_count(o, command, events);
 }
 

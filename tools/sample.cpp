@@ -1034,10 +1034,11 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
     run.notes.push_back(a.model.note);
     run.notes.push_back(fmt::format(
         "modelled (pmc sample --emulate): every {}th load whose modelled latency is at least {} cycles (ldlat), of "
-        "every thread from its first load ({} threads in {} emulated process images); the weight is the latency the "
+        "every thread from its first load ({} thread{} in {} emulated process image{}); the weight is the latency the "
         "model states for the level that served it (L1 4, L2 12, LL 40, memory 200 cycles): not measured, not a real "
         "core's; the exact count is the loads the model counted; one period of allowance per thread",
-        a.period, a.min_latency, processes.sampled_threads, processes.processes_with_loads));
+        a.period, a.min_latency, processes.sampled_threads, processes.sampled_threads == 1 ? "" : "s",
+        processes.processes_with_loads, processes.processes_with_loads == 1 ? "" : "s"));
     if (processes.unfinished > 0) {
         run.interrupted = fmt::format(
             "interrupted: {} of the {} emulated process{} never reached {} exit{}: the samples are those the plugin had "

@@ -16,11 +16,15 @@
 #include <pmc/error.hpp>
 #include <pmc/detail/text.hpp>
 
+#include <link.h>
+#include <malloc.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -182,6 +186,93 @@ inline Result<std::vector<MappedRegion>> read_maps(pid_t pid = 0) {
     return parse_maps(*text, path);
 }
 
+namespace detail {
+/// Splits `regions[i]` at `at` (inside it): the part from `at` on becomes a region of its own, right after it.
+inline void split_region(std::vector<MappedRegion>& regions, std::size_t i, std::uint64_t at) {
+    MappedRegion tail = regions[i];
+    regions[i].end = at;
+    tail.begin = at;
+    if (tail.kind == RegionKind::file) tail.offset += at - regions[i].begin;
+    regions.insert(regions.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(tail));
+}
+
+/// This process's writable ELF segments as loaded, each to the page its memory size (its .bss included) ends in.
+inline std::vector<std::pair<std::uint64_t, std::uint64_t>> own_writable_segments() {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+    ::dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* data) {
+            auto& segments = *static_cast<std::vector<std::pair<std::uint64_t, std::uint64_t>>*>(data);
+            const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+            for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
+                const auto& ph = info->dlpi_phdr[i];
+                if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W)) continue;
+                const std::uint64_t begin = info->dlpi_addr + ph.p_vaddr;
+                segments.emplace_back(begin, (begin + ph.p_memsz + page - 1) / page * page);
+            }
+            return 0;
+        },
+        &out);
+    return out;
+}
+
+/// This process's own maps made exact where the text alone can only guess. Natively nothing changes; QEMU's user
+/// mode emulates /proc/self/maps from its own page table, which merges neighbours and names no "[heap]" (7.2), and
+/// places the program's mappings upwards, right after a library's data:
+///   - an anonymous region after a library's writable data is its .bss only up to where that segment's memory
+///     size ends (dl_iterate_phdr): what lies beyond is split off as plain anonymous memory;
+///   - where no line says "[heap]", glibc's heap is the memory below the program break that its main arena took
+///     with brk (sbrk(0) less mallinfo2's arena), split off and named heap. (Where brk fails, as under QEMU 10
+///     when the host has a mapping above the program, glibc takes that memory with mmap: anonymous, as any.)
+inline void refine_own_regions(std::vector<MappedRegion>& regions) {
+    const auto segments = own_writable_segments();
+    for (std::size_t i = 0; i < regions.size(); ++i) {
+        MappedRegion& r = regions[i];
+        if (r.follows_file.empty()) continue;
+        std::uint64_t bss_end = 0; // the end of the writable segment that reaches into this region
+        for (const auto& [begin, end] : segments)
+            if (begin < r.begin && end > r.begin) bss_end = std::max(bss_end, end);
+        if (bss_end == 0) r.follows_file.clear(); // no segment's memory reaches here: not a .bss
+        else if (bss_end < r.end) {
+            split_region(regions, i, bss_end);
+            regions[i + 1].follows_file.clear();
+        }
+    }
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 33)
+    for (const auto& r : regions)
+        if (r.kind == RegionKind::heap) return;
+    const auto top = reinterpret_cast<std::uint64_t>(::sbrk(0));
+    const auto taken = static_cast<std::uint64_t>(::mallinfo2().arena); // the main arena's system memory
+    const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    if (taken == 0 || top == ~std::uint64_t{0} || taken > top) return;
+    const std::uint64_t begin = (top - taken) / page * page, end = (top + page - 1) / page * page;
+    for (std::size_t i = 0; i < regions.size(); ++i) {
+        if (regions[i].kind != RegionKind::anonymous || !regions[i].path.empty() || regions[i].end < end ||
+            regions[i].begin > begin || regions[i].begin >= end)
+            continue; // (the heap lies wholly in one anonymous region, or brk failed and it is not there)
+        if (regions[i].begin < begin) split_region(regions, i++, begin);
+        if (end < regions[i].end) split_region(regions, i, end);
+        regions[i].kind = RegionKind::heap;
+        regions[i].follows_file.clear();
+        if (i + 1 < regions.size()) regions[i + 1].follows_file.clear();
+        return;
+    }
+    // brk failed: on the main thread a small block comes from the main arena, wherever glibc mapped it. Its region
+    // is the heap when it holds no more than the arena took (not merged with a neighbour that is not).
+    if (::getpid() != static_cast<pid_t>(::gettid())) return;
+    void* probe = std::malloc(1);
+    const auto at = reinterpret_cast<std::uint64_t>(probe);
+    std::free(probe);
+    for (auto& r : regions)
+        if (r.begin <= at && at < r.end && r.kind == RegionKind::anonymous && r.path.empty() && r.end - r.begin <= taken) {
+            r.kind = RegionKind::heap;
+            r.follows_file.clear();
+        }
+#endif
+#endif
+}
+} // namespace detail
+
 /// A global or static variable: a data symbol at its run-time address.
 struct DataSymbol {
     std::uint64_t begin = 0, size = 0;
@@ -285,6 +376,7 @@ public:
     static Result<AddressMap> try_of_process(pid_t pid = 0) {
         auto regions = read_maps(pid);
         if (!regions) return regions.failure();
+        if (pid == 0 || pid == ::getpid()) detail::refine_own_regions(*regions);
         AddressMap map(std::move(*regions), pid);
         if (pid == 0)
             for (auto& b : named_regions()) map.name_block(b.begin, b.size, b.name);

@@ -224,6 +224,12 @@ inline std::string emulated_refusal(const EventSpec& spec) {
     if (!is_instruction_event(spec) && spec.attr.type == PERF_TYPE_RAW)
         return "the emulated PMU (pmc emulate) counts instructions only, named: instructions:u, instructions or "
                "instructions-minus-irqs:u; a raw code such as '" + spec.text + "' is a real CPU's encoding";
+    if (!is_instruction_event(spec) && spec.attr.type == PERF_TYPE_SOFTWARE)
+        return "the emulated PMU (pmc emulate) counts instructions, " + emulated_model_events_text() + "; '" +
+               spec.text + "' is a kernel software event: it needs no PMU but perf_event_open, which QEMU's user "
+               "mode does not implement, and the kernel could not tell the program's share anyway (under the "
+               "emulator the program's pages, faults, switches and CPU time are QEMU's process's, QEMU's own work "
+               "included). Count it natively, where no PMU is needed: pmc count -e " + spec.text + " -- COMMAND";
     if (!is_instruction_event(spec))
         return "the emulated PMU (pmc emulate) counts instructions (instructions:u, instructions, "
                "instructions-minus-irqs:u), " + emulated_model_events_text() + "; '" + spec.text +

@@ -287,6 +287,50 @@ TEST_CASE("pmc count --emulate counts a whole program exactly: a known loop's di
     CHECK(execs.status == 0);
     CHECK_THAT(execs.out, !ContainsSubstring("never reached"));
     CHECK_THAT(r.out, ContainsSubstring("QEMU's user mode does not implement"));
+    // A software event needs no PMU: the refusal says why the emulator cannot count it and how to count it natively.
+    CHECK_THAT(r.out, ContainsSubstring("'page-faults' is a kernel software event"));
+    CHECK_THAT(r.out, ContainsSubstring("pmc count -e page-faults -- COMMAND"));
+    CHECK_THAT(r.out, !ContainsSubstring("whose PMU has it"));
+}
+
+TEST_CASE("pmc count --emulate takes --qemu as pmc emulate does, and pmc doctor under the models lists their events",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+    // --qemu names the emulator: a missing one is the error (not an unknown option), PATH's works, and without
+    // --emulate it is a usage error.
+    const auto missing = pmc_test::run_command("'" + pmc_tool + "' count --emulate --qemu /nonexistent/qemu-x86_64 -- "
+                                               "/bin/true 2>&1");
+    INFO(missing.out);
+    CHECK(missing.status != 0);
+    CHECK_THAT(missing.out, ContainsSubstring("/nonexistent/qemu-x86_64"));
+    CHECK_THAT(missing.out, !ContainsSubstring("unknown option"));
+    const auto env = pmc_test::run_command("'" + pmc_tool + "' emulate -- env");
+    std::smatch m;
+    REQUIRE(std::regex_search(env.out, m, std::regex("PMC_EMULATE_QEMU=([^\n]+)")));
+    const auto given = run_agreed("'" + pmc_tool + "' count --emulate --qemu '" + m[1].str() + "' --csv -- '" + target +
+                                  "' loop 1000 2>&1");
+    INFO(given.out);
+    CHECK(given.status == 0);
+    CHECK(std::regex_search(given.out, std::regex("instructions:u,[0-9]+,")));
+    const auto natively = pmc_test::run_command("'" + pmc_tool + "' count --qemu qemu-x86_64 -- /bin/true 2>&1");
+    CHECK(natively.status == 1);
+    CHECK_THAT(natively.out, ContainsSubstring("--qemu names the emulator of --emulate"));
+    // pmc doctor under the models: the events each model opens, and the caches' geometry.
+    const auto plain = pmc_test::run_command("'" + pmc_tool + "' emulate -- '" + pmc_tool + "' doctor 2>&1");
+    INFO(plain.out);
+    CHECK_THAT(plain.out, ContainsSubstring("no other perf event"));
+    CHECK_THAT(plain.out, !ContainsSubstring("cache model"));
+    CHECK_THAT(plain.out, !ContainsSubstring("branch model"));
+    const auto models = pmc_test::run_command("'" + pmc_tool + "' emulate --cache --L2 262144,8,64 --branches -- '" +
+                                              pmc_tool + "' doctor 2>&1");
+    INFO(models.out);
+    CHECK_THAT(models.out, ContainsSubstring("no other perf event but the models' below"));
+    CHECK_THAT(models.out, ContainsSubstring("cache model"));
+    CHECK_THAT(models.out, ContainsSubstring("L1-dcache-load-misses"));
+    CHECK_THAT(models.out, ContainsSubstring("I1 32768,8,64, D1 32768,8,64, L2 262144,8,64, LL 8388608,16,64"));
+    CHECK_THAT(models.out, ContainsSubstring("branch model"));
+    CHECK_THAT(models.out, ContainsSubstring("branch-misses"));
+    CHECK_THAT(models.out, ContainsSubstring("no other perf event under the emulator but the modelled ones"));
 }
 
 TEST_CASE("pmc count --emulate never exits 0 with a count partial: a command that exits 0 after a child of its was "
@@ -430,7 +474,24 @@ TEST_CASE("pmc count --emulate --cache --L2: the L2 takes the D1 misses it holds
     CHECK(r.status == 0);
     CHECK_THAT(r.out, ContainsSubstring("Cachegrind's cache model with an L2 (I1 32768,8,64, D1 32768,8,64, L2 "
                                         "262144,8,64, LL 8388608,16,64"));
-    CHECK(std::regex_search(r.out, std::regex("L2: [0-9]+ read misses, [0-9]+ write misses")));
+    // The L2's line adds up to cache-references (instruction fetches included), which pmc count's defaults with
+    // --L2 show beside LLC-loads and LLC-stores (the same run, counted twice: exact, the same counts).
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex("L2: ([0-9]+) instruction-fetch misses, ([0-9]+) read misses, "
+                                                   "([0-9]+) write misses")));
+    const auto l2 = cache_counts("--L2=262144,8,64", "9 10");
+    CHECK(l2.at("LLC-loads") == std::stoull(m[2]));
+    CHECK(l2.at("LLC-stores") == std::stoull(m[3]));
+    CHECK(l2.at("cache-references") == std::stoull(m[1]) + std::stoull(m[2]) + std::stoull(m[3]));
+    CHECK(l2.at("cache-references") > l2.at("LLC-loads") + l2.at("LLC-stores")); // (the start-up's fetch misses)
+    // The LL's line adds up to cache-misses the same way.
+    REQUIRE(std::regex_search(r.out, m, std::regex("LL: ([0-9]+) instruction-fetch misses, ([0-9]+) read misses, "
+                                                   "([0-9]+) write misses")));
+    const auto plain = cache_counts("-e cache-misses,LLC-load-misses,LLC-store-misses --L2=262144,8,64", "9 10");
+    CHECK(plain.at("cache-misses") == std::stoull(m[1]) + std::stoull(m[2]) + std::stoull(m[3]));
+    CHECK(plain.at("LLC-load-misses") == std::stoull(m[2]));
+    // Without --L2 the defaults leave out what would only repeat the L1 misses.
+    CHECK(cache_counts("", "9 10").count("LLC-loads") == 0);
 }
 
 TEST_CASE("pmc count --emulate --cache --inclusion=strict: a line the LL evicts leaves the D1, once per round",
@@ -1431,17 +1492,19 @@ TEST_CASE("a program's own SIGSEGV, with no signal handler installed, is not bla
         CHECK_THAT(r.out, !ContainsSubstring("died of SIGSEGV"));
         CHECK_THAT(r.out, !ContainsSubstring("signal handler"));
     }
-    // With a model, the totals are printed (QEMU 10 reports a process a signal ends), or said to be missing (QEMU
-    // 7.2 does not): never left out in silence.
+    // With a model, the totals are printed: whole (QEMU 10 reports a process a signal ends), or partial, up to the
+    // last system call (QEMU 7.2 does not; the progress file kept them), and said to be so; never left out in
+    // silence.
     const auto cached = pmc_test::run_command("'" + pmc_tool + "' emulate --cache --branches -- '" + target +
                                               "' segfault 2>&1");
     INFO(cached.out);
     CHECK(cached.status == 128 + SIGSEGV);
     const bool totals = cached.out.find("pmc emulate: the command's caches") != std::string::npos &&
                         cached.out.find("pmc emulate: the command's branches") != std::string::npos;
-    const bool said_missing = cached.out.find("1 of the 1 emulated process never reached its exit") != std::string::npos &&
-                              cached.out.find("(no modelled totals)") != std::string::npos;
-    CHECK(totals != said_missing);
+    const bool said_partial = cached.out.find("1 of the 1 emulated process never reached its exit") != std::string::npos &&
+                              cached.out.find("(the totals below are partial)") != std::string::npos;
+    CHECK(totals);
+    CHECK(said_partial == (emulated_qemu_major() < 8));
 }
 
 TEST_CASE("pmc emulate -- ctest runs a CMake project's tests (ctest's SIGCHLD handler needs an aligned stack)",
@@ -2198,20 +2261,34 @@ TEST_CASE("pmc count --emulate ended by a signal prints the count up to the prog
         if (!std::regex_search(out, m, std::regex("instructions:u +([0-9]+)  \\(partial\\)"))) return 0;
         return std::stoull(m[1]);
     };
-    const std::string small = interrupted("1000000", SIGINT, "--cache");
+    const std::string small = interrupted("1000000", SIGINT, "--cache --branches");
     INFO(small);
     CHECK_THAT(small, ContainsSubstring("(exit status 130; 1 emulated process)"));
     CHECK_THAT(small, ContainsSubstring("partial, not exact: 1 of the 1 emulated process never reached its exit (the "
                                         "command ended by SIGINT)"));
     CHECK_THAT(small, ContainsSubstring("it is counted up to its last system call"));
-    CHECK(std::regex_search(small, std::regex("L1-dcache-loads +not counted"))); // the model's counts are lost
+    // The models' counts are kept at the same system call: partial too, and exact there (a loop iteration is one
+    // branch, and its two instructions fetch from lines already cached).
+    CHECK_THAT(small, ContainsSubstring("its modelled counts (--cache, --branches) too"));
+    CHECK(std::regex_search(small, std::regex("L1-dcache-loads +[0-9]+  \\(modelled\\)  \\(partial\\)")));
+    CHECK(std::regex_search(small, std::regex("Cachegrind's fields: Bc [0-9]+ Bcm [0-9]+ Bi [0-9]+ Bim [0-9]+ "
+                                              "\\(partial: up to the last system call\\)")));
     CHECK_THAT(small, !ContainsSubstring("left no count"));
-    const std::string large = interrupted("3000000", SIGTERM, "--cache");
+    const std::string large = interrupted("3000000", SIGTERM, "--cache --branches");
     INFO(large);
     CHECK_THAT(large, ContainsSubstring("(the command ended by SIGTERM)"));
     REQUIRE(count_in(small) > 0);
     REQUIRE(count_in(large) > 0);
     CHECK(count_in(large) - count_in(small) == 2 * (3000000 - 1000000));
+    const auto counted = [](const std::string& out, const std::string& event) -> std::uint64_t {
+        std::smatch m;
+        if (!std::regex_search(out, m, std::regex(event + " +([0-9]+) "))) return 0;
+        return std::stoull(m[1]);
+    };
+    REQUIRE(counted(small, "branch-instructions:u") > 0);
+    CHECK(counted(large, "branch-instructions:u") - counted(small, "branch-instructions:u") == 3000000 - 1000000);
+    CHECK(counted(large, "L1-icache-load-misses") == counted(small, "L1-icache-load-misses"));
+
     // The loop on a thread that has exited when the signal comes: its count is in the process's progress too
     // (the plugin's lock-free update for a process with one live thread adds the exited threads' total).
     const std::string small_thread = interrupted("1000000", SIGTERM, "", "pause-thread");
@@ -2220,14 +2297,16 @@ TEST_CASE("pmc count --emulate ended by a signal prints the count up to the prog
     REQUIRE(count_in(small_thread) > 0);
     REQUIRE(count_in(large_thread) > 0);
     CHECK(count_in(large_thread) - count_in(small_thread) == 2 * (3000000 - 1000000));
-    // JSON says it too: partial, and the model's counts null.
-    const std::string json = interrupted("1000000", SIGHUP, "--cache --json");
+    // JSON says it too: partial, with the same counts.
+    const std::string json = interrupted("1000000", SIGHUP, "--cache --branches --json");
     INFO(json);
     CHECK_THAT(json, ContainsSubstring("\"partial\":true"));
     CHECK_THAT(json, ContainsSubstring("\"partial_processes\":1"));
     CHECK(std::regex_search(json, std::regex("\"event\":\"instructions:u\",\"counted\":true,\"count\":[^,]+,\"raw\":" +
                                              std::to_string(count_in(small)) + ",")));
-    CHECK(std::regex_search(json, std::regex("\"event\":\"L1-dcache-loads\",\"counted\":false")));
+    CHECK(std::regex_search(json, std::regex("\"event\":\"L1-dcache-loads\",\"counted\":true,\"count\":" +
+                                             std::to_string(counted(small, "L1-dcache-loads")) + ",")));
+    CHECK(std::regex_search(json, std::regex("\"Bc\":[1-9][0-9]*,")));
 }
 
 TEST_CASE("pmc sample --emulate ended by SIGINT reports the samples its plugin had written, marked interrupted, and "

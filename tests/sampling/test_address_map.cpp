@@ -17,6 +17,7 @@
 #include <csignal>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -33,6 +34,17 @@ static char* function_static() {
     return buffer;
 }
 volatile void* keep_alive[] = {pmc_test_global_array, static_table, nullptr};
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PMC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PMC_TEST_ASAN 1
+#endif
+#endif
+#ifndef PMC_TEST_ASAN
+#define PMC_TEST_ASAN 0
+#endif
 
 namespace {
 const char* sample_maps =
@@ -203,6 +215,59 @@ TEST_CASE("a named heap block, the stack and a mapped file of this process", "[a
     ::close(fd);
     ::unlink(path);
     std::free(block);
+}
+
+TEST_CASE("this process's map made exact where QEMU's emulated maps only allow a guess: the brk heap unnamed, "
+          "anonymous memory after a library's data", "[attribution]") {
+    // Natively the kernel names [heap]; QEMU 7.2's emulated /proc/self/maps does not, and QEMU places mappings right
+    // after a library's writable data. Both are made here from this process's own lines, then refined.
+    char* small = static_cast<char*>(std::malloc(64));
+    REQUIRE(small);
+    small[0] = 1;
+    auto real = pmc::read_maps();
+    REQUIRE(real);
+    const pmc::MappedRegion* heap = nullptr;
+    for (const auto& r : *real)
+        if (r.kind == pmc::RegionKind::heap) heap = &r;
+    if (!heap) PMC_SKIP("this process's maps have no [heap] line to hide");
+    const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const auto hex = [](std::uint64_t v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
+        return std::string(b);
+    };
+    // This program's writable segment, to the page its .bss ends in.
+    std::pair<std::uint64_t, std::uint64_t> own{0, 0};
+    for (const auto& seg : pmc::detail::own_writable_segments())
+        if (seg.first <= reinterpret_cast<std::uint64_t>(&pmc_test_global_array[0]) &&
+            reinterpret_cast<std::uint64_t>(&pmc_test_global_array[0]) < seg.second)
+            own = seg;
+    REQUIRE(own.second > own.first + page);
+    const std::uint64_t file_end = own.second - page; // the file's line ends inside the segment: a .bss after it
+    if (heap->begin < own.second + 80 * page) PMC_SKIP("the brk heap starts too close to the program for this layout");
+    const std::string maps =
+        hex(own.first / page * page) + "-" + hex(file_end) + " rw-p 00000000 08:01 1 /prog\n" +
+        hex(file_end) + "-" + hex(own.second + 64 * page) + " rw-p 00000000 00:00 0\n" +      // .bss, then more
+        hex(heap->begin - 16 * page) + "-" + hex(heap->end + 16 * page) + " rw-p 00000000 00:00 0\n"; // unnamed heap
+    auto regions = pmc::parse_maps(maps);
+    REQUIRE(regions);
+    REQUIRE(regions->size() == 3);
+    CHECK((*regions)[1].label() == "anonymous after /prog (its .bss?)");
+    pmc::detail::refine_own_regions(*regions);
+    pmc::AddressMap map(*regions);
+    CHECK(map.attribute(file_end).label() == "anonymous after /prog (its .bss?)");
+    CHECK(map.attribute(own.second - 1).label() == "anonymous after /prog (its .bss?)");
+    CHECK(map.attribute(own.second).label() == "anonymous"); // beyond the segment's memory: not its .bss
+    CHECK(map.attribute(own.second + 63 * page).label() == "anonymous");
+    if (!PMC_TEST_ASAN) CHECK(map.attribute(small).label() == "heap"); // (ASan's malloc takes no memory with brk)
+    CHECK(map.attribute(heap->begin - 8 * page).label() == "anonymous");
+    CHECK(map.attribute(heap->end + 8 * page).label() == "anonymous");
+    // Anonymous memory after a file no loaded segment reaches into is no .bss.
+    auto other = pmc::parse_maps("100000-101000 rw-p 00000000 08:01 2 /lib/other.so\n101000-201000 rw-p 00000000 00:00 0\n");
+    REQUIRE(other);
+    pmc::detail::refine_own_regions(*other);
+    CHECK((*other)[1].label() == "anonymous");
+    std::free(small);
 }
 
 TEST_CASE("a data summary by variable and by region", "[attribution]") {

@@ -25,6 +25,7 @@
 #include "plugin_threads.hpp"
 #include "qemu_plugin_api.h"
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -214,6 +215,12 @@ inline std::string report_line(long pid) {
                   static_cast<unsigned long long>(since.Bcm), static_cast<unsigned long long>(since.Bi),
                   static_cast<unsigned long long>(since.Bim));
     return line;
+}
+
+/// The same counts so far, without taking them, for the progress file (all Bc Bcm Bi Bim).
+inline std::array<unsigned long long, 5> counts_so_far() {
+    const Totals t = threads::peek_since_last_report();
+    return {t.branches, t.Bc, t.Bcm, t.Bi, t.Bim};
 }
 
 /// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report.

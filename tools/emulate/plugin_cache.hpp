@@ -35,6 +35,7 @@
 #include "plugin_threads.hpp"
 #include "qemu_plugin_api.h"
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -674,25 +675,27 @@ inline std::string start() {
     return threads::start();
 }
 
+/// Cachegrind's fields of `c` in the report line's order (Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw LLi LLr LLw).
+inline std::array<unsigned long long, 12> report_fields(const pmc_model::CacheCounts& c) {
+    return {c.Ir(),  c.I1mr(), c.ILmr(), c.Dr(),  c.D1mr(), c.DLmr(), c.Dw(), c.D1mw(), c.DLmw(), c.ll[0].accesses,
+            c.ll[1].accesses, c.ll[2].accesses};
+}
+
 /// The process's cache counts since its last report line, as one: "pid N cache Ir A I1mr B ILmr C Dr D D1mr E
 /// DLmr F Dw G D1mw H DLmw I LLi J LLr K LLw L\n" (Cachegrind's names and meanings; LLi, LLr, LLw: the LL's
 /// accesses by fetches, reads and writes, which an L2 makes fewer than the L1 misses).
 inline std::string report_line(long pid) {
-    const pmc_model::CacheCounts since = threads::since_last_report();
+    const auto f = report_fields(threads::since_last_report());
     char line[512];
     std::snprintf(line, sizeof line,
                   "pid %ld cache Ir %llu I1mr %llu ILmr %llu Dr %llu D1mr %llu DLmr %llu Dw %llu D1mw %llu DLmw %llu "
                   "LLi %llu LLr %llu LLw %llu\n",
-                  pid, static_cast<unsigned long long>(since.Ir()), static_cast<unsigned long long>(since.I1mr()),
-                  static_cast<unsigned long long>(since.ILmr()), static_cast<unsigned long long>(since.Dr()),
-                  static_cast<unsigned long long>(since.D1mr()), static_cast<unsigned long long>(since.DLmr()),
-                  static_cast<unsigned long long>(since.Dw()), static_cast<unsigned long long>(since.D1mw()),
-                  static_cast<unsigned long long>(since.DLmw()),
-                  static_cast<unsigned long long>(since.ll[0].accesses),
-                  static_cast<unsigned long long>(since.ll[1].accesses),
-                  static_cast<unsigned long long>(since.ll[2].accesses));
+                  pid, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11]);
     return line;
 }
+
+/// The same counts so far, without taking them, for the progress file (progress_file.hpp's order).
+inline std::array<unsigned long long, 12> counts_so_far() { return report_fields(threads::peek_since_last_report()); }
 
 /// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report. A thread
 /// that was translating a block at the fork held blocks_lock and is gone: the child's lock starts free.

@@ -103,6 +103,16 @@ public:
         return since;
     }
 
+    /// What since_last_report() would return now, without taking it (the totals stay for the next report): for
+    /// the progress file at each system call, after the calling thread's publication.
+    static Counts peek_since_last_report() {
+        std::lock_guard<std::mutex> hold(lock_);
+        Counts total = exited_;
+        for (Thread* t : live_) Model::add(total, t->published_counts());
+        Model::subtract(total, reported_);
+        return total;
+    }
+
     /// In a fork child: only the forking thread lives on, and what it counted belongs to the parent's report.
     static void in_fork_child() {
         new (&lock_) std::mutex;

@@ -6,7 +6,8 @@
 // dump_core_and_abort restores the host signal's default action and kills itself; QEMU 8.0 added the exit cleanup,
 // and with it the callbacks, to that path). Under Debian 12's QEMU 7.2 a Ctrl-C, timeout(1) or kill then left no
 // count at all. The plugin stores the process's total in a shared mapping of this file at every system call
-// (plain stores, no system call); the page outlives the process, and pmc reads it as a partial count.
+// (plain stores, no system call); the page outlives the process, and pmc reads it as a partial count. With the
+// models on (cache=on, branches=on) it keeps their counts the same way, so that a killed run keeps them too.
 #pragma once
 
 #include <atomic>
@@ -16,8 +17,15 @@
 
 namespace pmc_progress {
 
-/// "pmcprog1": a file that is one of these, written by a plugin of this layout.
-constexpr std::uint64_t magic = 0x31676f7270636d70ULL;
+/// "pmcprog2": a file that is one of these, written by a plugin of this layout.
+constexpr std::uint64_t magic = 0x32676f7270636d70ULL;
+
+/// Which models' counts a file keeps (Progress::models).
+constexpr std::uint64_t has_cache = 1, has_branches = 2;
+/// The cache model's counts, in its report line's order: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw LLi LLr LLw.
+constexpr int cache_fields = 12;
+/// The branch model's: all Bc Bcm Bi Bim.
+constexpr int branch_fields = 5;
 
 struct Progress {
     std::uint64_t magic;
@@ -26,6 +34,11 @@ struct Progress {
     std::atomic<std::uint64_t> instructions;
     /// System calls seen (0: the count is from its start, none made yet).
     std::atomic<std::uint64_t> system_calls;
+    /// has_cache | has_branches: the models whose counts follow, as the process's report lines would give them at
+    /// that call (every thread's as last published; the calling thread's exact there).
+    std::atomic<std::uint64_t> models;
+    std::atomic<std::uint64_t> cache[cache_fields];
+    std::atomic<std::uint64_t> branches[branch_fields];
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "stores visible to another process through the page");
 

@@ -638,11 +638,31 @@ void open_progress() {
     ::close(fd);
 }
 
+/// The models' counts so far, as the process's report lines would give them (each model's registry lock and its
+/// threads' locks, uncontended at a system call of a single-threaded process).
+void note_model_progress() {
+    std::uint64_t models = 0;
+    if (plugin_cache::settings.on) {
+        const auto c = plugin_cache::counts_so_far();
+        for (int i = 0; i < pmc_progress::cache_fields; ++i)
+            progress->cache[i].store(c[static_cast<std::size_t>(i)], std::memory_order_relaxed);
+        models |= pmc_progress::has_cache;
+    }
+    if (plugin_branches::settings.on) {
+        const auto b = plugin_branches::counts_so_far();
+        for (int i = 0; i < pmc_progress::branch_fields; ++i)
+            progress->branches[i].store(b[static_cast<std::size_t>(i)], std::memory_order_relaxed);
+        models |= pmc_progress::has_branches;
+    }
+    progress->models.store(models, std::memory_order_relaxed);
+}
+
 /// At each system call (and after each report): the process's total so far, as its exit line would give it.
 std::uint64_t since_baseline(std::uint64_t total) { return total - fork_baseline.load(std::memory_order_relaxed); }
 
 void note_progress() {
     if (!progress) return;
+    if (plugin_cache::settings.on || plugin_branches::settings.on) note_model_progress();
     // The calling thread alone: its own count is the live total, read with no lock (pmc_progress::note says why).
     // (A thread the plugin is not yet told of is in neither total, as before.)
     pmc_progress::note(
