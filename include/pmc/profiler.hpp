@@ -205,7 +205,7 @@ private:
     BOOST_NOINLINE inline detail::ProfilerThread* local_slow();
     // The calling thread's state if it has one already (nothing is registered): for pause(), depth(), end_to().
     detail::ProfilerThread* local_if_registered() const noexcept;
-    detail::ProfilerThread* register_thread(bool throw_on_failure = false);
+    detail::ProfilerThread* register_thread(bool from_start = false);
 
     // The start (the file, the counters, the cost of a scope, the header) and the close.
     static detail::ProfileFile open_profile_file(ProfilerOptions& o, std::vector<std::string>& warnings,
@@ -460,27 +460,27 @@ BOOST_FORCEINLINE detail::ProfilerThread* Profiler::local_noexcept() noexcept {
 
 // Declared inline in the class, beside BOOST_NOINLINE (GCC refuses an inline definition after a noinline declaration).
 detail::ProfilerThread* Profiler::local_slow() {
-    auto& entries = detail::profiler_thread_exit.entries;
     if (!detail::profiler_thread_ended)
-        for (auto& e : entries)
+        for (auto& e : detail::profiler_thread_exit().entries)
             if (e.first.get() == shared_.get()) {
                 detail::profiler_tls = {shared_->generation, e.second};
                 return e.second;
             }
     detail::ProfilerThread* t = register_thread();
-    if (detail::profiler_thread_ended) { // after the exit hook (a thread_local's destructor): recorded nowhere
+    if (detail::profiler_thread_ended) { // after the exit hook (another key's destructor): recorded nowhere
         t->broken = t->discard = true;
         detail::profiler_tls = {shared_->generation, t};
         return t;
     }
-    entries.emplace_back(shared_, t);
+    detail::profiler_thread_exit().entries.emplace_back(shared_, t);
     detail::profiler_tls = {shared_->generation, t};
     return t;
 }
 
 /// A state for the calling thread: its page (touched now, so its page faults are not counted in its first
-/// events) and its counters. A counter that fails here is reported in the file, not thrown.
-inline detail::ProfilerThread* Profiler::register_thread(bool throw_on_failure) {
+/// events) and its counters. A counter that fails here is reported in the file, not thrown (except for the
+/// constructor's thread: `from_start`).
+inline detail::ProfilerThread* Profiler::register_thread(bool from_start) {
     auto& s = *shared_;
     auto t = std::make_unique<detail::ProfilerThread>();
     t->shared = &s;
@@ -497,7 +497,7 @@ inline detail::ProfilerThread* Profiler::register_thread(bool throw_on_failure) 
     t->open.reset(new detail::OpenInterval[t->open_capacity]);
     auto opened = open_counters(*t);
     if (opened) {
-        if (throw_on_failure) raise(*opened);
+        if (from_start) raise(*opened);
         t->broken = true;
         t->error = opened->message;
     } else {
@@ -507,16 +507,15 @@ inline detail::ProfilerThread* Profiler::register_thread(bool throw_on_failure) 
     t->max_record = static_cast<std::uint32_t>(profile_format::max_record_bytes(t->ncounters));
     t->record_limit = t->full_record_limit = std::max<std::uint32_t>(1, t->capacity / t->max_record);
     t->calibrate_slow_path();
-    std::lock_guard<std::mutex> lock(s.mutex);
-    s.reserve_end_record(s.threads.size() + 1);
-    t->index = s.next_thread++;
-    detail::ProfilerThread* raw = t.get();
-    raw->time_counter = s.time_counter;
+    // No lock from here on: what this thread runs must not depend on whether another registers at the same moment
+    // (under pmc emulate --branches its predictor carries that code's branches into its first intervals). A number
+    // (one atomic add), a link (one exchange: ProfilerShared::link_thread), a thread page that names no label.
+    t->index = s.next_thread.fetch_add(1, std::memory_order_relaxed);
+    detail::ProfilerThread* raw = t.release(); // owned by the list from here (freed when the profiler ends)
+    raw->time_counter = s.time_counter;   // (both set at the start, before any other thread could register)
     raw->own_work_label = s.own_work_label;
-    raw->next.store(s.head.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    s.head.store(raw, std::memory_order_release);
-    s.threads.push_back(std::move(t));
-    if (s.header_written) s.write_thread_page(*raw);
+    s.link_thread(*raw);
+    if (!from_start) s.write_thread_page(*raw); // the constructor's waits for the header (write_header)
     if (raw->broken) // said once, here; the file's thread page has the whole message
         std::fprintf(stderr, "pmc profiler: thread %u (tid %d): its counters could not be opened (%s); its events "
                              "record zeros, the other threads' are not affected\n",
@@ -578,7 +577,7 @@ inline detail::ProfilerThread* Profiler::local_if_registered() const noexcept {
     const detail::ProfilerTls& c = detail::profiler_tls;
     if (BOOST_LIKELY(c.generation == shared_->generation)) return c.state;
     if (!detail::profiler_thread_ended)
-        for (auto& e : detail::profiler_thread_exit.entries)
+        for (auto& e : detail::profiler_thread_exit().entries)
             if (e.first.get() == shared_.get()) return e.second;
     return nullptr;
 }
@@ -762,6 +761,7 @@ inline void Profiler::start(ProfilerOptions o, std::vector<std::string> warnings
     s->page_bytes = static_cast<std::uint32_t>(o.page_bytes);
     s->fd = file.release();
     s->setup_preallocation(o.preallocate_bytes);
+    s->reserve_end_record(64); // threads beyond: ProfilerShared::write_end_record
     shared_ = s;
     // This thread's counters: a failure here throws (the caller asked for these counters).
     detail::ProfilerThread* t = nullptr;
@@ -778,7 +778,7 @@ inline void Profiler::start(ProfilerOptions o, std::vector<std::string> warnings
         throw;
     }
 #endif
-    detail::profiler_thread_exit.entries.emplace_back(shared_, t);
+    detail::profiler_thread_exit().entries.emplace_back(shared_, t);
     detail::profiler_tls = {s->generation, t};
     // Which counters are times (their readings stay absolute), and, with a time as the primary, the label of the
     // own-work marks (its id goes in the header; its text is written once the header is out).
@@ -792,7 +792,7 @@ inline void Profiler::start(ProfilerOptions o, std::vector<std::string> warnings
     if (s->own_work_label != 0) {
         std::lock_guard<std::mutex> lock(s->mutex);
         s->define_label(pf::own_work_text, s->own_work_label);
-        for (auto& th : s->threads) th->own_work_label = s->own_work_label; // (registered under this lock)
+        s->for_each_thread([&](detail::ProfilerThread& th) { th.own_work_label = s->own_work_label; }); // (only this one yet)
     }
     detail::add_live_profiler(s.get());
     detail::install_profiler_handlers_once(o.flush_on_fatal_signals);
@@ -964,15 +964,16 @@ inline void Profiler::close() noexcept {
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
-        for (auto& t : s.threads)
-            others_recording = others_recording || (t->tid != me && !t->discard.load(std::memory_order_relaxed));
+        s.for_each_thread([&](detail::ProfilerThread& t) {
+            others_recording = others_recording || (t.tid != me && !t.discard.load(std::memory_order_relaxed));
+        });
         if (others_recording) {
             // Threads that have not ended may still be recording (a static Profiler destroyed by exit() while
             // threads run): their pages are copied as committed, never reset under them, as at exit(); what they
             // record from now on is not written (the file is frozen), and the end record counts what was.
             (void)s.end_while_recording(profile_format::EndHow::closed, 0);
         } else {
-            for (auto& t : s.threads) t->flush(t->tid == me, true);
+            s.for_each_thread([&](detail::ProfilerThread& t) { t.flush(t.tid == me, true); });
             s.write_waiting_strings(); // labels no page named yet
             if (!s.frozen.load()) // (after exit()'s end record, nothing more is written)
                 s.write_end_record(profile_format::EndHow::closed, 0, [](detail::ProfilerThread& t) {
@@ -1002,7 +1003,7 @@ inline void Profiler::close() noexcept {
 // ---- for tests -------------------------------------------------------------------------------------------------
 
 namespace detail {
-/// For tests: the lock that labels, thread registration and closing take (the recording path must never).
+/// For tests: the lock that labels and closing take (the recording path and a thread's registration never do).
 struct ProfilerTestAccess {
     static std::mutex& mutex(Profiler& p) { return p.shared_->mutex; }
 };

@@ -46,6 +46,8 @@
 //                    does not; a never-run loop in a new thread mispredicts its first iterations (the predictor
 //                    starts at strongly not-taken). Prints a line per check, exits 1 if off
 //   branch-threads   (pmc emulate --branches) 4 threads with fixed work: each prints its interval's branch counts
+//   profile-threads [THREADS]  (PMC_PROFILE, pmc emulate --branches) THREADS (6) threads that register with the
+//                    profiler at the same moment, then record 'mix' (data-dependent branches) and 'loop'
 //   branches N       runs N conditional branches (a data-dependent one each iteration) and N indirect calls (x86)
 //   refused WHAT     what QEMU's user mode refuses, called twice: seccomp-prctl, seccomp, clone3 (raw, with no
 //                    fallback), threads (3 threads and a posix_spawn: glibc tries clone3, then clone)
@@ -1201,6 +1203,63 @@ int run_branch_read() {
     return off ? 1 : 0;
 }
 
+/// 64 conditional branches an iteration, each on one bit of a 64-bit xorshift: branches at many addresses, under
+/// every history, so that what they miss at first follows the state of most of the predictor's counters.
+__attribute__((noinline)) std::uint64_t scattered_branches(std::uint64_t n, std::uint64_t seed) {
+    std::uint64_t taken = 0;
+#define PMC_TEST_BIT(k)                                                                                                \
+    if ((seed >> (k)) & 1) {                                                                                           \
+        asm volatile("" : "+r"(taken)); /* (a branch, not a cmov) */                                                   \
+        ++taken;                                                                                                       \
+    }
+#define PMC_TEST_BITS8(k)                                                                                              \
+    PMC_TEST_BIT(k) PMC_TEST_BIT(k + 1) PMC_TEST_BIT(k + 2) PMC_TEST_BIT(k + 3) PMC_TEST_BIT(k + 4)                     \
+    PMC_TEST_BIT(k + 5) PMC_TEST_BIT(k + 6) PMC_TEST_BIT(k + 7)
+    for (std::uint64_t i = 0; i < n; ++i) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        PMC_TEST_BITS8(0) PMC_TEST_BITS8(8) PMC_TEST_BITS8(16) PMC_TEST_BITS8(24)
+        PMC_TEST_BITS8(32) PMC_TEST_BITS8(40) PMC_TEST_BITS8(48) PMC_TEST_BITS8(56)
+    }
+#undef PMC_TEST_BITS8
+#undef PMC_TEST_BIT
+    return taken;
+}
+
+/// (pmc emulate --branches) THREADS threads released at once (a pipe: they wait inside read(2), so that the wait
+/// runs the same instructions however long it lasts), each registering with the profiler at the same moment by
+/// naming itself, then recording 'mix' (scattered_branches from a seed of its own: what it misses follows the
+/// predictor's state at its start) and 'loop' (a known loop). Their first malloc is the profiler's. Under an exact
+/// counter every thread's labels must record the same in every run, whatever the other threads did meanwhile.
+int run_profile_threads(unsigned threads) {
+    static const char* const names[] = {"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"};
+    if (threads == 0 || threads > 8) return 2;
+    auto prof = pmc::Profiler::from_env();
+    const pmc::Label mix = prof.label("mix"), loop = prof.label("loop");
+    int go[2];
+    if (::pipe(go) != 0) return 2;
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < threads; ++t) {
+        workers.emplace_back([&, t] {
+            char c = 0;
+            if (::read(go[0], &c, 1) != 1) std::abort();
+            prof.thread_name(names[t]); // its registration: every thread at once
+            for (unsigned round = 0; round < 2; ++round) {
+                {
+                    auto s = prof.scope(mix);
+                    scattered_branches(150, 7 + t + 10 * round);
+                }
+                auto s = prof.scope(loop);
+                known_loop(200 + t);
+            }
+        });
+    }
+    const char all[8] = {};
+    if (::write(go[1], all, threads) != static_cast<ssize_t>(threads)) return 2;
+    for (auto& w : workers) w.join();
+    for (int fd : {go[0], go[1]}) ::close(fd);
+    return 0;
+}
+
 int run_branch_threads() {
     std::string lines[4];
     std::atomic<unsigned> turn{0};
@@ -1641,6 +1700,8 @@ int main(int argc, char** argv) {
                                     argc > 7 ? argv[7] : "3");
         if (mode == "branch-read") return run_branch_read();
         if (mode == "branch-threads") return run_branch_threads();
+        if (mode == "profile-threads")
+            return run_profile_threads(argc > 2 ? static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10)) : 6);
         if (mode == "branches" && argc > 2) {
             const std::uint64_t n = std::strtoull(argv[2], nullptr, 10);
             const std::uint64_t taken = random_branches(n, 99);
@@ -1664,7 +1725,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
                          "profile [--plant N] | page-writes ROUNDS [CHILDREN] | hooks | chase LINES ROUNDS [THREADS] | matmul N | "
                          "inclusion ROUNDS | "
-                         "cache-read | cache-threads | branch-read | branch-threads | branches N | until-signal FILE | "
+                         "cache-read | cache-threads | branch-read | branch-threads | profile-threads [THREADS] | branches N | "
+                         "until-signal FILE | "
                          "jit-rep | churn | bad-pointer | stack | signal-frames | signal-race | raw-handler | signal-cost | "
                          "pause[-thread] LOOPS READY | refused WHAT\n");
     return 2;

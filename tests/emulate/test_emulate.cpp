@@ -746,6 +746,67 @@ TEST_CASE("under pmc emulate --branches, 4 threads with fixed work read identica
     CHECK(swapped.out != first.out);
 }
 
+TEST_CASE("threads that register with the profiler at the same moment record the same modelled branch-misses, "
+          "instructions and cache misses in every run", "[emulate][branches][profiler][threads]") {
+    REQUIRE_EMULATOR();
+    // 6 threads released at once (profile-threads), 10 runs under the branch and cache models. Each thread's labels
+    // follow its registration, which ran other code when it met another thread's (the profiler's lock, glibc's
+    // lock for a thread_local's destructor, the labels waiting to be written): its predictor then entered 'mix' in
+    // another state, and 'mix' came out a few misses apart between runs (a2a91fd's profiler: 5 runs, 5 different).
+    const std::string dir = temp_dir();
+    const char* counters = "branch-misses:u,instructions:u,L1-dcache-load-misses:u,LLC-load-misses:u";
+    // Per thread name, per label, per interval in recording order: the four counters' values.
+    using Values = std::map<std::string, std::map<std::string, std::vector<std::vector<std::uint64_t>>>>;
+    std::vector<Values> runs;
+    for (int run = 0; run < 10; ++run) {
+        const std::string path = dir + "/threads-" + std::to_string(run) + ".pmcprof";
+        const auto r = pmc_test::run_command("PMC_PROFILE='" + path + "' PMC_PROFILE_COUNTERS=" + counters + " '" +
+                                             pmc_tool + "' emulate --cache --branches -- '" + target +
+                                             "' profile-threads 6 2>&1");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        const auto p = pmc::read_profile(path);
+        REQUIRE(p.ok());
+        REQUIRE(p->problems.empty());
+        REQUIRE(p->counters.size() == 4);
+        Values v;
+        for (const auto& t : p->threads)
+            for (const auto& rec : t.records)
+                if (rec.kind == pmc::profile_format::RecordKind::interval) {
+                    std::vector<std::uint64_t> own;
+                    for (std::size_t c = 0; c < 4; ++c)
+                        own.push_back(p->values[rec.first_value + 2 * c + 1] - p->values[rec.first_value + 2 * c]);
+                    v[t.name][p->string(rec.label)].push_back(own);
+                }
+        REQUIRE(v.size() == 6);
+        for (const auto& [name, labels] : v) {
+            INFO(name);
+            REQUIRE(labels.at("mix").size() == 2);
+            REQUIRE(labels.at("loop").size() == 2);
+            CHECK(labels.at("mix")[0][0] > 3000); // about half of 150 x 64 data-dependent branches missed
+            CHECK(labels.at("mix")[0][1] > 10000);
+        }
+        runs.push_back(std::move(v));
+    }
+    int off = 0;
+    for (std::size_t run = 1; run < runs.size(); ++run)
+        for (const auto& [name, labels] : runs[0])
+            for (const auto& [label, intervals] : labels) {
+                const auto& other = runs[run][name][label];
+                if (other == intervals) continue;
+                ++off;
+                std::string shown;
+                for (std::size_t i = 0; i < intervals.size() && i < other.size(); ++i)
+                    shown += " [" + std::to_string(intervals[i][0]) + " " + std::to_string(intervals[i][1]) + " " +
+                             std::to_string(intervals[i][2]) + " " + std::to_string(intervals[i][3]) + " / " +
+                             std::to_string(other[i][0]) + " " + std::to_string(other[i][1]) + " " +
+                             std::to_string(other[i][2]) + " " + std::to_string(other[i][3]) + "]";
+                UNSCOPED_INFO("run " << run << ", thread " << name << ", '" << label
+                                     << "' (branch-misses instructions D1 LL, run 0 / this run):" << shown);
+            }
+    CHECK(off == 0);
+}
+
 TEST_CASE("the profiler's ride-along counters read the branch counts under pmc emulate --branches, said so",
           "[emulate][branches][profiler]") {
     REQUIRE_EMULATOR();

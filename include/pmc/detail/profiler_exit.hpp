@@ -78,9 +78,8 @@ inline void remove_live_profiler(ProfilerShared* s) noexcept {
 }
 
 /// fork() in a threaded program: the child has one thread, and a lock another thread held at the fork stays held
-/// there for ever. Before the fork every live profiler's lock is taken (waiting for a label() or a thread's
-/// registration under way: short), then its strings lock (which a page write takes while labels wait to be
-/// written), so the child gets their data consistent; after it, parent and child release them. The child also
+/// there for ever. Before the fork every live profiler's lock is taken (waiting for a label() under way: short),
+/// then its strings lock (which a page write takes while labels wait to be written), so the child gets their data consistent; after it, parent and child release them. The child also
 /// closes its copies of the profiles' descriptors: it never holds its parent's file (nor, through it, the file's
 /// lock) and never writes into it.
 inline void profiler_fork_prepare() noexcept {
@@ -167,12 +166,12 @@ inline void install_profiler_handlers_once(bool signals) {
 
 // ---- a thread's exit -------------------------------------------------------------------------------------------
 
-/// Set (and never cleared) once the thread's exit hook below has run: a scope recorded later, by a thread_local
-/// destroyed after it, must not reach the hook's destroyed list. Trivially destructible, so valid until the end.
+/// Set (and never cleared) once the thread's exit hook below has run: a scope recorded later, by another pthread
+/// key's destructor, must not reach the hook's destroyed list. Trivially destructible, so valid until the end.
 inline thread_local bool profiler_thread_ended = false;
 
 /// At a thread's exit: writes its page and closes its counters, for every profiler it recorded into. A scope
-/// recorded after this (by a thread_local destroyed later) still finds its state, owned by the profiler, but is
+/// recorded after this (by another pthread key's destructor) still finds its state, owned by the profiler, but is
 /// discarded: the thread has written its last page.
 struct ProfilerThreadExit {
     std::vector<std::pair<std::shared_ptr<ProfilerShared>, ProfilerThread*>> entries;
@@ -196,7 +195,37 @@ struct ProfilerThreadExit {
         // profiler_tls keeps pointing at the states: they live as long as their profilers.
     }
 };
-inline thread_local ProfilerThreadExit profiler_thread_exit;
+
+/// The calling thread's exit hook, made at its first registration and run by a pthread key's destructor at its
+/// exit (not at exit(): the main thread's recording ends with exit()'s flush). Not a thread_local object with a
+/// destructor: glibc registers each under ld.so's global lock (__cxa_thread_atexit_impl), so a thread that
+/// registered while another did ran other code, and under pmc emulate --branches its predictor carried that into
+/// its first intervals. Setting a key's value takes no lock. Trivially destructible.
+inline thread_local ProfilerThreadExit* profiler_thread_exit_hook = nullptr;
+
+/// The key whose destructor runs a thread's exit hook (made once, by the first profiler's start).
+inline pthread_key_t profiler_exit_key() {
+    static const pthread_key_t key = [] {
+        pthread_key_t k{};
+        if (::pthread_key_create(&k, [](void* hook) {
+                delete static_cast<ProfilerThreadExit*>(hook);
+                profiler_thread_exit_hook = nullptr;
+            }) != 0)
+            raise(make_failure(EAGAIN, "pmc profiler: no pthread key left for the threads' exit hook"));
+        return k;
+    }();
+    return key;
+}
+
+inline ProfilerThreadExit& profiler_thread_exit() {
+    if (!profiler_thread_exit_hook) {
+        auto hook = std::make_unique<ProfilerThreadExit>();
+        if (::pthread_setspecific(profiler_exit_key(), hook.get()) != 0)
+            raise(make_failure(ENOMEM, "pmc profiler: cannot set the thread's exit hook (pthread_setspecific)"));
+        profiler_thread_exit_hook = hook.release();
+    }
+    return *profiler_thread_exit_hook;
+}
 
 } // namespace detail
 PMC_END_NAMESPACE

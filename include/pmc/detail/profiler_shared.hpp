@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // pmc/detail/profiler_shared.hpp: what every thread of one pmc::Profiler shares: the file, appended to one whole
-// page per write(2) (O_APPEND), with blocks reserved ahead of its end and given back at the end; the labels and the
-// threads' registration (under one mutex, which the recording path never takes); the strings waiting to be written
-// (under a second lock, which a page write takes only while some wait); the end record; and the flush of
+// page per write(2) (O_APPEND), with blocks reserved ahead of its end and given back at the end; the labels (under one
+// mutex, which the recording path never takes); the list of threads (each links itself in, with no lock); the strings
+// waiting to be written (under a second lock, which a page write takes only while some wait); the end record; and the flush of
 // every thread's committed events at exit() or a fatal signal (async-signal-safe). At the end, ProfilerThread::flush
 // (detail/profiler_thread.hpp): a thread writing out its own page.
 #pragma once
@@ -104,7 +104,7 @@ struct ProfilerShared {
     std::vector<std::string> counters; ///< the event strings actually recorded
     std::uint32_t page_bytes = 0;
     std::uint64_t generation = 0;
-    std::mutex mutex; ///< labels, thread registration, closing
+    std::mutex mutex; ///< labels, closing (never a thread's registration: link_thread)
     MappedArena memory; ///< what the members below allocate (declared first: destroyed after them)
     std::pmr::unordered_map<std::string_view, std::uint32_t> labels{&memory}; ///< keys: texts copied into `memory`
     std::pmr::vector<unsigned char> strings_page{&memory}; ///< a string longer than a strings page, written alone
@@ -121,23 +121,68 @@ struct ProfilerShared {
     std::uint32_t next_label = 1;
     std::array<bool, profile_format::max_counters> time_counter{}; ///< per counter: a time (ProfilerThread::time_counter)
     std::uint32_t own_work_label = 0; ///< the own-work marks' label (a time primary), else 0
-    std::uint32_t next_thread = 0;
-    std::pmr::vector<std::unique_ptr<ProfilerThread>> threads{&memory};
-    std::atomic<ProfilerThread*> head{nullptr}; ///< the same threads, for the signal handler (no lock there)
+    /// The threads, newest first, each linked in by its own registration with no lock (link_thread) and owned
+    /// here until the profiler ends. Walked with next_of() (the signal handler too).
+    std::atomic<ProfilerThread*> head{nullptr};
+    std::atomic<std::uint32_t> next_thread{0}; ///< the next registering thread's number
     std::atomic<bool> closed{false};
-    bool header_written = false; ///< thread pages wait for the header (under `mutex`)
+    bool header_written = false; ///< the constructor's thread page waits for the header (under `mutex`)
     std::atomic<std::uint32_t> strings_pages{0}; ///< strings pages written (the next one's number; `strings_mutex`)
     std::atomic<std::uint32_t> strings{0};       ///< strings written
     std::atomic<std::uint32_t> end_pages{0};     ///< end records written (a later one supersedes)
-    /// Room for the end record (header, fixed part, 12 bytes per thread), grown as threads register (under
-    /// `mutex`, before the thread is linked in): the signal handler writes it without allocating.
-    /// (In `memory`: a signal handler may still be reading an outgrown one, which stays until the profiler ends.)
+    /// Room for the end record (header, fixed part, 12 bytes per thread) for end_buf_threads threads, reserved at
+    /// the start: the signal handler writes it without allocating; more threads than that map a larger one then.
     std::atomic<unsigned char*> end_buf{nullptr};
     std::size_t end_buf_threads = 0;
     std::atomic<std::uint64_t> write_errors{0};
     std::atomic<int> last_errno{0}; ///< the last failed write's errno, or one of the reasons below (no errno)
     static constexpr int short_write = -1;   ///< the write wrote less than asked, without an error
     static constexpr int page_held = -2;     ///< a thread's page stayed claimed past the wait: left unwritten
+    ProfilerShared() = default;
+    ProfilerShared(const ProfilerShared&) = delete;
+    ProfilerShared& operator=(const ProfilerShared&) = delete;
+    ~ProfilerShared() {
+        for (ProfilerThread* t = head.load(std::memory_order_acquire); t;) {
+            ProfilerThread* older = next_of(*t);
+            delete t;
+            t = older;
+        }
+    }
+
+    /// Links a registering thread in, as the newest. No lock and no loop: one exchange, then the link to the older
+    /// threads. A lock here (or a compare-exchange retried) ran other code on a thread that registered while another
+    /// did: under pmc emulate --branches, its predictor then entered the first intervals in another state, and a
+    /// label's modelled branch-misses changed by a few between runs of the same program (Docs: emulated-pmu.md).
+    void link_thread(ProfilerThread& t) noexcept {
+        t.next.store(linking(), std::memory_order_relaxed);
+        ProfilerThread* older = head.exchange(&t, std::memory_order_acq_rel);
+        t.next.store(older, std::memory_order_release);
+    }
+    /// The thread linked in before `t` (nullptr: none). Between link_thread's two stores, waits for the second
+    /// (bounded), unless `t` is the calling thread itself, interrupted there by a signal: the older threads are then
+    /// out of reach. Async-signal-safe.
+    ProfilerThread* next_of(const ProfilerThread& t) const noexcept {
+        ProfilerThread* n = t.next.load(std::memory_order_acquire);
+        if (n != linking()) return n;
+        if (::getpid() != pid) return nullptr; // a fork() child: the thread that was linking it is not here
+        if (t.tid == static_cast<pid_t>(::syscall(SYS_gettid))) return nullptr;
+        timespec start{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while ((n = t.next.load(std::memory_order_acquire)) == linking() && profiler_elapsed_ns(start) < 1000000000L)
+            ::sched_yield();
+        return n == linking() ? nullptr : n;
+    }
+    /// f(thread) for every thread linked in, newest first.
+    template <class F>
+    void for_each_thread(F&& f) const {
+        for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = next_of(*t)) f(*t);
+    }
+    /// A `next` being linked (never dereferenced).
+    static ProfilerThread* linking() noexcept {
+        static char marker;
+        return reinterpret_cast<ProfilerThread*>(&marker);
+    }
+
     /// Counts a write that failed, and why (an errno, or short_write / page_held). Async-signal-safe.
     void note_write_error(int why) noexcept {
         last_errno.store(why, std::memory_order_relaxed);
@@ -184,7 +229,7 @@ struct ProfilerShared {
     struct WriteGuard {
         ProfilerShared* s = nullptr;
         bool allowed = false;
-        WriteGuard(ProfilerShared& shared, std::size_t bytes) noexcept {
+        WriteGuard(ProfilerShared& shared, std::size_t bytes, bool reserve_ahead = true) noexcept {
             for (;;) {
                 shared.writers.fetch_add(1, std::memory_order_seq_cst);
                 if (shared.frozen.load(std::memory_order_seq_cst)) {
@@ -199,7 +244,7 @@ struct ProfilerShared {
             allowed = true;
             ++profiler_appends_here; // after counting in: never more than this thread's share of `writers`
             std::atomic_signal_fence(std::memory_order_seq_cst);
-            if (shared.prealloc_chunk != 0) shared.preallocate(bytes);
+            if (reserve_ahead && shared.prealloc_chunk != 0) shared.preallocate(bytes);
         }
         ~WriteGuard() {
             if (!s) return;
@@ -258,10 +303,11 @@ struct ProfilerShared {
         return true;
     }
 
-    /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole).
-    bool write_all(const unsigned char* p, std::size_t n) noexcept {
+    /// Writes a whole buffer with O_APPEND (one write(2) per page keeps pages whole). `reserve_ahead`: may reserve
+    /// blocks ahead (preallocate), which whichever writer crosses the reserve's middle does.
+    bool write_all(const unsigned char* p, std::size_t n, bool reserve_ahead = true) noexcept {
         if (::getpid() != pid) return false; // a fork() child: its copies of the parent's pages would clash with them
-        WriteGuard guard(*this, n);
+        WriteGuard guard(*this, n, reserve_ahead);
         if (!guard.allowed) return false;
         write_raw(p, n);
         return true;
@@ -397,15 +443,17 @@ struct ProfilerShared {
     }
 
     /// Writes the calling thread's thread page (its name, error, its counters' times read now, its open intervals).
+    /// A thread page with no interval open names no label, and reserves no blocks: what a thread does to register
+    /// or name itself then depends on no other thread (whether labels wait to be written, how much they appended).
     void write_thread_page(ProfilerThread& t, bool last_page = false) {
-        write_waiting_strings(); // its open intervals may name them
+        if (t.depth > 0) write_waiting_strings(); // its open intervals may name them
         ProfilerThread::InfoBusy busy(t);
         t.read_times();
-        if (write_all(t.info_buf.get(), t.finish_info_page(last_page, t.sequence)))
+        if (write_all(t.info_buf.get(), t.finish_info_page(last_page, t.sequence), false))
             t.thread_pages.fetch_add(1, std::memory_order_relaxed);
     }
 
-    /// Makes room in end_buf for `threads` threads (under `mutex`).
+    /// Makes room in end_buf for `threads` threads (at the start, before any thread registers).
     void reserve_end_record(std::size_t count) {
         if (count <= end_buf_threads) return;
         const std::size_t want = std::max<std::size_t>(2 * end_buf_threads, std::max<std::size_t>(count, 8));
@@ -415,11 +463,26 @@ struct ProfilerShared {
     }
 
     /// Writes the end record: how the profile ended, and per thread the events and thread pages written (`pages`
-    /// gives them for a thread). Async-signal-safe (end_buf was sized as threads registered).
+    /// gives them for a thread). Async-signal-safe.
     template <class Pages>
     void write_end_record(profile_format::EndHow how, std::uint32_t signal, Pages&& pages) noexcept {
         unsigned char* b = end_buf.load(std::memory_order_acquire);
         if (!b) return;
+        // The threads linked in by now (one snapshot of the list, walked twice); more than end_buf holds: a larger
+        // buffer mapped now (async-signal-safe), else the newest end_buf_threads.
+        ProfilerThread* const newest = head.load(std::memory_order_acquire);
+        std::size_t threads = 0;
+        for (ProfilerThread* t = newest; t; t = next_of(*t)) ++threads;
+        std::size_t room = end_buf_threads, mapped = 0;
+        if (threads > room) {
+            const std::size_t bytes = profile_format::page_header_bytes + 20 + 12 * threads;
+            void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m != MAP_FAILED) {
+                b = static_cast<unsigned char*>(m);
+                room = threads;
+                mapped = bytes;
+            }
+        }
         unsigned char* q = b + profile_format::page_header_bytes;
         auto put32 = [&](std::uint32_t v) {
             std::memcpy(q, &v, 4);
@@ -432,8 +495,7 @@ struct ProfilerShared {
         unsigned char* count_at = q;
         put32(0);
         std::uint32_t n = 0;
-        for (ProfilerThread* t = head.load(std::memory_order_acquire); t && n < end_buf_threads;
-             t = t->next.load(std::memory_order_acquire), ++n) {
+        for (ProfilerThread* t = newest; t && n < room; t = next_of(*t), ++n) {
             const auto [events, infos] = pages(*t);
             put32(t->index);
             put32(events);
@@ -445,6 +507,7 @@ struct ProfilerShared {
                                           end_pages.fetch_add(1, std::memory_order_relaxed),
                                           b + profile_format::page_header_bytes, payload, n);
         write_raw(b, profile_format::page_header_bytes + payload);
+        if (mapped) ::munmap(b, mapped);
     }
 
     /// exit() or a fatal signal (`signal`, 0 for exit()): writes every thread's committed events, then the calling
@@ -479,7 +542,7 @@ struct ProfilerShared {
         frozen.store(true, std::memory_order_seq_cst);
         (void)wait_for_writers(100000000L);
         write_waiting_strings_at_end(); // before the pages that may name them
-        for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = t->next.load(std::memory_order_acquire)) {
+        for (ProfilerThread* t = head.load(std::memory_order_acquire); t; t = next_of(*t)) {
             if (t->discard.load(std::memory_order_relaxed)) {
                 t->exit_pages.store(t->sequence_seen.load(std::memory_order_relaxed), std::memory_order_relaxed);
                 continue;
