@@ -48,13 +48,16 @@
 
 namespace plugin_cache {
 
+/// A variant for tests (tests/emulate): every access through on_memory, every planned fetch through the whole model.
+#if defined(PMC_PLUGIN_GENERAL_PATH)
+inline constexpr bool general_path = true;
+#else
+inline constexpr bool general_path = false;
+#endif
+
 struct Settings {
     bool on = false;
-#if defined(PMC_PLUGIN_GENERAL_PATH) // a variant for tests (tests/emulate): every access through on_memory
-    bool lean = false;
-#else
-    bool lean = true; ///< instructions that make one plain access get on_single_access
-#endif
+    bool lean = !general_path; ///< instructions that make one plain access get on_single_access
     pmc_model::CacheConfig config;
 };
 inline Settings settings;
@@ -214,10 +217,49 @@ struct RunStep {
 struct AccessRun {
     std::vector<RunStep> steps; ///< in program order
 };
+/// What a block's call per execution reads, in one allocation (made by make()): the block's counts, then one hit
+/// check per planned fetch (its I1 set's most-recent slot and the tag that says the line is there), then the
+/// fetches themselves (plan_fetches' references, read only when a check fails). The common case reads the header
+/// and the checks, which lie together, with no pointer to follow.
+class BlockPlan {
+public:
+    struct FetchCheck {
+        std::uint64_t tag; ///< FetchRef::no_tag (never a hit) for a straddle
+        std::uint64_t slot;
+    };
+    std::uint32_t instructions; ///< counted in Ir at each execution
+    std::uint32_t fetch_count;
+    std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the instruction count (qemu_plugin.cpp)
+
+    static BlockPlan* make(std::uint32_t instructions, const std::vector<pmc_model::FetchRef>& fetches) {
+        const std::size_t each = sizeof(FetchCheck) + sizeof(pmc_model::FetchRef);
+        void* memory = ::operator new(sizeof(BlockPlan) + fetches.size() * each);
+        auto* plan = new (memory) BlockPlan(instructions, static_cast<std::uint32_t>(fetches.size()));
+        for (std::size_t i = 0; i < fetches.size(); ++i) {
+            new (&plan->checks()[i]) FetchCheck{fetches[i].tag, fetches[i].slot};
+            new (&plan->fetches()[i]) pmc_model::FetchRef(fetches[i]);
+        }
+        return plan;
+    }
+    struct Free {
+        void operator()(BlockPlan* p) const noexcept { ::operator delete(p); } // (every part is trivially destroyed)
+    };
+    const FetchCheck* checks() const noexcept { return reinterpret_cast<const FetchCheck*>(this + 1); }
+    const pmc_model::FetchRef* fetches() const noexcept {
+        return reinterpret_cast<const pmc_model::FetchRef*>(checks() + fetch_count);
+    }
+
+private:
+    BlockPlan(std::uint32_t n, std::uint32_t fetches) : instructions(n), fetch_count(fetches) {}
+    FetchCheck* checks() noexcept { return reinterpret_cast<FetchCheck*>(this + 1); }
+    pmc_model::FetchRef* fetches() noexcept { return reinterpret_cast<pmc_model::FetchRef*>(checks() + fetch_count); }
+};
+static_assert(sizeof(BlockPlan) % alignof(BlockPlan::FetchCheck) == 0 &&
+              sizeof(BlockPlan::FetchCheck) % alignof(pmc_model::FetchRef) == 0);
+
+/// What a block's translation made, kept for the plugin's life: its plan, and what its data callbacks point to.
 struct Block {
-    std::uint64_t instructions;
-    std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the thread's instruction count (qemu_plugin.cpp)
-    std::vector<pmc_model::FetchRef> fetches; ///< planned for settings.config: each hit check one load and compare
+    std::unique_ptr<BlockPlan, BlockPlan::Free> plan; ///< the call per block's `data`
     std::unique_ptr<Instruction[]> each;
     std::vector<std::unique_ptr<BitTestSite>> bit_tests; ///< (each at a fixed address: QEMU keeps the pointer)
     std::vector<std::unique_ptr<StateImageSite>> state_images; ///< (the same)
@@ -230,12 +272,41 @@ struct Block {
 inline std::mutex blocks_lock;
 inline std::vector<std::unique_ptr<Block>> blocks;
 
+/// The fetches of `b` from `first` on, in order, each through the model unless its check shows a hit on the most
+/// recent line of its set (which changes nothing): on_block's call once a check fails.
+__attribute__((noinline)) inline void fetch_from(ThreadModel& t, const BlockPlan& b, std::uint32_t first) noexcept {
+    const BlockPlan::FetchCheck* checks = b.checks();
+    const pmc_model::FetchRef* fetches = b.fetches();
+    for (std::uint32_t i = first; i < b.fetch_count; ++i)
+        if (t.caches.i1().tag_at(checks[i].slot) != checks[i].tag)
+            t.caches.fetch_uncounted(fetches[i].address, fetches[i].size);
+}
+/// The tests' reference (plugin variant general): every planned fetch through the whole model, no check.
+__attribute__((noinline)) inline void fetch_each(ThreadModel& t, const BlockPlan& b) noexcept {
+    const pmc_model::FetchRef* fetches = b.fetches();
+    for (std::uint32_t i = 0; i < b.fetch_count; ++i) t.caches.fetch_uncounted(fetches[i].address, fetches[i].size);
+}
+/// on_block's whole work where its common case does not apply: the thread's first block, or a publication due.
+__attribute__((noinline)) inline void on_block_slowly(ThreadModel& t, const BlockPlan& b) noexcept {
+    if ((++t.blocks & (ThreadModel::publish_every - 1)) == 0) t.publish();
+    t.caches.count_instructions(b.instructions);
+    general_path ? fetch_each(t, b) : fetch_from(t, b, 0);
+}
+/// QEMU's call at each execution of a block (`data`: its BlockPlan): the thread's count of blocks (which numbers
+/// executions, and publishes the counts every publish_every), the instructions in Ir, then each planned fetch. The
+/// common case is a leaf with no stack frame: the thread's model exists, and each fetch is a hit on its set's most
+/// recent line, one load and one compare each (a line another block evicted fails its check, so each is checked).
 inline void on_block(unsigned int, void* data) {
-    const auto* b = static_cast<const Block*>(data);
-    ThreadModel& t = this_thread();
-    if (__builtin_expect((++t.blocks & (ThreadModel::publish_every - 1)) == 0, 0)) t.publish();
-    t.caches.count_instructions(b->instructions);
-    for (const pmc_model::FetchRef& r : b->fetches) t.caches.fetch_planned(r);
+    const auto& b = *static_cast<const BlockPlan*>(data);
+    ThreadModel* t = threads::this_thread_if_made();
+    if (__builtin_expect(t == nullptr || ((t->blocks + 1) & (ThreadModel::publish_every - 1)) == 0, 0))
+        return on_block_slowly(t ? *t : threads::this_thread(), b);
+    ++t->blocks;
+    t->caches.count_instructions(b.instructions);
+    if (general_path) return fetch_each(*t, b);
+    const BlockPlan::FetchCheck* checks = b.checks();
+    for (std::uint32_t i = 0; i < b.fetch_count; ++i)
+        if (__builtin_expect(t->caches.i1().tag_at(checks[i].slot) != checks[i].tag, 0)) return fetch_from(*t, b, i);
 }
 
 /// QEMU's call after each memory access of an instruction (`data`: its Instruction). The common case, inlined with
@@ -319,6 +390,16 @@ inline void pass_access(ThreadModel& t, const Instruction& insn, std::uint64_t a
     t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size,
                  [&t](const pmc_model::DataAccess& a) { t.complete(a); });
 }
+/// A run member's access: each member makes exactly one plain access of at most 8 bytes (model/access_runs.hpp),
+/// so on_single_access's common case applies (no access waits and it hits the most recent line of its D1 set:
+/// counted, the member's Instruction not read); anything else is pass_access, the general path.
+template <pmc_model::Kind kind>
+__attribute__((always_inline)) inline void pass_member(ThreadModel& t, const RunStep& s, std::uint64_t address) {
+    if ((kind == pmc_model::Kind::write || plugin_sampling::current == nullptr) &&
+        t.merger.add_alone_without_sink(t.caches, kind, address, s.size))
+        return;
+    pass_access<kind>(t, *s.instruction, address, s.size);
+}
 /// QEMU's call after a run's last access (`data`: its AccessRun): every member's access, in program order, each
 /// at its offset from `address`. Each is a plain access of its own execution, so each is what a call of its own
 /// would have passed on.
@@ -327,8 +408,8 @@ inline void on_run(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, v
     ThreadModel& t = this_thread();
     for (const RunStep& s : run.steps) {
         const std::uint64_t at = address + static_cast<std::uint64_t>(s.offset);
-        if (s.store) pass_access<pmc_model::Kind::write>(t, *s.instruction, at, s.size);
-        else pass_access<pmc_model::Kind::read>(t, *s.instruction, at, s.size);
+        if (s.store) pass_member<pmc_model::Kind::write>(t, s, at);
+        else pass_member<pmc_model::Kind::read>(t, s, at);
     }
 }
 
@@ -613,12 +694,11 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
 
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
 /// `x86`: the guest is x86-64, whose instructions of model/access_decode.hpp get their rules' callbacks.
-/// `on_each`: the call per execution, on_block or one that calls it (with the block). `last_may_be_taken_out`:
-/// QEMU 7.2 may drop the last instruction from the block (qemu_plugin.cpp's may_be_taken_out).
+/// `on_each`: the call per execution, on_block or one that calls it (with the block's plan).
+/// `last_may_be_taken_out`: QEMU 7.2 may drop the last instruction from the block (qemu_plugin.cpp's may_be_taken_out).
 inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
                         qemu_plugin_vcpu_udata_cb_t on_each = on_block, bool last_may_be_taken_out = true) {
     auto block = std::make_unique<Block>();
-    block->instructions = n;
     block->each.reset(new Instruction[n]);
     std::vector<std::pair<std::uint64_t, std::uint32_t>> fetched;
     for (std::size_t i = 0; i < n; ++i) {
@@ -631,8 +711,9 @@ inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
     if (x86) find_runs(*block, tb, n, last_may_be_taken_out);
 #endif
     for (std::size_t i = 0; i < n; ++i) register_data_callbacks(*block, qemu_plugin_tb_get_insn(tb, i), i, x86);
-    block->fetches = pmc_model::plan_fetches(fetched, settings.config);
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    const std::vector<pmc_model::FetchRef> fetches = pmc_model::plan_fetches(fetched, settings.config);
+    block->plan.reset(BlockPlan::make(static_cast<std::uint32_t>(n), fetches));
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each, QEMU_PLUGIN_CB_NO_REGS, block->plan.get());
     Block* made = block.get();
     std::lock_guard<std::mutex> hold(blocks_lock);
     blocks.push_back(std::move(block));

@@ -216,7 +216,7 @@ void on_block(unsigned int vcpu, void* insns);
 /// The block's count: with the cache model on (`cached`), folded into its call per block (one call, not two).
 void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block* cached) {
     if (cached) {
-        cached->counted = n;
+        cached->plan->counted = n;
         return;
     }
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS,
@@ -303,7 +303,7 @@ void count_instruction(qemu_plugin_insn* insn) {
 }
 /// The cache model's call per block, with the block's count (count_block) folded in.
 void on_cached_block(unsigned int vcpu, void* block) {
-    vcpu_state(vcpu).instructions += block_weight * static_cast<const plugin_cache::Block*>(block)->counted;
+    vcpu_state(vcpu).instructions += block_weight * static_cast<const plugin_cache::BlockPlan*>(block)->counted;
     plugin_cache::on_block(vcpu, block);
 }
 #else
