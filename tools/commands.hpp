@@ -115,6 +115,7 @@ struct Emulator {
     std::string version;                   ///< QEMU's, from its binary ("7.2.22"), or "" if not found
     std::string target;                    ///< the guest it emulates ("x86_64", "aarch64"), or "" if not found
     bool misaligns_signal_frames = false; ///< x86-64 before QEMU 9.1: handlers start 8 bytes off the ABI's alignment
+    bool offsets_guest = false;           ///< QEMU 8.1 and later: run with -B (pmc/detail/emulated.hpp, guest_base)
     std::string description;               ///< "QEMU 7.2.22, plugin API 1": for profiles (pmc diff compares them)
 };
 /// Finds them (`qemu`: --qemu's value, or ""), or says what is missing and what to install.
