@@ -524,42 +524,6 @@ int run_stack() {
     return 0;
 }
 
-/// The program break, as glibc's malloc and programs calling sbrk use it: grown by 4 MiB a MiB at a time (each MiB
-/// written), malloc's small blocks and a 100,000-byte block realloc'd to 200,000 below the break (in the heap the
-/// break ends, not in mappings of their own), then given back. QEMU 8.1 and later, run without -B and without
-/// address randomization, left the break no room (pmc/detail/emulated.hpp, guest_base).
-extern "C" char _end[]; // the end of the program's .bss (GNU ld): the break starts at or above it
-int run_break() {
-    constexpr std::intptr_t mib = std::intptr_t{1} << 20;
-    char* const start = static_cast<char*>(::sbrk(0));
-    for (int i = 0; i < 4; ++i) {
-        errno = 0;
-        void* got = ::sbrk(mib);
-        if (got == reinterpret_cast<void*>(-1)) {
-            std::printf("break: sbrk(1 MiB) failed after %d MiB at %p: %s\n", i, static_cast<void*>(start),
-                        std::strerror(errno));
-            return 1;
-        }
-        std::memset(got, 1, static_cast<std::size_t>(mib));
-    }
-    char* const grown = static_cast<char*>(::sbrk(0));
-    std::printf("break: grew by %td bytes\n", grown - start);
-    ::sbrk(-(grown - start));
-    auto in_heap = [](const void* p) {
-        return static_cast<const char*>(p) >= _end && static_cast<const char*>(p) < static_cast<char*>(::sbrk(0));
-    };
-    void* small = std::malloc(64);
-    void* block = std::malloc(100000);
-    const bool small_in_heap = in_heap(small), block_in_heap = in_heap(block);
-    void* bigger = std::realloc(block, 200000);
-    std::printf("break: malloc(64) %s, malloc(100000) %s, realloc to 200000 %s\n",
-                small_in_heap ? "in the heap" : "NOT in the heap", block_in_heap ? "in the heap" : "NOT in the heap",
-                bigger && in_heap(bigger) ? "in the heap" : "NOT in the heap");
-    std::free(small);
-    std::free(bigger);
-    return 0;
-}
-
 /// Where this program's memory lies (for comparing runs: QEMU lays it out, and pmc emulate pins what QEMU's own
 /// allocations would move), and the GLIBC_TUNABLES it was given.
 thread_local int tls_variable = 0;
@@ -1612,7 +1576,6 @@ int main(int argc, char** argv) {
         if (mode == "refused" && argc > 2) return run_refused(argv[2]);
         if (mode == "stack") return run_stack();
         if (mode == "addresses") return run_addresses();
-        if (mode == "break") return run_break();
         if (mode == "bad-pointer") return run_bad_pointer();
         if (mode == "segfault") return run_segfault();
         if (mode == "loop" && argc > 2) {
