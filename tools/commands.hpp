@@ -123,6 +123,7 @@ struct Emulator {
     std::string cpu_origin;  ///< where `cpu` came from: "--cpu", "QEMU_CPU", "pmc's default", or ""
     std::string cpu_warning; ///< the default model refused by this QEMU: what the guest gets instead, and the fix
     std::string description; ///< "QEMU 7.2.22, plugin API 1, -cpu MODEL": for profiles (pmc diff compares them)
+    bool offsets_guest = false; ///< QEMU 8.1 and later: run with -B (pmc/detail/emulated.hpp, guest_base)
 };
 /// The CPU model every x86-64 emulated run gives the guest unless --cpu or QEMU_CPU names another (QEMU's -cpu
 /// spelling; tools/emulate.cpp says why this one).

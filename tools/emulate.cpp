@@ -379,6 +379,13 @@ std::string choose_cpu(Emulator& e, const std::string& option) {
            ".";
 }
 
+/// QEMU 8.1 and later reserve no room for the program's break (pmc/detail/emulated.hpp, guest_base).
+bool loads_without_break_room(const std::string& version) {
+    unsigned major = 0, minor = 0;
+    if (std::sscanf(version.c_str(), "%u.%u", &major, &minor) != 2) return false;
+    return major > 8 || (major == 8 && minor >= 1);
+}
+
 } // namespace
 
 // The Haswell Valgrind presents on every AVX2 host (family 6 model 0x3c, AVX2, ERMS, no HLE or RTM), on every QEMU
@@ -426,6 +433,7 @@ pmc::Result<Emulator> find_emulator(const std::string& qemu_option, const std::s
         if (base.rfind("qemu-", 0) == 0) e.target = base.substr(5, base.find('-', 5) - 5);
     }
     e.misaligns_signal_frames = PMC_ARCH_X86_64 && misaligns_signal_frames(e.version);
+    e.offsets_guest = loads_without_break_room(e.version);
     if (!qemu.exports)
         return pmc::make_failure(ENOTSUP, "cannot emulate: " + e.qemu + " cannot load TCG plugins (" +
                                               (!qemu.elf     ? std::string("it is not a 64-bit ELF program")
@@ -586,6 +594,8 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
     env.push_back(std::string(pmc::detail::emulated::announce_variable) + "=1"); // the program may ask the plugin
     if (e.misaligns_signal_frames) env.push_back("PMC_EMULATE_REALIGN_SIGNALS=1"); // (tools/emulate/stay_emulated.cpp)
     env.push_back(std::string(pmc::detail::emulated::emulator_variable) + "=" + e.description);
+    if (e.offsets_guest) // (for the preload library's re-executions)
+        env.push_back(std::string(pmc::detail::emulated::guest_base_variable) + "=" + pmc::detail::emulated::guest_base);
     const std::string argv0 = command.size() == original.size() ? original[0] : command[0];
     std::vector<std::string> args = {e.qemu, "-0", argv0, "-E", "LD_PRELOAD=" + preload};
     if (!e.cpu.empty()) args.insert(args.end(), {"-cpu", e.cpu}); // (over QEMU_CPU, which QEMU would read itself)
@@ -600,6 +610,7 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
     if (!bind_now_set) used += sizeof("LD_BIND_NOW=1") + 8;
     args.insert(args.end(), {"-E", std::string(em::pad_variable) + "=" + std::string(em::pad_value_length(used), '.')});
     pin_qemu_allocator(env, args); // (after the pad: the program sees the caller's GLIBC_TUNABLES, or none)
+    if (e.offsets_guest) args.insert(args.end(), {"-B", em::guest_base}); // room for the program's break
     args.insert(args.end(), {"-plugin", plugin, program});
     args.insert(args.end(), command.begin() + 1, command.end());
     std::vector<char*> a, v;

@@ -165,6 +165,31 @@ TEST_CASE("every run lays the program's memory out alike (QEMU's own allocator p
     CHECK_THAT(a.out, ContainsSubstring("GLIBC_TUNABLES [glibc.malloc.perturb=0]\n"));
 }
 
+TEST_CASE("the program break grows under pmc emulate as natively, in the program and in a child it starts",
+          "[emulate]") {
+    REQUIRE_EMULATOR();
+    // QEMU 8.1 and later reserve no room after the program for its break; without address randomization QEMU sits
+    // where a position-independent program goes, the program went beside QEMU's libraries and sbrk failed (ENOMEM),
+    // and malloc mapped its heap. pmc emulate gives such a QEMU -B (pmc/detail/emulated.hpp, guest_base).
+    // Natively: the break grows by 4 MiB; malloc's small blocks are in its heap, and the realloc'd 200,000 bytes
+    // (above glibc's mmap threshold, 128 KiB, with little room left at the heap's top) a mapping of their own.
+    const std::string program = PMC_EMULATE_BREAK_TARGET;
+    const auto native = pmc_test::run_command("'" + program + "' 2>&1");
+    INFO("natively:\n" << native.out);
+    REQUIRE(native.status == 0);
+    REQUIRE_THAT(native.out, ContainsSubstring("break: grew by 4194304 bytes\n"));
+    REQUIRE_THAT(native.out, ContainsSubstring("malloc(64) in the heap, malloc(100000) in the heap"));
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate -- '" + program + "' 2>&1");
+    INFO("QEMU " << emulated_qemu_major() << ":\n" << r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out == native.out);
+    // The preload library re-executes the child under QEMU with the same option.
+    const auto child = pmc_test::run_command("'" + pmc_tool + "' emulate -- /bin/sh -c \"'" + program + "'\" 2>&1");
+    INFO("a child:\n" << child.out);
+    CHECK(child.status == 0);
+    CHECK_THAT(child.out, ContainsSubstring(native.out));
+}
+
 TEST_CASE("the search for leftover processes skips one that ends while it is read, and zombies", "[emulate]") {
     // A fake /proc: a live process naming the text; one whose cmdline opens but cannot be read (a directory: read()
     // fails, as it fails with ESRCH for a process that ended meanwhile); one gone (no files); a zombie.
@@ -1964,9 +1989,12 @@ TEST_CASE("under pmc emulate --cache a load-latency Sampler takes every Nth load
     CHECK(l1.l1 == 100);
     CHECK(l1.weights_off == 0);
     // ldlat=30: the L1 hits (4 cycles) are not candidates, so the block's loads are neither counted nor sampled;
-    // in the 16 MiB block (200 cycles) they all are.
+    // in the 16 MiB block (200 cycles) they all are. (A few of the small block's lines miss in its first round:
+    // opening the sampler evicts them after the warm-up. 76 to 104 such loads by layout, so one may be sampled,
+    // as an L3 hit, never an L1 one.)
     const LoadSamples fast = load_samples("16384 100000 100 2 1 30").at(0);
-    CHECK(fast.inside == 0);
+    CHECK(fast.l1 == 0);
+    CHECK(fast.inside == fast.l3 + fast.ram);
     CHECK(fast.counted < 1000);
     const LoadSamples slow = load_samples("16777216 100000 100 0 1 30").at(0);
     CHECK(slow.inside == 1000);

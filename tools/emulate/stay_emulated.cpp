@@ -397,7 +397,7 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     size_t envc = 0;
     while (envp && envp[envc]) ++envc;
     char** env = static_cast<char**>(calloc(envc + 3, sizeof(char*)));
-    char** args = static_cast<char**>(calloc(static_cast<size_t>(argc) + 15, sizeof(char*)));
+    char** args = static_cast<char**>(calloc(static_cast<size_t>(argc) + 17, sizeof(char*)));
     static char guest_preload[8192] = "LD_PRELOAD=", host_preload[8192] = "LD_PRELOAD=", marker[64];
     // QEMU's allocator pinned, as pmc emulate does it (pmc/detail/emulated.hpp): QEMU gets the program's
     // GLIBC_TUNABLES with pmc's after it; the program gets its own back (-E), or none (-U).
@@ -465,6 +465,10 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
     if (const char* cpu = getenv("PMC_EMULATE_CPU"); cpu && *cpu) { // (the model pmc emulate gave the first program)
         args[a++] = const_cast<char*>("-cpu");
         args[a++] = const_cast<char*>(cpu);
+    }
+    if (const char* base = getenv(proto::guest_base_variable); base && *base) { // as pmc emulate ran the first QEMU
+        args[a++] = const_cast<char*>("-B");
+        args[a++] = const_cast<char*>(base);
     }
     args[a++] = const_cast<char*>("-plugin");
     args[a++] = const_cast<char*>(plugin);

@@ -66,6 +66,17 @@ inline constexpr std::size_t pad_value_length(std::size_t used) noexcept {
 inline constexpr const char* tunables_variable = "GLIBC_TUNABLES";
 inline constexpr const char* qemu_tunables = "glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=33554432";
 
+/// QEMU 8.1 and later (linux-user/elfload.c) load a position-independent program at the guest address
+/// 0x555555556000 if it is free, else wherever the kernel puts it, and reserve no room for its break, which grows
+/// only into free pages. Without address randomization QEMU itself sits at 0x555555554000, so the program went
+/// top-down beside QEMU's own libraries and its break could not grow at all (malloc then maps its heap). pmc emulate
+/// and the preload library give such a QEMU `-B guest_base`: guest addresses are host addresses minus 1 GiB, the
+/// program's preferred address is free again (as natively, the break follows the program), and a guest base below
+/// 2 GiB is a 32-bit displacement for x86-64 hosts, no register. pmc emulate sets `guest_base_variable` to the
+/// value for the QEMU it runs, for the preload library's re-executions.
+inline constexpr const char* guest_base_variable = "PMC_EMULATE_GUEST_BASE";
+inline constexpr const char* guest_base = "0x40000000";
+
 /// No kernel has this system call (x86-64 and AArch64 tables end below 1,000): ENOSYS everywhere but the plugin.
 inline constexpr long syscall_number = 0x504d43; // "PMC"
 /// First argument of every request; the plugin ignores the system call without it.
