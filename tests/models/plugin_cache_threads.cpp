@@ -27,10 +27,12 @@ namespace {
 constexpr qemu_plugin_meminfo_t load8 = 3u << 1, store8 = (3u << 1) | 1;
 constexpr int threads = 4, rounds = 20000;
 
+const std::vector<pmc_model::FetchRef> block_fetches = {{0x401000, 4}, {0x40103e, 4}}; // the second straddles two I1 lines
+
 plugin_cache::Block make_block() {
     plugin_cache::Block b;
-    b.instructions = 3;
-    b.fetches = {{0x401000, 4}, {0x40103e, 4}}; // the second straddles two I1 lines
+    // (no tag planned: each check fails and the whole model decides, as for a straddle)
+    b.plan.reset(plugin_cache::BlockPlan::make(3, block_fetches));
     b.each.reset(new plugin_cache::Instruction[3]{{0x401000, 0}, {0x40103e, 1}, {0x401042, 2}});
     return b;
 }
@@ -64,8 +66,8 @@ pmc_model::CacheCounts alone(std::uint64_t base) {
         base,
         [&] {
             ++blocks;
-            caches.count_instructions(block.instructions);
-            for (const auto& f : block.fetches) caches.fetch_uncounted(f.address, f.size);
+            caches.count_instructions(block.plan->instructions);
+            for (const auto& f : block_fetches) caches.fetch_uncounted(f.address, f.size);
         },
         [&](qemu_plugin_meminfo_t info, std::uint64_t address, const plugin_cache::Instruction* insn) {
             merger.add((blocks << 10) | insn->index, insn->pc, (info & 1) != 0, address, 1u << ((info >> 1) & 7), sink);
@@ -172,7 +174,7 @@ int main() {
             stream(
                 0x7f0000000000 + static_cast<std::uint64_t>(t) * 0x100000,
                 [t, &round] {
-                    plugin_cache::on_block(0, const_cast<plugin_cache::Block*>(&block));
+                    plugin_cache::on_block(0, block.plan.get());
                     plugin_branches::on_block(0, const_cast<plugin_branches::Block*>(&branch_block_at(t, round++)));
                 },
                 [](qemu_plugin_meminfo_t info, std::uint64_t address, const plugin_cache::Instruction* insn) {
@@ -231,7 +233,7 @@ int main() {
     // what the thread counted before the fork is the parent's; the child's reports hold only what it ran after.
     const auto run = [](int from, int to) {
         for (int r = from; r < to; ++r) {
-            plugin_cache::on_block(0, const_cast<plugin_cache::Block*>(&block));
+            plugin_cache::on_block(0, block.plan.get());
             plugin_branches::on_block(0, const_cast<plugin_branches::Block*>(&branch_block_at(0, r)));
         }
     };

@@ -41,7 +41,7 @@ std::vector<char> live; ///< per vCPU index: a thread has it
 std::mutex slots_lock;
 std::atomic<unsigned> live_threads{0};
 std::atomic<std::uint64_t> exited_total{0}; ///< atomic as in the plugin: read with no lock by a thread alone
-pmc_progress::Progress page{pmc_progress::magic, {0}, {0}};
+pmc_progress::Progress page{pmc_progress::magic, {0}, {0}, {0}, {}, {}};
 
 unsigned live_thread_count() { // under slots_lock
     unsigned n = 0;

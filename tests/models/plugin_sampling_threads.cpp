@@ -31,10 +31,12 @@ constexpr qemu_plugin_meminfo_t load8 = 3u << 1, store8 = (3u << 1) | 1;
 constexpr int threads = 4, rounds = 20000;
 constexpr std::uint64_t period = 7, loads_per_round = 2; // a load, and a read-modify-write's read
 
+const std::vector<pmc_model::FetchRef> block_fetches = {{0x401000, 4}};
+
 plugin_cache::Block make_block() {
     plugin_cache::Block b;
-    b.instructions = 3;
-    b.fetches = {{0x401000, 4}};
+    // (no tag planned: each check fails and the whole model decides, as for a straddle)
+    b.plan.reset(plugin_cache::BlockPlan::make(3, block_fetches));
     b.each.reset(new plugin_cache::Instruction[3]{{0x401000, 0}, {0x401004, 1}, {0x401008, 2}});
     return b;
 }
@@ -44,7 +46,7 @@ const plugin_cache::Block block = make_block();
 void guest_thread(std::uint64_t base) {
     for (int r = 0; r < rounds; ++r) {
         const std::uint64_t a = base + (static_cast<std::uint64_t>(r) * 200) % (96 * 1024);
-        plugin_cache::on_block(0, const_cast<plugin_cache::Block*>(&block));
+        plugin_cache::on_block(0, block.plan.get());
         plugin_cache::on_memory(0, load8, a, const_cast<plugin_cache::Instruction*>(&block.each[0]));
         plugin_cache::on_memory(0, store8, a + 4096, const_cast<plugin_cache::Instruction*>(&block.each[1]));
         plugin_cache::on_memory(0, load8, a + 64, const_cast<plugin_cache::Instruction*>(&block.each[2]));
