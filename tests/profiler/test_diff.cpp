@@ -1279,7 +1279,7 @@ TEST_CASE("pmc aggregate: runs from two emulators are refused (exit 4, both name
 }
 
 TEST_CASE("pmc diff: profiles that record only modelled counters are not gated unless --counter names one (exit 4 "
-          "asking for it; never said to be named)") {
+          "asking for it, never said to be named)") {
     TempDir dir;
     const auto base = write_modelled(dir, "base.pmcprof", 10000, 0);
     const auto more = write_modelled(dir, "more.pmcprof", 12000, 0); // +20 %: a change the modelled rule fails
