@@ -1276,6 +1276,19 @@ TEST_CASE("pmc aggregate: runs from two emulators are refused (exit 4, both name
     CHECK_THAT(r.out, ContainsSubstring("refused: the runs come from different emulators or emulated CPUs"));
     CHECK_THAT(r.out, ContainsSubstring("QEMU 10.0.2, plugin API 2"));
     CHECK(pmc_test::run_command(tool() + " aggregate --any-emulator " + q7 + " " + q10 + " >/dev/null 2>&1").status == 0);
+    // One emulator presenting two CPU models (pmc emulate's default model, or another): refused by both tools.
+    const std::string haswell = write(dir, "haswell.pmcprof", [](pmc_test::ProfileBuilder& b) {
+        b.emulator = "QEMU 7.2.13, plugin API 1";
+        b.cpu = "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, Intel Haswell, not the host's";
+        compiler_run(b);
+    });
+    for (const char* command : {" aggregate ", " diff --fail-on-change "}) {
+        auto cpus = pmc_test::run_command(tool() + command + q7 + " " + haswell + " 2>&1");
+        INFO(cpus.out);
+        CHECK(cpus.status == 4);
+        CHECK_THAT(cpus.out, ContainsSubstring("different emulators or emulated CPUs"));
+        CHECK_THAT(cpus.out, ContainsSubstring("Intel Haswell"));
+    }
 }
 
 TEST_CASE("pmc diff: profiles that record only modelled counters are not gated unless --counter names one (exit 4 "

@@ -178,6 +178,7 @@ public:
 
     std::vector<std::string> warnings;         ///< header warnings (Tag::warning)
     std::string emulator;                      ///< Tag::emulator when not empty (pmc emulate's QEMU)
+    std::string cpu = "synthetic CPU";         ///< Tag::cpu (under pmc emulate: the CPU model QEMU presents)
     std::vector<std::string> command_line = {"synthetic", "--profile"};
     std::uint64_t pid = 4242;
     std::uint64_t start_time_ns = 1795000000000000000ull; // a fixed date, so files are byte-identical run to run
@@ -325,7 +326,7 @@ private:
         for (const auto& a : command_line) cmd += a + '\0';
         field(pf::Tag::command_line, cmd);
         field(pf::Tag::start_time, u64(start_time_ns));
-        field(pf::Tag::cpu, "synthetic CPU");
+        field(pf::Tag::cpu, cpu);
         field(pf::Tag::kernel, "synthetic");
         field(pf::Tag::aslr, "off (synthetic)");
         field(pf::Tag::page_bytes, u64(65536));
