@@ -27,7 +27,7 @@
 
 namespace pmc_tool {
 
-const char* const aggregate_help = R"(usage: pmc aggregate [--counter NAME] [--top N] [--json] FILE FILE...
+const char* const aggregate_help = R"(usage: pmc aggregate [--counter NAME] [--top N] [--json] [--any-emulator] FILE FILE...
 
 Several profiles of the same program (PMC_PROFILE=FILE, one run each), lined up: per label and per
 interval, the min / median / max across the runs and the spread (max - min, and as a % of the
@@ -59,10 +59,16 @@ Options:
                   A name without modifiers finds the one recorded with them (cycles: cycles:u).
   --top N         How many noisiest and largest intervals to list (default 10; 0: none).
   --json          One JSON object instead of tables.
+  --any-emulator  Aggregate runs recorded under different emulators (pmc emulate: QEMU version,
+                  plugin API), emulated CPU models or, for a modelled counter, model
+                  configurations (cache geometry, L2, inclusion; branch predictor), with a warning.
+                  Without it such runs are refused (exit 4), both named: their spread would be
+                  the emulators' or the models', not the program's noise (as in pmc diff).
   -h, --help      Show this help.
 
 Exit status: 0 every file was read whole; 2 read, but part of a file was lost or corrupt, or its
-program stopped with scopes open (see the messages); 1 a file could not be read at all, the command
+program stopped with scopes open (see the messages); 4 the runs come from different emulators, CPU
+models or model configurations (--any-emulator); 1 a file could not be read at all, the command
 line was wrong, or the output could not be written.
 )";
 
@@ -138,7 +144,7 @@ struct AggregateOptions {
     std::vector<std::string> files;
     std::string counter_name; ///< --counter ("": the first file's primary)
     std::size_t top = 10;
-    bool json = false;
+    bool json = false, any_emulator = false;
 };
 
 /// The command line into `o`; the status to exit with now (after --help or a usage error), or nothing.
@@ -147,6 +153,7 @@ std::optional<int> parse_aggregate_options(const std::vector<std::string>& argum
     std::string top_text;
     cl.flag("--json", o.json);
     cl.option("--counter", o.counter_name, "a counter name");
+    cl.flag("--any-emulator", o.any_emulator);
     pmc_cli::Option top_option = cl.option("--top", top_text, "a whole number");
     cl.option("FILE", o.files, "a profile");
     if (auto status = cl.parse(arguments)) return *status;
@@ -437,6 +444,18 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
     if (auto failure = runs::choose_counter(rs, o.counter_name)) {
         fmt::print(stderr, "pmc aggregate: {}\n", *failure);
         return 1;
+    }
+    if (auto m = runs::machine_mismatch(rs)) { // pmc diff's refusal: the spread would be the emulators' or models'
+        fmt::print(stderr, "pmc aggregate: {}: the runs come from different {}:\n  {}: {}\n  {}: {}\n",
+                   o.any_emulator ? "warning" : "refused", m->what, m->first->file, m->first_text, m->other->file,
+                   m->other_text);
+        if (!o.any_emulator) {
+            fmt::print(stderr, "Their spread would be the emulators' or the models', not the program's noise. Record "
+                               "every run under one emulator (pmc emulate --qemu PATH) with the same model options "
+                               "(--cache, --I1, --D1, --L2, --LL, --inclusion, --branches), or aggregate anyway with "
+                               "--any-emulator.\n");
+            return 4;
+        }
     }
     Aggregate a;
     compute_aggregate(rs, o.top, a);

@@ -83,10 +83,14 @@ Options:
                   measured, and move with the program's memory layout, so a change passes unless
                   it is at least 10% of the label's BASE median and at least the floor: 64 events
                   or 0.1% of the counter's whole-run BASE total (every label's self value), the
-                  larger; a --threshold replaces both (the output says which applied).
+                  larger; a --threshold replaces both (the output says which applied). Where the
+                  files record only modelled counters and none is named, the first is shown, and a
+                  fail option exits 4 asking for --counter.
   --any-emulator  Compare profiles recorded under different emulators (pmc emulate: QEMU version,
-                  plugin API) or emulated CPU models, with a warning. Without it such a diff exits
-                  4 ("cannot judge"): the emulators' differences would show as the program's.
+                  plugin API), emulated CPU models, or, for a modelled counter, model
+                  configurations (the cache geometry, L2, inclusion; the branch predictor), with
+                  a warning. Without it such a diff exits 4 ("cannot judge"), naming both: the
+                  emulators' or models' differences would show as the program's.
   --top N         Show the N labels with the largest |self delta|, and every flagged label beyond
                   them (a gate's reason is never hidden).
   --json          One JSON object instead of tables. Each label has "fails_gate", "under_threshold"
@@ -134,7 +138,9 @@ Exit status: 0 every file was read whole (and, with a fail option, no label fail
 read, but part of a file was lost or corrupt, or its program stopped with scopes open (verdicts on
 lost data are not trusted: 2 comes before 3 and 4); 3 with --fail-on-change or --fail-on-increase,
 a label failed the gate (the labels are named on stderr); 4 with a fail option, the gate cannot
-judge a label that could fail it (too few runs; the fix is said on stderr; 4 comes before 3); 1 a
+judge a label that could fail it (too few runs; the fix is said on stderr; 4 comes before 3), or
+the files record only modelled counters and no --counter named one; and, with or without one, the
+files come from different emulators, CPU models or model configurations (--any-emulator); 1 a
 file could not be read at all, the --accept file is malformed, the command line was wrong, or the
 output could not be written.
 )";
@@ -256,6 +262,8 @@ struct Read {
     pmc::ProfileCounter counter;
     runs::Exactness exact;
     bool modelled = false;
+    /// The counter is modelled and no --counter asked for it (the profiles record no other): shown, never gated.
+    bool modelled_unasked = false;
     double base_run_total = 0; ///< the counter's whole-run total on the BASE side: every label's self, median run
     std::vector<Row> table;
     EventTable instants, integer_counts, integer_sums;
@@ -288,33 +296,25 @@ std::optional<int> read_profiles(const DiffOptions& o, Read& out) {
         fmt::print(stderr, "pmc diff: {}\n", *failure);
         return 1;
     }
-    // Runs from two emulators (QEMU versions, plugin APIs) or two emulated CPU models count some code differently
-    // (QEMU 7.2 and 10 differed in 18 of 38 labels of one program): a difference would be theirs, not the program's.
-    for (const Run& r : all) {
-        const Run& first = all[0];
-        if (r.profile.emulator == first.profile.emulator &&
-            (r.profile.emulator.empty() || r.profile.cpu == first.profile.cpu))
-            continue;
-        auto what = [](const Run& x) {
-            return x.profile.emulator.empty() ? "not emulated: " + x.profile.cpu
-                                              : x.profile.emulator + "; " + x.profile.cpu;
-        };
-        fmt::print(stderr, "pmc diff: {}: the profiles come from different emulators or emulated CPUs:\n  {}: {}\n  "
-                           "{}: {}\n",
-                   o.any_emulator ? "warning" : "cannot judge", first.file, what(first), r.file, what(r));
+    // Runs from two emulators, emulated CPU models or model configurations: a difference would be theirs.
+    if (auto m = runs::machine_mismatch(all)) {
+        fmt::print(stderr, "pmc diff: {}: the profiles come from different {}:\n  {}: {}\n  {}: {}\n",
+                   o.any_emulator ? "warning" : "cannot judge", m->what, m->first->file, m->first_text, m->other->file,
+                   m->other_text);
         if (!o.any_emulator) {
-            fmt::print(stderr, "Their counts differ for the emulator's sake, not the program's. Record both sides "
-                               "under one emulator and one CPU model (pmc emulate --qemu PATH --cpu MODEL; pmc emulate "
-                               "now gives x86-64 programs its Haswell unless told otherwise, where profiles recorded "
-                               "before it had QEMU's default), or compare anyway with --any-emulator.\n");
+            fmt::print(stderr, "Their counts differ for the emulator's or the model's sake, not the program's. Record "
+                               "both sides under one emulator and one CPU model (pmc emulate --qemu PATH --cpu MODEL; "
+                               "pmc emulate now gives x86-64 programs its Haswell unless told otherwise, where profiles "
+                               "recorded before it had QEMU's default) with the same model options (--cache, --I1, "
+                               "--D1, --L2, --LL, --inclusion, --branches), or compare anyway with --any-emulator.\n");
             return gate::cannot_judge_status;
         }
-        break;
     }
     const std::size_t nb = out.nb = o.before_files.size(), na = out.na = o.after_files.size();
     out.counter = all[0].profile.counters[all[0].counter];
     out.exact = runs::exactness(all);
     out.modelled = modelled(out.counter);
+    out.modelled_unasked = out.modelled && o.counter_name.empty();
 
     // Per label and side: each run's sums.
     std::map<std::string, Row> rows;
@@ -466,7 +466,7 @@ std::string rule_text(const Read& in, const gate::Judgement& j, const gate::Opti
     return rule;
 }
 
-/// What the gate of a modelled counter follows, in words (said only when --counter asked for one).
+/// What the gate of a modelled counter follows, in words (or, where no --counter asked for it, that it is not gated).
 std::string modelled_text(const Read& in, const gate::Judgement& j) {
     const bool branches = pmc::is_modelled_branch_event_name(in.counter.name);
     const std::string rule =
@@ -477,10 +477,14 @@ std::string modelled_text(const Read& in, const gate::Judgement& j) {
                           j.threshold->text, runs::show(j.floor, ""), gate::modelled_floor_events,
                           gate::modelled_floor_share_percent, runs::show(in.base_run_total, ""))
             : fmt::format("a change under {} passing (--threshold)", j.threshold ? j.threshold->text : "0");
-    return fmt::format("{} is modelled by pmc's {} (pmc emulate {}), not measured: it is gated because --counter "
-                       "named it, by the exact rule; {}",
-                       in.counter.name, branches ? "branch predictor model" : "cache model",
-                       branches ? "--branches" : "--cache", rule);
+    const std::string model = fmt::format("{} is modelled by pmc's {} (pmc emulate {}), not measured", in.counter.name,
+                                          branches ? "branch predictor model" : "cache model",
+                                          branches ? "--branches" : "--cache");
+    if (in.modelled_unasked)
+        return model + fmt::format(": shown because the profiles record no counter that is not modelled, and not "
+                                   "gated: a modelled counter is gated only when --counter names it (--counter {})",
+                                   in.counter.name);
+    return model + ": it is gated because --counter named it, by the exact rule; " + rule;
 }
 
 std::string label_list(const std::vector<const Row*>& some) {
@@ -495,6 +499,17 @@ int say_gate(const DiffOptions& o, const Read& in, const gate::Judgement& j, con
              const std::vector<const Row*>& unjudged) {
     std::fflush(stdout); // the report first: in a log of both streams (2>&1) the message follows the table whole
     if (!o.gate_on || in.status != 0) return in.status;
+    if (in.modelled_unasked) {
+        std::string names;
+        for (const auto& k : in.all[0].profile.counters) names += (names.empty() ? "" : ", ") + k.name;
+        fmt::print(stderr,
+                   "pmc diff: {} cannot judge (exit status {}): the profiles record only modelled counters ({}), and "
+                   "no --counter named one. A modelled counter is gated only when asked: name the one to gate "
+                   "(pmc diff {} --counter {} ...; through pmc-gate: --diff-options \"--counter {}\"), or record a "
+                   "counted one too (instructions:u)\n",
+                   o.gate_option, gate::cannot_judge_status, names, o.gate_option, in.counter.name, in.counter.name);
+        return gate::cannot_judge_status;
+    }
     if (const std::size_t n = unjudged.size()) {
         const bool one_run = std::any_of(unjudged.begin(), unjudged.end(),
                                          [](const Row* r) { return r->j.verdict == Verdict::no_estimate; });
@@ -550,14 +565,18 @@ View view_of(const DiffOptions& o, Read& in, const gate::Judgement& j) {
             v.nondeterministic.push_back(r.label + (r.j.nondeterministic_before && r.j.nondeterministic_after ? " (both sides)"
                                                     : r.j.nondeterministic_before                            ? " (BASE)"
                                                                                                              : " (NEW)"));
-        if (r.j.fails) v.changed.push_back(&r);
-        if (r.j.unjudged) v.unjudged.push_back(&r);
+        if (r.j.fails && !in.modelled_unasked) v.changed.push_back(&r);
+        if (r.j.unjudged && !in.modelled_unasked) v.unjudged.push_back(&r);
         ++v.verdicts[r.j.verdict];
     }
     v.assumes_determinism = in.exact.exact && in.nb == 1 && in.na == 1;
     v.rule = rule_text(in, j, o.judging, v.assumes_determinism);
-    v.gate_verdict = in.status != 0 ? "not judged" : gate::to_string(j.overall());
-    v.exit_status = !o.gate_on || in.status != 0 ? in.status : j.exit_status();
+    v.gate_verdict = in.status != 0         ? "not judged"
+                     : in.modelled_unasked ? gate::to_string(gate::Overall::cannot_judge)
+                                           : gate::to_string(j.overall());
+    v.exit_status = !o.gate_on || in.status != 0 ? in.status
+                    : in.modelled_unasked        ? gate::cannot_judge_status
+                                                 : j.exit_status();
     return v;
 }
 
@@ -587,7 +606,7 @@ void render_json(const DiffOptions& o, const Read& in, const gate::Judgement& j,
     for (const Row* shown_row : v.shown) {
         const Row& r = *shown_row;
         w.begin_object().field("label", r.label).field("verdict", gate::to_string(r.j.verdict)).field("text", r.text);
-        w.field("fails_gate", r.j.fails).field("under_threshold", r.j.under_threshold);
+        w.field("fails_gate", r.j.fails && !in.modelled_unasked).field("under_threshold", r.j.under_threshold);
         if (r.j.accepted) w.field("accepted", r.j.accepted->text).field("accepted_as_is", r.j.accepted_ok);
         else w.key("accepted").null();
         if (r.j.by_noise) w.field("p", r.j.p);
@@ -639,6 +658,8 @@ void render_json(const DiffOptions& o, const Read& in, const gate::Judgement& j,
     if (o.accept_given) w.field("accept_file", o.accept_file);
     else w.key("accept_file").null();
     w.field("verdict", v.gate_verdict);
+    if (in.modelled_unasked) w.field("modelled_not_named", in.counter.name);
+    else w.key("modelled_not_named").null();
     w.field("changed", v.changed.size()).field("unjudged", v.unjudged.size()).key("changed_labels").begin_array();
     for (const Row* r : v.changed) w.value(r->label);
     w.end_array().key("unjudged_labels").begin_array();

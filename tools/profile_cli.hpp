@@ -304,7 +304,9 @@ inline bool select_threads(const char* tool, const pmc::Profile& p, ProfileArgs&
 
 /// A value in the counter's unit: times scaled (ns, us, ms, s), counts as integers.
 inline std::string show(double v, const std::string& unit) {
-    if (unit != "ns") return std::fabs(v) >= 1e15 ? fmt::format("{:.3e}", v) : fmt::format("{:.0f}", v);
+    if (unit != "ns") // a median of an even number of runs may end in .5: shown so, never rounded to a neighbour
+        return std::fabs(v) >= 1e15 ? fmt::format("{:.3e}", v)
+                                    : v == std::floor(v) ? fmt::format("{:.0f}", v) : fmt::format("{:.1f}", v);
     const double a = std::fabs(v);
     if (a < 1e3) return fmt::format("{:.0f} ns", v);
     if (a < 1e6) return fmt::format("{:.2f} us", v / 1e3);

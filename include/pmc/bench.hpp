@@ -131,6 +131,11 @@ struct Overhead {
 /// A whole run: the counters, the benchmarks' results and the harness's own cost.
 struct Report {
     std::string emulated;   ///< the emulated PMU's guest architecture under `pmc emulate`, else ""
+    // What the figures were counted on, as a profile's header and counter notes say it (--compare refuses to compare
+    // across them): the emulator ("" natively), the CPU (under pmc emulate the model QEMU presents), and the models
+    // behind the modelled events ("" without pmc emulate --cache, --branches).
+    std::string emulator, cpu, cache_model, branch_model;
+    bool machine_recorded = false; ///< the file had those keys (a result of format version 1 has none)
     std::vector<EventStatus> events;
     std::vector<Result> results;
     std::optional<Overhead> overhead;
@@ -194,7 +199,14 @@ inline std::pair<bool, std::string> exactness(const Counter& counter) {
 class Bench {
 public:
     explicit Bench(Options options = {}) : options_(std::move(options)), clock_("wall-time") {
-        if (const auto& pmu = emulated_pmu()) report_.emulated = pmu->target;
+        report_.cpu = recorded_cpu();
+        report_.emulator = recorded_emulator();
+        if (const auto& pmu = emulated_pmu()) {
+            report_.emulated = pmu->target;
+            if (pmu->cache_model) report_.cache_model = cache_model_text(*pmu);
+            if (pmu->branch_model) report_.branch_model = branch_model_text;
+        }
+        report_.machine_recorded = true;
         for (const auto& event : options_.events) {
             EventStatus status{event, false, false, ""};
             auto counter = Counter::try_open(event);
@@ -383,13 +395,20 @@ inline std::string format_per_iteration(const CountFigure& f) {
     return s;
 }
 
-/// The report as JSON (format "pmc-bench" version 1; docs/bench.md describes it).
+/// The report as JSON (format "pmc-bench" version 2; docs/bench.md describes it).
 inline std::string to_json(const Report& report) {
     JsonWriter j;
-    j.begin_object().field("format", "pmc-bench").field("version", 1);
-    j.key("emulated");
-    if (report.emulated.empty()) j.null();
-    else j.value(report.emulated);
+    j.begin_object().field("format", "pmc-bench").field("version", 2);
+    auto text_or_null = [&](const char* key, const std::string& value) {
+        j.key(key);
+        if (value.empty()) j.null();
+        else j.value(value);
+    };
+    text_or_null("emulated", report.emulated);
+    text_or_null("emulator", report.emulator);
+    text_or_null("cpu", report.cpu);
+    text_or_null("cache_model", report.cache_model);
+    text_or_null("branch_model", report.branch_model);
     j.key("events").begin_array();
     for (const auto& e : report.events)
         j.begin_object().field("event", e.event).field("opened", e.opened).field("exact", e.exact)
@@ -451,6 +470,17 @@ inline Report parse_report(std::string_view text, const std::string& source) {
                                             "--json FILE)"));
     Report r;
     if (const auto* e = root.find("emulated"); e && e->is_string()) r.emulated = e->string;
+    // Version 2's record of the machine: a key missing means an older file, which cannot say (compare() refuses it
+    // against an emulated run); a key present is a string or null.
+    r.machine_recorded = true;
+    for (auto [key, field] : {std::pair{"emulator", &r.emulator}, std::pair{"cpu", &r.cpu},
+                              std::pair{"cache_model", &r.cache_model}, std::pair{"branch_model", &r.branch_model}}) {
+        const auto* v = root.find(key);
+        if (!v) r.machine_recorded = false;
+        else if (v->is_string()) *field = v->string;
+        else if (v->type != Type::null)
+            raise(make_failure(EINVAL, source + ": '" + key + "' is neither a string nor null"));
+    }
     for (const auto& e : detail::member(root, "events", Type::array, source).items) {
         EventStatus s;
         s.event = detail::member(e, "event", Type::string, source + ": an event").string;
@@ -522,6 +552,7 @@ struct GateOptions {
     gate::Direction direction = gate::Direction::change; ///< --fail-on-increase: only increases fail
     const gate::AcceptList* accept = nullptr; ///< accepted changes per benchmark (per-iteration deltas or %); not owned
     std::vector<std::string> modelled_events; ///< modelled events to gate (--counter); the others are shown only
+    bool any_emulator = false; ///< compare across emulators, emulated CPUs and models (with a warning) instead of refusing
 };
 
 enum class Verdict { unchanged, changed, under_threshold, unjudged, not_gated, added, gone, accepted, allowed };
@@ -568,10 +599,15 @@ struct Comparison {
     std::vector<BenchmarkChange> benchmarks;
     std::size_t changed = 0, unjudged = 0;
     std::vector<std::string> notes; ///< what the gate followed beyond its defaults (a modelled event, unused accepts)
-    /// The gate's exit status: 0 nothing changed; 3 a benchmark changed; 4 a benchmark could not be judged (before 3,
-    /// as pmc diff: a change is not trusted where something else could not be checked).
+    /// How the two sides' machines differ (emulator, emulated CPU, the model of a gated modelled event), or why that
+    /// cannot be told; "" when they agree. Refused unless GateOptions::any_emulator.
+    std::string machine_difference;
+    bool refused = false;
+    /// The gate's exit status: 0 nothing changed; 3 a benchmark changed; 4 a benchmark could not be judged, or the
+    /// sides' machines differ (before 3, as pmc diff: a change is not trusted where something else could not be
+    /// checked).
     int exit_status() const noexcept {
-        return unjudged ? gate::cannot_judge_status : changed ? gate::changed_status : 0;
+        return refused || unjudged ? gate::cannot_judge_status : changed ? gate::changed_status : 0;
     }
 };
 
@@ -622,9 +658,44 @@ inline std::string why_of(const gate::LabelJudgement& j, const gate::Judgement& 
 }
 } // namespace detail
 
+namespace detail {
+/// How the machines of two results differ where it matters to the gate, in words ("" when it does not): pmc diff's
+/// rule. Natively only the figures' exactness matters (a CPU may differ); under the emulator the emulator (QEMU
+/// version, plugin API), the CPU model it presents, and the model behind each gated modelled event.
+inline std::string machine_difference(const Report& before, const Report& after, const GateOptions& options) {
+    if (before.emulated.empty() && after.emulated.empty()) return "";
+    if (!before.machine_recorded || !after.machine_recorded)
+        return fmt::format("{} is a result of format version 1, which records no emulator, CPU model or models: "
+                           "whether they are {}'s cannot be told (write it again with this pmc/bench.hpp)",
+                           before.machine_recorded ? "this run" : "the baseline",
+                           before.machine_recorded ? "the baseline" : "this run");
+    auto machine = [](const Report& r) {
+        return (r.emulator.empty() ? std::string("not emulated") : r.emulator) + "; " + r.cpu;
+    };
+    auto model = [](const std::string& m) { return m.empty() ? std::string("none") : m; };
+    const auto gates = [&](bool branch) {
+        return std::any_of(options.modelled_events.begin(), options.modelled_events.end(), [&](const std::string& e) {
+            return gate::is_modelled_event(e) && is_modelled_branch_event_name(e) == branch;
+        });
+    };
+    if (before.emulator != after.emulator || before.cpu != after.cpu)
+        return fmt::format("different emulators or emulated CPUs:\n  baseline: {}\n  this run: {}", machine(before),
+                           machine(after));
+    if (gates(false) && before.cache_model != after.cache_model)
+        return fmt::format("different cache models (the --counter events'):\n  baseline: {}\n  this run: {}",
+                           model(before.cache_model), model(after.cache_model));
+    if (gates(true) && before.branch_model != after.branch_model)
+        return fmt::format("different branch predictors (the --counter events'):\n  baseline: {}\n  this run: {}",
+                           model(before.branch_model), model(after.branch_model));
+    return "";
+}
+} // namespace detail
+
 /// Compares `after` with `before`, benchmark by benchmark (by name), figure by figure (by event).
 inline Comparison compare(const Report& before, const Report& after, const GateOptions& options = {}) {
     Comparison out;
+    out.machine_difference = detail::machine_difference(before, after, options);
+    out.refused = !out.machine_difference.empty() && !options.any_emulator;
     auto find = [](const Report& r, const std::string& name) -> const Result* {
         for (const auto& x : r.results)
             if (x.name == name) return &x;
@@ -692,12 +763,12 @@ inline Comparison compare(const Report& before, const Report& after, const GateO
                 } else {
                     judged = true;
                     if (!fa->steady() || !fb.steady())
-                        out.notes.push_back(fmt::format("{} in {}: not steady in the {} (count(3N) - count(2N) differs "
+                        out.notes.push_back(fmt::format("{} in {}: not steady in {} (count(3N) - count(2N) differs "
                                                         "from count(2N) - count(N)): its per-iteration figure is an "
                                                         "estimate, and so is this comparison",
                                                         fb.event, b.name,
-                                                        !fa->steady() && !fb.steady() ? "baseline and this run"
-                                                        : !fa->steady()               ? "baseline"
+                                                        !fa->steady() && !fb.steady() ? "the baseline and this run"
+                                                        : !fa->steady()               ? "the baseline"
                                                                                       : "this run"));
                     std::size_t e = static_cast<std::size_t>(
                         std::find(exact_events.begin(), exact_events.end(), fb.event) - exact_events.begin());
@@ -957,8 +1028,25 @@ inline std::string to_markdown(const Comparison& c) {
     }
     out += "\n";
     for (const auto& note : c.notes) out += "- " + note + "\n";
-    out += fmt::format("{}{} changed, {} could not be judged: exit status {}\n", c.notes.empty() ? "" : "\n",
-                       c.changed, c.unjudged, c.exit_status());
+    if (!c.machine_difference.empty()) {
+        std::string what = c.machine_difference;
+        for (std::size_t i = 0; (i = what.find('\n', i)) != std::string::npos; i += 3) what.replace(i, 1, "\n  ");
+        out += c.refused ? fmt::format("- cannot judge: the baseline and this run come from {}\n  Their figures differ "
+                                       "for the emulator's or the model's sake, not the program's. Record both under "
+                                       "one emulator (pmc emulate --qemu PATH) with the same model options (--cache, "
+                                       "--I1, --D1, --L2, --LL, --inclusion, --branches), or compare anyway with "
+                                       "--any-emulator.\n",
+                                       what)
+                         : fmt::format("- warning (--any-emulator): the baseline and this run come from {}\n", what);
+    }
+    const bool listed = !c.notes.empty() || !c.machine_difference.empty();
+    if (c.refused)
+        out += fmt::format("{}{} changed, {} could not be judged, and the sides cannot be compared (above): exit "
+                           "status {}\n",
+                           listed ? "\n" : "", c.changed, c.unjudged, c.exit_status());
+    else
+        out += fmt::format("{}{} changed, {} could not be judged: exit status {}\n", listed ? "\n" : "", c.changed,
+                           c.unjudged, c.exit_status());
     return out;
 }
 
@@ -1007,6 +1095,10 @@ inline const char* const usage =
     "                        L1-dcache-store-misses, L1-icache-load-misses, LLC-loads, LLC-load-misses, LLC-stores,\n"
     "                        LLC-store-misses, cache-references and cache-misses, and --branches' branch-misses\n"
     "                        (the list: pmc/modelled_events.hpp)\n"
+    "  --any-emulator        compare with a BASE counted under another emulator, emulated CPU model, or (for a\n"
+    "                        --counter event) another cache model or predictor, with a warning; without it such a\n"
+    "                        comparison exits 4, naming both (so does a BASE of format version 1 against a run\n"
+    "                        under pmc emulate: it records none of them)\n"
     "  -h, --help            this help\n"
     "Exit status: 0 done (with --compare: nothing changed); 1 a usage error, a benchmark failed, or a file could not\n"
     "be read or written; 3 a benchmark changed; 4 a benchmark could not be judged (docs/bench.md).\n";
@@ -1161,6 +1253,8 @@ inline int run_main(int argc, char** argv) {
             list = true;
         } else if (arg == "--fail-on-increase") {
             gate.direction = pmc::gate::Direction::increase;
+        } else if (arg == "--any-emulator") {
+            gate.any_emulator = true;
         } else if (arg == "--filter" || arg == "--json" || arg == "--compare" || arg == "--events" ||
                    arg == "--iterations" || arg == "--epochs" || arg == "--epoch-ms" || arg == "--threshold" ||
                    arg == "--time-threshold" || arg == "--accept" || arg == "--counter") {
@@ -1242,6 +1336,11 @@ inline int run_main(int argc, char** argv) {
             if (merged.events.empty()) merged.events = one.events;
             if (one.overhead) merged.overhead = one.overhead;
             merged.emulated = one.emulated;
+            merged.emulator = one.emulator;
+            merged.cpu = one.cpu;
+            merged.cache_model = one.cache_model;
+            merged.branch_model = one.branch_model;
+            merged.machine_recorded = one.machine_recorded;
             for (auto& r : one.results) merged.results.push_back(std::move(r));
         }
         std::fputs(to_markdown(merged).c_str(), stdout);
@@ -1261,7 +1360,9 @@ inline int run_main(int argc, char** argv) {
                 const std::string_view arg = argv[i];
                 if (arg == "--counter") gate.modelled_events.emplace_back(argv[++i]);
                 else if (arg == "--threshold") gate.threshold = pmc::gate::parse_threshold(argv[++i]);
-                else if (arg != "--list" && arg != "--fail-on-increase" && arg.rfind("--", 0) == 0) ++i; // its value
+                else if (arg != "--list" && arg != "--fail-on-increase" && arg != "--any-emulator" &&
+                         arg.rfind("--", 0) == 0)
+                    ++i; // its value
             }
             pmc::gate::AcceptList accepted;
             if (accept_path) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <pmc/config.hpp>
+#include <pmc/cpu.hpp>
 #include <pmc/detail/arch.hpp>
 #include <pmc/detail/emulated.hpp>
 #include <pmc/event.hpp>
@@ -89,6 +90,22 @@ inline std::optional<EmulatedPmu> probe_emulated_pmu() {
 inline const std::optional<EmulatedPmu>& emulated_pmu() {
     static const std::optional<EmulatedPmu> pmu = detail::probe_emulated_pmu();
     return pmu;
+}
+
+/// The emulator a record of this run names (a profile's header, a bench result): what pmc emulate told the program
+/// (PMC_EMULATE_EMULATOR: QEMU's version and plugin API); "" outside the emulated PMU.
+inline std::string recorded_emulator() {
+    if (!emulated_pmu()) return "";
+    const char* e = std::getenv(detail::emulated::emulator_variable);
+    return e && *e ? std::string(e) : std::string("QEMU, version unknown (not started by pmc emulate)");
+}
+
+/// The CPU a record of this run names: under the emulated PMU the model QEMU presents, else this machine's.
+inline std::string recorded_cpu() {
+    if (emulated_pmu())
+        return "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, " + this_cpu().description() +
+               ", not the host's";
+    return this_cpu().description() + (detail::under_hypervisor() ? ", under a hypervisor" : "");
 }
 
 /// True when this program runs under QEMU's TCG (x86: the CPUID hypervisor signature "TCGTCGTCGTCG"), with or
@@ -170,21 +187,30 @@ inline std::string missing_model(const EmulatedPmu& pmu, const EventSpec& spec) 
     return "";
 }
 
+/// The branch predictor branch-misses come from (pmc emulate --branches): recorded and compared as cache_model_text.
+inline constexpr const char* branch_model_text =
+    "Cachegrind's branch predictor (16384 2-bit counters indexed by 7 bits of global history and 7 of the address; a "
+    "512-entry indirect target table; returns never miss)";
+
 /// What pmc says wherever a branch event's count is shown.
 inline std::string branch_count_note(const EventSpec& spec) {
     if (modelled_branch_event(spec) == detail::emulated::Event::branch_instructions)
         return "emulated (pmc emulate --branches): an exact count of the branch instructions the emulator executed "
                "for this thread (conditional or not, jumps, calls, returns), not a real core's";
-    return "modelled (pmc emulate --branches): Cachegrind's branch predictor (16384 2-bit counters indexed by 7 bits "
-           "of global history and 7 of the address; a 512-entry indirect target table; returns never miss), this "
-           "thread's own, exact for the model at the read; not a real core's predictor";
+    return "modelled (pmc emulate --branches): " + std::string(branch_model_text) +
+           ", this thread's own, exact for the model at the read; not a real core's predictor";
+}
+
+/// The cache model a run's modelled cache events come from, with the geometry the plugin reported: what a profile's
+/// counter note and a bench result record, and what pmc diff and bench --compare compare.
+inline std::string cache_model_text(const EmulatedPmu& pmu) {
+    return "Cachegrind's cache model (" + pmu.cache_geometry + "; LRU, write-allocate)";
 }
 
 /// What pmc says wherever a modelled count is shown (with the geometry the plugin reported).
 inline std::string modelled_count_note(const EmulatedPmu& pmu) {
-    return "modelled (pmc emulate --cache): Cachegrind's cache model (" + pmu.cache_geometry +
-           "; LRU, write-allocate), this thread's caches of its own, exact for the model at the read; not a real "
-           "core's caches";
+    return "modelled (pmc emulate --cache): " + cache_model_text(pmu) +
+           ", this thread's caches of its own, exact for the model at the read; not a real core's caches";
 }
 
 namespace detail {

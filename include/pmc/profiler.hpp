@@ -874,14 +874,9 @@ inline void Profiler::write_header(const ProfilerOptions& o, const std::vector<s
     ::clock_gettime(CLOCK_REALTIME, &now);
     u64(pf::Tag::start_time, static_cast<std::uint64_t>(now.tv_sec) * 1000000000ull +
                                  static_cast<std::uint64_t>(now.tv_nsec));
-    text(pf::Tag::cpu, emulated_pmu() ? "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, " +
-                                             this_cpu().description() + ", not the host's"
-                                       : this_cpu().description() + (under_hypervisor() ? ", under a hypervisor" : ""));
+    text(pf::Tag::cpu, recorded_cpu());
     text(pf::Tag::kernel, kernel_release());
-    if (emulated_pmu()) { // what pmc emulate said it ran the program on (the program cannot ask QEMU)
-        const char* e = std::getenv(detail::emulated::emulator_variable);
-        text(pf::Tag::emulator, e && *e ? std::string(e) : std::string("QEMU, version unknown (not started by pmc emulate)"));
-    }
+    if (emulated_pmu()) text(pf::Tag::emulator, recorded_emulator()); // pmc emulate's word: the program cannot ask QEMU
     const AslrState aslr = aslr_state();
     text(pf::Tag::aslr, std::string(aslr.randomized ? "on" : "off") + " (kernel.randomize_va_space = " +
                             std::to_string(aslr.randomize_va_space) +

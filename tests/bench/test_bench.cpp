@@ -45,6 +45,9 @@ Result result(const std::string& name, std::int64_t difference, std::uint64_t n,
 
 Report report(std::vector<Result> results, std::string emulated = "x86_64") {
     Report r;
+    r.machine_recorded = true; // as a Bench and a result of format version 2 record it
+    r.emulator = emulated.empty() ? "" : "QEMU 7.2.22, plugin API 1";
+    r.cpu = emulated.empty() ? "a test CPU" : "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, K8";
     r.emulated = std::move(emulated);
     r.events.push_back({"instructions:u", true, true, ""});
     r.results = std::move(results);
@@ -210,6 +213,97 @@ TEST_CASE("the harness's gate is pmc diff's (pmc/gate.hpp): direction, accepted 
     }
 }
 
+TEST_CASE("results from two emulators, CPU models or models of a gated event are refused (exit 4, both named) "
+          "unless --any-emulator, and a result of format version 1 cannot tell", "[bench]") {
+    auto with_misses = [](Report r, const std::string& cache_model) {
+        r.cache_model = cache_model;
+        r.events.push_back({"L1-dcache-load-misses", true, true, ""});
+        for (auto& x : r.results) x.counts.push_back(CountFigure{"L1-dcache-load-misses", true, 100, 10, {}});
+        return r;
+    };
+    const std::string pinned = "Cachegrind's cache model (I1 32768,8,64, D1 32768,8,64, LL 8388608,16,64; LRU, "
+                               "write-allocate)";
+    const std::string small = "Cachegrind's cache model (I1 32768,8,64, D1 16384,4,64, LL 8388608,16,64; LRU, "
+                              "write-allocate)";
+    const Report base = with_misses(report({result("a", 1000, 10, true)}), pinned);
+    Report after = with_misses(report({result("a", 1000, 10, true)}), small);
+    after.results[0].counts[1].difference = 130; // the smaller D1 misses more: +30 %
+    pmc::bench::GateOptions gated;
+    gated.modelled_events = {"L1-dcache-load-misses"};
+    SECTION("another cache model, its event gated: refused, both named, the override said") {
+        const auto c = pmc::bench::compare(base, after, gated);
+        CHECK(c.exit_status() == 4);
+        const std::string table = pmc::bench::to_markdown(c);
+        CHECK_THAT(table, ContainsSubstring("cannot judge: the baseline and this run come from different cache models"));
+        CHECK_THAT(table, ContainsSubstring("baseline: " + pinned));
+        CHECK_THAT(table, ContainsSubstring("this run: " + small));
+        CHECK_THAT(table, ContainsSubstring("--any-emulator"));
+        CHECK_THAT(table, ContainsSubstring("exit status 4"));
+        gated.any_emulator = true;
+        const auto anyway = pmc::bench::compare(base, after, gated);
+        CHECK(anyway.exit_status() == 3); // compared: +30 % is a change by the modelled rule
+        CHECK_THAT(pmc::bench::to_markdown(anyway), ContainsSubstring("warning (--any-emulator)"));
+    }
+    SECTION("another cache model, its event not gated: the instructions are no model's, compared") {
+        CHECK(pmc::bench::compare(base, after).exit_status() == 0);
+    }
+    SECTION("another predictor, branch-misses gated: refused") {
+        Report b = report({result("a", 1000, 10, true)}), a = b;
+        a.branch_model = pmc::branch_model_text;
+        pmc::bench::GateOptions branches;
+        branches.modelled_events = {"branch-misses"};
+        const auto c = pmc::bench::compare(b, a, branches);
+        CHECK(c.exit_status() == 4);
+        CHECK_THAT(pmc::bench::to_markdown(c), ContainsSubstring("different branch predictors"));
+    }
+    SECTION("another emulator or emulated CPU model: refused, whatever is gated") {
+        Report other = base;
+        other.emulator = "QEMU 10.0.2, plugin API 2";
+        auto c = pmc::bench::compare(base, other);
+        CHECK(c.exit_status() == 4);
+        CHECK_THAT(pmc::bench::to_markdown(c), ContainsSubstring("this run: QEMU 10.0.2, plugin API 2; emulated by"));
+        other = base;
+        other.cpu = "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, Skylake-Client";
+        c = pmc::bench::compare(base, other);
+        CHECK(c.exit_status() == 4);
+        CHECK_THAT(pmc::bench::to_markdown(c), ContainsSubstring("different emulators or emulated CPUs"));
+        pmc::bench::GateOptions anyway;
+        anyway.any_emulator = true;
+        CHECK(pmc::bench::compare(base, other, anyway).exit_status() == 0);
+    }
+    SECTION("natively the CPU may differ (exactness decides, as in pmc diff)") {
+        Report n1 = report({result("a", 1000, 10, false)}, ""), n2 = n1;
+        n2.cpu = "another CPU";
+        CHECK(pmc::bench::compare(n1, n2).exit_status() == 0);
+    }
+    SECTION("a baseline of format version 1 (no record of the machine) against an emulated run: cannot tell") {
+        std::string json = pmc::bench::to_json(base);
+        // As version 1 wrote it: none of the four keys.
+        json = std::regex_replace(json, std::regex(R"re("(emulator|cpu|cache_model|branch_model)":(null|"[^"]*"),)re"), "");
+        REQUIRE(json.find("\"cpu\"") == std::string::npos);
+        const Report old = pmc::bench::parse_report(json, "old.json");
+        CHECK_FALSE(old.machine_recorded);
+        const auto c = pmc::bench::compare(old, base);
+        CHECK(c.exit_status() == 4);
+        CHECK_THAT(pmc::bench::to_markdown(c), ContainsSubstring("the baseline is a result of format version 1"));
+        pmc::bench::GateOptions anyway;
+        anyway.any_emulator = true;
+        CHECK(pmc::bench::compare(old, base, anyway).exit_status() == 0);
+    }
+}
+
+TEST_CASE("'not steady' names the side without a doubled article", "[bench]") {
+    Report before = report({result("a", 1000, 10, true)}), after = before;
+    after.results[0].counts[0].next_difference = 1001; // count(3N) - count(2N) differs: not steady in this run
+    pmc::bench::GateOptions options;
+    const std::string one = pmc::bench::to_markdown(pmc::bench::compare(before, after, options));
+    CHECK_THAT(one, ContainsSubstring("not steady in this run ("));
+    CHECK_THAT(one, !ContainsSubstring("the this"));
+    before.results[0].counts[0].next_difference = 999;
+    CHECK_THAT(pmc::bench::to_markdown(pmc::bench::compare(before, after, options)),
+               ContainsSubstring("not steady in the baseline and this run ("));
+}
+
 TEST_CASE("a modelled figure is said to be modelled, and one not counted reads 'not counted', not '?'", "[bench]") {
     Report before = report({result("a", 1000, 10, true)});
     before.events.push_back({"L1-dcache-load-misses:u", true, true, ""});
@@ -257,6 +351,12 @@ TEST_CASE("a result written as JSON reads back to the same figures, bad files ar
     const Report back = pmc::bench::parse_report(pmc::bench::to_json(r), "test");
     REQUIRE(back.results.size() == 2);
     CHECK(back.emulated == "x86_64");
+    CHECK(back.machine_recorded);
+    CHECK(back.emulator == r.emulator);
+    CHECK(back.cpu == r.cpu);
+    CHECK(back.cache_model.empty());
+    CHECK_THAT(pmc::bench::to_json(r), ContainsSubstring("\"version\":2"));
+    CHECK_THAT(pmc::bench::to_json(r), ContainsSubstring("\"cache_model\":null"));
     CHECK(back.results[0].counts.at(0).difference == 161198);
     CHECK(pmc::bench::format_per_iteration(back.results[0].counts.at(0)) == "80599");
     CHECK(pmc::bench::format_per_iteration(back.results[1].counts.at(0)) == "3.5");
@@ -464,6 +564,20 @@ TEST_CASE("under pmc emulate --cache: the gate options (--counter, --threshold) 
     CHECK(gated.status == 0);
     CHECK(counts(gated.out) == figures);
     CHECK_THAT(gated.out, ContainsSubstring("L1-dcache-load-misses is modelled by pmc's cache model"));
+    // The result records its model; under another D1 the gated misses are another model's: refused, both named.
+    std::ifstream base_file(base);
+    const std::string base_json((std::istreambuf_iterator<char>(base_file)), std::istreambuf_iterator<char>());
+    CHECK_THAT(base_json, ContainsSubstring("\"cache_model\":\"Cachegrind's cache model (I1 32768,8,64, D1 32768,8,64, "));
+    CHECK_THAT(base_json, ContainsSubstring("\"emulator\":\"QEMU "));
+    const std::string small_d1 = "'" + pmc_tool + "' emulate --cache --D1 16384,4,64 -- '" + example +
+                                 "' --epochs 1 --filter find --events instructions:u,L1-dcache-load-misses --compare '" +
+                                 base + "' --counter L1-dcache-load-misses";
+    const auto other = pmc_test::run_command(small_d1 + " 2>/dev/null");
+    INFO(other.out);
+    CHECK(other.status == 4);
+    CHECK_THAT(other.out, ContainsSubstring("come from different cache models"));
+    CHECK_THAT(other.out, ContainsSubstring("this run: Cachegrind's cache model (I1 32768,8,64, D1 16384,4,64, "));
+    CHECK(pmc_test::run_command(small_d1 + " --any-emulator 2>/dev/null").status != 4);
     // Every figure is either steady or said not to be (count(3N) - count(2N) against count(2N) - count(N)).
     for (const auto& [name, figure] : figures)
         CHECK((figure.find('~') == std::string::npos) ==

@@ -1163,20 +1163,27 @@ TEST_CASE("pmc diff: a profile from QEMU's default CPU (before pmc chose one) ag
 
 namespace {
 
+const char* const default_geometry = "I1 32768,8,64, D1 32768,8,64, LL 8388608,16,64";
+
 /// A profile under pmc emulate --cache: the modelled L1-dcache-load-misses:u first (the primary), instructions:u
-/// second; one label "scan" with the given counts.
-std::string write_modelled(const TempDir& dir, const std::string& name, std::uint64_t misses, std::uint64_t instructions) {
+/// second (none when `instructions` is 0: the profile then records only a modelled counter); one label "scan" with
+/// the given counts; the cache model of `geometry`.
+std::string write_modelled(const TempDir& dir, const std::string& name, std::uint64_t misses, std::uint64_t instructions,
+                           const std::string& geometry = default_geometry) {
     pmc_test::BuilderCounter modelled = pmc_test::exact_counter("L1-dcache-load-misses:u");
     modelled.read_path = "emulator";
-    modelled.note = "modelled (pmc emulate --cache): Cachegrind's cache model (I1 32768,8,64, D1 32768,8,64, LL "
-                    "8388608,16,64; LRU, write-allocate)";
+    modelled.note = "modelled (pmc emulate --cache): Cachegrind's cache model (" + geometry +
+                    "; LRU, write-allocate), this thread's caches of its own";
     pmc_test::BuilderCounter counted = pmc_test::exact_counter("instructions:u");
     counted.read_path = "emulator";
-    pmc_test::ProfileBuilder b({modelled, counted});
+    std::vector<pmc_test::BuilderCounter> counters{modelled};
+    if (instructions) counters.push_back(counted);
+    pmc_test::ProfileBuilder b(counters);
     b.emulator = "QEMU 7.2.22, plugin API 1";
     auto& t = b.thread(0, "main");
     t.begin("scan");
-    t.advance_all({misses, instructions});
+    if (instructions) t.advance_all({misses, instructions});
+    else t.advance_all({misses});
     t.end();
     const std::string path = dir.file(name);
     REQUIRE(b.write(path));
@@ -1236,4 +1243,125 @@ TEST_CASE("pmc diff: a modelled change fails only above 10% and the floor (64 ev
     auto large_run = gate_run("--fail-on-change --threshold 0%" + misses + " '" + large + "' '" + large_moved + "'");
     CHECK(large_run.status == 3); // an explicit threshold replaces the floor
     CHECK(gate_run("--fail-on-change" + misses + " '" + large + "' '" + large_moved + "'").status == 0);
+}
+
+// ---- What the gate compares and refuses (review 40) ----------------------------------------------------------------
+
+TEST_CASE("pmc diff and pmc aggregate: a modelled counter from two model configurations is refused (exit 4, both "
+          "named) unless --any-emulator") {
+    TempDir dir;
+    const auto base = write_modelled(dir, "base.pmcprof", 10000, 5000);
+    const auto same = write_modelled(dir, "same.pmcprof", 10000, 5000);
+    const std::string misses = " --counter L1-dcache-load-misses:u";
+    CHECK(gate_run("--fail-on-change" + misses + " '" + base + "' '" + same + "'").status == 0);
+    // A smaller D1, an L2, strict inclusion: each a configuration of its own, even where the counts agree.
+    for (const std::string geometry : {"I1 32768,8,64, D1 16384,4,64, LL 8388608,16,64",
+                                       "I1 32768,8,64, D1 32768,8,64, L2 262144,8,64, LL 8388608,16,64",
+                                       "I1 32768,8,64, D1 32768,8,64, LL 8388608,16,64, strict inclusion"}) {
+        const auto other = write_modelled(dir, "other.pmcprof", 10000, 5000, geometry);
+        auto r = gate_run("--fail-on-change" + misses + " '" + base + "' '" + other + "'");
+        INFO(r.out);
+        CHECK(r.status == 4);
+        CHECK_THAT(r.out, ContainsSubstring("cannot judge: the profiles come from different model configurations "
+                                            "(L1-dcache-load-misses:u)"));
+        CHECK_THAT(r.out, ContainsSubstring("base.pmcprof: Cachegrind's cache model (" + std::string(default_geometry) +
+                                            "; LRU, write-allocate)"));
+        CHECK_THAT(r.out, ContainsSubstring("other.pmcprof: Cachegrind's cache model (" + geometry + "; LRU"));
+        CHECK_THAT(r.out, ContainsSubstring("--any-emulator"));
+        // Without a fail option too: the table would show the model's difference as the program's.
+        CHECK(gate_run(misses.substr(1) + " '" + base + "' '" + other + "'").status == 4);
+        auto anyway = gate_run("--fail-on-change --any-emulator" + misses + " '" + base + "' '" + other + "'");
+        INFO(anyway.out);
+        CHECK(anyway.status == 0);
+        CHECK_THAT(anyway.out, ContainsSubstring("warning: the profiles come from different model configurations"));
+        // The instructions are no model's: compared, whatever the geometry.
+        CHECK(gate_run("--fail-on-change '" + base + "' '" + other + "'").status == 0);
+        // pmc aggregate refuses such runs alike (their spread would be the models').
+        auto aggregate = pmc_test::run_command(tool() + " aggregate --counter L1-dcache-load-misses:u '" + base + "' '" +
+                                               same + "' '" + other + "' 2>&1");
+        INFO(aggregate.out);
+        CHECK(aggregate.status == 4);
+        CHECK_THAT(aggregate.out, ContainsSubstring("refused: the runs come from different model configurations"));
+        CHECK_THAT(aggregate.out, ContainsSubstring("--any-emulator"));
+        CHECK(pmc_test::run_command(tool() + " aggregate --any-emulator --counter L1-dcache-load-misses:u '" + base +
+                                    "' '" + other + "' >/dev/null 2>&1")
+                  .status == 0);
+        CHECK(pmc_test::run_command(tool() + " aggregate --counter instructions:u '" + base + "' '" + other +
+                                    "' >/dev/null 2>&1")
+                  .status == 0);
+    }
+}
+
+TEST_CASE("pmc aggregate: runs from two emulators are refused (exit 4, both named) unless --any-emulator") {
+    TempDir dir;
+    auto under = [](const std::string& emulator) {
+        return [emulator](pmc_test::ProfileBuilder& b) {
+            b.emulator = emulator;
+            compiler_run(b);
+        };
+    };
+    const std::string q7 = write(dir, "q7.pmcprof", under("QEMU 7.2.13, plugin API 1"));
+    const std::string q7b = write(dir, "q7b.pmcprof", under("QEMU 7.2.13, plugin API 1"));
+    const std::string q10 = write(dir, "q10.pmcprof", under("QEMU 10.0.2, plugin API 2"));
+    CHECK(pmc_test::run_command(tool() + " aggregate " + q7 + " " + q7b + " >/dev/null 2>&1").status == 0);
+    auto r = pmc_test::run_command(tool() + " aggregate " + q7 + " " + q7b + " " + q10 + " 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 4);
+    CHECK_THAT(r.out, ContainsSubstring("refused: the runs come from different emulators or emulated CPUs"));
+    CHECK_THAT(r.out, ContainsSubstring("QEMU 10.0.2, plugin API 2"));
+    CHECK(pmc_test::run_command(tool() + " aggregate --any-emulator " + q7 + " " + q10 + " >/dev/null 2>&1").status == 0);
+    // One emulator presenting two CPU models (pmc emulate's default model, or another): refused by both tools.
+    const std::string haswell = write(dir, "haswell.pmcprof", [](pmc_test::ProfileBuilder& b) {
+        b.emulator = "QEMU 7.2.13, plugin API 1";
+        b.cpu = "emulated by QEMU's TCG (pmc emulate): the CPU model QEMU presents, Intel Haswell, not the host's";
+        compiler_run(b);
+    });
+    for (const char* command : {" aggregate ", " diff --fail-on-change "}) {
+        auto cpus = pmc_test::run_command(tool() + command + q7 + " " + haswell + " 2>&1");
+        INFO(cpus.out);
+        CHECK(cpus.status == 4);
+        CHECK_THAT(cpus.out, ContainsSubstring("different emulators or emulated CPUs"));
+        CHECK_THAT(cpus.out, ContainsSubstring("Intel Haswell"));
+    }
+}
+
+TEST_CASE("pmc diff: profiles that record only modelled counters are not gated unless --counter names one (exit 4 "
+          "asking for it, never said to be named)") {
+    TempDir dir;
+    const auto base = write_modelled(dir, "base.pmcprof", 10000, 0);
+    const auto more = write_modelled(dir, "more.pmcprof", 12000, 0); // +20 %: a change the modelled rule fails
+    auto refused = gate_run("--fail-on-change '" + base + "' '" + more + "'");
+    INFO(refused.out);
+    CHECK(refused.status == 4);
+    CHECK_THAT(refused.out, !ContainsSubstring("--counter named it"));
+    CHECK_THAT(refused.out, ContainsSubstring("not gated: a modelled counter is gated only when --counter names it"));
+    CHECK_THAT(refused.out, ContainsSubstring("record only modelled counters (L1-dcache-load-misses:u), and no --counter "
+                                              "named one"));
+    CHECK_THAT(refused.out, ContainsSubstring("--counter L1-dcache-load-misses:u"));
+    auto j = gate_json("--fail-on-change '" + base + "' '" + more + "'", 4);
+    CHECK(j.find("gate")->find("verdict")->string == "cannot judge");
+    CHECK(j.find("gate")->find("modelled_not_named")->string == "L1-dcache-load-misses:u");
+    CHECK(gate_list(j, "changed_labels").empty());
+    // Without a fail option: shown, status 0.
+    CHECK(gate_run("'" + base + "' '" + more + "'").status == 0);
+    // Named: gated by the modelled rule, and said to be named.
+    auto named = gate_run("--fail-on-change --counter L1-dcache-load-misses '" + base + "' '" + more + "'");
+    CHECK(named.status == 3);
+    CHECK_THAT(named.out, ContainsSubstring("it is gated because --counter named it"));
+}
+
+TEST_CASE("pmc diff: a median of two runs is shown unrounded, so before, after and delta agree") {
+    TempDir dir;
+    // BASE 342 and 341 (median 341.5), NEW 343 and 343: the delta is +1.5, not "342 -> 343, +2".
+    auto one_label = [&](const std::string& name, std::uint64_t self) {
+        return write(dir, name, [&](pmc_test::ProfileBuilder& b) { b.thread(0, "main").scope("worker", self); });
+    };
+    const auto b1 = one_label("b1.pmcprof", 342), b2 = one_label("b2.pmcprof", 341);
+    const auto a1 = one_label("a1.pmcprof", 343), a2 = one_label("a2.pmcprof", 343);
+    auto r = gate_run("'" + b1 + "' '" + b2 + "' -- '" + a1 + "' '" + a2 + "'");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, ContainsSubstring("341.5"));
+    CHECK_THAT(r.out, ContainsSubstring("+1.5"));
+    CHECK_THAT(r.out, !ContainsSubstring("+2 "));
 }
