@@ -1235,13 +1235,16 @@ int run_profile_threads(unsigned threads) {
     if (threads == 0 || threads > 8) return 2;
     auto prof = pmc::Profiler::from_env();
     const pmc::Label mix = prof.label("mix"), loop = prof.label("loop");
-    int go[2];
-    if (::pipe(go) != 0) return 2;
+    int go[2], ready[2];
+    if (::pipe(go) != 0 || ::pipe(ready) != 0) return 2;
     std::vector<std::thread> workers;
     for (unsigned t = 0; t < threads; ++t) {
         workers.emplace_back([&, t] {
             char c = 0;
-            if (::read(go[0], &c, 1) != 1) std::abort();
+            // The thread's first malloc, before the others start: glibc gives the thread an arena there, under a
+            // lock of its own and in the order threads ask (not pmc's code; docs/emulated-pmu.md).
+            std::free(std::malloc(64));
+            if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) std::abort();
             prof.thread_name(names[t]); // its registration: every thread at once
             for (unsigned round = 0; round < 2; ++round) {
                 {
@@ -1253,25 +1256,34 @@ int run_profile_threads(unsigned threads) {
             }
         });
     }
-    const char all[8] = {};
+    char all[8] = {};
+    for (unsigned t = 0; t < threads; ++t)
+        if (::read(ready[0], all, 1) != 1) return 2;
     if (::write(go[1], all, threads) != static_cast<ssize_t>(threads)) return 2;
     for (auto& w : workers) w.join();
-    for (int fd : {go[0], go[1]}) ::close(fd);
+    for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
     return 0;
 }
 
 int run_branch_threads() {
+    // Every wait is a read(2) on a pipe, never a spin: the guest runs the same instructions and branches whatever
+    // the scheduling, and a thread's predictor enters its interval in the same state in every run. (A spin's
+    // iterations follow the host's load, and trained the predictor by them.) The threads open their counters one
+    // at a time (turn[t]), then start together (go).
     std::string lines[4];
-    std::atomic<unsigned> turn{0};
-    const auto work = [&lines, &turn](unsigned t) {
-        while (turn.load() != t) std::this_thread::yield();
+    int turn[5][2], go[2];
+    for (auto& p : turn)
+        if (::pipe(p) != 0) return 2;
+    if (::pipe(go) != 0) return 2;
+    const auto work = [&lines, &turn, &go](unsigned t) {
+        char c = 0;
+        if (::read(turn[t][0], &c, 1) != 1) std::abort();
         pmc::Group g({"branch-instructions:u", "branch-misses:u", "instructions:u"});
         pmc::Counter misses("branch-misses:u");
         pmc::GroupReading a = g.make_reading(), b = g.make_reading();
         std::string line = "thread " + std::to_string(t) + ":";
         line.reserve(256);
-        turn.store(t + 1);
-        while (turn.load() != 4) std::this_thread::yield();
+        if (::write(turn[t + 1][1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) std::abort();
         const std::uint64_t m0 = misses.read();
         g.read(a);
         known_loop(1000 + 100 * t);
@@ -1287,8 +1299,12 @@ int run_branch_threads() {
     };
     std::vector<std::thread> workers;
     for (unsigned t = 0; t < 4; ++t) workers.emplace_back(work, t);
+    char c = 0, all[4] = {};
+    if (::write(turn[0][1], &c, 1) != 1 || ::read(turn[4][0], &c, 1) != 1 || ::write(go[1], all, 4) != 4) return 2;
     for (auto& w : workers) w.join();
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
+    for (auto& p : turn) ::close(p[0]), ::close(p[1]);
+    ::close(go[0]), ::close(go[1]);
     return 0;
 }
 

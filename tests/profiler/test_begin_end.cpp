@@ -203,7 +203,7 @@ struct LateScope {
 };
 } // namespace
 
-TEST_CASE("profiler: a thread_local's destructor records at the thread's exit; a pthread key's destructor run after "
+TEST_CASE("profiler: a thread_local's destructor records at the thread's exit, and a pthread key's destructor run after "
           "the thread-exit hook is dropped") {
     TempDir dir;
     const std::string path = dir.file("late.pmcprof");
