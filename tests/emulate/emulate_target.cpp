@@ -1237,15 +1237,19 @@ int run_profile_threads(unsigned threads) {
     const pmc::Label mix = prof.label("mix"), loop = prof.label("loop");
     int go[2], ready[2];
     if (::pipe(go) != 0 || ::pipe(ready) != 0) return 2;
+    std::uint64_t registration[8] = {}; // each thread's instructions in thread_name, its registration
     std::vector<std::thread> workers;
     for (unsigned t = 0; t < threads; ++t) {
         workers.emplace_back([&, t] {
+            pmc::Counter instructions("instructions:u");
             char c = 0;
             // The thread's first malloc, before the others start: glibc gives the thread an arena there, under a
             // lock of its own and in the order threads ask (not pmc's code; docs/emulated-pmu.md).
             std::free(std::malloc(64));
             if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) std::abort();
+            const std::uint64_t before = instructions.read();
             prof.thread_name(names[t]); // its registration: every thread at once
+            registration[t] = instructions.read() - before;
             for (unsigned round = 0; round < 2; ++round) {
                 {
                     auto s = prof.scope(mix);
@@ -1261,6 +1265,7 @@ int run_profile_threads(unsigned threads) {
         if (::read(ready[0], all, 1) != 1) return 2;
     if (::write(go[1], all, threads) != static_cast<ssize_t>(threads)) return 2;
     for (auto& w : workers) w.join();
+    for (unsigned t = 0; t < threads; ++t) std::printf("registration %s: %llu\n", names[t], static_cast<unsigned long long>(registration[t]));
     for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
     return 0;
 }
