@@ -451,7 +451,8 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
                    m->other_text);
         if (!o.any_emulator) {
             fmt::print(stderr, "Their spread would be the emulators' or the models', not the program's noise. Record "
-                               "every run under one emulator (pmc emulate --qemu PATH) with the same model options "
+                               "every run under one emulator and one CPU model (pmc emulate --qemu PATH --cpu MODEL) "
+                               "with the same model options "
                                "(--cache, --I1, --D1, --L2, --LL, --inclusion, --branches), or aggregate anyway with "
                                "--any-emulator.\n");
             return 4;
