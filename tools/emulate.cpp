@@ -752,8 +752,10 @@ std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out) {
             return "--L2=" + shape(l2) + ": the L2 (" + std::to_string(l2.size) + " bytes) must be larger than I1 (" +
                    std::to_string(config.i1.size) + ") and D1 (" + std::to_string(config.d1.size) + " bytes)";
     }
-    if (config.ll.size <= std::max(config.i1.size, config.d1.size))
-        return "--LL=" + shape(config.ll) + ": the LL (" + std::to_string(config.ll.size) +
+    // Cachegrind simulates an LL no larger than an L1 (its LL is only asked on an L1 miss), so the model does too.
+    // Strict inclusion would then keep back-invalidating the L1s from a smaller level: refused there.
+    if (config.inclusion == pmc_model::Inclusion::strict && config.ll.size <= std::max(config.i1.size, config.d1.size))
+        return "--LL=" + shape(config.ll) + ": with --inclusion=strict the LL (" + std::to_string(config.ll.size) +
                " bytes) must be larger than I1 (" + std::to_string(config.i1.size) + ") and D1 (" +
                std::to_string(config.d1.size) + " bytes)";
     if (std::string problem = pmc_model::config_problem(config); !problem.empty())

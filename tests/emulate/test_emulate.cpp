@@ -575,7 +575,8 @@ TEST_CASE("pmc emulate and pmc count --emulate refuse a cache geometry the model
         {"--cache --L2=98304,8,64", "--L2=98304,8,64: 192 sets: the set count must be a power of two"},
         {"--cache --D1=32768,0,64", "--D1=32768,0,64: size, associativity and line size must all be above 0"},
         {"--cache --LL=8388608,16,48", "--LL=8388608,16,48: the line size 48 is not a power of two"},
-        {"--cache --LL=16384,4,64", "the LL (16384 bytes) must be larger than I1 (32768) and D1 (32768 bytes)"},
+        {"--cache --inclusion=strict --LL=16384,4,64",
+         "--LL=16384,4,64: with --inclusion=strict the LL (16384 bytes) must be larger than I1 (32768) and D1 (32768 bytes)"},
         {"--cache --I1=32768,8", "'32768,8' is not SIZE,ASSOC,LINE"},
         {"--inclusion=strict", "--inclusion says how the modelled caches hold each other's lines: give --cache with it"},
         {"--cache --inclusion=loose", "--inclusion=loose: cachegrind (the default: a line the LL evicts stays in the L1s) "

@@ -314,6 +314,7 @@ TEST_CASE("random streams: the model's counts and levels equal the plain referen
         config({4096, 2, 32}, {2048, 4, 16}, {65536, 8, 64}),   // lines of three sizes: cuts at 16
         config({1024, 1, 64}, {1024, 1, 64}, {16384, 2, 64}),  // direct-mapped L1s
         config({32768, 8, 64}, {4096, 64, 64}, {32768, 16, 64}), // a fully associative D1
+        config({32768, 8, 64}, {32768, 8, 64}, {16384, 4, 64}),  // an LL smaller than the L1s, as Cachegrind runs it
         with_l2,
     };
     std::mt19937_64 random(12345);
