@@ -781,8 +781,8 @@ TEST_CASE("threads that register with the profiler at the same moment run the sa
     // follow its registration, which ran other code when it met another thread's (the profiler's lock, glibc's
     // lock for a thread_local's destructor, the labels waiting to be written): its predictor then entered 'mix' in
     // another state, and 'mix' came out a few misses apart between runs (a2a91fd's profiler: 5 runs, 5 different).
-    // The threads start up (first malloc: glibc's arena) in turn: made at once, the arena's path followed the order
-    // and 'mix' moved by 2 misses in 13 of 20 runs on QEMU 10 under load (profile-threads 6 racing; docs).
+    // The threads start up (first malloc: glibc's arena) in turn: made at once, the arena's path followed their
+    // order, and one thread's 'mix' moved by 2 misses in 5 of 10 runs on QEMU 10 under load (docs).
     const std::string dir = temp_dir();
     const char* counters = "branch-misses:u,instructions:u,L1-dcache-load-misses:u,LLC-load-misses:u";
     // Per thread name, per label, per interval in recording order: the four counters' values.
