@@ -267,6 +267,8 @@ struct Block {
     std::vector<std::unique_ptr<RepStringSite>> rep_strings;   ///< (the same)
     /// Per instruction: null, or its run (a member's accesses are passed on by the call on its run's last member).
     std::vector<const AccessRun*> run_of;
+    /// The last instruction's fetch, where QEMU may cut the block before it (on_last_instruction's `data`), or null.
+    std::unique_ptr<pmc_model::FetchRef> last_apart;
 };
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
 inline std::mutex blocks_lock;
@@ -307,6 +309,18 @@ inline void on_block(unsigned int, void* data) {
     const BlockPlan::FetchCheck* checks = b.checks();
     for (std::uint32_t i = 0; i < b.fetch_count; ++i)
         if (__builtin_expect(t->caches.i1().tag_at(checks[i].slot) != checks[i].tag, 0)) return fetch_from(*t, b, i);
+}
+
+/// QEMU's call before the last listed instruction of a block QEMU 7.2 may have cut before it (translate's
+/// last_may_be_taken_out; `data`: its FetchRef): that instruction in Ir and its fetch. QEMU drops the call with the
+/// instruction when it cut it, and the next block, which starts with it, counts it (model/cache_model.hpp's
+/// plan_block). After the block's on_block, so the thread's model exists.
+inline void on_last_instruction(unsigned int, void* data) {
+    const auto& r = *static_cast<const pmc_model::FetchRef*>(data);
+    ThreadModel& t = this_thread();
+    t.caches.count_instructions(1);
+    if (general_path) t.caches.fetch_uncounted(r.address, r.size);
+    else t.caches.fetch_planned(r);
 }
 
 /// QEMU's call after each memory access of an instruction (`data`: its Instruction). The common case, inlined with
@@ -695,7 +709,8 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
 /// `x86`: the guest is x86-64, whose instructions of model/access_decode.hpp get their rules' callbacks.
 /// `on_each`: the call per execution, on_block or one that calls it (with the block's plan).
-/// `last_may_be_taken_out`: QEMU 7.2 may drop the last instruction from the block (qemu_plugin.cpp's may_be_taken_out).
+/// `last_may_be_taken_out`: QEMU 7.2 may drop the last instruction from the block (qemu_plugin.cpp's may_be_taken_out):
+/// no run ends with it, and on_last_instruction counts and fetches it.
 inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
                         qemu_plugin_vcpu_udata_cb_t on_each = on_block, bool last_may_be_taken_out = true) {
     auto block = std::make_unique<Block>();
@@ -711,9 +726,14 @@ inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
     if (x86) find_runs(*block, tb, n, last_may_be_taken_out);
 #endif
     for (std::size_t i = 0; i < n; ++i) register_data_callbacks(*block, qemu_plugin_tb_get_insn(tb, i), i, x86);
-    const std::vector<pmc_model::FetchRef> fetches = pmc_model::plan_fetches(fetched, settings.config);
-    block->plan.reset(BlockPlan::make(static_cast<std::uint32_t>(n), fetches));
+    const pmc_model::BlockFetchPlan fetches = pmc_model::plan_block(fetched, settings.config, last_may_be_taken_out);
+    block->plan.reset(BlockPlan::make(fetches.instructions, fetches.refs));
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each, QEMU_PLUGIN_CB_NO_REGS, block->plan.get());
+    if (fetches.last_apart) { // (an instruction's call comes after its block's: the model exists)
+        block->last_apart = std::make_unique<pmc_model::FetchRef>(fetches.last);
+        qemu_plugin_register_vcpu_insn_exec_cb(qemu_plugin_tb_get_insn(tb, n - 1), on_last_instruction,
+                                               QEMU_PLUGIN_CB_NO_REGS, block->last_apart.get());
+    }
     Block* made = block.get();
     std::lock_guard<std::mutex> hold(blocks_lock);
     blocks.push_back(std::move(block));
