@@ -158,6 +158,8 @@ struct CacheThread {
     std::uint64_t rep_string_iterations = 0; ///< the iterations it has made since
     std::uint64_t rep_string_accesses = 0;   ///< and their accesses
     std::uint64_t rep_string_elements = 0;   ///< numbers each element's access, so that none joins another
+    std::uint64_t rep_string_accumulator = 0; ///< scas: %rax when QEMU entered it (the value it looks for)
+    std::uint64_t rep_string_first = 0;       ///< cmps: the current iteration's first address
 
     CacheThread() : caches(settings.config) {}
     void complete(const pmc_model::DataAccess& a) noexcept {
@@ -206,7 +208,11 @@ struct RepStringSite {
     std::uint32_t length;                 ///< the instruction's bytes, fetched again for each further execution
     std::uint32_t accesses_per_iteration; ///< 1 or 2 (model/access_decode.hpp)
     std::uint64_t count_mask;             ///< the count register's bits: %rcx's, or %ecx's with the 0x67 prefix
+    pmc_model::RepStringInstruction rep;  ///< what it is (its last elements decide VEX's last execution: cmps, scas)
 };
+/// The host address of a guest address (user mode: guest memory at a fixed offset), set by qemu_plugin.cpp; null
+/// until known. on_rep_string_memory reads the elements a repe/repne compared last through it.
+inline const void* (*host_of)(std::uint64_t guest_address) = nullptr;
 /// A run of accesses (model/access_runs.hpp) as its callback on the last member walks it.
 struct RunStep {
     const Instruction* instruction;
@@ -608,29 +614,51 @@ inline void on_rep_string_start(unsigned int, void* data) {
     t.rep_string_count = guest_registers::read_x86_gpr(1, count) ? count & site.count_mask : 0;
     t.rep_string_iterations = 0;
     t.rep_string_accesses = 0;
+    if (site.rep.kind == pmc_model::RepString::scas && !guest_registers::read_x86_gpr(0, t.rep_string_accumulator))
+        t.rep_string_count = 0; // (without %rax its last element cannot be compared: no execution added)
+}
+/// Whether a repe/repne's last elements compared equal: cmps's two, or scas's and %rax's low bytes. They were just
+/// read (QEMU calls after the access), so they are mapped. Without host_of: equal, as before.
+inline bool last_elements_equal(const ThreadModel& t, const RepStringSite& site, std::uint64_t address,
+                                std::uint32_t size) {
+    if (host_of == nullptr || size > 8) return true;
+    const void* other = site.rep.kind == pmc_model::RepString::cmps ? host_of(t.rep_string_first)
+                                                                    : static_cast<const void*>(&t.rep_string_accumulator);
+    return std::memcmp(host_of(address), other, size) == 0;
 }
 /// A rep string instruction's access (plugin API 2; model/access_decode.hpp). Each element is an access of its own:
 /// an execution number that no other access has (a counter with the top bit set, which no block count reaches), so
 /// that on_memory's joining cannot make one access of QEMU 10's adjacent elements. Each iteration after the
 /// entry's first is one instruction more, fetched as Cachegrind fetches it, and so is the iteration that takes the
-/// count to 0, for VEX's last execution (for repe/repne assumed to end by the count: a condition that fails on the
-/// last element costs one instruction too many). Where QEMU makes one iteration per entry none of this adds one.
+/// count to 0, for VEX's last execution, which finds it 0 (a repe/repne whose condition ends it on that element
+/// has none: model/access_decode.hpp's executes_after_count_end, decided after its last access). Where QEMU makes
+/// one iteration per entry none of this adds one.
 inline void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
     const auto& site = *static_cast<const RepStringSite*>(data);
     ThreadModel& t = this_thread();
-    if ((t.rep_string_accesses++ & (site.accesses_per_iteration - 1)) == 0) { // an iteration starts
+    const bool conditional = site.rep.kind == pmc_model::RepString::cmps || site.rep.kind == pmc_model::RepString::scas;
+    const std::uint64_t in_iteration = t.rep_string_accesses++ & (site.accesses_per_iteration - 1);
+    const MeminfoTable::Decoded m = t.meminfos.decode(info);
+    if (in_iteration == 0) { // an iteration starts
         const std::uint64_t iteration = ++t.rep_string_iterations;
         std::uint64_t executions = 0; // VEX's, beyond the entry's first (on_block's)
         if (iteration == 2 && !rep_strings_loop.load(std::memory_order_relaxed))
             rep_strings_loop.store(true, std::memory_order_relaxed);
         if (iteration > 1) ++executions;
-        if (iteration == t.rep_string_count && rep_strings_loop.load(std::memory_order_relaxed)) ++executions;
+        if (iteration == t.rep_string_count && !conditional && rep_strings_loop.load(std::memory_order_relaxed))
+            ++executions;
         for (; executions > 0; --executions) {
             t.caches.count_instructions(1);
             t.caches.fetch_planned(site.instruction.pc, site.length);
         }
+        t.rep_string_first = address;
     }
-    const MeminfoTable::Decoded m = t.meminfos.decode(info);
+    if (conditional && in_iteration == site.accesses_per_iteration - 1 &&
+        t.rep_string_iterations == t.rep_string_count && rep_strings_loop.load(std::memory_order_relaxed) &&
+        pmc_model::executes_after_count_end(site.rep, last_elements_equal(t, site, address, m.size))) {
+        t.caches.count_instructions(1);
+        t.caches.fetch_planned(site.instruction.pc, site.length);
+    }
     const pmc_model::Kind kind = m.store ? pmc_model::Kind::write : pmc_model::Kind::read;
     const bool count_now = m.store || plugin_sampling::current == nullptr;
     const std::uint64_t element = (std::uint64_t{1} << 63) | ++t.rep_string_elements;
@@ -656,7 +684,7 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
         rep.kind != pmc_model::RepString::none) {
         const std::uint64_t mask = rep.address_32 ? 0xFFFFFFFFu : ~std::uint64_t{0};
         block.rep_strings.push_back(std::make_unique<RepStringSite>(
-            RepStringSite{*each, static_cast<std::uint32_t>(size), rep.accesses_per_iteration, mask}));
+            RepStringSite{*each, static_cast<std::uint32_t>(size), rep.accesses_per_iteration, mask, rep}));
         qemu_plugin_register_vcpu_insn_exec_cb(insn, on_rep_string_start, QEMU_PLUGIN_CB_R_REGS,
                                                block.rep_strings.back().get());
         qemu_plugin_register_vcpu_mem_cb(insn, on_rep_string_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
