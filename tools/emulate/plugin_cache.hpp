@@ -617,6 +617,10 @@ inline void on_rep_string_start(unsigned int, void* data) {
     if (site.rep.kind == pmc_model::RepString::scas && !guest_registers::read_x86_gpr(0, t.rep_string_accumulator))
         t.rep_string_count = 0; // (without %rax its last element cannot be compared: no execution added)
 }
+/// Whether the instruction is a cmps or scas, whose repe/repne condition may end it before its count does.
+inline bool is_conditional(const RepStringSite& site) {
+    return site.rep.kind == pmc_model::RepString::cmps || site.rep.kind == pmc_model::RepString::scas;
+}
 /// Whether a repe/repne's last elements compared equal: cmps's two, or scas's and %rax's low bytes. They were just
 /// read (QEMU calls after the access), so they are mapped. Without host_of: equal, as before.
 inline bool last_elements_equal(const ThreadModel& t, const RepStringSite& site, std::uint64_t address,
@@ -625,6 +629,16 @@ inline bool last_elements_equal(const ThreadModel& t, const RepStringSite& site,
     const void* other = site.rep.kind == pmc_model::RepString::cmps ? host_of(t.rep_string_first)
                                                                     : static_cast<const void*>(&t.rep_string_accumulator);
     return std::memcmp(host_of(address), other, size) == 0;
+}
+/// A cmps's or scas's last access of the iteration that took its count to 0 (QEMU looping within a block): VEX's
+/// execution that finds the count 0, if the condition still holds. Once per instruction: out of the common path.
+__attribute__((noinline)) inline void conditional_count_end(ThreadModel& t, const RepStringSite& site,
+                                                            std::uint64_t address) {
+    if (!is_conditional(site) || !rep_strings_loop.load(std::memory_order_relaxed) ||
+        !pmc_model::executes_after_count_end(site.rep, last_elements_equal(t, site, address, site.rep.element_bytes)))
+        return;
+    t.caches.count_instructions(1);
+    t.caches.fetch_planned(site.instruction.pc, site.length);
 }
 /// A rep string instruction's access (plugin API 2; model/access_decode.hpp). Each element is an access of its own:
 /// an execution number that no other access has (a counter with the top bit set, which no block count reaches), so
@@ -636,16 +650,14 @@ inline bool last_elements_equal(const ThreadModel& t, const RepStringSite& site,
 inline void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
     const auto& site = *static_cast<const RepStringSite*>(data);
     ThreadModel& t = this_thread();
-    const bool conditional = site.rep.kind == pmc_model::RepString::cmps || site.rep.kind == pmc_model::RepString::scas;
-    const std::uint64_t in_iteration = t.rep_string_accesses++ & (site.accesses_per_iteration - 1);
-    const MeminfoTable::Decoded m = t.meminfos.decode(info);
-    if (in_iteration == 0) { // an iteration starts
+    if ((t.rep_string_accesses++ & (site.accesses_per_iteration - 1)) == 0) { // an iteration starts
         const std::uint64_t iteration = ++t.rep_string_iterations;
         std::uint64_t executions = 0; // VEX's, beyond the entry's first (on_block's)
         if (iteration == 2 && !rep_strings_loop.load(std::memory_order_relaxed))
             rep_strings_loop.store(true, std::memory_order_relaxed);
         if (iteration > 1) ++executions;
-        if (iteration == t.rep_string_count && !conditional && rep_strings_loop.load(std::memory_order_relaxed))
+        if (iteration == t.rep_string_count && !is_conditional(site) &&
+            rep_strings_loop.load(std::memory_order_relaxed))
             ++executions;
         for (; executions > 0; --executions) {
             t.caches.count_instructions(1);
@@ -653,12 +665,10 @@ inline void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::
         }
         t.rep_string_first = address;
     }
-    if (conditional && in_iteration == site.accesses_per_iteration - 1 &&
-        t.rep_string_iterations == t.rep_string_count && rep_strings_loop.load(std::memory_order_relaxed) &&
-        pmc_model::executes_after_count_end(site.rep, last_elements_equal(t, site, address, m.size))) {
-        t.caches.count_instructions(1);
-        t.caches.fetch_planned(site.instruction.pc, site.length);
-    }
+    if (__builtin_expect(t.rep_string_iterations == t.rep_string_count, 0) &&
+        (t.rep_string_accesses & (site.accesses_per_iteration - 1)) == 0) // the last iteration's last access
+        conditional_count_end(t, site, address);
+    const MeminfoTable::Decoded m = t.meminfos.decode(info);
     const pmc_model::Kind kind = m.store ? pmc_model::Kind::write : pmc_model::Kind::read;
     const bool count_now = m.store || plugin_sampling::current == nullptr;
     const std::uint64_t element = (std::uint64_t{1} << 63) | ++t.rep_string_elements;
