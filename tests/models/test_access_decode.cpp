@@ -308,7 +308,7 @@ std::string rep_string(std::initializer_list<unsigned char> bytes) {
                                                    : nullptr;
     if (!kind) return "none";
     return std::string(kind) + " " + std::to_string(r.element_bytes) + " x" + std::to_string(r.accesses_per_iteration) +
-           (r.address_32 ? " ecx" : "");
+           (r.address_32 ? " ecx" : "") + (r.repne ? " ne" : "");
 }
 
 } // namespace
@@ -326,11 +326,11 @@ TEST_CASE("x86-64: rep string instructions, their element size and accesses per 
     CHECK(rep_string({0xf3, 0xac}) == "lods 1 x1");       // rep lods %al
     CHECK(rep_string({0xf3, 0x48, 0xad}) == "lods 8 x1"); // rep lods %rax
     CHECK(rep_string({0xf3, 0xa6}) == "cmps 1 x2");       // repz cmpsb
-    CHECK(rep_string({0xf2, 0x48, 0xa7}) == "cmps 8 x2"); // repnz cmpsq
+    CHECK(rep_string({0xf2, 0x48, 0xa7}) == "cmps 8 x2 ne"); // repnz cmpsq
     CHECK(rep_string({0xf3, 0xae}) == "scas 1 x1");       // repz scas %al
-    CHECK(rep_string({0xf2, 0xae}) == "scas 1 x1");       // repnz scas %al
-    CHECK(rep_string({0x66, 0xf2, 0xaf}) == "scas 2 x1"); // repnz scas %ax
-    CHECK(rep_string({0xf2, 0xaf}) == "scas 4 x1");       // repnz scas %eax
+    CHECK(rep_string({0xf2, 0xae}) == "scas 1 x1 ne");     // repnz scas %al
+    CHECK(rep_string({0x66, 0xf2, 0xaf}) == "scas 2 x1 ne"); // repnz scas %ax
+    CHECK(rep_string({0xf2, 0xaf}) == "scas 4 x1 ne");     // repnz scas %eax
     CHECK(rep_string({0x67, 0xf3, 0xa4}) == "movs 1 x2 ecx");// rep movsb with 32-bit addresses
     CHECK(rep_string({0x64, 0xf3, 0xa4}) == "movs 1 x2"); // rep movsb %fs:(%rsi)
     CHECK(rep_string({0x48, 0xf3, 0xa5}) == "movs 4 x2"); // a REX not right before the opcode is ignored
@@ -341,4 +341,30 @@ TEST_CASE("x86-64: rep string instructions, their element size and accesses per 
     CHECK(rep_string({0xf3, 0x90}) == "none"); // pause
     CHECK(rep_string({0xf3, 0xa8, 0x01}) == "none"); // test $1,%al after a stray prefix
     CHECK(rep_string({0xf3}) == "none");       // cut short
+    // The last of F2 and F3 decides repe or repne.
+    CHECK(rep_string({0xf2, 0xf3, 0xa6}) == "cmps 1 x2");
+    CHECK(rep_string({0xf3, 0xf2, 0xa6}) == "cmps 1 x2 ne");
+}
+
+TEST_CASE("x86-64: VEX's execution after a rep string instruction's count reaches 0, by its last elements") {
+    // VEX (and Cachegrind's Ir) runs the instruction once more to find the count 0 unless a repe/repne condition
+    // ended it on that last element: repe cmps/scas when the elements differed, repne when they were equal.
+    const auto after = [](std::initializer_list<unsigned char> bytes, bool last_equal) {
+        const std::vector<unsigned char> b(bytes);
+        return pmc_model::executes_after_count_end(pmc_model::x86_rep_string(b.data(), b.size()), last_equal);
+    };
+    for (const bool equal : {true, false}) {
+        CHECK(after({0xf3, 0xa4}, equal));       // rep movsb: by the count alone
+        CHECK(after({0xf3, 0x48, 0xab}, equal)); // rep stos %rax
+        CHECK(after({0xf3, 0xac}, equal));       // rep lods %al
+        CHECK(after({0xf2, 0xaa}, equal));       // F2 before stos repeats as F3
+    }
+    CHECK(after({0xf3, 0xa6}, true));        // repe cmpsb, last bytes equal: the condition holds
+    CHECK_FALSE(after({0xf3, 0xa6}, false)); // repe cmpsb, last bytes differ: ended by it
+    CHECK(after({0xf2, 0x48, 0xa7}, false)); // repne cmpsq, last quadwords differ: the condition holds
+    CHECK_FALSE(after({0xf2, 0x48, 0xa7}, true));
+    CHECK(after({0xf2, 0xae}, false));       // repne scasb, not found at the last byte
+    CHECK_FALSE(after({0xf2, 0xae}, true));  // found there
+    CHECK(after({0xf3, 0xaf}, true));        // repe scasl
+    CHECK_FALSE(after({0xf3, 0xaf}, false));
 }

@@ -468,6 +468,81 @@ TEST_CASE("the plugin's fetch plan: a planned reference's precomputed hit check 
     REQUIRE(refs[1].tag == FetchRef::no_tag);
 }
 
+TEST_CASE("the plugin's fetch plan: a block's last instruction planned apart counts once, whether QEMU cut the "
+          "block before it or not") {
+    // QEMU 7.2 cuts a block before an instruction that ends past the block's first page and still lists it; the
+    // next block starts with it. Each instruction must be counted and fetched once per execution, as Cachegrind
+    // fetches instructions one by one, in both cases: kept (the last instruction's own call runs) and cut (it
+    // does not, and the next block fetches it).
+    const CacheConfig configs[] = {CacheConfig{}, config({1024, 2, 16}, {2048, 4, 32}, {32768, 4, 64})};
+    for (const CacheConfig& c : configs) {
+        std::mt19937_64 random(77);
+        CacheHierarchy planned(c), one_by_one(c), listed_whole(c);
+        std::uint64_t page_end = 0x401000, cuts = 0;
+        for (int i = 0; i < 3000; ++i) {
+            // A block of 2 to 12 instructions whose last starts 1 to 14 bytes before a page's end (it may cross),
+            // then the next block: from the last instruction if QEMU cut the block before it, else from its end.
+            std::vector<std::pair<std::uint64_t, std::uint32_t>> block, next;
+            const auto last_length = static_cast<std::uint32_t>(1 + random() % 15);
+            const std::uint64_t last_at = page_end - 1 - random() % 14;
+            std::uint64_t at = last_at;
+            for (std::uint64_t n = 1 + random() % 11; n > 0; --n) {
+                const auto length = static_cast<std::uint32_t>(1 + random() % 15);
+                at -= length;
+                block.insert(block.begin(), {at, length});
+            }
+            block.emplace_back(last_at, last_length);
+            const bool cut = random() % 2 == 0;
+            cuts += cut ? 1 : 0;
+            if (cut) next.emplace_back(last_at, last_length);
+            for (std::uint64_t n = 1 + random() % 6, a = last_at + last_length; n > 0; --n) {
+                const auto length = static_cast<std::uint32_t>(1 + random() % 15);
+                next.emplace_back(a, length);
+                a += length;
+            }
+            const BlockFetchPlan apart = plan_block(block, c, true), rest = plan_block(next, c, false);
+            REQUIRE(apart.last_apart);
+            REQUIRE(apart.instructions == block.size() - 1);
+            REQUIRE(apart.last.address == last_at);
+            REQUIRE(apart.last.size == last_length);
+            planned.count_instructions(apart.instructions);
+            for (const FetchRef& r : apart.refs) planned.fetch_planned(r);
+            if (!cut) { // the last instruction ran in the block: its own call
+                planned.count_instructions(1);
+                planned.fetch_planned(apart.last);
+            }
+            planned.count_instructions(rest.instructions);
+            for (const FetchRef& r : rest.refs) planned.fetch_planned(r);
+            // Cachegrind: every instruction that ran, once, in order.
+            for (std::size_t k = 0; k < block.size() - (cut ? 1 : 0); ++k) one_by_one.fetch(block[k].first, block[k].second);
+            for (const auto& [address, length] : next) one_by_one.fetch(address, length);
+            // Before: the whole listing planned with the block, which counted a cut instruction twice.
+            listed_whole.count_instructions(block.size());
+            for (const FetchRef& r : plan_fetches(block, c)) listed_whole.fetch_planned(r);
+            listed_whole.count_instructions(rest.instructions);
+            for (const FetchRef& r : rest.refs) listed_whole.fetch_planned(r);
+            page_end += 4096 * (1 + random() % 40);
+        }
+        require_same(planned.counts(), one_by_one.counts());
+        REQUIRE(planned.counts().I1mr() > 500);
+        REQUIRE(cuts > 1000);
+        REQUIRE(listed_whole.counts().Ir() == one_by_one.counts().Ir() + cuts);
+    }
+    // Planned apart only with two or more instructions; otherwise plan_fetches' plan.
+    const std::vector<std::pair<std::uint64_t, std::uint32_t>> one{{0x1ffe, 7}}, two{{0x1ff8, 3}, {0x1ffb, 7}};
+    REQUIRE_FALSE(plan_block(one, CacheConfig{}, true).last_apart);
+    REQUIRE(plan_block(one, CacheConfig{}, true).instructions == 1);
+    const BlockFetchPlan kept = plan_block(two, CacheConfig{}, false);
+    REQUIRE_FALSE(kept.last_apart);
+    REQUIRE(kept.instructions == 2);
+    REQUIRE(kept.refs.size() == plan_fetches(two, CacheConfig{}).size());
+    const BlockFetchPlan apart = plan_block(two, CacheConfig{}, true);
+    REQUIRE(apart.instructions == 1);
+    REQUIRE(apart.refs.size() == 1);
+    REQUIRE(apart.last.address == 0x1ffb);
+    REQUIRE(apart.last.tag == FetchRef::no_tag); // (it straddles two lines: always checked in full)
+}
+
 TEST_CASE("split accesses: QEMU's pieces of one instruction are one access, a read-modify-write one read") {
     std::vector<DataAccess> seen;
     const auto sink = [&](const DataAccess& a) { seen.push_back(a); };

@@ -158,6 +158,8 @@ struct CacheThread {
     std::uint64_t rep_string_iterations = 0; ///< the iterations it has made since
     std::uint64_t rep_string_accesses = 0;   ///< and their accesses
     std::uint64_t rep_string_elements = 0;   ///< numbers each element's access, so that none joins another
+    std::uint64_t rep_string_accumulator = 0; ///< scas: %rax when QEMU entered it (the value it looks for)
+    std::uint64_t rep_string_first = 0;       ///< cmps: the current iteration's first address
 
     CacheThread() : caches(settings.config) {}
     void complete(const pmc_model::DataAccess& a) noexcept {
@@ -206,7 +208,11 @@ struct RepStringSite {
     std::uint32_t length;                 ///< the instruction's bytes, fetched again for each further execution
     std::uint32_t accesses_per_iteration; ///< 1 or 2 (model/access_decode.hpp)
     std::uint64_t count_mask;             ///< the count register's bits: %rcx's, or %ecx's with the 0x67 prefix
+    pmc_model::RepStringInstruction rep;  ///< what it is (its last elements decide VEX's last execution: cmps, scas)
 };
+/// The host address of a guest address (user mode: guest memory at a fixed offset), set by qemu_plugin.cpp; null
+/// until known. on_rep_string_memory reads the elements a repe/repne compared last through it.
+inline const void* (*host_of)(std::uint64_t guest_address) = nullptr;
 /// A run of accesses (model/access_runs.hpp) as its callback on the last member walks it.
 struct RunStep {
     const Instruction* instruction;
@@ -267,6 +273,8 @@ struct Block {
     std::vector<std::unique_ptr<RepStringSite>> rep_strings;   ///< (the same)
     /// Per instruction: null, or its run (a member's accesses are passed on by the call on its run's last member).
     std::vector<const AccessRun*> run_of;
+    /// The last instruction's fetch, where QEMU may cut the block before it (on_last_instruction's `data`), or null.
+    std::unique_ptr<pmc_model::FetchRef> last_apart;
 };
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
 inline std::mutex blocks_lock;
@@ -307,6 +315,18 @@ inline void on_block(unsigned int, void* data) {
     const BlockPlan::FetchCheck* checks = b.checks();
     for (std::uint32_t i = 0; i < b.fetch_count; ++i)
         if (__builtin_expect(t->caches.i1().tag_at(checks[i].slot) != checks[i].tag, 0)) return fetch_from(*t, b, i);
+}
+
+/// QEMU's call before the last listed instruction of a block QEMU 7.2 may have cut before it (translate's
+/// last_may_be_taken_out; `data`: its FetchRef): that instruction in Ir and its fetch. QEMU drops the call with the
+/// instruction when it cut it, and the next block, which starts with it, counts it (model/cache_model.hpp's
+/// plan_block). After the block's on_block, so the thread's model exists.
+inline void on_last_instruction(unsigned int, void* data) {
+    const auto& r = *static_cast<const pmc_model::FetchRef*>(data);
+    ThreadModel& t = this_thread();
+    t.caches.count_instructions(1);
+    if (general_path) t.caches.fetch_uncounted(r.address, r.size);
+    else t.caches.fetch_planned(r);
 }
 
 /// QEMU's call after each memory access of an instruction (`data`: its Instruction). The common case, inlined with
@@ -594,13 +614,39 @@ inline void on_rep_string_start(unsigned int, void* data) {
     t.rep_string_count = guest_registers::read_x86_gpr(1, count) ? count & site.count_mask : 0;
     t.rep_string_iterations = 0;
     t.rep_string_accesses = 0;
+    if (site.rep.kind == pmc_model::RepString::scas && !guest_registers::read_x86_gpr(0, t.rep_string_accumulator))
+        t.rep_string_count = 0; // (without %rax its last element cannot be compared: no execution added)
+}
+/// Whether the instruction is a cmps or scas, whose repe/repne condition may end it before its count does.
+inline bool is_conditional(const RepStringSite& site) {
+    return site.rep.kind == pmc_model::RepString::cmps || site.rep.kind == pmc_model::RepString::scas;
+}
+/// Whether a repe/repne's last elements compared equal: cmps's two, or scas's and %rax's low bytes. They were just
+/// read (QEMU calls after the access), so they are mapped. Without host_of: equal, as before.
+inline bool last_elements_equal(const ThreadModel& t, const RepStringSite& site, std::uint64_t address,
+                                std::uint32_t size) {
+    if (host_of == nullptr || size > 8) return true;
+    const void* other = site.rep.kind == pmc_model::RepString::cmps ? host_of(t.rep_string_first)
+                                                                    : static_cast<const void*>(&t.rep_string_accumulator);
+    return std::memcmp(host_of(address), other, size) == 0;
+}
+/// A cmps's or scas's last access of the iteration that took its count to 0 (QEMU looping within a block): VEX's
+/// execution that finds the count 0, if the condition still holds. Once per instruction: out of the common path.
+__attribute__((noinline)) inline void conditional_count_end(ThreadModel& t, const RepStringSite& site,
+                                                            std::uint64_t address) {
+    if (!is_conditional(site) || !rep_strings_loop.load(std::memory_order_relaxed) ||
+        !pmc_model::executes_after_count_end(site.rep, last_elements_equal(t, site, address, site.rep.element_bytes)))
+        return;
+    t.caches.count_instructions(1);
+    t.caches.fetch_planned(site.instruction.pc, site.length);
 }
 /// A rep string instruction's access (plugin API 2; model/access_decode.hpp). Each element is an access of its own:
 /// an execution number that no other access has (a counter with the top bit set, which no block count reaches), so
 /// that on_memory's joining cannot make one access of QEMU 10's adjacent elements. Each iteration after the
 /// entry's first is one instruction more, fetched as Cachegrind fetches it, and so is the iteration that takes the
-/// count to 0, for VEX's last execution (for repe/repne assumed to end by the count: a condition that fails on the
-/// last element costs one instruction too many). Where QEMU makes one iteration per entry none of this adds one.
+/// count to 0, for VEX's last execution, which finds it 0 (a repe/repne whose condition ends it on that element
+/// has none: model/access_decode.hpp's executes_after_count_end, decided after its last access). Where QEMU makes
+/// one iteration per entry none of this adds one.
 inline void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
     const auto& site = *static_cast<const RepStringSite*>(data);
     ThreadModel& t = this_thread();
@@ -610,12 +656,18 @@ inline void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::
         if (iteration == 2 && !rep_strings_loop.load(std::memory_order_relaxed))
             rep_strings_loop.store(true, std::memory_order_relaxed);
         if (iteration > 1) ++executions;
-        if (iteration == t.rep_string_count && rep_strings_loop.load(std::memory_order_relaxed)) ++executions;
+        if (iteration == t.rep_string_count && !is_conditional(site) &&
+            rep_strings_loop.load(std::memory_order_relaxed))
+            ++executions;
         for (; executions > 0; --executions) {
             t.caches.count_instructions(1);
             t.caches.fetch_planned(site.instruction.pc, site.length);
         }
+        t.rep_string_first = address;
     }
+    if (__builtin_expect(t.rep_string_iterations == t.rep_string_count, 0) &&
+        (t.rep_string_accesses & (site.accesses_per_iteration - 1)) == 0) // the last iteration's last access
+        conditional_count_end(t, site, address);
     const MeminfoTable::Decoded m = t.meminfos.decode(info);
     const pmc_model::Kind kind = m.store ? pmc_model::Kind::write : pmc_model::Kind::read;
     const bool count_now = m.store || plugin_sampling::current == nullptr;
@@ -642,7 +694,7 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
         rep.kind != pmc_model::RepString::none) {
         const std::uint64_t mask = rep.address_32 ? 0xFFFFFFFFu : ~std::uint64_t{0};
         block.rep_strings.push_back(std::make_unique<RepStringSite>(
-            RepStringSite{*each, static_cast<std::uint32_t>(size), rep.accesses_per_iteration, mask}));
+            RepStringSite{*each, static_cast<std::uint32_t>(size), rep.accesses_per_iteration, mask, rep}));
         qemu_plugin_register_vcpu_insn_exec_cb(insn, on_rep_string_start, QEMU_PLUGIN_CB_R_REGS,
                                                block.rep_strings.back().get());
         qemu_plugin_register_vcpu_mem_cb(insn, on_rep_string_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
@@ -695,7 +747,8 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
 /// `x86`: the guest is x86-64, whose instructions of model/access_decode.hpp get their rules' callbacks.
 /// `on_each`: the call per execution, on_block or one that calls it (with the block's plan).
-/// `last_may_be_taken_out`: QEMU 7.2 may drop the last instruction from the block (qemu_plugin.cpp's may_be_taken_out).
+/// `last_may_be_taken_out`: QEMU 7.2 may drop the last instruction from the block (qemu_plugin.cpp's may_be_taken_out):
+/// no run ends with it, and on_last_instruction counts and fetches it.
 inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
                         qemu_plugin_vcpu_udata_cb_t on_each = on_block, bool last_may_be_taken_out = true) {
     auto block = std::make_unique<Block>();
@@ -711,9 +764,14 @@ inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
     if (x86) find_runs(*block, tb, n, last_may_be_taken_out);
 #endif
     for (std::size_t i = 0; i < n; ++i) register_data_callbacks(*block, qemu_plugin_tb_get_insn(tb, i), i, x86);
-    const std::vector<pmc_model::FetchRef> fetches = pmc_model::plan_fetches(fetched, settings.config);
-    block->plan.reset(BlockPlan::make(static_cast<std::uint32_t>(n), fetches));
+    const pmc_model::BlockFetchPlan fetches = pmc_model::plan_block(fetched, settings.config, last_may_be_taken_out);
+    block->plan.reset(BlockPlan::make(fetches.instructions, fetches.refs));
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each, QEMU_PLUGIN_CB_NO_REGS, block->plan.get());
+    if (fetches.last_apart) { // (an instruction's call comes after its block's: the model exists)
+        block->last_apart = std::make_unique<pmc_model::FetchRef>(fetches.last);
+        qemu_plugin_register_vcpu_insn_exec_cb(qemu_plugin_tb_get_insn(tb, n - 1), on_last_instruction,
+                                               QEMU_PLUGIN_CB_NO_REGS, block->last_apart.get());
+    }
     Block* made = block.get();
     std::lock_guard<std::mutex> hold(blocks_lock);
     blocks.push_back(std::move(block));

@@ -923,6 +923,9 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         std::fprintf(stderr, "pmc's QEMU plugin: the cache model cannot start: %s\n", why.c_str());
         return -1;
     }
+    plugin_cache::host_of = [](std::uint64_t guest_address) -> const void* { // (a repe/repne's last elements)
+        return reinterpret_cast<const void*>(host_address(guest_address));
+    };
     std::snprintf(target_name, sizeof target_name, "%s", info->target_name ? info->target_name : "?");
     if (const std::string why = plugin_branches::start(target_name); !why.empty()) {
         std::fprintf(stderr, "pmc's QEMU plugin: the branch model cannot start: %s\n", why.c_str());

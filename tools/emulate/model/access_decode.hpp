@@ -254,16 +254,26 @@ struct RepStringInstruction {
     std::uint32_t element_bytes = 0;
     std::uint32_t accesses_per_iteration = 0;
     bool address_32 = false; ///< the 0x67 prefix: %ecx counts, not %rcx
+    bool repne = false;      ///< the last of its F2/F3 prefixes is F2 (for cmps and scas: repne, else repe)
 };
+/// Whether VEX executes a rep string instruction once more after the iteration that takes its count to 0, to find
+/// the count 0 (Cachegrind counts that execution in Ir): always for movs, stos and lods; for cmps and scas only if
+/// their condition still holds after that last element (repe: its elements were equal; repne: they differed),
+/// for otherwise the condition ends the instruction there. `last_equal`: whether the last elements compared equal.
+inline bool executes_after_count_end(const RepStringInstruction& r, bool last_equal) {
+    if (r.kind != RepString::cmps && r.kind != RepString::scas) return true;
+    return r.repne ? !last_equal : last_equal;
+}
 /// x86-64: whether the instruction in `p` (its `n` bytes) is a rep, repe or repne string instruction, and which.
 /// (F2 before movs, stos or lods repeats as F3 does, on CPUs and in QEMU.)
 inline RepStringInstruction x86_rep_string(const unsigned char* p, std::size_t n) {
     bool lock;
     const std::size_t i = skip_x86_prefixes(p, n, lock);
     if (i >= n || lock) return {};
-    bool rep = false, operand_16 = false, address_32 = false;
+    bool rep = false, repne = false, operand_16 = false, address_32 = false;
     for (std::size_t k = 0; k < i; ++k) {
         rep |= p[k] == 0xF2 || p[k] == 0xF3;
+        if (p[k] == 0xF2 || p[k] == 0xF3) repne = p[k] == 0xF2;
         operand_16 |= p[k] == 0x66;
         address_32 |= p[k] == 0x67;
     }
@@ -272,11 +282,11 @@ inline RepStringInstruction x86_rep_string(const unsigned char* p, std::size_t n
     const unsigned char rex = i > 0 && (p[i - 1] & 0xF0) == 0x40 ? p[i - 1] : 0; // REX counts only right before
     const std::uint32_t bytes = (op & 1) == 0 ? 1 : (rex & 8) ? 8 : operand_16 ? 2 : 4;
     switch (op & 0xFE) {
-    case 0xA4: return {RepString::movs, bytes, 2, address_32};
-    case 0xA6: return {RepString::cmps, bytes, 2, address_32};
-    case 0xAA: return {RepString::stos, bytes, 1, address_32};
-    case 0xAC: return {RepString::lods, bytes, 1, address_32};
-    default: return {RepString::scas, bytes, 1, address_32}; // AE, AF
+    case 0xA4: return {RepString::movs, bytes, 2, address_32, repne};
+    case 0xA6: return {RepString::cmps, bytes, 2, address_32, repne};
+    case 0xAA: return {RepString::stos, bytes, 1, address_32, repne};
+    case 0xAC: return {RepString::lods, bytes, 1, address_32, repne};
+    default: return {RepString::scas, bytes, 1, address_32, repne}; // AE, AF
     }
 }
 

@@ -504,6 +504,36 @@ inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint6
     return refs;
 }
 
+/// A translated block's instruction side: `instructions` counted in Ir and `refs` fetched at each execution of the
+/// block, and, where the last listed instruction may not run in the block, that one apart (`last`): the plugin
+/// counts and fetches it in a call of its own, which QEMU makes only when the instruction ran there. QEMU 7.2's x86
+/// translator cuts a block before an instruction after its first that ends past the block's first page (that
+/// instruction starts the next block, which counts it) while its plugin API still lists it in the first: counted in
+/// both, it was one instruction and one fetch too many at every execution of such a block.
+struct BlockFetchPlan {
+    std::uint32_t instructions = 0;
+    std::vector<FetchRef> refs;
+    bool last_apart = false;
+    FetchRef last{};
+};
+/// plan_fetches() of a block's `instructions` (address, length; at least one), with the last planned apart if
+/// `last_apart` and there are two or more (a block's first instruction always runs in it).
+inline BlockFetchPlan plan_block(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& instructions,
+                                 const CacheConfig& config, bool last_apart) {
+    BlockFetchPlan plan;
+    plan.last_apart = last_apart && instructions.size() >= 2;
+    if (!plan.last_apart) {
+        plan.instructions = static_cast<std::uint32_t>(instructions.size());
+        plan.refs = plan_fetches(instructions, config);
+        return plan;
+    }
+    const std::vector<std::pair<std::uint64_t, std::uint32_t>> head(instructions.begin(), instructions.end() - 1);
+    plan.instructions = static_cast<std::uint32_t>(head.size());
+    plan.refs = plan_fetches(head, config);
+    plan.last = plan_fetches({instructions.back()}, config).front(); // (one instruction: always one reference)
+    return plan;
+}
+
 inline void CacheHierarchy::fetch_planned(const FetchRef& r) noexcept {
     if (__builtin_expect(i1_.tag_at(r.slot) == r.tag, 1)) return;
     fetch_slowly(r.address, r.size);
