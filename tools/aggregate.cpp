@@ -445,19 +445,11 @@ int cmd_aggregate(const std::vector<std::string>& arguments) {
         fmt::print(stderr, "pmc aggregate: {}\n", *failure);
         return 1;
     }
-    if (auto m = runs::machine_mismatch(rs)) { // pmc diff's refusal: the spread would be the emulators' or models'
-        fmt::print(stderr, "pmc aggregate: {}: the runs come from different {}:\n  {}: {}\n  {}: {}\n",
-                   o.any_emulator ? "warning" : "refused", m->what, m->first->file, m->first_text, m->other->file,
-                   m->other_text);
-        if (!o.any_emulator) {
-            fmt::print(stderr, "Their spread would be the emulators' or the models', not the program's noise. Record "
-                               "every run under one emulator and one CPU model (pmc emulate --qemu PATH --cpu MODEL) "
-                               "with the same model options "
-                               "(--cache, --I1, --D1, --L2, --LL, --inclusion, --branches), or aggregate anyway with "
-                               "--any-emulator.\n");
-            return 4;
-        }
-    }
+    // pmc diff's refusal: the spread would be the emulators' or models'.
+    const runs::MismatchWording wording{
+        "pmc aggregate", "refused", "runs", "Their spread would be the emulators' or the models', not the program's noise.",
+        "every run", "", "aggregate"};
+    if (runs::refuse_machine_mismatch(rs, wording, o.any_emulator)) return 4;
     Aggregate a;
     compute_aggregate(rs, o.top, a);
     if (o.json) fmt::print("{}\n", aggregate_json(rs, a));

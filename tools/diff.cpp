@@ -297,19 +297,13 @@ std::optional<int> read_profiles(const DiffOptions& o, Read& out) {
         return 1;
     }
     // Runs from two emulators, emulated CPU models or model configurations: a difference would be theirs.
-    if (auto m = runs::machine_mismatch(all)) {
-        fmt::print(stderr, "pmc diff: {}: the profiles come from different {}:\n  {}: {}\n  {}: {}\n",
-                   o.any_emulator ? "warning" : "cannot judge", m->what, m->first->file, m->first_text, m->other->file,
-                   m->other_text);
-        if (!o.any_emulator) {
-            fmt::print(stderr, "Their counts differ for the emulator's or the model's sake, not the program's. Record "
-                               "both sides under one emulator and one CPU model (pmc emulate --qemu PATH --cpu MODEL; "
-                               "pmc emulate now gives x86-64 programs its Haswell unless told otherwise, where profiles "
-                               "recorded before it had QEMU's default) with the same model options (--cache, --I1, "
-                               "--D1, --L2, --LL, --inclusion, --branches), or compare anyway with --any-emulator.\n");
-            return gate::cannot_judge_status;
-        }
-    }
+    const runs::MismatchWording wording{
+        "pmc diff", "cannot judge", "profiles",
+        "Their counts differ for the emulator's or the model's sake, not the program's.", "both sides",
+        "; pmc emulate now gives x86-64 programs its Haswell unless told otherwise, where profiles recorded before it "
+        "had QEMU's default",
+        "compare"};
+    if (runs::refuse_machine_mismatch(all, wording, o.any_emulator)) return gate::cannot_judge_status;
     const std::size_t nb = out.nb = o.before_files.size(), na = out.na = o.after_files.size();
     out.counter = all[0].profile.counters[all[0].counter];
     out.exact = runs::exactness(all);

@@ -310,9 +310,22 @@ bool misaligns_signal_frames(const std::string& version) {
     return major < 9 || (major == 9 && minor < 1);
 }
 
-/// What QEMU says of the CPU model `cpu`: "" when it takes it, else its own words (the lines it prints that are not
-/// warnings). QEMU builds the CPU before it loads the program, so /dev/null, which it cannot load, runs nothing
-/// (about 6 ms). A QEMU that cannot be started counts as taking it: the run then says why.
+/// Whether `line`, of what QEMU printed for `-cpu MODEL /dev/null`, refuses the model. QEMU 7.2 and 10.0 say, each
+/// after "qemu-ARCH: ": "unable to find CPU model 'M'" (no such model), "Property 'M-x86_64-cpu.F' not found" (no
+/// such feature, +F or -F), "can't apply global M-x86_64-cpu.F=V: ..." (a value it cannot take) and "-cpu option
+/// cannot be empty". Anything else is no refusal: the TCG warnings a good model gets, the load of /dev/null, which
+/// always fails ("Error while loading /dev/null: Exec format error", or "Permission denied"), a dynamic loader's
+/// complaint about LD_PRELOAD.
+bool refuses_cpu_model(const std::string& line) {
+    return line.find("unable to find CPU model") != std::string::npos ||
+           line.find("can't apply global") != std::string::npos ||
+           (line.find("Property '") != std::string::npos && line.find("' not found") != std::string::npos) ||
+           line.find("-cpu option cannot be empty") != std::string::npos;
+}
+
+/// What QEMU says of the CPU model `cpu`: "" when it takes it, else its own words (the lines refuses_cpu_model
+/// finds). QEMU builds the CPU before it loads the program, so /dev/null, which it cannot load, runs nothing (about
+/// 6 ms). A QEMU that cannot be started counts as taking it: the run then says why.
 std::string qemu_refuses_cpu(const std::string& qemu, const std::string& cpu) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) return "";
@@ -342,8 +355,7 @@ std::string qemu_refuses_cpu(const std::string& qemu, const std::string& cpu) {
     std::string refused;
     std::istringstream lines(said);
     for (std::string line; std::getline(lines, line);)
-        if (!line.empty() && line.find("warning:") == std::string::npos && line.find("/dev/null") == std::string::npos)
-            refused += (refused.empty() ? "" : "; ") + line;
+        if (refuses_cpu_model(line)) refused += (refused.empty() ? "" : "; ") + line;
     return refused;
 }
 

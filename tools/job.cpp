@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -79,9 +80,7 @@ constexpr char pmc_finishing = 'f';
 /// process of the group is left to write there.
 [[noreturn]] void watchdog(int pipe_read, const char* run_directory) {
     ::setpgid(0, 0);
-    sigset_t all;
-    sigfillset(&all);
-    ::sigprocmask(SIG_SETMASK, &all, nullptr); // the signals pmc passes on to the group are not for it
+    // (Every signal is blocked from the fork on, by start(): those pmc passes on to the group are not for it.)
     ::prctl(PR_SET_NAME, "pmc-watchdog", 0, 0, 0);
     if (pipe_read != 0) ::dup2(pipe_read, 0);
     // Nothing else of pmc's kept open (its output, the command's pipes, -o FILE): their readers see EOF as before.
@@ -178,7 +177,14 @@ pmc::Result<pid_t> Job::start(const std::function<void()>& in_child) {
         return pmc::make_failure(err, std::string(what) + std::strerror(err));
     };
     std::fflush(nullptr);
+    // The watchdog starts with every signal blocked. Under load it may not run for a while after the fork; a Ctrl-Z
+    // to the group then stopped it before it closed the descriptors it inherited, and pmc sample, reading to the
+    // end of its exec-error pipe, waited for it for ever, with the command stopped and the terminal not taken back.
+    sigset_t all, before_watchdog;
+    sigfillset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, &before_watchdog);
     const pid_t watchdog_pid = ::fork();
+    if (watchdog_pid != 0) ::sigprocmask(SIG_SETMASK, &before_watchdog, nullptr);
     if (watchdog_pid < 0) {
         const int err = errno;
         ::close(pipe_ends[0]);
@@ -245,6 +251,21 @@ void Job::follow_stop(int sig) noexcept {
     // Continued in the foreground (fg): the command's group gets the terminal again; in the background (bg) not.
     if (tty_ >= 0 && ::tcgetpgrp(tty_) == ::getpgrp()) give_terminal(tty_, watchdog_);
     ::kill(-watchdog_, SIGCONT);
+}
+
+void Job::wait_readable(int fd) {
+    for (;;) {
+        pollfd ready{fd, POLLIN, 0};
+        const int n = ::poll(&ready, 1, 100);
+        if (n > 0 || (n < 0 && errno != EINTR)) return;
+        // A stop only (no WEXITED): an end stays for wait() to reap.
+        siginfo_t info{};
+        if (::waitid(P_PID, static_cast<id_t>(child_), &info, WSTOPPED | WNOHANG) == 0) {
+            if (info.si_pid == child_) follow_stop(info.si_status);
+        } else if (errno == ECHILD) {
+            return;
+        }
+    }
 }
 
 bool Job::wait(int& raw_status, bool block) {

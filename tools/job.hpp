@@ -44,6 +44,11 @@ public:
     /// it cannot be waited for. With `block` false: returns at once, false with errno 0 while it runs.
     bool wait(int& raw_status, bool block = true);
 
+    /// Waits until `fd` can be read (data, or the end of a pipe whose writers closed it) and follows the command's
+    /// stops meanwhile, as wait() does: a Ctrl-Z that stops the command before its exec, while pmc waits for the
+    /// exec's word on `fd`, stops pmc too. Reaps nothing: an end of the command is left for wait().
+    void wait_readable(int fd);
+
     /// Ends what the command left running (SIGKILL to its group, by the watchdog), takes the terminal back and
     /// puts back pmc's signal dispositions; kills and reaps the command first if it was not waited for. Returns how
     /// many processes were still running in the group. Idempotent, never throws.

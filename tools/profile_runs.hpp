@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -237,6 +238,33 @@ inline std::optional<MachineMismatch> machine_mismatch(const std::vector<Run>& r
                                    model(first), model(r)};
     }
     return std::nullopt;
+}
+
+/// How a tool that compares runs words its refusal of runs from different machines (machine_mismatch).
+struct MismatchWording {
+    const char* tool;         ///< "pmc diff"
+    const char* verdict;      ///< what it says instead of a result: "cannot judge"
+    const char* items;        ///< what it read: "profiles"
+    const char* consequence;  ///< why a comparison would mislead
+    const char* record;       ///< which runs to record alike: "both sides"
+    const char* emulate_note; ///< said after pmc emulate's options ("" or "; ...")
+    const char* verb;         ///< what --any-emulator does anyway: "compare"
+};
+
+/// pmc diff's and pmc aggregate's one rule for runs from different emulators, CPU models or model configurations:
+/// says which two differ; refuses (true: the caller exits) unless `any_emulator`, which turns it into a warning.
+inline bool refuse_machine_mismatch(const std::vector<Run>& runs, const MismatchWording& w, bool any_emulator) {
+    const auto m = machine_mismatch(runs);
+    if (!m) return false;
+    fmt::print(stderr, "{}: {}: the {} come from different {}:\n  {}: {}\n  {}: {}\n", w.tool,
+               any_emulator ? "warning" : w.verdict, w.items, m->what, m->first->file, m->first_text, m->other->file,
+               m->other_text);
+    if (any_emulator) return false;
+    fmt::print(stderr, "{} Record {} under one emulator and one CPU model (pmc emulate --qemu PATH --cpu MODEL{}) with "
+                       "the same model options (--cache, --I1, --D1, --L2, --LL, --inclusion, --branches), or {} anyway "
+                       "with --any-emulator.\n",
+               w.consequence, w.record, w.emulate_note, w.verb);
+    return true;
 }
 
 /// Whether a run's counter values are exact counts, and why (or why not), in words.

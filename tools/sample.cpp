@@ -509,6 +509,7 @@ std::optional<int> run_native(const SampleArgs& a, ReportOutput&, SampledRun& ru
     [[maybe_unused]] auto w = ::write(go.end[1], &byte, 1);
     go.close(1);
     int exec_errno = 0;
+    job.wait_readable(exec_error.end[0]); // (a stop before the exec is followed: pmc stops too)
     const bool exec_failed = ::read(exec_error.end[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
     exec_error.close(0);
     int status = 0;

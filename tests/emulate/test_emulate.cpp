@@ -1544,6 +1544,59 @@ TEST_CASE("a CPU model QEMU does not take is refused by pmc before the command r
         CHECK_THAT(pmc_test::run_command("'" + pmc_tool + "' " + command + " --help").out, ContainsSubstring("--cpu MODEL"));
 }
 
+TEST_CASE("pmc's CPU model check takes QEMU's refusals for refusals, and nothing else: not its warnings, the load of "
+          "/dev/null that always fails, nor other noise", "[emulate]") {
+#if !defined(__x86_64__)
+    PMC_SKIP("the stand-in QEMU is an x86-64 guest's");
+#else
+    // The stand-in QEMU runs this script: at the check (-cpu MODEL /dev/null) it says what QEMU 7.2 or 10.0 says
+    // for MODEL (each checked by hand); any other run leaves a mark and exits 0.
+    const std::string dir = temp_dir(), script = dir + "/qemu.sh", ran = dir + "/ran";
+    {
+        std::ofstream out(script);
+        out << "if [ \"$1\" = -cpu ] && [ \"$3\" = /dev/null ]; then\n"
+               "  case \"$2\" in\n"
+               "  good) echo \"qemu-x86_64: warning: TCG doesn't support requested feature: CPUID.01H:ECX.pcid [bit 17]\" >&2\n"
+               "        echo 'Error while loading /dev/null: Exec format error' ;;\n" // (QEMU 10, on stdout)
+               "  no-exec) echo 'Error while loading /dev/null: Permission denied' >&2 ;;\n"
+               "  noise) echo \"ERROR: ld.so: object 'libnone.so' from LD_PRELOAD cannot be preloaded: ignored.\" >&2\n"
+               "         echo 'qemu-x86_64: some later complaint' >&2 ;;\n"
+               "  no-model) echo \"qemu-x86_64: unable to find CPU model 'no-model'\" >&2 ;;\n"
+               "  Haswell,-nosuch) echo \"qemu-x86_64: Property 'Haswell-x86_64-cpu.nosuch' not found\" >&2 ;;\n"
+               "  Haswell,family=x) echo \"qemu-x86_64: can't apply global Haswell-x86_64-cpu.family=x: Parameter "
+               "'family' expects int64\" >&2 ;;\n"
+               "  esac\n"
+               "  exit 1\n"
+               "fi\n"
+               "touch '" << ran << "'\n";
+    }
+    const std::pair<std::string, std::string> refused[] = {
+        {"no-model", "qemu-x86_64: unable to find CPU model 'no-model'"},
+        {"Haswell,-nosuch", "qemu-x86_64: Property 'Haswell-x86_64-cpu.nosuch' not found"},
+        {"Haswell,family=x", "qemu-x86_64: can't apply global Haswell-x86_64-cpu.family=x: Parameter 'family' "
+                             "expects int64"},
+    };
+    const std::string run = "PMC_FAKE_QEMU_SCRIPT='" + script + "' '" + pmc_tool + "' emulate --qemu '" +
+                            PMC_FAKE_QEMU + "' --cpu ";
+    for (const auto& [model, words] : refused) {
+        ::unlink(ran.c_str());
+        const auto r = pmc_test::run_command(run + "'" + model + "' -- /bin/true 2>&1");
+        INFO(model << ": " << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("--cpu=" + model + ": QEMU 7.2.0 ("));
+        CHECK_THAT(r.out, ContainsSubstring("refuses this CPU model: " + words + "\nFix: "));
+        CHECK(::access(ran.c_str(), F_OK) != 0); // nothing ran
+    }
+    for (const char* model : {"good", "no-exec", "noise"}) {
+        ::unlink(ran.c_str());
+        const auto r = pmc_test::run_command(run + model + " -- /bin/true 2>&1");
+        INFO(model << ": " << r.out);
+        CHECK(r.out.find("refuses this CPU model") == std::string::npos);
+        CHECK(::access(ran.c_str(), F_OK) == 0); // pmc went on to run the command under it
+    }
+#endif
+}
+
 #if defined(__x86_64__)
 TEST_CASE("an AVX-512 instruction under the emulator is explained, with the command's signal status", "[emulate]") {
     REQUIRE_EMULATOR();

@@ -8,8 +8,10 @@
 //
 // One thread lives throughout and makes system calls in a tight loop, alone most of the time; short-lived threads
 // start beside it, one at a time (the dangerous moment: the first thread leaves its lock-free path) or three at
-// once, make system calls and exit. The main thread takes the registry's totals meanwhile. At the end the page's
-// count and call count and the registry's reports must equal what the threads did.
+// once, make system calls and exit. The main thread takes the registry's totals meanwhile. At each call a thread
+// also stores the model's counts so far in the page, with no lock, as the plugin's note_model_progress does (relaxed
+// atomic stores: several threads at once are no data race). At the end the page's count, call count and model count
+// and the registry's reports must equal what the threads did.
 //
 // Around pmc_progress::note, the plugin's bookkeeping as qemu_plugin.cpp keeps it under plugin API 2 (QEMU 9.0 on):
 // a count per vCPU index (QEMU's scoreboard), which indexes are live, the exited threads' total, all under
@@ -96,6 +98,14 @@ struct BlockModel {
 };
 using Registry = plugin_threads::Registry<BlockModel>;
 
+/// The plugin's note_model_progress at a system call (qemu_plugin.cpp): the model's counts so far, as the process's
+/// report would give them, stored in the page with no lock by whichever thread makes the call, several at once.
+void note_model_progress() {
+    const std::uint64_t blocks = Registry::peek_since_last_report().blocks;
+    for (auto& field : page.cache) field.store(blocks, std::memory_order_relaxed);
+    page.models.store(pmc_progress::has_cache, std::memory_order_relaxed);
+}
+
 /// A guest thread's life: `blocks` blocks, a system call after every `blocks_per_syscall`th, as the plugin's
 /// callbacks see them (the block's add, the registry's model; at a system call the registry, then the page).
 /// Returns the system calls it made.
@@ -106,6 +116,7 @@ std::uint64_t run_thread(unsigned vcpu, int blocks, const std::atomic<bool>* unt
         ++Registry::this_thread().blocks;
         if (b % blocks_per_syscall == blocks_per_syscall - 1) {
             Registry::at_syscall();
+            note_model_progress();
             pmc_progress::note(
                 page, live_threads, slots_lock,
                 [vcpu] { return own_total(vcpu); }, [] { return all_total(); });
@@ -139,6 +150,7 @@ int main() {
         calls.fetch_add(run_thread(vcpu, 0, &stop), std::memory_order_relaxed);
         // Its last act: a system call with every other thread gone (the count the page must hold at the end).
         Registry::at_syscall();
+        note_model_progress();
         pmc_progress::note(
             page, live_threads, slots_lock,
             [vcpu] { return own_total(vcpu); }, [] { return all_total(); });
@@ -166,7 +178,8 @@ int main() {
     }
     stop.store(true, std::memory_order_release);
     first.join();
-    reported_blocks += Registry::since_last_report().blocks;
+    const std::uint64_t last_report = Registry::since_last_report().blocks;
+    reported_blocks += last_report;
 
     const std::uint64_t all_blocks =
         static_cast<std::uint64_t>(short_lived) * short_blocks + long_lived_blocks.load(std::memory_order_relaxed);
@@ -174,6 +187,10 @@ int main() {
     check(page.instructions.load() == all_blocks * block_length, "the page's instructions after the last call",
           page.instructions.load(), all_blocks * block_length);
     check(page.system_calls.load() == calls.load(), "the page's system calls", page.system_calls.load(), calls.load());
+    // Its model note too: what the process's last report took, every thread's blocks since the report before.
+    for (const auto& field : page.cache)
+        check(field.load() == last_report, "the page's model count after the last call", field.load(), last_report);
+    check(page.models.load() == pmc_progress::has_cache, "the page's models", page.models.load(), pmc_progress::has_cache);
     check(reported_blocks == all_blocks, "the registry's reports, summed", reported_blocks, all_blocks);
     check(exited_total.load() == all_blocks * block_length, "the exited threads' total", exited_total.load(),
           all_blocks * block_length);

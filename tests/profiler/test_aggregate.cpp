@@ -12,6 +12,7 @@
 #include "command.hpp"
 #include "json_check.hpp"
 #include "profile_builder.hpp"
+#include "sanitizers.hpp"
 
 #include <unistd.h>
 
@@ -290,7 +291,7 @@ bool record(const std::string& file, const std::string& counters, const std::str
 
 TEST_CASE("the example, three runs: aggregate shows wall-time's spread and page-faults' exactness, and diff finds a "
           "planted change in one query and no other") {
-#if defined(__SANITIZE_ADDRESS__)
+#if PMC_TEST_ASAN
     PMC_SKIP("built with AddressSanitizer, whose shadow memory adds page faults to the example's queries: their exact "
              "counts differ from run to run");
 #endif

@@ -9,6 +9,7 @@
 #include "catch.hpp"
 #include "command.hpp"
 #include "profile_builder.hpp"
+#include "sanitizers.hpp"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -601,7 +602,7 @@ namespace {
 } // namespace
 
 TEST_CASE("pmc export: a profile larger than the address space it may use is exported in all three formats") {
-#if defined(__SANITIZE_ADDRESS__)
+#if PMC_TEST_ASAN
     PMC_SKIP("AddressSanitizer reserves terabytes of address space: an address-space limit cannot be tested under it");
 #else
     ExportDir dir;

@@ -8,6 +8,7 @@
 #include "temp_dir.hpp"
 #include "command.hpp"
 #include "profile_builder.hpp"
+#include "sanitizers.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -32,27 +33,6 @@
 #include <thread>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define PMC_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PMC_TEST_ASAN 1
-#endif
-#endif
-#ifndef PMC_TEST_ASAN
-#define PMC_TEST_ASAN 0
-#endif
-// The profiler-tsan build (ThreadSanitizer).
-#if defined(__SANITIZE_THREAD__)
-#define PMC_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PMC_TEST_TSAN 1
-#endif
-#endif
-#ifndef PMC_TEST_TSAN
-#define PMC_TEST_TSAN 0
-#endif
 // Allocations per thread, counted by a replaced operator new (not under AddressSanitizer, which replaces it too).
 #define PMC_TEST_COUNTS_ALLOCATIONS (!PMC_TEST_ASAN)
 #if PMC_TEST_COUNTS_ALLOCATIONS

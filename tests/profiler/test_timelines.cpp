@@ -7,6 +7,7 @@
 
 #include "catch.hpp"
 #include "command.hpp"
+#include "sanitizers.hpp"
 #include "temp_dir.hpp"
 
 #include <atomic>
@@ -16,17 +17,7 @@
 #include <thread>
 #include <vector>
 
-#if defined(__SANITIZE_THREAD__)
-#define PMC_TIMELINES_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PMC_TIMELINES_TSAN 1
-#endif
-#endif
-#ifndef PMC_TIMELINES_TSAN
-#define PMC_TIMELINES_TSAN 0
-#endif
-constexpr bool under_thread_sanitizer = PMC_TIMELINES_TSAN;
+constexpr bool under_thread_sanitizer = PMC_TEST_TSAN;
 
 namespace {
 

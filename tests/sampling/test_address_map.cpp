@@ -3,6 +3,7 @@
 // the stack, a mapped file, and globals and statics from the ELF symbol tables of this (non-stripped) test binary and
 // of a stripped copy of it (PMC_STRIPPED_COPY, made by objcopy --strip-all at build time).
 #include "catch.hpp"
+#include "sanitizers.hpp"
 
 #include <pmc/address_map.hpp>
 #if PMC_HAVE_SYMBOLS
@@ -36,16 +37,6 @@ static char* function_static() {
 }
 volatile void* keep_alive[] = {pmc_test_global_array, static_table, nullptr};
 
-#if defined(__SANITIZE_ADDRESS__)
-#define PMC_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PMC_TEST_ASAN 1
-#endif
-#endif
-#ifndef PMC_TEST_ASAN
-#define PMC_TEST_ASAN 0
-#endif
 
 namespace {
 const char* sample_maps =

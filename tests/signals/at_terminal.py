@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 # Runs a command as a job-control shell runs a foreground job on a real pseudo-terminal, and types at it:
-#   at_terminal.py READY -- COMMAND [ARGS]
+#   at_terminal.py READY [--stop-early] -- COMMAND [ARGS]
 # types "hello" and Enter (the command reads it), waits for READY, types Ctrl-Z (the job must stop: the shell says
 # "job stopped by N"), continues it in the foreground as `fg` does, then types Ctrl-C. Prints the terminal's output
 # and "job status signal N" or "job status exit N"; "TIMEOUT" if a step took over 30 s (then it kills the job).
+# --stop-early: first a Ctrl-Z and fg as soon as the job hands the terminal to a process group of its own (as pmc
+# does to the command's, before the command's exec), then the steps above.
 import os
 import pty
 import select
@@ -48,19 +50,20 @@ def shell(command):
 
 def main():
     ready = sys.argv[1]
-    command = sys.argv[3:]
+    stop_early = sys.argv[2] == "--stop-early"
+    command = sys.argv[3 + stop_early:]
     pid, fd = pty.fork()
     if pid == 0:
         shell(command)
     output = b""
 
-    def expect(text, also=lambda: True):
+    def expect(text, also=lambda: True, poll=0.05):
         nonlocal output
         deadline = time.time() + 30
         while text.encode() not in output or not also():
             if time.time() > deadline:
                 return False
-            readable, _, _ = select.select([fd], [], [], 0.05)
+            readable, _, _ = select.select([fd], [], [], poll)
             if readable:
                 try:
                     output += os.read(fd, 4096)
@@ -68,9 +71,26 @@ def main():
                     return text.encode() in output and also()
         return True
 
-    ok = (os.write(fd, b"hello\n") > 0 and expect("read: hello")
-          and expect("", lambda: os.path.exists(ready)) and os.write(fd, b"\x1a") and expect("job stopped by")
-          and os.write(fd, b"fg\n") and expect("job continued"))
+    def handed_on():
+        """The terminal's foreground group is neither the shell's nor its job's (whose parent is the shell)."""
+        try:
+            group = os.tcgetpgrp(fd)
+            with open("/proc/%d/stat" % group) as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        return group != pid and parent != pid
+
+    # (the early stop's words are in the output already: the later ones are counted past them)
+    def said(text, times):
+        return lambda: output.count(text.encode()) >= times
+
+    ok = not stop_early or (expect("", handed_on, poll=0.001) and os.write(fd, b"\x1a") and expect("job stopped by")
+                            and os.write(fd, b"fg\n") and expect("job continued"))
+    ok = ok and (os.write(fd, b"hello\n") > 0 and expect("read: hello")
+                 and expect("", lambda: os.path.exists(ready)) and os.write(fd, b"\x1a")
+                 and expect("job stopped by", said("job stopped by", 1 + stop_early))
+                 and os.write(fd, b"fg\n") and expect("job continued", said("job continued", 1 + stop_early)))
     if ok:
         time.sleep(0.2)
         os.write(fd, b"\x03")

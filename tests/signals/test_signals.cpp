@@ -319,7 +319,7 @@ TEST_CASE("kill -9 of pmc emulate, pmc count and pmc sample leaves no process of
 }
 
 TEST_CASE("at a terminal: the program reads it, Ctrl-Z stops the job and fg continues it, Ctrl-C reaches the "
-          "program once",
+          "program once, and under pmc a Ctrl-Z as the command starts (before its exec) stops the job too",
           "[signals][terminal]") {
     if (::access("/usr/bin/python3", X_OK) != 0) PMC_SKIP("the pseudo-terminal test runs /usr/bin/python3");
     for (const std::vector<std::string>& pmc :
@@ -329,23 +329,31 @@ TEST_CASE("at a terminal: the program reads it, Ctrl-Z stops the job and fg cont
             WARN("not run: " << why);
             continue;
         }
-        const pmc_test::TempDir dir;
-        const std::string results = dir.file("results"), ready = dir.file("ready");
-        std::string line = "/usr/bin/python3 '" + at_terminal + "' '" + ready + "' --";
-        for (const auto& w : pmc) line += " '" + w + "'";
-        line += " '" + target + "' '" + results + "' '" + ready + "' --read-terminal 2>&1";
-        const auto r = pmc_test::run_command(line);
-        INFO((pmc.empty() ? std::string("natively") : pmc[1]) << ":\n" << r.out << "\nresults: " << file_text(results));
-        CHECK(r.status == 0);
-        CHECK_THAT(r.out, ContainsSubstring("read: hello")); // no SIGTTIN: it had the terminal
-        CHECK_THAT(r.out, ContainsSubstring("job stopped by"));
-        CHECK_THAT(r.out, ContainsSubstring("job continued"));
-        CHECK_THAT(r.out, ContainsSubstring("job status signal 2")); // pmc died of SIGINT too
-        CHECK(calls_of(file_text(results), "program", SIGINT) == 1);
-        const int grandchild = calls_of(file_text(results), "grandchild", SIGINT);
-        CHECK((grandchild == 1 || grandchild == -1));
-        CHECK(survivors(ready, 5) == 0);
-        for (long p : processes_naming(ready)) ::kill(static_cast<pid_t>(p), SIGKILL);
+        // The early Ctrl-Z comes as soon as pmc hands the terminal to the command's group: the command waits before
+        // its exec, and the watchdog may not have run yet. pmc sample once read on to its exec's word there, never
+        // following the stop (6 hangs in 10 runs): a few runs, as the moment varies.
+        for (int run = 0; run < (pmc.empty() ? 1 : 4); ++run) {
+            const bool stop_early = run > 0;
+            const pmc_test::TempDir dir;
+            const std::string results = dir.file("results"), ready = dir.file("ready");
+            std::string line = "/usr/bin/python3 '" + at_terminal + "' '" + ready + "'" +
+                               (stop_early ? " --stop-early" : "") + " --";
+            for (const auto& w : pmc) line += " '" + w + "'";
+            line += " '" + target + "' '" + results + "' '" + ready + "' --read-terminal 2>&1";
+            const auto r = pmc_test::run_command(line);
+            INFO((pmc.empty() ? std::string("natively") : pmc[1]) << (stop_early ? ", stopped early" : "") << ":\n"
+                                                                  << r.out << "\nresults: " << file_text(results));
+            CHECK(r.status == 0);
+            CHECK_THAT(r.out, ContainsSubstring("read: hello")); // no SIGTTIN: it had the terminal
+            CHECK_THAT(r.out, ContainsSubstring("job stopped by"));
+            CHECK_THAT(r.out, ContainsSubstring("job continued"));
+            CHECK_THAT(r.out, ContainsSubstring("job status signal 2")); // pmc died of SIGINT too
+            CHECK(calls_of(file_text(results), "program", SIGINT) == 1);
+            const int grandchild = calls_of(file_text(results), "grandchild", SIGINT);
+            CHECK((grandchild == 1 || grandchild == -1));
+            CHECK(survivors(ready, 5) == 0);
+            for (long p : processes_naming(ready)) ::kill(static_cast<pid_t>(p), SIGKILL);
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 #include <pmc/counter.hpp>
 #include <pmc/machine.hpp>
 
+#include "sanitizers.hpp"
+
 #include <dirent.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -44,17 +46,7 @@ private:
 
 /// Extra page faults AddressSanitizer adds when `pages` fresh pages are touched: their shadow memory (1/8).
 constexpr std::size_t sanitizer_fault_slack(std::size_t pages) {
-#if defined(__SANITIZE_ADDRESS__)
-    return pages / 8 + 8;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    return pages / 8 + 8;
-#else
-    return 0 * pages;
-#endif
-#else
-    return 0 * pages;
-#endif
+    return PMC_TEST_ASAN ? pages / 8 + 8 : 0;
 }
 
 /// Open file descriptors of this process.

@@ -639,7 +639,9 @@ void open_progress() {
 }
 
 /// The models' counts so far, as the process's report lines would give them (each model's registry lock and its
-/// threads' locks, uncontended at a system call of a single-threaded process).
+/// threads' locks, uncontended at a system call of a single-threaded process). Several threads' calls at once store
+/// with no lock: relaxed atomic stores, no data race (tests/models/plugin_progress_threads.cpp, under TSan); the page
+/// may then hold fields of two of those calls, each a count so far.
 void note_model_progress() {
     std::uint64_t models = 0;
     if (plugin_cache::settings.on) {
