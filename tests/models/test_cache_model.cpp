@@ -428,6 +428,7 @@ TEST_CASE("the plugin's fetch plan: a planned reference's precomputed hit check 
         config({2048, 2, 64}, {32768, 8, 64}, {65536, 4, 64}),
         config({1024, 4, 16}, {1024, 2, 16}, {16384, 4, 64}),
         config({4096, 1, 32}, {2048, 4, 16}, {65536, 8, 32}),
+        config({512, 8, 64}, {1024, 2, 16}, {16384, 4, 64}), // one I1 set: a straddle's lines share it
     };
     for (const CacheConfig& c : configs) {
         std::mt19937_64 random(4242);
@@ -443,7 +444,7 @@ TEST_CASE("the plugin's fetch plan: a planned reference's precomputed hit check 
                 at += length;
             }
             plans.push_back(plan_fetches(block, c));
-            for (const FetchRef& r : plans.back()) (r.tag == FetchRef::no_tag ? straddling : precomputed) += 1;
+            for (const FetchRef& r : plans.back()) (r.straddles() ? straddling : precomputed) += 1;
         }
         for (int i = 0; i < 30000; ++i) {
             const std::size_t b = random() % blocks.size();
@@ -459,12 +460,18 @@ TEST_CASE("the plugin's fetch plan: a planned reference's precomputed hit check 
         REQUIRE(precomputed > 300); // both kinds of reference were there
         REQUIRE(straddling > 50);
     }
-    // A reference planned for its line: its slot and tag; one that straddles two lines: none.
+    // A reference planned for its line: its slot and tag, twice; one that straddles two lines: each line's.
     const auto refs = plan_fetches({{0x1038, 4}, {0x103c, 8}}, CacheConfig{});
     REQUIRE(refs.size() == 2);
     REQUIRE(refs[0].tag == (0x1038u >> 6) + 1);
     REQUIRE(refs[0].slot == ((0x1038u >> 6) & 63)); // its set, in I1's compact array of most recent tags
-    REQUIRE(refs[1].tag == FetchRef::no_tag);
+    REQUIRE((refs[0].last_tag == refs[0].tag && refs[0].last_slot == refs[0].slot && !refs[0].straddles()));
+    REQUIRE(refs[1].straddles());
+    REQUIRE(refs[1].tag == (0x103cu >> 6) + 1);
+    REQUIRE(refs[1].last_tag == (0x1043u >> 6) + 1);
+    REQUIRE(refs[1].last_slot == ((0x1043u >> 6) & 63));
+    // A plan for a line size alone has no tags: every reference is checked in full.
+    REQUIRE(plan_fetches({{0x1038, 4}}, 64)[0].tag == FetchRef::no_tag);
 }
 
 TEST_CASE("split accesses: QEMU's pieces of one instruction are one access, a read-modify-write one read") {

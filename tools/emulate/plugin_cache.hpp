@@ -217,27 +217,37 @@ struct RunStep {
 struct AccessRun {
     std::vector<RunStep> steps; ///< in program order
 };
-/// What a block's call per execution reads, in one allocation (made by make()): the block's counts, then one hit
-/// check per planned fetch (its I1 set's most-recent slot and the tag that says the line is there), then the
-/// fetches themselves (plan_fetches' references, read only when a check fails). The common case reads the header
-/// and the checks, which lie together, with no pointer to follow.
+/// What a block's call per execution reads, in one allocation (made by make()): the block's counts, then the hit
+/// checks of its planned fetches (an I1 set's most-recent slot and the tag that says the line is there: one per
+/// fetch, two for a fetch that straddles two lines), then the fetches themselves (plan_fetches' references, read
+/// only when a check fails). The common case reads the header and the checks, which lie together, with no pointer
+/// to follow.
 class BlockPlan {
 public:
     struct FetchCheck {
-        std::uint64_t tag; ///< FetchRef::no_tag (never a hit) for a straddle
-        std::uint64_t slot;
+        std::uint64_t tag;
+        std::uint32_t slot;
+        std::uint32_t fetch; ///< the fetch it checks: where fetch_from goes on when it fails
     };
     std::uint32_t instructions; ///< counted in Ir at each execution
-    std::uint32_t fetch_count;
+    std::uint32_t check_count;
     std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the instruction count (qemu_plugin.cpp)
+    std::uint32_t fetch_count;
 
     static BlockPlan* make(std::uint32_t instructions, const std::vector<pmc_model::FetchRef>& fetches) {
-        const std::size_t each = sizeof(FetchCheck) + sizeof(pmc_model::FetchRef);
-        void* memory = ::operator new(sizeof(BlockPlan) + fetches.size() * each);
-        auto* plan = new (memory) BlockPlan(instructions, static_cast<std::uint32_t>(fetches.size()));
+        std::size_t checks = 0;
+        for (const pmc_model::FetchRef& f : fetches) checks += f.straddles() ? 2 : 1;
+        void* memory = ::operator new(sizeof(BlockPlan) + checks * sizeof(FetchCheck) +
+                                      fetches.size() * sizeof(pmc_model::FetchRef));
+        auto* plan = new (memory) BlockPlan(instructions, static_cast<std::uint32_t>(checks),
+                                            static_cast<std::uint32_t>(fetches.size()));
+        FetchCheck* check = plan->checks();
         for (std::size_t i = 0; i < fetches.size(); ++i) {
-            new (&plan->checks()[i]) FetchCheck{fetches[i].tag, fetches[i].slot};
-            new (&plan->fetches()[i]) pmc_model::FetchRef(fetches[i]);
+            const pmc_model::FetchRef& f = fetches[i];
+            const auto index = static_cast<std::uint32_t>(i);
+            new (check++) FetchCheck{f.tag, f.slot, index};
+            if (f.straddles()) new (check++) FetchCheck{f.last_tag, f.last_slot, index};
+            new (&plan->fetches()[i]) pmc_model::FetchRef(f);
         }
         return plan;
     }
@@ -246,13 +256,14 @@ public:
     };
     const FetchCheck* checks() const noexcept { return reinterpret_cast<const FetchCheck*>(this + 1); }
     const pmc_model::FetchRef* fetches() const noexcept {
-        return reinterpret_cast<const pmc_model::FetchRef*>(checks() + fetch_count);
+        return reinterpret_cast<const pmc_model::FetchRef*>(checks() + check_count);
     }
 
 private:
-    BlockPlan(std::uint32_t n, std::uint32_t fetches) : instructions(n), fetch_count(fetches) {}
+    BlockPlan(std::uint32_t n, std::uint32_t checks, std::uint32_t fetches)
+        : instructions(n), check_count(checks), fetch_count(fetches) {}
     FetchCheck* checks() noexcept { return reinterpret_cast<FetchCheck*>(this + 1); }
-    pmc_model::FetchRef* fetches() noexcept { return reinterpret_cast<pmc_model::FetchRef*>(checks() + fetch_count); }
+    pmc_model::FetchRef* fetches() noexcept { return reinterpret_cast<pmc_model::FetchRef*>(checks() + check_count); }
 };
 static_assert(sizeof(BlockPlan) % alignof(BlockPlan::FetchCheck) == 0 &&
               sizeof(BlockPlan::FetchCheck) % alignof(pmc_model::FetchRef) == 0);
@@ -272,14 +283,11 @@ struct Block {
 inline std::mutex blocks_lock;
 inline std::vector<std::unique_ptr<Block>> blocks;
 
-/// The fetches of `b` from `first` on, in order, each through the model unless its check shows a hit on the most
-/// recent line of its set (which changes nothing): on_block's call once a check fails.
+/// The fetches of `b` from `first` on, in order, each through the model unless its checks show a hit on the most
+/// recent line of its set(s) (which changes nothing): on_block's call once a check fails.
 __attribute__((noinline)) inline void fetch_from(ThreadModel& t, const BlockPlan& b, std::uint32_t first) noexcept {
-    const BlockPlan::FetchCheck* checks = b.checks();
     const pmc_model::FetchRef* fetches = b.fetches();
-    for (std::uint32_t i = first; i < b.fetch_count; ++i)
-        if (t.caches.i1().tag_at(checks[i].slot) != checks[i].tag)
-            t.caches.fetch_uncounted(fetches[i].address, fetches[i].size);
+    for (std::uint32_t i = first; i < b.fetch_count; ++i) t.caches.fetch_planned(fetches[i]);
 }
 /// The tests' reference (plugin variant general): every planned fetch through the whole model, no check.
 __attribute__((noinline)) inline void fetch_each(ThreadModel& t, const BlockPlan& b) noexcept {
@@ -305,8 +313,9 @@ inline void on_block(unsigned int, void* data) {
     t->caches.count_instructions(b.instructions);
     if (general_path) return fetch_each(*t, b);
     const BlockPlan::FetchCheck* checks = b.checks();
-    for (std::uint32_t i = 0; i < b.fetch_count; ++i)
-        if (__builtin_expect(t->caches.i1().tag_at(checks[i].slot) != checks[i].tag, 0)) return fetch_from(*t, b, i);
+    for (std::uint32_t i = 0; i < b.check_count; ++i)
+        if (__builtin_expect(t->caches.i1().tag_at(checks[i].slot) != checks[i].tag, 0))
+            return fetch_from(*t, b, checks[i].fetch);
 }
 
 /// QEMU's call after each memory access of an instruction (`data`: its Instruction). The common case, inlined with

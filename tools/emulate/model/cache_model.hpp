@@ -369,7 +369,7 @@ public:
         fetch_slowly(address, size);
     }
     /// fetch_planned() of a reference plan_fetches(instructions, config) made for this hierarchy's configuration:
-    /// the hit on the most recent line is one load and one compare (its set and tag were found at planning).
+    /// the hit on the most recent line is two loads and compares (its sets and tags were found at planning).
     __attribute__((always_inline)) void fetch_planned(const FetchRef& r) noexcept;
     /// Counts `n` data accesses of `kind` as D1 hits that change no state: accesses Cachegrind counts where the
     /// plugin cannot know the address (access_decode.hpp's register bit tests: a stack slot).
@@ -457,16 +457,21 @@ private:
 // ---- the instruction side: a translated block's fetches, planned once ----
 
 /// One I1 reference a block's execution makes: an instruction (address, length) that may miss. Planned for a
-/// configuration, it also says where a hit on its set's most recent line would show (`tag` at `slot` of I1's
-/// most recent tags, CacheLevel::tag_at); an access that straddles two lines, or a plan for a line size alone, has no such tag (always checked).
+/// configuration, it also says where a hit that changes nothing would show: its first line's tag at `slot` of I1's
+/// most recent tags (CacheLevel::tag_at), and its last line's at `last_slot` (the same for a reference within one
+/// line; for one that straddles two, both lines must be their sets' most recent). A plan for a line size alone has
+/// no tags (always checked in full).
 struct FetchRef {
     std::uint64_t address;
     std::uint32_t size;
     std::uint32_t slot = 0;
     std::uint64_t tag = no_tag;
+    std::uint32_t last_slot = 0;
+    std::uint64_t last_tag = no_tag;
 
     /// Matches no way: a tag is a line number + 1 (lines are addresses >> 4 or more), an empty way holds 0.
     static constexpr std::uint64_t no_tag = ~std::uint64_t{0};
+    bool straddles() const noexcept { return last_slot != slot || last_tag != tag; }
 };
 
 /// The I1 references of a block whose instructions are `instructions` (address, length), in order: Cachegrind
@@ -488,7 +493,8 @@ inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint6
     return refs;
 }
 /// plan_fetches() for CacheHierarchy::fetch_planned(const FetchRef&) of a hierarchy configured as `config`: each
-/// reference that lies in one line (after Cachegrind's cut to the widest access) gets its most-recent slot and tag.
+/// reference gets the most-recent slots and tags of its first and last line (after Cachegrind's cut to the widest
+/// access). A straddle touches both lines, each a hit that changes nothing when it is its set's most recent.
 inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& instructions,
                                           const CacheConfig& config) {
     std::vector<FetchRef> refs = plan_fetches(instructions, config.i1.line);
@@ -496,16 +502,17 @@ inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint6
     const std::uint32_t widest = widest_access(config);
     for (FetchRef& r : refs) {
         const std::uint32_t cut = std::min(r.size, widest);
-        const std::uint64_t line = r.address >> bits;
-        if (((r.address + cut - 1) >> bits) != line) continue; // a straddle: the full access decides
-        r.slot = static_cast<std::uint32_t>(CacheLevel::most_recent_slot(config.i1, line));
-        r.tag = CacheLevel::tag_of(line);
+        const std::uint64_t first = r.address >> bits, last = (r.address + cut - 1) >> bits;
+        r.slot = static_cast<std::uint32_t>(CacheLevel::most_recent_slot(config.i1, first));
+        r.tag = CacheLevel::tag_of(first);
+        r.last_slot = static_cast<std::uint32_t>(CacheLevel::most_recent_slot(config.i1, last));
+        r.last_tag = CacheLevel::tag_of(last);
     }
     return refs;
 }
 
 inline void CacheHierarchy::fetch_planned(const FetchRef& r) noexcept {
-    if (__builtin_expect(i1_.tag_at(r.slot) == r.tag, 1)) return;
+    if (__builtin_expect(i1_.tag_at(r.slot) == r.tag && i1_.tag_at(r.last_slot) == r.last_tag, 1)) return;
     fetch_slowly(r.address, r.size);
 }
 
