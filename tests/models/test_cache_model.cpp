@@ -565,14 +565,19 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
             if (a.kind == Kind::write) plain.write(a.address, a.size);
             else plain.read(a.address, a.size);
         };
-        std::uint64_t block = 0, counted_at_once = 0, counted_alone = 0, last = 0x10000000;
-        // `alone`: the instruction's only access (the plugin's on_single_access): add_alone_without_sink first.
+        std::uint64_t block = 0, counted_at_once = 0, counted_alone = 0, counted_hits = 0, last = 0x10000000;
+        // `alone`: the instruction's only access (the plugin's on_single_access and run members):
+        // add_alone_without_sink first, then add_alone_if_hit (any D1 hit counted at once), then add().
         const auto access = [&](std::uint64_t execution, Kind kind, std::uint64_t address, std::uint32_t size,
                                 bool alone = false) {
             const bool count_now = kind == Kind::write || random() % 8 != 0;
             const std::uint64_t before = quick.counts().Dr() + quick.counts().Dw();
             if (alone && count_now && quick_merger.add_alone_without_sink(quick, kind, address, size))
                 ++counted_alone;
+            else if (alone && count_now && quick_merger.add_alone_if_hit(quick, kind, address, size, quick_sink))
+                ++counted_hits;
+            else if (alone && count_now)
+                quick_merger.add(&quick, count_now, execution, 0x400000, kind, address, size, quick_sink);
             else if (quick_merger.add_without_sink(quick, count_now, execution, 0x400000, kind, address, size))
                 counted_at_once += quick.counts().Dr() + quick.counts().Dw() > before ? 1 : 0; // (it completes none)
             else
@@ -633,9 +638,11 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
         plain_merger.flush(plain_sink);
         require_same(quick.counts(), plain.counts());
         REQUIRE(plain.counts().D1mr() > 1000);
-        if (c.inclusion == Inclusion::strict) REQUIRE(counted_at_once + counted_alone == 0);
+        CAPTURE(counted_at_once, counted_alone, counted_hits);
+        if (c.inclusion == Inclusion::strict) REQUIRE(counted_at_once + counted_alone + counted_hits == 0);
         else REQUIRE(counted_at_once > 5000); // the path under test was taken (9,020 to 57,083 here)
         if (c.inclusion != Inclusion::strict) REQUIRE(counted_alone > 1000); // and the lean one (2,113 to 9,495)
+        if (c.inclusion != Inclusion::strict) REQUIRE(counted_hits > 100);    // and any D1 hit of a lone access
     }
 }
 

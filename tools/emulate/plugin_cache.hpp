@@ -368,8 +368,9 @@ __attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind ki
     const auto& insn = *static_cast<const Instruction*>(data);
     ThreadModel& t = this_thread();
     const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
-    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size,
-                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+    const auto sink = [&t](const pmc_model::DataAccess& a) { t.complete(a); };
+    if (count_now && t.merger.add_alone_if_hit(t.caches, kind, address, size, sink)) return;
+    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size, sink);
 }
 template <pmc_model::Kind kind, std::uint32_t size>
 inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
@@ -394,10 +395,10 @@ inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess 
 /// size known from the decoder instead of a meminfo.
 template <pmc_model::Kind kind>
 inline void pass_access(ThreadModel& t, const Instruction& insn, std::uint64_t address, std::uint32_t size) {
-    if (access_quickly<kind>(t, insn, address, size)) return;
     const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
-    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size,
-                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+    const auto sink = [&t](const pmc_model::DataAccess& a) { t.complete(a); };
+    if (count_now && t.merger.add_alone_if_hit(t.caches, kind, address, size, sink)) return;
+    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size, sink);
 }
 /// A run member's access: each member makes exactly one plain access of at most 8 bytes (model/access_runs.hpp),
 /// so on_single_access's common case applies (no access waits and it hits the most recent line of its D1 set:

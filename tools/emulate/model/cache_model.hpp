@@ -194,6 +194,22 @@ public:
         if (((address + cut - 1) >> line_bits_) != line) return false;
         return most_recent_[line & set_mask_] == line + 1;
     }
+    /// Uses `line` if it is held (a hit: it becomes its set's most recent) and returns true; false, with nothing
+    /// changed, if it would miss.
+    bool touch_if_held(std::uint64_t line) noexcept {
+        const std::uint64_t index = line & set_mask_;
+        std::uint64_t* set = tags_ + index * assoc_;
+        const std::uint64_t tag = line + 1;
+        if (most_recent_[index] == tag) return true;
+        for (std::uint32_t i = 1; i < assoc_; ++i)
+            if (set[i] == tag) {
+                for (std::uint32_t j = i; j > 0; --j) set[j] = set[j - 1];
+                set[0] = tag;
+                most_recent_[index] = tag;
+                return true;
+            }
+        return false;
+    }
     /// Whether `line` is held (no change to the LRU order).
     bool holds(std::uint64_t line) const noexcept {
         const std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
@@ -350,6 +366,18 @@ public:
     __attribute__((always_inline)) bool count_if_most_recent(Kind kind, std::uint64_t address,
                                                              std::uint32_t size) noexcept {
         if (strict_ || !d1_.hits_most_recent(address, size, widest_)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
+    }
+    /// count_if_most_recent() for any D1 hit within one line, which then moves its line to the front of its set as
+    /// data() would; false, with nothing changed, for a miss or a straddle. For an access no later one can join
+    /// (it cannot be taken back). A D1 hit touches D1 alone, which under Cachegrind's inclusion only data accesses
+    /// change, so it may be counted before instruction fetches that come first in the model's order; under strict
+    /// inclusion a fetch's LL eviction could drop the line in between: always false there.
+    bool count_if_hit(Kind kind, std::uint64_t address, std::uint32_t size) noexcept {
+        size = size == 0 ? 1 : std::min(size, widest_);
+        const std::uint64_t line = address >> d1_.line_bits();
+        if (strict_ || ((address + size - 1) >> d1_.line_bits()) != line || !d1_.touch_if_held(line)) return false;
         ++counts_.l1[CacheCounts::at(kind)].accesses;
         return true;
     }
@@ -579,6 +607,19 @@ public:
     __attribute__((always_inline)) bool add_alone_without_sink(CacheHierarchy& caches, Kind kind,
                                                                std::uint64_t address, std::uint32_t size) noexcept {
         return __builtin_expect(state_ != State::waiting, 1) && caches.count_if_most_recent(kind, address, size);
+    }
+    /// For an access that is the only one its instruction makes (as add_alone_without_sink), where that declined:
+    /// the access waiting, if any, goes to `sink`, then the access is counted at once if it hits D1 at all
+    /// (CacheHierarchy::count_if_hit) and true is returned. On false only the waiting access was passed on (as
+    /// add() would have before this one): the caller calls add().
+    template <class Sink>
+    bool add_alone_if_hit(CacheHierarchy& caches, Kind kind, std::uint64_t address, std::uint32_t size, Sink&& sink) {
+        if (state_ == State::waiting) {
+            sink(static_cast<const DataAccess&>(access_));
+            state_ = State::none;
+            execution_ = no_execution;
+        }
+        return caches.count_if_hit(kind, address, size);
     }
     template <class Sink>
     void flush(Sink&& sink) {
