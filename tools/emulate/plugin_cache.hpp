@@ -9,7 +9,8 @@
 //     simulates it; each instruction gets a call after each memory access it makes (QEMU's mem callback);
 //   - an instruction that makes one plain access of a size and kind its bytes tell (a mov, push, pop, call, ret,
 //     a compare with memory: most of them) gets on_single_access, whose common case is a few instructions: no
-//     meminfo, no execution number, nothing to join;
+//     meminfo, no execution number, nothing to join; as nothing can join it, a D1 hit in a further way is counted
+//     at once too (a miss waits, so that its LL access keeps its order with the next block's fetches);
 //   - the accesses of one execution of one instruction are joined back (DataAccessMerger): an execution is the
 //     thread's count of executed blocks and the instruction's index in its block; an access that hits the most
 //     recent line of its D1 set is counted at once, in a call with no stack frame (on_memory), and anything else
