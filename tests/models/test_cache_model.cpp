@@ -429,6 +429,7 @@ TEST_CASE("the plugin's fetch plan: a planned reference's precomputed hit check 
         config({2048, 2, 64}, {32768, 8, 64}, {65536, 4, 64}),
         config({1024, 4, 16}, {1024, 2, 16}, {16384, 4, 64}),
         config({4096, 1, 32}, {2048, 4, 16}, {65536, 8, 32}),
+        config({512, 8, 64}, {1024, 2, 16}, {16384, 4, 64}), // one I1 set: a straddle's lines share it
     };
     for (const CacheConfig& c : configs) {
         std::mt19937_64 random(4242);
@@ -444,7 +445,7 @@ TEST_CASE("the plugin's fetch plan: a planned reference's precomputed hit check 
                 at += length;
             }
             plans.push_back(plan_fetches(block, c));
-            for (const FetchRef& r : plans.back()) (r.tag == FetchRef::no_tag ? straddling : precomputed) += 1;
+            for (const FetchRef& r : plans.back()) (r.straddles() ? straddling : precomputed) += 1;
         }
         for (int i = 0; i < 30000; ++i) {
             const std::size_t b = random() % blocks.size();
@@ -460,12 +461,18 @@ TEST_CASE("the plugin's fetch plan: a planned reference's precomputed hit check 
         REQUIRE(precomputed > 300); // both kinds of reference were there
         REQUIRE(straddling > 50);
     }
-    // A reference planned for its line: its slot and tag; one that straddles two lines: none.
+    // A reference planned for its line: its slot and tag, twice; one that straddles two lines: each line's.
     const auto refs = plan_fetches({{0x1038, 4}, {0x103c, 8}}, CacheConfig{});
     REQUIRE(refs.size() == 2);
     REQUIRE(refs[0].tag == (0x1038u >> 6) + 1);
     REQUIRE(refs[0].slot == ((0x1038u >> 6) & 63)); // its set, in I1's compact array of most recent tags
-    REQUIRE(refs[1].tag == FetchRef::no_tag);
+    REQUIRE((refs[0].last_tag == refs[0].tag && refs[0].last_slot == refs[0].slot && !refs[0].straddles()));
+    REQUIRE(refs[1].straddles());
+    REQUIRE(refs[1].tag == (0x103cu >> 6) + 1);
+    REQUIRE(refs[1].last_tag == (0x1043u >> 6) + 1);
+    REQUIRE(refs[1].last_slot == ((0x1043u >> 6) & 63));
+    // A plan for a line size alone has no tags: every reference is checked in full.
+    REQUIRE(plan_fetches({{0x1038, 4}}, 64)[0].tag == FetchRef::no_tag);
 }
 
 TEST_CASE("the plugin's fetch plan: a block's last instruction planned apart counts once, whether QEMU cut the "
@@ -634,14 +641,19 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
             if (a.kind == Kind::write) plain.write(a.address, a.size);
             else plain.read(a.address, a.size);
         };
-        std::uint64_t block = 0, counted_at_once = 0, counted_alone = 0, last = 0x10000000;
-        // `alone`: the instruction's only access (the plugin's on_single_access): add_alone_without_sink first.
+        std::uint64_t block = 0, counted_at_once = 0, counted_alone = 0, counted_hits = 0, last = 0x10000000;
+        // `alone`: the instruction's only access (the plugin's on_single_access and run members):
+        // add_alone_without_sink first, then add_alone_if_hit (any D1 hit counted at once), then add().
         const auto access = [&](std::uint64_t execution, Kind kind, std::uint64_t address, std::uint32_t size,
                                 bool alone = false) {
             const bool count_now = kind == Kind::write || random() % 8 != 0;
             const std::uint64_t before = quick.counts().Dr() + quick.counts().Dw();
             if (alone && count_now && quick_merger.add_alone_without_sink(quick, kind, address, size))
                 ++counted_alone;
+            else if (alone && count_now && quick_merger.add_alone_if_hit(quick, kind, address, size, quick_sink))
+                ++counted_hits;
+            else if (alone && count_now)
+                quick_merger.add(&quick, count_now, execution, 0x400000, kind, address, size, quick_sink);
             else if (quick_merger.add_without_sink(quick, count_now, execution, 0x400000, kind, address, size))
                 counted_at_once += quick.counts().Dr() + quick.counts().Dw() > before ? 1 : 0; // (it completes none)
             else
@@ -702,9 +714,11 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
         plain_merger.flush(plain_sink);
         require_same(quick.counts(), plain.counts());
         REQUIRE(plain.counts().D1mr() > 1000);
-        if (c.inclusion == Inclusion::strict) REQUIRE(counted_at_once + counted_alone == 0);
+        CAPTURE(counted_at_once, counted_alone, counted_hits);
+        if (c.inclusion == Inclusion::strict) REQUIRE(counted_at_once + counted_alone + counted_hits == 0);
         else REQUIRE(counted_at_once > 5000); // the path under test was taken (9,020 to 57,083 here)
         if (c.inclusion != Inclusion::strict) REQUIRE(counted_alone > 1000); // and the lean one (2,113 to 9,495)
+        if (c.inclusion != Inclusion::strict) REQUIRE(counted_hits > 100);    // and any D1 hit of a lone access
     }
 }
 

@@ -9,7 +9,8 @@
 //     simulates it; each instruction gets a call after each memory access it makes (QEMU's mem callback);
 //   - an instruction that makes one plain access of a size and kind its bytes tell (a mov, push, pop, call, ret,
 //     a compare with memory: most of them) gets on_single_access, whose common case is a few instructions: no
-//     meminfo, no execution number, nothing to join;
+//     meminfo, no execution number, nothing to join; as nothing can join it, a D1 hit in a further way is counted
+//     at once too (a miss waits, so that its LL access keeps its order with the next block's fetches);
 //   - the accesses of one execution of one instruction are joined back (DataAccessMerger): an execution is the
 //     thread's count of executed blocks and the instruction's index in its block; an access that hits the most
 //     recent line of its D1 set is counted at once, in a call with no stack frame (on_memory), and anything else
@@ -223,27 +224,37 @@ struct RunStep {
 struct AccessRun {
     std::vector<RunStep> steps; ///< in program order
 };
-/// What a block's call per execution reads, in one allocation (made by make()): the block's counts, then one hit
-/// check per planned fetch (its I1 set's most-recent slot and the tag that says the line is there), then the
-/// fetches themselves (plan_fetches' references, read only when a check fails). The common case reads the header
-/// and the checks, which lie together, with no pointer to follow.
+/// What a block's call per execution reads, in one allocation (made by make()): the block's counts, then the hit
+/// checks of its planned fetches (an I1 set's most-recent slot and the tag that says the line is there: one per
+/// fetch, two for a fetch that straddles two lines), then the fetches themselves (plan_fetches' references, read
+/// only when a check fails). The common case reads the header and the checks, which lie together, with no pointer
+/// to follow.
 class BlockPlan {
 public:
     struct FetchCheck {
-        std::uint64_t tag; ///< FetchRef::no_tag (never a hit) for a straddle
-        std::uint64_t slot;
+        std::uint64_t tag;
+        std::uint32_t slot;
+        std::uint32_t fetch; ///< the fetch it checks: where fetch_from goes on when it fails
     };
     std::uint32_t instructions; ///< counted in Ir at each execution
-    std::uint32_t fetch_count;
+    std::uint32_t check_count;
     std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the instruction count (qemu_plugin.cpp)
+    std::uint32_t fetch_count;
 
     static BlockPlan* make(std::uint32_t instructions, const std::vector<pmc_model::FetchRef>& fetches) {
-        const std::size_t each = sizeof(FetchCheck) + sizeof(pmc_model::FetchRef);
-        void* memory = ::operator new(sizeof(BlockPlan) + fetches.size() * each);
-        auto* plan = new (memory) BlockPlan(instructions, static_cast<std::uint32_t>(fetches.size()));
+        std::size_t checks = 0;
+        for (const pmc_model::FetchRef& f : fetches) checks += f.straddles() ? 2 : 1;
+        void* memory = ::operator new(sizeof(BlockPlan) + checks * sizeof(FetchCheck) +
+                                      fetches.size() * sizeof(pmc_model::FetchRef));
+        auto* plan = new (memory) BlockPlan(instructions, static_cast<std::uint32_t>(checks),
+                                            static_cast<std::uint32_t>(fetches.size()));
+        FetchCheck* check = plan->checks();
         for (std::size_t i = 0; i < fetches.size(); ++i) {
-            new (&plan->checks()[i]) FetchCheck{fetches[i].tag, fetches[i].slot};
-            new (&plan->fetches()[i]) pmc_model::FetchRef(fetches[i]);
+            const pmc_model::FetchRef& f = fetches[i];
+            const auto index = static_cast<std::uint32_t>(i);
+            new (check++) FetchCheck{f.tag, f.slot, index};
+            if (f.straddles()) new (check++) FetchCheck{f.last_tag, f.last_slot, index};
+            new (&plan->fetches()[i]) pmc_model::FetchRef(f);
         }
         return plan;
     }
@@ -252,13 +263,14 @@ public:
     };
     const FetchCheck* checks() const noexcept { return reinterpret_cast<const FetchCheck*>(this + 1); }
     const pmc_model::FetchRef* fetches() const noexcept {
-        return reinterpret_cast<const pmc_model::FetchRef*>(checks() + fetch_count);
+        return reinterpret_cast<const pmc_model::FetchRef*>(checks() + check_count);
     }
 
 private:
-    BlockPlan(std::uint32_t n, std::uint32_t fetches) : instructions(n), fetch_count(fetches) {}
+    BlockPlan(std::uint32_t n, std::uint32_t checks, std::uint32_t fetches)
+        : instructions(n), check_count(checks), fetch_count(fetches) {}
     FetchCheck* checks() noexcept { return reinterpret_cast<FetchCheck*>(this + 1); }
-    pmc_model::FetchRef* fetches() noexcept { return reinterpret_cast<pmc_model::FetchRef*>(checks() + fetch_count); }
+    pmc_model::FetchRef* fetches() noexcept { return reinterpret_cast<pmc_model::FetchRef*>(checks() + check_count); }
 };
 static_assert(sizeof(BlockPlan) % alignof(BlockPlan::FetchCheck) == 0 &&
               sizeof(BlockPlan::FetchCheck) % alignof(pmc_model::FetchRef) == 0);
@@ -280,14 +292,11 @@ struct Block {
 inline std::mutex blocks_lock;
 inline std::vector<std::unique_ptr<Block>> blocks;
 
-/// The fetches of `b` from `first` on, in order, each through the model unless its check shows a hit on the most
-/// recent line of its set (which changes nothing): on_block's call once a check fails.
+/// The fetches of `b` from `first` on, in order, each through the model unless its checks show a hit on the most
+/// recent line of its set(s) (which changes nothing): on_block's call once a check fails.
 __attribute__((noinline)) inline void fetch_from(ThreadModel& t, const BlockPlan& b, std::uint32_t first) noexcept {
-    const BlockPlan::FetchCheck* checks = b.checks();
     const pmc_model::FetchRef* fetches = b.fetches();
-    for (std::uint32_t i = first; i < b.fetch_count; ++i)
-        if (t.caches.i1().tag_at(checks[i].slot) != checks[i].tag)
-            t.caches.fetch_uncounted(fetches[i].address, fetches[i].size);
+    for (std::uint32_t i = first; i < b.fetch_count; ++i) t.caches.fetch_planned(fetches[i]);
 }
 /// The tests' reference (plugin variant general): every planned fetch through the whole model, no check.
 __attribute__((noinline)) inline void fetch_each(ThreadModel& t, const BlockPlan& b) noexcept {
@@ -313,8 +322,9 @@ inline void on_block(unsigned int, void* data) {
     t->caches.count_instructions(b.instructions);
     if (general_path) return fetch_each(*t, b);
     const BlockPlan::FetchCheck* checks = b.checks();
-    for (std::uint32_t i = 0; i < b.fetch_count; ++i)
-        if (__builtin_expect(t->caches.i1().tag_at(checks[i].slot) != checks[i].tag, 0)) return fetch_from(*t, b, i);
+    for (std::uint32_t i = 0; i < b.check_count; ++i)
+        if (__builtin_expect(t->caches.i1().tag_at(checks[i].slot) != checks[i].tag, 0))
+            return fetch_from(*t, b, checks[i].fetch);
 }
 
 /// QEMU's call before the last listed instruction of a block QEMU 7.2 may have cut before it (translate's
@@ -379,8 +389,9 @@ __attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind ki
     const auto& insn = *static_cast<const Instruction*>(data);
     ThreadModel& t = this_thread();
     const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
-    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size,
-                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+    const auto sink = [&t](const pmc_model::DataAccess& a) { t.complete(a); };
+    if (count_now && t.merger.add_alone_if_hit(t.caches, kind, address, size, sink)) return;
+    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size, sink);
 }
 template <pmc_model::Kind kind, std::uint32_t size>
 inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
@@ -405,10 +416,10 @@ inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess 
 /// size known from the decoder instead of a meminfo.
 template <pmc_model::Kind kind>
 inline void pass_access(ThreadModel& t, const Instruction& insn, std::uint64_t address, std::uint32_t size) {
-    if (access_quickly<kind>(t, insn, address, size)) return;
     const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
-    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size,
-                 [&t](const pmc_model::DataAccess& a) { t.complete(a); });
+    const auto sink = [&t](const pmc_model::DataAccess& a) { t.complete(a); };
+    if (count_now && t.merger.add_alone_if_hit(t.caches, kind, address, size, sink)) return;
+    t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size, sink);
 }
 /// A run member's access: each member makes exactly one plain access of at most 8 bytes (model/access_runs.hpp),
 /// so on_single_access's common case applies (no access waits and it hits the most recent line of its D1 set:

@@ -194,6 +194,22 @@ public:
         if (((address + cut - 1) >> line_bits_) != line) return false;
         return most_recent_[line & set_mask_] == line + 1;
     }
+    /// Uses `line` if it is held (a hit: it becomes its set's most recent) and returns true; false, with nothing
+    /// changed, if it would miss.
+    bool touch_if_held(std::uint64_t line) noexcept {
+        const std::uint64_t index = line & set_mask_;
+        std::uint64_t* set = tags_ + index * assoc_;
+        const std::uint64_t tag = line + 1;
+        if (most_recent_[index] == tag) return true;
+        for (std::uint32_t i = 1; i < assoc_; ++i)
+            if (set[i] == tag) {
+                for (std::uint32_t j = i; j > 0; --j) set[j] = set[j - 1];
+                set[0] = tag;
+                most_recent_[index] = tag;
+                return true;
+            }
+        return false;
+    }
     /// Whether `line` is held (no change to the LRU order).
     bool holds(std::uint64_t line) const noexcept {
         const std::uint64_t* set = tags_ + (line & set_mask_) * assoc_;
@@ -353,6 +369,18 @@ public:
         ++counts_.l1[CacheCounts::at(kind)].accesses;
         return true;
     }
+    /// count_if_most_recent() for any D1 hit within one line, which then moves its line to the front of its set as
+    /// data() would; false, with nothing changed, for a miss or a straddle. For an access no later one can join
+    /// (it cannot be taken back). A D1 hit touches D1 alone, which under Cachegrind's inclusion only data accesses
+    /// change, so it may be counted before instruction fetches that come first in the model's order; under strict
+    /// inclusion a fetch's LL eviction could drop the line in between: always false there.
+    bool count_if_hit(Kind kind, std::uint64_t address, std::uint32_t size) noexcept {
+        size = size == 0 ? 1 : std::min(size, widest_);
+        const std::uint64_t line = address >> d1_.line_bits();
+        if (strict_ || ((address + size - 1) >> d1_.line_bits()) != line || !d1_.touch_if_held(line)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
+    }
     /// Takes back a count_if_most_recent() that returned true (it changed nothing but that count).
     void uncount_most_recent(Kind kind) noexcept { --counts_.l1[CacheCounts::at(kind)].accesses; }
     /// One instruction's fetch through I1 (`size`: its length), counted in Ir.
@@ -369,7 +397,7 @@ public:
         fetch_slowly(address, size);
     }
     /// fetch_planned() of a reference plan_fetches(instructions, config) made for this hierarchy's configuration:
-    /// the hit on the most recent line is one load and one compare (its set and tag were found at planning).
+    /// the hit on the most recent line is two loads and compares (its sets and tags were found at planning).
     __attribute__((always_inline)) void fetch_planned(const FetchRef& r) noexcept;
     /// Counts `n` data accesses of `kind` as D1 hits that change no state: accesses Cachegrind counts where the
     /// plugin cannot know the address (access_decode.hpp's register bit tests: a stack slot).
@@ -457,16 +485,21 @@ private:
 // ---- the instruction side: a translated block's fetches, planned once ----
 
 /// One I1 reference a block's execution makes: an instruction (address, length) that may miss. Planned for a
-/// configuration, it also says where a hit on its set's most recent line would show (`tag` at `slot` of I1's
-/// most recent tags, CacheLevel::tag_at); an access that straddles two lines, or a plan for a line size alone, has no such tag (always checked).
+/// configuration, it also says where a hit that changes nothing would show: its first line's tag at `slot` of I1's
+/// most recent tags (CacheLevel::tag_at), and its last line's at `last_slot` (the same for a reference within one
+/// line; for one that straddles two, both lines must be their sets' most recent). A plan for a line size alone has
+/// no tags (always checked in full).
 struct FetchRef {
     std::uint64_t address;
     std::uint32_t size;
     std::uint32_t slot = 0;
     std::uint64_t tag = no_tag;
+    std::uint32_t last_slot = 0;
+    std::uint64_t last_tag = no_tag;
 
     /// Matches no way: a tag is a line number + 1 (lines are addresses >> 4 or more), an empty way holds 0.
     static constexpr std::uint64_t no_tag = ~std::uint64_t{0};
+    bool straddles() const noexcept { return last_slot != slot || last_tag != tag; }
 };
 
 /// The I1 references of a block whose instructions are `instructions` (address, length), in order: Cachegrind
@@ -488,7 +521,8 @@ inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint6
     return refs;
 }
 /// plan_fetches() for CacheHierarchy::fetch_planned(const FetchRef&) of a hierarchy configured as `config`: each
-/// reference that lies in one line (after Cachegrind's cut to the widest access) gets its most-recent slot and tag.
+/// reference gets the most-recent slots and tags of its first and last line (after Cachegrind's cut to the widest
+/// access). A straddle touches both lines, each a hit that changes nothing when it is its set's most recent.
 inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& instructions,
                                           const CacheConfig& config) {
     std::vector<FetchRef> refs = plan_fetches(instructions, config.i1.line);
@@ -496,10 +530,11 @@ inline std::vector<FetchRef> plan_fetches(const std::vector<std::pair<std::uint6
     const std::uint32_t widest = widest_access(config);
     for (FetchRef& r : refs) {
         const std::uint32_t cut = std::min(r.size, widest);
-        const std::uint64_t line = r.address >> bits;
-        if (((r.address + cut - 1) >> bits) != line) continue; // a straddle: the full access decides
-        r.slot = static_cast<std::uint32_t>(CacheLevel::most_recent_slot(config.i1, line));
-        r.tag = CacheLevel::tag_of(line);
+        const std::uint64_t first = r.address >> bits, last = (r.address + cut - 1) >> bits;
+        r.slot = static_cast<std::uint32_t>(CacheLevel::most_recent_slot(config.i1, first));
+        r.tag = CacheLevel::tag_of(first);
+        r.last_slot = static_cast<std::uint32_t>(CacheLevel::most_recent_slot(config.i1, last));
+        r.last_tag = CacheLevel::tag_of(last);
     }
     return refs;
 }
@@ -535,7 +570,7 @@ inline BlockFetchPlan plan_block(const std::vector<std::pair<std::uint64_t, std:
 }
 
 inline void CacheHierarchy::fetch_planned(const FetchRef& r) noexcept {
-    if (__builtin_expect(i1_.tag_at(r.slot) == r.tag, 1)) return;
+    if (__builtin_expect(i1_.tag_at(r.slot) == r.tag && i1_.tag_at(r.last_slot) == r.last_tag, 1)) return;
     fetch_slowly(r.address, r.size);
 }
 
@@ -602,6 +637,19 @@ public:
     __attribute__((always_inline)) bool add_alone_without_sink(CacheHierarchy& caches, Kind kind,
                                                                std::uint64_t address, std::uint32_t size) noexcept {
         return __builtin_expect(state_ != State::waiting, 1) && caches.count_if_most_recent(kind, address, size);
+    }
+    /// For an access that is the only one its instruction makes (as add_alone_without_sink), where that declined:
+    /// the access waiting, if any, goes to `sink`, then the access is counted at once if it hits D1 at all
+    /// (CacheHierarchy::count_if_hit) and true is returned. On false only the waiting access was passed on (as
+    /// add() would have before this one): the caller calls add().
+    template <class Sink>
+    bool add_alone_if_hit(CacheHierarchy& caches, Kind kind, std::uint64_t address, std::uint32_t size, Sink&& sink) {
+        if (state_ == State::waiting) {
+            sink(static_cast<const DataAccess&>(access_));
+            state_ = State::none;
+            execution_ = no_execution;
+        }
+        return caches.count_if_hit(kind, address, size);
     }
     template <class Sink>
     void flush(Sink&& sink) {
