@@ -572,10 +572,9 @@ TEST_CASE("profiler: exit() while three threads record, 200 runs: every profile 
 namespace {
 
 /// A child's end: a Profiler closed (static: destroyed by exit()) or left to exit()'s flush (`leaked`) while
-/// `workers` threads make their first scopes at that very moment. Each worker records scope + integer 0, 1, 2, ...
+/// `workers` threads make their first scopes at that very moment (released by exit() itself). Each worker records scope + integer 0, 1, 2, ...
 [[noreturn]] void end_while_registering(const std::string& path, bool leaked, int workers) {
     pmc::ProfilerOptions o{path, {"wall-time"}};
-    o.page_bytes = 4096;
     o.measure_cost = false;
     static pmc::Profiler* kept = nullptr;
     pmc::Profiler* prof = nullptr;
@@ -599,7 +598,10 @@ namespace {
             }
         }).detach();
     while (ready.load() < workers) std::this_thread::yield();
-    go.store(true);
+    for (std::uint64_t i = 0; i < 2000; ++i) prof->integer(b, i); // a page for the end to write (a longer close)
+    // Registered after the profiler's destructor and exit flush, so run just before them: the workers' first
+    // scopes begin as the profile ends.
+    std::atexit([] { go.store(true); });
     std::exit(0);
 }
 
@@ -621,7 +623,7 @@ TEST_CASE("profiler: close() and exit() while threads register their first scope
     (void)pmc::Counter::try_open("wall-time"); // calibrated once here: the children inherit it
     int bad = 0, gaps = 0, failed = 0;
     std::string first_problem;
-    constexpr int runs = 16, batch = 4;
+    constexpr int runs = 40, batch = 4; // 30 closed, 10 ended by exit()
     for (int first = 0; first < runs; first += batch) {
         pid_t kids[batch] = {};
         for (int run = first; run < first + batch; ++run) {
@@ -629,7 +631,7 @@ TEST_CASE("profiler: close() and exit() while threads register their first scope
             kids[run - first] = ::fork();
             REQUIRE(kids[run - first] >= 0);
             if (kids[run - first] == 0)
-                end_while_registering(dir.file("reg" + std::to_string(run) + ".pmcprof"), run % 2 == 1, 4);
+                end_while_registering(dir.file("reg" + std::to_string(run) + ".pmcprof"), run % 4 == 3, 4);
         }
         for (int run = first; run < first + batch; ++run) {
             const std::string path = dir.file("reg" + std::to_string(run) + ".pmcprof");
@@ -647,7 +649,7 @@ TEST_CASE("profiler: close() and exit() while threads register their first scope
                 if (first_problem.empty()) first_problem = "run " + std::to_string(run) + ": " + p->problems.front();
             }
             CHECK(p->has_end);
-            CHECK(p->ended_by() == (run % 2 == 1 ? "exit()" : "closed"));
+            CHECK(p->ended_by() == (run % 4 == 3 ? "exit()" : "closed"));
             if (!integers_consecutive(*p)) ++gaps;
             ::unlink(path.c_str());
         }
