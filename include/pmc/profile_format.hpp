@@ -739,6 +739,7 @@ public:
                 } else if (!has_end_ || h.seq >= end_seq_) { // a later end (exit(), then a close) supersedes
                     end_ = std::move(e);
                     end_seq_ = h.seq;
+                    end_left_out_ = h.thread; // (an end record's thread field: the threads it could not list)
                     has_end_ = true;
                 }
                 break;
@@ -789,6 +790,12 @@ public:
         // What should be there: the end record's counts, else what the pages' numbers and thread pages say.
         std::unordered_map<std::uint32_t, std::pair<std::uint32_t, std::uint32_t>> expect; // events, thread pages
         if (has_end_) {
+            if (end_left_out_ > 0)
+                out.problems.push_back(
+                    "the end record leaves out up to " + std::to_string(end_left_out_) +
+                    " thread(s) it could not list (the program's ending came while a thread was being linked in, or "
+                    "found no memory for a larger record): what those threads had not written is lost, and their "
+                    "pages cannot be checked for losses");
             for (const auto& et : end_.threads) {
                 expect[et.index] = {et.events_pages, et.thread_pages};
                 if (!thread_at.count(et.index)) {
@@ -808,7 +815,15 @@ public:
             std::uint32_t want_info = 0;
             if (has_end_) {
                 auto it = expect.find(t.index);
-                if (it == expect.end()) continue; // began after the end record (a thread still running at exit())
+                if (it == expect.end()) {
+                    // The writer lists every thread that wrote a page (one that registers once the end has begun
+                    // writes nothing): a thread left out, or a page written after the end.
+                    if (end_left_out_ == 0)
+                        out.problems.push_back("thread " + std::to_string(t.index) +
+                                               ": its pages are in the file but the end record does not list it (a "
+                                               "page written after the end?): its pages cannot be checked for losses");
+                    continue;
+                }
                 want = std::max(want, it->second.first);
                 want_info = it->second.second;
             } else {
@@ -931,6 +946,7 @@ public:
 private:
     bool has_end_ = false;
     std::uint32_t end_seq_ = 0;
+    std::uint32_t end_left_out_ = 0;
     EndRecord end_;
     std::vector<std::uint32_t> strings_pages_;
     std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> thread_page_seqs_;

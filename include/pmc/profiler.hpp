@@ -467,6 +467,11 @@ detail::ProfilerThread* Profiler::local_slow() {
                 return e.second;
             }
     detail::ProfilerThread* t = register_thread();
+    // Finished (counted for close(), which waits for it) once the exit hook holds the profiler, or this throws.
+    struct Finished {
+        detail::ProfilerShared& s;
+        ~Finished() { s.registered.fetch_add(1, std::memory_order_release); }
+    } finished{*shared_};
     if (detail::profiler_thread_ended) { // after the exit hook (another key's destructor): recorded nowhere
         t->broken = t->discard = true;
         detail::profiler_tls = {shared_->generation, t};
@@ -510,12 +515,16 @@ inline detail::ProfilerThread* Profiler::register_thread(bool from_start) {
     // No lock from here on: what this thread runs must not depend on whether another registers at the same moment
     // (under pmc emulate --branches its predictor carries that code's branches into its first intervals). A number
     // (one atomic add), a link (one exchange: ProfilerShared::link_thread), a thread page that names no label.
-    t->index = s.next_thread.fetch_add(1, std::memory_order_relaxed);
+    // seq_cst with close()'s `closing`: either close() counts this registration (and waits for it to finish) or
+    // this thread sees the close begun, and records nothing (never a page after the end record).
+    t->index = s.next_thread.fetch_add(1, std::memory_order_seq_cst);
+    const bool too_late = s.closing.load(std::memory_order_seq_cst);
+    if (BOOST_UNLIKELY(too_late)) t->discard.store(true, std::memory_order_relaxed);
     detail::ProfilerThread* raw = t.release(); // owned by the list from here (freed when the profiler ends)
     raw->time_counter = s.time_counter;   // (both set at the start, before any other thread could register)
     raw->own_work_label = s.own_work_label;
     s.link_thread(*raw);
-    if (!from_start) s.write_thread_page(*raw); // the constructor's waits for the header (write_header)
+    if (!from_start && !too_late) s.write_thread_page(*raw); // the constructor's waits for the header (write_header)
     if (raw->broken) // said once, here; the file's thread page has the whole message
         std::fprintf(stderr, "pmc profiler: thread %u (tid %d): its counters could not be opened (%s); its events "
                              "record zeros, the other threads' are not affected\n",
@@ -576,8 +585,9 @@ inline void Profiler::end_to(std::uint32_t depth) noexcept {
 inline detail::ProfilerThread* Profiler::local_if_registered() const noexcept {
     const detail::ProfilerTls& c = detail::profiler_tls;
     if (BOOST_LIKELY(c.generation == shared_->generation)) return c.state;
-    if (!detail::profiler_thread_ended)
-        for (auto& e : detail::profiler_thread_exit().entries)
+    // The hook as it is (profiler_thread_exit() would make one: an allocation, which may throw, in a noexcept path).
+    if (!detail::profiler_thread_ended && detail::profiler_thread_exit_hook)
+        for (auto& e : detail::profiler_thread_exit_hook->entries)
             if (e.first.get() == shared_.get()) return e.second;
     return nullptr;
 }
@@ -780,6 +790,7 @@ inline void Profiler::start(ProfilerOptions o, std::vector<std::string> warnings
 #endif
     detail::profiler_thread_exit().entries.emplace_back(shared_, t);
     detail::profiler_tls = {s->generation, t};
+    s->registered.fetch_add(1, std::memory_order_release);
     // Which counters are times (their readings stay absolute), and, with a time as the primary, the label of the
     // own-work marks (its id goes in the header; its text is written once the header is out).
     for (std::size_t i = 0; i < s->ncounters; ++i)
@@ -955,7 +966,23 @@ inline void Profiler::close() noexcept {
         shared_.reset();
         return;
     }
-    bool others_recording = false;
+    // Registrations first: from `closing` on, a thread that begins registering records nothing; one begun before
+    // is waited for (bounded), so that it is in the end record. No lock: a registration takes none.
+    s.closing.store(true, std::memory_order_seq_cst);
+    const std::uint32_t begun = s.next_thread.load(std::memory_order_seq_cst);
+    bool registering = false;
+    {
+        timespec start{};
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        while (s.registered.load(std::memory_order_acquire) < begun) {
+            if (detail::profiler_elapsed_ns(start) > 2000000000L) {
+                registering = true; // still under way: treated as a thread recording (the file is frozen for it)
+                break;
+            }
+            ::sched_yield();
+        }
+    }
+    bool others_recording = registering;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
@@ -968,12 +995,21 @@ inline void Profiler::close() noexcept {
             // record from now on is not written (the file is frozen), and the end record counts what was.
             (void)s.end_while_recording(profile_format::EndHow::closed, 0);
         } else {
-            s.for_each_thread([&](detail::ProfilerThread& t) { t.flush(t.tid == me, true); });
-            s.write_waiting_strings(); // labels no page named yet
-            if (!s.frozen.load()) // (after exit()'s end record, nothing more is written)
-                s.write_end_record(profile_format::EndHow::closed, 0, [](detail::ProfilerThread& t) {
-                return std::pair<std::uint32_t, std::uint32_t>{t.sequence, t.thread_pages.load()};
+            // Only this thread records; the others ended (or began registering after `closing`: they write nothing,
+            // and their pages are theirs: not touched).
+            s.for_each_thread([&](detail::ProfilerThread& t) {
+                if (t.tid == me || !t.discard.load(std::memory_order_relaxed)) t.flush(t.tid == me, true);
             });
+            s.write_waiting_strings(); // labels no page named yet
+            if (!s.frozen.load()) { // (after exit()'s end record, nothing more is written)
+                // Frozen before the end record: a label() or a late thread's write after this one is refused.
+                s.frozen.store(true, std::memory_order_seq_cst);
+                (void)s.wait_for_writers(100000000L);
+                s.write_end_record(profile_format::EndHow::closed, 0, [](detail::ProfilerThread& t) {
+                    return std::pair<std::uint32_t, std::uint32_t>{t.sequence, t.thread_pages.load()};
+                });
+                s.ended.store(true, std::memory_order_release);
+            }
         }
         s.closed.store(true, std::memory_order_release);
         if (s.write_errors.load() > 0)
@@ -984,15 +1020,15 @@ inline void Profiler::close() noexcept {
         s.release_preallocation();
         // Not while an append may still be under way (one that outlasted the ending's wait): its descriptor's number
         // could be reused by then. The frozen file takes no new ones.
-        if (!others_recording || s.writers.load() == 0) {
+        if (s.wait_for_writers(100000000L)) {
             ::close(s.fd);
             s.fd = -1;
         }
     }
     if (detail::profiler_tls.generation == s.generation) detail::profiler_tls = {};
-    // Threads still recording read shared_ (scope(), local()): left for the destructor's release, never nulled
-    // under them. Their states stay alive (each thread's exit hook holds the shared state).
-    if (!others_recording) shared_.reset();
+    // shared_ is left for the destructor's (or the move's) release, never nulled here: threads still recording, or
+    // registering now (a static Profiler destroyed by exit()), read it (scope(), local()). Their states stay alive:
+    // each thread's exit hook holds the shared state.
 }
 
 // ---- for tests -------------------------------------------------------------------------------------------------
@@ -1001,6 +1037,7 @@ namespace detail {
 /// For tests: the lock that labels and closing take (the recording path and a thread's registration never do).
 struct ProfilerTestAccess {
     static std::mutex& mutex(Profiler& p) { return p.shared_->mutex; }
+    static ProfilerShared& shared(Profiler& p) { return *p.shared_; }
 };
 } // namespace detail
 

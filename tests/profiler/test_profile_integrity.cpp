@@ -12,13 +12,19 @@
 #include "profile_builder.hpp"
 
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -559,4 +565,238 @@ TEST_CASE("profiler: exit() while three threads record, 200 runs: every profile 
     }
     INFO("first problem: " << first_problem);
     CHECK(bad == 0);
+}
+
+// ---- the ending while threads register (close(), exit(), a signal) and an end record that cannot list them all ---
+
+namespace {
+
+/// A child's end: a Profiler closed (static: destroyed by exit()) or left to exit()'s flush (`leaked`) while
+/// `workers` threads make their first scopes at that very moment (released by exit() itself). Each worker records scope + integer 0, 1, 2, ...
+[[noreturn]] void end_while_registering(const std::string& path, bool leaked, int workers) {
+    pmc::ProfilerOptions o{path, {"wall-time"}};
+    o.measure_cost = false;
+    static pmc::Profiler* kept = nullptr;
+    pmc::Profiler* prof = nullptr;
+    if (leaked) {
+        prof = kept = new pmc::Profiler(o); // never destroyed: exit()'s flush ends it
+    } else {
+        static pmc::Profiler closed_by_exit{o}; // destroyed by exit(): close() runs while the workers register
+        prof = &closed_by_exit;
+    }
+    const auto a = prof->label("a"), b = prof->label("b");
+    static std::atomic<bool> go{false};
+    static std::atomic<int> ready{0};
+    for (int k = 0; k < workers; ++k)
+        std::thread([prof, a, b] {
+            ready.fetch_add(1);
+            while (!go.load()) {
+            }
+            for (std::uint64_t i = 0;; ++i) { // the first scope registers the thread
+                auto s = prof->scope(a);
+                prof->integer(b, i);
+            }
+        }).detach();
+    while (ready.load() < workers) std::this_thread::yield();
+    for (std::uint64_t i = 0; i < 2000; ++i) prof->integer(b, i); // a page for the end to write (a longer close)
+    // Registered after the profiler's destructor and exit flush, so run just before them: the workers' first
+    // scopes begin as the profile ends.
+    std::atexit([] { go.store(true); });
+    std::exit(0);
+}
+
+/// Per thread, whether its integer events run 0, 1, 2, ... with no gap.
+bool integers_consecutive(const pmc::Profile& p) {
+    for (const auto& t : p.threads) {
+        std::uint64_t next = 0;
+        for (const auto& r : t.records)
+            if (r.kind == pf::RecordKind::integer && p.values[r.first_value + 1] != next++) return false;
+    }
+    return true;
+}
+
+} // namespace
+
+TEST_CASE("profiler: close() and exit() while threads register their first scope: every thread that wrote is in the "
+          "end record, nothing follows it, every profile reads with no problem") {
+    TempDir dir;
+    (void)pmc::Counter::try_open("wall-time"); // calibrated once here: the children inherit it
+    int bad = 0, gaps = 0, failed = 0;
+    std::string first_problem;
+    constexpr int runs = 40, batch = 4; // 30 closed, 10 ended by exit()
+    for (int first = 0; first < runs; first += batch) {
+        pid_t kids[batch] = {};
+        for (int run = first; run < first + batch; ++run) {
+            std::fflush(nullptr);
+            kids[run - first] = ::fork();
+            REQUIRE(kids[run - first] >= 0);
+            if (kids[run - first] == 0)
+                end_while_registering(dir.file("reg" + std::to_string(run) + ".pmcprof"), run % 4 == 3, 4);
+        }
+        for (int run = first; run < first + batch; ++run) {
+            const std::string path = dir.file("reg" + std::to_string(run) + ".pmcprof");
+            int st = 0;
+            REQUIRE(::waitpid(kids[run - first], &st, 0) == kids[run - first]);
+            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+                ++failed;
+                if (first_problem.empty())
+                    first_problem = "run " + std::to_string(run) + ": status " + std::to_string(st);
+            }
+            auto p = pmc::read_profile(path);
+            REQUIRE(p.ok());
+            if (!p->problems.empty()) {
+                ++bad;
+                if (first_problem.empty()) first_problem = "run " + std::to_string(run) + ": " + p->problems.front();
+            }
+            CHECK(p->has_end);
+            CHECK(p->ended_by() == (run % 4 == 3 ? "exit()" : "closed"));
+            if (!integers_consecutive(*p)) ++gaps;
+            ::unlink(path.c_str());
+        }
+    }
+    INFO("first problem: " << first_problem);
+    CHECK(failed == 0);
+    CHECK(bad == 0);
+    CHECK(gaps == 0);
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// A child: three workers record (their pages unwritten), then the main thread is caught by SIGTERM's handler as a
+/// thread is being linked in on it (the list's head points at it, its link to the older threads not yet stored:
+/// what a handler run between link_thread's two stores would see, were signals not blocked there).
+[[noreturn]] void signal_while_linking(const std::string& path, const std::string& err) {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ::dup2(fd, 2) < 0) std::_Exit(3);
+    std::signal(SIGTERM, SIG_DFL); // (Catch's handler otherwise: the profiler covers only signals at their default)
+    pmc::ProfilerOptions o{path, {"wall-time"}};
+    o.measure_cost = false;
+    auto* prof = new pmc::Profiler(o); // never destroyed: the signal ends the process
+    const auto a = prof->label("a");
+    static std::atomic<int> recorded{0};
+    for (int k = 0; k < 3; ++k)
+        std::thread([prof, a] {
+            for (std::uint64_t i = 0; i < 10; ++i) prof->integer(a, i);
+            recorded.fetch_add(1);
+            for (;;) ::pause();
+        }).detach();
+    while (recorded.load() < 3) std::this_thread::yield();
+    auto& s = pmc::detail::ProfilerTestAccess::shared(*prof);
+    auto* linking = new pmc::detail::ProfilerThread;
+    linking->shared = &s;
+    linking->tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    linking->index = s.next_thread.fetch_add(1);
+    linking->next.store(pmc::detail::ProfilerShared::linking());
+    s.head.exchange(linking);
+    std::raise(SIGTERM);
+    std::_Exit(4); // (not reached: the handler re-raises SIGTERM)
+}
+
+} // namespace
+
+TEST_CASE("profiler: an ending that cannot reach every thread says so, in the end record and on stderr") {
+    TempDir dir;
+    const std::string path = dir.file("cut.pmcprof"), err = dir.file("cut.err");
+    std::fflush(nullptr);
+    const pid_t kid = ::fork();
+    REQUIRE(kid >= 0);
+    if (kid == 0) signal_while_linking(path, err);
+    int st = 0;
+    REQUIRE(::waitpid(kid, &st, 0) == kid);
+    INFO("status " << st);
+    REQUIRE(WIFSIGNALED(st));
+    CHECK(WTERMSIG(st) == SIGTERM);
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->ended_by() == "signal 15");
+    // The main thread and the three workers (0 to 3) are out of reach: 4 left out, and said.
+    bool said = false;
+    for (const auto& why : p->problems) said = said || why.find("the end record leaves out up to 4 thread(s)") == 0;
+    INFO("problems: " << p->problems.size() << (p->problems.empty() ? std::string() : ", first: " + p->problems[0]));
+    CHECK(said);
+    const std::string text = read_text(err);
+    INFO("stderr: " << text);
+    CHECK(text.find("leaves out up to 4 thread(s)") != std::string::npos);
+    // pmc summarize says it too, and exits 2 (a profile with problems).
+    auto r = pmc_test::run_command(std::string(PMC_TOOL_PATH) + " summarize " + path + " 2>&1");
+    CHECK(r.out.find("leaves out up to 4 thread(s)") != std::string::npos);
+    CHECK(r.status == 2);
+}
+
+namespace {
+
+/// Makes mmap(2) of exactly `bytes` fail with ENOMEM in this process from now on (seccomp, after no_new_privs).
+/// False where seccomp filters are not available (then nothing changed).
+bool fail_mmap_of(std::size_t bytes) {
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+    constexpr std::uint32_t arch = AUDIT_ARCH_X86_64;
+#else
+    constexpr std::uint32_t arch = AUDIT_ARCH_AARCH64;
+#endif
+    sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1])), // the length's low half (little-endian)
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(bytes), 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof code / sizeof code[0]), code};
+    return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+           ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
+#else
+    (void)bytes;
+    return false;
+#endif
+}
+
+} // namespace
+
+TEST_CASE("profiler: more threads than the end record's room and no memory for a larger one: the threads left out "
+          "are counted and said") {
+    TempDir dir;
+    const std::string path = dir.file("room.pmcprof"), err = dir.file("room.err");
+    constexpr int workers = 70; // with the main thread 71: 7 more than the 64 reserved at the start
+    std::fflush(nullptr);
+    const pid_t kid = ::fork();
+    REQUIRE(kid >= 0);
+    if (kid == 0) {
+        const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || ::dup2(fd, 2) < 0) std::_Exit(3);
+        pmc::ProfilerOptions o{path, {"wall-time"}};
+        o.measure_cost = false;
+        o.page_bytes = 4096;
+        auto* prof = new pmc::Profiler(o); // ended by exit()
+        const auto a = prof->label("a");
+        for (int k = 0; k < workers; ++k) std::thread([prof, a] { prof->integer(a, 1); }).join();
+        // The end record for 71 threads: the page header, its fixed part, 12 bytes a thread.
+        if (!fail_mmap_of(pf::page_header_bytes + 20 + 12 * (workers + 1))) std::_Exit(77);
+        std::exit(0);
+    }
+    int st = 0;
+    REQUIRE(::waitpid(kid, &st, 0) == kid);
+    REQUIRE(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 77) PMC_SKIP("seccomp filters are not available here (prctl PR_SET_SECCOMP failed)");
+    REQUIRE(WEXITSTATUS(st) == 0);
+    auto p = pmc::read_profile(path);
+    REQUIRE(p.ok());
+    CHECK(p->ended_by() == "exit()");
+    CHECK(p->threads.size() == workers + 1); // every thread's pages are read
+    bool said = false;
+    for (const auto& why : p->problems) said = said || why.find("the end record leaves out up to 7 thread(s)") == 0;
+    INFO("problems: " << p->problems.size() << (p->problems.empty() ? std::string() : ", first: " + p->problems[0]));
+    CHECK(said);
+    const std::string text = read_text(err);
+    INFO("stderr: " << text);
+    CHECK(text.find("leaves out up to 7 thread(s) (no memory for a larger end record") != std::string::npos);
 }

@@ -802,6 +802,36 @@ TEST_CASE("profiler: once a thread is warm, recording allocates nothing, page wr
 #endif
 }
 
+TEST_CASE("profiler: pause(), depth() and end_to() on a thread that never recorded allocate nothing and register "
+          "nothing (they are noexcept)") {
+#if !PMC_TEST_COUNTS_ALLOCATIONS
+    PMC_SKIP("built with AddressSanitizer, which replaces operator new itself: allocations are not counted");
+#else
+    TempDir dir;
+    pmc::ProfilerOptions o{dir.file("unregistered.pmcprof"), {"wall-time"}};
+    o.measure_cost = false;
+    std::size_t during = 0;
+    std::uint32_t depth = 1;
+    {
+        pmc::Profiler prof{o};
+        std::thread worker([&] { // a thread that has never recorded (into any profiler)
+            const std::size_t before = allocations;
+            { const auto paused = prof.pause(); }
+            depth = prof.depth();
+            prof.end_to(0);
+            during = allocations - before;
+        });
+        worker.join();
+    }
+    CHECK(during == 0);
+    CHECK(depth == 0);
+    auto p = pmc::read_profile(o.path);
+    REQUIRE(p.ok());
+    CHECK(p->problems.empty());
+    CHECK(p->threads.size() == 1); // the constructor's thread only
+#endif
+}
+
 TEST_CASE("profiler: the cost of one scope is measured and stored in the header") {
     TempDir dir;
     const std::string path = dir.file("cost.pmcprof");

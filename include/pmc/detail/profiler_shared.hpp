@@ -12,6 +12,8 @@
 #include <pmc/profile_format.hpp>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -124,7 +126,13 @@ struct ProfilerShared {
     /// The threads, newest first, each linked in by its own registration with no lock (link_thread) and owned
     /// here until the profiler ends. Walked with next_of() (the signal handler too).
     std::atomic<ProfilerThread*> head{nullptr};
-    std::atomic<std::uint32_t> next_thread{0}; ///< the next registering thread's number
+    std::atomic<std::uint32_t> next_thread{0}; ///< the next registering thread's number (registrations begun)
+    /// Registrations finished (linked, thread page written, the thread's exit hook holding the profiler): close()
+    /// waits until every registration begun before `closing` has finished, so that the thread is in its end record.
+    std::atomic<std::uint32_t> registered{0};
+    /// Set by close() first: a thread that begins registering after it records nothing (its pages are dropped) and
+    /// writes no thread page, so that nothing of it lands after the end record.
+    std::atomic<bool> closing{false};
     std::atomic<bool> closed{false};
     bool header_written = false; ///< the constructor's thread page waits for the header (under `mutex`)
     std::atomic<std::uint32_t> strings_pages{0}; ///< strings pages written (the next one's number; `strings_mutex`)
@@ -153,14 +161,21 @@ struct ProfilerShared {
     /// threads. A lock here (or a compare-exchange retried) ran other code on a thread that registered while another
     /// did: under pmc emulate --branches, its predictor then entered the first intervals in another state, and a
     /// label's modelled branch-misses changed by a few between runs of the same program (Docs: emulated-pmu.md).
+    /// Signals are blocked between the exchange and the link: a fatal signal's handler (or exit() called from one)
+    /// run there on this thread would find the older threads out of reach, and end the profile without them.
+    /// (Two system calls per thread, the same on every thread.)
     void link_thread(ProfilerThread& t) noexcept {
+        sigset_t all, old;
+        ::sigfillset(&all);
+        const bool masked = ::pthread_sigmask(SIG_BLOCK, &all, &old) == 0;
         t.next.store(linking(), std::memory_order_relaxed);
         ProfilerThread* older = head.exchange(&t, std::memory_order_acq_rel);
         t.next.store(older, std::memory_order_release);
+        if (masked) ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     }
-    /// The thread linked in before `t` (nullptr: none). Between link_thread's two stores, waits for the second
-    /// (bounded), unless `t` is the calling thread itself, interrupted there by a signal: the older threads are then
-    /// out of reach. Async-signal-safe.
+    /// The thread linked in before `t` (nullptr: none, or out of reach: cut_after(t)). Between link_thread's two
+    /// stores, waits for the second (bounded), unless `t` is the calling thread itself (link_thread blocks signals
+    /// there, so only a fault could bring a handler there) or the process is a fork() child. Async-signal-safe.
     ProfilerThread* next_of(const ProfilerThread& t) const noexcept {
         ProfilerThread* n = t.next.load(std::memory_order_acquire);
         if (n != linking()) return n;
@@ -171,6 +186,11 @@ struct ProfilerShared {
         while ((n = t.next.load(std::memory_order_acquire)) == linking() && profiler_elapsed_ns(start) < 1000000000L)
             ::sched_yield();
         return n == linking() ? nullptr : n;
+    }
+    /// Whether the walk stopped at `t` with older threads out of reach (next_of(t) gave nullptr while `t` was still
+    /// being linked): whatever was walked left them out.
+    static bool cut_after(const ProfilerThread& t) noexcept {
+        return t.next.load(std::memory_order_acquire) == linking();
     }
     /// f(thread) for every thread linked in, newest first.
     template <class F>
@@ -463,16 +483,25 @@ struct ProfilerShared {
     }
 
     /// Writes the end record: how the profile ended, and per thread the events and thread pages written (`pages`
-    /// gives them for a thread). Async-signal-safe.
+    /// gives them for a thread). Threads it cannot list (the list cut where a thread was being linked; no memory for
+    /// more than end_buf_threads) are counted in its header's thread field and said on stderr: never silently
+    /// short. Async-signal-safe.
     template <class Pages>
     void write_end_record(profile_format::EndHow how, std::uint32_t signal, Pages&& pages) noexcept {
         unsigned char* b = end_buf.load(std::memory_order_acquire);
         if (!b) return;
-        // The threads linked in by now (one snapshot of the list, walked twice); more than end_buf holds: a larger
-        // buffer mapped now (async-signal-safe), else the newest end_buf_threads.
+        // The threads linked in by now (one snapshot of the list, walked twice, the second time no further than
+        // the first); more than end_buf holds: a larger buffer mapped now (async-signal-safe), else the newest
+        // end_buf_threads.
         ProfilerThread* const newest = head.load(std::memory_order_acquire);
         std::size_t threads = 0;
-        for (ProfilerThread* t = newest; t; t = next_of(*t)) ++threads;
+        bool cut = false;
+        for (ProfilerThread* t = newest; t;) {
+            ++threads;
+            ProfilerThread* older = next_of(*t);
+            cut = cut || (!older && cut_after(*t));
+            t = older;
+        }
         std::size_t room = end_buf_threads, mapped = 0;
         if (threads > room) {
             const std::size_t bytes = profile_format::page_header_bytes + 20 + 12 * threads;
@@ -495,19 +524,46 @@ struct ProfilerShared {
         unsigned char* count_at = q;
         put32(0);
         std::uint32_t n = 0;
-        for (ProfilerThread* t = newest; t && n < room; t = next_of(*t), ++n) {
+        for (ProfilerThread* t = newest; t && n < room && n < threads; ++n) {
             const auto [events, infos] = pages(*t);
             put32(t->index);
             put32(events);
             put32(infos);
+            if (n + 1 < threads && n + 1 < room) t = next_of(*t);
         }
         std::memcpy(count_at, &n, 4);
+        // Left out: those past the room, and, past a cut, the threads registered that the walk did not reach (an
+        // upper bound: a registration under way counts too).
+        const std::uint32_t begun = next_thread.load(std::memory_order_acquire);
+        const auto walked = static_cast<std::uint32_t>(threads);
+        const std::uint32_t left_out =
+            (walked - n) + (cut && begun > walked ? begun - walked : 0);
         const auto payload = static_cast<std::uint32_t>(static_cast<std::size_t>(q - b) - profile_format::page_header_bytes);
-        profile_format::write_page_header(b, profile_format::PageKind::end, 0,
+        profile_format::write_page_header(b, profile_format::PageKind::end, left_out,
                                           end_pages.fetch_add(1, std::memory_order_relaxed),
                                           b + profile_format::page_header_bytes, payload, n);
         write_raw(b, profile_format::page_header_bytes + payload);
         if (mapped) ::munmap(b, mapped);
+        if (left_out > 0) say_left_out(left_out, cut);
+    }
+
+    /// On stderr, with write(2) only (async-signal-safe): the end record leaves `count` threads out, and why.
+    void say_left_out(std::uint32_t count, bool cut) const noexcept {
+        char number[16];
+        char* p = number + sizeof number;
+        std::uint32_t v = count;
+        do *--p = static_cast<char>('0' + v % 10);
+        while ((v /= 10) != 0);
+        const char* parts[] = {
+            "pmc profiler: the end record of ", path.c_str(), " leaves out up to ", p, " thread(s) (",
+            cut ? "the ending came while a thread was being linked in, on that thread: the threads before it were "
+                  "out of reach, and their unwritten pages are lost"
+                : "no memory for a larger end record: mmap failed",
+            "); the readers report it, and cannot check those threads' pages for losses\n"};
+        for (const char* part : parts) {
+            const std::size_t len = part == p ? static_cast<std::size_t>(number + sizeof number - p) : std::strlen(part);
+            (void)!::write(2, part, len);
+        }
     }
 
     /// exit() or a fatal signal (`signal`, 0 for exit()): writes every thread's committed events, then the calling
