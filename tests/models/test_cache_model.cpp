@@ -547,7 +547,9 @@ TEST_CASE("the plugin's fetch plan: a block's last instruction planned apart cou
     REQUIRE(apart.instructions == 1);
     REQUIRE(apart.refs.size() == 1);
     REQUIRE(apart.last.address == 0x1ffb);
-    REQUIRE(apart.last.tag == FetchRef::no_tag); // (it straddles two lines: always checked in full)
+    REQUIRE(apart.last.straddles()); // (it straddles two lines: a check for each)
+    REQUIRE(apart.last.tag != FetchRef::no_tag);
+    REQUIRE(apart.last.last_tag != FetchRef::no_tag);
 }
 
 TEST_CASE("split accesses: QEMU's pieces of one instruction are one access, a read-modify-write one read") {
