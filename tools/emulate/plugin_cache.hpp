@@ -452,7 +452,7 @@ __attribute__((noinline)) inline void on_run_from(ThreadModel* model, const Acce
 }
 /// QEMU's call after a run's last access (`data`: its AccessRun): every member's access, in program order, each
 /// at its offset from `address`. Each is a plain access of its own execution, so each is what a call of its own
-/// would have passed on. The common case is a leaf with no stack frame: the thread's model exists, no access waits,
+/// would have passed on. The common case is a leaf that saves one register: the thread's model exists, no access waits,
 /// no load sampler runs, Cachegrind's inclusion, and every member hits the most recent line of its D1 set. Then
 /// each member is one check (such hits change no state and nothing waits, so the order of counting is free) and
 /// the run's loads and stores are counted at the end; the first member that fails goes on in on_run_from.
@@ -463,10 +463,11 @@ inline void on_run(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, v
                              plugin_sampling::current != nullptr,
                          0))
         return on_run_from(t, run, 0, address);
-    for (auto s = run.steps.begin(); s != run.steps.end(); ++s)
-        if (__builtin_expect(!t->caches.small_hits_most_recent(address + static_cast<std::uint64_t>(s->offset), s->size),
-                             0))
+    for (auto s = run.steps.begin(); s != run.steps.end(); ++s) {
+        const std::uint64_t at = address + static_cast<std::uint64_t>(s->offset);
+        if (__builtin_expect(!t->caches.small_hits_most_recent(at, s->size), 0))
             return on_run_from(t, run, static_cast<std::size_t>(s - run.steps.begin()), address);
+    }
     t->caches.count_data_hits(pmc_model::Kind::read, run.reads);
     t->caches.count_data_hits(pmc_model::Kind::write, run.writes);
 }
@@ -490,7 +491,8 @@ inline void find_runs(Block& block, qemu_plugin_tb* tb, std::size_t n, bool last
         // (on_run's check takes each member's bytes within one D1 line uncut: every member has at most 8, but
         // should one ever have more, its run's members keep a call each)
         bool small = true;
-        for (const pmc_model::RunMember& m : found.members) small &= m.size >= 1 && m.size <= pmc_model::min_line_size;
+        for (const pmc_model::RunMember& m : found.members)
+            small = small && m.size >= 1 && m.size <= pmc_model::min_line_size;
         if (!small) continue;
         auto run = std::make_unique<AccessRun>();
         for (const pmc_model::RunMember& m : found.members) {

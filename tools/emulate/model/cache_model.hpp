@@ -387,7 +387,8 @@ public:
         ++counts_.l1[CacheCounts::at(kind)].accesses;
         return true;
     }
-    /// Whether counts_if_small_hit() may count: false under strict inclusion (as count_if_most_recent()).
+    /// Whether a D1 hit may be counted ahead of fetches that come first in the model's order (count_if_most_recent,
+    /// count_if_hit, the plugin's runs): not under strict inclusion, where a fetch's LL eviction can drop the line.
     bool counts_hits_early() const noexcept { return !strict_; }
     /// count_if_most_recent()'s check alone, for an access of 1 to min_line_size bytes where counts_hits_early():
     /// whether it is a hit on the most recent line of its D1 set. The caller counts it (count_data_hits).
