@@ -620,7 +620,8 @@ TEST_CASE("split accesses: QEMU's pieces of one instruction are one access, a re
 TEST_CASE("the plugin's merger, counting hits on the most recent line at once, counts as the merger with its sink") {
     // The plugin's path (plugin_cache.hpp): add_without_sink, else add() with the hierarchy; against the merger that
     // passes every access to its sink (the plugin before), on random instruction executions between blocks' fetches:
-    // one access, QEMU's pieces of a split one, read-modify-writes (in pieces too), two unrelated accesses, and
+    // one access, QEMU's pieces of a split one, read-modify-writes (in pieces too), two unrelated accesses, runs
+    // (each member's most-recent check, the run counted in bulk, the rest one by one from the first that fails), and
     // system calls (flush). count_now flips at random (the plugin's load sampler turns it off for loads).
     CacheConfig with_l2;
     with_l2.l2 = CacheGeometry{16384, 4, 64};
@@ -643,7 +644,8 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
             if (a.kind == Kind::write) plain.write(a.address, a.size);
             else plain.read(a.address, a.size);
         };
-        std::uint64_t block = 0, counted_at_once = 0, counted_alone = 0, counted_hits = 0, last = 0x10000000;
+        std::uint64_t block = 0, counted_at_once = 0, counted_alone = 0, counted_hits = 0, counted_in_runs = 0,
+                      last = 0x10000000;
         // `alone`: the instruction's only access (the plugin's on_single_access and run members):
         // add_alone_without_sink first, then add_alone_if_hit (any D1 hit counted at once), then add().
         const auto access = [&](std::uint64_t execution, Kind kind, std::uint64_t address, std::uint32_t size,
@@ -678,6 +680,38 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
                 quick_merger.flush(quick_sink);
                 plain_merger.flush(plain_sink);
                 require_same(quick.counts(), plain.counts());
+                continue;
+            }
+            if (what == 15) { // a run of stack accesses, as the plugin's on_run and on_run_from pass it on
+                const std::uint64_t members = 2 + random() % 4, top = last + random() % 48;
+                std::vector<std::pair<Kind, std::uint32_t>> run; // each member's kind and size (1 to 8 bytes)
+                std::uint64_t reads = 0, writes = 0;
+                for (std::uint64_t k = 0; k < members; ++k) {
+                    run.emplace_back(random() % 2 ? Kind::write : Kind::read, std::uint32_t{1} << (random() % 4));
+                    ++(run.back().first == Kind::write ? writes : reads);
+                }
+                const auto at = [&](std::uint64_t k) { return top - 8 * (members - 1 - k); }; // pushes, say
+                std::uint64_t first = 0; // on_run: every member one check, if nothing waits and nothing samples
+                if (!quick_merger.waiting() && quick.counts_hits_early() && random() % 8 != 0)
+                    while (first < members && quick.small_hits_most_recent(at(first), run[first].second)) ++first;
+                std::uint64_t first_reads = 0; // on_run_from: the members checked before it counted, in bulk
+                for (std::uint64_t k = 0; k < first; ++k) first_reads += run[k].first == Kind::read ? 1 : 0;
+                if (first == members) {
+                    quick.count_data_hits(Kind::read, reads);
+                    quick.count_data_hits(Kind::write, writes);
+                    counted_in_runs += members;
+                } else {
+                    quick.count_data_hits(Kind::read, first_reads);
+                    quick.count_data_hits(Kind::write, first - first_reads);
+                }
+                for (std::uint64_t k = 0; k < members; ++k) {
+                    // (executions of their own, as the plugin's members are instructions of their own)
+                    const std::uint64_t execution = std::uint64_t{1} << 62 | static_cast<std::uint64_t>(i) << 3 | k;
+                    if (k >= first && first < members) access(execution, run[k].first, at(k), run[k].second, true);
+                    else plain_merger.add(execution, 0x400000, run[k].first == Kind::write, at(k), run[k].second,
+                                          plain_sink);
+                }
+                last = top;
                 continue;
             }
             const std::uint64_t execution = (block << 10) | static_cast<std::uint64_t>(i % 1024);
@@ -716,11 +750,13 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
         plain_merger.flush(plain_sink);
         require_same(quick.counts(), plain.counts());
         REQUIRE(plain.counts().D1mr() > 1000);
-        CAPTURE(counted_at_once, counted_alone, counted_hits);
-        if (c.inclusion == Inclusion::strict) REQUIRE(counted_at_once + counted_alone + counted_hits == 0);
+        CAPTURE(counted_at_once, counted_alone, counted_hits, counted_in_runs);
+        if (c.inclusion == Inclusion::strict)
+            REQUIRE(counted_at_once + counted_alone + counted_hits + counted_in_runs == 0);
         else REQUIRE(counted_at_once > 5000); // the path under test was taken (9,020 to 57,083 here)
         if (c.inclusion != Inclusion::strict) REQUIRE(counted_alone > 1000); // and the lean one (2,113 to 9,495)
         if (c.inclusion != Inclusion::strict) REQUIRE(counted_hits > 100);    // and any D1 hit of a lone access
+        if (c.inclusion != Inclusion::strict) REQUIRE(counted_in_runs > 1000); // and whole runs by their checks
     }
 }
 

@@ -222,7 +222,9 @@ struct RunStep {
     bool store;
 };
 struct AccessRun {
-    std::vector<RunStep> steps; ///< in program order
+    std::vector<RunStep> steps; ///< in program order, each of 1 to pmc_model::min_line_size bytes (find_runs)
+    std::uint32_t reads = 0;    ///< how many of them load
+    std::uint32_t writes = 0;   ///< and store
 };
 /// What a block's call per execution reads, in one allocation (made by make()): the block's counts, then the hit
 /// checks of its planned fetches (an I1 set's most-recent slot and the tag that says the line is there: one per
@@ -431,17 +433,43 @@ __attribute__((always_inline)) inline void pass_member(ThreadModel& t, const Run
         return;
     pass_access<kind>(t, *s.instruction, address, s.size);
 }
-/// QEMU's call after a run's last access (`data`: its AccessRun): every member's access, in program order, each
-/// at its offset from `address`. Each is a plain access of its own execution, so each is what a call of its own
-/// would have passed on.
-inline void on_run(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
-    const auto& run = *static_cast<const AccessRun*>(data);
-    ThreadModel& t = this_thread();
-    for (const RunStep& s : run.steps) {
+/// on_run's work from member `first` on, each member as a call of its own would pass it on (pass_member); the
+/// members before it were hits on the most recent line of their D1 sets, which on_run checked and this counts.
+/// (`model`: the thread's, or null before its first block, when this makes it: on_run's common case stays a leaf.)
+__attribute__((noinline)) inline void on_run_from(ThreadModel* model, const AccessRun& run, std::size_t first,
+                                                  std::uint64_t address) {
+    ThreadModel& t = model ? *model : this_thread();
+    std::uint64_t reads = 0;
+    for (std::size_t i = 0; i < first; ++i) reads += run.steps[i].store ? 0 : 1;
+    t.caches.count_data_hits(pmc_model::Kind::read, reads);
+    t.caches.count_data_hits(pmc_model::Kind::write, first - reads);
+    for (std::size_t i = first; i < run.steps.size(); ++i) {
+        const RunStep& s = run.steps[i];
         const std::uint64_t at = address + static_cast<std::uint64_t>(s.offset);
         if (s.store) pass_member<pmc_model::Kind::write>(t, s, at);
         else pass_member<pmc_model::Kind::read>(t, s, at);
     }
+}
+/// QEMU's call after a run's last access (`data`: its AccessRun): every member's access, in program order, each
+/// at its offset from `address`. Each is a plain access of its own execution, so each is what a call of its own
+/// would have passed on. The common case is a leaf that saves one register: the thread's model exists, no access waits,
+/// no load sampler runs, Cachegrind's inclusion, and every member hits the most recent line of its D1 set. Then
+/// each member is one check (such hits change no state and nothing waits, so the order of counting is free) and
+/// the run's loads and stores are counted at the end; the first member that fails goes on in on_run_from.
+inline void on_run(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
+    const auto& run = *static_cast<const AccessRun*>(data);
+    ThreadModel* t = threads::this_thread_if_made();
+    if (__builtin_expect(t == nullptr || t->merger.waiting() || !t->caches.counts_hits_early() ||
+                             plugin_sampling::current != nullptr,
+                         0))
+        return on_run_from(t, run, 0, address);
+    for (auto s = run.steps.begin(); s != run.steps.end(); ++s) {
+        const std::uint64_t at = address + static_cast<std::uint64_t>(s->offset);
+        if (__builtin_expect(!t->caches.small_hits_most_recent(at, s->size), 0))
+            return on_run_from(t, run, static_cast<std::size_t>(s - run.steps.begin()), address);
+    }
+    t->caches.count_data_hits(pmc_model::Kind::read, run.reads);
+    t->caches.count_data_hits(pmc_model::Kind::write, run.writes);
 }
 
 /// At translation: the block's runs on the stack (model/access_runs.hpp), each member marked in block.run_of. A last instruction
@@ -460,9 +488,16 @@ inline void find_runs(Block& block, qemu_plugin_tb* tb, std::size_t n, bool last
         if (accesses[i].base != 4) accesses[i].member = false;
     }
     for (const pmc_model::AccessRun& found : pmc_model::find_access_runs(accesses)) {
+        // (on_run's check takes each member's bytes within one D1 line uncut: every member has at most 8, but
+        // should one ever have more, its run's members keep a call each)
+        bool small = true;
+        for (const pmc_model::RunMember& m : found.members)
+            small = small && m.size >= 1 && m.size <= pmc_model::min_line_size;
+        if (!small) continue;
         auto run = std::make_unique<AccessRun>();
         for (const pmc_model::RunMember& m : found.members) {
             run->steps.push_back(RunStep{&block.each[m.index], m.offset, m.size, m.store});
+            ++(m.store ? run->writes : run->reads);
             block.run_of[m.index] = run.get();
         }
         block.runs.push_back(std::move(run));

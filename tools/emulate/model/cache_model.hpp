@@ -194,6 +194,12 @@ public:
         if (((address + cut - 1) >> line_bits_) != line) return false;
         return most_recent_[line & set_mask_] == line + 1;
     }
+    /// hits_most_recent() for an access of 1 to min_line_size bytes, which no level cuts: no size test at all.
+    __attribute__((always_inline)) bool small_hits_most_recent(std::uint64_t address,
+                                                               std::uint32_t size) const noexcept {
+        const std::uint64_t line = address >> line_bits_;
+        return ((address + size - 1) >> line_bits_) == line && most_recent_[line & set_mask_] == line + 1;
+    }
     /// Uses `line` if it is held (a hit: it becomes its set's most recent) and returns true; false, with nothing
     /// changed, if it would miss.
     bool touch_if_held(std::uint64_t line) noexcept {
@@ -380,6 +386,15 @@ public:
         if (strict_ || ((address + size - 1) >> d1_.line_bits()) != line || !d1_.touch_if_held(line)) return false;
         ++counts_.l1[CacheCounts::at(kind)].accesses;
         return true;
+    }
+    /// Whether a D1 hit may be counted ahead of fetches that come first in the model's order (count_if_most_recent,
+    /// count_if_hit, the plugin's runs): not under strict inclusion, where a fetch's LL eviction can drop the line.
+    bool counts_hits_early() const noexcept { return !strict_; }
+    /// count_if_most_recent()'s check alone, for an access of 1 to min_line_size bytes where counts_hits_early():
+    /// whether it is a hit on the most recent line of its D1 set. The caller counts it (count_data_hits).
+    __attribute__((always_inline)) bool small_hits_most_recent(std::uint64_t address,
+                                                               std::uint32_t size) const noexcept {
+        return d1_.small_hits_most_recent(address, size);
     }
     /// Takes back a count_if_most_recent() that returned true (it changed nothing but that count).
     void uncount_most_recent(Kind kind) noexcept { --counts_.l1[CacheCounts::at(kind)].accesses; }
@@ -651,6 +666,8 @@ public:
         }
         return caches.count_if_hit(kind, address, size);
     }
+    /// Whether an access waits for the next one (then add_alone_without_sink() declines whatever the access).
+    bool waiting() const noexcept { return state_ == State::waiting; }
     template <class Sink>
     void flush(Sink&& sink) {
         if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
