@@ -66,6 +66,7 @@ struct Block {
     // Precomputed for the call at each execution, which then branches on nothing but the pending branch:
     std::uint32_t branches;  ///< 1 if it ends with a branch (kind != none), else 0
     const Block* to_settle;  ///< this block if its branch is conditional or indirect (settled by the next block)
+    std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the instruction count (qemu_plugin.cpp)
     void prepare() {
         branches = kind != Kind::none ? 1 : 0;
         to_settle = kind == Kind::conditional || kind == Kind::indirect ? this : nullptr;
@@ -145,8 +146,11 @@ inline void on_last_instruction(unsigned int, void* data) {
     branch_executed(threads::this_thread(), *static_cast<const Block*>(data));
 }
 
-/// At translation (n instructions; `last_may_be_taken_out`: see on_last_instruction).
-inline void translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_out) {
+/// At translation (n instructions; `last_may_be_taken_out`: see on_last_instruction). `block_callback` is called at
+/// each execution of the block: on_block, or (plugin API 1) qemu_plugin.cpp's wrapper that also adds the block's
+/// `counted` instructions, so that the block costs one call, not two. Returns the block that call receives.
+inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_out,
+                        void (*block_callback)(unsigned int, void*)) {
     qemu_plugin_insn* last = qemu_plugin_tb_get_insn(tb, n - 1);
     auto block = std::make_unique<Block>();
     block->start = qemu_plugin_tb_vaddr(tb);
@@ -171,10 +175,12 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_
         block->prepare();
         qemu_plugin_register_vcpu_insn_exec_cb(last, on_last_instruction, QEMU_PLUGIN_CB_NO_REGS, alone.get());
     }
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    Block* called = block.get();
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, block_callback, QEMU_PLUGIN_CB_NO_REGS, called);
     std::lock_guard<std::mutex> hold(blocks_lock);
     blocks.push_back(std::move(block));
     if (alone) blocks.push_back(std::move(alone));
+    return called;
 }
 
 /// This thread's count of a branch event (pmc/detail/emulated.hpp's Event codes 12 and 13), exact at a system call;
