@@ -66,10 +66,13 @@ struct Block {
     // Precomputed for the call at each execution, which then branches on nothing but the pending branch:
     std::uint32_t branches;  ///< 1 if it ends with a branch (kind != none), else 0
     const Block* to_settle;  ///< this block if its branch is conditional or indirect (settled by the next block)
+    std::uint32_t slot = 0;  ///< the predictor's index bits of `pc` (BranchPredictor::*_slot)
     std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the instruction count (qemu_plugin.cpp)
     void prepare() {
         branches = kind != Kind::none ? 1 : 0;
         to_settle = kind == Kind::conditional || kind == Kind::indirect ? this : nullptr;
+        slot = kind == Kind::conditional ? pmc_model::BranchPredictor::conditional_slot(pc, settings.zero_low_bits)
+                                         : pmc_model::BranchPredictor::indirect_slot(pc, settings.zero_low_bits);
     }
 };
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
@@ -115,11 +118,11 @@ using ThreadBranches = threads::Thread;
 /// Where execution went after `b`'s branch: to `to`.
 inline void settle(ThreadBranches& t, const Block& b, std::uint64_t to) {
 #if defined(PMC_PLUGIN_FAULT_BRANCH_SENSE) // the planted fault (tests/emulate): taken and not taken swapped
-    if (b.kind == Kind::conditional) t.predictor.conditional(b.pc, to == b.next);
+    if (b.kind == Kind::conditional) t.predictor.conditional_at(b.slot, to == b.next);
 #else
-    if (b.kind == Kind::conditional) t.predictor.conditional(b.pc, to != b.next);
+    if (b.kind == Kind::conditional) t.predictor.conditional_at(b.slot, to != b.next);
 #endif
-    else t.predictor.indirect(b.pc, to);
+    else t.predictor.indirect_at(b.slot, to);
 }
 
 /// The branch `b` ends with has executed: counted, and left for the next block to settle. The counts are published
@@ -133,11 +136,19 @@ inline void branch_executed(ThreadBranches& t, const Block& b) {
 }
 
 /// At each execution of a block: settles the previous block's branch, then counts this one's.
-inline void on_block(unsigned int, void* data) {
+inline void on_block(unsigned int, void* data);
+/// A thread's first block: its model made, then the block as on_block does it (kept out of on_block, which then
+/// saves no register: a leaf but for the publication every 1,024 branches).
+__attribute__((noinline)) inline void on_first_block(unsigned int vcpu, void* data) {
+    threads::this_thread();
+    on_block(vcpu, data);
+}
+inline void on_block(unsigned int vcpu, void* data) {
     const auto* b = static_cast<const Block*>(data);
-    ThreadBranches& t = threads::this_thread();
-    if (const Block* p = t.pending) settle(t, *p, b->start);
-    branch_executed(t, *b);
+    ThreadBranches* t = threads::this_thread_if_made();
+    if (__builtin_expect(t == nullptr, 0)) return on_first_block(vcpu, data);
+    if (const Block* p = t->pending) settle(*t, *p, b->start);
+    branch_executed(*t, *b);
 }
 /// The branch of a block whose last listed instruction QEMU 7.2 may take out again (qemu_plugin.cpp's
 /// may_be_taken_out): counted by that instruction's own call, which QEMU drops with the instruction. If it was taken
