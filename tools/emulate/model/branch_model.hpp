@@ -49,16 +49,14 @@ public:
     }
     /// The same, from the branch's conditional_slot.
     bool conditional_at(std::uint32_t slot, bool taken) noexcept {
-        constexpr std::uint64_t history_mask = (1u << history_bits) - 1;
-        const std::size_t index = static_cast<std::size_t>(((history_ & history_mask) << address_bits) | slot);
-        std::uint8_t& counter = counters_[index];
-        const unsigned now = counter, outcome = taken ? 1u : 0u;
-        const bool miss = (now >> 1) != outcome; // 2 and 3 predict taken
-        counter = next_counter[now * 2 + outcome];
-        history_ = (history_ << 1) | outcome;
+        const unsigned outcome = taken ? 1u : 0u;
+        std::uint8_t& counter = counters_[history_row_ | slot];
+        const unsigned at = counter * 2u + outcome;
+        counter = counter_after[at];
+        history_row_ = ((history_row_ << 1) | (outcome << address_bits)) & history_row_mask;
         ++counts_.conditional;
-        counts_.conditional_misses += miss ? 1 : 0;
-        return miss;
+        counts_.conditional_misses += counter_after[8 + at];
+        return counter_after[8 + at] != 0;
     }
 
     /// An indirect branch (or return) at `pc` going to `target`: true if the predictor got it wrong.
@@ -78,11 +76,14 @@ public:
     const BranchCounts& counts() const noexcept { return counts_; }
 
 private:
-    /// A two-bit counter's next value, by (counter * 2 + taken): up when taken, down when not, saturating at 0 and 3.
-    static constexpr std::uint8_t next_counter[8] = {0, 1, 0, 2, 1, 3, 2, 3};
+    /// By (counter * 2 + taken): a two-bit counter's next value (up when taken, down when not, saturating at 0 and
+    /// 3); 8 further, whether it mispredicted (2 and 3 predict taken). One table: one address to form.
+    static constexpr std::uint8_t counter_after[16] = {0, 1, 0, 2, 1, 3, 2, 3, /**/ 0, 1, 0, 1, 1, 0, 1, 0};
+    static constexpr std::uint32_t history_row_mask = ((1u << history_bits) - 1) << address_bits;
 
     unsigned shift_;
-    std::uint64_t history_ = 0;
+    /// The last history_bits outcomes (newest lowest) shifted above the address bits: the counter's row.
+    std::uint32_t history_row_ = 0;
     std::array<std::uint8_t, std::size_t{1} << (history_bits + address_bits)> counters_{};
     std::array<std::uint64_t, std::size_t{1} << target_table_bits> targets_{};
     BranchCounts counts_;
