@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace pmc_model {
@@ -51,7 +52,7 @@ public:
     bool conditional_at(std::uint32_t slot, bool taken) noexcept {
         const unsigned outcome = taken ? 1u : 0u;
         std::uint8_t& counter = counters_[history_row_ | slot];
-        const unsigned at = counter * 2u + outcome;
+        const std::size_t at = std::size_t{counter} * 2 + outcome; // (a size_t: 8 + at is then an address offset)
         counter = counter_after[at];
         history_row_ = ((history_row_ << 1) | (outcome << address_bits)) & history_row_mask;
         ++counts_.conditional;
