@@ -2682,6 +2682,13 @@ TEST_CASE("vCPU slots are reused as threads come and go (a plugin with 4 slots, 
     CHECK(r.status == 0);
     CHECK_THAT(r.out, ContainsSubstring("churn: every interval exact on all 12 threads"));
     CHECK_THAT(r.out, !ContainsSubstring("share one count"));
+    // Under --branches plugin API 1 counts a block's instructions in the branch model's call, which finds a slot
+    // that is not the index's own out of line (on_branch_block_slowly).
+    const auto b = pmc_test::run_command("PMC_EMULATE_LIBDIR='" PMC_PLUGIN_VARIANTS "slots' '" + pmc_tool +
+                                         "' emulate --branches -- '" + target + "' churn 2>&1");
+    INFO(b.out);
+    CHECK(b.status == 0);
+    CHECK_THAT(b.out, ContainsSubstring("churn: every interval exact on all 12 threads"));
 }
 
 TEST_CASE("a request naming memory the program cannot write is refused, not a crash", "[emulate]") {

@@ -175,7 +175,8 @@ int main() {
                 0x7f0000000000 + static_cast<std::uint64_t>(t) * 0x100000,
                 [t, &round] {
                     plugin_cache::on_block(0, block.plan.get());
-                    plugin_branches::on_block(0, const_cast<plugin_branches::Block*>(&branch_block_at(t, round++)));
+                    const plugin_branches::Block& b = branch_block_at(t, round++);
+                    plugin_branches::each_execution(b)(0, const_cast<plugin_branches::Block*>(&b));
                 },
                 [](qemu_plugin_meminfo_t info, std::uint64_t address, const plugin_cache::Instruction* insn) {
                     plugin_cache::on_memory(0, info, address, const_cast<plugin_cache::Instruction*>(insn));
@@ -234,7 +235,8 @@ int main() {
     const auto run = [](int from, int to) {
         for (int r = from; r < to; ++r) {
             plugin_cache::on_block(0, block.plan.get());
-            plugin_branches::on_block(0, const_cast<plugin_branches::Block*>(&branch_block_at(0, r)));
+            const plugin_branches::Block& b = branch_block_at(0, r);
+            plugin_branches::each_execution(b)(0, const_cast<plugin_branches::Block*>(&b));
         }
     };
     run(0, 100);

@@ -63,12 +63,16 @@ struct Block {
     std::uint64_t pc;    ///< its last instruction's address
     std::uint64_t next;  ///< the address after it: a conditional branch's fall-through
     Kind kind;           ///< what the last instruction is (none: not a branch, or counted by its own call)
-    // Precomputed for the call at each execution, which then branches on nothing but the pending branch:
+    // Precomputed at translation (each_execution picks the call by them):
     std::uint32_t branches;  ///< 1 if it ends with a branch (kind != none), else 0
     const Block* to_settle;  ///< this block if its branch is conditional or indirect (settled by the next block)
+    std::uint32_t slot = 0;  ///< the predictor's index bits of `pc` (BranchPredictor::*_slot)
+    std::uint64_t counted = 0; ///< plugin API 1: what the block adds to the instruction count (qemu_plugin.cpp)
     void prepare() {
         branches = kind != Kind::none ? 1 : 0;
         to_settle = kind == Kind::conditional || kind == Kind::indirect ? this : nullptr;
+        slot = kind == Kind::conditional ? pmc_model::BranchPredictor::conditional_slot(pc, settings.zero_low_bits)
+                                         : pmc_model::BranchPredictor::indirect_slot(pc, settings.zero_low_bits);
     }
 };
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
@@ -114,39 +118,72 @@ using ThreadBranches = threads::Thread;
 /// Where execution went after `b`'s branch: to `to`.
 inline void settle(ThreadBranches& t, const Block& b, std::uint64_t to) {
 #if defined(PMC_PLUGIN_FAULT_BRANCH_SENSE) // the planted fault (tests/emulate): taken and not taken swapped
-    if (b.kind == Kind::conditional) t.predictor.conditional(b.pc, to == b.next);
+    if (b.kind == Kind::conditional) t.predictor.conditional_at(b.slot, to == b.next);
 #else
-    if (b.kind == Kind::conditional) t.predictor.conditional(b.pc, to != b.next);
+    if (b.kind == Kind::conditional) t.predictor.conditional_at(b.slot, to != b.next);
 #endif
-    else t.predictor.indirect(b.pc, to);
+    else t.predictor.indirect_at(b.slot, to);
 }
 
-/// The branch `b` ends with has executed: counted, and left for the next block to settle. The counts are published
-/// every publish_every branches (where the count's bit 10 flips: no block counter to keep, as the cache model does).
-inline void branch_executed(ThreadBranches& t, const Block& b) {
+/// A block's branch has executed: counted (`branches`: 1, or 0 for a block that ends with none), and `settles` (the
+/// block if its branch is conditional or indirect, else null) left for the next block to settle. The counts are
+/// published every publish_every branches (where the count's bit 10 flips: no block counter to keep, as the cache
+/// model does).
+inline void branch_executed(ThreadBranches& t, std::uint64_t branches, const Block* settles) {
     const std::uint64_t before = t.branches;
-    t.branches = before + b.branches;
-    t.pending = b.to_settle;
+    t.branches = before + branches;
+    t.pending = settles;
     static_assert(ThreadBranches::publish_every == 1024, "bit 10");
     if (__builtin_expect(((before ^ t.branches) & ThreadBranches::publish_every) != 0, 0)) t.publish();
 }
 
-/// At each execution of a block: settles the previous block's branch, then counts this one's.
-inline void on_block(unsigned int, void* data) {
-    const auto* b = static_cast<const Block*>(data);
-    ThreadBranches& t = threads::this_thread();
-    if (const Block* p = t.pending) settle(t, *p, b->start);
-    branch_executed(t, *b);
+/// What a block ends with, as its call per execution needs it: a conditional or indirect branch (to settle at the
+/// next block), a direct jump or call or a return (counted, nothing to settle), or no branch.
+enum class Ending { to_settle, settled, no_branch };
+
+/// At each execution of a block that ends as `ending`: settles the previous block's branch, then counts this one's.
+/// The call is picked at translation (each_execution), so it reads nothing of its block but the start.
+template <Ending ending>
+void on_block(unsigned int vcpu, void* data);
+/// A thread's first block: its model made, then the block as on_block does it (kept out of on_block, which then
+/// saves no register: a leaf but for the publication every 1,024 branches).
+template <Ending ending>
+__attribute__((noinline)) void on_first_block(unsigned int vcpu, void* data) {
+    threads::this_thread();
+    on_block<ending>(vcpu, data);
 }
+template <Ending ending>
+void on_block(unsigned int vcpu, void* data) {
+    const auto* b = static_cast<const Block*>(data);
+    ThreadBranches* t = threads::this_thread_if_made();
+    if (__builtin_expect(t == nullptr, 0)) return on_first_block<ending>(vcpu, data);
+    if (const Block* p = t->pending) settle(*t, *p, b->start);
+    branch_executed(*t, ending == Ending::no_branch ? 0 : 1, ending == Ending::to_settle ? b : nullptr);
+}
+
+/// The call per execution for each ending: the model's own, or (plugin API 1) qemu_plugin.cpp's, which also add
+/// the block's `counted` instructions, so that a block costs one call, not two.
+struct BlockCallbacks {
+    qemu_plugin_vcpu_udata_cb_t to_settle, settled, no_branch;
+};
+inline constexpr BlockCallbacks model_callbacks{on_block<Ending::to_settle>, on_block<Ending::settled>,
+                                                on_block<Ending::no_branch>};
+/// The call for each execution of `b`.
+inline qemu_plugin_vcpu_udata_cb_t each_execution(const Block& b, const BlockCallbacks& each = model_callbacks) {
+    return b.to_settle ? each.to_settle : b.branches != 0 ? each.settled : each.no_branch;
+}
+
 /// The branch of a block whose last listed instruction QEMU 7.2 may take out again (qemu_plugin.cpp's
 /// may_be_taken_out): counted by that instruction's own call, which QEMU drops with the instruction. If it was taken
 /// out, it starts the next block, which counts it.
 inline void on_last_instruction(unsigned int, void* data) {
-    branch_executed(threads::this_thread(), *static_cast<const Block*>(data));
+    const auto* b = static_cast<const Block*>(data);
+    branch_executed(threads::this_thread(), b->branches, b->to_settle);
 }
 
-/// At translation (n instructions; `last_may_be_taken_out`: see on_last_instruction).
-inline void translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_out) {
+/// At translation (n instructions; `last_may_be_taken_out`: see on_last_instruction). The block's call per
+/// execution is one of `each` (each_execution). Returns the block that call receives.
+inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_out, const BlockCallbacks& each) {
     qemu_plugin_insn* last = qemu_plugin_tb_get_insn(tb, n - 1);
     auto block = std::make_unique<Block>();
     block->start = qemu_plugin_tb_vaddr(tb);
@@ -171,10 +208,12 @@ inline void translate(qemu_plugin_tb* tb, std::size_t n, bool last_may_be_taken_
         block->prepare();
         qemu_plugin_register_vcpu_insn_exec_cb(last, on_last_instruction, QEMU_PLUGIN_CB_NO_REGS, alone.get());
     }
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, block.get());
+    Block* called = block.get();
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, each_execution(*called, each), QEMU_PLUGIN_CB_NO_REGS, called);
     std::lock_guard<std::mutex> hold(blocks_lock);
     blocks.push_back(std::move(block));
     if (alone) blocks.push_back(std::move(alone));
+    return called;
 }
 
 /// This thread's count of a branch event (pmc/detail/emulated.hpp's Event codes 12 and 13), exact at a system call;

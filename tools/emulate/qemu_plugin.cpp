@@ -213,10 +213,15 @@ void keep_only(unsigned vcpu) {
         }
 }
 void on_block(unsigned int vcpu, void* insns);
-/// The block's count: with the cache model on (`cached`), folded into its call per block (one call, not two).
-void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block* cached) {
+/// The block's count: with the cache model on (`cached`), folded into its call per block (one call, not two); else
+/// with the branch model on (`branched`), folded into its call per block the same way.
+void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block* cached, plugin_branches::Block* branched) {
     if (cached) {
         cached->plan->counted = n;
+        return;
+    }
+    if (branched) {
+        branched->counted = n;
         return;
     }
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS,
@@ -266,7 +271,7 @@ void keep_only(unsigned vcpu) {
     for (unsigned i = 0; i < live.size(); ++i)
         if (i != vcpu) live[i] = 0;
 }
-void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block*);
+void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block*, plugin_branches::Block*);
 bool start_counting() {
     board = qemu_plugin_scoreboard_new(sizeof(Counts));
     return board != nullptr;
@@ -306,8 +311,29 @@ void on_cached_block(unsigned int vcpu, void* block) {
     vcpu_state(vcpu).instructions += block_weight * static_cast<const plugin_cache::BlockPlan*>(block)->counted;
     plugin_cache::on_block(vcpu, block);
 }
+/// on_branch_block for a thread whose slot is not its index's own.
+template <void (*model)(unsigned int, void*)>
+__attribute__((noinline)) void on_branch_block_slowly(unsigned int vcpu, void* block) {
+    find_slot(vcpu).instructions += block_weight * static_cast<const plugin_branches::Block*>(block)->counted;
+    model(vcpu, block);
+}
+/// The branch model's call per block (`model`, by how the block ends), with the block's count (count_block) folded
+/// in. (The slot that is not the index's own is found out of line: this call then saves no register.)
+template <void (*model)(unsigned int, void*)>
+void on_branch_block(unsigned int vcpu, void* block) {
+    Vcpu& own = vcpus[vcpu & (slot_count - 1)];
+    if (__builtin_expect(own.owner.load(std::memory_order_relaxed) != vcpu + 1, 0))
+        return on_branch_block_slowly<model>(vcpu, block);
+    own.instructions += block_weight * static_cast<const plugin_branches::Block*>(block)->counted;
+    model(vcpu, block);
+}
+using plugin_branches::Ending;
+constexpr plugin_branches::BlockCallbacks counting_branch_callbacks{
+    on_branch_block<plugin_branches::on_block<Ending::to_settle>>,
+    on_branch_block<plugin_branches::on_block<Ending::settled>>,
+    on_branch_block<plugin_branches::on_block<Ending::no_branch>>};
 #else
-void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block*) {
+void count_block(qemu_plugin_tb* tb, std::size_t n, plugin_cache::Block*, plugin_branches::Block*) {
     qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64,
                                                       qemu_plugin_u64{board, offsetof(Counts, instructions)},
                                                       block_weight * n);
@@ -384,13 +410,19 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
     if (n == 0) return;
 #if PMC_PLUGIN_API == 1
     const auto cached_block_callback = on_cached_block;
+    // With both models on, the cache model's call counts the block, and the branch model's adds nothing.
+    const plugin_branches::BlockCallbacks& branch_callbacks =
+        plugin_cache::settings.on ? plugin_branches::model_callbacks : counting_branch_callbacks;
 #else
     const auto cached_block_callback = plugin_cache::on_block;
+    const plugin_branches::BlockCallbacks& branch_callbacks = plugin_branches::model_callbacks;
 #endif
     plugin_cache::Block* cached = nullptr; // (pmc emulate --cache)
     if (plugin_cache::settings.on)
         cached = plugin_cache::translate(tb, n, target_x86, cached_block_callback, may_be_taken_out(tb, n));
-    if (plugin_branches::settings.on) plugin_branches::translate(tb, n, may_be_taken_out(tb, n)); // (--branches)
+    plugin_branches::Block* branched = nullptr; // (pmc emulate --branches)
+    if (plugin_branches::settings.on)
+        branched = plugin_branches::translate(tb, n, may_be_taken_out(tb, n), branch_callbacks);
     if (!guest_base_known.load(std::memory_order_acquire)) {
         const qemu_plugin_insn* first = qemu_plugin_tb_get_insn(tb, 0);
         const auto host = reinterpret_cast<std::intptr_t>(qemu_plugin_insn_haddr(first));
@@ -409,11 +441,11 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
         }
     }
     if (may_be_taken_out(tb, n)) {
-        count_block(tb, n - 1, cached);
+        count_block(tb, n - 1, cached, branched);
         count_instruction(qemu_plugin_tb_get_insn(tb, n - 1));
         return;
     }
-    count_block(tb, n, cached);
+    count_block(tb, n, cached, branched);
 }
 
 // ---- guest memory, read and written without trusting the program's pointers ----
