@@ -567,6 +567,10 @@ void pin_qemu_allocator(std::vector<std::string>& env, std::vector<std::string>&
     *callers += (callers->size() > name.size() ? ":" : "") + std::string(em::qemu_tunables);
 }
 
+/// PMC_EMULATE_PLUGIN's value is a whole number of these bytes (start_emulated's filler argument, which the plugin
+/// ignores).
+constexpr std::size_t plugin_text_period = 1024;
+
 } // namespace
 
 pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector<std::string>& original,
@@ -583,7 +587,12 @@ pmc::Result<pid_t> start_emulated(Job& job, const Emulator& e, const std::vector
                                               e.qemu + ", which emulates " + e.target +
                                               " programs.\nFix: give --qemu (or PMC_QEMU) a qemu-" + ours +
                                               ", or neither: pmc emulate then takes qemu-" + ours + " from PATH");
-    const std::string plugin = e.plugin + plugin_args;
+    // The plugin's path and arguments, filled up to one length whatever the models and their geometry: the program
+    // sees them in PMC_EMULATE_PLUGIN, and one that reads each variable (Python's os.environ, Perl's %ENV) would
+    // otherwise do other work under --cache, --branches or another geometry (strlen of a variable follows its length).
+    std::string plugin = e.plugin + plugin_args;
+    const std::size_t filled = plugin.size() + sizeof(",pad=") - 1;
+    plugin += ",pad=" + std::string((plugin_text_period - filled % plugin_text_period) % plugin_text_period, '.');
     // QEMU gets the environment without LD_PRELOAD; the command gets it back, with the preload library first.
     std::vector<std::string> env;
     std::string preload = e.preload;

@@ -25,6 +25,8 @@
 //   jit-rep          code with a rep movsb replaced at the same address (x86): the same intervals before and after
 //   stack            2000 string calls on stack arrays (their count follows the stack's alignment), and where
 //                    the stack lies
+//   environment      strlen of each environment variable, 20 times: the interval's instructions (they follow each
+//                    variable's length and alignment), the variables' count and bytes
 //   addresses        where the stack, small and large malloc blocks, an mmap, TLS and the code lie, on this thread
 //                    and on a second one; and GLIBC_TUNABLES as the program sees it
 //   churn            12 threads whose lives overlap, each checking its own intervals exact
@@ -529,6 +531,25 @@ int run_stack() {
     std::printf("stack: page offset of a local %zu; 2000 calls on stack strings: %llu instructions (%zu)\n",
                 static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(&local) & 4095),
                 static_cast<unsigned long long>(got), sum);
+    return 0;
+}
+
+/// Code whose count follows each environment variable's length and alignment (glibc's strlen reads aligned blocks):
+/// what a program that copies its environment (Python's os.environ, Perl's %ENV) does at start.
+int run_environment() {
+    pmc::Counter c{"instructions:u"};
+    std::size_t variables = 0, bytes = 0;
+    const std::uint64_t start = c.read();
+    for (int round = 0; round < 20; ++round)
+        for (char** v = environ; *v; ++v) {
+            const char* text = *v;
+            asm volatile("" : "+r"(text)); // (strlen of the same string again, not folded)
+            const std::size_t n = std::strlen(text);
+            if (round == 0) ++variables, bytes += n;
+        }
+    const std::uint64_t got = c.read() - start;
+    std::printf("environment: %zu variables, %zu bytes; 20 strlen of each: %llu instructions\n", variables, bytes,
+                static_cast<unsigned long long>(got));
     return 0;
 }
 
@@ -1826,6 +1847,7 @@ int main(int argc, char** argv) {
         if (mode == "churn") return run_churn();
         if (mode == "refused" && argc > 2) return run_refused(argv[2]);
         if (mode == "stack") return run_stack();
+        if (mode == "environment") return run_environment();
         if (mode == "addresses") return run_addresses();
         if (mode == "bad-pointer") return run_bad_pointer();
         if (mode == "segfault") return run_segfault();

@@ -2737,6 +2737,28 @@ TEST_CASE("one binary from paths of two lengths, with environments of other size
     CHECK(d.status == 0);
 }
 
+TEST_CASE("the program's environment is the same whatever the models and their geometry (strlen of each variable "
+          "counts the same)", "[emulate]") {
+    REQUIRE_EMULATOR();
+    // pmc emulate gives the program its variables, one of them the plugin's arguments (the models, the geometry):
+    // a program that reads each variable (Python's os.environ, Perl's %ENV) must do the same work under any of them.
+    // Before the plugin's arguments were padded to one length, --cache added 31 instructions to this interval and a
+    // geometry one digit shorter changed Python's reads.
+    std::string first;
+    for (const char* options : {"", "--cache", "--cache --D1 65536,2,64 --LL 2097152,8,64",
+                                "--cache --branches --L2 262144,8,64 --inclusion strict", "--branches"})
+        for (const char* tool : {"emulate", "count --emulate"}) {
+            const std::string command = std::string(tool) + " " + options;
+            const auto r =
+                pmc_test::run_command("'" + pmc_tool + "' " + command + " -- '" + target + "' environment 2>/dev/null");
+            INFO("pmc " << command << "\n" << r.out);
+            REQUIRE(r.status == 0);
+            REQUIRE_THAT(r.out, ContainsSubstring("environment: "));
+            if (first.empty()) first = r.out;
+            CHECK(r.out == first);
+        }
+}
+
 namespace {
 /// The target started as a child of the emulated program is (natively, with the preload library, which re-executes it
 /// under QEMU with the plugin), with the variables `pmc PMC_COMMAND -- env` gives the program, `dir` in place of the

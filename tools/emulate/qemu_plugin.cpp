@@ -933,6 +933,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         return -1;
     }
     for (int i = 0; i < argc; ++i) {
+        if (std::strncmp(argv[i], "pad=", 4) == 0) continue; // pmc emulate's filler: one length whatever the rest
         if (std::strncmp(argv[i], "report=", 7) == 0 && argv[i][7]) {
             report_path = argv[i] + 7;
             continue;
