@@ -9,7 +9,8 @@
 // of a 32 KiB block from malloc (the brk heap). `pmc-sample-load-target mappings LOADS FILE [fork]`: LOADS loads of
 // 32 KiB of anonymous memory from mmap, unmapped, then LOADS loads of FILE (32 KiB written, mapped, its descriptor
 // closed, moved by mremap), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
-// it. Each load loop is assembly where it can be, one load per iteration, so
+// it. `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)), then mallocs BLOCKS blocks of
+// 16 bytes to 4 KiB, walks and frees them: its loads follow the heap's state at main. Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
 #include <pmc/sampler.hpp>
 
@@ -160,6 +161,29 @@ int main(int argc, char** argv) {
         const bool in_brk_heap = at > reinterpret_cast<std::uintptr_t>(&end) && at < reinterpret_cast<std::uintptr_t>(sbrk(0));
         std::free(const_cast<std::uint64_t*>(block));
         return in_brk_heap ? 0 : 3;
+    }
+    if (argc == 3 && std::string(argv[1]) == "break") { // break BLOCKS: the break at main, then malloc's work
+        // The break before any allocation of the program's: what a malloc in pmc's preload library would move.
+        const auto at_main = reinterpret_cast<std::uintptr_t>(sbrk(0));
+        const std::uint64_t blocks = std::strtoull(argv[2], nullptr, 10);
+        struct Node { Node* next; std::uint64_t value; };
+        Node* list = nullptr;
+        for (std::uint64_t i = 0; i < blocks; ++i) { // sizes 16 to ~4 KiB: bins, splits and the heap's growth
+            auto* n = static_cast<Node*>(std::malloc(sizeof(Node) + (i * 37) % 4000));
+            if (!n) return 1;
+            *n = Node{list, i};
+            list = n;
+        }
+        std::uint64_t sum = 0;
+        for (Node* n = list; n; n = n->next) sum += n->value;
+        while (list) {
+            Node* next = list->next;
+            std::free(list);
+            list = next;
+        }
+        std::printf("break at main %#llx, sum %llu\n", static_cast<unsigned long long>(at_main),
+                    static_cast<unsigned long long>(sum));
+        return 0;
     }
     if ((argc == 4 || argc == 5) && std::string(argv[1]) == "mappings") { // mappings LOADS FILE [fork]
         const std::uint64_t loads = std::strtoull(argv[2], nullptr, 10);
