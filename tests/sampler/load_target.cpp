@@ -9,7 +9,8 @@
 // of a 32 KiB block from malloc (the brk heap). `pmc-sample-load-target mappings LOADS FILE [fork]`: LOADS loads of
 // 32 KiB of anonymous memory from mmap, unmapped, then LOADS loads of FILE (32 KiB written, mapped, its descriptor
 // closed, moved by mremap), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
-// it. `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)), then mallocs BLOCKS blocks of
+// it. `pmc-sample-load-target abort LOADS`: LOADS loads of sampled_by_main, then abort() (SIGABRT, sent to itself with tgkill).
+// `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)), then mallocs BLOCKS blocks of
 // 16 bytes to 4 KiB, walks and frees them: its loads follow the heap's state at main. Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
 #include <pmc/sampler.hpp>
@@ -161,6 +162,10 @@ int main(int argc, char** argv) {
         const bool in_brk_heap = at > reinterpret_cast<std::uintptr_t>(&end) && at < reinterpret_cast<std::uintptr_t>(sbrk(0));
         std::free(const_cast<std::uint64_t*>(block));
         return in_brk_heap ? 0 : 3;
+    }
+    if (argc == 3 && std::string(argv[1]) == "abort") { // abort LOADS: LOADS loads of sampled_by_main, then abort()
+        load_n(sampled_by_main, std::strtoull(argv[2], nullptr, 10));
+        std::abort();
     }
     if (argc == 3 && std::string(argv[1]) == "break") { // break BLOCKS: the break at main, then malloc's work
         // The break before any allocation of the program's: what a malloc in pmc's preload library would move.

@@ -207,10 +207,17 @@ TEST_CASE("pmc sample --emulate: what the model cannot sample is refused with th
     const auto missing = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- /nonexistent/program 2>&1");
     CHECK(missing.status == 127);
     CHECK_THAT(missing.out, ContainsSubstring("cannot run '/nonexistent/program'"));
-    // A command killed before it reaches its exit leaves no samples: not a report of nothing with status 0.
-    const auto killed = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- sh -c 'kill -KILL $$' 2>&1");
-    CHECK(killed.status == 137);
+    // A command killed by another process before it reaches its exit or writes a batch leaves no samples: not a
+    // report of nothing with status 0 (pmc passes its SIGTERM on to the command).
+    const auto killed = pmc_test::run_command("sh -c '" + pmc_tool + " sample --emulate --cache -- sleep 30 & pid=$!; "
+                                              "sleep 2; kill -TERM $pid; wait $pid' 2>&1");
+    CHECK(killed.status == 143);
     CHECK_THAT(killed.out, ContainsSubstring("left no samples"));
+    // One that kills itself keeps the samples it took (written at its kill call): the report says interrupted.
+    const auto itself = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- sh -c 'kill -KILL $$' 2>&1");
+    CHECK(itself.status == 137);
+    CHECK_THAT(itself.out, ContainsSubstring("interrupted: 1 of the 1 emulated process never reached its exit (the "
+                                             "command ended by SIGKILL)"));
 }
 
 TEST_CASE("under pmc emulate --cache a load Sampler opened with inherit follows the threads created after it, "
@@ -267,4 +274,18 @@ TEST_CASE("pmc sample --emulate samples the run pmc count --emulate counts: the 
     CHECK(added[0] == added[1]);
     CHECK(added[0] >= 300);
     CHECK(added[0] <= 330);
+}
+
+TEST_CASE("pmc sample --emulate: a program that aborts keeps every sample it took (fewer than a batch)",
+          "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    // 100,000 loads of sampled_by_main, then abort(): 100 samples there at period 1000, and fewer than the 4,096 the
+    // plugin writes at once. QEMU 7.2 ends the process without the plugin's exit callback; the plugin writes the
+    // pending samples when the program sends itself the signal (abort's tgkill).
+    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- " +
+                                         target + " abort 100000");
+    INFO(r.out);
+    CHECK(r.status == 134); // 128 + SIGABRT, as the command ended
+    const auto report = parse(r.out);
+    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 100);
 }
