@@ -289,3 +289,53 @@ TEST_CASE("pmc sample --emulate: a program that aborts keeps every sample it too
     const auto report = parse(r.out);
     CHECK(row_samples(report, "by_variable", "sampled_by_main") == 100);
 }
+
+TEST_CASE("pmc sample --emulate: a period that aliases with a regular pattern is named by the level check; the "
+          "default period is a prime", "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    // 2,000,000 reads of a 1 MiB array in order, 8 bytes apart: 8 loads a line, the first a D1 miss. Period 1000 (8 x
+    // 125) takes every sample at one offset in the line: all hits or all misses, where the model has 1 in 8 misses.
+    const auto at = [&](const std::string& period) {
+        const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache " + period +
+                                             " --json -o /dev/stdout -- " + target + " stride 2000000");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        return parse(r.out);
+    };
+    const auto round = at("-c 1000");
+    const auto* levels = round.find("level_check");
+    REQUIRE(levels);
+    CHECK_FALSE(levels->find("agrees")->boolean);
+    CHECK_FALSE(round.find("bias")->find("agrees")->boolean); // (the rows' estimates would carry the alias)
+    CHECK_THAT(round.find("bias")->find("warning")->string,
+               ContainsSubstring("the period (1000) may alias with the program's access pattern"));
+    CHECK_THAT(round.find("bias")->find("warning")->string, ContainsSubstring("try a prime period"));
+    // The default: 1009, and the samples' L1 share is the model's.
+    const auto prime = at("");
+    CHECK(number(*prime.find("bias"), "period") == 1009);
+    CHECK(prime.find("level_check")->find("agrees")->boolean);
+    CHECK(prime.find("bias")->find("agrees")->boolean);
+    const double model = number(*prime.find("level_check"), "l1_share_model");
+    CHECK(model > 0.85);
+    CHECK(model < 0.95);
+}
+
+TEST_CASE("pmc sample --emulate: period=N in the event sets the period; an ldlat above the model's largest latency is "
+          "warned about, and zero samples never agree", "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -e 'cpu/mem-loads,period=500/' --json "
+                                         "-o /dev/stdout -- " + target + " 100000 0 0");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const auto report = parse(r.out);
+    CHECK(number(*report.find("bias"), "period") == 500);
+    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 200);
+    const auto none = pmc_test::run_command(pmc_tool + " sample --emulate --cache -e 'cpu/mem-loads,ldlat=201/' -- " +
+                                            target + " 100000 0 0 2>&1");
+    INFO(none.out);
+    CHECK_THAT(none.out, ContainsSubstring("warning: ldlat=201 is above the model's largest latency (200 cycles"));
+    CHECK_THAT(none.out, ContainsSubstring("WARNING: no samples: ldlat=201 is above the model's largest latency"));
+    CHECK_THAT(none.out, !ContainsSubstring("agrees"));
+    // --inclusion is listed in the help.
+    CHECK_THAT(pmc_test::run_command(pmc_tool + " sample --help").out, ContainsSubstring("--inclusion cachegrind|strict"));
+}
