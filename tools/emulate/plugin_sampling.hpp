@@ -498,8 +498,11 @@ inline void write_out(Sampler& s) { // under s.lock
         return;
     }
     flush_mapping_lines(); // (first: the samples' mappings are on file before them)
-    thread_local std::vector<unsigned char> records;
-    records.clear();
+    // A buffer of this call's (one allocation a batch of up to 4,096): a thread_local one is destroyed before the
+    // thread-exit callback (a pthread key's destructor) writes the thread's last batch, which then wrote into freed
+    // memory (ThreadSanitizer: heap-use-after-free, once a thread had written a batch itself).
+    std::vector<unsigned char> records;
+    records.reserve(s.size * record_size(s.sample_type));
     const std::size_t taken = s.size;
     while (s.size) {
         write_sample(records, s, s.pending[s.head]);
