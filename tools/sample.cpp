@@ -72,7 +72,8 @@ shown only when the check agrees.
 
 Options:
   -e EVENT          The event to sample (default: page-faults). `pmc list` shows the events.
-  -c PERIOD         A sample every PERIOD events (default for page-faults: 1).
+  -c PERIOD         A sample every PERIOD events (default for page-faults: 1; with --emulate,
+                    1009, or the event's period=N).
   -F FREQ           About FREQ samples a second; the kernel adapts the period (default for other
                     events: 1000).
   -m PAGES          Data pages per ring buffer, a power of two (default 64; one ring per CPU).
@@ -114,8 +115,9 @@ pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMA
 passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job does. pmc
 still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
 or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
-With --emulate, a process a signal ends keeps the samples the plugin had written (in batches):
-the report shows them, marked interrupted, without a bias check (its exact count is lost); pmc's
+With --emulate, a process a signal ends keeps the samples the plugin had written (in batches;
+all of them when the process sent the signal itself, as abort() does): the report shows them,
+marked interrupted, without a bias check (its exact count is lost); pmc's
 temporary files ($TMPDIR/pmc-emulate-*) are removed, by pmc's watchdog if pmc is killed.
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or the event is wrong or sampling cannot start (COMMAND does not run then), or if
