@@ -17,6 +17,7 @@
 // the arguments, where the report goes, each way of running, the summaries, the report.
 #include "command_line.hpp"
 #include "commands.hpp"
+#include "emulate/model/load_sampler.hpp"
 
 #include <pmc/address_map.hpp>
 #include <pmc/report.hpp>
@@ -53,8 +54,9 @@ namespace pmc_tool {
 
 const char* const sample_help = R"(usage: pmc sample [-e EVENT] [-c PERIOD | -F FREQ] [-m PAGES] [--tolerance PCT]
                   [--top N] [--json] [-o FILE] [--] COMMAND [ARGS]
-       pmc sample --emulate --cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G] [--qemu PATH]
-                  [--cpu MODEL] [-e 'cpu/mem-loads,ldlat=N/'] [-c PERIOD] [...] [--] COMMAND [ARGS]
+       pmc sample --emulate --cache[=host] [--I1 G] [--D1 G] [--L2 G] [--LL G]
+                  [--inclusion cachegrind|strict] [--qemu PATH] [--cpu MODEL]
+                  [-e 'cpu/mem-loads,ldlat=N/'] [-c PERIOD] [...] [--] COMMAND [ARGS]
 
 Run COMMAND and sample one event in it, its threads and the processes it starts, from its exec to
 its exit. Print the bias check, then where the samples fell: by variable (global and static
@@ -70,7 +72,8 @@ shown only when the check agrees.
 
 Options:
   -e EVENT          The event to sample (default: page-faults). `pmc list` shows the events.
-  -c PERIOD         A sample every PERIOD events (default for page-faults: 1).
+  -c PERIOD         A sample every PERIOD events (default for page-faults: 1; with --emulate,
+                    1009, or the event's period=N).
   -F FREQ           About FREQ samples a second; the kernel adapts the period (default for other
                     events: 1000).
   -m PAGES          Data pages per ring buffer, a power of two (default 64; one ring per CPU).
@@ -82,10 +85,15 @@ Options:
   --sysfs DIR       Read PMUs from DIR instead of /sys/bus/event_source/devices.
   --emulate         No PMU needed: run COMMAND under pmc emulate (QEMU user mode with pmc's plugin)
                     and sample its loads from the cache model, which --cache turns on (required;
-                    --cache=host, --I1, --D1, --L2, --LL as for pmc emulate). Every thread of every
-                    emulated process, from its first load: every PERIOD-th load (-c, default 1000)
-                    whose modelled latency reaches ldlat (-e 'cpu/mem-loads,ldlat=N/', the default
-                    with N=3: every load), exactly, the same samples in every run. Each sample has
+                    --cache=host, --I1, --D1, --L2, --LL, --inclusion as for pmc emulate). Every
+                    thread of every emulated process, from its first load: every PERIOD-th load (-c,
+                    default 1009, a prime) whose modelled latency reaches ldlat (-e
+                    'cpu/mem-loads,ldlat=N/', the default with N=3: every load; the model's
+                    largest latency is 200), exactly, the same samples in every run. The period is
+                    fixed: one that shares a factor with the program's loads per cache line or per
+                    loop iteration (1000 on 8-byte reads: 8 a line) samples one phase of the pattern
+                    (every sample an L1 hit): keep it prime. The level check compares the samples'
+                    L1-hit share with the model's exact one and names such an alias. Each sample has
                     the load's data address and, as its weight, the latency the model states for
                     the level that served it (L1 4, L2 12, LL 40, memory 200 cycles). The bias
                     check compares samples x period with the loads the model counted (allowance:
@@ -94,6 +102,9 @@ Options:
                     the guest's /proc/self/maps, read in each process at its start and its
                     exit(); variables from the latter. Other events, -F and -m are refused:
                     QEMU implements no perf events.
+  --inclusion cachegrind|strict
+                    With --emulate --cache: how the modelled caches hold each other's lines (as for
+                    pmc emulate; default cachegrind).
   --qemu PATH       With --emulate: the QEMU user-mode binary (as pmc emulate --qemu; $PMC_QEMU).
   --cpu MODEL       With --emulate: the CPU the program sees (QEMU's -cpu, as pmc emulate --cpu;
                     default: $QEMU_CPU, else pmc's Haswell, Valgrind's, on every QEMU version).
@@ -104,8 +115,9 @@ pmc or to its process group (kill, timeout(1), a CI runner's cancel) reach COMMA
 passed on by pmc; at a terminal, COMMAND has it (Ctrl-C, Ctrl-Z, reads) as a shell's job does. pmc
 still prints the report, then ends of COMMAND's SIGINT or SIGQUIT as COMMAND did. When COMMAND ends,
 or pmc is killed (kill -9 too), no process COMMAND started runs on (one that calls setsid escapes).
-With --emulate, a process a signal ends keeps the samples the plugin had written (in batches):
-the report shows them, marked interrupted, without a bias check (its exact count is lost); pmc's
+With --emulate, a process a signal ends keeps the samples the plugin had written (in batches;
+all of them when the process sent the signal itself, as abort() does): the report shows them,
+marked interrupted, without a bias check (its exact count is lost); pmc's
 temporary files ($TMPDIR/pmc-emulate-*) are removed, by pmc's watchdog if pmc is killed.
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be run; 1 if the
 command line or the event is wrong or sampling cannot start (COMMAND does not run then), or if
@@ -269,6 +281,9 @@ struct SampleArgs {
     std::uint32_t min_latency = 3; ///< the event's ldlat
 };
 
+/// pmc sample --emulate's default period: a prime (see parse_sample_arguments).
+constexpr std::uint64_t default_emulated_period = 1009;
+
 std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.4f}", r) : std::string("inf"); }
 
 void write_rows_json(pmc::JsonWriter& j, const char* key, const std::vector<pmc::DataSummary::Row>& rows,
@@ -377,9 +392,15 @@ std::optional<int> parse_sample_arguments(pmc_cli::CommandLine& cl, const std::v
     a.min_latency = load->min_latency;
     if (a.frequency)
         return cl.usage_error("-F: under --emulate the model takes every Nth load exactly: give a period with -c "
-                              "(default 1000)");
+                              "(default 1009)");
     if (pages.given()) return cl.usage_error("-m sizes the kernel's ring buffers, and --emulate uses none: leave it out");
-    if (!a.period) a.period = 1000;
+    // A prime: a round period shares factors with the loads per cache line (8 of 8 bytes) or per loop iteration,
+    // and every sample then falls on one phase of a regular pattern (1000 on a sequential read: every one an L1 hit).
+    if (!a.period) a.period = load->period ? load->period : default_emulated_period;
+    if (a.min_latency > pmc_model::LoadLatencies{}.memory)
+        fmt::print(stderr, "pmc sample: warning: ldlat={} is above the model's largest latency ({} cycles, a load "
+                           "served by memory): no load reaches it, so there will be no samples (ldlat=3: every load)\n",
+                   a.min_latency, pmc_model::LoadLatencies{}.memory);
     if (std::string why = choose_cache_model(a.cache, a.model); !why.empty()) return cl.usage_error(why);
     if (!a.model.host_source.empty())
         fmt::print(stderr, "pmc sample: --cache=host: {} ({})\n", a.model.geometry, a.model.host_source);
@@ -429,6 +450,14 @@ struct SampledRun {
     std::function<Cover(std::uint32_t pid, std::uint32_t cycle)> regions_at;
     /// --emulate: the mappings Kept::live points at.
     std::vector<pmc::MappedRegion> live_regions;
+    /// --emulate, every load a candidate (ldlat at most the L1's latency): the samples' L1-hit share against the
+    /// model's exact one (1 - D1mr / Dr). A fixed period that falls on one phase of a regular pattern passes the
+    /// bias check (the count is right) but not this one.
+    struct LevelCheck {
+        bool made = false, agrees = true;
+        std::uint64_t l1_samples = 0;
+        double sampled = 0, model = 0, allowance = 0;
+    } levels;
 };
 
 /// Natively: COMMAND sampled with perf_event_open (inherit, enable_on_exec), drained while it runs. The status to
@@ -1005,6 +1034,7 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
             }
             const auto i = static_cast<std::uint32_t>(image);
             run.kept.push_back(Kept{s.addr ? s.addr : s.ip, s.pid, static_cast<float>(s.weight), i, i});
+            run.levels.l1_samples += s.weight == pmc_model::LoadLatencies{}.l1;
             times.push_back(s.time);
             run.with_addr += s.addr != 0;
         });
@@ -1050,6 +1080,36 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
             WIFSIGNALED(run.raw_status) ? " (the command ended by " + signal_name(WTERMSIG(run.raw_status)) + ")" : "");
         b.agrees = false;
         b.warning = run.interrupted;
+    }
+    // The level check (made with 100 samples or more): the share of samples the L1 served against the model's
+    // exact share of L1 read hits, within 4 standard errors of a random sample of that size plus 1 %. A regular
+    // pattern whose loads per line or per iteration share a factor with the period puts every sample on one phase.
+    SampledRun::LevelCheck& levels = run.levels;
+    if (run.interrupted.empty() && processes.has_cache && processes.Dr > 0 && read >= 100 &&
+        a.min_latency <= pmc_model::LoadLatencies{}.l1) {
+        levels.made = true;
+        levels.model = 1.0 - static_cast<double>(std::min(processes.D1mr, processes.Dr)) / static_cast<double>(processes.Dr);
+        levels.sampled = static_cast<double>(levels.l1_samples) / static_cast<double>(read);
+        levels.allowance = 4 * std::sqrt(levels.model * (1 - levels.model) / static_cast<double>(read)) + 0.01;
+        levels.agrees = std::fabs(levels.sampled - levels.model) <= levels.allowance;
+        if (!levels.agrees) {
+            b.agrees = false; // (the rows' scaled estimates would carry the alias)
+            b.warning = fmt::format(
+                "level check: {:.1f}% of the samples are L1 hits where the model's exact totals give {:.1f}% ({} D1 "
+                "read misses in {} reads): the period ({}) may alias with the program's access pattern (a period "
+                "sharing a factor with the loads per cache line or per loop iteration samples one phase of it): try "
+                "a prime period, e.g. -c 1009 or -c 997",
+                100 * levels.sampled, 100 * levels.model, processes.D1mr, processes.Dr, a.period);
+        }
+    }
+    if (b.agrees && read == 0) { // nothing to judge: 0 samples of 0 loads agree, and say nothing
+        b.agrees = false;
+        b.warning = a.min_latency > pmc_model::LoadLatencies{}.memory
+                        ? fmt::format("no samples: ldlat={} is above the model's largest latency ({} cycles, a load "
+                                      "served by memory), so no load was a candidate (ldlat=3: every load)",
+                                      a.min_latency, pmc_model::LoadLatencies{}.memory)
+                        : fmt::format("no samples: the command made fewer than {} loads (the period) whose modelled "
+                                      "latency reaches ldlat={}", a.period, a.min_latency);
     }
     if (processes.unwritten_samples)
         run.notes.push_back(fmt::format("the plugin took {} samples and wrote {}: at most 4194304 a process (a longer "
@@ -1149,6 +1209,12 @@ void write_report(const SampleArgs& a, const SampledRun& run, const Summaries& s
         j.key("tolerance").value(check.tolerance).key("agrees").value(check.agrees);
         j.key("warning").value(check.warning);
         j.end_object();
+        if (run.levels.made) {
+            j.key("level_check").begin_object();
+            j.key("l1_share_sampled").value(run.levels.sampled).key("l1_share_model").value(run.levels.model);
+            j.key("allowance").value(run.levels.allowance).key("agrees").value(run.levels.agrees);
+            j.end_object();
+        }
         if (by_data) write_rows_json(j, "by_variable", summary.by_variable(), summary.total());
         write_rows_json(j, "by_region", summary.by_region(), summary.total());
         j.key("notes").begin_array();
@@ -1174,6 +1240,10 @@ void write_report(const SampleArgs& a, const SampledRun& run, const Summaries& s
                             ratio_text(check.ratio), check.lost, check.throttled,
                             check.agrees ? fmt::format("; agrees within {:g}% + one period", check.tolerance * 100)
                                          : std::string());
+    if (run.levels.made && run.levels.agrees)
+        text += fmt::format("level check: {:.1f}% of the samples are L1 hits, the model's exact share {:.1f}%; agrees "
+                            "within {:.1f} points\n", 100 * run.levels.sampled, 100 * run.levels.model,
+                            100 * run.levels.allowance);
     if (check.agrees && check.lost) // both: the loss is real, though within the tolerance
         text += fmt::format("note: {} samples were lost ({}), within the tolerance\n", check.lost,
                             a.emulate ? "the plugin's sample files lack them: a write failed, or a process was killed"

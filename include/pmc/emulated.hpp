@@ -270,6 +270,7 @@ inline std::string emulated_refusal(const EventSpec& spec) {
 /// A load-latency sampling event as a program names it on a real PMU, for the emulated PMU's load sampling.
 struct LoadLatencyEvent {
     std::uint32_t min_latency = 3; ///< ldlat: loads served in fewer (modelled) cycles are not counted; perf's default 3
+    std::uint64_t period = 0;      ///< the period=N term (SamplerOptions::period, when set, takes precedence), or 0
     std::string problem;           ///< why the emulated PMU cannot sample it as written, or ""
 };
 
@@ -311,8 +312,20 @@ inline std::optional<LoadLatencyEvent> load_latency_event(std::string_view text)
                 }
                 if (!digits) e.problem = "ldlat takes a whole number of cycles, not '" + std::string(term.substr(6)) + "'";
                 e.min_latency = v;
+            } else if (term.rfind("period=", 0) == 0) {
+                std::uint64_t v = 0;
+                bool digits = term.size() > 7;
+                for (char c : term.substr(7)) {
+                    if (c < '0' || c > '9' || v > 1000000000000000u) digits = false;
+                    else v = v * 10 + static_cast<std::uint64_t>(c - '0');
+                }
+                if (!digits || v == 0)
+                    e.problem = "period takes a positive whole number of loads, not '" + std::string(term.substr(7)) + "'";
+                e.period = v;
+            } else if (term.rfind("freq=", 0) == 0) {
+                e.problem = "the emulated PMU samples every Nth load, exactly: give period=N, not a frequency";
             } else {
-                e.problem = "the emulated PMU's load sampling takes the terms mem-loads and ldlat=N, not '" +
+                e.problem = "the emulated PMU's load sampling takes the terms mem-loads, ldlat=N and period=N, not '" +
                             std::string(term) + "'";
             }
         }

@@ -538,8 +538,13 @@ inline Result<Sampler> Sampler::open_emulated(std::string_view event, const Load
                                         "pmc emulate of the pmc version it was built with"
                                       : "load-latency samples come from the cache model, and this run has none. Fix: "
                                         "run the program under `pmc emulate --cache -- PROGRAM`");
-    if (options.frequency || !options.period)
+    // The period: SamplerOptions's, else the event's period=N term (as for a kernel event).
+    const std::uint64_t period = options.period ? options.period : load.period;
+    if (options.frequency)
         return refuse("it samples every Nth load, exactly: give a period (SamplerOptions::period), not a frequency");
+    if (!period)
+        return refuse("it samples every Nth load, exactly: give the period (SamplerOptions::period, or period=N in "
+                      "the event), e.g. 1009 (a prime: a round period can fall on one phase of a regular pattern)");
     if (options.pid || options.enable_on_exec)
         return refuse("it samples the calling thread's loads (with inherit, also the threads created after the open), "
                       "not another process's (no pid or enable_on_exec): sample the whole program from outside with "
@@ -558,15 +563,16 @@ inline Result<Sampler> Sampler::open_emulated(std::string_view event, const Load
     s.spec_.text = std::string(event);
     s.spec_.name = "mem-loads";
     s.options_ = options;
+    s.options_.period = period;
     s.attr_.size = sizeof(perf_event_attr);
     s.attr_.sample_type = options.fields;
-    s.attr_.sample_period = options.period;
+    s.attr_.sample_period = period;
     s.attr_.exclude_kernel = 1;
     // Held between drains: what a ring of data_pages would hold (more are lost and counted, as the kernel does).
     s.emulated_.buffer_size = pages * detail::page_size();
     s.emulated_.buffer.reset(new unsigned char[s.emulated_.buffer_size]);
     em::SamplerRequest r;
-    r.period = options.period;
+    r.period = period;
     r.sample_type = options.fields;
     r.min_latency = load.min_latency;
     std::size_t record = sizeof(perf_event_header);
@@ -594,7 +600,7 @@ inline Result<Sampler> Sampler::open_emulated(std::string_view event, const Load
     }
     s.emulated_.id = r.id;
     s.notes_.push_back(modelled_load_sample_note(r.latencies) + "; model " + pmu.cache_geometry);
-    s.notes_.push_back("samples every " + std::to_string(options.period) + "th load whose modelled latency is at least " +
+    s.notes_.push_back("samples every " + std::to_string(period) + "th load whose modelled latency is at least " +
                        std::to_string(load.min_latency) + " cycles (ldlat); the exact count is the plugin's count of "
                        "those loads");
     if (options.inherit)

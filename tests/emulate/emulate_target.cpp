@@ -941,10 +941,15 @@ int run_cache_read() {
 
 /// load-samples BYTES LOADS PERIOD [WARM] [THREADS] [LDLAT]: each thread chases LOADS dependent loads through a cyclic chain
 /// of the 64-byte lines of a BYTES block of its own, in address order, under a load sampler of PERIOD (pmc emulate
-/// --cache: the emulated PMU's), after WARM passes over the block; prints what the samples say.
-int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t period, unsigned warm, unsigned threads,
-                     const std::string& ldlat) {
+/// --cache: the emulated PMU's), after WARM passes over the block; prints what the samples say. LDLAT goes into the
+/// event as written ("3,period=500": the period from the event, with PERIOD 0 in SamplerOptions).
+int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t options_period, unsigned warm,
+                     unsigned threads, const std::string& ldlat) {
     const std::string event = "cpu/mem-loads,ldlat=" + ldlat + "/P";
+    const std::size_t in_event = ldlat.find("period=");
+    const std::uint64_t period = options_period ? options_period
+                                 : in_event != std::string::npos ? std::strtoull(ldlat.c_str() + in_event + 7, nullptr, 10)
+                                                                 : 1;
     const std::size_t lines = bytes / 64;
     if (lines < 2) return 2;
     std::vector<std::string> report(threads);
@@ -965,7 +970,7 @@ int run_load_samples(std::size_t bytes, std::uint64_t loads, std::uint64_t perio
         std::vector<Seen> seen;
         seen.reserve(static_cast<std::size_t>(loads / period) + 1000);
         pmc::SamplerOptions o;
-        o.period = period;
+        o.period = options_period;
         o.fields = pmc::sample::ip | pmc::sample::tid | pmc::sample::time | pmc::sample::addr | pmc::sample::period |
                    pmc::sample::weight | pmc::sample::data_src; // every field the emulated PMU writes but cpu
         auto sampler = pmc::Sampler::try_open(event, o);
@@ -1940,6 +1945,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fprintf(stderr, "usage: pmc-emulate-target exact | counts | loop N | probe | system CMD | reexec | "
+                         "load-samples BYTES LOADS PERIOD [WARM] [THREADS] [LDLAT] | "
                          "profile [--plant N] | page-writes ROUNDS [CHILDREN] | hooks | chase LINES ROUNDS [THREADS] | matmul N | "
                          "inclusion ROUNDS | "
                          "cache-read | cache-threads | branch-read | branch-threads | profile-threads [THREADS] [racing] | branches N | "

@@ -2161,6 +2161,28 @@ TEST_CASE("under pmc emulate --cache each thread's load samples are its own, and
     CHECK_THAT(out, ContainsSubstring("samples were lost because the ring buffer was full"));
 }
 
+TEST_CASE("under pmc emulate --cache a load-latency Sampler takes its period from the event's period=N term, and "
+          "without a period says to give one", "[emulate][cache][sampling]") {
+    REQUIRE_EMULATOR();
+    // SamplerOptions::period 0, 'cpu/mem-loads,ldlat=3,period=1000/P': every 1000th load, as with the option.
+    const LoadSamples x = load_samples("16777216 400000 0 0 1 3,period=1000").at(0);
+    CHECK(x.samples == x.counted / 1000);
+    CHECK(x.inside == 400);
+    CHECK(x.agrees);
+    // Neither: the fix names both places, and no frequency that was never given.
+    const auto r = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target +
+                                         "' load-samples 16384 1000 0 2>&1");
+    INFO(r.out);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, ContainsSubstring("give the period (SamplerOptions::period, or period=N in the event)"));
+    CHECK_THAT(r.out, !ContainsSubstring("frequency"));
+    // A frequency term is refused as the option is.
+    const auto f = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target +
+                                         "' load-samples 16384 1000 0 0 1 3,freq=100 2>&1");
+    CHECK(f.status == 1);
+    CHECK_THAT(f.out, ContainsSubstring("give period=N, not a frequency"));
+}
+
 TEST_CASE("a load-latency Sampler under pmc emulate without --cache names the flag", "[emulate][cache][sampling]") {
     REQUIRE_EMULATOR();
     const auto r = pmc_test::run_command(emulate("load-samples 16384 1000 10") + " 2>&1");

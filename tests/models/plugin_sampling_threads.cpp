@@ -5,7 +5,8 @@
 //     records to DIR/PID.samples, while another thread takes the process's report line (which writes every thread's
 //     queue too) again and again; the report lines then add up to every thread's loads, and the file holds exactly
 //     their samples, each thread's under its own tid; each thread's mmap and munmap calls now and then become lines
-//     of DIR/PID.maps (buffered, written before samples and with the report line), all of them, whole;
+//     of DIR/PID.maps (buffered, written before samples and with the report line), all of them, whole; and each
+//     sends itself SIGABRT now and then (abort's tgkill), which writes every thread's queue as well;
 //   - an inherit sampler opened on this thread: threads started after it get members, drained here while they run;
 //     the drained records and the final counts add up to every thread's loads / period.
 #include "plugin_cache.hpp"
@@ -59,6 +60,8 @@ void guest_thread(std::uint64_t base) {
             plugin_sampling::mapping_call_starts(11, at, 0x1000, 0, 0, 0, 0);
             plugin_sampling::mapping_call_returns(11, 0);
         }
+        if (r % 1000 == 499) // a signal to itself that would end it (abort's tgkill): every thread's queue written
+            plugin_sampling::signal_call_starts(234, static_cast<std::uint64_t>(::getpid()), 0, 6);
     }
 }
 
@@ -73,6 +76,7 @@ void whole_program(const std::string& dir) {
     plugin_sampling::whole.dir = dir;
     plugin_sampling::whole.period = period;
     plugin_sampling::mapping_call_numbers = {9, 11, 25, 12}; // x86-64's mmap munmap mremap brk
+    plugin_sampling::signal_call_numbers = {62, 200, 234};   // kill tkill tgkill
     std::atomic<int> running{threads};
     std::thread workers[threads];
     for (int t = 0; t < threads; ++t)

@@ -9,7 +9,10 @@
 // of a 32 KiB block from malloc (the brk heap). `pmc-sample-load-target mappings LOADS FILE [fork]`: LOADS loads of
 // 32 KiB of anonymous memory from mmap, unmapped, then LOADS loads of FILE (32 KiB written, mapped, its descriptor
 // closed, moved by mremap), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
-// it. Each load loop is assembly where it can be, one load per iteration, so
+// it. `pmc-sample-load-target abort LOADS`: LOADS loads of sampled_by_main, then abort() (SIGABRT, sent to itself with tgkill).
+// `pmc-sample-load-target stride LOADS`: LOADS loads of a 1 MiB array in order, 8 bytes apart.
+// `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)), then mallocs BLOCKS blocks of
+// 16 bytes to 4 KiB, walks and frees them: its loads follow the heap's state at main. Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
 #include <pmc/sampler.hpp>
 
@@ -72,6 +75,30 @@ void load_n(const volatile std::uint64_t* a, std::uint64_t n) {
 #endif
 }
 
+/// `n` loads of stride_array in order, 8 bytes apart (8 loads a 64-byte line, its first a D1 miss: 1 MiB does not stay
+/// in D1), one per iteration: the pattern a round period aliases with.
+alignas(64) volatile std::uint64_t stride_array[131072];
+void stride_n(std::uint64_t n) {
+    if (n == 0) return;
+#if defined(__x86_64__)
+    asm volatile("xor %%ecx, %%ecx\n"
+                 "1:\n\t"
+                 "mov %%rcx, %%rdx\n\t"
+                 "and $131071, %%rdx\n\t"
+                 "mov (%[a],%%rdx,8), %%rax\n\t"
+                 "inc %%rcx\n\t"
+                 "cmp %[n], %%rcx\n\t"
+                 "jb 1b\n"
+                 :
+                 : [a] "r"(stride_array), [n] "r"(n)
+                 : "rax", "rcx", "rdx", "cc", "memory");
+#else
+    std::uint64_t sum = 0;
+    for (std::uint64_t i = 0; i < n; ++i) sum += stride_array[i % 131072];
+    static volatile std::uint64_t sink;
+    sink = sum;
+#endif
+}
 
 /// inherit-samples LOADS PERIOD: a load sampler opened with inherit (pmc emulate --cache) on the main thread, which
 /// then loads LOADS times from one array; a thread created after the open loads LOADS times from another, and one
@@ -160,6 +187,37 @@ int main(int argc, char** argv) {
         const bool in_brk_heap = at > reinterpret_cast<std::uintptr_t>(&end) && at < reinterpret_cast<std::uintptr_t>(sbrk(0));
         std::free(const_cast<std::uint64_t*>(block));
         return in_brk_heap ? 0 : 3;
+    }
+    if (argc == 3 && std::string(argv[1]) == "stride") { // stride LOADS: a sequential read, 8 bytes at a time
+        stride_n(std::strtoull(argv[2], nullptr, 10));
+        return 0;
+    }
+    if (argc == 3 && std::string(argv[1]) == "abort") { // abort LOADS: LOADS loads of sampled_by_main, then abort()
+        load_n(sampled_by_main, std::strtoull(argv[2], nullptr, 10));
+        std::abort();
+    }
+    if (argc == 3 && std::string(argv[1]) == "break") { // break BLOCKS: the break at main, then malloc's work
+        // The break before any allocation of the program's: what a malloc in pmc's preload library would move.
+        const auto at_main = reinterpret_cast<std::uintptr_t>(sbrk(0));
+        const std::uint64_t blocks = std::strtoull(argv[2], nullptr, 10);
+        struct Node { Node* next; std::uint64_t value; };
+        Node* list = nullptr;
+        for (std::uint64_t i = 0; i < blocks; ++i) { // sizes 16 to ~4 KiB: bins, splits and the heap's growth
+            auto* n = static_cast<Node*>(std::malloc(sizeof(Node) + (i * 37) % 4000));
+            if (!n) return 1;
+            *n = Node{list, i};
+            list = n;
+        }
+        std::uint64_t sum = 0;
+        for (Node* n = list; n; n = n->next) sum += n->value;
+        while (list) {
+            Node* next = list->next;
+            std::free(list);
+            list = next;
+        }
+        std::printf("break at main %#llx, sum %llu\n", static_cast<unsigned long long>(at_main),
+                    static_cast<unsigned long long>(sum));
+        return 0;
     }
     if ((argc == 4 || argc == 5) && std::string(argv[1]) == "mappings") { // mappings LOADS FILE [fork]
         const std::uint64_t loads = std::strtoull(argv[2], nullptr, 10);

@@ -12,6 +12,8 @@
 
 #include <pmc/detail/json.hpp>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -205,10 +207,17 @@ TEST_CASE("pmc sample --emulate: what the model cannot sample is refused with th
     const auto missing = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- /nonexistent/program 2>&1");
     CHECK(missing.status == 127);
     CHECK_THAT(missing.out, ContainsSubstring("cannot run '/nonexistent/program'"));
-    // A command killed before it reaches its exit leaves no samples: not a report of nothing with status 0.
-    const auto killed = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- sh -c 'kill -KILL $$' 2>&1");
-    CHECK(killed.status == 137);
+    // A command killed by another process before it reaches its exit or writes a batch leaves no samples: not a
+    // report of nothing with status 0 (pmc passes its SIGTERM on to the command).
+    const auto killed = pmc_test::run_command("sh -c '" + pmc_tool + " sample --emulate --cache -- sleep 30 & pid=$!; "
+                                              "sleep 2; kill -TERM $pid; wait $pid' 2>&1");
+    CHECK(killed.status == 143);
     CHECK_THAT(killed.out, ContainsSubstring("left no samples"));
+    // One that kills itself keeps the samples it took (written at its kill call): the report says interrupted.
+    const auto itself = pmc_test::run_command(pmc_tool + " sample --emulate --cache -- sh -c 'kill -KILL $$' 2>&1");
+    CHECK(itself.status == 137);
+    CHECK_THAT(itself.out, ContainsSubstring("interrupted: 1 of the 1 emulated process never reached its exit (the "
+                                             "command ended by SIGKILL)"));
 }
 
 TEST_CASE("under pmc emulate --cache a load Sampler opened with inherit follows the threads created after it, "
@@ -226,4 +235,108 @@ TEST_CASE("under pmc emulate --cache a load Sampler opened with inherit follows 
     // Again: the arrays' samples are the same (the joins make a few loads elsewhere more or fewer).
     const auto b = pmc_test::run_command(command);
     CHECK_THAT(b.out, ContainsSubstring("main 100, thread 100, before 0; threads 2; samples "));
+}
+
+TEST_CASE("pmc sample --emulate samples the run pmc count --emulate counts: the same heap at main, the same loads but "
+          "for the preload library's constant", "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    // `break BLOCKS` prints sbrk(0) at main, then mallocs and frees BLOCKS blocks: a malloc in pmc's preload library
+    // before main (its reading of the maps, before this test) moved the break by 68 KiB and the loads by hundreds.
+    long long added[2] = {0, 0};
+    const char* blocks[2] = {"0", "3000"};
+    for (int i = 0; i < 2; ++i) {
+        const std::string command = target + " break " + blocks[i];
+        INFO(command);
+        const auto counted = pmc_test::run_command(pmc_tool + " count --emulate --cache -e L1-dcache-loads -- " +
+                                                   command + " 2>&1");
+        INFO(counted.out);
+        REQUIRE(counted.status == 0);
+        const pmc_test::TempDir dir;
+        const std::string json = dir.file("report.json");
+        const auto printed = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 1000 --json -o " + json +
+                                                   " -- " + command);
+        INFO(printed.out);
+        REQUIRE(printed.status == 0);
+        std::ifstream in(json);
+        const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        // The break at main, as the program printed it (the count's output holds it too).
+        const std::string line = printed.out.substr(0, printed.out.find('\n'));
+        REQUIRE(line.rfind("break at main 0x", 0) == 0);
+        CHECK_THAT(counted.out, ContainsSubstring(line + "\n"));
+        const auto at = counted.out.find("L1-dcache-loads");
+        REQUIRE(at != std::string::npos);
+        const long long count = std::stoll(counted.out.substr(at + 15));
+        const long long exact = static_cast<long long>(number(*parse(report).find("bias"), "exact"));
+        added[i] = exact - count;
+    }
+    // What pmc sample's preload library adds (its two readings of the maps, at the start and at exit()): the same
+    // loads whatever the program's heap does (317 on QEMU 7.2, 312 on QEMU 10, whose vDSO serves the clock; a few
+    // loads more or fewer for another program: /bin/true 297).
+    CHECK(added[0] == added[1]);
+    CHECK(added[0] >= 300);
+    CHECK(added[0] <= 330);
+}
+
+TEST_CASE("pmc sample --emulate: a program that aborts keeps every sample it took (fewer than a batch)",
+          "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    // 100,000 loads of sampled_by_main, then abort(): 100 samples there at period 1000, and fewer than the 4,096 the
+    // plugin writes at once. QEMU 7.2 ends the process without the plugin's exit callback; the plugin writes the
+    // pending samples when the program sends itself the signal (abort's tgkill).
+    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- " +
+                                         target + " abort 100000");
+    INFO(r.out);
+    CHECK(r.status == 134); // 128 + SIGABRT, as the command ended
+    const auto report = parse(r.out);
+    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 100);
+}
+
+TEST_CASE("pmc sample --emulate: a period that aliases with a regular pattern is named by the level check; the "
+          "default period is a prime", "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    // 2,000,000 reads of a 1 MiB array in order, 8 bytes apart: 8 loads a line, the first a D1 miss. Period 1000 (8 x
+    // 125) takes every sample at one offset in the line: all hits or all misses, where the model has 1 in 8 misses.
+    const auto at = [&](const std::string& period) {
+        const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache " + period +
+                                             " --json -o /dev/stdout -- " + target + " stride 2000000");
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+        return parse(r.out);
+    };
+    const auto round = at("-c 1000");
+    const auto* levels = round.find("level_check");
+    REQUIRE(levels);
+    CHECK_FALSE(levels->find("agrees")->boolean);
+    CHECK_FALSE(round.find("bias")->find("agrees")->boolean); // (the rows' estimates would carry the alias)
+    CHECK_THAT(round.find("bias")->find("warning")->string,
+               ContainsSubstring("the period (1000) may alias with the program's access pattern"));
+    CHECK_THAT(round.find("bias")->find("warning")->string, ContainsSubstring("try a prime period"));
+    // The default: 1009, and the samples' L1 share is the model's.
+    const auto prime = at("");
+    CHECK(number(*prime.find("bias"), "period") == 1009);
+    CHECK(prime.find("level_check")->find("agrees")->boolean);
+    CHECK(prime.find("bias")->find("agrees")->boolean);
+    const double model = number(*prime.find("level_check"), "l1_share_model");
+    CHECK(model > 0.85);
+    CHECK(model < 0.95);
+}
+
+TEST_CASE("pmc sample --emulate: period=N in the event sets the period; an ldlat above the model's largest latency is "
+          "warned about, and zero samples never agree", "[sampler][tool][emulate]") {
+    REQUIRE_EMULATOR();
+    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -e 'cpu/mem-loads,period=500/' --json "
+                                         "-o /dev/stdout -- " + target + " 100000 0 0");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const auto report = parse(r.out);
+    CHECK(number(*report.find("bias"), "period") == 500);
+    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 200);
+    const auto none = pmc_test::run_command(pmc_tool + " sample --emulate --cache -e 'cpu/mem-loads,ldlat=201/' -- " +
+                                            target + " 100000 0 0 2>&1");
+    INFO(none.out);
+    CHECK_THAT(none.out, ContainsSubstring("warning: ldlat=201 is above the model's largest latency (200 cycles"));
+    CHECK_THAT(none.out, ContainsSubstring("WARNING: no samples: ldlat=201 is above the model's largest latency"));
+    CHECK_THAT(none.out, !ContainsSubstring("agrees"));
+    // --inclusion is listed in the help.
+    CHECK_THAT(pmc_test::run_command(pmc_tool + " sample --help").out, ContainsSubstring("--inclusion cachegrind|strict"));
 }

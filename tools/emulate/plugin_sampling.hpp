@@ -498,8 +498,11 @@ inline void write_out(Sampler& s) { // under s.lock
         return;
     }
     flush_mapping_lines(); // (first: the samples' mappings are on file before them)
-    thread_local std::vector<unsigned char> records;
-    records.clear();
+    // A buffer of this call's (one allocation a batch of up to 4,096): a thread_local one is destroyed before the
+    // thread-exit callback (a pthread key's destructor) writes the thread's last batch, which then wrote into freed
+    // memory (ThreadSanitizer: heap-use-after-free, once a thread had written a batch itself).
+    std::vector<unsigned char> records;
+    records.reserve(s.size * record_size(s.sample_type));
     const std::size_t taken = s.size;
     while (s.size) {
         write_sample(records, s, s.pending[s.head]);
@@ -565,6 +568,38 @@ inline void thread_exits() {
         whole.unwritten += s->lost;
     }
     samplers.erase(s->id);
+}
+
+/// The target's numbers for kill, tkill and tgkill (set at install; -1: none).
+struct SignalCallNumbers {
+    long kill = -1, tkill = -1, tgkill = -1;
+};
+inline SignalCallNumbers signal_call_numbers;
+
+/// At a system call's entry: a signal the process sends itself whose default action ends it (abort()'s SIGABRT,
+/// raise(SIGTERM), kill(getpid(), ...)) has every thread's pending samples written first. QEMU 7.2 ends such a
+/// process without the plugin's exit callback (QEMU 10 calls it), so the samples a batch held would be lost; a
+/// process ends after the call, with no load after it, so the files then hold every sample it took. If a handler
+/// catches the signal instead, the samples it takes later are written as usual. Host work only: no count changes.
+inline void signal_call_starts(long number, std::uint64_t a1, std::uint64_t a2, std::uint64_t a3) {
+    const SignalCallNumbers& n = signal_call_numbers;
+    if (whole.dir.empty() || number < 0 || (number != n.kill && number != n.tkill && number != n.tgkill)) return;
+    const auto pid = static_cast<std::int64_t>(static_cast<std::int32_t>(a1));
+    const std::uint64_t sig = number == n.tgkill ? a3 : a2;
+    const bool to_self = number == n.kill ? pid == ::getpid() || pid <= 0   // (0, -1, -PGID: its group may hold it)
+                         : number == n.tgkill ? pid == ::getpid()
+                                              : true; // tkill: a thread id, most likely one of its own
+    // Signals whose default action is not to end the process: SIGCHLD, SIGCONT, SIGSTOP, SIGTSTP, SIGTTIN,
+    // SIGTTOU, SIGURG, SIGWINCH (17 to 23 and 28 on x86-64 and AArch64); 0 sends nothing.
+    const bool ends = sig != 0 && sig < 65 && !(sig >= 17 && sig <= 23) && sig != 28;
+    if (!to_self || !ends) return;
+    flush_mapping_lines();
+    std::lock_guard<std::mutex> hold_all(samplers_lock);
+    for (auto& [id, sampler] : samplers) {
+        if (!sampler->to_file) continue;
+        std::lock_guard<std::mutex> hold(sampler->lock);
+        write_out(*sampler);
+    }
 }
 
 /// The process's loads and samples since its last report line, as one: "pid N loads L samples S threads T unwritten

@@ -846,6 +846,7 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
     this_vcpu = vcpu;
     note_refused_call(num, a1);
     plugin_sampling::mapping_call_starts(static_cast<long>(num), a1, a2, a3, a4, a5, a6); // (pmc sample --emulate)
+    plugin_sampling::signal_call_starts(static_cast<long>(num), a1, a2, a3); // (its samples kept before a fatal signal)
     if (plugin_cache::settings.on) plugin_cache::at_syscall();
     if (plugin_branches::settings.on) plugin_branches::at_syscall();
     note_progress();
@@ -973,6 +974,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
         refused_calls = {317, 157, 435, 56}; // seccomp prctl clone3 clone
         plugin_sampling::mapping_call_numbers = {9, 11, 25, 12}; // mmap munmap mremap brk
+        plugin_sampling::signal_call_numbers = {62, 200, 234};   // kill tkill tgkill
     }
     if (std::strcmp(target_name, "aarch64") == 0) {
         execve_number = 221, execveat_number = 281;
@@ -980,6 +982,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         std::copy(std::begin(mapping), std::end(mapping), mapping_calls);
         refused_calls = {277, 167, 435, 220};
         plugin_sampling::mapping_call_numbers = {222, 215, 216, 214};
+        plugin_sampling::signal_call_numbers = {129, 130, 131};
     }
     if (!start_counting()) {
         std::fprintf(stderr, "pmc's QEMU plugin: QEMU could not make its per-vCPU counts\n");

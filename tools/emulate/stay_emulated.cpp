@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -215,13 +216,19 @@ size_t put_decimal(char* out, uint64_t value) {
 /// pmc sample --emulate (the plugin's samples=DIR): the guest's memory map, which QEMU emulates in the guest's
 /// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading BREAK" and the file's lines, in one write, at the
 /// image's start (here, before the program's code) and at its exit(): what pmc names the sampled addresses with.
+/// Its buffer comes from mmap, never malloc: a malloc before main would move the program's heap (its first sbrk(0)
+/// by 68 KiB under glibc), so pmc sample would sample another run than pmc emulate and pmc count count.
 char maps_dir[PATH_MAX];
+char* map_buffer(size_t size) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+}
 void read_maps_for_samples() {
     if (!maps_dir[0]) return;
     const int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (in < 0) return;
     size_t size = 1 << 16, used = 0;
-    char* text = static_cast<char*>(malloc(size));
+    char* text = map_buffer(size);
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (text) { // "pmc-maps TIME reading BREAK\n"
@@ -237,8 +244,10 @@ void read_maps_for_samples() {
     }
     for (ssize_t n = 1; text && n > 0;) {
         if (size - used < 4096) {
-            char* bigger = static_cast<char*>(realloc(text, size *= 2));
-            if (!bigger) free(text);
+            char* bigger = map_buffer(size * 2);
+            if (bigger) memcpy(bigger, text, used);
+            munmap(text, size);
+            size *= 2;
             text = bigger;
             if (!text) break;
         }
@@ -258,7 +267,7 @@ void read_maps_for_samples() {
         [[maybe_unused]] const ssize_t written = write(out, text, used);
         close(out);
     }
-    free(text);
+    munmap(text, size);
 }
 
 void on_fatal_signal(int sig);
