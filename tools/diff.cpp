@@ -83,9 +83,11 @@ Options:
                   measured, and move with the program's memory layout, so a change passes unless
                   it is at least 10% of the label's BASE median and at least the floor: 64 events
                   or 0.1% of the counter's whole-run BASE total (every label's self value), the
-                  larger; a --threshold replaces both (the output says which applied). Where the
-                  files record only modelled counters and none is named, the first is shown, and a
-                  fail option exits 4 asking for --counter.
+                  larger; a --threshold replaces both (the output says which applied):
+                  --threshold 0 fails any change, for a figure exact by construction (per-thread
+                  branch-misses of threads started in turn), --threshold 10% keeps the share
+                  without the floor. Where the files record only modelled counters and none is
+                  named, the first is shown, and a fail option exits 4 asking for --counter.
   --any-emulator  Compare profiles recorded under different emulators (pmc emulate: QEMU version,
                   plugin API), emulated CPU models, or, for a modelled counter, model
                   configurations (the cache geometry, L2, inclusion; the branch predictor), with
@@ -117,7 +119,8 @@ Options:
                   A flagged label whose self delta is below VALUE does not fail the gate (it is
                   shown, marked "under the threshold"): a count in the counter's unit (100; ns
                   for wall-time), or a percentage of the BASE median (0.5%). A new label's
-                  percentage is infinite: only a count threshold can excuse it.
+                  percentage is infinite: only a count threshold can excuse it. 0: any change
+                  fails (on a modelled counter too: it replaces the 10% and the floor).
   --accept FILE   Intended changes, in a file committed with the change, one label a line:
                   VALUE LABEL, VALUE being the self delta accepted (+4, -120, +2.5%), a range
                   of them (-100..0, 0%..5%), "new" or "gone"; lines starting with # and blank
@@ -419,7 +422,8 @@ std::string verdict_text(const gate::LabelJudgement& r, const Read& in, const ga
     }
     if (!r.flagged()) return text;
     if (r.under_floor)
-        text += fmt::format(" (under the modelled floor {}: does not fail)", runs::show(judgement.floor, ""));
+        text += fmt::format(" (under the modelled floor {}: does not fail; --threshold 0 fails any change)",
+                            runs::show(judgement.floor, ""));
     else if (r.under_threshold) text += fmt::format(" (under the threshold {}: does not fail)", judgement.threshold->text);
     else if (r.against_direction) text += " (a decrease: does not fail --fail-on-increase)";
     else if (r.accepted)
@@ -467,10 +471,12 @@ std::string modelled_text(const Read& in, const gate::Judgement& j) {
         j.modelled_default_threshold
             ? fmt::format("a change fails only when it is at least {} of the label's BASE value and at least {} "
                           "events (the floor: {:g} events or {:g}% of the counter's whole-run BASE total, {}; the "
-                          "modelled counters' default, which --threshold replaces)",
+                          "modelled counters' default, which --threshold replaces: --threshold 0 fails any change)",
                           j.threshold->text, runs::show(j.floor, ""), gate::modelled_floor_events,
                           gate::modelled_floor_share_percent, runs::show(in.base_run_total, ""))
-            : fmt::format("a change under {} passing (--threshold)", j.threshold ? j.threshold->text : "0");
+        : j.threshold && j.threshold->value > 0
+            ? fmt::format("a change under {} passing (--threshold)", j.threshold->text)
+            : std::string("any change failing (--threshold 0: no share, no floor)");
     const std::string model = fmt::format("{} is modelled by pmc's {} (pmc emulate {}), not measured", in.counter.name,
                                           branches ? "branch predictor model" : "cache model",
                                           branches ? "--branches" : "--cache");

@@ -952,6 +952,26 @@ std::map<std::string, std::uint64_t> cachegrind_counts(const std::string& mode, 
 }
 /// Whether valgrind runs here (the Cachegrind comparisons are left out, or skipped, without it).
 bool have_valgrind() { return ::system("valgrind --version >/dev/null 2>&1") == 0; }
+
+/// What 1,000 more rounds of a pmc-emulate-target case add to each figure: `figures(ROUNDS)` (one run's figures by
+/// name: cache_counts, cachegrind_counts, model_report) at 2,000 rounds minus at 1,000, signed. Start-up and exit
+/// are alike in both runs, so the difference is the rounds' own; a figure the 1,000-round run lacks fails at .at().
+template <typename Figures>
+std::map<std::string, std::int64_t> added_by_1000_rounds(const Figures& figures) {
+    const auto small = figures("1000"), large = figures("2000");
+    std::map<std::string, std::int64_t> added;
+    for (const auto& [name, value] : large)
+        added[name] = static_cast<std::int64_t>(value) - static_cast<std::int64_t>(small.at(name));
+    return added;
+}
+/// added_by_1000_rounds of pmc count --emulate --cache -e EVENTS -- pmc-emulate-target MODE ROUNDS.
+std::map<std::string, std::int64_t> counts_added_by_1000_rounds(const std::string& events, const std::string& mode) {
+    return added_by_1000_rounds([&](const char* rounds) { return cache_counts("-e " + events, rounds, mode); });
+}
+/// added_by_1000_rounds of Cachegrind's totals (Ir, Dr, Dw, D1mr, ...).
+std::map<std::string, std::int64_t> cachegrind_added_by_1000_rounds(const std::string& mode) {
+    return added_by_1000_rounds([&](const char* rounds) { return cachegrind_counts(mode, rounds); });
+}
 } // namespace
 
 TEST_CASE("pmc count --emulate --cache agrees with Cachegrind on what a matrix multiply adds (120 -> 160)",
@@ -996,16 +1016,13 @@ TEST_CASE("pmc emulate --cache: an atomic read-modify-write is two reads, as in 
 #endif
     // Per round: lock add, xchg m, lock xadd (two reads each: VEX's load and compare-and-swap), lock cmpxchg and
     // lock cmpxchg16b (one read each; QEMU 7.2 stores cmpxchg16b's 16 bytes in two pieces): 8 reads, no write.
-    const auto ours = [](const char* rounds) {
-        return cache_counts("-e L1-dcache-loads,L1-dcache-stores", rounds, "atomics");
-    };
-    const auto small = ours("1000"), large = ours("2000");
-    CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 8 * 1000);
-    CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 0);
+    const auto ours = counts_added_by_1000_rounds("L1-dcache-loads,L1-dcache-stores", "atomics");
+    CHECK(ours.at("L1-dcache-loads") == 8 * 1000);
+    CHECK(ours.at("L1-dcache-stores") == 0);
     if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
-    const auto cg_small = cachegrind_counts("atomics", "1000"), cg_large = cachegrind_counts("atomics", "2000");
-    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 8 * 1000);
-    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 0);
+    const auto cg = cachegrind_added_by_1000_rounds("atomics");
+    CHECK(cg.at("Dr") == 8 * 1000);
+    CHECK(cg.at("Dw") == 0);
 }
 
 TEST_CASE("pmc emulate --cache: atomics count as in Cachegrind after a MAP_SHARED mapping (QEMU's parallel code)",
@@ -1017,17 +1034,15 @@ TEST_CASE("pmc emulate --cache: atomics count as in Cachegrind after a MAP_SHARE
     // The atomics case after a shared mapping: QEMU 7.2 then reports each atomic as one store (glibc maps
     // gconv-modules.cache shared, so grep, sed, find, tar and sha256sum run that way). Per round still 8 reads and
     // no write: lock add, xchg and lock xadd two reads each, lock cmpxchg and lock cmpxchg16b one each.
-    const auto ours = [](const char* rounds) {
-        return cache_counts("-e L1-dcache-loads,L1-dcache-stores,L1-dcache-store-misses", rounds, "atomics-shared");
-    };
-    const auto small = ours("1000"), large = ours("2000");
-    CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 8 * 1000);
-    CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 0);
-    CHECK(large.at("L1-dcache-store-misses") == small.at("L1-dcache-store-misses"));
+    const auto ours =
+        counts_added_by_1000_rounds("L1-dcache-loads,L1-dcache-stores,L1-dcache-store-misses", "atomics-shared");
+    CHECK(ours.at("L1-dcache-loads") == 8 * 1000);
+    CHECK(ours.at("L1-dcache-stores") == 0);
+    CHECK(ours.at("L1-dcache-store-misses") == 0);
     if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
-    const auto cg_small = cachegrind_counts("atomics-shared", "1000"), cg_large = cachegrind_counts("atomics-shared", "2000");
-    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 8 * 1000);
-    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 0);
+    const auto cg = cachegrind_added_by_1000_rounds("atomics-shared");
+    CHECK(cg.at("Dr") == 8 * 1000);
+    CHECK(cg.at("Dw") == 0);
 }
 
 namespace {
@@ -1111,17 +1126,14 @@ TEST_CASE("pmc emulate --cache: a register bit test counts Cachegrind's stack-sl
     PMC_SKIP("the bit-tests case is x86-64 code");
 #endif
     // Per round a bt and a bts of a register by a register: 3 reads and 2 writes (VEX's stack slot), as D1 hits.
-    const auto ours = [](const char* rounds) {
-        return cache_counts("-e L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses", rounds, "bit-tests");
-    };
-    const auto small = ours("1000"), large = ours("2000");
-    CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 3 * 1000);
-    CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 2 * 1000);
-    CHECK(large.at("L1-dcache-load-misses") == small.at("L1-dcache-load-misses"));
+    const auto ours = counts_added_by_1000_rounds("L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses", "bit-tests");
+    CHECK(ours.at("L1-dcache-loads") == 3 * 1000);
+    CHECK(ours.at("L1-dcache-stores") == 2 * 1000);
+    CHECK(ours.at("L1-dcache-load-misses") == 0);
     if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
-    const auto cg_small = cachegrind_counts("bit-tests", "1000"), cg_large = cachegrind_counts("bit-tests", "2000");
-    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 3 * 1000);
-    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 2 * 1000);
+    const auto cg = cachegrind_added_by_1000_rounds("bit-tests");
+    CHECK(cg.at("Dr") == 3 * 1000);
+    CHECK(cg.at("Dw") == 2 * 1000);
 }
 
 TEST_CASE("pmc emulate --cache: a register bit test's stack slot misses as in Cachegrind (QEMU 9 and later)",
@@ -1133,22 +1145,19 @@ TEST_CASE("pmc emulate --cache: a register bit test's stack slot misses as in Ca
     // Per round a bt, whose slot (%rsp - 288) shares one 8-way D1 set with 8 lines the round loads: 9 lines in
     // turn, so the slot's store and the 8 loads miss. QEMU 9 and later give the plugin %rsp; before, the slot is
     // counted as hits and the 8 lines fit.
-    const auto ours = [](const char* rounds) {
-        return cache_counts("-e L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses,L1-dcache-store-misses",
-                            rounds, "bit-test-slot");
-    };
-    const auto small = ours("1000"), large = ours("2000");
+    const auto ours = counts_added_by_1000_rounds(
+        "L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses,L1-dcache-store-misses", "bit-test-slot");
     const bool registers = emulated_qemu_major() >= 9;
     INFO("QEMU " << emulated_qemu_major());
-    CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 9 * 1000);
-    CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 1000);
-    CHECK(large.at("L1-dcache-load-misses") - small.at("L1-dcache-load-misses") == (registers ? 8 * 1000 : 0));
-    CHECK(large.at("L1-dcache-store-misses") - small.at("L1-dcache-store-misses") == (registers ? 1000 : 0));
+    CHECK(ours.at("L1-dcache-loads") == 9 * 1000);
+    CHECK(ours.at("L1-dcache-stores") == 1000);
+    CHECK(ours.at("L1-dcache-load-misses") == (registers ? 8 * 1000 : 0));
+    CHECK(ours.at("L1-dcache-store-misses") == (registers ? 1000 : 0));
     if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
-    const auto cg_small = cachegrind_counts("bit-test-slot", "1000"), cg_large = cachegrind_counts("bit-test-slot", "2000");
-    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 9 * 1000);
-    CHECK(cg_large.at("D1mr") - cg_small.at("D1mr") == 8 * 1000);
-    CHECK(cg_large.at("D1mw") - cg_small.at("D1mw") == 1000);
+    const auto cg = cachegrind_added_by_1000_rounds("bit-test-slot");
+    CHECK(cg.at("Dr") == 9 * 1000);
+    CHECK(cg.at("D1mr") == 8 * 1000);
+    CHECK(cg.at("D1mw") == 1000);
 }
 
 TEST_CASE("pmc emulate --cache: x87/SSE state images are VEX's accesses, the x87 part one access",
@@ -1160,21 +1169,18 @@ TEST_CASE("pmc emulate --cache: x87/SSE state images are VEX's accesses, the x87
     // Per round fxsave, fxrstor, fnstenv, fldenv, fnsave, frstor, fstpt, fldt (21 writes, 21 reads: QEMU 7.2's
     // pieces were 15 writes, QEMU 10.0 reports none) and 16 loads of lines that stay in the D1 only if each image's
     // x87 part is one access, cut to a line as Cachegrind cuts it (QEMU 7.2's pieces touch the lines beyond).
-    const auto ours = [](const char* rounds) {
-        return cache_counts("-e L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses,L1-dcache-store-misses",
-                            rounds, "state-images");
-    };
-    const auto small = ours("1000"), large = ours("2000");
-    CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 37 * 1000);
-    CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 21 * 1000);
-    CHECK(large.at("L1-dcache-load-misses") == small.at("L1-dcache-load-misses"));
-    CHECK(large.at("L1-dcache-store-misses") == small.at("L1-dcache-store-misses"));
+    const auto ours = counts_added_by_1000_rounds(
+        "L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses,L1-dcache-store-misses", "state-images");
+    CHECK(ours.at("L1-dcache-loads") == 37 * 1000);
+    CHECK(ours.at("L1-dcache-stores") == 21 * 1000);
+    CHECK(ours.at("L1-dcache-load-misses") == 0);
+    CHECK(ours.at("L1-dcache-store-misses") == 0);
     if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
-    const auto cg_small = cachegrind_counts("state-images", "1000"), cg_large = cachegrind_counts("state-images", "2000");
-    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 37 * 1000);
-    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 21 * 1000);
-    CHECK(cg_large.at("D1mr") == cg_small.at("D1mr"));
-    CHECK(cg_large.at("D1mw") == cg_small.at("D1mw"));
+    const auto cg = cachegrind_added_by_1000_rounds("state-images");
+    CHECK(cg.at("Dr") == 37 * 1000);
+    CHECK(cg.at("Dw") == 21 * 1000);
+    CHECK(cg.at("D1mr") == 0);
+    CHECK(cg.at("D1mw") == 0);
 }
 
 namespace {
@@ -1203,6 +1209,10 @@ std::map<std::string, std::uint64_t> model_report(const std::string& mode, const
     REQUIRE(v.count("Ir") == 1);
     return v;
 }
+/// added_by_1000_rounds of the cache model's report line (Ir, Dr, Dw, ...), from the plugins in `plugins`.
+std::map<std::string, std::int64_t> model_added_by_1000_rounds(const std::string& mode, const std::string& plugins = "") {
+    return added_by_1000_rounds([&](const char* rounds) { return model_report(mode, rounds, plugins); });
+}
 } // namespace
 
 TEST_CASE("pmc emulate --cache: rep string instructions are an access per element and an instruction per "
@@ -1216,28 +1226,24 @@ TEST_CASE("pmc emulate --cache: rep string instructions are an access per elemen
     // 3,088 writes, 3,068 reads. QEMU 10 runs each in one execution of its block, where the plugin joined adjacent
     // elements into one access and counted each instruction once (3,018 writes, 3,029 reads, 30 Ir a round).
     INFO("QEMU " << emulated_qemu_major());
-    const auto ours = [](const char* rounds) {
-        return cache_counts("-e L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses,L1-dcache-store-misses",
-                            rounds, "rep-strings");
-    };
-    const auto small = ours("1000"), large = ours("2000");
-    CHECK(large.at("L1-dcache-stores") - small.at("L1-dcache-stores") == 3088 * 1000);
-    CHECK(large.at("L1-dcache-loads") - small.at("L1-dcache-loads") == 3068 * 1000);
-    CHECK(large.at("L1-dcache-load-misses") == small.at("L1-dcache-load-misses")); // (16 KiB, in the D1)
-    CHECK(large.at("L1-dcache-store-misses") == small.at("L1-dcache-store-misses"));
+    const auto ours = counts_added_by_1000_rounds(
+        "L1-dcache-loads,L1-dcache-stores,L1-dcache-load-misses,L1-dcache-store-misses", "rep-strings");
+    CHECK(ours.at("L1-dcache-stores") == 3088 * 1000);
+    CHECK(ours.at("L1-dcache-loads") == 3068 * 1000);
+    CHECK(ours.at("L1-dcache-load-misses") == 0); // (16 KiB, in the D1)
+    CHECK(ours.at("L1-dcache-store-misses") == 0);
     // The model's Ir: the round's other instructions (21 in the asm, the loop's few) and 3,140 rep executions.
-    const auto report_small = model_report("rep-strings", "1000"), report_large = model_report("rep-strings", "2000");
-    const std::uint64_t ir = report_large.at("Ir") - report_small.at("Ir");
-    CHECK(ir >= (3140 + 21) * 1000);
-    CHECK(ir <= (3140 + 21 + 8) * 1000);
-    CHECK(report_large.at("Dw") - report_small.at("Dw") == 3088 * 1000);
+    const auto model = model_added_by_1000_rounds("rep-strings");
+    CHECK(model.at("Ir") >= (3140 + 21) * 1000);
+    CHECK(model.at("Ir") <= (3140 + 21 + 8) * 1000);
+    CHECK(model.at("Dw") == 3088 * 1000);
     if (!have_valgrind()) return; // (the rule above is Cachegrind's, measured)
-    const auto cg_small = cachegrind_counts("rep-strings", "1000"), cg_large = cachegrind_counts("rep-strings", "2000");
-    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 3068 * 1000);
-    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 3088 * 1000);
+    const auto cg = cachegrind_added_by_1000_rounds("rep-strings");
+    CHECK(cg.at("Dr") == 3068 * 1000);
+    CHECK(cg.at("Dw") == 3088 * 1000);
     // Exact. (QEMU 7.2 gave one a round more where the test binary's layout put an lea across a page right after
     // the rep movsq's block: the case below.)
-    CHECK(cg_large.at("Ir") - cg_small.at("Ir") == ir);
+    CHECK(cg.at("Ir") == model.at("Ir"));
 }
 
 TEST_CASE("pmc emulate --cache: a repe/repne that its condition ends on its last element has no execution after "
@@ -1250,18 +1256,14 @@ TEST_CASE("pmc emulate --cache: a repe/repne that its condition ends on its last
     // scasl 5 each ended by their condition on the last element, a repe cmpsb 4 ended by its count; 45 Ir, 41 reads,
     // 22 instructions:u. On QEMU 10 the plugin counted VEX's execution after the count's end for all five (49).
     INFO("QEMU " << emulated_qemu_major());
-    const auto small = model_report("rep-last-element", "1000"), large = model_report("rep-last-element", "2000");
-    CHECK(large.at("Ir") - small.at("Ir") == 45 * 1000);
-    CHECK(large.at("Dr") - small.at("Dr") == 41 * 1000);
-    const auto count = [](const char* rounds) {
-        return cache_counts("-e instructions:u", rounds, "rep-last-element").at("instructions:u");
-    };
-    CHECK(count("2000") - count("1000") == 22 * 1000);
+    const auto model = model_added_by_1000_rounds("rep-last-element");
+    CHECK(model.at("Ir") == 45 * 1000);
+    CHECK(model.at("Dr") == 41 * 1000);
+    CHECK(counts_added_by_1000_rounds("instructions:u", "rep-last-element").at("instructions:u") == 22 * 1000);
     if (!have_valgrind()) return;
-    const auto cg_small = cachegrind_counts("rep-last-element", "1000");
-    const auto cg_large = cachegrind_counts("rep-last-element", "2000");
-    CHECK(cg_large.at("Ir") - cg_small.at("Ir") == 45 * 1000);
-    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 41 * 1000);
+    const auto cg = cachegrind_added_by_1000_rounds("rep-last-element");
+    CHECK(cg.at("Ir") == 45 * 1000);
+    CHECK(cg.at("Dr") == 41 * 1000);
 }
 
 TEST_CASE("pmc emulate --cache: a block cut at a page boundary counts each instruction once in the model's Ir, rep "
@@ -1274,25 +1276,19 @@ TEST_CASE("pmc emulate --cache: a block cut at a page boundary counts each instr
     // 83 instructions in Cachegrind's Ir, 52 reads and 13 writes; 25 in instructions:u. Four of the five blocks
     // end with an instruction QEMU 7.2 cuts off and still lists; the model counted it there too (87 a round).
     INFO("QEMU " << emulated_qemu_major());
-    const auto small = model_report("page-cut", "1000"), large = model_report("page-cut", "2000");
-    CHECK(large.at("Ir") - small.at("Ir") == 83 * 1000);
-    CHECK(large.at("Dr") - small.at("Dr") == 52 * 1000);
-    CHECK(large.at("Dw") - small.at("Dw") == 13 * 1000);
-    CHECK(large.at("I1mr") == small.at("I1mr"));
-    const auto count = [](const char* rounds) {
-        return cache_counts("-e instructions:u", rounds, "page-cut").at("instructions:u");
-    };
-    CHECK(count("2000") - count("1000") == 25 * 1000);
-    if (emulated_qemu_major() == 7) { // the plugin that counts every listed instruction: the cut ones twice
-        const auto fault_small = model_report("page-cut", "1000", PMC_PLUGIN_VARIANTS "page-cross");
-        const auto fault_large = model_report("page-cut", "2000", PMC_PLUGIN_VARIANTS "page-cross");
-        CHECK(fault_large.at("Ir") - fault_small.at("Ir") == 87 * 1000);
-    }
+    const auto model = model_added_by_1000_rounds("page-cut");
+    CHECK(model.at("Ir") == 83 * 1000);
+    CHECK(model.at("Dr") == 52 * 1000);
+    CHECK(model.at("Dw") == 13 * 1000);
+    CHECK(model.at("I1mr") == 0);
+    CHECK(counts_added_by_1000_rounds("instructions:u", "page-cut").at("instructions:u") == 25 * 1000);
+    if (emulated_qemu_major() == 7) // the plugin that counts every listed instruction: the cut ones twice
+        CHECK(model_added_by_1000_rounds("page-cut", PMC_PLUGIN_VARIANTS "page-cross").at("Ir") == 87 * 1000);
     if (!have_valgrind()) return;
-    const auto cg_small = cachegrind_counts("page-cut", "1000"), cg_large = cachegrind_counts("page-cut", "2000");
-    CHECK(cg_large.at("Ir") - cg_small.at("Ir") == 83 * 1000);
-    CHECK(cg_large.at("Dr") - cg_small.at("Dr") == 52 * 1000);
-    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 13 * 1000);
+    const auto cg = cachegrind_added_by_1000_rounds("page-cut");
+    CHECK(cg.at("Ir") == 83 * 1000);
+    CHECK(cg.at("Dr") == 52 * 1000);
+    CHECK(cg.at("Dw") == 13 * 1000);
 }
 
 TEST_CASE("pmc emulate --cache: a masked store is a write per element stored, as in Cachegrind", "[emulate][cache]") {
@@ -1302,21 +1298,11 @@ TEST_CASE("pmc emulate --cache: a masked store is a write per element stored, as
 #endif
     // Per round a vmaskmovps of 4 of its 8 elements and a vpmaskmovq of all 4: 8 writes (joined, they were 2).
     // AVX2: pmc emulate's default CPU has it (QEMU's own default models have none).
-    const auto ours = [](const char* rounds) {
-        const auto r = run_agreed("'" + pmc_tool + "' count --emulate --cache --csv -e L1-dcache-stores -- '" +
-                                  target + "' masked-stores " + rounds + " 2>&1");
-        INFO(r.out);
-        REQUIRE(r.status == 0);
-        std::smatch m;
-        REQUIRE(std::regex_search(r.out, m, std::regex("L1-dcache-stores,([0-9]+),")));
-        return std::stoull(m[1]);
-    };
-    CHECK(ours("2000") - ours("1000") == 8 * 1000);
+    CHECK(counts_added_by_1000_rounds("L1-dcache-stores", "masked-stores").at("L1-dcache-stores") == 8 * 1000);
     if (!have_valgrind() ||
         ::system("grep -qw avx2 /proc/cpuinfo") != 0) // (Valgrind runs the host's instructions)
         return;
-    const auto cg_small = cachegrind_counts("masked-stores", "1000"), cg_large = cachegrind_counts("masked-stores", "2000");
-    CHECK(cg_large.at("Dw") - cg_small.at("Dw") == 8 * 1000);
+    CHECK(cachegrind_added_by_1000_rounds("masked-stores").at("Dw") == 8 * 1000);
 }
 
 TEST_CASE("pmc count --emulate: a cache event without --cache names the flag, a bad geometry is refused",

@@ -153,7 +153,7 @@ TEST_CASE("LRU: a pointer chase over N lines of one set misses exactly as LRU pr
     // D1: 64 sets of 8 ways: lines 4 KiB apart share a set. The LL (8,192 sets) spreads them over sets of its own.
     const std::uint64_t base = 0x10000000, stride = 64 * 64;
     const std::uint64_t rounds = 50;
-    for (std::uint64_t n : {1, 4, 7, 8, 9, 12, 16}) {
+    for (std::uint64_t n : {1u, 4u, 7u, 8u, 9u, 12u, 16u}) {
         CAPTURE(n);
         CacheHierarchy h(CacheConfig{});
         for (std::uint64_t r = 0; r < rounds; ++r)
@@ -167,7 +167,7 @@ TEST_CASE("LRU: a pointer chase over N lines of one set misses exactly as LRU pr
         REQUIRE(h.counts().DLmr() == n); // the LL holds them all after the first round
     }
     // In the LL too: lines 512 KiB apart share an LL set (and a D1 set): 16 fit, 17 miss in both levels always.
-    for (std::uint64_t n : {16, 17}) {
+    for (std::uint64_t n : {16u, 17u}) {
         CAPTURE(n);
         CacheHierarchy h(CacheConfig{});
         for (std::uint64_t r = 0; r < rounds; ++r)

@@ -1167,13 +1167,17 @@ const char* const default_geometry = "I1 32768,8,64, D1 32768,8,64, LL 8388608,1
 
 /// A profile under pmc emulate --cache: the modelled L1-dcache-load-misses:u first (the primary), instructions:u
 /// second (none when `instructions` is 0: the profile then records only a modelled counter); one label "scan" with
-/// the given counts; the cache model of `geometry`.
+/// the given counts; the cache model of `geometry`. `event` "branch-misses:u": pmc emulate --branches' instead.
 std::string write_modelled(const TempDir& dir, const std::string& name, std::uint64_t misses, std::uint64_t instructions,
-                           const std::string& geometry = default_geometry) {
-    pmc_test::BuilderCounter modelled = pmc_test::exact_counter("L1-dcache-load-misses:u");
+                           const std::string& geometry = default_geometry,
+                           const std::string& event = "L1-dcache-load-misses:u") {
+    pmc_test::BuilderCounter modelled = pmc_test::exact_counter(event);
     modelled.read_path = "emulator";
-    modelled.note = "modelled (pmc emulate --cache): Cachegrind's cache model (" + geometry +
-                    "; LRU, write-allocate), this thread's caches of its own";
+    modelled.note = event.rfind("branch-misses", 0) == 0
+                        ? "modelled (pmc emulate --branches): Cachegrind's branch predictor (16384 2-bit counters), "
+                          "this thread's own"
+                        : "modelled (pmc emulate --cache): Cachegrind's cache model (" + geometry +
+                              "; LRU, write-allocate), this thread's caches of its own";
     pmc_test::BuilderCounter counted = pmc_test::exact_counter("instructions:u");
     counted.read_path = "emulator";
     std::vector<pmc_test::BuilderCounter> counters{modelled};
@@ -1232,7 +1236,8 @@ TEST_CASE("pmc diff: a modelled change fails only above 10% and the floor (64 ev
     const auto moved = write_modelled(dir, "moved.pmcprof", 120, 5000);
     auto passed = gate_run("--fail-on-change" + misses + " '" + base + "' '" + moved + "'");
     CHECK(passed.status == 0);
-    CHECK_THAT(passed.out, ContainsSubstring("(under the modelled floor 64: does not fail)"));
+    CHECK_THAT(passed.out, ContainsSubstring("(under the modelled floor 64: does not fail; --threshold 0 fails any "
+                                             "change)"));
     CHECK_THAT(passed.out, ContainsSubstring("at least 10% of the label's BASE value and at least 64 events"));
     // Doubled: a regression, above both.
     const auto doubled = write_modelled(dir, "doubled.pmcprof", 208, 5000);
@@ -1243,6 +1248,32 @@ TEST_CASE("pmc diff: a modelled change fails only above 10% and the floor (64 ev
     auto large_run = gate_run("--fail-on-change --threshold 0%" + misses + " '" + large + "' '" + large_moved + "'");
     CHECK(large_run.status == 3); // an explicit threshold replaces the floor
     CHECK(gate_run("--fail-on-change" + misses + " '" + large + "' '" + large_moved + "'").status == 0);
+}
+
+TEST_CASE("pmc diff: --threshold 0 gates a modelled figure exact by construction, below the floor (any change "
+          "fails)") {
+    // Per-thread branch misses of threads started in turn are the same in every run (docs/emulated-pmu.md,
+    // Branches): a change of 2 is the program's, though under the default's floor of 64.
+    TempDir dir;
+    const auto base = write_modelled(dir, "base.pmcprof", 40, 5000, default_geometry, "branch-misses:u");
+    const auto fewer = write_modelled(dir, "fewer.pmcprof", 38, 5000, default_geometry, "branch-misses:u");
+    const std::string files = " --counter branch-misses:u '" + base + "' '" + fewer + "'";
+    auto by_default = gate_run("--fail-on-change" + files);
+    CHECK(by_default.status == 0);
+    CHECK_THAT(by_default.out, ContainsSubstring("changed by -2 (under the modelled floor 64: does not fail; --threshold 0 "
+                                                 "fails any change)"));
+    CHECK_THAT(by_default.out, ContainsSubstring("which --threshold replaces: --threshold 0 fails any change"));
+    auto any_change = gate_run("--fail-on-change --threshold 0" + files);
+    CHECK(any_change.status == 3);
+    CHECK_THAT(any_change.out, ContainsSubstring("any change failing (--threshold 0: no share, no floor)"));
+    CHECK_THAT(any_change.out, !ContainsSubstring("under the modelled floor"));
+    auto j = gate_json("--fail-on-change --threshold 0" + files, 3);
+    CHECK(gate_list(j, "changed_labels") == std::vector<std::string>{"scan"});
+    CHECK(j.find("gate")->find("threshold")->find("value")->number == 0);
+    // The same with 0%, and the share alone (10%, no floor): -5 % passes, as by default.
+    CHECK(gate_run("--fail-on-change --threshold 0%" + files).status == 3);
+    CHECK(gate_run("--fail-on-change --threshold 10%" + files).status == 0);
+    CHECK_THAT(pmc_test::run_command(tool() + " diff --help").out, ContainsSubstring("--threshold 0 fails any change"));
 }
 
 // ---- What the gate compares and refuses (review 40) ----------------------------------------------------------------

@@ -667,6 +667,19 @@ std::string read_text(const std::string& path) {
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+/// Checks that an ending which could not reach every thread said so twice: in the profile (a problem that starts
+/// with `problem`) and on the child's stderr (the file `err`, which holds `on_stderr`).
+void check_threads_left_out_said(const pmc::Profile& p, const std::string& problem, const std::string& err,
+                                 const std::string& on_stderr) {
+    bool said = false;
+    for (const auto& why : p.problems) said = said || why.find(problem) == 0;
+    INFO("problems: " << p.problems.size() << (p.problems.empty() ? std::string() : ", first: " + p.problems[0]));
+    CHECK(said);
+    const std::string text = read_text(err);
+    INFO("stderr: " << text);
+    CHECK(text.find(on_stderr) != std::string::npos);
+}
+
 /// A child: three workers record (their pages unwritten), then the main thread is caught by SIGTERM's handler as a
 /// thread is being linked in on it (the list's head points at it, its link to the older threads not yet stored:
 /// what a handler run between link_thread's two stores would see, were signals not blocked there).
@@ -715,13 +728,7 @@ TEST_CASE("profiler: an ending that cannot reach every thread says so, in the en
     REQUIRE(p.ok());
     CHECK(p->ended_by() == "signal 15");
     // The main thread and the three workers (0 to 3) are out of reach: 4 left out, and said.
-    bool said = false;
-    for (const auto& why : p->problems) said = said || why.find("the end record leaves out up to 4 thread(s)") == 0;
-    INFO("problems: " << p->problems.size() << (p->problems.empty() ? std::string() : ", first: " + p->problems[0]));
-    CHECK(said);
-    const std::string text = read_text(err);
-    INFO("stderr: " << text);
-    CHECK(text.find("leaves out up to 4 thread(s)") != std::string::npos);
+    check_threads_left_out_said(*p, "the end record leaves out up to 4 thread(s)", err, "leaves out up to 4 thread(s)");
     // pmc summarize says it too, and exits 2 (a profile with problems).
     auto r = pmc_test::run_command(std::string(PMC_TOOL_PATH) + " summarize " + path + " 2>&1");
     CHECK(r.out.find("leaves out up to 4 thread(s)") != std::string::npos);
@@ -792,11 +799,6 @@ TEST_CASE("profiler: more threads than the end record's room and no memory for a
     REQUIRE(p.ok());
     CHECK(p->ended_by() == "exit()");
     CHECK(p->threads.size() == workers + 1); // every thread's pages are read
-    bool said = false;
-    for (const auto& why : p->problems) said = said || why.find("the end record leaves out up to 7 thread(s)") == 0;
-    INFO("problems: " << p->problems.size() << (p->problems.empty() ? std::string() : ", first: " + p->problems[0]));
-    CHECK(said);
-    const std::string text = read_text(err);
-    INFO("stderr: " << text);
-    CHECK(text.find("leaves out up to 7 thread(s) (no memory for a larger end record") != std::string::npos);
+    check_threads_left_out_said(*p, "the end record leaves out up to 7 thread(s)", err,
+                                "leaves out up to 7 thread(s) (no memory for a larger end record");
 }

@@ -158,6 +158,7 @@ struct CacheThread {
     std::uint64_t rep_string_count = 0;      ///< its count register when QEMU entered it (0 if QEMU would not say)
     std::uint64_t rep_string_iterations = 0; ///< the iterations it has made since
     std::uint64_t rep_string_accesses = 0;   ///< and their accesses
+    std::uint64_t rep_string_last_access = 0; ///< cmps, scas: rep_string_accesses at the count's last access (0: none)
     std::uint64_t rep_string_elements = 0;   ///< numbers each element's access, so that none joins another
     std::uint64_t rep_string_accumulator = 0; ///< scas: %rax when QEMU entered it (the value it looks for)
     std::uint64_t rep_string_first = 0;       ///< cmps: the current iteration's first address
@@ -653,6 +654,10 @@ inline std::atomic<bool> rep_strings_loop{false};
 /// A rep string instruction entered (plugin API 2; QEMU_PLUGIN_CB_R_REGS, on these instructions alone): its count
 /// register, before its first iteration here. QEMU 10 enters it again, with this callback, when it leaves its
 /// loop every 65,536 iterations; on_block counts each entry as one instruction.
+/// Whether the instruction is a cmps or scas, whose repe/repne condition may end it before its count does.
+inline bool is_conditional(const RepStringSite& site) {
+    return site.rep.kind == pmc_model::RepString::cmps || site.rep.kind == pmc_model::RepString::scas;
+}
 inline void on_rep_string_start(unsigned int, void* data) {
     const auto& site = *static_cast<const RepStringSite*>(data);
     ThreadModel& t = this_thread();
@@ -662,10 +667,9 @@ inline void on_rep_string_start(unsigned int, void* data) {
     t.rep_string_accesses = 0;
     if (site.rep.kind == pmc_model::RepString::scas && !guest_registers::read_x86_gpr(0, t.rep_string_accumulator))
         t.rep_string_count = 0; // (without %rax its last element cannot be compared: no execution added)
-}
-/// Whether the instruction is a cmps or scas, whose repe/repne condition may end it before its count does.
-inline bool is_conditional(const RepStringSite& site) {
-    return site.rep.kind == pmc_model::RepString::cmps || site.rep.kind == pmc_model::RepString::scas;
+    // The access that decides VEX's last execution of a cmps or scas, numbered here so that each access needs one
+    // compare to know it is not that one (0: never, as accesses count from 1).
+    t.rep_string_last_access = is_conditional(site) ? t.rep_string_count * site.accesses_per_iteration : 0;
 }
 /// Whether a repe/repne's last elements compared equal: cmps's two, or scas's and %rax's low bytes. They were just
 /// read (QEMU calls after the access), so they are mapped. Without host_of: equal, as before.
@@ -680,7 +684,7 @@ inline bool last_elements_equal(const ThreadModel& t, const RepStringSite& site,
 /// execution that finds the count 0, if the condition still holds. Once per instruction: out of the common path.
 __attribute__((noinline)) inline void conditional_count_end(ThreadModel& t, const RepStringSite& site,
                                                             std::uint64_t address) {
-    if (!is_conditional(site) || !rep_strings_loop.load(std::memory_order_relaxed) ||
+    if (!rep_strings_loop.load(std::memory_order_relaxed) ||
         !pmc_model::executes_after_count_end(site.rep, last_elements_equal(t, site, address, site.rep.element_bytes)))
         return;
     t.caches.count_instructions(1);
@@ -692,27 +696,28 @@ __attribute__((noinline)) inline void conditional_count_end(ThreadModel& t, cons
 /// entry's first is one instruction more, fetched as Cachegrind fetches it, and so is the iteration that takes the
 /// count to 0, for VEX's last execution, which finds it 0 (a repe/repne whose condition ends it on that element
 /// has none: model/access_decode.hpp's executes_after_count_end, decided after its last access). Where QEMU makes
-/// one iteration per entry none of this adds one.
-inline void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+/// one iteration per entry none of this adds one. `conditional`: a cmps or scas (is_conditional), registered apart
+/// so that movs, stos and lods, most of the elements, pay nothing for that decision.
+template <bool conditional>
+void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
     const auto& site = *static_cast<const RepStringSite*>(data);
     ThreadModel& t = this_thread();
-    if ((t.rep_string_accesses++ & (site.accesses_per_iteration - 1)) == 0) { // an iteration starts
+    const std::uint64_t access = ++t.rep_string_accesses; // numbered from 1 since the instruction's entry
+    if (((access - 1) & (site.accesses_per_iteration - 1)) == 0) { // an iteration starts
         const std::uint64_t iteration = ++t.rep_string_iterations;
         std::uint64_t executions = 0; // VEX's, beyond the entry's first (on_block's)
         if (iteration == 2 && !rep_strings_loop.load(std::memory_order_relaxed))
             rep_strings_loop.store(true, std::memory_order_relaxed);
         if (iteration > 1) ++executions;
-        if (iteration == t.rep_string_count && !is_conditional(site) &&
-            rep_strings_loop.load(std::memory_order_relaxed))
+        if (!conditional && iteration == t.rep_string_count && rep_strings_loop.load(std::memory_order_relaxed))
             ++executions;
         for (; executions > 0; --executions) {
             t.caches.count_instructions(1);
             t.caches.fetch_planned(site.instruction.pc, site.length);
         }
-        t.rep_string_first = address;
+        if (conditional) t.rep_string_first = address;
     }
-    if (__builtin_expect(t.rep_string_iterations == t.rep_string_count, 0) &&
-        (t.rep_string_accesses & (site.accesses_per_iteration - 1)) == 0) // the last iteration's last access
+    if (conditional && __builtin_expect(access == t.rep_string_last_access, 0)) // its last iteration's last access
         conditional_count_end(t, site, address);
     const MeminfoTable::Decoded m = t.meminfos.decode(info);
     const pmc_model::Kind kind = m.store ? pmc_model::Kind::write : pmc_model::Kind::read;
@@ -743,8 +748,9 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
             RepStringSite{*each, static_cast<std::uint32_t>(size), rep.accesses_per_iteration, mask, rep}));
         qemu_plugin_register_vcpu_insn_exec_cb(insn, on_rep_string_start, QEMU_PLUGIN_CB_R_REGS,
                                                block.rep_strings.back().get());
-        qemu_plugin_register_vcpu_mem_cb(insn, on_rep_string_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
-                                         block.rep_strings.back().get());
+        qemu_plugin_register_vcpu_mem_cb(
+            insn, is_conditional(*block.rep_strings.back()) ? on_rep_string_memory<true> : on_rep_string_memory<false>,
+            QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, block.rep_strings.back().get());
         return;
     }
 #endif

@@ -542,7 +542,7 @@ std::string guest_string(std::uint64_t guest_address, std::size_t max = 4096) {
         const std::size_t got = copy_guest(guest_address + s.size(), chunk, want, false);
         if (got == 0) return "";
         const void* nul = std::memchr(chunk, '\0', got);
-        if (nul) return s.append(chunk, static_cast<const char*>(nul) - chunk);
+        if (nul) return s.append(chunk, static_cast<std::size_t>(static_cast<const char*>(nul) - chunk));
         s.append(chunk, got);
     }
     return "";

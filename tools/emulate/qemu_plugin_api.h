@@ -18,6 +18,13 @@ extern "C" {
 
 typedef uint64_t qemu_plugin_id_t;
 
+/// qemu_info_t's part for system emulation (QEMU's header declares it in place, in an anonymous union of this one
+/// member: the same layout; named here, as -Wpedantic asks).
+struct qemu_info_system {
+    int smp_vcpus;
+    int max_vcpus;
+};
+
 /// What QEMU tells the plugin at install.
 typedef struct qemu_info_t {
     const char* target_name; ///< the guest architecture: "x86_64", "aarch64", ...
@@ -27,10 +34,7 @@ typedef struct qemu_info_t {
     } version;
     bool system_emulation; ///< false under user mode (qemu-x86_64), the only mode pmc's plugin supports
     union {
-        struct {
-            int smp_vcpus;
-            int max_vcpus;
-        } system;
+        struct qemu_info_system system;
     };
 } qemu_info_t;
 
