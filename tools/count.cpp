@@ -644,11 +644,17 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
     // A process that never reached its exit leaves the counts partial: never status 0 then, as when -o's file
     // cannot be written (a script that checks only the status must not take them for whole).
     if (status == 0 && run.processes.unfinished > 0) {
-        fmt::print(stderr, "pmc: count --emulate: exit status 1, though '{}' exited 0: {} emulated process{} "
-                           "never reached {} exit (a signal ended {}), so the counts are partial. For an "
-                           "exact count, let every process the command starts exit\n",
-                   shown, run.processes.unfinished, run.processes.unfinished == 1 ? "" : "es",
-                   run.processes.unfinished == 1 ? "its" : "their", run.processes.unfinished == 1 ? "it" : "them");
+        const bool one = run.processes.unfinished == 1;
+        if (run.processes.unwritten == run.processes.unfinished)
+            fmt::print(stderr, "pmc: count --emulate: exit status 1, though '{}' exited 0: the report line{} of {} "
+                               "emulated process{} could not be written ({}), so the counts are not known to be "
+                               "whole\n", shown, one ? "" : "s", run.processes.unfinished, one ? "" : "es",
+                       std::strerror(run.processes.unwritten_errno));
+        else
+            fmt::print(stderr, "pmc: count --emulate: exit status 1, though '{}' exited 0: {} emulated process{} "
+                               "never reached {} exit (a signal ended {}), so the counts are partial. For an "
+                               "exact count, let every process the command starts exit\n",
+                       shown, run.processes.unfinished, one ? "" : "es", one ? "its" : "their", one ? "it" : "them");
         status = 1;
     }
     end_like(run.raw_status); // (the report is written: now end as the command did)
