@@ -601,10 +601,20 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
         text += "\n partial, not exact: " + unfinished_note(r, run.raw_status) + ".\n";
     else if (WIFSIGNALED(run.raw_status))
         text += fmt::format("\n (ended by {}: counted up to the signal)\n", signal_name(WTERMSIG(run.raw_status)));
-    text += fmt::format("\n emulated (QEMU TCG): {} of the instructions the emulator executed for the "
-                        "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
-                        "emulator)\n",
-                        r.unfinished > 0 ? "a partial count" : "an exact count", covered,
+    // The footer names what was counted: the instructions, or only the events listed (-e L1-dcache-load-misses).
+    const bool counts_instructions = std::any_of(events.names.begin(), events.names.end(), [](const std::string& n) {
+        return n.rfind("instructions", 0) == 0;
+    });
+    const std::string what =
+        counts_instructions ? fmt::format("{} of the instructions the emulator executed", r.unfinished > 0
+                                                                                              ? "a partial count"
+                                                                                              : "an exact count")
+                            : fmt::format("{} of the events above, over what the emulator executed",
+                                          r.unfinished > 0 ? "partial counts" : "counts");
+    text += fmt::format("\n emulated (QEMU TCG): {} for the whole command ({}), not a real core's.{}\n {:>14.9f} "
+                        "seconds time elapsed (under the emulator)\n",
+                        what, covered, counts_instructions ? "" : " No instruction count was asked for (add -e "
+                                                                  "instructions:u).",
                         static_cast<double>(run.elapsed_ns) / 1e9);
     if (o.cache) text += " " + events.model_note + ".\n";
     if (o.cache && events.has_l2)

@@ -404,6 +404,25 @@ TEST_CASE("pmc sample --emulate never exits 0 with samples missing: a command th
     CHECK_THAT(whole.out, !ContainsSubstring("interrupted"));
 }
 
+TEST_CASE("pmc count --emulate's footer names what it counted: the instructions, or only the modelled events",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    const auto misses = run_agreed("'" + pmc_tool + "' count --emulate --cache -e L1-dcache-load-misses -- '" + target +
+                                   "' loop 1000 2>&1");
+    INFO(misses.out);
+    CHECK(misses.status == 0);
+    const std::string text = std::regex_replace(misses.out, std::regex("\\s+"), " ");
+    CHECK_THAT(text, ContainsSubstring("emulated (QEMU TCG): counts of the events above, over what the emulator "
+                                       "executed for the whole command"));
+    CHECK_THAT(text, ContainsSubstring("No instruction count was asked for (add -e instructions:u)."));
+    CHECK_THAT(text, !ContainsSubstring("count of the instructions"));
+    const auto both = run_agreed("'" + pmc_tool + "' count --emulate --cache -e instructions:u -e L1-dcache-load-misses -- '" +
+                                 target + "' loop 1000 2>&1");
+    INFO(both.out);
+    CHECK_THAT(std::regex_replace(both.out, std::regex("\\s+"), " "),
+               ContainsSubstring("an exact count of the instructions the emulator executed"));
+}
+
 TEST_CASE("a program that leaves no file descriptor free at its exit, or closes them all, is counted exactly: "
           "count, emulate --cache and sample", "[emulate]") {
     REQUIRE_EMULATOR();
