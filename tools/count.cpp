@@ -567,8 +567,12 @@ std::string emulated_json(const Options& o, const std::vector<std::string>& comm
         .field("unfinished_processes", run.processes.unfinished)
         .field("partial", run.processes.unfinished > 0)
         .field("partial_processes", run.processes.partial_processes)
-        .key("native_programs")
-        .begin_array();
+        // (of the unfinished: those that reached their exit but whose report line could not be written, and why)
+        .field("unwritten_processes", run.processes.unwritten)
+        .key("unwritten_error");
+    if (run.processes.unwritten > 0) j.value(std::string(std::strerror(run.processes.unwritten_errno)));
+    else j.null();
+    j.key("native_programs").begin_array();
     for (const auto& n : run.processes.native) j.value(n);
     j.end_array().key("counts");
     pmc::write_counts_json(j, events.names, exact_event_counts(values, missing_counts(events, run.processes)),

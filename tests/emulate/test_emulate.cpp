@@ -469,6 +469,12 @@ TEST_CASE("a program that leaves no file descriptor free at its exit, or closes 
     CHECK_THAT(lost.out, ContainsSubstring("Too many open files"));
     CHECK_THAT(lost.out, ContainsSubstring("could not write its report line"));
     CHECK_THAT(lost.out, !ContainsSubstring("signal"));
+    const auto json = pmc_test::run_command("'" + pmc_tool + "' count --emulate --json -- '" + target +
+                                            "' fds reuse-exhaust 1000 2>&1");
+    INFO(json.out);
+    CHECK(json.status == 1);
+    CHECK_THAT(json.out, ContainsSubstring("\"unwritten_processes\":1"));
+    CHECK_THAT(json.out, ContainsSubstring("\"unwritten_error\":\"Too many open files\""));
     const auto modelled = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target +
                                                 "' fds reuse-exhaust 1000 2>&1");
     INFO(modelled.out);
