@@ -990,6 +990,11 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
         return ::stat(file.first.c_str(), &st) == 0 && st.st_size > 0;
     });
     if (processes.processes_with_loads == 0 && !any_samples) {
+        if (processes.unwritten > 0) { // reached its exit: no signal, its lines lost (the reason is the plugin's)
+            fmt::print(stderr, "pmc sample: '{}' (exit status {}) left no samples: {}\n", shown, run.exit_status,
+                       unfinished_note(processes, run.raw_status));
+            return run.exit_status ? run.exit_status : 1;
+        }
         fmt::print(stderr, "pmc sample: '{}' (exit status {}) left no samples: no emulated process reached its exit "
                            "or wrote a sample (killed by a signal, or QEMU did not start it)\n", shown, run.exit_status);
         return run.exit_status ? run.exit_status : 1; // (cmd_sample ends as the command did, the files removed)

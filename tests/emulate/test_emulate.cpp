@@ -436,7 +436,7 @@ TEST_CASE("a program that leaves no file descriptor free at its exit, or closes 
             CHECK_THAT(r.out, !ContainsSubstring("cannot write"));
             CHECK_THAT(r.out, !ContainsSubstring("never reached"));
             std::smatch m;
-            REQUIRE(std::regex_search(r.out, m, std::regex("\ninstructions:u,([0-9]+),[0-9]+,1\.000000,true,false,"
+            REQUIRE(std::regex_search(r.out, m, std::regex("\ninstructions:u,([0-9]+),[0-9]+,1\\.000000,true,false,"
                                                            "false\n")));
             return std::stoull(m[1]);
         };
@@ -480,6 +480,12 @@ TEST_CASE("a program that leaves no file descriptor free at its exit, or closes 
     INFO(modelled.out);
     CHECK(modelled.status == 1);
     CHECK_THAT(modelled.out, ContainsSubstring("could not write its report line"));
+    const auto sampled = pmc_test::run_command("'" + pmc_tool + "' sample --emulate --cache -- '" + target +
+                                               "' fds reuse-exhaust 1000 2>&1");
+    INFO(sampled.out);
+    CHECK(sampled.status == 1);
+    CHECK_THAT(sampled.out, ContainsSubstring("could not write its report line"));
+    CHECK_THAT(sampled.out, !ContainsSubstring("signal"));
 }
 
 namespace {
