@@ -118,7 +118,10 @@ Option CommandLine::option(const std::string& names, std::vector<std::string>& v
 Option CommandLine::flag(const std::string& names, bool& value) { return Option(parser_->app.add_flag(names, value)); }
 
 Option CommandLine::flag(const std::string& names, std::string& value, const std::string& bare) {
-    return Option(parser_->app.add_flag(names + "{" + bare + "}", value)); // CLI11: {X} is what a bare flag gives
+    // CLI11: {X} is what a bare flag gives. Given twice (--cache --cache=host) it is refused, not the last taken.
+    CLI::Option* o = parser_->app.add_flag(names + "{" + bare + "}", value);
+    o->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+    return Option(o);
 }
 
 void CommandLine::command_follows() { parser_->app.prefix_command(); }
@@ -127,6 +130,24 @@ void CommandLine::allow_extras() { parser_->app.allow_extras(); }
 
 std::optional<int> CommandLine::parse(std::vector<std::string> args) {
     CLI::App& app = parser_->app;
+    // "--name=" with nothing after '=': CLI11 would take it as the flag alone (--cache=) or take the next word as
+    // the value (--D1= -- prog: "--"). Refused, up to the command's start.
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--") break;
+        if (!is_option(a)) {
+            if (app.get_prefix_command()) break; // the command
+            continue;
+        }
+        const auto eq = a.find('=');
+        if (a.compare(0, 2, "--") != 0) continue;
+        const std::string name = a.substr(0, eq);
+        const CLI::Option* o = app.get_option_no_throw(name);
+        if (!o) continue;
+        if (eq == a.size() - 1)
+            return usage_error(name + " was given an empty value ('" + a + "'): give one, or leave the option out");
+        if (eq == std::string::npos && o->get_items_expected_min() > 0) ++i; // (its value: the next word)
+    }
     std::reverse(args.begin(), args.end()); // CLI11 takes them last first
     try {
         app.parse(args);

@@ -164,6 +164,9 @@ struct EmulatedReport {
     /// Of those, the ones whose file kept the models' counts too, which are summed into the models' fields below
     /// (partial like the instructions).
     int partial_models = 0;
+    /// Of the unfinished, those that reached their exit but whose report line the plugin could not write (not a
+    /// signal): the last such errno.
+    int unwritten = 0, unwritten_errno = 0;
     std::vector<std::string> native; ///< "PATH (why)" for each program that ran natively, not counted
     std::vector<std::pair<long, std::string>> sigill; ///< pid and program of each process that died of SIGILL
     /// The same for SIGSEGV in a process that had installed a signal handler, noted only under a QEMU that misaligns

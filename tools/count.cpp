@@ -567,8 +567,12 @@ std::string emulated_json(const Options& o, const std::vector<std::string>& comm
         .field("unfinished_processes", run.processes.unfinished)
         .field("partial", run.processes.unfinished > 0)
         .field("partial_processes", run.processes.partial_processes)
-        .key("native_programs")
-        .begin_array();
+        // (of the unfinished: those that reached their exit but whose report line could not be written, and why)
+        .field("unwritten_processes", run.processes.unwritten)
+        .key("unwritten_error");
+    if (run.processes.unwritten > 0) j.value(std::string(std::strerror(run.processes.unwritten_errno)));
+    else j.null();
+    j.key("native_programs").begin_array();
     for (const auto& n : run.processes.native) j.value(n);
     j.end_array().key("counts");
     pmc::write_counts_json(j, events.names, exact_event_counts(values, missing_counts(events, run.processes)),
@@ -601,10 +605,20 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
         text += "\n partial, not exact: " + unfinished_note(r, run.raw_status) + ".\n";
     else if (WIFSIGNALED(run.raw_status))
         text += fmt::format("\n (ended by {}: counted up to the signal)\n", signal_name(WTERMSIG(run.raw_status)));
-    text += fmt::format("\n emulated (QEMU TCG): {} of the instructions the emulator executed for the "
-                        "whole command ({}), not a real core's.\n {:>14.9f} seconds time elapsed (under the "
-                        "emulator)\n",
-                        r.unfinished > 0 ? "a partial count" : "an exact count", covered,
+    // The footer names what was counted: the instructions, or only the events listed (-e L1-dcache-load-misses).
+    const bool counts_instructions = std::any_of(events.names.begin(), events.names.end(), [](const std::string& n) {
+        return n.rfind("instructions", 0) == 0;
+    });
+    const std::string what =
+        counts_instructions ? fmt::format("{} of the instructions the emulator executed", r.unfinished > 0
+                                                                                              ? "a partial count"
+                                                                                              : "an exact count")
+                            : fmt::format("{} of the events above, over what the emulator executed",
+                                          r.unfinished > 0 ? "partial counts" : "counts");
+    text += fmt::format("\n emulated (QEMU TCG): {} for the whole command ({}), not a real core's.{}\n {:>14.9f} "
+                        "seconds time elapsed (under the emulator)\n",
+                        what, covered, counts_instructions ? "" : " No instruction count was asked for (add -e "
+                                                                  "instructions:u).",
                         static_cast<double>(run.elapsed_ns) / 1e9);
     if (o.cache) text += " " + events.model_note + ".\n";
     if (o.cache && events.has_l2)
@@ -644,11 +658,17 @@ int count_emulated(const Options& o, const std::vector<std::string>& command, co
     // A process that never reached its exit leaves the counts partial: never status 0 then, as when -o's file
     // cannot be written (a script that checks only the status must not take them for whole).
     if (status == 0 && run.processes.unfinished > 0) {
-        fmt::print(stderr, "pmc: count --emulate: exit status 1, though '{}' exited 0: {} emulated process{} "
-                           "never reached {} exit (a signal ended {}), so the counts are partial. For an "
-                           "exact count, let every process the command starts exit\n",
-                   shown, run.processes.unfinished, run.processes.unfinished == 1 ? "" : "es",
-                   run.processes.unfinished == 1 ? "its" : "their", run.processes.unfinished == 1 ? "it" : "them");
+        const bool one = run.processes.unfinished == 1;
+        if (run.processes.unwritten == run.processes.unfinished)
+            fmt::print(stderr, "pmc: count --emulate: exit status 1, though '{}' exited 0: the report line{} of {} "
+                               "emulated process{} could not be written ({}), so the counts are not known to be "
+                               "whole\n", shown, one ? "" : "s", run.processes.unfinished, one ? "" : "es",
+                       std::strerror(run.processes.unwritten_errno));
+        else
+            fmt::print(stderr, "pmc: count --emulate: exit status 1, though '{}' exited 0: {} emulated process{} "
+                               "never reached {} exit (a signal ended {}), so the counts are partial. For an "
+                               "exact count, let every process the command starts exit\n",
+                       shown, run.processes.unfinished, one ? "" : "es", one ? "its" : "their", one ? "it" : "them");
         status = 1;
     }
     end_like(run.raw_status); // (the report is written: now end as the command did)

@@ -73,7 +73,8 @@ over all threads, so the order threads registered in (their numbers) changes not
 
 Options:
   --counter NAME  Compare this recorded counter (default: the first file's primary, or where that
-                  is modelled, the first counter that is not); every file must have recorded it (a
+                  is modelled, the first counter that is not, and a "left out:" line, JSON
+                  modelled_primary_left_out, names the primary); every file must have recorded it (a
                   name without modifiers finds the one recorded with them: cycles, cycles:u). A
                   modelled counter is gated only when named here: pmc emulate --cache's
                   L1-dcache-loads, L1-dcache-load-misses, L1-dcache-stores, L1-dcache-store-misses,
@@ -267,6 +268,8 @@ struct Read {
     bool modelled = false;
     /// The counter is modelled and no --counter asked for it (the profiles record no other): shown, never gated.
     bool modelled_unasked = false;
+    /// No --counter, and the first file's primary counter is modelled: that primary, left out for `counter`.
+    std::string modelled_primary_left_out;
     double base_run_total = 0; ///< the counter's whole-run total on the BASE side: every label's self, median run
     std::vector<Row> table;
     EventTable instants, integer_counts, integer_sums;
@@ -312,6 +315,9 @@ std::optional<int> read_profiles(const DiffOptions& o, Read& out) {
     out.exact = runs::exactness(all);
     out.modelled = modelled(out.counter);
     out.modelled_unasked = out.modelled && o.counter_name.empty();
+    if (const auto& primary = all[0].profile.counters.front();
+        o.counter_name.empty() && modelled(primary) && primary.name != out.counter.name)
+        out.modelled_primary_left_out = primary.name;
 
     // Per label and side: each run's sums.
     std::map<std::string, Row> rows;
@@ -593,6 +599,11 @@ void render_json(const DiffOptions& o, const Read& in, const gate::Judgement& j,
     w.field("counter", in.counter.name).field("unit", in.counter.unit).field("exact", in.exact.exact);
     w.field("exact_reason", in.exact.why);
     if (in.modelled) w.field("modelled", modelled_text(in, j));
+    if (!in.modelled_primary_left_out.empty())
+        w.key("modelled_primary_left_out").begin_object().field("counter", in.modelled_primary_left_out)
+            .field("compared_instead", in.counter.name).field("to_compare_it", "--counter " + in.modelled_primary_left_out)
+            .end_object();
+    else w.key("modelled_primary_left_out").null();
     w.field("rule", v.rule).field("chance_apart", j.p_floor);
     w.field("alpha", o.judging.alpha).field("judged_by_noise", j.judged_by_noise).field("total_rule", runs::total_rule);
     w.field("assumes_determinism", v.assumes_determinism).key("nondeterministic_labels").begin_array();
@@ -689,6 +700,10 @@ void render_text(const DiffOptions& o, const Read& in, const gate::Judgement& j,
     fmt::print("counter: {} ({}): {}{}\n", in.counter.name, unit == "events" ? "a count" : unit,
                in.exact.exact ? "exact: " : "not exact: ", in.exact.why);
     if (in.modelled) fmt::print("modelled: {}\n", modelled_text(in, j));
+    if (!in.modelled_primary_left_out.empty())
+        fmt::print("left out: the profiles' primary counter {} is modelled (pmc emulate), and a modelled counter is "
+                   "compared only when asked: {} is compared instead (--counter {} compares and gates it)\n",
+                   in.modelled_primary_left_out, in.counter.name, in.modelled_primary_left_out);
     fmt::print("verdicts are on each label's self value and calls{}: {}\n",
                nb > 1 || na > 1 ? " (before/after: the medians of each side's runs; of an even number, the mean of "
                                   "the middle two)"

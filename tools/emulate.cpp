@@ -160,7 +160,8 @@ instructions up to its last system call, marked partial).
 Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be found, 126 if it is
 not a program QEMU can run (a #! script runs its interpreter under the emulator) or --qemu names a
 QEMU for another architecture; 1 if QEMU or the plugin is missing or cannot load (pmc says what to
-install).
+install), and 1 instead of COMMAND's 0 when the --cache or --branches totals are partial (a process
+never reached its exit, or its report line could not be written: said).
 )";
 
 namespace {
@@ -907,7 +908,7 @@ EmulatedReport read_emulated_report(const std::string& path) {
             ++r.unfinished;
             // Never reported (a signal ended it, under a QEMU before 8.0): its totals at its last system call.
             // (The file's layout: magic, instructions, system calls, models, the cache's and the branches' fields.)
-            constexpr int words = 4 + pmc_progress::cache_fields + pmc_progress::branch_fields;
+            constexpr int words = 4 + pmc_progress::cache_fields + pmc_progress::branch_fields + 1;
             std::uint64_t kept[words] = {};
             static_assert(sizeof kept == sizeof(pmc_progress::Progress));
             std::ifstream progress(pmc_progress::path_for(path, pid), std::ios::binary);
@@ -928,6 +929,10 @@ EmulatedReport read_emulated_report(const std::string& path) {
                     for (int i = 0; i < pmc_progress::branch_fields; ++i) *to[i] += fields[i];
                 }
                 if (kept[3] != 0) ++r.partial_models;
+                if (const std::uint64_t err = kept[words - 1]; err != 0) { // it reached its exit: no signal
+                    ++r.unwritten;
+                    r.unwritten_errno = static_cast<int>(err);
+                }
             }
         }
         for (auto& native : p.native) r.native.push_back(std::move(native));
@@ -953,10 +958,28 @@ std::string signal_name(int sig) {
     }
 }
 
+/// What to do about a report line the plugin could not write.
+static const char* report_error_fix(int err) {
+    switch (err) {
+    case EMFILE:
+    case ENFILE: return "no file descriptor was free and the plugin's reserve was gone; leave one free at exit";
+    case ENOSPC:
+    case EDQUOT: return "the disk is full; free space in $TMPDIR";
+    default: return "check $TMPDIR";
+    }
+}
+
 std::string unfinished_note(const EmulatedReport& r, int raw_status) {
     if (r.unfinished <= 0) return "";
     const int lost = r.unfinished - r.partial_processes;
     const bool one = r.unfinished == 1;
+    if (r.unwritten == r.unfinished) // every one reached its exit, and the plugin could not write its line
+        return fmt::format("{} of the {} emulated process{} reached {} exit but pmc's QEMU plugin could not write {} "
+                           "report line{} ({}: {}), so {} counted at {} exit, from the plugin's progress file{}",
+                           r.unfinished, r.processes, r.processes == 1 ? "" : "es", one ? "its" : "their",
+                           one ? "its" : "their", one ? "" : "s", std::strerror(r.unwritten_errno),
+                           report_error_fix(r.unwritten_errno), one ? "it is" : "they are", one ? "its" : "their",
+                           r.partial_models > 0 ? " (modelled counts as each thread last published them)" : "");
     std::string note = fmt::format("{} of the {} emulated process{} never reached {} exit{}, so {} exit count{} "
                                    "missing (QEMU calls no plugin exit callback when a signal ends the program, "
                                    "but, from QEMU 8.0, for one that dumps core, such as SIGQUIT)",
@@ -1073,6 +1096,12 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
     }
     report.remove(); // (end_like may end pmc of the command's SIGINT, where no destructor runs)
     end_like(raw);
+    // Modelled totals printed partial: never status 0 (a script that checks only the status must not take them for
+    // whole), as pmc count --emulate.
+    if (status == 0 && (cache || branches) && processes.unfinished > 0) {
+        fmt::print(stderr, "pmc emulate: exit status 1, though '{}' exited 0: the totals above are partial\n", shown);
+        return 1;
+    }
     return status;
 }
 

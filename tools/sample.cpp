@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1011,7 +1012,18 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
     explain_child_sigills(processes, *child, "pmc sample");
     explain_child_segfaults(processes, *child, *emulator, "pmc sample");
     // A process a signal ended wrote no report line, but its sample files keep what it had written before.
-    if (processes.processes_with_loads == 0 && files_ending(report.dir, ".samples").empty()) {
+    // (the plugin makes each process's samples file at its start: an empty one holds no sample)
+    const auto sample_files = files_ending(report.dir, ".samples");
+    const bool any_samples = std::any_of(sample_files.begin(), sample_files.end(), [](const auto& file) {
+        struct stat st {};
+        return ::stat(file.first.c_str(), &st) == 0 && st.st_size > 0;
+    });
+    if (processes.processes_with_loads == 0 && !any_samples) {
+        if (processes.unwritten > 0) { // reached its exit: no signal, its lines lost (the reason is the plugin's)
+            fmt::print(stderr, "pmc sample: '{}' (exit status {}) left no samples: {}\n", shown, run.exit_status,
+                       unfinished_note(processes, run.raw_status));
+            return run.exit_status ? run.exit_status : 1;
+        }
         fmt::print(stderr, "pmc sample: '{}' (exit status {}) left no samples: no emulated process reached its exit "
                            "or wrote a sample (killed by a signal, or QEMU did not start it)\n", shown, run.exit_status);
         return run.exit_status ? run.exit_status : 1; // (cmd_sample ends as the command did, the files removed)

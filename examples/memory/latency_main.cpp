@@ -60,6 +60,11 @@ runs from --min to --max (default 4x the LL) at --per-octave points (--quick: 4)
 --seed. --runs, --run-ms, --sweeps, --chain forward or backward, --hugepages, --cpu and --no-pin do not
 apply there (nothing is timed; the model has no prefetcher): each is a usage error that says why. Writes
 DIR/latency-modelled.csv (size, loads, d1_misses, l2_misses, ll_misses, cost_per_load).
+
+Exit status: 0 when the run is done; 1 on a usage or run error. Under pmc emulate --cache, 2 when the curve
+misses one of the model's cache levels, or finds a level the model lacks or one more than a sweep step from the
+model's size (said on stderr): the model oracle fails a script. A timed run does not fail on a level that
+disagrees with the CPU's reported caches (timing on a shared machine is noisy): it warns.
 )";
 
 /// Under pmc emulate --cache: the options of a timed sweep are refused (a usage error), each with why it does not
@@ -94,7 +99,16 @@ int run_modelled(const pmc_mem::LatencyOptions& o, const pmc_mem::CommonOptions&
     const std::string csv = common.out + "/latency-modelled.csv";
     write_text(csv, modelled_latency_csv(r));
     std::printf("%s\nwrote %s\n", modelled_levels_report(r, checks).c_str(), csv.c_str());
-    return 0;
+    // The oracle's verdict as the exit status, so that a script can fail on it: every modelled data cache found,
+    // each within one step of its configured size, and no level the model lacks.
+    std::size_t missing = checks.size() < model.size() ? model.size() - checks.size() : 0, disagreeing = 0;
+    for (const ModelCheck& c : checks) disagreeing += c.cache.empty() || !c.within_step;
+    if (missing + disagreeing == 0) return 0;
+    std::fprintf(stderr, "pmc-mem-latency: exit status 2: %zu of the model's %zu cache levels not found in the curve, "
+                 "%zu found level%s disagreeing with the model (see the table; a --max below the last cache, or a "
+                 "--min above the first, leaves levels out)\n", missing, model.size(), disagreeing,
+                 disagreeing == 1 ? "" : "s");
+    return 2;
 }
 
 int run(int argc, char** argv) {

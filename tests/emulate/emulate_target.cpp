@@ -74,7 +74,9 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <cerrno>
+#include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1858,6 +1860,33 @@ int main(int argc, char** argv) {
         if (mode == "segfault") return run_segfault();
         if (mode == "loop" && argc > 2) {
             known_loop(std::strtoull(argv[2], nullptr, 10));
+            return 0;
+        }
+        // fds HOW LOOPS: a known loop in a program that leaves the emulator's plugin no descriptor of its own:
+        // "exhaust" opens /dev/null until EMFILE (under a soft limit of 64, to stay cheap), "limit" sets
+        // RLIMIT_NOFILE to 3, "close-all" closes every descriptor from 3 to 1023 first (a daemon, closefrom), and
+        // "reuse-exhaust" closes them, puts /dev/null at every number from 64 to 1023, then exhausts.
+        if (mode == "fds" && argc > 3) {
+            const std::string how = argv[2];
+            if (how == "close-all" || how == "reuse-exhaust")
+                for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+            if (how == "reuse-exhaust") {
+                const int null = ::open("/dev/null", O_WRONLY);
+                for (int fd = 64; fd < 1024; ++fd) ::dup2(null, fd);
+                ::close(null);
+            }
+            known_loop(std::strtoull(argv[3], nullptr, 10));
+            if (how == "limit") {
+                const rlimit three{3, 3};
+                if (::setrlimit(RLIMIT_NOFILE, &three) != 0) return 2;
+            } else if (how == "exhaust" || how == "reuse-exhaust") {
+                rlimit limit{};
+                ::getrlimit(RLIMIT_NOFILE, &limit);
+                limit.rlim_cur = 64;
+                if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 2;
+                while (::open("/dev/null", O_RDONLY) >= 0) {}
+                if (errno != EMFILE) return 3;
+            }
             return 0;
         }
         if (mode == "spawn" && argc > 2) { // posix_spawn, which glibc does with clone(CLONE_VM | CLONE_VFORK)

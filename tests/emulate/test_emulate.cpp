@@ -404,6 +404,90 @@ TEST_CASE("pmc sample --emulate never exits 0 with samples missing: a command th
     CHECK_THAT(whole.out, !ContainsSubstring("interrupted"));
 }
 
+TEST_CASE("pmc count --emulate's footer names what it counted: the instructions, or only the modelled events",
+          "[emulate][cache]") {
+    REQUIRE_EMULATOR();
+    const auto misses = run_agreed("'" + pmc_tool + "' count --emulate --cache -e L1-dcache-load-misses -- '" + target +
+                                   "' loop 1000 2>&1");
+    INFO(misses.out);
+    CHECK(misses.status == 0);
+    const std::string text = std::regex_replace(misses.out, std::regex("\\s+"), " ");
+    CHECK_THAT(text, ContainsSubstring("emulated (QEMU TCG): counts of the events above, over what the emulator "
+                                       "executed for the whole command"));
+    CHECK_THAT(text, ContainsSubstring("No instruction count was asked for (add -e instructions:u)."));
+    CHECK_THAT(text, !ContainsSubstring("count of the instructions"));
+    const auto both = run_agreed("'" + pmc_tool + "' count --emulate --cache -e instructions:u -e L1-dcache-load-misses -- '" +
+                                 target + "' loop 1000 2>&1");
+    INFO(both.out);
+    CHECK_THAT(std::regex_replace(both.out, std::regex("\\s+"), " "),
+               ContainsSubstring("an exact count of the instructions the emulator executed"));
+}
+
+TEST_CASE("a program that leaves no file descriptor free at its exit, or closes them all, is counted exactly: "
+          "count, emulate --cache and sample", "[emulate]") {
+    REQUIRE_EMULATOR();
+    for (const char* how : {"exhaust", "limit", "close-all"}) {
+        CAPTURE(how);
+        auto count = [&](const char* loops) {
+            const auto r = run_agreed("'" + pmc_tool + "' count --emulate --cache --csv -- '" + target + "' fds " +
+                                      how + " " + loops + " 2>&1");
+            INFO(r.out);
+            CHECK(r.status == 0);
+            CHECK_THAT(r.out, !ContainsSubstring("cannot write"));
+            CHECK_THAT(r.out, !ContainsSubstring("never reached"));
+            std::smatch m;
+            REQUIRE(std::regex_search(r.out, m, std::regex("\ninstructions:u,([0-9]+),[0-9]+,1\\.000000,true,false,"
+                                                           "false\n")));
+            return std::stoull(m[1]);
+        };
+        const auto small = count("100000"), large = count("300000"); // (arguments of one length)
+        CHECK(large - small == 2 * (300000 - 100000));
+        CHECK(count("100000") == small);
+        // pmc emulate's modelled totals: the process's own, not all zero, and status 0.
+        const auto e = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target + "' fds " + how +
+                                             " 100000 2>&1");
+        INFO(e.out);
+        CHECK(e.status == 0);
+        CHECK(std::regex_search(e.out, std::regex("D1: [1-9][0-9]* reads")));
+        CHECK_THAT(e.out, !ContainsSubstring("never reached"));
+        const auto s = pmc_test::run_command("'" + pmc_tool + "' sample --emulate --cache -- '" + target + "' fds " +
+                                             how + " 100000 2>&1");
+        INFO(s.out);
+        CHECK(s.status == 0);
+        CHECK_THAT(s.out, !ContainsSubstring("signal"));
+        CHECK_THAT(s.out, !ContainsSubstring("left no samples"));
+        std::smatch m; // every sample taken is on file (the samples file and its reserve made at the start)
+        if (std::regex_search(s.out, m, std::regex("took ([0-9]+) samples? and wrote ([0-9]+)"))) CHECK(m[1] == m[2]);
+    }
+    // The program closed the plugin's reserve and put a file of its own at that number: the line is not written
+    // there, the failure is said with its errno, no signal is blamed, and the status is never 0.
+    const auto lost = pmc_test::run_command("'" + pmc_tool + "' count --emulate --csv -- '" + target +
+                                            "' fds reuse-exhaust 1000 2>&1");
+    INFO(lost.out);
+    CHECK(lost.status == 1);
+    CHECK_THAT(lost.out, ContainsSubstring("cannot write to"));
+    CHECK_THAT(lost.out, ContainsSubstring("Too many open files"));
+    CHECK_THAT(lost.out, ContainsSubstring("could not write its report line"));
+    CHECK_THAT(lost.out, !ContainsSubstring("signal"));
+    const auto json = pmc_test::run_command("'" + pmc_tool + "' count --emulate --json -- '" + target +
+                                            "' fds reuse-exhaust 1000 2>&1");
+    INFO(json.out);
+    CHECK(json.status == 1);
+    CHECK_THAT(json.out, ContainsSubstring("\"unwritten_processes\":1"));
+    CHECK_THAT(json.out, ContainsSubstring("\"unwritten_error\":\"Too many open files\""));
+    const auto modelled = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" + target +
+                                                "' fds reuse-exhaust 1000 2>&1");
+    INFO(modelled.out);
+    CHECK(modelled.status == 1);
+    CHECK_THAT(modelled.out, ContainsSubstring("could not write its report line"));
+    const auto sampled = pmc_test::run_command("'" + pmc_tool + "' sample --emulate --cache -- '" + target +
+                                               "' fds reuse-exhaust 1000 2>&1");
+    INFO(sampled.out);
+    CHECK(sampled.status == 1);
+    CHECK_THAT(sampled.out, ContainsSubstring("could not write its report line"));
+    CHECK_THAT(sampled.out, !ContainsSubstring("signal"));
+}
+
 namespace {
 /// Each event's count in pmc count --csv's output.
 std::map<std::string, std::uint64_t> csv_counts(const std::string& out) {

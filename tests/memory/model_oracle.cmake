@@ -85,6 +85,13 @@ if(GEOMETRY STREQUAL "")
                             "reason:\n${refused_err}")
       endif()
     endforeach()
+    # The oracle fails a script: a sweep that stops below the D1 finds no cache level, status 2, said.
+    execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} --max 1K --quiet --no-plot --out ${OUT}-short
+                    RESULT_VARIABLE short_status OUTPUT_QUIET ERROR_VARIABLE short_err)
+    if(NOT short_status EQUAL 2 OR NOT short_err MATCHES "exit status 2: 2 of the model's 2 cache levels not found")
+      message(FATAL_ERROR "pmc-mem-latency --max 1K under the model: status ${short_status}, not 2 with the "
+                          "levels missing:\n${short_err}")
+    endif()
   endif()
   if(name STREQUAL "pmc-memory")
     # Under the model only the latency experiment runs: leaving it out leaves nothing, a usage error.

@@ -77,6 +77,7 @@ void whole_program(const std::string& dir) {
     plugin_sampling::whole.period = period;
     plugin_sampling::mapping_call_numbers = {9, 11, 25, 12}; // x86-64's mmap munmap mremap brk
     plugin_sampling::signal_call_numbers = {62, 200, 234};   // kill tkill tgkill
+    plugin_sampling::name_own_files(); // (the threads' first writes race to keep each file's reserve descriptor)
     std::atomic<int> running{threads};
     std::thread workers[threads];
     for (int t = 0; t < threads; ++t)
@@ -135,6 +136,10 @@ void whole_program(const std::string& dir) {
     expect(other == 0, "whole program: other lines in the maps file", other, 0);
     std::printf("whole program: %d threads x %" PRIu64 " loads, the report line taken %d times while they ran: %" PRIu64
                 " samples\n", threads, each, taken, samples);
+    const bool reserved = plugin_sampling::samples_file.reserve() >= 0 && plugin_sampling::maps_file.reserve() >= 0;
+    expect(reserved, "whole program: a reserve descriptor kept for each file", reserved, 1);
+    plugin_sampling::samples_file.close_reserve();
+    plugin_sampling::maps_file.close_reserve();
     plugin_sampling::whole.dir.clear();
 }
 

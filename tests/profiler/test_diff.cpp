@@ -1207,6 +1207,16 @@ TEST_CASE("pmc diff: a modelled counter is gated only when --counter names it, u
     CHECK(plain.status == 0);
     CHECK_THAT(plain.out, ContainsSubstring("counter: instructions:u"));
     CHECK_THAT(plain.out, !ContainsSubstring("modelled:"));
+    // ... and says so, in the text and the JSON: the modelled primary left out, and how to compare it.
+    CHECK_THAT(plain.out, ContainsSubstring("left out: the profiles' primary counter L1-dcache-load-misses:u is "
+                                            "modelled"));
+    CHECK_THAT(plain.out, ContainsSubstring("(--counter L1-dcache-load-misses:u compares and gates it)"));
+    auto left_out = gate_json("--fail-on-change '" + base + "' '" + more + "'", 0);
+    const auto* skipped = left_out.find("modelled_primary_left_out");
+    REQUIRE(skipped != nullptr);
+    CHECK(skipped->find("counter")->string == "L1-dcache-load-misses:u");
+    CHECK(skipped->find("compared_instead")->string == "instructions:u");
+    CHECK(skipped->find("to_compare_it")->string == "--counter L1-dcache-load-misses:u");
     // Named: gated, and said; +5 % is under the default 10 %, +20 % is not.
     auto small = gate_run("--fail-on-change" + misses + " '" + base + "' '" + slight + "'");
     CHECK(small.status == 0);
@@ -1221,6 +1231,8 @@ TEST_CASE("pmc diff: a modelled counter is gated only when --counter names it, u
     CHECK(gate_run("--fail-on-change --threshold 30%" + misses + " '" + base + "' '" + more + "'").status == 0);
     auto j = gate_json("--fail-on-change" + misses + " '" + base + "' '" + slight + "'", 0);
     CHECK_THAT(j.find("modelled")->string, ContainsSubstring("the modelled counters' default"));
+    REQUIRE(j.find("modelled_primary_left_out") != nullptr); // (asked for: not left out)
+    CHECK(j.find("modelled_primary_left_out")->type == pmc::detail::JsonValue::Type::null);
     CHECK(j.find("gate")->find("threshold")->find("value")->number == 10);
     CHECK(gate_list(j, "under_threshold_labels") == std::vector<std::string>{"scan"});
     // A counted (not modelled) counter says nothing of a model.

@@ -129,6 +129,34 @@ TEST_CASE("a cache geometry given an empty value is a usage error, not the defau
     }
 }
 
+TEST_CASE("--cache given twice, and --cache= or --D1= with nothing after '=', are refused in every tool that takes "
+          "them", "[tool]") {
+    // Before: the last --cache won silently, --cache= was --cache, and --D1= took the next word ("--") as its value.
+    for (const char* tool : {"emulate", "count --emulate", "sample --emulate"}) {
+        for (const char* options : {"--cache --cache=host", "--cache=host --cache", "--cache --cache"}) {
+            const std::string args = std::string(tool) + " " + options + " -- sh -c 'echo the-command-ran'";
+            auto twice = run(args);
+            INFO(args << "\n" << twice.out);
+            CHECK(twice.status == 1);
+            CHECK_THAT(twice.out, ContainsSubstring("--cache was given 2 times"));
+            CHECK_THAT(twice.out, !ContainsSubstring("the-command-ran"));
+        }
+        for (const char* options : {"--cache=", "--cache --D1=", "--cache --LL= --D1 32768,8,64"}) {
+            const std::string args = std::string(tool) + " " + options + " -- sh -c 'echo the-command-ran'";
+            auto empty = run(args);
+            INFO(args << "\n" << empty.out);
+            CHECK(empty.status == 1);
+            CHECK_THAT(empty.out, ContainsSubstring("was given an empty value ('--"));
+            CHECK_THAT(empty.out, !ContainsSubstring("is not SIZE,ASSOC,LINE"));
+            CHECK_THAT(empty.out, !ContainsSubstring("the-command-ran"));
+        }
+    }
+    // A command's own "--x=" is the command's.
+    auto own = run("emulate -- sh -c 'echo the-command-ran' --cache=");
+    INFO(own.out);
+    CHECK_THAT(own.out, !ContainsSubstring("empty value"));
+}
+
 TEST_CASE("pmc count --emulate --cache refuses another event listing what it counts, before anything runs",
           "[tool][count]") {
     for (const char* event : {"page-faults", "cycles:u", "wall-time", "no-such-event"}) {

@@ -24,6 +24,7 @@
 // Cost: with no sampler open, one thread-local load and a branch per load the model completes.
 #pragma once
 
+#include "append_file.hpp"
 #include "model/load_sampler.hpp"
 
 #include <pmc/detail/emulated.hpp>
@@ -370,13 +371,26 @@ inline std::uint64_t monotonic_ns() {
 }
 
 /// Appends `n` bytes to DIR/PID.SUFFIX in one write (O_APPEND: the writes of threads and processes never mix).
+/// This process's files (a reserve descriptor each, for a guest that has none left at its exit: append_file.hpp).
+inline plugin_files::AppendFile samples_file, maps_file;
 inline bool append_to(std::uint32_t pid, const char* suffix, const void* data, std::size_t n) {
     const std::string path = whole.dir + "/" + std::to_string(pid) + suffix;
-    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return false;
-    const bool ok = ::write(fd, data, n) == static_cast<ssize_t>(n);
-    ::close(fd);
+    for (plugin_files::AppendFile* own : {&samples_file, &maps_file}) {
+        if (own->path() == path) return own->append(data, n) == 0;
+    }
+    plugin_files::AppendFile other; // (another process's: none now)
+    other.set_path(path);
+    const bool ok = other.append(data, n) == 0;
+    other.close_reserve();
     return ok;
+}
+/// At an image's start and in a fork child: this process's files. The samples file is made now (empty until its
+/// first samples, which may come at the exit of a program that has used up its descriptors), with its reserve.
+inline void name_own_files() {
+    const std::string own = whole.dir + "/" + std::to_string(::getpid());
+    samples_file.set_path(own + ".samples");
+    samples_file.open_reserve();
+    maps_file.set_path(own + ".maps");
 }
 
 /// A line between the readings of DIR/PID.maps: "pmc-maps TIME start" at an image's start, "pmc-maps TIME fork PPID"
@@ -662,6 +676,7 @@ inline void in_fork_child() {
         s->tid = static_cast<std::uint32_t>(::syscall(SYS_gettid));
         whole.threads = 1;
     }
+    name_own_files();
     mark_maps("fork", static_cast<long>(::getppid()));
 }
 

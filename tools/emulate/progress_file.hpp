@@ -17,8 +17,8 @@
 
 namespace pmc_progress {
 
-/// "pmcprog2": a file that is one of these, written by a plugin of this layout.
-constexpr std::uint64_t magic = 0x32676f7270636d70ULL;
+/// "pmcprog3": a file that is one of these, written by a plugin of this layout.
+constexpr std::uint64_t magic = 0x33676f7270636d70ULL;
 
 /// Which models' counts a file keeps (Progress::models).
 constexpr std::uint64_t has_cache = 1, has_branches = 2;
@@ -39,6 +39,9 @@ struct Progress {
     std::atomic<std::uint64_t> models;
     std::atomic<std::uint64_t> cache[cache_fields];
     std::atomic<std::uint64_t> branches[branch_fields];
+    /// Not 0: the process reached its exit (or execve) but its report line could not be written, for this errno
+    /// (the counts above are then those of its exit): no signal ended it.
+    std::atomic<std::uint64_t> report_errno;
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "stores visible to another process through the page");
 

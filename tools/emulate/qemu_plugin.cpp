@@ -38,6 +38,7 @@
 #include "qemu_plugin_api.h"
 #include "plugin_branches.hpp"
 #include "plugin_cache.hpp"
+#include "append_file.hpp"
 #include "progress_file.hpp"
 
 #include <pmc/detail/emulated.hpp>
@@ -578,12 +579,17 @@ void on_vcpu_exit(qemu_plugin_id_t, unsigned int vcpu) {
     live_threads.store(live_thread_count(), std::memory_order_release);
 }
 
-void append_line(const char* line, int n) {
-    if (report_path.empty()) return;
-    const int fd = ::open(report_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || ::write(fd, line, static_cast<std::size_t>(n)) != n)
-        std::fprintf(stderr, "pmc's QEMU plugin: cannot write to %s\n", report_path.c_str());
-    if (fd >= 0) ::close(fd);
+plugin_files::AppendFile report_file; ///< report_path, with a reserve descriptor (append_file.hpp)
+int report_error = 0;                 ///< the errno of the last line that could not be written, or 0
+
+/// Appends a line to the report; false, said on stderr with the reason, if it cannot.
+bool append_line(const char* line, int n) {
+    if (report_path.empty()) return true;
+    const int err = report_file.append(line, static_cast<std::size_t>(n));
+    if (err == 0) return true;
+    report_error = err;
+    std::fprintf(stderr, "pmc's QEMU plugin: cannot write to %s: %s\n", report_path.c_str(), std::strerror(err));
+    return false;
 }
 
 /// "pid N started", so that a process that starts and never reports (killed) is known to be missing.
@@ -594,6 +600,8 @@ void say_started() {
 
 void open_progress();
 void note_progress();
+void note_model_progress();
+pmc_progress::Progress* progress = nullptr; ///< this process's progress page (below), or none
 
 /// In a fork child (the guest's fork is the host's): only the forking thread lives on, and what it counted before
 /// belongs to the parent's report.
@@ -617,17 +625,20 @@ void in_fork_child() {
 /// library starts the program under QEMU again, which reports its own).
 void report_total(const char* what) {
     if (report_path.empty()) return;
+    // The models' counts on the progress page first (the report lines take them): kept if a line cannot be written.
+    if (progress && (plugin_cache::settings.on || plugin_branches::settings.on)) note_model_progress();
+    bool written = true;
     if (plugin_cache::settings.on) { // the cache counts first: a process's lines end with its instructions
         const std::string cache = plugin_cache::report_line(static_cast<long>(own_pid));
-        append_line(cache.data(), static_cast<int>(cache.size()));
+        written &= append_line(cache.data(), static_cast<int>(cache.size()));
     }
     if (!plugin_sampling::whole.dir.empty()) { // pmc sample --emulate: every thread's samples written first
         const std::string loads = plugin_sampling::report_line(static_cast<long>(own_pid));
-        append_line(loads.data(), static_cast<int>(loads.size()));
+        written &= append_line(loads.data(), static_cast<int>(loads.size()));
     }
     if (plugin_branches::settings.on) {
         const std::string branches = plugin_branches::report_line(static_cast<long>(own_pid));
-        append_line(branches.data(), static_cast<int>(branches.size()));
+        written &= append_line(branches.data(), static_cast<int>(branches.size()));
     }
     std::uint64_t since = 0;
     {
@@ -637,8 +648,13 @@ void report_total(const char* what) {
         fork_baseline.store(total, std::memory_order_relaxed); // an execve that fails, and the process goes on: its exit reports only what follows
     }
     char line[96];
-    append_line(line, std::snprintf(line, sizeof line, "pid %ld %sinstructions %llu\n", static_cast<long>(own_pid),
-                                    what, static_cast<unsigned long long>(since)));
+    written &= append_line(line, std::snprintf(line, sizeof line, "pid %ld %sinstructions %llu\n",
+                                               static_cast<long>(own_pid), what, static_cast<unsigned long long>(since)));
+    if (!written && progress) { // the page keeps the total and why its line is missing: pmc blames no signal then
+        progress->instructions.store(since, std::memory_order_relaxed);
+        progress->report_errno.store(static_cast<std::uint64_t>(report_error), std::memory_order_relaxed);
+        return;
+    }
     note_progress(); // (0 again: what follows an execve that fails)
 }
 void at_exit(qemu_plugin_id_t, void*) { report_total(""); }
@@ -649,8 +665,6 @@ void at_exit(qemu_plugin_id_t, void*) { report_total(""); }
 // system call the process's total so far is stored in DIR/PID.progress (DIR: the report file's), mapped shared: plain
 // stores that the kernel keeps when the process dies. pmc reads it for a process that never reported, as a partial
 // count: exact up to that call for a single thread (a system call ends its block), other threads wherever they were.
-pmc_progress::Progress* progress = nullptr;
-
 /// Maps this process's progress file (a fork child: its own, the parent's mapping dropped first). Without it (no
 /// report file, or it cannot be made) nothing is kept, and pmc says that the process left no count.
 void open_progress() {
@@ -937,6 +951,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         if (std::strncmp(argv[i], "pad=", 4) == 0) continue; // pmc emulate's filler: one length whatever the rest
         if (std::strncmp(argv[i], "report=", 7) == 0 && argv[i][7]) {
             report_path = argv[i] + 7;
+            report_file.set_path(report_path);
             continue;
         }
         std::string error;
@@ -991,7 +1006,10 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
     own_pid = ::getpid();
     say_started();
     open_progress();
-    if (!plugin_sampling::whole.dir.empty()) plugin_sampling::mark_maps("start"); // (pmc sample --emulate)
+    if (!plugin_sampling::whole.dir.empty()) { // (pmc sample --emulate)
+        plugin_sampling::name_own_files();
+        plugin_sampling::mark_maps("start");
+    }
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
     qemu_plugin_register_atexit_cb(id, at_exit, nullptr);
