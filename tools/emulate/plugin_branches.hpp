@@ -13,7 +13,8 @@
 //     block's branch and leaves it to be settled by the next block;
 //   - a system call starts no block of its own and ends the block it is in, which holds no branch: a count read
 //     there has every branch before it settled, and the thread's counts are published there for the process's
-//     total (plugin_threads.hpp; also at its exit and every 1,024 branches).
+//     total (plugin_threads.hpp; also at its exit, and whenever its count of conditional, of indirect or of other
+//     branches reaches a multiple of 1,024).
 // What is counted (docs/emulated-pmu.md): branch-instructions = every branch executed (conditional or not, jumps,
 // calls, returns: perf's meaning); Bc, Bcm = conditional branches and the predictor's misses on them; Bi, Bim =
 // indirect jumps and calls (not returns: Cachegrind assumes a perfect return stack) and misses; branch-misses =
@@ -75,6 +76,9 @@ struct Block {
                                          : pmc_model::BranchPredictor::indirect_slot(pc, settings.zero_low_bits);
     }
 };
+/// What a thread's `pending` points to when its last block left nothing to settle (kind none): the call per block
+/// then tests the pending block's kind alone, never a null pointer.
+inline const Block nothing_pending{};
 /// Kept for the plugin's life: QEMU does not say when it drops a translation.
 inline std::mutex blocks_lock;
 inline std::vector<std::unique_ptr<Block>> blocks;
@@ -91,17 +95,24 @@ struct Totals {
 struct BranchThread {
     using Counts = Totals;
     pmc_model::BranchPredictor predictor;
-    std::uint64_t branches = 0;      ///< every branch instruction executed
-    const Block* pending = nullptr;  ///< the conditional or indirect branch that ended the last block
+    /// The direct jumps and calls and the returns executed: with the predictor's Bc and Bi and the pending branch,
+    /// every branch (counted that way, a block whose branch is left to settle adds nothing but `pending`).
+    std::uint64_t settled = 0;
+    const Block* pending = &nothing_pending; ///< the conditional or indirect branch that ended the last block
 
     BranchThread() : predictor(settings.zero_low_bits) {}
     /// Nothing in flight: a system call ends a block that holds no branch, so every branch before it is settled.
     void finish() noexcept {}
+    /// Every branch instruction executed: settled or not yet.
+    std::uint64_t branches() const noexcept {
+        const pmc_model::BranchCounts& c = predictor.counts();
+        return c.conditional + c.indirect + settled + (pending != &nothing_pending ? 1 : 0);
+    }
     void started() noexcept {}
     void exiting() noexcept {}
     Counts counts() const noexcept {
         const pmc_model::BranchCounts& c = predictor.counts();
-        return Totals{branches, c.conditional, c.conditional_misses, c.indirect, c.indirect_misses};
+        return Totals{branches(), c.conditional, c.conditional_misses, c.indirect, c.indirect_misses};
     }
     static void add(Counts& to, const Counts& from) {
         to.branches += from.branches, to.Bc += from.Bc, to.Bcm += from.Bcm, to.Bi += from.Bi, to.Bim += from.Bim;
@@ -115,26 +126,26 @@ struct BranchThread {
 using threads = plugin_threads::Registry<BranchThread>;
 using ThreadBranches = threads::Thread;
 
-/// Where execution went after `b`'s branch: to `to`.
-inline void settle(ThreadBranches& t, const Block& b, std::uint64_t to) {
-#if defined(PMC_PLUGIN_FAULT_BRANCH_SENSE) // the planted fault (tests/emulate): taken and not taken swapped
-    if (b.kind == Kind::conditional) t.predictor.conditional_at(b.slot, to == b.next);
-#else
-    if (b.kind == Kind::conditional) t.predictor.conditional_at(b.slot, to != b.next);
-#endif
-    else t.predictor.indirect_at(b.slot, to);
+static_assert(ThreadBranches::publish_every == 1024, "a power of two");
+/// Whether `count`, one of the thread's counts of a kind of branch just incremented, calls for a publication: every
+/// publish_every of each kind (where no count is kept for every branch).
+inline bool publication_due(std::uint64_t count) {
+    return __builtin_expect((count & (ThreadBranches::publish_every - 1)) == 0, 0);
 }
 
-/// A block's branch has executed: counted (`branches`: 1, or 0 for a block that ends with none), and `settles` (the
-/// block if its branch is conditional or indirect, else null) left for the next block to settle. The counts are
-/// published every publish_every branches (where the count's bit 10 flips: no block counter to keep, as the cache
-/// model does).
-inline void branch_executed(ThreadBranches& t, std::uint64_t branches, const Block* settles) {
-    const std::uint64_t before = t.branches;
-    t.branches = before + branches;
-    t.pending = settles;
-    static_assert(ThreadBranches::publish_every == 1024, "bit 10");
-    if (__builtin_expect(((before ^ t.branches) & ThreadBranches::publish_every) != 0, 0)) t.publish();
+/// Where execution went after the pending conditional branch `b`: to `to`. True if a publication is due.
+inline bool settle_conditional(ThreadBranches& t, const Block& b, std::uint64_t to) {
+#if defined(PMC_PLUGIN_FAULT_BRANCH_SENSE) // the planted fault (tests/emulate): taken and not taken swapped
+    t.predictor.conditional_at(b.slot, to == b.next);
+#else
+    t.predictor.conditional_at(b.slot, to != b.next);
+#endif
+    return publication_due(t.predictor.counts().conditional);
+}
+/// The same for a pending indirect branch.
+inline bool settle_indirect(ThreadBranches& t, const Block& b, std::uint64_t to) {
+    t.predictor.indirect_at(b.slot, to);
+    return publication_due(t.predictor.counts().indirect);
 }
 
 /// What a block ends with, as its call per execution needs it: a conditional or indirect branch (to settle at the
@@ -145,20 +156,40 @@ enum class Ending { to_settle, settled, no_branch };
 /// The call is picked at translation (each_execution), so it reads nothing of its block but the start.
 template <Ending ending>
 void on_block(unsigned int vcpu, void* data);
-/// A thread's first block: its model made, then the block as on_block does it (kept out of on_block, which then
-/// saves no register: a leaf but for the publication every 1,024 branches).
+/// What a thread's `pending` is before its first block: a kind that is never left pending (a direct jump), which
+/// sends on_block to on_first_block.
+inline Block unmade_pending{};
+/// The model of a thread before its first block (start() points its `pending` to unmade_pending): never changed.
+inline ThreadBranches unmade_thread;
+/// The calling thread's model, or unmade_thread before its first block: on_block tests no pointer, the pending
+/// block's kind tells it all (the registry's own pointer is null until then, for the rest of the plugin).
+inline __attribute__((tls_model("initial-exec"))) thread_local ThreadBranches* calling_thread = &unmade_thread;
+/// A thread's first block: its model made (or found, if a system call made it), then the block as on_block does it
+/// (kept out of on_block, which then saves no register: a leaf but for the publication, a tail call).
 template <Ending ending>
 __attribute__((noinline)) void on_first_block(unsigned int vcpu, void* data) {
-    threads::this_thread();
+    calling_thread = &threads::this_thread();
     on_block<ending>(vcpu, data);
+}
+/// A block that ends as `ending` has executed (`b`): its branch left to settle at the next block (then counted by
+/// the predictor), or counted now if it is a direct jump or call or a return. Then the thread's counts published if
+/// `due` or if this count calls for it: last, a tail call, so that the call per block saves no register.
+template <Ending ending>
+inline void block_executed(ThreadBranches& t, const Block* b, bool due) {
+    if (ending == Ending::to_settle) t.pending = b;
+    else t.pending = &nothing_pending;
+    if (ending == Ending::settled && publication_due(++t.settled)) due = true;
+    if (__builtin_expect(due, 0)) t.publish();
 }
 template <Ending ending>
 void on_block(unsigned int vcpu, void* data) {
     const auto* b = static_cast<const Block*>(data);
-    ThreadBranches* t = threads::this_thread_if_made();
-    if (__builtin_expect(t == nullptr, 0)) return on_first_block<ending>(vcpu, data);
-    if (const Block* p = t->pending) settle(*t, *p, b->start);
-    branch_executed(*t, ending == Ending::no_branch ? 0 : 1, ending == Ending::to_settle ? b : nullptr);
+    ThreadBranches* t = calling_thread;
+    const Block& p = *t->pending;
+    if (p.kind == Kind::conditional) return block_executed<ending>(*t, b, settle_conditional(*t, p, b->start));
+    if (p.kind == Kind::indirect) return block_executed<ending>(*t, b, settle_indirect(*t, p, b->start));
+    if (__builtin_expect(p.kind != Kind::none, 0)) return on_first_block<ending>(vcpu, data); // unmade_pending
+    block_executed<ending>(*t, b, false);
 }
 
 /// The call per execution for each ending: the model's own, or (plugin API 1) qemu_plugin.cpp's, which also add
@@ -178,7 +209,9 @@ inline qemu_plugin_vcpu_udata_cb_t each_execution(const Block& b, const BlockCal
 /// out, it starts the next block, which counts it.
 inline void on_last_instruction(unsigned int, void* data) {
     const auto* b = static_cast<const Block*>(data);
-    branch_executed(threads::this_thread(), b->branches, b->to_settle);
+    ThreadBranches& t = threads::this_thread();
+    if (b->to_settle) block_executed<Ending::to_settle>(t, b, false);
+    else block_executed<Ending::settled>(t, b, false);
 }
 
 /// At translation (n instructions; `last_may_be_taken_out`: see on_last_instruction). The block's call per
@@ -225,7 +258,7 @@ inline std::uint64_t modelled_count(std::uint64_t event) {
 #endif
     const pmc_model::BranchCounts& c = t->predictor.counts();
     switch (event) {
-    case 12: return t->branches;
+    case 12: return t->branches();
     case 13: return c.conditional_misses + c.indirect_misses;
     default: return ~std::uint64_t{0};
     }
@@ -238,6 +271,8 @@ inline std::string start(const char* target) {
     if (!settings.x86 && std::strcmp(target, "aarch64") != 0)
         return std::string("the branch model decodes x86-64 and AArch64 branches, not ") + target + "'s";
     settings.zero_low_bits = settings.x86 ? 0 : 2;
+    unmade_pending.kind = Kind::direct;
+    unmade_thread.pending = &unmade_pending;
     return threads::start();
 }
 

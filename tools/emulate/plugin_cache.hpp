@@ -312,6 +312,10 @@ __attribute__((noinline)) inline void on_block_slowly(ThreadModel& t, const Bloc
     t.caches.count_instructions(b.instructions);
     general_path ? fetch_each(t, b) : fetch_from(t, b, 0);
 }
+/// on_block on a thread's first block: its model made (kept out of on_block, which then saves no register).
+__attribute__((noinline)) inline void on_first_block(const BlockPlan& b) noexcept {
+    on_block_slowly(threads::this_thread(), b);
+}
 /// QEMU's call at each execution of a block (`data`: its BlockPlan): the thread's count of blocks (which numbers
 /// executions, and publishes the counts every publish_every), the instructions in Ir, then each planned fetch. The
 /// common case is a leaf with no stack frame: the thread's model exists, and each fetch is a hit on its set's most
@@ -319,8 +323,8 @@ __attribute__((noinline)) inline void on_block_slowly(ThreadModel& t, const Bloc
 inline void on_block(unsigned int, void* data) {
     const auto& b = *static_cast<const BlockPlan*>(data);
     ThreadModel* t = threads::this_thread_if_made();
-    if (__builtin_expect(t == nullptr || ((t->blocks + 1) & (ThreadModel::publish_every - 1)) == 0, 0))
-        return on_block_slowly(t ? *t : threads::this_thread(), b);
+    if (__builtin_expect(t == nullptr, 0)) return on_first_block(b);
+    if (__builtin_expect(((t->blocks + 1) & (ThreadModel::publish_every - 1)) == 0, 0)) return on_block_slowly(*t, b);
     ++t->blocks;
     t->caches.count_instructions(b.instructions);
     if (general_path) return fetch_each(*t, b);

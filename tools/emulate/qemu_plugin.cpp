@@ -174,6 +174,16 @@ inline Vcpu& vcpu_state(unsigned vcpu) {
     if (__builtin_expect(own.owner.load(std::memory_order_relaxed) == vcpu + 1, 1)) return own;
     return find_slot(vcpu);
 }
+/// The calling thread's slot once its first block has found it, else null: a thread keeps its vCPU index, and so its
+/// slot, until it exits (a slot is freed by its own thread's exit alone, or in a fork child for the threads that did
+/// not fork). The calls per block then add to it with no lookup.
+__attribute__((tls_model("initial-exec"))) thread_local Vcpu* own_slot = nullptr;
+/// A call per block (`again`) on a thread whose slot is not known yet: found, then the call made again (kept out of
+/// the calls, which then save no register).
+__attribute__((noinline)) void find_own_slot(unsigned vcpu, void* block, qemu_plugin_vcpu_udata_cb_t again) {
+    own_slot = &vcpu_state(vcpu);
+    again(vcpu, block);
+}
 inline Counts& counts_of(unsigned vcpu) { return vcpu_state(vcpu); }
 [[maybe_unused]] bool known_vcpu(unsigned) { return true; }
 std::uint64_t instructions_of(unsigned vcpu) { return vcpu_state(vcpu).instructions; }
@@ -301,7 +311,9 @@ std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>, std::unique_pt
 #if PMC_PLUGIN_API == 1
 // The common case, one add: every block but those ending with a rep string instruction.
 void on_block(unsigned int vcpu, void* insns) {
-    vcpu_state(vcpu).instructions += block_weight * reinterpret_cast<std::uintptr_t>(insns);
+    Vcpu* own = own_slot;
+    if (__builtin_expect(own == nullptr, 0)) return find_own_slot(vcpu, insns, on_block);
+    own->instructions += block_weight * reinterpret_cast<std::uintptr_t>(insns);
 }
 void on_instruction(unsigned int vcpu, void*) { vcpu_state(vcpu).instructions += block_weight; }
 void count_instruction(qemu_plugin_insn* insn) {
@@ -309,23 +321,18 @@ void count_instruction(qemu_plugin_insn* insn) {
 }
 /// The cache model's call per block, with the block's count (count_block) folded in.
 void on_cached_block(unsigned int vcpu, void* block) {
-    vcpu_state(vcpu).instructions += block_weight * static_cast<const plugin_cache::BlockPlan*>(block)->counted;
+    Vcpu* own = own_slot;
+    if (__builtin_expect(own == nullptr, 0)) return find_own_slot(vcpu, block, on_cached_block);
+    own->instructions += block_weight * static_cast<const plugin_cache::BlockPlan*>(block)->counted;
     plugin_cache::on_block(vcpu, block);
 }
-/// on_branch_block for a thread whose slot is not its index's own.
-template <void (*model)(unsigned int, void*)>
-__attribute__((noinline)) void on_branch_block_slowly(unsigned int vcpu, void* block) {
-    find_slot(vcpu).instructions += block_weight * static_cast<const plugin_branches::Block*>(block)->counted;
-    model(vcpu, block);
-}
 /// The branch model's call per block (`model`, by how the block ends), with the block's count (count_block) folded
-/// in. (The slot that is not the index's own is found out of line: this call then saves no register.)
+/// in.
 template <void (*model)(unsigned int, void*)>
 void on_branch_block(unsigned int vcpu, void* block) {
-    Vcpu& own = vcpus[vcpu & (slot_count - 1)];
-    if (__builtin_expect(own.owner.load(std::memory_order_relaxed) != vcpu + 1, 0))
-        return on_branch_block_slowly<model>(vcpu, block);
-    own.instructions += block_weight * static_cast<const plugin_branches::Block*>(block)->counted;
+    Vcpu* own = own_slot;
+    if (__builtin_expect(own == nullptr, 0)) return find_own_slot(vcpu, block, on_branch_block<model>);
+    own->instructions += block_weight * static_cast<const plugin_branches::Block*>(block)->counted;
     model(vcpu, block);
 }
 using plugin_branches::Ending;

@@ -34,11 +34,13 @@ public:
     /// `zero_low_bits`: 0 for x86-64, 2 for AArch64 (instructions are 4-byte aligned).
     explicit BranchPredictor(unsigned zero_low_bits = 0) noexcept : shift_(zero_low_bits) {}
 
-    /// What a branch's address gives its index, the low bits after the shift (address_bits of them for a
-    /// conditional branch, target_table_bits for an indirect one): the plugin works them out once per translated
-    /// block and calls the *_at forms at each execution.
+    /// What a branch's address gives its index, worked out once per translated block by the plugin, which calls the
+    /// *_at forms at each execution: for a conditional branch, its address bits (the low address_bits after the
+    /// shift) times the history's 128 values, so that the counter is at slot | history (the counter table is stored
+    /// by address, then history: each counter has one index, so the predictions are Cachegrind's, and the update
+    /// needs no shift); for an indirect one, the low target_table_bits.
     static std::uint32_t conditional_slot(std::uint64_t pc, unsigned zero_low_bits) noexcept {
-        return static_cast<std::uint32_t>((pc >> zero_low_bits) & ((1u << address_bits) - 1));
+        return static_cast<std::uint32_t>((pc >> zero_low_bits) & ((1u << address_bits) - 1)) << history_bits;
     }
     static std::uint32_t indirect_slot(std::uint64_t pc, unsigned zero_low_bits) noexcept {
         return static_cast<std::uint32_t>((pc >> zero_low_bits) & ((1u << target_table_bits) - 1));
@@ -50,14 +52,14 @@ public:
     }
     /// The same, from the branch's conditional_slot.
     bool conditional_at(std::uint32_t slot, bool taken) noexcept {
-        const unsigned outcome = taken ? 1u : 0u;
-        std::uint8_t& counter = counters_[history_row_ | slot];
-        const std::size_t at = std::size_t{counter} * 2 + outcome; // (a size_t: 8 + at is then an address offset)
-        counter = counter_after[at];
-        history_row_ = ((history_row_ << 1) | (outcome << address_bits)) & history_row_mask;
+        const std::size_t outcome = taken ? 1 : 0;
+        std::uint8_t& counter = counters_[slot | history_];
+        const std::size_t at = std::size_t{counter} * 2 + outcome; // size_t: address arithmetic, no extension
+        counter = counter_after_[at];
+        history_ = (history_ * 2 + outcome) & ((std::size_t{1} << history_bits) - 1);
         ++counts_.conditional;
-        counts_.conditional_misses += counter_after[8 + at];
-        return counter_after[8 + at] != 0;
+        counts_.conditional_misses += counter_after_[8 + at];
+        return counter_after_[8 + at] != 0;
     }
 
     /// An indirect branch (or return) at `pc` going to `target`: true if the predictor got it wrong.
@@ -77,17 +79,17 @@ public:
     const BranchCounts& counts() const noexcept { return counts_; }
 
 private:
+    /// The last history_bits outcomes of conditional branches, newest lowest.
+    std::size_t history_ = 0;
     /// By (counter * 2 + taken): a two-bit counter's next value (up when taken, down when not, saturating at 0 and
-    /// 3); 8 further, whether it mispredicted (2 and 3 predict taken). One table: one address to form.
-    static constexpr std::uint8_t counter_after[16] = {0, 1, 0, 2, 1, 3, 2, 3, /**/ 0, 1, 0, 1, 1, 0, 1, 0};
-    static constexpr std::uint32_t history_row_mask = ((1u << history_bits) - 1) << address_bits;
-
+    /// 3); 8 further, whether it mispredicted (2 and 3 predict taken). In the object, beside the history and the
+    /// counts: addressed from the predictor's own address, on the same host cache line.
+    std::array<std::uint8_t, 16> counter_after_{0, 1, 0, 2, 1, 3, 2, 3, /**/ 0, 1, 0, 1, 1, 0, 1, 0};
     unsigned shift_;
-    /// The last history_bits outcomes (newest lowest) shifted above the address bits: the counter's row.
-    std::uint32_t history_row_ = 0;
+    BranchCounts counts_;
+    /// By conditional_slot | history.
     std::array<std::uint8_t, std::size_t{1} << (history_bits + address_bits)> counters_{};
     std::array<std::uint64_t, std::size_t{1} << target_table_bits> targets_{};
-    BranchCounts counts_;
 };
 
 } // namespace pmc_model
