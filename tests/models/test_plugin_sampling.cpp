@@ -136,6 +136,12 @@ TEST_CASE("the load-latency event names pmc::Sampler samples under pmc emulate -
     ok("cpu/mem-loads/", 3);
     ok("mem-loads", 3);
     ok("mem-loads:u", 3);
+    const auto with_period = pmc::load_latency_event("cpu/mem-loads,ldlat=30,period=5/P");
+    REQUIRE(with_period);
+    CHECK(with_period->problem.empty());
+    CHECK(with_period->period == 5);
+    CHECK(with_period->min_latency == 30);
+    CHECK(pmc::load_latency_event("cpu/mem-loads/P")->period == 0);
     const auto refused = [](const char* text, const char* says) {
         CAPTURE(text);
         const auto e = pmc::load_latency_event(text);
@@ -145,7 +151,10 @@ TEST_CASE("the load-latency event names pmc::Sampler samples under pmc emulate -
     refused("ibs_op//", "cpu/mem-loads,ldlat=N/P");
     refused("cpu/mem-loads,ldlat=3/k", "kernel mode");
     refused("cpu/mem-loads,ldlat=x/P", "ldlat takes a whole number");
-    refused("cpu/mem-loads,period=5/P", "not 'period=5'");
+    refused("cpu/mem-loads,period=0/P", "period takes a positive whole number of loads, not '0'");
+    refused("cpu/mem-loads,period=x/P", "not 'x'");
+    refused("cpu/mem-loads,freq=1000/P", "give period=N, not a frequency");
+    refused("cpu/mem-loads,weight=1/P", "not 'weight=1'");
     refused("mem-loads:S", "not 'S'");
     for (const char* other : {"cpu/cycles/", "instructions:u", "mem-loads-aux", "cpu/mem-stores/", "page-faults"}) {
         CAPTURE(other);

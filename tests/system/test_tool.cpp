@@ -129,7 +129,7 @@ TEST_CASE("a cache geometry given an empty value is a usage error, not the defau
     }
 }
 
-TEST_CASE("--cache given twice, and --cache= or --D1= with nothing after '=', are refused in every tool that takes "
+TEST_CASE("pmc: --cache given twice, and --cache= or --D1= with nothing after '=', are refused in every tool that takes "
           "them", "[tool]") {
     // Before: the last --cache won silently, --cache= was --cache, and --D1= took the next word ("--") as its value.
     for (const char* tool : {"emulate", "count --emulate", "sample --emulate"}) {
