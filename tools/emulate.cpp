@@ -116,9 +116,9 @@ Options:
                 (:u or none): the thread's modelled counts, exact at each read, marked modelled.
                 Costs a call per memory access; without it none is registered, and those events
                 are refused naming --cache.
-  --cache=host  As --cache, with this machine's caches, as Cachegrind finds them (sysfs, else
-                CPUID; a set count that is not a power of two rounded as Cachegrind does; an L2
-                when a level lies above it): pmc prints the geometry it read at the start.
+  --cache=host  As --cache, with this machine's caches (sysfs, else CPUID, where Cachegrind reads
+                CPUID alone; a set count that is not a power of two rounded as Cachegrind does; an
+                L2 when a level lies above it): pmc prints the geometry it read at the start.
   --I1 G, --D1 G, --L2 G, --LL G
                 A cache's geometry G = SIZE,ASSOC,LINE in bytes, as Valgrind's options (default
                 32768,8,64 for I1 and D1, 8388608,16,64 for LL, and no L2: the geometry Gungraun
