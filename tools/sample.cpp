@@ -792,13 +792,14 @@ struct ImageMaps {
                 if (in_reading) text += line + "\n";
                 continue;
             }
-            if (in_reading) close_reading();
+            // A mapping call's line does not end a reading: the preload library writes its reading in pieces of
+            // whole lines, and the plugin's lines of a call (another thread's) may fall between them.
             if (auto change = MappingChange::parse(time, kind, line.c_str() + kind_end + (line[kind_end] == ' '))) {
                 changes.push_back(std::move(*change));
-                in_reading = false;
                 ++mapping_changes;
                 continue;
             }
+            if (in_reading) close_reading();
             in_reading = std::strcmp(kind, "reading") == 0;
             program_break = in_reading && fields == 3 && parent > 0 ? static_cast<unsigned long long>(parent) : 0;
             if (!in_reading || !current) { // a start, a fork, or a reading before any mark: a new image

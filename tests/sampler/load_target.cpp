@@ -11,8 +11,8 @@
 // closed, moved by mremap), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
 // it. `pmc-sample-load-target abort LOADS`: LOADS loads of sampled_by_main, then abort() (SIGABRT, sent to itself with tgkill).
 // `pmc-sample-load-target stride LOADS`: LOADS loads of a 1 MiB array in order, 8 bytes apart.
-// `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)), then mallocs BLOCKS blocks of
-// 16 bytes to 4 KiB, walks and frees them: its loads follow the heap's state at main. Each load loop is assembly where it can be, one load per iteration, so
+// `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)) and where its first mmap lands,
+// then mallocs BLOCKS blocks of 16 bytes to 4 KiB, walks and frees them: its loads follow the heap's state at main. Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
 #include <pmc/sampler.hpp>
 
@@ -199,6 +199,10 @@ int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "break") { // break BLOCKS: the break at main, then malloc's work
         // The break before any allocation of the program's: what a malloc in pmc's preload library would move.
         const auto at_main = reinterpret_cast<std::uintptr_t>(sbrk(0));
+        // Where the program's first mapping lands: what an mmap in pmc's preload library before main would move (QEMU
+        // 7.2 places each mapping above the last one it placed, even one unmapped since).
+        void* const mapped = ::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mapped == MAP_FAILED) return 1;
         const std::uint64_t blocks = std::strtoull(argv[2], nullptr, 10);
         struct Node { Node* next; std::uint64_t value; };
         Node* list = nullptr;
@@ -215,8 +219,10 @@ int main(int argc, char** argv) {
             std::free(list);
             list = next;
         }
-        std::printf("break at main %#llx, sum %llu\n", static_cast<unsigned long long>(at_main),
+        std::printf("break at main %#llx, mmap at main %#llx, sum %llu\n", static_cast<unsigned long long>(at_main),
+                    static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(mapped)),
                     static_cast<unsigned long long>(sum));
+        ::munmap(mapped, 1 << 16);
         return 0;
     }
     if ((argc == 4 || argc == 5) && std::string(argv[1]) == "mappings") { // mappings LOADS FILE [fork]

@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,60 +213,68 @@ size_t put_decimal(char* out, uint64_t value) {
 }
 
 /// pmc sample --emulate (the plugin's samples=DIR): the guest's memory map, which QEMU emulates in the guest's
-/// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading BREAK" and the file's lines, in one write, at the
-/// image's start (here, before the program's code) and at its exit(): what pmc names the sampled addresses with.
-/// Its buffer comes from mmap, never malloc: a malloc before main would move the program's heap (its first sbrk(0)
-/// by 68 KiB under glibc), so pmc sample would sample another run than pmc emulate and pmc count count.
+/// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading BREAK" and the file's lines, at the image's
+/// start (here, before the program's code) and at its exit(): what pmc names the sampled addresses with.
+/// Its buffer is on the stack, and the maps go out in pieces of whole lines: never malloc (a malloc before main
+/// would move the program's heap, its first sbrk(0) by 68 KiB under glibc) and never mmap (QEMU 7.2 places each
+/// mapping above the last one it placed, unmapped or not: a 64 KiB buffer mapped and unmapped here moved every later
+/// mapping of the program 64 KiB up). Either way pmc sample would sample another run than pmc emulate and pmc count
+/// count. The plugin appends its lines of the program's mapping calls to the same file, whole lines in one write
+/// each, so they may fall between two pieces: pmc reads every line that is no "pmc-maps" line as the latest
+/// reading's (tools/sample.cpp).
 char maps_dir[PATH_MAX];
-char* map_buffer(size_t size) {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+constexpr size_t maps_piece = 4096; // (a line of QEMU's maps: about 100 bytes, at most a path's 4,096 and 80 more)
+
+/// Writes the whole lines of text[0, used) to `out` and moves what follows the last line to the front; the count
+/// left. A piece without a line end (a path near 4 KiB long) goes out whole.
+size_t write_lines(int out, char* text, size_t used, bool last) {
+    const char* end = last ? text + used : static_cast<const char*>(memrchr(text, '\n', used));
+    const size_t whole = end ? static_cast<size_t>(end - text) + (last ? 0 : 1) : used;
+    for (size_t done = 0; done < whole;) {
+        const ssize_t n = write(out, text + done, whole - done);
+        if (n <= 0) return 0; // (a failed write loses the rest: nothing to do about it here)
+        done += static_cast<size_t>(n);
+    }
+    memmove(text, text + whole, used - whole);
+    return used - whole;
 }
+
 void read_maps_for_samples() {
     if (!maps_dir[0]) return;
-    const int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (in < 0) return;
-    size_t size = 1 << 16, used = 0;
-    char* text = map_buffer(size);
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (text) { // "pmc-maps TIME reading BREAK\n"
-        memcpy(text, "pmc-maps ", 9);
-        const uint64_t ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-        used = 9 + put_decimal(text + 9, ns);
-        memcpy(text + used, " reading ", 9);
-        used += 9;
-        // The program break: QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed, and pmc names the line
-        // that holds the break's last byte [heap], as a native run's kernel does.
-        used += put_decimal(text + used, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(sbrk(0))));
-        text[used++] = '\n';
-    }
-    for (ssize_t n = 1; text && n > 0;) {
-        if (size - used < 4096) {
-            char* bigger = map_buffer(size * 2);
-            if (bigger) memcpy(bigger, text, used);
-            munmap(text, size);
-            size *= 2;
-            text = bigger;
-            if (!text) break;
-        }
-        n = read(in, text + used, size - used);
-        if (n > 0) used += static_cast<size_t>(n);
-    }
-    close(in);
-    if (!text) return;
     char path[PATH_MAX + 32]; // DIR/PID.maps
     const size_t dir_length = strlen(maps_dir);
     memcpy(path, maps_dir, dir_length);
     path[dir_length] = '/';
     const size_t pid_end = dir_length + 1 + put_decimal(path + dir_length + 1, static_cast<uint64_t>(getpid()));
     memcpy(path + pid_end, ".maps", sizeof ".maps");
+    const int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (in < 0) return;
     const int out = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (out >= 0) {
-        [[maybe_unused]] const ssize_t written = write(out, text, used);
-        close(out);
+    if (out < 0) {
+        close(in);
+        return;
     }
-    munmap(text, size);
+    char text[maps_piece + 64];
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    // "pmc-maps TIME reading BREAK\n"
+    memcpy(text, "pmc-maps ", 9);
+    const uint64_t ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+    size_t used = 9 + put_decimal(text + 9, ns);
+    memcpy(text + used, " reading ", 9);
+    used += 9;
+    // The program break: QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed, and pmc names the line that
+    // holds the break's last byte [heap], as a native run's kernel does.
+    used += put_decimal(text + used, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(sbrk(0))));
+    text[used++] = '\n';
+    for (;;) {
+        const ssize_t n = read(in, text + used, sizeof text - used);
+        if (n > 0) used += static_cast<size_t>(n);
+        if (n <= 0 || used == sizeof text) used = write_lines(out, text, used, n == 0); // (an error: whole lines only)
+        if (n <= 0) break;
+    }
+    close(in);
+    close(out);
 }
 
 void on_fatal_signal(int sig);
