@@ -10,6 +10,9 @@
 // 32 KiB of anonymous memory from mmap, unmapped, then LOADS loads of FILE (32 KiB written, mapped, its descriptor
 // closed, moved by mremap), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
 // it. `pmc-sample-load-target abort LOADS`: LOADS loads of sampled_by_main, then abort() (SIGABRT, sent to itself with tgkill).
+// `pmc-sample-load-target exhaust LOADS`: LOADS loads of sampled_by_main, then opens /dev/null until EMFILE and exits.
+// `pmc-sample-load-target caught-fault LOADS`: LOADS loads of sampled_by_main, then a SIGSEGV its handler leaves to the
+// default action (it recurs and ends the process).
 // `pmc-sample-load-target stride LOADS`: LOADS loads of a 1 MiB array in order, 8 bytes apart.
 // `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)) and where its first mmap lands,
 // then mallocs BLOCKS blocks of 16 bytes to 4 KiB, walks and frees them: its loads follow the heap's state at main. Each load loop is assembly where it can be, one load per iteration, so
@@ -23,6 +26,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -195,6 +200,21 @@ int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "abort") { // abort LOADS: LOADS loads of sampled_by_main, then abort()
         load_n(sampled_by_main, std::strtoull(argv[2], nullptr, 10));
         std::abort();
+    }
+    if (argc == 3 && std::string(argv[1]) == "exhaust") { // exhaust LOADS: LOADS loads, then every descriptor used
+        load_n(sampled_by_main, std::strtoull(argv[2], nullptr, 10));
+        int opened = 0;
+        while (::open("/dev/null", O_RDONLY) >= 0) ++opened;
+        std::printf("opened %d descriptors, then %s\n", opened, errno == EMFILE ? "EMFILE" : "another error");
+        return errno == EMFILE ? 0 : 4; // (exit(): the preload library reads the maps with no descriptor free)
+    }
+    if (argc == 3 && std::string(argv[1]) == "caught-fault") { // caught-fault LOADS: LOADS loads, then a SIGSEGV
+        // whose handler (installed through the C library) resets the action to the default and returns: the fault
+        // recurs and ends the process, as a crash reporter's handler does. No kill call: QEMU 7.2's plugin sees none.
+        load_n(sampled_by_main, std::strtoull(argv[2], nullptr, 10));
+        std::signal(SIGSEGV, [](int) { std::signal(SIGSEGV, SIG_DFL); });
+        *static_cast<volatile int*>(nullptr) = 1;
+        return 0;
     }
     if (argc == 3 && std::string(argv[1]) == "break") { // break BLOCKS: the break at main, then malloc's work
         // The break before any allocation of the program's: what a malloc in pmc's preload library would move.
