@@ -263,9 +263,9 @@ size_t write_lines(int out, char* text, size_t used, bool last) {
 // reading was lost, silently. So the start's reading keeps two copies of its file's descriptor up near the limit
 // (out of the program's lowest-free numbering, as the plugin keeps its report's: tools/emulate/append_file.hpp): at
 // exit, when no number is free, both are closed for the maps (the file is opened again after them), and if the maps
-// still cannot be read, the file says so ("pmc-maps TIME unread ERRNO"), and pmc sample in its report. Each is used only if fstat shows it still is the file (the program may have
-// closed it and opened something else at that number), and only by the process that made it (a fork child's copies
-// are of its parent's file).
+// still cannot be read, the file says so ("pmc-maps TIME unread ERRNO"), and pmc sample in its report. Each is used
+// only if fstat shows it still is the file (the program may have closed it and opened something else at that
+// number), and only by the process that made it to write (a fork child's copies are of its parent's file).
 struct Reserve {
     int fd = -1;
     /// Whether `fd` still is the file (a fork child's copy too: closing it frees a number in the child).
@@ -281,8 +281,8 @@ ino_t reserve_inode = 0;
 
 void keep_reserves(int out) {
     rlimit limit{};
-    long top = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? static_cast<long>(limit.rlim_cur)
-                                                                                      : 1024;
+    const bool limited = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+    long top = limited ? static_cast<long>(limit.rlim_cur) : 1024;
     if (top > 1024) top = 1024; // (a table of a million slots would cost 8 MB)
     struct stat st {};
     if (top <= 64 || fstat(out, &st) != 0) return;
@@ -316,7 +316,11 @@ void read_maps_for_samples(bool at_exit) {
     // Both freed at once: QEMU 10 serves the maps from a memfd and reads its own /proc/self/maps to fill it, two
     // numbers at once (with one, the open works but the lines lose their paths: "00:00 0", no file named). The file
     // is opened again below, in the number QEMU's own reading leaves.
-    if (at_exit && in < 0 && out_of_descriptors(unread) && (release(reserve_spare) | release(reserve_writer))) {
+    const auto free_both = [] {
+        const bool spare = release(reserve_spare);
+        return release(reserve_writer) || spare;
+    };
+    if (at_exit && in < 0 && out_of_descriptors(unread) && free_both()) {
         writer = -1;
         in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
         unread = in < 0 ? errno : 0;
