@@ -273,11 +273,11 @@ TEST_CASE("pmc sample --emulate samples the run pmc count --emulate counts: the 
         added[i] = exact - count;
     }
     // What pmc sample's preload library adds (its two readings of the maps, at the start and at exit()): the same
-    // loads whatever the program's heap does. Its size depends on the program and its environment (from a shell 263
-    // on QEMU 7.2 and 304 on QEMU 10, whose vDSO serves the clock), so only a broad range here.
+    // loads whatever the program's heap does. Its size depends on the program and its environment (from a shell 337
+    // on QEMU 7.2 and 394 on QEMU 10, whose vDSO serves the clock), so only a broad range here.
     CHECK(added[0] == added[1]);
     CHECK(added[0] >= 200);
-    CHECK(added[0] <= 400);
+    CHECK(added[0] <= 600);
 }
 
 TEST_CASE("pmc sample --emulate: a program that aborts keeps every sample it took (fewer than a batch)",

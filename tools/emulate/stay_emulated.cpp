@@ -355,6 +355,9 @@ void read_maps_for_samples(bool at_exit) {
     // holds the break's last byte [heap], as a native run's kernel does.
     used += put_decimal(text + used, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(sbrk(0))));
     text[used++] = '\n';
+    // The header in a write of its own: the pieces below then fall where the maps' text alone puts them, so the
+    // instructions that split them (memrchr, memmove) never depend on the pid's, the clock's or the break's digits.
+    used = write_lines(out, text, used, true);
     for (;;) {
         const ssize_t n = read(in, text + used, sizeof text - used);
         if (n > 0) used += static_cast<size_t>(n);
