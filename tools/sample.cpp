@@ -90,7 +90,8 @@ Options:
                     thread of every emulated process, from its first load: every PERIOD-th load (-c,
                     default 1009, a prime) whose modelled latency reaches ldlat (-e
                     'cpu/mem-loads,ldlat=N/', the default with N=3: every load; the model's
-                    largest latency is 200), exactly, the same samples in every run. The period is
+                    largest latency is 200: a higher ldlat is refused, as no load could reach it),
+                    exactly, the same samples in every run. The period is
                     fixed: one that shares a factor with the program's loads per cache line or per
                     loop iteration (1000 on 8-byte reads: 8 a line) samples one phase of the pattern
                     (every sample an L1 hit): keep it prime. The level check compares the samples'
@@ -398,10 +399,13 @@ std::optional<int> parse_sample_arguments(pmc_cli::CommandLine& cl, const std::v
     // A prime: a round period shares factors with the loads per cache line (8 of 8 bytes) or per loop iteration,
     // and every sample then falls on one phase of a regular pattern (1000 on a sequential read: every one an L1 hit).
     if (!a.period) a.period = load->period ? load->period : default_emulated_period;
+    // No load can reach it: a run would end with no samples whatever the program does, so the command is not run.
     if (a.min_latency > pmc_model::LoadLatencies{}.memory)
-        fmt::print(stderr, "pmc sample: warning: ldlat={} is above the model's largest latency ({} cycles, a load "
-                           "served by memory): no load reaches it, so there will be no samples (ldlat=3: every load)\n",
-                   a.min_latency, pmc_model::LoadLatencies{}.memory);
+        return cl.usage_error(fmt::format("under --emulate, ldlat={} is above the model's largest latency ({} cycles, "
+                                          "a load served by memory): no load can reach it, so there would be no "
+                                          "samples. Give ldlat={} or less (ldlat=3: every load)",
+                                          a.min_latency, pmc_model::LoadLatencies{}.memory,
+                                          pmc_model::LoadLatencies{}.memory));
     if (std::string why = choose_cache_model(a.cache, a.model); !why.empty()) return cl.usage_error(why);
     if (!a.model.host_source.empty())
         fmt::print(stderr, "pmc sample: --cache=host: {} ({})\n", a.model.geometry, a.model.host_source);
@@ -752,6 +756,8 @@ struct ImageMaps {
     std::vector<Image> images;
     std::map<std::uint32_t, std::vector<std::size_t>> by_pid; ///< image indexes, in order of start
     std::size_t readings = 0, mapping_changes = 0;
+    /// The readings the preload library could not make (a process out of descriptors at its exit): pid, errno.
+    std::vector<std::pair<std::uint32_t, int>> unread;
     mutable std::map<std::size_t, Cover> covers;
 
     /// QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed: the unnamed region holding the break's last
@@ -792,11 +798,17 @@ struct ImageMaps {
                 if (in_reading) text += line + "\n";
                 continue;
             }
-            if (in_reading) close_reading();
+            // A mapping call's line does not end a reading: the preload library writes its reading in pieces of
+            // whole lines, and the plugin's lines of a call (another thread's) may fall between them.
             if (auto change = MappingChange::parse(time, kind, line.c_str() + kind_end + (line[kind_end] == ' '))) {
                 changes.push_back(std::move(*change));
-                in_reading = false;
                 ++mapping_changes;
+                continue;
+            }
+            if (in_reading) close_reading();
+            if (std::strcmp(kind, "unread") == 0) { // the preload library could not read the maps (its errno)
+                in_reading = false;
+                unread.push_back({pid, static_cast<int>(parent)});
                 continue;
             }
             in_reading = std::strcmp(kind, "reading") == 0;
@@ -1116,12 +1128,8 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
     }
     if (b.agrees && read == 0) { // nothing to judge: 0 samples of 0 loads agree, and say nothing
         b.agrees = false;
-        b.warning = a.min_latency > pmc_model::LoadLatencies{}.memory
-                        ? fmt::format("no samples: ldlat={} is above the model's largest latency ({} cycles, a load "
-                                      "served by memory), so no load was a candidate (ldlat=3: every load)",
-                                      a.min_latency, pmc_model::LoadLatencies{}.memory)
-                        : fmt::format("no samples: the command made fewer than {} loads (the period) whose modelled "
-                                      "latency reaches ldlat={}", a.period, a.min_latency);
+        b.warning = fmt::format("no samples: the command made fewer than {} loads (the period) whose modelled "
+                                "latency reaches ldlat={}", a.period, a.min_latency);
     }
     if (processes.unwritten_samples)
         run.notes.push_back(fmt::format("the plugin took {} samples and wrote {}: at most 4194304 a process (a longer "
@@ -1131,6 +1139,12 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
         run.notes.push_back(fmt::format("the plugin wrote {} samples and pmc read {}: {} are missing (counted as lost)",
                                         written, read, missing));
     if (const std::string native = native_programs_note(processes); !native.empty()) run.notes.push_back(native);
+    for (const auto& [pid, error] : maps->unread) // (never silently: what the missing reading would have named)
+        run.notes.push_back(fmt::format(
+            "process {} could not read its memory map at its exit(): {} (the program had used up its file "
+            "descriptors, and had closed the ones pmc's preload library kept for it): variables of the libraries it "
+            "loaded after its start are not named, and memory QEMU mapped for it since then shows as 'unmapped'",
+            pid, std::strerror(error)));
     run.regions_note = fmt::format(
         "regions: the mapping live at each sample's time, from the program's own mmap, munmap, mremap and brk calls "
         "({} seen by pmc's plugin); else the guest's /proc/self/maps (QEMU's view of the program: what QEMU mapped "

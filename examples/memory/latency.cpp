@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -781,6 +782,22 @@ std::vector<ModelCheck> check_against_model(const Regimes& regimes, const std::v
     return checks;
 }
 
+int model_verdict(const std::vector<ModelCheck>& checks, const std::vector<ModelledCache>& caches, const char* program) {
+    const std::size_t missing = checks.size() < caches.size() ? caches.size() - checks.size() : 0;
+    std::size_t disagreeing = 0;
+    for (const ModelCheck& c : checks) disagreeing += c.cache.empty() || !c.within_step;
+    if (missing + disagreeing == 0) return 0;
+    std::fprintf(stderr, "%s: exit status 2: %zu of the model's %zu cache levels not found in the curve, %zu found "
+                 "level%s disagreeing with the model (see the table; a --max below the last cache, or a --min above "
+                 "the first, leaves levels out; caches too close in size merge into one level)\n", program, missing,
+                 caches.size(), disagreeing, disagreeing == 1 ? "" : "s");
+    return 2;
+}
+
+std::string unbounded_size_label(const Level& l) {
+    return l.name == "memory" ? "(beyond the caches)" : "(no boundary in the sweep)";
+}
+
 std::string modelled_levels_text(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks) {
     std::string out = fmt::format("{:<7} {:<11} {:<16} {:<14} {}\n", "level", "size", "between", "cost per load",
                                   "pmc's cache model");
@@ -788,10 +805,10 @@ std::string modelled_levels_text(const ModelledLatencyResult& r, const std::vect
         const Level& l = r.regimes.levels[i];
         const ModelCheck* c = i < checks.size() ? &checks[i] : nullptr;
         out += fmt::format("{:<7} {:<11} {:<16} {:<14} {}\n", l.name,
-                           l.boundary ? size_text(l.boundary->size) : "(beyond the caches)",
+                           l.boundary ? size_text(l.boundary->size) : unbounded_size_label(l),
                            l.boundary ? size_label(l.boundary->below) + " .. " + size_label(l.boundary->above) : "",
                            num(l.latency, 3),
-                           !c ? std::string(i + 1 == r.regimes.levels.size() ? "memory" : "-")
+                           !c ? std::string(l.name == "memory" ? "memory" : "-")
                            : c->cache.empty() ? std::string("no such level in the model  <- DISAGREES")
                                               : c->cache + " " + size_text(static_cast<double>(c->configured)) +
                                                     (c->within_step ? "" : "  <- DISAGREES"));
@@ -830,11 +847,11 @@ std::string modelled_levels_markdown(const ModelledLatencyResult& r, const std::
     for (std::size_t i = 0; i < r.regimes.levels.size(); ++i) {
         const Level& l = r.regimes.levels[i];
         const ModelCheck* c = i < checks.size() ? &checks[i] : nullptr;
-        const std::string model = !c                ? std::string(i + 1 == r.regimes.levels.size() ? "memory" : "-")
+        const std::string model = !c                ? std::string(l.name == "memory" ? "memory" : "-")
                                   : c->cache.empty() ? std::string("no such level in the model — **disagrees**")
                                                      : c->cache + " " + size_text(static_cast<double>(c->configured)) +
                                                            (c->within_step ? ", within one step" : " — **not within one step**");
-        out += "| " + l.name + " | " + (l.boundary ? size_text(l.boundary->size) : "(beyond the caches)") + " | " +
+        out += "| " + l.name + " | " + (l.boundary ? size_text(l.boundary->size) : unbounded_size_label(l)) + " | " +
                (l.boundary ? size_label(l.boundary->below) + " .. " + size_label(l.boundary->above) : "") + " | " +
                num(l.latency, 3) + " | " + model + " |\n";
     }

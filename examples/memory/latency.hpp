@@ -242,6 +242,13 @@ std::vector<ModelCheck> check_against_model(const Regimes& regimes, const std::v
 /// The table of found levels beside the model's, with a line per level the test reads:
 /// "level L1: boundary 33587 bytes (between 32768 and 36864); the model's D1: 32768 bytes, within one step".
 std::string modelled_levels_text(const ModelledLatencyResult& r, const std::vector<ModelCheck>& checks);
+/// The oracle's verdict, the same for pmc-mem-latency and pmc-memory: 0 when every modelled data cache was found
+/// within one step of its configured size and no level the model lacks was; else 2, with what missed said on stderr
+/// by `program`.
+int model_verdict(const std::vector<ModelCheck>& checks, const std::vector<ModelledCache>& caches, const char* program);
+/// The size column of a level with no boundary after it (the sweep's last): "(beyond the caches)" for memory, past
+/// a cache level's boundary; "(no boundary in the sweep)" for a cache level the sweep never left (a --max inside it).
+std::string unbounded_size_label(const Level& l);
 /// The modelled sweep as CSV: size,loads,d1_misses,l2_misses,ll_misses,cost_per_load.
 std::string modelled_latency_csv(const ModelledLatencyResult& r);
 /// What pmc-mem-latency and pmc-memory print under the model: that the levels are modelled and by which geometry,

@@ -101,14 +101,7 @@ int run_modelled(const pmc_mem::LatencyOptions& o, const pmc_mem::CommonOptions&
     std::printf("%s\nwrote %s\n", modelled_levels_report(r, checks).c_str(), csv.c_str());
     // The oracle's verdict as the exit status, so that a script can fail on it: every modelled data cache found,
     // each within one step of its configured size, and no level the model lacks.
-    std::size_t missing = checks.size() < model.size() ? model.size() - checks.size() : 0, disagreeing = 0;
-    for (const ModelCheck& c : checks) disagreeing += c.cache.empty() || !c.within_step;
-    if (missing + disagreeing == 0) return 0;
-    std::fprintf(stderr, "pmc-mem-latency: exit status 2: %zu of the model's %zu cache levels not found in the curve, "
-                 "%zu found level%s disagreeing with the model (see the table; a --max below the last cache, or a "
-                 "--min above the first, leaves levels out)\n", missing, model.size(), disagreeing,
-                 disagreeing == 1 ? "" : "s");
-    return 2;
+    return model_verdict(checks, model, "pmc-mem-latency");
 }
 
 int run(int argc, char** argv) {

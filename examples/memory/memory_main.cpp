@@ -61,6 +61,12 @@ page-fault counts need perf_event_open, which QEMU's user mode lacks): the outpu
 --skip latency is a usage error. Writes latency-modelled.csv and summary.md. --cpu, --no-pin (nothing is
 timed, and the model is the same on any CPU) and --dir (no page-fault file) do not apply there: each is a
 usage error that says why. Under pmc emulate without --cache it exits with status 1.
+
+Exit status: 0 when the run is done; 1 on a usage or run error. Under pmc emulate --cache, 2 (after the
+report is written) when the curve misses one of the model's cache levels, or finds a level the model lacks or
+one more than a sweep step from the model's size (said on stderr), as pmc-mem-latency does: the model oracle
+fails a script. A timed run does not fail on a level that disagrees with the CPU's reported caches (timing on a
+shared machine is noisy): it warns.
 )";
 
 /// Under pmc emulate --cache: the options of the timed run are refused (a usage error), each with why it does not
@@ -127,7 +133,8 @@ int run_modelled(const pmc_mem::CommonOptions& common, const std::vector<pmc_mem
                               "share on a loaded machine); summary: {}",
                               summary.seconds, static_cast<double>(std::clock()) / CLOCKS_PER_SEC, summary_path));
     print_written(written);
-    return 0;
+    // The oracle's verdict as the exit status, as pmc-mem-latency gives it (after the report is written).
+    return do_latency ? model_verdict(checks, model, "pmc-memory") : 0;
 }
 
 int run(int argc, char** argv) {

@@ -55,7 +55,9 @@ bucket and by variable, with the bias check of the sampled event beside every sc
   --sizes LIST    with --edges: the blocks' sizes in bytes (K, M, G suffixes), one per bucket (a block sized to
                   land in it), e.g. 16K,256K,4M,256M; with fewer, some buckets stay empty (it says so)
   --ghz F         core cycles per ns, to put a curve's ns edges in cycles where the curve has no cycle counts
-  --period N      one sample every N events (default 1000; AMD IBS counts ops)
+  --period N      one sample every N events (default 1009, a prime: a period that shares a factor with a
+                  regular pattern, such as 1000 = 8 x 125 on 8-byte loads in order, samples one phase of
+                  it; AMD IBS counts ops)
   --loads N       loads chased in each block (default 4000000; 400000 under pmc emulate --cache)
 
 Under pmc emulate --cache the emulated PMU samples every Nth load (cpu/mem-loads,ldlat=3/P) from its cache model:
@@ -140,7 +142,7 @@ __attribute__((noinline)) void* chase(void* p, std::uint64_t loads) {
 int main(int argc, char** argv) {
     std::string curve_path, edges_list, labels_list, sizes_list;
     double ghz = 0;
-    std::uint64_t period = 1000, loads = 4000000;
+    std::uint64_t period = 1009, loads = 4000000; // (a prime: `pmc sample`'s emulated default)
     std::string ghz_text, period_text, loads_text;
     command_line.option("--curve", curve_path, "a latency.json file");
     command_line.option("--edges", edges_list, "bucket edges in cycles, e.g. 8,30,150");

@@ -2313,6 +2313,13 @@ TEST_CASE("the load-latency examples print their tables under pmc emulate --cach
         REQUIRE(std::regex_search(sampled, m, std::regex(std::string("\n +([0-9]+) .*block +") + block)));
         CHECK(std::stoull(m[1]) == 100); // its 50,000 loads / 500
     }
+    // The default period is a prime, pmc sample's emulated one: 1000 (8 x 125) would sample one phase of 8-byte
+    // loads in order (docs/emulated-pmu.md, aliasing).
+    const auto by_default = pmc_test::run_command("'" + pmc_tool + "' emulate --cache -- '" PMC_EXAMPLE_DCACHE_BUCKETS_PATH
+                                                  "' --edges 8,30,150 --sizes 16K,1M,16M --loads 20000 2>/dev/null");
+    INFO(by_default.out);
+    CHECK(by_default.status == 0);
+    CHECK_THAT(by_default.out, ContainsSubstring("one sample every 1009 loads"));
 }
 #endif
 

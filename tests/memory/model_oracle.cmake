@@ -87,11 +87,26 @@ if(GEOMETRY STREQUAL "")
     endforeach()
     # The oracle fails a script: a sweep that stops below the D1 finds no cache level, status 2, said.
     execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} --max 1K --quiet --no-plot --out ${OUT}-short
-                    RESULT_VARIABLE short_status OUTPUT_QUIET ERROR_VARIABLE short_err)
+                    RESULT_VARIABLE short_status OUTPUT_VARIABLE short_out ERROR_VARIABLE short_err)
     if(NOT short_status EQUAL 2 OR NOT short_err MATCHES "exit status 2: 2 of the model's 2 cache levels not found")
       message(FATAL_ERROR "pmc-mem-latency --max 1K under the model: status ${short_status}, not 2 with the "
                           "levels missing:\n${short_err}")
     endif()
+    # Its one level is the L1 the sweep never left: not "beyond the caches", and no "memory" in the model's column.
+    if(NOT short_out MATCHES "\nL1 +\\(no boundary in the sweep\\) +[0-9.]+ +-\n" OR short_out MATCHES "beyond the caches")
+      message(FATAL_ERROR "pmc-mem-latency --max 1K under the model: the L1 row is not labelled as a level with no "
+                          "boundary in the sweep:\n${short_out}")
+    endif()
+  endif()
+  # The oracle fails a script: an LL only twice the D1 (inclusive) merges with it into one level, status 2, said
+  # (after the report is written), as for pmc-mem-latency.
+  execute_process(COMMAND ${PMC} emulate --cache --D1=32768,8,64 --LL=65536,16,64 -- ${PROGRAM} --quick --quiet
+                          --no-plot --out ${OUT}-merged
+                  RESULT_VARIABLE merged_status OUTPUT_VARIABLE merged_out ERROR_VARIABLE merged_err)
+  if(NOT merged_status EQUAL 2 OR NOT merged_err MATCHES "${name}: exit status 2: 1 of the model's 2 cache levels not found"
+     OR NOT merged_out MATCHES "DISAGREES")
+    message(FATAL_ERROR "${name} with a 64 KiB LL over a 32 KiB D1 under the model: status ${merged_status}, not 2 "
+                        "with the level missing:\n${merged_out}\n${merged_err}")
   endif()
   if(name STREQUAL "pmc-memory")
     # Under the model only the latency experiment runs: leaving it out leaves nothing, a usage error.

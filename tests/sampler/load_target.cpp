@@ -10,9 +10,12 @@
 // 32 KiB of anonymous memory from mmap, unmapped, then LOADS loads of FILE (32 KiB written, mapped, its descriptor
 // closed, moved by mremap), unmapped and FILE removed: both gone before the exit's reading of the maps; with `fork`, a fork child does
 // it. `pmc-sample-load-target abort LOADS`: LOADS loads of sampled_by_main, then abort() (SIGABRT, sent to itself with tgkill).
+// `pmc-sample-load-target exhaust LOADS`: LOADS loads of sampled_by_main, then opens /dev/null until EMFILE and exits.
+// `pmc-sample-load-target caught-fault LOADS`: LOADS loads of sampled_by_main, then a SIGSEGV its handler leaves to the
+// default action (it recurs and ends the process).
 // `pmc-sample-load-target stride LOADS`: LOADS loads of a 1 MiB array in order, 8 bytes apart.
-// `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)), then mallocs BLOCKS blocks of
-// 16 bytes to 4 KiB, walks and frees them: its loads follow the heap's state at main. Each load loop is assembly where it can be, one load per iteration, so
+// `pmc-sample-load-target break BLOCKS`: prints the program break at main (sbrk(0)) and where its first mmap lands,
+// then mallocs BLOCKS blocks of 16 bytes to 4 KiB, walks and frees them: its loads follow the heap's state at main. Each load loop is assembly where it can be, one load per iteration, so
 // that N loads in a row hold exactly N / PERIOD samples whatever the compiler or a sanitizer does.
 #include <pmc/sampler.hpp>
 
@@ -23,6 +26,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -196,9 +201,28 @@ int main(int argc, char** argv) {
         load_n(sampled_by_main, std::strtoull(argv[2], nullptr, 10));
         std::abort();
     }
+    if (argc == 3 && std::string(argv[1]) == "exhaust") { // exhaust LOADS: LOADS loads, then every descriptor used
+        load_n(sampled_by_main, std::strtoull(argv[2], nullptr, 10));
+        int opened = 0;
+        while (::open("/dev/null", O_RDONLY) >= 0) ++opened;
+        std::printf("opened %d descriptors, then %s\n", opened, errno == EMFILE ? "EMFILE" : "another error");
+        return errno == EMFILE ? 0 : 4; // (exit(): the preload library reads the maps with no descriptor free)
+    }
+    if (argc == 3 && std::string(argv[1]) == "caught-fault") { // caught-fault LOADS: LOADS loads, then a SIGSEGV
+        // whose handler (installed through the C library) resets the action to the default and returns: the fault
+        // recurs and ends the process, as a crash reporter's handler does. No kill call: QEMU 7.2's plugin sees none.
+        load_n(sampled_by_main, std::strtoull(argv[2], nullptr, 10));
+        std::signal(SIGSEGV, [](int) { std::signal(SIGSEGV, SIG_DFL); });
+        *static_cast<volatile int*>(nullptr) = 1;
+        return 0;
+    }
     if (argc == 3 && std::string(argv[1]) == "break") { // break BLOCKS: the break at main, then malloc's work
         // The break before any allocation of the program's: what a malloc in pmc's preload library would move.
         const auto at_main = reinterpret_cast<std::uintptr_t>(sbrk(0));
+        // Where the program's first mapping lands: what an mmap in pmc's preload library before main would move (QEMU
+        // 7.2 places each mapping above the last one it placed, even one unmapped since).
+        void* const mapped = ::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mapped == MAP_FAILED) return 1;
         const std::uint64_t blocks = std::strtoull(argv[2], nullptr, 10);
         struct Node { Node* next; std::uint64_t value; };
         Node* list = nullptr;
@@ -215,8 +239,10 @@ int main(int argc, char** argv) {
             std::free(list);
             list = next;
         }
-        std::printf("break at main %#llx, sum %llu\n", static_cast<unsigned long long>(at_main),
+        std::printf("break at main %#llx, mmap at main %#llx, sum %llu\n", static_cast<unsigned long long>(at_main),
+                    static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(mapped)),
                     static_cast<unsigned long long>(sum));
+        ::munmap(mapped, 1 << 16);
         return 0;
     }
     if ((argc == 4 || argc == 5) && std::string(argv[1]) == "mappings") { // mappings LOADS FILE [fork]

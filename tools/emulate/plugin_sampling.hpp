@@ -595,6 +595,7 @@ inline SignalCallNumbers signal_call_numbers;
 /// process without the plugin's exit callback (QEMU 10 calls it), so the samples a batch held would be lost; a
 /// process ends after the call, with no load after it, so the files then hold every sample it took. If a handler
 /// catches the signal instead, the samples it takes later are written as usual. Host work only: no count changes.
+inline void write_before_death();
 inline void signal_call_starts(long number, std::uint64_t a1, std::uint64_t a2, std::uint64_t a3) {
     const SignalCallNumbers& n = signal_call_numbers;
     if (whole.dir.empty() || number < 0 || (number != n.kill && number != n.tkill && number != n.tgkill)) return;
@@ -606,7 +607,13 @@ inline void signal_call_starts(long number, std::uint64_t a1, std::uint64_t a2, 
     // Signals whose default action is not to end the process: SIGCHLD, SIGCONT, SIGSTOP, SIGTSTP, SIGTTIN,
     // SIGTTOU, SIGURG, SIGWINCH (17 to 23 and 28 on x86-64 and AArch64); 0 sends nothing.
     const bool ends = sig != 0 && sig < 65 && !(sig >= 17 && sig <= 23) && sig != 28;
-    if (!to_self || !ends) return;
+    if (to_self && ends) write_before_death();
+}
+
+/// Every thread's pending samples (and the mapping lines before them) written now: the process is about to end
+/// with no exit callback (QEMU 7.2). Host work only: no count changes.
+inline void write_before_death() {
+    if (whole.dir.empty()) return;
     flush_mapping_lines();
     std::lock_guard<std::mutex> hold_all(samplers_lock);
     for (auto& [id, sampler] : samplers) {

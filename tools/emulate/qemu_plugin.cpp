@@ -879,7 +879,9 @@ void on_syscall(qemu_plugin_id_t, unsigned int vcpu, int64_t num, uint64_t a1, u
     for (long call : mapping_calls)
         if (num == call) mappings_changed.fetch_add(1, std::memory_order_acq_rel);
     if (num != proto::syscall_number || a1 != proto::magic || a3 == 0) return;
-    if (a2 == static_cast<std::uint64_t>(proto::Op::read)) {
+    if (a2 == static_cast<std::uint64_t>(proto::Op::write_samples)) {
+        plugin_sampling::write_before_death(); // (a caught fault's handler left the default action: death follows)
+    } else if (a2 == static_cast<std::uint64_t>(proto::Op::read)) {
 #if defined(PMC_PLUGIN_FAULT_SWAP)
         if (known_vcpu(vcpu ^ 1)) vcpu ^= 1; // hands a thread another thread's count
 #endif

@@ -27,8 +27,9 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,6 +77,7 @@ bool under_emulator() {
 constexpr const char* realign_variable = "PMC_EMULATE_REALIGN_SIGNALS"; // (tools/emulate.cpp sets it)
 using Handler = void (*)(int, siginfo_t*, void*);
 using PlainHandler = void (*)(int);
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 /// The program's handler for each signal whose kernel action is realigned_handler (a function address: loaded and
 /// stored atomically, as handlers are installed from any thread and from inside handlers).
 uintptr_t program_handlers[_NSIG];
@@ -91,6 +93,23 @@ bool realigning() {
     return state == 1;
 }
 
+/// pmc sample --emulate: after the program's handler of a fault returned, with the signal's action left at its
+/// default (the handler reset it, as a crash reporter does, or SA_RESETHAND did), the fault recurs and ends the
+/// process, and QEMU before 8.0 calls no exit callback: the plugin is asked to write its pending samples now, or a
+/// batch (up to 4,095 samples a thread) would be lost. Async-signal-safe: two system calls.
+char maps_dir[PATH_MAX]; // (the plugin's samples=DIR: set under pmc sample --emulate only)
+SigactionFn real_sigaction_for_faults; // (resolved in the constructor: dlsym is not async-signal-safe)
+void before_recurring_fault(int sig) {
+    if (!maps_dir[0] || !real_sigaction_for_faults ||
+        !(sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP || sig == SIGSYS))
+        return;
+    struct sigaction now {};
+    if (real_sigaction_for_faults(sig, nullptr, &now) != 0 || (now.sa_flags & SA_SIGINFO) || now.sa_handler != SIG_DFL)
+        return;
+    uint64_t unused = 0;
+    proto::request(proto::Op::write_samples, &unused);
+}
+
 #if defined(__x86_64__)
 __attribute__((force_align_arg_pointer))
 #endif
@@ -98,6 +117,7 @@ __attribute__((noinline)) void realigned_handler(int sig, siginfo_t* info, void*
     // Every handler gets all three: the x86-64 kernel (and QEMU) pass them to SA_SIGINFO and plain handlers alike.
     const uintptr_t handler = __atomic_load_n(&program_handlers[sig], __ATOMIC_ACQUIRE);
     if (handler > 1) reinterpret_cast<Handler>(handler)(sig, info, context);
+    before_recurring_fault(sig);
     __asm__ volatile("" ::: "memory"); // a call, not a jump: the handler must run on the realigned stack
 }
 const uintptr_t trampoline = reinterpret_cast<uintptr_t>(&realigned_handler);
@@ -117,7 +137,6 @@ template <typename F> F real(F& cached, const char* name) {
     }
     return f;
 }
-using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 using SignalFn = PlainHandler (*)(int, PlainHandler);
 SigactionFn real_sigaction, real___sigaction;
 SignalFn real_signal, real_bsd_signal, real_ssignal, real_sysv_signal, real___sysv_signal, real_sigset;
@@ -214,61 +233,141 @@ size_t put_decimal(char* out, uint64_t value) {
 }
 
 /// pmc sample --emulate (the plugin's samples=DIR): the guest's memory map, which QEMU emulates in the guest's
-/// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading BREAK" and the file's lines, in one write, at the
-/// image's start (here, before the program's code) and at its exit(): what pmc names the sampled addresses with.
-/// Its buffer comes from mmap, never malloc: a malloc before main would move the program's heap (its first sbrk(0)
-/// by 68 KiB under glibc), so pmc sample would sample another run than pmc emulate and pmc count count.
-char maps_dir[PATH_MAX];
-char* map_buffer(size_t size) {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+/// /proc/self/maps, appended to DIR/PID.maps as "pmc-maps TIME reading BREAK" and the file's lines, at the image's
+/// start (here, before the program's code) and at its exit(): what pmc names the sampled addresses with.
+/// Its buffer is on the stack, and the maps go out in pieces of whole lines: never malloc (a malloc before main
+/// would move the program's heap, its first sbrk(0) by 68 KiB under glibc) and never mmap (QEMU 7.2 places each
+/// mapping above the last one it placed, unmapped or not: a 64 KiB buffer mapped and unmapped here moved every later
+/// mapping of the program 64 KiB up). Either way pmc sample would sample another run than pmc emulate and pmc count
+/// count. The plugin appends its lines of the program's mapping calls to the same file, whole lines in one write
+/// each, so they may fall between two pieces: pmc reads every line that is no "pmc-maps" line as the latest
+/// reading's (tools/sample.cpp).
+constexpr size_t maps_piece = 4096; // (a line of QEMU's maps: about 100 bytes, at most a path's 4,096 and 80 more)
+
+/// Writes the whole lines of text[0, used) to `out` and moves what follows the last line to the front; the count
+/// left. A piece without a line end (a path near 4 KiB long) goes out whole.
+size_t write_lines(int out, char* text, size_t used, bool last) {
+    const char* end = last ? text + used : static_cast<const char*>(memrchr(text, '\n', used));
+    const size_t whole = end ? static_cast<size_t>(end - text) + (last ? 0 : 1) : used;
+    for (size_t done = 0; done < whole;) {
+        const ssize_t n = write(out, text + done, whole - done);
+        if (n <= 0) return 0; // (a failed write loses the rest: nothing to do about it here)
+        done += static_cast<size_t>(n);
+    }
+    memmove(text, text + whole, used - whole);
+    return used - whole;
 }
-void read_maps_for_samples() {
+
+// The exit's reading needs descriptors (the maps, which QEMU serves from a file of its own, and DIR/PID.maps), and a
+// program that used up its descriptors (open until EMFILE, or RLIMIT_NOFILE lowered) has none left then: its exit's
+// reading was lost, silently. So the start's reading keeps two copies of its file's descriptor up near the limit
+// (out of the program's lowest-free numbering, as the plugin keeps its report's: tools/emulate/append_file.hpp): at
+// exit, when no number is free, both are closed for the maps (the file is opened again after them), and if the maps
+// still cannot be read, the file says so ("pmc-maps TIME unread ERRNO"), and pmc sample in its report. Each is used
+// only if fstat shows it still is the file (the program may have closed it and opened something else at that
+// number), and only by the process that made it to write (a fork child's copies are of its parent's file).
+struct Reserve {
+    int fd = -1;
+    /// Whether `fd` still is the file (a fork child's copy too: closing it frees a number in the child).
+    bool ours(dev_t device, ino_t inode) const {
+        struct stat st {};
+        return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == device && st.st_ino == inode;
+    }
+};
+Reserve reserve_writer, reserve_spare;
+pid_t reserve_pid = 0;
+dev_t reserve_device = 0;
+ino_t reserve_inode = 0;
+
+void keep_reserves(int out) {
+    rlimit limit{};
+    const bool limited = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+    long top = limited ? static_cast<long>(limit.rlim_cur) : 1024;
+    if (top > 1024) top = 1024; // (a table of a million slots would cost 8 MB)
+    struct stat st {};
+    if (top <= 64 || fstat(out, &st) != 0) return;
+    reserve_pid = getpid(), reserve_device = st.st_dev, reserve_inode = st.st_ino;
+    reserve_writer.fd = fcntl(out, F_DUPFD_CLOEXEC, static_cast<int>(top - 24));
+    reserve_spare.fd = fcntl(out, F_DUPFD_CLOEXEC, static_cast<int>(top - 24));
+}
+
+/// Closes the reserve if it is ours: true if that freed a number.
+bool release(Reserve& r) {
+    const bool freed = r.ours(reserve_device, reserve_inode);
+    if (freed) close(r.fd);
+    r.fd = -1;
+    return freed;
+}
+
+bool out_of_descriptors(int error) { return error == EMFILE || error == ENFILE; }
+
+void read_maps_for_samples(bool at_exit) {
     if (!maps_dir[0]) return;
-    const int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (in < 0) return;
-    size_t size = 1 << 16, used = 0;
-    char* text = map_buffer(size);
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (text) { // "pmc-maps TIME reading BREAK\n"
-        memcpy(text, "pmc-maps ", 9);
-        const uint64_t ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-        used = 9 + put_decimal(text + 9, ns);
-        memcpy(text + used, " reading ", 9);
-        used += 9;
-        // The program break: QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed, and pmc names the line
-        // that holds the break's last byte [heap], as a native run's kernel does.
-        used += put_decimal(text + used, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(sbrk(0))));
-        text[used++] = '\n';
-    }
-    for (ssize_t n = 1; text && n > 0;) {
-        if (size - used < 4096) {
-            char* bigger = map_buffer(size * 2);
-            if (bigger) memcpy(bigger, text, used);
-            munmap(text, size);
-            size *= 2;
-            text = bigger;
-            if (!text) break;
-        }
-        n = read(in, text + used, size - used);
-        if (n > 0) used += static_cast<size_t>(n);
-    }
-    close(in);
-    if (!text) return;
     char path[PATH_MAX + 32]; // DIR/PID.maps
     const size_t dir_length = strlen(maps_dir);
     memcpy(path, maps_dir, dir_length);
     path[dir_length] = '/';
     const size_t pid_end = dir_length + 1 + put_decimal(path + dir_length + 1, static_cast<uint64_t>(getpid()));
     memcpy(path + pid_end, ".maps", sizeof ".maps");
-    const int out = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (out >= 0) {
-        [[maybe_unused]] const ssize_t written = write(out, text, used);
-        close(out);
+    int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int unread = in < 0 ? errno : 0;
+    // (the writer writes for the process that made it alone: a fork child's copy is its parent's file)
+    int writer = reserve_pid == getpid() && reserve_writer.ours(reserve_device, reserve_inode) ? reserve_writer.fd : -1;
+    // Both freed at once: QEMU 10 serves the maps from a memfd and reads its own /proc/self/maps to fill it, two
+    // numbers at once (with one, the open works but the lines lose their paths: "00:00 0", no file named). The file
+    // is opened again below, in the number QEMU's own reading leaves.
+    const auto free_both = [] {
+        const bool spare = release(reserve_spare);
+        return release(reserve_writer) || spare;
+    };
+    if (at_exit && in < 0 && out_of_descriptors(unread) && free_both()) {
+        writer = -1;
+        in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+        unread = in < 0 ? errno : 0;
     }
-    munmap(text, size);
+    int out = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    const bool own = out >= 0;
+    if (!own && at_exit) out = writer;
+    if (out < 0) {
+        if (in >= 0) close(in);
+        return;
+    }
+    if (!at_exit && own) keep_reserves(out);
+    char text[maps_piece + 64];
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    // "pmc-maps TIME reading BREAK\n", or "pmc-maps TIME unread ERRNO\n"
+    memcpy(text, "pmc-maps ", 9);
+    const uint64_t ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+    size_t used = 9 + put_decimal(text + 9, ns);
+    if (in < 0) {
+        memcpy(text + used, " unread ", 8);
+        used += 8;
+        used += put_decimal(text + used, static_cast<uint64_t>(unread));
+        text[used++] = '\n';
+        write_lines(out, text, used, true);
+        if (own) close(out);
+        return;
+    }
+    memcpy(text + used, " reading ", 9);
+    used += 9;
+    // The program break: QEMU's emulated maps (7.2 and 10) leave the brk heap unnamed, and pmc names the line that
+    // holds the break's last byte [heap], as a native run's kernel does.
+    used += put_decimal(text + used, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(sbrk(0))));
+    text[used++] = '\n';
+    // The header in a write of its own: the pieces below then fall where the maps' text alone puts them, so the
+    // instructions that split them (memrchr, memmove) never depend on the pid's, the clock's or the break's digits.
+    used = write_lines(out, text, used, true);
+    for (;;) {
+        const ssize_t n = read(in, text + used, sizeof text - used);
+        if (n > 0) used += static_cast<size_t>(n);
+        if (n <= 0 || used == sizeof text) used = write_lines(out, text, used, n == 0); // (an error: whole lines only)
+        if (n <= 0) break;
+    }
+    close(in);
+    if (own) close(out);
 }
+void read_maps_at_exit() { read_maps_for_samples(true); }
 
 void on_fatal_signal(int sig);
 /// Whether any signal's action is a handler of the program's (through the wrappers, or a raw rt_sigaction they do not
@@ -373,8 +472,9 @@ __attribute__((constructor)) void stay_emulated(int argc, char** argv, char** en
             note_fatal_signals(plugin, path);
         }
         if (plugin_argument(plugin, "samples", maps_dir, sizeof maps_dir)) { // pmc sample --emulate
-            read_maps_for_samples();
-            atexit(read_maps_for_samples);
+            if (realigning()) real_sigaction_for_faults = real(real_sigaction, "sigaction");
+            read_maps_for_samples(false);
+            atexit(read_maps_at_exit);
         }
         return;
     }

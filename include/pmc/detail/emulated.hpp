@@ -101,6 +101,11 @@ enum class Op : std::uint64_t {
     sampler_close = 8, ///< stops and frees the sampler (its pending samples are dropped)
     sampler_start = 9, ///< starts it, from the thread that opened it (the last step of an open: nothing of the
                        ///< open's own work is counted)
+    /// pmc's preload library under pmc sample --emulate, in a handler of a fault (SIGSEGV, SIGBUS, ...) after the
+    /// program's handler left the signal's action at its default: the process ends when the fault recurs, with no
+    /// exit callback before QEMU 8.0, so the plugin writes every pending sample now. The third argument: any
+    /// non-null address (not read).
+    write_samples = 10,
 };
 
 /// What read_events counts. The cache events are the model's (pmc emulate --cache: Cachegrind's model, per thread):
