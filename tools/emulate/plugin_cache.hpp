@@ -45,6 +45,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace plugin_cache {
@@ -222,11 +223,37 @@ struct RunStep {
     std::uint32_t size;
     bool store;
 };
-struct AccessRun {
-    std::vector<RunStep> steps; ///< in program order, each of 1 to pmc_model::min_line_size bytes (find_runs)
-    std::uint32_t reads = 0;    ///< how many of them load
-    std::uint32_t writes = 0;   ///< and store
+/// In one allocation (made by make()): its counts, then its steps, so that its call reads the steps with no pointer
+/// to follow (a vector's buffer apart was one more host cache miss per call where the program's data push the
+/// plugin's out of the host's L1, as xz's do).
+class AccessRun {
+public:
+    std::uint32_t reads = 0;  ///< how many of its steps load
+    std::uint32_t writes = 0; ///< and store
+    std::uint64_t count = 0;  ///< its steps
+
+    static AccessRun* make(const std::vector<RunStep>& steps) {
+        void* memory = ::operator new(sizeof(AccessRun) + steps.size() * sizeof(RunStep));
+        auto* run = new (memory) AccessRun();
+        run->count = steps.size();
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+            new (&run->steps()[i]) RunStep(steps[i]);
+            ++(steps[i].store ? run->writes : run->reads);
+        }
+        return run;
+    }
+    struct Free {
+        void operator()(AccessRun* p) const noexcept { ::operator delete(p); } // (every part is trivially destroyed)
+    };
+    /// In program order, each of 1 to pmc_model::min_line_size bytes (find_runs).
+    const RunStep* steps() const noexcept { return reinterpret_cast<const RunStep*>(this + 1); }
+    const RunStep& last() const noexcept { return steps()[count - 1]; }
+
+private:
+    AccessRun() = default;
+    RunStep* steps() noexcept { return reinterpret_cast<RunStep*>(this + 1); }
 };
+static_assert(sizeof(AccessRun) % alignof(RunStep) == 0);
 /// What a block's call per execution reads, in one allocation (made by make()): the block's counts, then the hit
 /// checks of its planned fetches (an I1 set's most-recent slot and the tag that says the line is there: one per
 /// fetch, two for a fetch that straddles two lines), then the fetches themselves (plan_fetches' references, read
@@ -284,7 +311,7 @@ struct Block {
     std::unique_ptr<Instruction[]> each;
     std::vector<std::unique_ptr<BitTestSite>> bit_tests; ///< (each at a fixed address: QEMU keeps the pointer)
     std::vector<std::unique_ptr<StateImageSite>> state_images; ///< (the same)
-    std::vector<std::unique_ptr<AccessRun>> runs;              ///< (the same)
+    std::vector<std::unique_ptr<AccessRun, AccessRun::Free>> runs; ///< (the same)
     std::vector<std::unique_ptr<RepStringSite>> rep_strings;   ///< (the same)
     /// Per instruction: null, or its run (a member's accesses are passed on by the call on its run's last member).
     std::vector<const AccessRun*> run_of;
@@ -316,11 +343,19 @@ __attribute__((noinline)) inline void on_block_slowly(ThreadModel& t, const Bloc
 __attribute__((noinline)) inline void on_first_block(const BlockPlan& b) noexcept {
     on_block_slowly(threads::this_thread(), b);
 }
+/// on_block_checking's `checks` where the plan says how many (on_block).
+inline constexpr std::uint32_t any_checks = ~std::uint32_t{0};
+/// Plans of up to this many checks get a call of their own, its checks unrolled (block_callbacks).
+inline constexpr std::uint32_t unrolled_checks = 3;
 /// QEMU's call at each execution of a block (`data`: its BlockPlan): the thread's count of blocks (which numbers
 /// executions, and publishes the counts every publish_every), the instructions in Ir, then each planned fetch. The
 /// common case is a leaf with no stack frame: the thread's model exists, and each fetch is a hit on its set's most
 /// recent line, one load and one compare each (a line another block evicted fails its check, so each is checked).
-inline void on_block(unsigned int, void* data) {
+/// `checks`: the plan's check count, known at translation (block_callbacks), so that the checks are unrolled with
+/// no loop branch: one call shared by all blocks would mispredict its loop's end at every change of block length,
+/// as the host's predictor sees little of which block called; any_checks: from the plan (on_block).
+template <std::uint32_t checks>
+inline void on_block_checking(unsigned int, void* data) {
     const auto& b = *static_cast<const BlockPlan*>(data);
     ThreadModel* t = threads::this_thread_if_made();
     if (__builtin_expect(t == nullptr, 0)) return on_first_block(b);
@@ -328,11 +363,36 @@ inline void on_block(unsigned int, void* data) {
     ++t->blocks;
     t->caches.count_instructions(b.instructions);
     if (general_path) return fetch_each(*t, b);
-    const BlockPlan::FetchCheck* checks = b.checks();
-    for (std::uint32_t i = 0; i < b.check_count; ++i)
-        if (__builtin_expect(t->caches.i1().tag_at(checks[i].slot) != checks[i].tag, 0))
-            return fetch_from(*t, b, checks[i].fetch);
+    const BlockPlan::FetchCheck* check = b.checks();
+    if constexpr (checks == any_checks) {
+        for (std::uint32_t i = 0; i < b.check_count; ++i)
+            if (__builtin_expect(t->caches.i1().tag_at(check[i].slot) != check[i].tag, 0))
+                return fetch_from(*t, b, check[i].fetch);
+    } else {
+        static_assert(checks <= unrolled_checks);
+#pragma GCC unroll 8
+        for (std::uint32_t i = 0; i < checks; ++i)
+            if (__builtin_expect(t->caches.i1().tag_at(check[i].slot) != check[i].tag, 0))
+                return fetch_from(*t, b, check[i].fetch);
+    }
 }
+inline void on_block(unsigned int vcpu, void* data) { on_block_checking<any_checks>(vcpu, data); }
+/// The call per block for each check count: [n] for a plan of n checks up to unrolled_checks, the last for more.
+/// `Call<n>` is on_block_checking<n> or a call that ends in it (qemu_plugin.cpp's, which counts the block too).
+using BlockCallbacks = std::array<qemu_plugin_vcpu_udata_cb_t, unrolled_checks + 2>;
+template <template <std::uint32_t> class Call, std::size_t... n>
+constexpr BlockCallbacks block_callbacks_of(std::index_sequence<n...>) {
+    return {Call<static_cast<std::uint32_t>(n)>::call..., Call<any_checks>::call};
+}
+template <template <std::uint32_t> class Call>
+constexpr BlockCallbacks block_callbacks() {
+    return block_callbacks_of<Call>(std::make_index_sequence<unrolled_checks + 1>{});
+}
+template <std::uint32_t checks>
+struct PlainBlockCall {
+    static constexpr qemu_plugin_vcpu_udata_cb_t call = on_block_checking<checks>;
+};
+inline constexpr BlockCallbacks plain_block_callbacks = block_callbacks<PlainBlockCall>();
 
 /// QEMU's call before the last listed instruction of a block QEMU 7.2 may have cut before it (translate's
 /// last_may_be_taken_out; `data`: its FetchRef): that instruction in Ir and its fetch. QEMU drops the call with the
@@ -445,11 +505,12 @@ __attribute__((noinline)) inline void on_run_from(ThreadModel* model, const Acce
                                                   std::uint64_t address) {
     ThreadModel& t = model ? *model : this_thread();
     std::uint64_t reads = 0;
-    for (std::size_t i = 0; i < first; ++i) reads += run.steps[i].store ? 0 : 1;
+    const RunStep* steps = run.steps();
+    for (std::size_t i = 0; i < first; ++i) reads += steps[i].store ? 0 : 1;
     t.caches.count_data_hits(pmc_model::Kind::read, reads);
     t.caches.count_data_hits(pmc_model::Kind::write, first - reads);
-    for (std::size_t i = first; i < run.steps.size(); ++i) {
-        const RunStep& s = run.steps[i];
+    for (std::size_t i = first; i < run.count; ++i) {
+        const RunStep& s = steps[i];
         const std::uint64_t at = address + static_cast<std::uint64_t>(s.offset);
         if (s.store) pass_member<pmc_model::Kind::write>(t, s, at);
         else pass_member<pmc_model::Kind::read>(t, s, at);
@@ -461,20 +522,49 @@ __attribute__((noinline)) inline void on_run_from(ThreadModel* model, const Acce
 /// no load sampler runs, Cachegrind's inclusion, and every member hits the most recent line of its D1 set. Then
 /// each member is one check (such hits change no state and nothing waits, so the order of counting is free) and
 /// the run's loads and stores are counted at the end; the first member that fails goes on in on_run_from.
-inline void on_run(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
+/// `members`: the run's, known at translation (run_callback), so that the checks are unrolled with no loop branch
+/// to mispredict (as on_block_checking's); any_members: from the run.
+inline constexpr std::size_t any_members = ~std::size_t{0};
+inline constexpr std::size_t unrolled_members = 3;
+template <std::size_t members>
+inline void on_run_of(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
     const auto& run = *static_cast<const AccessRun*>(data);
     ThreadModel* t = threads::this_thread_if_made();
     if (__builtin_expect(t == nullptr || t->merger.waiting() || !t->caches.counts_hits_early() ||
                              plugin_sampling::current != nullptr,
                          0))
         return on_run_from(t, run, 0, address);
-    for (auto s = run.steps.begin(); s != run.steps.end(); ++s) {
-        const std::uint64_t at = address + static_cast<std::uint64_t>(s->offset);
-        if (__builtin_expect(!t->caches.small_hits_most_recent(at, s->size), 0))
-            return on_run_from(t, run, static_cast<std::size_t>(s - run.steps.begin()), address);
+    const RunStep* steps = run.steps();
+    const std::size_t n = members == any_members ? run.count : members;
+    if constexpr (members == any_members) {
+        for (std::size_t i = 0; i < n; ++i)
+            if (__builtin_expect(!t->caches.small_hits_most_recent(address + static_cast<std::uint64_t>(steps[i].offset),
+                                                                   steps[i].size),
+                                 0))
+                return on_run_from(t, run, i, address);
+    } else {
+        static_assert(members <= unrolled_members);
+#pragma GCC unroll 8
+        for (std::size_t i = 0; i < n; ++i)
+            if (__builtin_expect(!t->caches.small_hits_most_recent(address + static_cast<std::uint64_t>(steps[i].offset),
+                                                                   steps[i].size),
+                                 0))
+                return on_run_from(t, run, i, address);
     }
     t->caches.count_data_hits(pmc_model::Kind::read, run.reads);
     t->caches.count_data_hits(pmc_model::Kind::write, run.writes);
+}
+inline void on_run(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    on_run_of<any_members>(vcpu, info, address, data);
+}
+/// The call for a run of `members` members.
+template <std::size_t... n>
+constexpr std::array<qemu_plugin_vcpu_mem_cb_t, unrolled_members + 1> run_callbacks_of(std::index_sequence<n...>) {
+    return {(n < 2 ? on_run : on_run_of<n>)...};
+}
+inline qemu_plugin_vcpu_mem_cb_t run_callback(std::size_t members) {
+    static constexpr auto calls = run_callbacks_of(std::make_index_sequence<unrolled_members + 1>{});
+    return members <= unrolled_members ? calls[members] : on_run;
 }
 
 /// At translation: the block's runs on the stack (model/access_runs.hpp), each member marked in block.run_of. A last instruction
@@ -499,12 +589,11 @@ inline void find_runs(Block& block, qemu_plugin_tb* tb, std::size_t n, bool last
         for (const pmc_model::RunMember& m : found.members)
             small = small && m.size >= 1 && m.size <= pmc_model::min_line_size;
         if (!small) continue;
-        auto run = std::make_unique<AccessRun>();
-        for (const pmc_model::RunMember& m : found.members) {
-            run->steps.push_back(RunStep{&block.each[m.index], m.offset, m.size, m.store});
-            ++(m.store ? run->writes : run->reads);
-            block.run_of[m.index] = run.get();
-        }
+        std::vector<RunStep> steps;
+        for (const pmc_model::RunMember& m : found.members)
+            steps.push_back(RunStep{&block.each[m.index], m.offset, m.size, m.store});
+        std::unique_ptr<AccessRun, AccessRun::Free> run(AccessRun::make(steps));
+        for (const pmc_model::RunMember& m : found.members) block.run_of[m.index] = run.get();
         block.runs.push_back(std::move(run));
     }
 }
@@ -737,8 +826,9 @@ void on_rep_string_memory(unsigned int, qemu_plugin_meminfo_t info, std::uint64_
 inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::size_t i, bool x86) {
     Instruction* each = &block.each[i];
     if (!block.run_of.empty() && block.run_of[i]) { // a run member: one call, on the run's last member
-        if (block.run_of[i]->steps.back().instruction == each)
-            qemu_plugin_register_vcpu_mem_cb(insn, on_run, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+        if (block.run_of[i]->last().instruction == each)
+            qemu_plugin_register_vcpu_mem_cb(insn, run_callback(block.run_of[i]->count),
+                                             QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
                                              const_cast<AccessRun*>(block.run_of[i]));
         return;
     }
@@ -802,11 +892,12 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
 
 /// At translation: the block's plan and calls (TCG blocks hold at most 512 instructions: the index fits 10 bits).
 /// `x86`: the guest is x86-64, whose instructions of model/access_decode.hpp get their rules' callbacks.
-/// `on_each`: the call per execution, on_block or one that calls it (with the block's plan).
+/// `on_each`: the call per execution by the plan's check count (block_callbacks: on_block_checking or calls that end
+/// in it), given the block's plan.
 /// `last_may_be_taken_out`: QEMU 7.2 may drop the last instruction from the block (qemu_plugin.cpp's may_be_taken_out):
 /// no run ends with it, and on_last_instruction counts and fetches it.
 inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
-                        qemu_plugin_vcpu_udata_cb_t on_each = on_block, bool last_may_be_taken_out = true) {
+                        const BlockCallbacks& on_each = plain_block_callbacks, bool last_may_be_taken_out = true) {
     auto block = std::make_unique<Block>();
     block->each.reset(new Instruction[n]);
     std::vector<std::pair<std::uint64_t, std::uint32_t>> fetched;
@@ -822,7 +913,9 @@ inline Block* translate(qemu_plugin_tb* tb, std::size_t n, bool x86,
     for (std::size_t i = 0; i < n; ++i) register_data_callbacks(*block, qemu_plugin_tb_get_insn(tb, i), i, x86);
     const pmc_model::BlockFetchPlan fetches = pmc_model::plan_block(fetched, settings.config, last_may_be_taken_out);
     block->plan.reset(BlockPlan::make(fetches.instructions, fetches.refs));
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each, QEMU_PLUGIN_CB_NO_REGS, block->plan.get());
+    const std::uint32_t checks = block->plan->check_count;
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_each[checks <= unrolled_checks ? checks : unrolled_checks + 1],
+                                         QEMU_PLUGIN_CB_NO_REGS, block->plan.get());
     if (fetches.last_apart) { // (an instruction's call comes after its block's: the model exists)
         block->last_apart = std::make_unique<pmc_model::FetchRef>(fetches.last);
         qemu_plugin_register_vcpu_insn_exec_cb(qemu_plugin_tb_get_insn(tb, n - 1), on_last_instruction,

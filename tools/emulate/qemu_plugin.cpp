@@ -319,13 +319,19 @@ void on_instruction(unsigned int vcpu, void*) { vcpu_state(vcpu).instructions +=
 void count_instruction(qemu_plugin_insn* insn) {
     qemu_plugin_register_vcpu_insn_exec_cb(insn, on_instruction, QEMU_PLUGIN_CB_NO_REGS, nullptr);
 }
-/// The cache model's call per block, with the block's count (count_block) folded in.
+/// The cache model's call per block, with the block's count (count_block) folded in (`checks`: its plan's, as
+/// plugin_cache::on_block_checking).
+template <std::uint32_t checks>
 void on_cached_block(unsigned int vcpu, void* block) {
     Vcpu* own = own_slot;
-    if (__builtin_expect(own == nullptr, 0)) return find_own_slot(vcpu, block, on_cached_block);
+    if (__builtin_expect(own == nullptr, 0)) return find_own_slot(vcpu, block, on_cached_block<checks>);
     own->instructions += block_weight * static_cast<const plugin_cache::BlockPlan*>(block)->counted;
-    plugin_cache::on_block(vcpu, block);
+    plugin_cache::on_block_checking<checks>(vcpu, block);
 }
+template <std::uint32_t checks>
+struct CachedBlockCall {
+    static constexpr qemu_plugin_vcpu_udata_cb_t call = on_cached_block<checks>;
+};
 /// The branch model's call per block (`model`, by how the block ends), with the block's count (count_block) folded
 /// in.
 template <void (*model)(unsigned int, void*)>
@@ -417,17 +423,17 @@ void on_translate(qemu_plugin_id_t, struct qemu_plugin_tb* tb) {
     const std::size_t n = qemu_plugin_tb_n_insns(tb);
     if (n == 0) return;
 #if PMC_PLUGIN_API == 1
-    const auto cached_block_callback = on_cached_block;
+    static constexpr plugin_cache::BlockCallbacks cached_block_callbacks = plugin_cache::block_callbacks<CachedBlockCall>();
     // With both models on, the cache model's call counts the block, and the branch model's adds nothing.
     const plugin_branches::BlockCallbacks& branch_callbacks =
         plugin_cache::settings.on ? plugin_branches::model_callbacks : counting_branch_callbacks;
 #else
-    const auto cached_block_callback = plugin_cache::on_block;
+    const plugin_cache::BlockCallbacks& cached_block_callbacks = plugin_cache::plain_block_callbacks;
     const plugin_branches::BlockCallbacks& branch_callbacks = plugin_branches::model_callbacks;
 #endif
     plugin_cache::Block* cached = nullptr; // (pmc emulate --cache)
     if (plugin_cache::settings.on)
-        cached = plugin_cache::translate(tb, n, target_x86, cached_block_callback, may_be_taken_out(tb, n));
+        cached = plugin_cache::translate(tb, n, target_x86, cached_block_callbacks, may_be_taken_out(tb, n));
     plugin_branches::Block* branched = nullptr; // (pmc emulate --branches)
     if (plugin_branches::settings.on)
         branched = plugin_branches::translate(tb, n, may_be_taken_out(tb, n), branch_callbacks);

@@ -189,8 +189,12 @@ public:
     __attribute__((always_inline)) bool hits_most_recent(std::uint64_t address, std::uint32_t size,
                                                          std::uint32_t widest) const noexcept {
         const std::uint64_t line = address >> line_bits_;
-        // (widest is never below min_line_size: a constant size up to that needs no cut, and the compare folds)
-        const std::uint32_t cut = size == 0 ? 1 : size <= min_line_size ? size : (size < widest ? size : widest);
+        // (widest is never below min_line_size: a constant size up to that needs no cut, and the compare folds; a
+        // size known only here, as on_memory's, takes the same cut without a branch, which its callers' many
+        // sizes would mispredict)
+        const std::uint32_t cut = __builtin_constant_p(size)
+                                      ? (size == 0 ? 1 : size <= min_line_size ? size : (size < widest ? size : widest))
+                                      : std::max<std::uint32_t>(1, std::min(size, widest));
         if (((address + cut - 1) >> line_bits_) != line) return false;
         return most_recent_[line & set_mask_] == line + 1;
     }
