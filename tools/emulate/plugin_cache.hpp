@@ -164,7 +164,11 @@ struct CacheThread {
     std::uint64_t rep_string_accumulator = 0; ///< scas: %rax when QEMU entered it (the value it looks for)
     std::uint64_t rep_string_first = 0;       ///< cmps: the current iteration's first address
 
-    CacheThread() : caches(settings.config) {}
+    CacheThread() : caches(settings.config) {
+        merger.set_strict(!caches.counts_hits_early());
+        plugin_sampling::current_mirror = merger.sampling_flag(); // (made on its own thread: this_thread())
+        *merger.sampling_flag() = plugin_sampling::current != nullptr ? 1 : 0;
+    }
     void complete(const pmc_model::DataAccess& a) noexcept {
         // With a load sampler on this thread, a load needs the level that served it; otherwise the inlined path.
         if (__builtin_expect(plugin_sampling::current != nullptr, 0) && a.kind != pmc_model::Kind::write)
@@ -179,7 +183,10 @@ struct CacheThread {
     Counts counts() const noexcept { return caches.counts(); }
     // pmc sample --emulate: every thread sampled from its first load, and its samples written at its exit.
     void started() noexcept { plugin_sampling::thread_starts(); }
-    void exiting() noexcept { plugin_sampling::thread_exits(); }
+    void exiting() noexcept {
+        plugin_sampling::thread_exits();
+        plugin_sampling::current_mirror = nullptr; // (the model is deleted next)
+    }
     static void add(Counts& to, const Counts& from) { plugin_cache::add(to, from); }
     static void subtract(Counts& to, const Counts& from) { plugin_cache::add(to, from, true); }
 };
@@ -463,9 +470,7 @@ __attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind ki
 template <pmc_model::Kind kind, std::uint32_t size>
 inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
     if (ThreadModel* t = threads::this_thread_if_made())
-        if ((kind == pmc_model::Kind::write || plugin_sampling::current == nullptr) &&
-            t->merger.add_alone_without_sink(t->caches, kind, address, size))
-            return;
+        if (t->merger.add_alone_quickly(t->caches, kind, address, size)) return;
     on_single_access_slowly(kind, size, address, data);
 }
 /// on_single_access for what x86_single_access decoded.
@@ -493,9 +498,7 @@ inline void pass_access(ThreadModel& t, const Instruction& insn, std::uint64_t a
 /// counted, the member's Instruction not read); anything else is pass_access, the general path.
 template <pmc_model::Kind kind>
 __attribute__((always_inline)) inline void pass_member(ThreadModel& t, const RunStep& s, std::uint64_t address) {
-    if ((kind == pmc_model::Kind::write || plugin_sampling::current == nullptr) &&
-        t.merger.add_alone_without_sink(t.caches, kind, address, s.size))
-        return;
+    if (t.merger.add_alone_quickly(t.caches, kind, address, s.size)) return;
     pass_access<kind>(t, *s.instruction, address, s.size);
 }
 /// on_run's work from member `first` on, each member as a call of its own would pass it on (pass_member); the
@@ -530,9 +533,7 @@ template <std::size_t members>
 inline void on_run_of(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
     const auto& run = *static_cast<const AccessRun*>(data);
     ThreadModel* t = threads::this_thread_if_made();
-    if (__builtin_expect(t == nullptr || t->merger.waiting() || !t->caches.counts_hits_early() ||
-                             plugin_sampling::current != nullptr,
-                         0))
+    if (__builtin_expect(t == nullptr || !t->merger.may_count_alone(pmc_model::Kind::read), 0))
         return on_run_from(t, run, 0, address);
     const RunStep* steps = run.steps();
     const std::size_t n = members == any_members ? run.count : members;

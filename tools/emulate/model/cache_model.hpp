@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -400,6 +401,13 @@ public:
                                                                std::uint32_t size) const noexcept {
         return d1_.small_hits_most_recent(address, size);
     }
+    /// count_if_most_recent() where the caller knows that counts_hits_early() (DataAccessMerger::add_alone_quickly).
+    __attribute__((always_inline)) bool count_if_most_recent_early(Kind kind, std::uint64_t address,
+                                                                   std::uint32_t size) noexcept {
+        if (!d1_.hits_most_recent(address, size, widest_)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
+    }
     /// Takes back a count_if_most_recent() that returned true (it changed nothing but that count).
     void uncount_most_recent(Kind kind) noexcept { --counts_.l1[CacheCounts::at(kind)].accesses; }
     /// One instruction's fetch through I1 (`size`: its length), counted in Ir.
@@ -634,7 +642,7 @@ public:
     void add(CacheHierarchy* caches, bool count_now, std::uint64_t execution, std::uint64_t pc, Kind kind,
              std::uint64_t address, std::uint32_t size, Sink&& sink) {
         if (execution == execution_) return join(caches, count_now, pc, kind, address, size, sink);
-        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        if (gate_.state == State::waiting) sink(static_cast<const DataAccess&>(access_));
         start(caches, count_now, execution, pc, kind, address, size);
     }
     /// add() when it needs no sink, and then true: the access joins the pending one, or is of another execution than
@@ -644,7 +652,7 @@ public:
                                                          std::uint64_t execution, std::uint64_t pc, Kind kind,
                                                          std::uint64_t address, std::uint32_t size) noexcept {
         if (__builtin_expect(execution == execution_, 0)) return joined(&caches, count_now, kind, address, size);
-        if (__builtin_expect(state_ == State::waiting, 0)) return false;
+        if (__builtin_expect(gate_.state == State::waiting, 0)) return false;
         start(&caches, count_now, execution, pc, kind, address, size);
         return true;
     }
@@ -655,7 +663,7 @@ public:
     /// which no later access can continue. On false nothing changed: the caller calls add() with the execution.
     __attribute__((always_inline)) bool add_alone_without_sink(CacheHierarchy& caches, Kind kind,
                                                                std::uint64_t address, std::uint32_t size) noexcept {
-        return __builtin_expect(state_ != State::waiting, 1) && caches.count_if_most_recent(kind, address, size);
+        return __builtin_expect(gate_.state != State::waiting, 1) && caches.count_if_most_recent(kind, address, size);
     }
     /// For an access that is the only one its instruction makes (as add_alone_without_sink), where that declined:
     /// the access waiting, if any, goes to `sink`, then the access is counted at once if it hits D1 at all
@@ -663,29 +671,46 @@ public:
     /// add() would have before this one): the caller calls add().
     template <class Sink>
     bool add_alone_if_hit(CacheHierarchy& caches, Kind kind, std::uint64_t address, std::uint32_t size, Sink&& sink) {
-        if (state_ == State::waiting) {
+        if (gate_.state == State::waiting) {
             sink(static_cast<const DataAccess&>(access_));
-            state_ = State::none;
+            gate_.state = State::none;
             execution_ = no_execution;
         }
         return caches.count_if_hit(kind, address, size);
     }
+    /// What the plugin's call per access checks first, in one test: no access waits, no strict inclusion, and for a
+    /// read no load sampler on the thread (set_sampling). Then a hit on the most recent line may be counted at once.
+    __attribute__((always_inline)) bool may_count_alone(Kind kind) const noexcept {
+        std::uint32_t word;
+        std::memcpy(&word, &gate_, sizeof word);
+        return (word & (kind == Kind::write ? 0x0101u : 0x010101u)) == 0; // (little-endian: state, strict, sampling)
+    }
+    /// add_alone_without_sink() for a hierarchy configured with strict inclusion `strict` (set_strict), its checks of
+    /// the merger's state, the inclusion and the sampler made in one (may_count_alone).
+    __attribute__((always_inline)) bool add_alone_quickly(CacheHierarchy& caches, Kind kind, std::uint64_t address,
+                                                          std::uint32_t size) noexcept {
+        return __builtin_expect(may_count_alone(kind), 1) && caches.count_if_most_recent_early(kind, address, size);
+    }
+    void set_strict(bool strict) noexcept { gate_.strict = strict ? 1 : 0; }
+    /// The byte that says a load sampler runs (0 or 1), for the sampler to set (plugin_sampling::current_mirror).
+    std::uint8_t* sampling_flag() noexcept { return &gate_.sampling; }
+    bool sampling() const noexcept { return gate_.sampling != 0; }
     /// Whether an access waits for the next one (then add_alone_without_sink() declines whatever the access).
-    bool waiting() const noexcept { return state_ == State::waiting; }
+    bool waiting() const noexcept { return gate_.state == State::waiting; }
     template <class Sink>
     void flush(Sink&& sink) {
-        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
-        state_ = State::none;
+        if (gate_.state == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        gate_.state = State::none;
         execution_ = no_execution;
     }
-    bool pending() const noexcept { return state_ != State::none; }
+    bool pending() const noexcept { return gate_.state != State::none; }
 
 private:
     static constexpr std::uint64_t no_execution = ~std::uint64_t{0};
     enum class State : std::uint8_t {
-        none,    ///< no access pending
-        waiting, ///< the pending access goes to the sink once complete
-        counted, ///< the pending access was counted as a hit on the most recent line (taken back if it grows)
+        none = 0,    ///< no access pending
+        waiting = 1, ///< the pending access goes to the sink once complete
+        counted = 2, ///< the pending access was counted as a hit on the most recent line (taken back if it grows)
     };
 
     __attribute__((always_inline)) void start(CacheHierarchy* caches, bool count_now, std::uint64_t execution,
@@ -694,7 +719,7 @@ private:
         execution_ = execution;
         modified_ = 0;
         access_ = DataAccess{pc, address, size, kind};
-        state_ = caches && count_now && caches->count_if_most_recent(kind, address, size) ? State::counted
+        gate_.state = caches && count_now && caches->count_if_most_recent(kind, address, size) ? State::counted
                                                                                           : State::waiting;
     }
     /// Another access of the pending access's execution: joined to it, or the next access.
@@ -702,7 +727,7 @@ private:
     void join(CacheHierarchy* caches, bool count_now, std::uint64_t pc, Kind kind, std::uint64_t address,
               std::uint32_t size, Sink& sink) {
         if (joined(caches, count_now, kind, address, size)) return;
-        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        if (gate_.state == State::waiting) sink(static_cast<const DataAccess&>(access_));
         start(caches, count_now, execution_, pc, kind, address, size);
     }
     /// Joins an access of the pending access's execution to it if it continues it; false (nothing changed) if not.
@@ -710,9 +735,9 @@ private:
                                                std::uint64_t address, std::uint32_t size) noexcept {
         if (kind == access_.kind && address == access_.address + access_.size && modified_ == 0) {
             // The next piece of a split access: what was counted of the first pieces is taken back.
-            if (state_ == State::counted) caches->uncount_most_recent(access_.kind);
+            if (gate_.state == State::counted) caches->uncount_most_recent(access_.kind);
             access_.size += size;
-            state_ = caches && count_now && caches->count_if_most_recent(access_.kind, access_.address, access_.size)
+            gate_.state = caches && count_now && caches->count_if_most_recent(access_.kind, access_.address, access_.size)
                          ? State::counted
                          : State::waiting;
             return true;
@@ -725,7 +750,15 @@ private:
         return false;
     }
 
-    State state_ = State::none;
+    /// The pending access's state and what makes the call per access decline its common case, side by side, so that
+    /// one test of their 4 bytes decides it (may_count_alone): State::waiting is the only state with bit 0 set.
+    struct Gate {
+        State state = State::none;
+        std::uint8_t strict = 0;   ///< 1 under strict inclusion (no hit is counted early)
+        std::uint8_t sampling = 0; ///< 1 while a load sampler runs on the thread (its loads need their levels)
+        std::uint8_t unused = 0;
+    };
+    Gate gate_;
     std::uint32_t modified_ = 0; ///< bytes of the pending read its instruction stored back: a read-modify-write
     std::uint64_t execution_ = no_execution;
     DataAccess access_{};
