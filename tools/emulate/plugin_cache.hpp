@@ -506,7 +506,7 @@ __attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind ki
 template <pmc_model::Kind kind, std::uint32_t size, bool numbered = false>
 inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
     if (ThreadModel* t = threads::this_thread_if_made())
-        if (t->merger.add_alone_quickly(t->caches, kind, address, size)) return;
+        if (t->merger.add_small_alone_quickly(t->caches, kind, address, size)) return;
     on_single_access_slowly(kind, size, address, data, numbered);
 }
 /// on_single_access for what x86_single_access decoded.
@@ -545,7 +545,7 @@ inline void pass_access(ThreadModel& t, const Instruction& insn, std::uint64_t a
 /// counted, the member's Instruction not read); anything else is pass_access, the general path.
 template <pmc_model::Kind kind>
 __attribute__((always_inline)) inline void pass_member(ThreadModel& t, const RunStep& s, std::uint64_t address) {
-    if (t.merger.add_alone_quickly(t.caches, kind, address, s.size)) return;
+    if (t.merger.add_small_alone_quickly(t.caches, kind, address, s.size)) return;
     pass_access<kind>(t, *s.instruction, address, s.size);
 }
 /// on_run's work from member `first` on, each member as a call of its own would pass it on (pass_member); the

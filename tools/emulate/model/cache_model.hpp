@@ -140,9 +140,10 @@ public:
         : geometry_(g), assoc_(g.assoc), set_mask_(g.sets() - 1), line_bits_(log2_exact(g.line)),
           // calloc: a large LL's tags stay untouched zero pages until its sets are used; the most recent tags
           // first (sets() of them), then the sets' tags, each part starting at a host line (so that an 8-way set,
-          // 64 bytes of tags, lies in one), and a host line more for that alignment
+          // 64 bytes of tags, lies in one), a word after the sets (small_hits_first_two), and a host line more for
+          // that alignment
           storage_(static_cast<std::uint64_t*>(std::calloc(
-              aligned_words(g.sets()) + std::size_t{g.sets()} * g.assoc + host_line / sizeof(std::uint64_t),
+              aligned_words(g.sets()) + std::size_t{g.sets()} * g.assoc + 1 + host_line / sizeof(std::uint64_t),
               sizeof(std::uint64_t)))),
           most_recent_(reinterpret_cast<std::uint64_t*>(
               (reinterpret_cast<std::uintptr_t>(storage_.get()) + host_line - 1) & ~std::uintptr_t{host_line - 1})),
@@ -204,6 +205,21 @@ public:
                                                                std::uint32_t size) const noexcept {
         const std::uint64_t line = address >> line_bits_;
         return ((address + size - 1) >> line_bits_) == line && most_recent_[line & set_mask_] == line + 1;
+    }
+    /// small_hits_most_recent(), and also true for an access in one line that is its set's second most recent,
+    /// which then becomes the most recent (the hit touch() would make). False, nothing changed, otherwise. (A
+    /// direct-mapped level reads the next set's only way, or the word after the last set: neither holds the line.)
+    __attribute__((always_inline)) bool small_hits_first_two(std::uint64_t address, std::uint32_t size) noexcept {
+        const std::uint64_t line = address >> line_bits_;
+        if (((address + size - 1) >> line_bits_) != line) return false;
+        const std::uint64_t index = line & set_mask_, tag = line + 1;
+        if (__builtin_expect(most_recent_[index] == tag, 1)) return true;
+        std::uint64_t* set = tags_ + index * assoc_;
+        if (set[1] != tag) return false;
+        set[1] = set[0];
+        set[0] = tag;
+        most_recent_[index] = tag;
+        return true;
     }
     /// Uses `line` if it is held (a hit: it becomes its set's most recent) and returns true; false, with nothing
     /// changed, if it would miss.
@@ -400,6 +416,14 @@ public:
     __attribute__((always_inline)) bool small_hits_most_recent(std::uint64_t address,
                                                                std::uint32_t size) const noexcept {
         return d1_.small_hits_most_recent(address, size);
+    }
+    /// count_if_hit() for an access of 1 to min_line_size bytes where the caller knows that counts_hits_early(), for
+    /// the two most recent lines of its set alone (CacheLevel::small_hits_first_two): inlined in the plugin's call.
+    __attribute__((always_inline)) bool count_if_recent_early(Kind kind, std::uint64_t address,
+                                                              std::uint32_t size) noexcept {
+        if (!d1_.small_hits_first_two(address, size)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
     }
     /// count_if_most_recent() where the caller knows that counts_hits_early() (DataAccessMerger::add_alone_quickly).
     __attribute__((always_inline)) bool count_if_most_recent_early(Kind kind, std::uint64_t address,
@@ -690,6 +714,12 @@ public:
     __attribute__((always_inline)) bool add_alone_quickly(CacheHierarchy& caches, Kind kind, std::uint64_t address,
                                                           std::uint32_t size) noexcept {
         return __builtin_expect(may_count_alone(kind), 1) && caches.count_if_most_recent_early(kind, address, size);
+    }
+    /// add_alone_quickly() for an access of 1 to min_line_size bytes that also counts a hit on its set's second most
+    /// recent line at once (CacheHierarchy::count_if_recent_early), as add_alone_if_hit would.
+    __attribute__((always_inline)) bool add_small_alone_quickly(CacheHierarchy& caches, Kind kind, std::uint64_t address,
+                                                                std::uint32_t size) noexcept {
+        return __builtin_expect(may_count_alone(kind), 1) && caches.count_if_recent_early(kind, address, size);
     }
     void set_strict(bool strict) noexcept { gate_.strict = strict ? 1 : 0; }
     /// The byte that says a load sampler runs (0 or 1), for the sampler to set (plugin_sampling::current_mirror).
