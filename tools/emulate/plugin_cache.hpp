@@ -223,6 +223,35 @@ struct RepStringSite {
 /// The host address of a guest address (user mode: guest memory at a fixed offset), set by qemu_plugin.cpp; null
 /// until known. on_rep_string_memory reads the elements a repe/repne compared last through it.
 inline const void* (*host_of)(std::uint64_t guest_address) = nullptr;
+/// Where blocks' plans and runs lie (BlockPlan::make, AccessRun::make): one after another in chunks of 64 KiB from
+/// the heap (below malloc's mmap threshold: nothing mapped), never freed (QEMU does not say when it drops a
+/// translation), so that the plans of blocks translated together, which a hot loop runs together, share host lines
+/// instead of lying among the translation's other allocations.
+class PlanArena {
+public:
+    void* allocate(std::size_t bytes) {
+        bytes = (bytes + 15) & ~std::size_t{15};
+        if (bytes > chunk / 4) return ::operator new(bytes); // (kept for the plugin's life, as the chunks)
+        std::lock_guard<std::mutex> hold(lock_);
+        if (left_ < bytes) {
+            next_ = static_cast<unsigned char*>(::operator new(chunk));
+            left_ = chunk;
+        }
+        void* p = next_;
+        next_ += bytes;
+        left_ -= bytes;
+        return p;
+    }
+    /// In a fork child: a thread that held the lock is gone.
+    void in_fork_child() noexcept { new (&lock_) std::mutex; }
+
+private:
+    static constexpr std::size_t chunk = 65536;
+    std::mutex lock_;
+    unsigned char* next_ = nullptr;
+    std::size_t left_ = 0;
+};
+inline PlanArena plan_arena;
 /// A run of accesses (model/access_runs.hpp) as its callback on the last member walks it.
 struct RunStep {
     const Instruction* instruction;
@@ -240,7 +269,7 @@ public:
     std::uint64_t count = 0;  ///< its steps
 
     static AccessRun* make(const std::vector<RunStep>& steps) {
-        void* memory = ::operator new(sizeof(AccessRun) + steps.size() * sizeof(RunStep));
+        void* memory = plan_arena.allocate(sizeof(AccessRun) + steps.size() * sizeof(RunStep));
         auto* run = new (memory) AccessRun();
         run->count = steps.size();
         for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -250,7 +279,7 @@ public:
         return run;
     }
     struct Free {
-        void operator()(AccessRun* p) const noexcept { ::operator delete(p); } // (every part is trivially destroyed)
+        void operator()(AccessRun*) const noexcept {} // (in plan_arena, kept for the plugin's life)
     };
     /// In program order, each of 1 to pmc_model::min_line_size bytes (find_runs).
     const RunStep* steps() const noexcept { return reinterpret_cast<const RunStep*>(this + 1); }
@@ -281,7 +310,7 @@ public:
     static BlockPlan* make(std::uint32_t instructions, const std::vector<pmc_model::FetchRef>& fetches) {
         std::size_t checks = 0;
         for (const pmc_model::FetchRef& f : fetches) checks += f.straddles() ? 2 : 1;
-        void* memory = ::operator new(sizeof(BlockPlan) + checks * sizeof(FetchCheck) +
+        void* memory = plan_arena.allocate(sizeof(BlockPlan) + checks * sizeof(FetchCheck) +
                                       fetches.size() * sizeof(pmc_model::FetchRef));
         auto* plan = new (memory) BlockPlan(instructions, static_cast<std::uint32_t>(checks),
                                             static_cast<std::uint32_t>(fetches.size()));
@@ -296,7 +325,7 @@ public:
         return plan;
     }
     struct Free {
-        void operator()(BlockPlan* p) const noexcept { ::operator delete(p); } // (every part is trivially destroyed)
+        void operator()(BlockPlan*) const noexcept {} // (in plan_arena, kept for the plugin's life)
     };
     const FetchCheck* checks() const noexcept { return reinterpret_cast<const FetchCheck*>(this + 1); }
     const pmc_model::FetchRef* fetches() const noexcept {
@@ -436,6 +465,8 @@ public:
         const auto n = reinterpret_cast<std::uintptr_t>(data);
         return chunks_[n >> chunk_bits][n & (chunk_size - 1)];
     }
+    /// In a fork child: a thread that held the lock is gone.
+    void in_fork_child() noexcept { new (&lock_) std::mutex; }
 
 private:
     static constexpr unsigned chunk_bits = 12; ///< 4,096 instructions of 16 bytes a chunk
@@ -1039,6 +1070,8 @@ inline std::array<unsigned long long, 12> counts_so_far() { return report_fields
 /// that was translating a block at the fork held blocks_lock and is gone: the child's lock starts free.
 inline void in_fork_child() {
     new (&blocks_lock) std::mutex;
+    plan_arena.in_fork_child();
+    instruction_numbers.in_fork_child();
     threads::in_fork_child();
 }
 
