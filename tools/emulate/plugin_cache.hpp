@@ -442,42 +442,6 @@ inline void on_last_instruction(unsigned int, void* data) {
     else t.caches.fetch_planned(r);
 }
 
-/// Instructions by a number below 2^24, for the calls whose `data` is that number rather than a pointer: QEMU's
-/// generated code loads a constant below 4 GiB with a 5-byte move, a heap pointer (above 4 GiB) with a 10-byte
-/// one, at every call site (a call per access: the translated code is what misses the host's I1). Nothing is mapped
-/// for it: the numbers index chunks of 64 KiB from the heap (below malloc's mmap threshold), through a table in the
-/// plugin's own data; the address space the guest sees does not change. A call registered with a number is a
-/// callback of its own (on_single_access<..., true>); after 2^24 instructions numbered, the calls get pointers.
-class InstructionNumbers {
-public:
-    /// `i`'s number as a `data`, or null once the numbers are all taken (at translation).
-    void* number(const Instruction& i) {
-        std::lock_guard<std::mutex> hold(lock_);
-        const std::uint32_t n = next_;
-        const std::uint32_t chunk = n >> chunk_bits;
-        if (chunk >= max_chunks) return nullptr;
-        if (!chunks_[chunk]) chunks_[chunk] = new Instruction[std::size_t{1} << chunk_bits];
-        chunks_[chunk][n & (chunk_size - 1)] = i;
-        ++next_;
-        return reinterpret_cast<void*>(std::uintptr_t{n});
-    }
-    const Instruction& of(const void* data) const noexcept {
-        const auto n = reinterpret_cast<std::uintptr_t>(data);
-        return chunks_[n >> chunk_bits][n & (chunk_size - 1)];
-    }
-    /// In a fork child: a thread that held the lock is gone.
-    void in_fork_child() noexcept { new (&lock_) std::mutex; }
-
-private:
-    static constexpr unsigned chunk_bits = 12; ///< 4,096 instructions of 16 bytes a chunk
-    static constexpr std::uint32_t chunk_size = 1u << chunk_bits;
-    static constexpr std::uint32_t max_chunks = 1u << 12; ///< the table: 32 KiB in the plugin's data
-    std::mutex lock_;
-    std::uint32_t next_ = 1; ///< (0 stays unused: a null `data`)
-    Instruction* chunks_[max_chunks] = {};
-};
-inline InstructionNumbers instruction_numbers;
-
 /// QEMU's call after each memory access of an instruction (`data`: its Instruction). The common case, inlined with
 /// no call: the thread's model exists, the meminfo is in its table, and the access needs nothing of the pending
 /// one (DataAccessMerger::add_without_sink): a hit on the most recent line of its D1 set is counted at once, unless
@@ -524,43 +488,30 @@ inline void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64
 /// waits, and the access hits the most recent line of its D1 set (DataAccessMerger::add_alone_without_sink): it is
 /// counted, and `data` is not read. Anything else is on_single_access_slowly, on_memory's general path.
 __attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind kind, std::uint32_t size,
-                                                              std::uint64_t address, const void* data,
-                                                              bool numbered) {
-    const Instruction& insn = numbered ? instruction_numbers.of(data) : *static_cast<const Instruction*>(data);
+                                                              std::uint64_t address, const void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
     ThreadModel& t = this_thread();
     const bool count_now = kind == pmc_model::Kind::write || plugin_sampling::current == nullptr;
     const auto sink = [&t](const pmc_model::DataAccess& a) { t.complete(a); };
     if (count_now && t.merger.add_alone_if_hit(t.caches, kind, address, size, sink)) return;
     t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size, sink);
 }
-/// `numbered`: `data` is the instruction's number (InstructionNumbers), else its Instruction.
-template <pmc_model::Kind kind, std::uint32_t size, bool numbered = false>
+template <pmc_model::Kind kind, std::uint32_t size>
 inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
     if (ThreadModel* t = threads::this_thread_if_made())
         if (t->merger.add_small_alone_quickly(t->caches, kind, address, size)) return;
-    on_single_access_slowly(kind, size, address, data, numbered);
+    on_single_access_slowly(kind, size, address, data);
 }
 /// on_single_access for what x86_single_access decoded.
-template <bool numbered = false>
 inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess a) {
     using pmc_model::Kind;
     switch (a.size) {
-    case 1: return a.store ? on_single_access<Kind::write, 1, numbered> : on_single_access<Kind::read, 1, numbered>;
-    case 2: return a.store ? on_single_access<Kind::write, 2, numbered> : on_single_access<Kind::read, 2, numbered>;
-    case 4: return a.store ? on_single_access<Kind::write, 4, numbered> : on_single_access<Kind::read, 4, numbered>;
-    case 8: return a.store ? on_single_access<Kind::write, 8, numbered> : on_single_access<Kind::read, 8, numbered>;
+    case 1: return a.store ? on_single_access<Kind::write, 1> : on_single_access<Kind::read, 1>;
+    case 2: return a.store ? on_single_access<Kind::write, 2> : on_single_access<Kind::read, 2>;
+    case 4: return a.store ? on_single_access<Kind::write, 4> : on_single_access<Kind::read, 4>;
+    case 8: return a.store ? on_single_access<Kind::write, 8> : on_single_access<Kind::read, 8>;
     default: return nullptr;
     }
-}
-/// A memory callback and its `data`: an on_single_access gets the instruction's number if one is left.
-struct NumberedCall {
-    qemu_plugin_vcpu_mem_cb_t callback;
-    void* data;
-};
-inline NumberedCall with_number(qemu_plugin_vcpu_mem_cb_t callback, Instruction& insn, pmc_model::SingleAccess a) {
-    if (a.size != 0 && callback == single_access_callback(a))
-        if (void* n = instruction_numbers.number(insn)) return {single_access_callback<true>(a), n};
-    return {callback, &insn};
 }
 /// One access that QEMU reported through another instruction's call (a run member): on_memory's path, the kind and
 /// size known from the decoder instead of a meminfo.
@@ -943,8 +894,6 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
     const bool masked_store = x86 && pmc_model::is_x86_masked_store(bytes, size);
     const qemu_plugin_vcpu_mem_cb_t callback =
         !x86 ? on_memory : masked_store ? on_masked_store_memory : x86_memory_callback(insn);
-    const NumberedCall numbered = with_number(callback, *each, x86 ? pmc_model::x86_single_access(bytes, size)
-                                                                   : pmc_model::SingleAccess{});
 #if PMC_PLUGIN_API >= 2
     if (callback == on_memory) { // a call for loads and one for stores: no meminfo to decode
         qemu_plugin_register_vcpu_mem_cb(insn, on_access<pmc_model::Kind::read>, QEMU_PLUGIN_CB_NO_REGS,
@@ -952,12 +901,12 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
         qemu_plugin_register_vcpu_mem_cb(insn, on_access<pmc_model::Kind::write>, QEMU_PLUGIN_CB_NO_REGS,
                                          QEMU_PLUGIN_MEM_W, each);
     } else {
-        qemu_plugin_register_vcpu_mem_cb(insn, numbered.callback, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, numbered.data);
+        qemu_plugin_register_vcpu_mem_cb(insn, callback, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, each);
     }
 #else
     // One callback, the kind from the meminfo: QEMU 7.2 calls a callback registered for stores after loads and
     // stores, and one registered for loads after stores only (its filter is off by one).
-    qemu_plugin_register_vcpu_mem_cb(insn, numbered.callback, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, numbered.data);
+    qemu_plugin_register_vcpu_mem_cb(insn, callback, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, each);
 #endif
     const auto bt = x86 ? pmc_model::x86_register_bit_test(bytes, size) : pmc_model::BitTestAccesses{};
     if (bt.reads == 0) return;
@@ -1071,7 +1020,6 @@ inline std::array<unsigned long long, 12> counts_so_far() { return report_fields
 inline void in_fork_child() {
     new (&blocks_lock) std::mutex;
     plan_arena.in_fork_child();
-    instruction_numbers.in_fork_child();
     threads::in_fork_child();
 }
 
