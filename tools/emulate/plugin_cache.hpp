@@ -557,7 +557,7 @@ __attribute__((noinline)) inline void on_run_from(ThreadModel* model, const Acce
 /// `members`: the run's, known at translation (run_callback), so that the checks are unrolled with no loop branch
 /// to mispredict (as on_block_checking's); any_members: from the run.
 inline constexpr std::size_t any_members = ~std::size_t{0};
-inline constexpr std::size_t unrolled_members = 6;
+inline constexpr std::size_t unrolled_members = 3;
 template <std::size_t members>
 inline void on_run_of(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
     const auto& run = *static_cast<const AccessRun*>(data);
