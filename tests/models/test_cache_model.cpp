@@ -639,6 +639,7 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
     for (const CacheConfig& c : configs) {
         CacheHierarchy quick(c), plain(c);
         DataAccessMerger quick_merger, plain_merger;
+        quick_merger.set_strict(!quick.counts_hits_early()); // (as the plugin's CacheThread)
         const auto quick_sink = [&](const DataAccess& a) { quick.data(a.kind, a.address, a.size); };
         const auto plain_sink = [&](const DataAccess& a) {
             if (a.kind == Kind::write) plain.write(a.address, a.size);
@@ -647,12 +648,18 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
         std::uint64_t block = 0, counted_at_once = 0, counted_alone = 0, counted_hits = 0, counted_in_runs = 0,
                       last = 0x10000000;
         // `alone`: the instruction's only access (the plugin's on_single_access and run members):
-        // add_alone_without_sink first, then add_alone_if_hit (any D1 hit counted at once), then add().
+        // add_small_alone_quickly first (its gate told whether a sampler runs: count_now), then add_alone_if_hit
+        // (any D1 hit counted at once), then add().
         const auto access = [&](std::uint64_t execution, Kind kind, std::uint64_t address, std::uint32_t size,
                                 bool alone = false) {
             const bool count_now = kind == Kind::write || random() % 8 != 0;
+            *quick_merger.sampling_flag() = random() % 8 == 0 || (kind == Kind::read && !count_now) ? 1 : 0;
             const std::uint64_t before = quick.counts().Dr() + quick.counts().Dw();
-            if (alone && count_now && quick_merger.add_alone_without_sink(quick, kind, address, size))
+            if (alone && size <= pmc_model::min_line_size &&
+                quick_merger.add_small_alone_quickly(quick, kind, address, size)) {
+                REQUIRE(count_now);
+                ++counted_alone;
+            } else if (alone && count_now && quick_merger.add_alone_without_sink(quick, kind, address, size))
                 ++counted_alone;
             else if (alone && count_now && quick_merger.add_alone_if_hit(quick, kind, address, size, quick_sink))
                 ++counted_hits;

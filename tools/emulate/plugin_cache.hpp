@@ -164,7 +164,11 @@ struct CacheThread {
     std::uint64_t rep_string_accumulator = 0; ///< scas: %rax when QEMU entered it (the value it looks for)
     std::uint64_t rep_string_first = 0;       ///< cmps: the current iteration's first address
 
-    CacheThread() : caches(settings.config) {}
+    CacheThread() : caches(settings.config) {
+        merger.set_strict(!caches.counts_hits_early());
+        plugin_sampling::current_mirror = merger.sampling_flag(); // (made on its own thread: this_thread())
+        *merger.sampling_flag() = plugin_sampling::current != nullptr ? 1 : 0;
+    }
     void complete(const pmc_model::DataAccess& a) noexcept {
         // With a load sampler on this thread, a load needs the level that served it; otherwise the inlined path.
         if (__builtin_expect(plugin_sampling::current != nullptr, 0) && a.kind != pmc_model::Kind::write)
@@ -179,7 +183,10 @@ struct CacheThread {
     Counts counts() const noexcept { return caches.counts(); }
     // pmc sample --emulate: every thread sampled from its first load, and its samples written at its exit.
     void started() noexcept { plugin_sampling::thread_starts(); }
-    void exiting() noexcept { plugin_sampling::thread_exits(); }
+    void exiting() noexcept {
+        plugin_sampling::thread_exits();
+        plugin_sampling::current_mirror = nullptr; // (the model is deleted next)
+    }
     static void add(Counts& to, const Counts& from) { plugin_cache::add(to, from); }
     static void subtract(Counts& to, const Counts& from) { plugin_cache::add(to, from, true); }
 };
@@ -216,6 +223,35 @@ struct RepStringSite {
 /// The host address of a guest address (user mode: guest memory at a fixed offset), set by qemu_plugin.cpp; null
 /// until known. on_rep_string_memory reads the elements a repe/repne compared last through it.
 inline const void* (*host_of)(std::uint64_t guest_address) = nullptr;
+/// Where blocks' plans and runs lie (BlockPlan::make, AccessRun::make): one after another in chunks of 64 KiB from
+/// the heap (below malloc's mmap threshold: nothing mapped), never freed (QEMU does not say when it drops a
+/// translation), so that the plans of blocks translated together, which a hot loop runs together, share host lines
+/// instead of lying among the translation's other allocations.
+class PlanArena {
+public:
+    void* allocate(std::size_t bytes) {
+        bytes = (bytes + 15) & ~std::size_t{15};
+        if (bytes > chunk / 4) return ::operator new(bytes); // (kept for the plugin's life, as the chunks)
+        std::lock_guard<std::mutex> hold(lock_);
+        if (left_ < bytes) {
+            next_ = static_cast<unsigned char*>(::operator new(chunk));
+            left_ = chunk;
+        }
+        void* p = next_;
+        next_ += bytes;
+        left_ -= bytes;
+        return p;
+    }
+    /// In a fork child: a thread that held the lock is gone.
+    void in_fork_child() noexcept { new (&lock_) std::mutex; }
+
+private:
+    static constexpr std::size_t chunk = 65536;
+    std::mutex lock_;
+    unsigned char* next_ = nullptr;
+    std::size_t left_ = 0;
+};
+inline PlanArena plan_arena;
 /// A run of accesses (model/access_runs.hpp) as its callback on the last member walks it.
 struct RunStep {
     const Instruction* instruction;
@@ -233,7 +269,7 @@ public:
     std::uint64_t count = 0;  ///< its steps
 
     static AccessRun* make(const std::vector<RunStep>& steps) {
-        void* memory = ::operator new(sizeof(AccessRun) + steps.size() * sizeof(RunStep));
+        void* memory = plan_arena.allocate(sizeof(AccessRun) + steps.size() * sizeof(RunStep));
         auto* run = new (memory) AccessRun();
         run->count = steps.size();
         for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -243,7 +279,7 @@ public:
         return run;
     }
     struct Free {
-        void operator()(AccessRun* p) const noexcept { ::operator delete(p); } // (every part is trivially destroyed)
+        void operator()(AccessRun*) const noexcept {} // (in plan_arena, kept for the plugin's life)
     };
     /// In program order, each of 1 to pmc_model::min_line_size bytes (find_runs).
     const RunStep* steps() const noexcept { return reinterpret_cast<const RunStep*>(this + 1); }
@@ -274,7 +310,7 @@ public:
     static BlockPlan* make(std::uint32_t instructions, const std::vector<pmc_model::FetchRef>& fetches) {
         std::size_t checks = 0;
         for (const pmc_model::FetchRef& f : fetches) checks += f.straddles() ? 2 : 1;
-        void* memory = ::operator new(sizeof(BlockPlan) + checks * sizeof(FetchCheck) +
+        void* memory = plan_arena.allocate(sizeof(BlockPlan) + checks * sizeof(FetchCheck) +
                                       fetches.size() * sizeof(pmc_model::FetchRef));
         auto* plan = new (memory) BlockPlan(instructions, static_cast<std::uint32_t>(checks),
                                             static_cast<std::uint32_t>(fetches.size()));
@@ -289,7 +325,7 @@ public:
         return plan;
     }
     struct Free {
-        void operator()(BlockPlan* p) const noexcept { ::operator delete(p); } // (every part is trivially destroyed)
+        void operator()(BlockPlan*) const noexcept {} // (in plan_arena, kept for the plugin's life)
     };
     const FetchCheck* checks() const noexcept { return reinterpret_cast<const FetchCheck*>(this + 1); }
     const pmc_model::FetchRef* fetches() const noexcept {
@@ -463,9 +499,7 @@ __attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind ki
 template <pmc_model::Kind kind, std::uint32_t size>
 inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
     if (ThreadModel* t = threads::this_thread_if_made())
-        if ((kind == pmc_model::Kind::write || plugin_sampling::current == nullptr) &&
-            t->merger.add_alone_without_sink(t->caches, kind, address, size))
-            return;
+        if (t->merger.add_small_alone_quickly(t->caches, kind, address, size)) return;
     on_single_access_slowly(kind, size, address, data);
 }
 /// on_single_access for what x86_single_access decoded.
@@ -493,9 +527,7 @@ inline void pass_access(ThreadModel& t, const Instruction& insn, std::uint64_t a
 /// counted, the member's Instruction not read); anything else is pass_access, the general path.
 template <pmc_model::Kind kind>
 __attribute__((always_inline)) inline void pass_member(ThreadModel& t, const RunStep& s, std::uint64_t address) {
-    if ((kind == pmc_model::Kind::write || plugin_sampling::current == nullptr) &&
-        t.merger.add_alone_without_sink(t.caches, kind, address, s.size))
-        return;
+    if (t.merger.add_small_alone_quickly(t.caches, kind, address, s.size)) return;
     pass_access<kind>(t, *s.instruction, address, s.size);
 }
 /// on_run's work from member `first` on, each member as a call of its own would pass it on (pass_member); the
@@ -530,9 +562,7 @@ template <std::size_t members>
 inline void on_run_of(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
     const auto& run = *static_cast<const AccessRun*>(data);
     ThreadModel* t = threads::this_thread_if_made();
-    if (__builtin_expect(t == nullptr || t->merger.waiting() || !t->caches.counts_hits_early() ||
-                             plugin_sampling::current != nullptr,
-                         0))
+    if (__builtin_expect(t == nullptr || !t->merger.may_count_alone(pmc_model::Kind::read), 0))
         return on_run_from(t, run, 0, address);
     const RunStep* steps = run.steps();
     const std::size_t n = members == any_members ? run.count : members;
@@ -989,6 +1019,7 @@ inline std::array<unsigned long long, 12> counts_so_far() { return report_fields
 /// that was translating a block at the fork held blocks_lock and is gone: the child's lock starts free.
 inline void in_fork_child() {
     new (&blocks_lock) std::mutex;
+    plan_arena.in_fork_child();
     threads::in_fork_child();
 }
 

@@ -88,6 +88,13 @@ inline std::map<std::uint64_t, std::unique_ptr<Sampler>> samplers;
 inline std::uint64_t next_id = 1;
 /// The calling thread's running sampler, or null: what each load checks (initial-exec TLS, a plain load).
 inline __attribute__((tls_model("initial-exec"))) thread_local Sampler* current = nullptr;
+/// The calling thread's copy of `current != nullptr` in its cache model (plugin_cache's call per access tests it
+/// with the model's other state in one instruction), or null before that model is made: set_current keeps it.
+inline __attribute__((tls_model("initial-exec"))) thread_local std::uint8_t* current_mirror = nullptr;
+inline void set_current(Sampler* s) noexcept {
+    current = s;
+    if (current_mirror) *current_mirror = s != nullptr ? 1 : 0;
+}
 
 /// pmc sample --emulate (samples=DIR): every thread sampled from its start, the records written to files.
 struct WholeProgram {
@@ -112,7 +119,7 @@ inline void write_out(Sampler& s); // (a whole-program sampler's queue, to its f
 __attribute__((noinline)) inline void take(Sampler& s, std::uint64_t ip, std::uint64_t address,
                                           pmc_model::Level level) {
     if (!s.running.load(std::memory_order_relaxed)) { // stopped from another thread
-        current = nullptr;
+        set_current(nullptr);
         s.forgotten.store(true);
         return;
     }
@@ -276,11 +283,11 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
             auto member = samplers.find(m);
             if (member == samplers.end()) continue;
             member->second->running.store(false);
-            if (current == member->second.get()) current = nullptr, member->second->forgotten.store(true);
+            if (current == member->second.get()) set_current(nullptr), member->second->forgotten.store(true);
             if (member->second->forgotten.load()) samplers.erase(member);
         }
         s.running.store(false);
-        if (current == &s) current = nullptr, s.forgotten.store(true);
+        if (current == &s) set_current(nullptr), s.forgotten.store(true);
         if (s.forgotten.load()) samplers.erase(found);
         return;
     }
@@ -293,12 +300,12 @@ inline void handle(proto::Op op, proto::SamplerRequest& r, bool model_on, std::v
             r.error = static_cast<std::uint32_t>(E::thread_busy);
             return;
         }
-        current = &s;
+        set_current(&s);
         return;
     }
     if (op == proto::Op::sampler_stop) {
         s.running.store(false);
-        if (current == &s) current = nullptr, s.forgotten.store(true);
+        if (current == &s) set_current(nullptr), s.forgotten.store(true);
         for (Sampler* m : group(s)) m->running.store(false); // (each member's thread sees it at its next load)
         fill_group_counts(s, r);
         return;
@@ -543,7 +550,7 @@ inline void thread_starts() {
                                            static_cast<std::uint32_t>(::syscall(SYS_gettid)));
         s->root = root->id;
         root->members.push_back(id);
-        current = s.get();
+        set_current(s.get());
         samplers.emplace(id, std::move(s));
         return;
     }
@@ -557,7 +564,7 @@ inline void thread_starts() {
     auto s = std::make_unique<Sampler>(id, r, static_cast<std::uint32_t>(::getpid()),
                                        static_cast<std::uint32_t>(::syscall(SYS_gettid)));
     s->to_file = true;
-    current = s.get();
+    set_current(s.get());
     samplers.emplace(id, std::move(s));
     ++whole.threads;
 }
@@ -567,12 +574,12 @@ inline void thread_exits() {
     Sampler* s = current;
     if (s && !s->to_file) { // its samples wait for the drains of the sampler it belongs to (or its own)
         std::lock_guard<std::mutex> hold_all(samplers_lock);
-        current = nullptr;
+        set_current(nullptr);
         s->forgotten.store(true);
         return;
     }
     if (!s) return;
-    current = nullptr;
+    set_current(nullptr);
     std::lock_guard<std::mutex> hold_all(samplers_lock);
     {
         std::lock_guard<std::mutex> hold(s->lock);

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -139,9 +140,10 @@ public:
         : geometry_(g), assoc_(g.assoc), set_mask_(g.sets() - 1), line_bits_(log2_exact(g.line)),
           // calloc: a large LL's tags stay untouched zero pages until its sets are used; the most recent tags
           // first (sets() of them), then the sets' tags, each part starting at a host line (so that an 8-way set,
-          // 64 bytes of tags, lies in one), and a host line more for that alignment
+          // 64 bytes of tags, lies in one), a word after the sets (small_hits_first_two), and a host line more for
+          // that alignment
           storage_(static_cast<std::uint64_t*>(std::calloc(
-              aligned_words(g.sets()) + std::size_t{g.sets()} * g.assoc + host_line / sizeof(std::uint64_t),
+              aligned_words(g.sets()) + std::size_t{g.sets()} * g.assoc + 1 + host_line / sizeof(std::uint64_t),
               sizeof(std::uint64_t)))),
           most_recent_(reinterpret_cast<std::uint64_t*>(
               (reinterpret_cast<std::uintptr_t>(storage_.get()) + host_line - 1) & ~std::uintptr_t{host_line - 1})),
@@ -203,6 +205,21 @@ public:
                                                                std::uint32_t size) const noexcept {
         const std::uint64_t line = address >> line_bits_;
         return ((address + size - 1) >> line_bits_) == line && most_recent_[line & set_mask_] == line + 1;
+    }
+    /// small_hits_most_recent(), and also true for an access in one line that is its set's second most recent,
+    /// which then becomes the most recent (the hit touch() would make). False, nothing changed, otherwise. (A
+    /// direct-mapped level reads the next set's only way, or the word after the last set: neither holds the line.)
+    __attribute__((always_inline)) bool small_hits_first_two(std::uint64_t address, std::uint32_t size) noexcept {
+        const std::uint64_t line = address >> line_bits_;
+        if (((address + size - 1) >> line_bits_) != line) return false;
+        const std::uint64_t index = line & set_mask_, tag = line + 1;
+        if (__builtin_expect(most_recent_[index] == tag, 1)) return true;
+        std::uint64_t* set = tags_ + index * assoc_;
+        if (set[1] != tag) return false;
+        set[1] = set[0];
+        set[0] = tag;
+        most_recent_[index] = tag;
+        return true;
     }
     /// Uses `line` if it is held (a hit: it becomes its set's most recent) and returns true; false, with nothing
     /// changed, if it would miss.
@@ -399,6 +416,21 @@ public:
     __attribute__((always_inline)) bool small_hits_most_recent(std::uint64_t address,
                                                                std::uint32_t size) const noexcept {
         return d1_.small_hits_most_recent(address, size);
+    }
+    /// count_if_hit() for an access of 1 to min_line_size bytes where the caller knows that counts_hits_early(), for
+    /// the two most recent lines of its set alone (CacheLevel::small_hits_first_two): inlined in the plugin's call.
+    __attribute__((always_inline)) bool count_if_recent_early(Kind kind, std::uint64_t address,
+                                                              std::uint32_t size) noexcept {
+        if (!d1_.small_hits_first_two(address, size)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
+    }
+    /// count_if_most_recent() where the caller knows that counts_hits_early() (DataAccessMerger::add_alone_quickly).
+    __attribute__((always_inline)) bool count_if_most_recent_early(Kind kind, std::uint64_t address,
+                                                                   std::uint32_t size) noexcept {
+        if (!d1_.hits_most_recent(address, size, widest_)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
     }
     /// Takes back a count_if_most_recent() that returned true (it changed nothing but that count).
     void uncount_most_recent(Kind kind) noexcept { --counts_.l1[CacheCounts::at(kind)].accesses; }
@@ -634,7 +666,7 @@ public:
     void add(CacheHierarchy* caches, bool count_now, std::uint64_t execution, std::uint64_t pc, Kind kind,
              std::uint64_t address, std::uint32_t size, Sink&& sink) {
         if (execution == execution_) return join(caches, count_now, pc, kind, address, size, sink);
-        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        if (gate_.state == State::waiting) sink(static_cast<const DataAccess&>(access_));
         start(caches, count_now, execution, pc, kind, address, size);
     }
     /// add() when it needs no sink, and then true: the access joins the pending one, or is of another execution than
@@ -644,7 +676,7 @@ public:
                                                          std::uint64_t execution, std::uint64_t pc, Kind kind,
                                                          std::uint64_t address, std::uint32_t size) noexcept {
         if (__builtin_expect(execution == execution_, 0)) return joined(&caches, count_now, kind, address, size);
-        if (__builtin_expect(state_ == State::waiting, 0)) return false;
+        if (__builtin_expect(gate_.state == State::waiting, 0)) return false;
         start(&caches, count_now, execution, pc, kind, address, size);
         return true;
     }
@@ -655,7 +687,7 @@ public:
     /// which no later access can continue. On false nothing changed: the caller calls add() with the execution.
     __attribute__((always_inline)) bool add_alone_without_sink(CacheHierarchy& caches, Kind kind,
                                                                std::uint64_t address, std::uint32_t size) noexcept {
-        return __builtin_expect(state_ != State::waiting, 1) && caches.count_if_most_recent(kind, address, size);
+        return __builtin_expect(gate_.state != State::waiting, 1) && caches.count_if_most_recent(kind, address, size);
     }
     /// For an access that is the only one its instruction makes (as add_alone_without_sink), where that declined:
     /// the access waiting, if any, goes to `sink`, then the access is counted at once if it hits D1 at all
@@ -663,29 +695,52 @@ public:
     /// add() would have before this one): the caller calls add().
     template <class Sink>
     bool add_alone_if_hit(CacheHierarchy& caches, Kind kind, std::uint64_t address, std::uint32_t size, Sink&& sink) {
-        if (state_ == State::waiting) {
+        if (gate_.state == State::waiting) {
             sink(static_cast<const DataAccess&>(access_));
-            state_ = State::none;
+            gate_.state = State::none;
             execution_ = no_execution;
         }
         return caches.count_if_hit(kind, address, size);
     }
+    /// What the plugin's call per access checks first, in one test: no access waits, no strict inclusion, and for a
+    /// read no load sampler on the thread (set_sampling). Then a hit on the most recent line may be counted at once.
+    __attribute__((always_inline)) bool may_count_alone(Kind kind) const noexcept {
+        std::uint32_t word;
+        std::memcpy(&word, &gate_, sizeof word);
+        return (word & (kind == Kind::write ? 0x0101u : 0x010101u)) == 0; // (little-endian: state, strict, sampling)
+    }
+    /// add_alone_without_sink() for a hierarchy configured with strict inclusion `strict` (set_strict), its checks of
+    /// the merger's state, the inclusion and the sampler made in one (may_count_alone).
+    __attribute__((always_inline)) bool add_alone_quickly(CacheHierarchy& caches, Kind kind, std::uint64_t address,
+                                                          std::uint32_t size) noexcept {
+        return __builtin_expect(may_count_alone(kind), 1) && caches.count_if_most_recent_early(kind, address, size);
+    }
+    /// add_alone_quickly() for an access of 1 to min_line_size bytes that also counts a hit on its set's second most
+    /// recent line at once (CacheHierarchy::count_if_recent_early), as add_alone_if_hit would.
+    __attribute__((always_inline)) bool add_small_alone_quickly(CacheHierarchy& caches, Kind kind, std::uint64_t address,
+                                                                std::uint32_t size) noexcept {
+        return __builtin_expect(may_count_alone(kind), 1) && caches.count_if_recent_early(kind, address, size);
+    }
+    void set_strict(bool strict) noexcept { gate_.strict = strict ? 1 : 0; }
+    /// The byte that says a load sampler runs (0 or 1), for the sampler to set (plugin_sampling::current_mirror).
+    std::uint8_t* sampling_flag() noexcept { return &gate_.sampling; }
+    bool sampling() const noexcept { return gate_.sampling != 0; }
     /// Whether an access waits for the next one (then add_alone_without_sink() declines whatever the access).
-    bool waiting() const noexcept { return state_ == State::waiting; }
+    bool waiting() const noexcept { return gate_.state == State::waiting; }
     template <class Sink>
     void flush(Sink&& sink) {
-        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
-        state_ = State::none;
+        if (gate_.state == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        gate_.state = State::none;
         execution_ = no_execution;
     }
-    bool pending() const noexcept { return state_ != State::none; }
+    bool pending() const noexcept { return gate_.state != State::none; }
 
 private:
     static constexpr std::uint64_t no_execution = ~std::uint64_t{0};
     enum class State : std::uint8_t {
-        none,    ///< no access pending
-        waiting, ///< the pending access goes to the sink once complete
-        counted, ///< the pending access was counted as a hit on the most recent line (taken back if it grows)
+        none = 0,    ///< no access pending
+        waiting = 1, ///< the pending access goes to the sink once complete
+        counted = 2, ///< the pending access was counted as a hit on the most recent line (taken back if it grows)
     };
 
     __attribute__((always_inline)) void start(CacheHierarchy* caches, bool count_now, std::uint64_t execution,
@@ -694,7 +749,7 @@ private:
         execution_ = execution;
         modified_ = 0;
         access_ = DataAccess{pc, address, size, kind};
-        state_ = caches && count_now && caches->count_if_most_recent(kind, address, size) ? State::counted
+        gate_.state = caches && count_now && caches->count_if_most_recent(kind, address, size) ? State::counted
                                                                                           : State::waiting;
     }
     /// Another access of the pending access's execution: joined to it, or the next access.
@@ -702,7 +757,7 @@ private:
     void join(CacheHierarchy* caches, bool count_now, std::uint64_t pc, Kind kind, std::uint64_t address,
               std::uint32_t size, Sink& sink) {
         if (joined(caches, count_now, kind, address, size)) return;
-        if (state_ == State::waiting) sink(static_cast<const DataAccess&>(access_));
+        if (gate_.state == State::waiting) sink(static_cast<const DataAccess&>(access_));
         start(caches, count_now, execution_, pc, kind, address, size);
     }
     /// Joins an access of the pending access's execution to it if it continues it; false (nothing changed) if not.
@@ -710,9 +765,9 @@ private:
                                                std::uint64_t address, std::uint32_t size) noexcept {
         if (kind == access_.kind && address == access_.address + access_.size && modified_ == 0) {
             // The next piece of a split access: what was counted of the first pieces is taken back.
-            if (state_ == State::counted) caches->uncount_most_recent(access_.kind);
+            if (gate_.state == State::counted) caches->uncount_most_recent(access_.kind);
             access_.size += size;
-            state_ = caches && count_now && caches->count_if_most_recent(access_.kind, access_.address, access_.size)
+            gate_.state = caches && count_now && caches->count_if_most_recent(access_.kind, access_.address, access_.size)
                          ? State::counted
                          : State::waiting;
             return true;
@@ -725,7 +780,15 @@ private:
         return false;
     }
 
-    State state_ = State::none;
+    /// The pending access's state and what makes the call per access decline its common case, side by side, so that
+    /// one test of their 4 bytes decides it (may_count_alone): State::waiting is the only state with bit 0 set.
+    struct Gate {
+        State state = State::none;
+        std::uint8_t strict = 0;   ///< 1 under strict inclusion (no hit is counted early)
+        std::uint8_t sampling = 0; ///< 1 while a load sampler runs on the thread (its loads need their levels)
+        std::uint8_t unused = 0;
+    };
+    Gate gate_;
     std::uint32_t modified_ = 0; ///< bytes of the pending read its instruction stored back: a read-modify-write
     std::uint64_t execution_ = no_execution;
     DataAccess access_{};
