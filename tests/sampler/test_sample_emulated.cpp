@@ -280,18 +280,24 @@ TEST_CASE("pmc sample --emulate samples the run pmc count --emulate counts: the 
     CHECK(added[0] <= 600);
 }
 
+/// `pmc sample --emulate` of the load target's MODE after 100,000 loads of sampled_by_main, a mode that ends the
+/// program by a signal: the command's status is `status`, and the 100 samples it took at period 1000 are all kept.
+static void check_samples_kept_at_death(const std::string& mode, int status) {
+    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- " +
+                                         target + " " + mode + " 100000");
+    INFO(r.out);
+    CHECK(r.status == status);
+    const auto report = parse(r.out);
+    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 100);
+}
+
 TEST_CASE("pmc sample --emulate: a program that aborts keeps every sample it took (fewer than a batch)",
           "[sampler][tool][emulate]") {
     REQUIRE_EMULATOR();
     // 100,000 loads of sampled_by_main, then abort(): 100 samples there at period 1000, and fewer than the 4,096 the
     // plugin writes at once. QEMU 7.2 ends the process without the plugin's exit callback; the plugin writes the
     // pending samples when the program sends itself the signal (abort's tgkill).
-    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- " +
-                                         target + " abort 100000");
-    INFO(r.out);
-    CHECK(r.status == 134); // 128 + SIGABRT, as the command ended
-    const auto report = parse(r.out);
-    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 100);
+    check_samples_kept_at_death("abort", 134); // 128 + SIGABRT, as the command ended
 }
 
 TEST_CASE("pmc sample --emulate: a program that used up its file descriptors still has its maps read at its exit",
@@ -319,12 +325,7 @@ TEST_CASE("pmc sample --emulate: a program that a caught fault ends keeps every 
     // 100,000 loads of sampled_by_main, then a SIGSEGV whose handler resets the action to the default and returns:
     // the fault recurs and ends the process, with no kill call and, on QEMU 7.2, no exit callback. pmc's preload
     // library sees the handler return with the default action and has the plugin write its samples first.
-    const auto r = pmc_test::run_command(pmc_tool + " sample --emulate --cache -c 1000 --json -o /dev/stdout -- " +
-                                         target + " caught-fault 100000");
-    INFO(r.out);
-    CHECK(r.status == 139); // 128 + SIGSEGV, as the command ended
-    const auto report = parse(r.out);
-    CHECK(row_samples(report, "by_variable", "sampled_by_main") == 100);
+    check_samples_kept_at_death("caught-fault", 139); // 128 + SIGSEGV, as the command ended
 }
 
 TEST_CASE("pmc sample --emulate: a period that aliases with a regular pattern is named by the level check, and the "
