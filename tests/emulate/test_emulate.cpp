@@ -97,6 +97,18 @@ std::string temp_dir() {
     return dir;
 }
 
+/// Runs `PROGRAM ARGS` under `pmc emulate FLAGS` recording a profile temp_dir()/NAME with PMC_PROFILE_COUNTERS=COUNTERS;
+/// requires exit status 0 and returns the profile's path.
+std::string record_emulated_profile(const std::string& name, const std::string& counters, const std::string& flags,
+                                    const std::string& program, const std::string& args) {
+    const std::string path = temp_dir() + "/" + name;
+    const auto r = pmc_test::run_command("PMC_PROFILE='" + path + "' PMC_PROFILE_COUNTERS=" + counters + " '" + pmc_tool +
+                                         "' emulate " + flags + " -- '" + program + "' " + args + " 2>&1");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return path;
+}
+
 } // namespace
 
 TEST_CASE("a known loop reads back exactly in every interval, on every thread, under pmc emulate", "[emulate]") {
@@ -753,16 +765,10 @@ TEST_CASE("under pmc emulate --cache, 4 threads with fixed work read identical p
 TEST_CASE("the profiler's ride-along counters read the cache model under pmc emulate --cache, said to be modelled",
           "[emulate][cache][profiler]") {
     REQUIRE_EMULATOR();
-    const std::string dir = temp_dir();
     std::vector<std::string> runs;
-    for (const char* name : {"cache-a.pmcprof", "cache-b.pmcprof"}) {
-        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u,"
-                                             "L1-dcache-loads:u,L1-dcache-load-misses:u '" + pmc_tool +
-                                             "' emulate --cache -- '" + target + "' profile 2>&1");
-        INFO(r.out);
-        REQUIRE(r.status == 0);
-        runs.push_back(dir + "/" + name);
-    }
+    for (const char* name : {"cache-a.pmcprof", "cache-b.pmcprof"})
+        runs.push_back(record_emulated_profile(name, "instructions:u,L1-dcache-loads:u,L1-dcache-load-misses:u",
+                                               "--cache", target, "profile"));
     const auto shown = pmc_test::run_command("'" + pmc_tool + "' summarize '" + runs[0] + "' 2>&1");
     INFO(shown.out);
     CHECK(std::regex_search(shown.out, std::regex("riding along +L1-dcache-loads:u: a count \\(exact\\), read with the "
@@ -944,16 +950,10 @@ TEST_CASE("threads that register with the profiler at the same moment run the sa
 TEST_CASE("the profiler's ride-along counters read the branch counts under pmc emulate --branches, said so",
           "[emulate][branches][profiler]") {
     REQUIRE_EMULATOR();
-    const std::string dir = temp_dir();
     std::vector<std::string> runs;
-    for (const char* name : {"branches-a.pmcprof", "branches-b.pmcprof"}) {
-        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u,"
-                                             "branch-instructions:u,branch-misses:u '" + pmc_tool +
-                                             "' emulate --branches -- '" + target + "' profile 2>&1");
-        INFO(r.out);
-        REQUIRE(r.status == 0);
-        runs.push_back(dir + "/" + name);
-    }
+    for (const char* name : {"branches-a.pmcprof", "branches-b.pmcprof"})
+        runs.push_back(record_emulated_profile(name, "instructions:u,branch-instructions:u,branch-misses:u",
+                                               "--branches", target, "profile"));
     const auto shown = pmc_test::run_command("'" + pmc_tool + "' summarize '" + runs[0] + "' 2>&1");
     INFO(shown.out);
     CHECK_THAT(shown.out, ContainsSubstring("riding along    branch-instructions:u: a count (exact), read with the "
@@ -1921,13 +1921,8 @@ TEST_CASE("the recorder's own cost is a constant: three C-API threads recording 
     // pages; 'eval' grows from 1-byte to 3-byte varints over a run. Before the recorder left its own work out of
     // the readings (a page write's checksum over the page's bytes, a lock another thread held) and wrote every field
     // at a fixed cost, runs differed in 'request' by 2 to 203 instructions (9 of 9 runs here).
-    const std::string dir = temp_dir(), workers = PMC_CAPI_WORKERS_PATH;
-    auto record = [&](const std::string& name, const std::string& args) {
-        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" +
-                                             pmc_tool + "' emulate -- '" + workers + "' " + args + " 2>&1");
-        INFO(r.out);
-        REQUIRE(r.status == 0);
-        return dir + "/" + name;
+    auto record = [](const std::string& name, const std::string& args) {
+        return record_emulated_profile(name, "instructions:u", "", PMC_CAPI_WORKERS_PATH, args);
     };
     const std::string first = record("w0.pmcprof", "");
     std::string all = "'" + first + "'";
@@ -2085,14 +2080,9 @@ TEST_CASE("a page of records written inside a scope adds nothing to it: every pa
 TEST_CASE("pmc-example-profiler under pmc emulate: every interval identical in 3 runs, --plant found alone",
           "[emulate][profiler]") {
     REQUIRE_EMULATOR();
-    const std::string dir = temp_dir();
-    auto record = [&](const std::string& name, const std::string& args) {
-        const auto r = pmc_test::run_command("PMC_PROFILE='" + dir + "/" + name + "' PMC_PROFILE_COUNTERS=instructions:u '" +
-                                             pmc_tool + "' emulate -- '" PMC_EXAMPLE_PROFILER_PATH "' --functions 60 " +
-                                             args + " 2>&1");
-        INFO(r.out);
-        REQUIRE(r.status == 0);
-        return "'" + dir + "/" + name + "'";
+    auto record = [](const std::string& name, const std::string& args) {
+        return "'" + record_emulated_profile(name, "instructions:u", "", PMC_EXAMPLE_PROFILER_PATH, "--functions 60 " + args) +
+               "'";
     };
     const std::string a = record("ex1.pmcprof", ""), b = record("ex2.pmcprof", ""), c = record("ex3.pmcprof", "");
     const auto agg = pmc_test::run_command("'" + pmc_tool + "' aggregate " + a + " " + b + " " + c);
