@@ -324,6 +324,14 @@ std::string not_emulated(const Options& o, const std::string& event) {
                                                 : "pmc count --emulate counts instructions:u or instructions") +
               (why.empty() ? std::string(" (pmc's composites and clocks are read inside a program)")
                            : ": " + why.substr(why.find(';') == std::string::npos ? 0 : why.find(';') + 2));
+    // A modelled event's own name with another modifier than :u (":uk", ":p"): the name is right, the modifier is not.
+    if (why.empty() && (pmc::is_modelled_event_name(event) || pmc::is_branch_count_event_name(event)) &&
+        event.find(':') != std::string::npos)
+        return fmt::format("count --emulate: cannot count '{}': the emulator counts '{}' with :u or no modifier, not "
+                           "'{}': it sees the program's user-mode work alone (it runs no kernel code), and a model has "
+                           "no skid to make precise. Fix: -e {}:u",
+                           event, pmc::event_base_name(event), event.substr(event.find(':')),
+                           pmc::event_base_name(event));
     if (why.empty() && !pmc::is_instruction_event(*spec)) // perf's other spellings of a modelled event (its "-miss")
         return fmt::format("count --emulate: cannot count '{}': it is a cache or branch event spelled otherwise than "
                            "the emulator's names, which are: {} (each :u or none)",
@@ -463,7 +471,7 @@ std::optional<int> run_count_emulated(const Options& o, const std::vector<std::s
     if (!emulator->cpu_warning.empty()) fmt::print(stderr, "pmc: count --emulate: warning: {}\n", emulator->cpu_warning);
     const EmulatedReportFile report_file;
     if (report_file.path.empty()) {
-        fmt::print(stderr, "pmc: count --emulate: cannot make a temporary directory: {}\n", std::strerror(errno));
+        fmt::print(stderr, "pmc: count --emulate: {}; nothing was run. {}\n", report_file.failure, report_file.fix);
         return 1;
     }
     const std::string shown = count_command_text(command);

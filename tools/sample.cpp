@@ -1001,7 +1001,7 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
     if (!emulator->cpu_warning.empty()) fmt::print(stderr, "pmc sample: warning: {}\n", emulator->cpu_warning);
     const EmulatedReportFile report;
     if (report.path.empty()) {
-        fmt::print(stderr, "pmc sample: cannot make a temporary directory: {}\n", std::strerror(errno));
+        fmt::print(stderr, "pmc sample: {}; nothing was run. {}\n", report.failure, report.fix);
         return 1;
     }
     const SampleFilesRemoved removed{report.dir};
