@@ -416,6 +416,14 @@ TEST_CASE("pmc count --emulate's footer names what it counted: the instructions,
                                        "executed for the whole command"));
     CHECK_THAT(text, ContainsSubstring("No instruction count was asked for (add -e instructions:u)."));
     CHECK_THAT(text, !ContainsSubstring("count of the instructions"));
+    // The JSON's note too (it spoke of instructions none were counted).
+    const auto json = run_agreed("'" + pmc_tool + "' count --emulate --cache --json -e L1-dcache-load-misses -- '" +
+                                 target + "' loop 1000 2>&1");
+    INFO(json.out);
+    CHECK_THAT(json.out, ContainsSubstring("\"emulated\":\"emulated (QEMU TCG): counts of the events counted, over "
+                                           "what the emulator executed for the whole command, not a real core's; no "
+                                           "instruction count was asked for\""));
+    CHECK_THAT(json.out, !ContainsSubstring("count of the instructions"));
     const auto both = run_agreed("'" + pmc_tool + "' count --emulate --cache -e instructions:u -e L1-dcache-load-misses -- '" +
                                  target + "' loop 1000 2>&1");
     INFO(both.out);
