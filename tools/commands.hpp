@@ -144,6 +144,8 @@ void end_like(int raw_status);
 /// job's watchdog if pmc dies first: Job::remove_if_pmc_dies).
 struct EmulatedReportFile {
     std::string dir, path;
+    /// When the directory could not be made (path empty): what failed and why, to print after "pmc ...: "; the fix.
+    std::string failure, fix;
     EmulatedReportFile();
     ~EmulatedReportFile() { remove(); }
     /// Removes the directory and everything in it, now (before pmc raises the command's SIGINT: no destructor runs

@@ -324,6 +324,14 @@ std::string not_emulated(const Options& o, const std::string& event) {
                                                 : "pmc count --emulate counts instructions:u or instructions") +
               (why.empty() ? std::string(" (pmc's composites and clocks are read inside a program)")
                            : ": " + why.substr(why.find(';') == std::string::npos ? 0 : why.find(';') + 2));
+    // A modelled event's own name with another modifier than :u (":uk", ":p"): the name is right, the modifier is not.
+    if (why.empty() && (pmc::is_modelled_event_name(event) || pmc::is_branch_count_event_name(event)) &&
+        event.find(':') != std::string::npos)
+        return fmt::format("count --emulate: cannot count '{}': the emulator counts '{}' with :u or no modifier, not "
+                           "'{}': it sees the program's user-mode work alone (it runs no kernel code), and a model has "
+                           "no skid to make precise. Fix: -e {}:u",
+                           event, pmc::event_base_name(event), event.substr(event.find(':')),
+                           pmc::event_base_name(event));
     if (why.empty() && !pmc::is_instruction_event(*spec)) // perf's other spellings of a modelled event (its "-miss")
         return fmt::format("count --emulate: cannot count '{}': it is a cache or branch event spelled otherwise than "
                            "the emulator's names, which are: {} (each :u or none)",
@@ -463,7 +471,7 @@ std::optional<int> run_count_emulated(const Options& o, const std::vector<std::s
     if (!emulator->cpu_warning.empty()) fmt::print(stderr, "pmc: count --emulate: warning: {}\n", emulator->cpu_warning);
     const EmulatedReportFile report_file;
     if (report_file.path.empty()) {
-        fmt::print(stderr, "pmc: count --emulate: cannot make a temporary directory: {}\n", std::strerror(errno));
+        fmt::print(stderr, "pmc: count --emulate: {}; nothing was run. {}\n", report_file.failure, report_file.fix);
         return 1;
     }
     const std::string shown = count_command_text(command);
@@ -544,15 +552,26 @@ std::string branch_fields_text(const EmulatedReport& r) {
                        rep_string_note);
 }
 
+/// Whether the events counted include an instruction count (else the notes name "the events above", not instructions).
+bool counts_instructions(const EmulatedCountEvents& events) {
+    return std::any_of(events.names.begin(), events.names.end(),
+                       [](const std::string& n) { return n.rfind("instructions", 0) == 0; });
+}
+
 std::string emulated_json(const Options& o, const std::vector<std::string>& command, const EmulatedCountRun& run,
                           const EmulatedCountEvents& events, const std::vector<std::uint64_t>& values) {
     pmc::JsonWriter j;
+    const bool instructions = counts_instructions(events);
     json_report_head(j, command, run.exit_status, run.elapsed_ns)
         .field("emulated", std::string("emulated (QEMU TCG): ") +
-                               (run.processes.unfinished > 0 ? "a partial count (" + unfinished_note(run.processes,
-                                                                                                   run.raw_status) + ")"
-                                                             : std::string("an exact count")) +
-                               " of the instructions the emulator executed for the whole command, not a real core's");
+                               (run.processes.unfinished > 0
+                                    ? std::string(instructions ? "a partial count" : "partial counts") + " (" +
+                                          unfinished_note(run.processes, run.raw_status) + ")"
+                                    : std::string(instructions ? "an exact count" : "counts")) +
+                               (instructions ? " of the instructions the emulator executed"
+                                             : " of the events counted, over what the emulator executed") +
+                               " for the whole command, not a real core's" +
+                               (instructions ? "" : "; no instruction count was asked for"));
     if (o.cache) j.field("modelled", events.model_note);
     if (o.branches) { // (null where no process reported the model's counts: never a 0 that was not counted)
         j.key("branch_model").begin_object().field("note", branch_model_note).field("rep_strings", rep_string_note);
@@ -606,18 +625,16 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
     else if (WIFSIGNALED(run.raw_status))
         text += fmt::format("\n (ended by {}: counted up to the signal)\n", signal_name(WTERMSIG(run.raw_status)));
     // The footer names what was counted: the instructions, or only the events listed (-e L1-dcache-load-misses).
-    const bool counts_instructions = std::any_of(events.names.begin(), events.names.end(), [](const std::string& n) {
-        return n.rfind("instructions", 0) == 0;
-    });
+    const bool instructions = counts_instructions(events);
     const std::string what =
-        counts_instructions ? fmt::format("{} of the instructions the emulator executed", r.unfinished > 0
+        instructions ? fmt::format("{} of the instructions the emulator executed", r.unfinished > 0
                                                                                               ? "a partial count"
                                                                                               : "an exact count")
                             : fmt::format("{} of the events above, over what the emulator executed",
                                           r.unfinished > 0 ? "partial counts" : "counts");
     text += fmt::format("\n emulated (QEMU TCG): {} for the whole command ({}), not a real core's.{}\n {:>14.9f} "
                         "seconds time elapsed (under the emulator)\n",
-                        what, covered, counts_instructions ? "" : " No instruction count was asked for (add -e "
+                        what, covered, instructions ? "" : " No instruction count was asked for (add -e "
                                                                   "instructions:u).",
                         static_cast<double>(run.elapsed_ns) / 1e9);
     if (o.cache) text += " " + events.model_note + ".\n";

@@ -709,9 +709,16 @@ void explain_child_segfaults(const EmulatedReport& r, pid_t command_pid, const E
 EmulatedReportFile::EmulatedReportFile() {
     const char* tmp = ::getenv("TMPDIR");
     std::string dir_template = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + "/pmc-emulate-XXXXXX";
+    const std::string shown = dir_template; // (mkdtemp writes its try into the template, even when it fails)
     if (const char* d = ::mkdtemp(dir_template.data())) {
         dir = d;
         path = dir + "/processes";
+    } else {
+        const int error = errno;
+        failure = fmt::format("cannot make a temporary directory {} for the plugin's report, progress and sample "
+                              "files: {}", shown, std::strerror(error));
+        fix = std::string("Fix: set TMPDIR to a directory this user can write") +
+              (tmp && *tmp == '/' ? "" : " (TMPDIR is unset or not absolute: /tmp was used)");
     }
 }
 void EmulatedReportFile::remove() noexcept {
@@ -749,7 +756,9 @@ std::string choose_cache_model(const CacheOptions& o, CacheModelChoice& out) {
         if (std::string why = pmc_host_caches::read_host_caches(host); !why.empty())
             return "--cache=host: cannot read this machine's caches (" + why +
                    ").\nFix: give the geometry with --I1, --D1, --LL (and --L2), or use --cache alone";
-        config = host.config;
+        const pmc_model::Inclusion inclusion = config.inclusion; // (--inclusion applies to the host's levels too:
+        config = host.config;                                    // this copy once dropped it, silently)
+        config.inclusion = inclusion;
         out.host_source = "read from " + host.source + (host.adjustments.empty() ? "" : "; " + host.adjustments);
     }
     const std::pair<const char*, const std::string*> options[] = {{"I1", &o.i1}, {"D1", &o.d1}, {"L2", &o.l2},
@@ -1046,8 +1055,18 @@ int cmd_emulate(const std::vector<std::string>& arguments) {
         return 1;
     }
     if (!emulator->cpu_warning.empty()) fmt::print(stderr, "pmc emulate: warning: {}\n", emulator->cpu_warning);
-    // The plugin's report of the command's processes: which programs ran natively, outside the emulator.
+    // The plugin's report of the command's processes: which programs ran natively, outside the emulator; with --cache
+    // or --branches the models' totals, which must not go missing with status 0.
     EmulatedReportFile report;
+    if (report.path.empty()) {
+        if (cache || branches) {
+            fmt::print(stderr, "pmc emulate: {}; without it the --cache and --branches totals could not be printed, "
+                               "so the command was not run. {}\n", report.failure, report.fix);
+            return 1;
+        }
+        fmt::print(stderr, "pmc emulate: warning: {}; without it the programs that run natively are not named. {}\n",
+                   report.failure, report.fix);
+    }
     Job job;
     job.remove_if_pmc_dies(report.dir);
     auto child = start_emulated(job, *emulator, command, keep_aslr,

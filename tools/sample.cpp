@@ -125,8 +125,9 @@ Exit status: COMMAND's (128 + N if signal N ended it); 127 if COMMAND cannot be 
 command line or the event is wrong or sampling cannot start (COMMAND does not run then), or if
 COMMAND exited 0 but figures are missing (the exact count unreadable after the run; with --emulate,
 a process that never reached its exit), said on stderr. With --emulate, also 126 if COMMAND is not
-a program QEMU can run, and 1 if QEMU or the plugin is missing, or if no emulated process wrote a
-sample and COMMAND exited 0.
+a program QEMU can run, and 1 if QEMU or the plugin is missing, or if no emulated process reached
+its exit nor wrote a sample and COMMAND exited 0. A run that counted its loads but made fewer than
+one period of them has no samples and a warning that says so, with COMMAND's status.
 )";
 
 namespace {
@@ -442,6 +443,8 @@ struct ReportOutput {
 struct SampledRun {
     std::vector<Kept> kept;
     std::size_t with_addr = 0;
+    /// --emulate: every sample is a load with its data address, so the report is by data address even with none.
+    bool loads = false;
     pmc::BiasCheck check;
     std::vector<std::string> notes; ///< before the symbols' note
     std::string regions_note;       ///< after it
@@ -993,6 +996,7 @@ std::uint64_t read_sample_records(const std::string& path, std::uint64_t& malfor
 /// its first; the records and the maps read from the sample directory at the end. The status to exit with if it
 /// could not run or left no samples (said), or nothing.
 std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& run) {
+    run.loads = true;
     auto emulator = find_emulator(a.qemu, a.cpu);
     if (!emulator) {
         fmt::print(stderr, "pmc sample: {}\n", emulator.failure().message);
@@ -1001,7 +1005,7 @@ std::optional<int> run_emulated(const SampleArgs& a, ReportOutput&, SampledRun& 
     if (!emulator->cpu_warning.empty()) fmt::print(stderr, "pmc sample: warning: {}\n", emulator->cpu_warning);
     const EmulatedReportFile report;
     if (report.path.empty()) {
-        fmt::print(stderr, "pmc sample: cannot make a temporary directory: {}\n", std::strerror(errno));
+        fmt::print(stderr, "pmc sample: {}; nothing was run. {}\n", report.failure, report.fix);
         return 1;
     }
     const SampleFilesRemoved removed{report.dir};
@@ -1170,7 +1174,7 @@ struct Summaries {
 };
 Summaries summarize(const SampledRun& run) {
     Summaries out;
-    out.by_data = run.with_addr > 0;
+    out.by_data = run.with_addr > 0 || run.loads; // (with no sample at all, a load's rows are still data addresses)
     std::map<std::uint32_t, pmc::AddressMap> by_space; // variables: from every file mapped at some time
     std::map<std::uint32_t, Cover> regions;            // regions: for the cycle `regions_cycle`
     std::uint32_t regions_cycle = 0;

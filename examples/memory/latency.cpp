@@ -672,9 +672,9 @@ std::string regimes_markdown(const Regimes& regimes, const MachineFacts& m) {
 std::vector<ModelledCache> modelled_caches() {
     const auto& pmu = pmc::emulated_pmu();
     if (!pmu || !pmu->cache_model) return {};
-    std::vector<ModelledCache> caches{{"D1", pmu->d1.size}};
-    if (pmu->l2.size) caches.push_back({"L2", pmu->l2.size});
-    caches.push_back({"LL", pmu->ll.size});
+    std::vector<ModelledCache> caches{{"D1", pmu->d1.size, pmu->d1.line}};
+    if (pmu->l2.size) caches.push_back({"L2", pmu->l2.size, pmu->l2.line});
+    caches.push_back({"LL", pmu->ll.size, pmu->ll.line});
     return caches;
 }
 
@@ -698,8 +698,18 @@ std::string modelled_geometry() {
     return pmu && pmu->cache_model ? pmu->cache_geometry : std::string();
 }
 
-void fit_sweep_to_model(LatencyOptions& o, const std::vector<ModelledCache>& caches, bool quick, bool max_given) {
-    if (!max_given && !caches.empty()) o.max_size = 4 * caches.back().bytes; // the LL overflows by two octaves
+void fit_sweep_to_model(LatencyOptions& o, const std::vector<ModelledCache>& caches, bool quick, bool max_given,
+                        bool stride_given) {
+    std::uint64_t largest = 0, longest_line = 0;
+    for (const auto& c : caches) {
+        largest = std::max(largest, c.bytes);
+        longest_line = std::max(longest_line, c.line);
+    }
+    // The largest level overflows by two octaves: the LL, or a D1 above an LL no larger (Cachegrind allows it).
+    if (!max_given && largest) o.max_size = 4 * largest;
+    // One element per line of every level: with 256-byte LL lines and 64-byte elements the chain's four elements of
+    // a line come back at random distances, and the LL's miss rate climbs over two octaves instead of stepping.
+    if (!stride_given && longest_line > o.stride) o.stride = longest_line;
     if (quick) {
         o.min_size = 512;
         o.per_octave = 4;
@@ -716,6 +726,7 @@ ModelledLatencyResult run_modelled_latency(const LatencyOptions& o, const std::v
     r.caches = caches;
     r.geometry = modelled_geometry();
     r.per_octave = o.per_octave;
+    r.stride = o.stride;
     const bool l2 = caches.size() > 2;
     // Opened before the buffer: a refusal (not under the model after all) costs nothing.
     pmc::Group group({"L1-dcache-loads:u", "L1-dcache-load-misses:u", "LLC-loads:u", "LLC-load-misses:u"});
@@ -832,12 +843,12 @@ std::string modelled_levels_report(const ModelledLatencyResult& r, const std::ve
     const bool l2 = r.caches.size() > 2;
     return fmt::format("Levels found from pmc's cache model (pmc emulate --cache: {}): a random chain's modelled "
                        "misses per load, not time (cost per load: an L1 hit 1, +{:g} a D1 miss, {}+{:g} an LL miss), "
-                       "{} sizes from {} to {} at {} per octave, {:.1f} s:\n\n{}",
+                       "{} sizes from {} to {} at {} per octave, elements {} bytes apart, {:.1f} s:\n\n{}",
                        r.geometry, ModelledCost::d1_miss,
                        l2 ? fmt::format("+{:g} an L2 miss, ", ModelledCost::l2_miss) : std::string(),
                        ModelledCost::ll_miss,
                        r.points.size(), size_text(static_cast<double>(r.points.front().size)),
-                       size_text(static_cast<double>(r.points.back().size)), r.per_octave, r.seconds,
+                       size_text(static_cast<double>(r.points.back().size)), r.per_octave, r.stride, r.seconds,
                        modelled_levels_text(r, checks));
 }
 

@@ -182,6 +182,7 @@ void check_latency(LatencyResult& r, const MachineFacts& m);
 struct ModelledCache {
     std::string name;
     std::uint64_t bytes = 0;
+    std::uint64_t line = 0; ///< its line size in bytes
 };
 /// The model's D1, L2 (if any) and LL, from pmc::emulated_pmu(); empty when not under pmc emulate --cache.
 std::vector<ModelledCache> modelled_caches();
@@ -215,13 +216,17 @@ struct ModelledLatencyResult {
     std::vector<ModelledCache> caches;
     std::string geometry;
     unsigned per_octave = 0;
+    std::uint64_t stride = 0; ///< bytes between chain elements
     Regimes regimes;
     double seconds = 0;
 };
 
-/// Fits the sweep to the model: up to 4x the LL (two octaves past it) unless `max_given`; with `quick`, from 512 B
-/// at 4 points per octave (one step: a factor of 1.25).
-void fit_sweep_to_model(LatencyOptions& o, const std::vector<ModelledCache>& caches, bool quick, bool max_given);
+/// Fits the sweep to the model: up to 4x the largest data cache (two octaves past it: the LL, or a D1 larger than the
+/// LL) unless `max_given`; chain elements the longest line apart unless `stride_given` (several elements in one line
+/// make the miss rate climb over octaves, not step); with `quick`, from 512 B at 4 points per octave (one step: a
+/// factor of 1.25).
+void fit_sweep_to_model(LatencyOptions& o, const std::vector<ModelledCache>& caches, bool quick, bool max_given,
+                        bool stride_given);
 
 /// The sweep under the model: o.min_size..o.max_size at o.per_octave, o.stride, a random chain (o.seed); one walk to
 /// warm and one measured per size. Throws UsageError as latency_grids() does, pmc::error if the events cannot open.

@@ -56,9 +56,10 @@ pmc-mem-latency`), time means nothing: the levels come from pmc's cache model in
 chain is walked once to warm and once between two readings of the modelled L1-dcache-load-misses, LLC-loads
 and LLC-load-misses; a size's cost per load is built from its miss rates, and the levels found in that curve
 are shown beside the model's D1, L2 and LL (the last cache level named LL, as Cachegrind does). The sweep
-runs from --min to --max (default 4x the LL) at --per-octave points (--quick: 4), with --stride and
---seed. --runs, --run-ms, --sweeps, --chain forward or backward, --hugepages, --cpu and --no-pin do not
-apply there (nothing is timed; the model has no prefetcher): each is a usage error that says why. Writes
+runs from --min to --max (default 4x the largest data cache: the LL, or a D1 above it) at --per-octave
+points (--quick: 4), with --stride (default 64, or the model's longest line where longer: one element a
+line) and --seed. --runs, --run-ms, --sweeps, --chain forward or backward, --hugepages, --cpu and --no-pin
+do not apply there (nothing is timed; the model has no prefetcher): each is a usage error that says why. Writes
 DIR/latency-modelled.csv (size, loads, d1_misses, l2_misses, ll_misses, cost_per_load).
 
 Exit status: 0 when the run is done; 1 on a usage or run error. Under pmc emulate --cache, 2 when the curve
@@ -159,7 +160,11 @@ int run(int argc, char** argv) {
     const std::vector<ModelledCache> model = modelled_caches();
     if (!model.empty()) {
         refuse_untimed_options(cl, o);
-        fit_sweep_to_model(o, model, common.quick, !max_text.empty()); // --quick excludes --min and --max
+        // --quick excludes --min and --max
+        fit_sweep_to_model(o, model, common.quick, !max_text.empty(), !stride_text.empty());
+        if (o.max_size < 4 * o.stride)
+            throw UsageError("--max must hold at least 4 chain elements (" + std::to_string(o.stride) +
+                             " bytes apart under the model: its longest line; --stride sets it)");
         if (o.max_size / o.stride > UINT32_MAX) throw UsageError("--max / --stride must be below 2^32 elements");
         latency_grids(o);
         probe_output_dir(common.out);

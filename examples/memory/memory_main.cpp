@@ -55,12 +55,13 @@ Each experiment runs alone with more options: pmc-mem-latency, pmc-mem-bandwidth
 
 Under pmc emulate --cache (`pmc emulate --cache [--D1 G] [--L2 G] [--LL G] -- pmc-memory`), time measures the
 emulator, not memory: the levels come from pmc's cache model, as pmc-mem-latency finds them there (a random chain's
-modelled misses per load from 512 B to 4x the LL, at 8 points per octave, --quick 4), shown beside the model's
-D1, L2 and LL. Bandwidth and page faults are not measured there (their figures would be QEMU's speed, and the
-page-fault counts need perf_event_open, which QEMU's user mode lacks): the output and summary.md say so, and
---skip latency is a usage error. Writes latency-modelled.csv and summary.md. --cpu, --no-pin (nothing is
-timed, and the model is the same on any CPU) and --dir (no page-fault file) do not apply there: each is a
-usage error that says why. Under pmc emulate without --cache it exits with status 1.
+modelled misses per load from 512 B to 4x the largest data cache, at 8 points per octave, --quick 4, the elements
+64 bytes apart or the model's longest line where longer), shown beside the model's D1, L2 and LL. Bandwidth
+and page faults are not measured there (their figures would be QEMU's speed, and the page-fault counts need
+perf_event_open, which QEMU's user mode lacks): the output and summary.md say so, and --skip latency is a usage
+error. Writes latency-modelled.csv and summary.md. --cpu, --no-pin (nothing is timed, and the model is the same on
+any CPU) and --dir (no page-fault file) do not apply there: each is a usage error that says why. Under pmc
+emulate without --cache it exits with status 1.
 
 Exit status: 0 when the run is done; 1 on a usage or run error. Under pmc emulate --cache, 2 (after the
 report is written) when the curve misses one of the model's cache levels, or finds a level the model lacks or
@@ -105,7 +106,7 @@ int run_modelled(const pmc_mem::CommonOptions& common, const std::vector<pmc_mem
     std::vector<ModelCheck> checks;
     if (do_latency) {
         LatencyOptions o;
-        fit_sweep_to_model(o, model, common.quick, false);
+        fit_sweep_to_model(o, model, common.quick, false, false);
         latency = run_modelled_latency(o, model, progress);
         checks = check_against_model(latency.regimes, model);
         const std::string csv = join_path(out, "latency-modelled.csv");

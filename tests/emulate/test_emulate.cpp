@@ -428,6 +428,14 @@ TEST_CASE("pmc count --emulate's footer names what it counted: the instructions,
                                        "executed for the whole command"));
     CHECK_THAT(text, ContainsSubstring("No instruction count was asked for (add -e instructions:u)."));
     CHECK_THAT(text, !ContainsSubstring("count of the instructions"));
+    // The JSON's note too (it spoke of instructions none were counted).
+    const auto json = run_agreed("'" + pmc_tool + "' count --emulate --cache --json -e L1-dcache-load-misses -- '" +
+                                 target + "' loop 1000 2>&1");
+    INFO(json.out);
+    CHECK_THAT(json.out, ContainsSubstring("\"emulated\":\"emulated (QEMU TCG): counts of the events counted, over "
+                                           "what the emulator executed for the whole command, not a real core's; no "
+                                           "instruction count was asked for\""));
+    CHECK_THAT(json.out, !ContainsSubstring("count of the instructions"));
     const auto both = run_agreed("'" + pmc_tool + "' count --emulate --cache -e instructions:u -e L1-dcache-load-misses -- '" +
                                  target + "' loop 1000 2>&1");
     INFO(both.out);
@@ -658,6 +666,29 @@ TEST_CASE("pmc emulate --cache=host reads this machine's caches and prints the g
                                               "[0-9]+, (L2 [0-9]+,[0-9]+,[0-9]+, )?LL [0-9]+,[0-9]+,[0-9]+ \\(read "
                                               "from ")));
     CHECK_THAT(r.out, ContainsSubstring("this machine's caches; LRU"));
+    // --inclusion=strict applies to the host's levels: stated, and modelled (the host's geometry replaced the pinned
+    // one and, with it, the inclusion: dropped silently). With every level given, --cache=host models what --cache
+    // does: the inclusion target (a hot line, then lines of its LL set) counts the same under both, and strict
+    // inclusion counts otherwise than Cachegrind's.
+    const auto strict = pmc_test::run_command("'" + pmc_tool + "' emulate --cache=host --inclusion=strict -- '" + target +
+                                              "' chase 9 10 2>&1 >/dev/null");
+    INFO(strict.out);
+    CHECK(strict.status == 0);
+    CHECK_THAT(strict.out, ContainsSubstring(", strict inclusion, this machine's caches; LRU"));
+    std::map<std::string, long> misses;
+    for (const std::string options : {"--cache=host --inclusion=strict", "--cache --inclusion=strict",
+                                      "--cache=host --inclusion=cachegrind"}) {
+        const auto c = pmc_test::run_command("'" + pmc_tool + "' count --emulate " + options + " --I1=32768,8,64 "
+                                             "--D1=32768,8,64 --L2=49152,12,64 --LL=65536,64,64 -e "
+                                             "L1-dcache-load-misses --csv -- '" + target + "' inclusion 200 2>&1 "
+                                             ">/dev/null");
+        INFO(options << "\n" << c.out);
+        std::smatch m;
+        REQUIRE(std::regex_search(c.out, m, std::regex("(^|\n)L1-dcache-load-misses,([0-9]+),")));
+        misses[options] = std::stol(m[2]);
+    }
+    CHECK(misses["--cache=host --inclusion=strict"] == misses["--cache --inclusion=strict"]);
+    CHECK(misses["--cache=host --inclusion=strict"] != misses["--cache=host --inclusion=cachegrind"]);
 }
 
 TEST_CASE("pmc emulate and pmc count --emulate refuse a cache geometry the model cannot run, saying why",
@@ -2846,6 +2877,30 @@ TEST_CASE("the program's environment is the same whatever the models and their g
             if (first.empty()) first = r.out;
             CHECK(r.out == first);
         }
+}
+
+TEST_CASE("a TMPDIR where pmc cannot make its run directory: said with the path and the fix, and the models' totals "
+          "never silently missing", "[emulate]") {
+    REQUIRE_EMULATOR();
+    // pmc emulate --cache once ran the command without its report: no totals printed, status 0.
+    const std::string tmpdir = "TMPDIR=/nonexistent/pmc-test-no-such-dir ";
+    for (const std::string command : {"emulate --cache", "emulate --branches", "count --emulate --cache",
+                                      "sample --emulate --cache"}) {
+        const auto r = pmc_test::run_command(tmpdir + "'" + pmc_tool + "' " + command + " -- echo command-ran 2>&1");
+        INFO("pmc " << command << "\n" << r.out);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.out, ContainsSubstring("cannot make a temporary directory "
+                                            "/nonexistent/pmc-test-no-such-dir/pmc-emulate-XXXXXX for the plugin's "
+                                            "report, progress and sample files: No such file or directory"));
+        CHECK_THAT(r.out, ContainsSubstring("Fix: set TMPDIR to a directory this user can write"));
+        CHECK_THAT(r.out, !ContainsSubstring("command-ran")); // the command was not run
+    }
+    // Without a model the run goes on (only the natively run programs' names need the report), and says so.
+    const auto plain = pmc_test::run_command(tmpdir + "'" + pmc_tool + "' emulate -- echo command-ran 2>&1");
+    INFO(plain.out);
+    CHECK(plain.status == 0);
+    CHECK_THAT(plain.out, ContainsSubstring("command-ran"));
+    CHECK_THAT(plain.out, ContainsSubstring("warning: cannot make a temporary directory"));
 }
 
 namespace {

@@ -108,6 +108,18 @@ if(GEOMETRY STREQUAL "")
     message(FATAL_ERROR "${name} with a 64 KiB LL over a 32 KiB D1 under the model: status ${merged_status}, not 2 "
                         "with the level missing:\n${merged_out}\n${merged_err}")
   endif()
+  # An LL smaller than the D1 (Cachegrind allows it): the sweep runs past the D1, the larger, which it finds (named LL,
+  # the last level found); the LL inside it is missing, status 2. The sweep once ended at 4x the LL, 128 KiB, and
+  # found neither.
+  execute_process(COMMAND ${PMC} emulate --cache --D1=65536,4,256 --LL=32768,4,64 -- ${PROGRAM} --quick --quiet
+                          --no-plot --out ${OUT}-ll-below-d1
+                  RESULT_VARIABLE below_status OUTPUT_VARIABLE below_out ERROR_VARIABLE below_err)
+  if(NOT below_status EQUAL 2 OR NOT below_err MATCHES "${name}: exit status 2: 1 of the model's 2 cache levels not found"
+     OR NOT below_out MATCHES "level LL: boundary [0-9]+ bytes \\(between 65536 and 81920\\); the model's D1: 65536"
+     OR NOT below_out MATCHES "level missing: the model's LL \\(32768 bytes\\)")
+    message(FATAL_ERROR "${name} with a 32 KiB LL under a 64 KiB D1 under the model: status ${below_status}, not 2 "
+                        "with the D1 found and the LL missing:\n${below_out}\n${below_err}")
+  endif()
   if(name STREQUAL "pmc-memory")
     # Under the model only the latency experiment runs: leaving it out leaves nothing, a usage error.
     execute_process(COMMAND ${PMC} emulate --cache -- ${PROGRAM} --skip latency --quiet --out ${OUT}-skip

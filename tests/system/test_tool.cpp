@@ -181,6 +181,17 @@ TEST_CASE("pmc count --emulate --cache refuses another event listing what it cou
     CHECK_THAT(spelled.out, ContainsSubstring("spelled otherwise than the emulator's names"));
     CHECK_THAT(spelled.out, ContainsSubstring("L1-dcache-load-misses"));
     CHECK_THAT(spelled.out, !ContainsSubstring("the-command-ran"));
+    // The emulator's own name with another modifier than :u is refused for its modifier, not called another spelling.
+    for (const char* event : {"L1-dcache-loads:uk", "LLC-load-misses:p", "branch-misses:up", "branches:uk"}) {
+        auto modifier = run(std::string("count --emulate --cache --branches -e ") + event +
+                            " -- sh -c 'echo the-command-ran'");
+        INFO(modifier.out);
+        CHECK(modifier.status == 1);
+        CHECK_THAT(modifier.out, ContainsSubstring("with :u or no modifier, not ':"));
+        CHECK_THAT(modifier.out, ContainsSubstring("Fix: -e " + std::string(pmc::event_base_name(event)) + ":u"));
+        CHECK_THAT(modifier.out, !ContainsSubstring("spelled otherwise"));
+        CHECK_THAT(modifier.out, !ContainsSubstring("the-command-ran"));
+    }
 }
 
 TEST_CASE("pmc list and encode, as text and JSON", "[tool]") {
