@@ -367,6 +367,12 @@ std::optional<EmulatedCountEvents> emulated_count_events(const Options& o, std::
     out.model_note = model.note;
     for (std::size_t i = 0; i < events.size(); ++i) {
         const std::string& e = events[i];
+        // Refused as pmc count refuses a group that names an event twice: two rows of one count help no one.
+        if (std::find(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(i), e) !=
+            events.begin() + static_cast<std::ptrdiff_t>(i)) {
+            fmt::print(stderr, "pmc: count --emulate: '{}' is in -e twice: name each event once\n", e);
+            return std::nullopt;
+        }
         if (branch_count(e, EmulatedReport{})) {
             if (!o.branches) {
                 fmt::print(stderr, "pmc: count --emulate: '{}' is a branch event: the emulator counts branches only "

@@ -192,6 +192,12 @@ TEST_CASE("pmc count --emulate --cache refuses another event listing what it cou
         CHECK_THAT(modifier.out, !ContainsSubstring("spelled otherwise"));
         CHECK_THAT(modifier.out, !ContainsSubstring("the-command-ran"));
     }
+    // An event named twice is refused, as pmc count refuses it natively, not counted in two rows.
+    auto twice = run("count --emulate --cache -e L1-dcache-loads,instructions:u,L1-dcache-loads -- sh -c 'echo the-command-ran'");
+    INFO(twice.out);
+    CHECK(twice.status == 1);
+    CHECK_THAT(twice.out, ContainsSubstring("'L1-dcache-loads' is in -e twice"));
+    CHECK_THAT(twice.out, !ContainsSubstring("the-command-ran"));
 }
 
 TEST_CASE("pmc list and encode, as text and JSON", "[tool]") {
