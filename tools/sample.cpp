@@ -74,7 +74,7 @@ shown only when the check agrees.
 Options:
   -e EVENT          The event to sample (default: page-faults). `pmc list` shows the events.
   -c PERIOD         A sample every PERIOD events (default for page-faults: 1; with --emulate,
-                    1009, or the event's period=N).
+                    1009, or the event's period=N; the two must agree).
   -F FREQ           About FREQ samples a second; the kernel adapts the period (default for other
                     events: 1000).
   -m PAGES          Data pages per ring buffer, a power of two (default 64; one ring per CPU).
@@ -399,6 +399,9 @@ std::optional<int> parse_sample_arguments(pmc_cli::CommandLine& cl, const std::v
     if (pages.given()) return cl.usage_error("-m sizes the kernel's ring buffers, and --emulate uses none: leave it out");
     // A prime: a round period shares factors with the loads per cache line (8 of 8 bytes) or per loop iteration,
     // and every sample then falls on one phase of a regular pattern (1000 on a sequential read: every one an L1 hit).
+    if (a.period && load->period && a.period != load->period)
+        return cl.usage_error(fmt::format("the period is given twice, -c {} and period={} in '{}': give one", a.period,
+                                          load->period, a.event));
     if (!a.period) a.period = load->period ? load->period : default_emulated_period;
     // No load can reach it: a run would end with no samples whatever the program does, so the command is not run.
     if (a.min_latency > pmc_model::LoadLatencies{}.memory)

@@ -386,6 +386,14 @@ TEST_CASE("pmc sample --emulate: period=N in the event sets the period, and an l
     const auto report = parse(r.out);
     CHECK(number(*report.find("bias"), "period") == 500);
     CHECK(row_samples(report, "by_variable", "sampled_by_main") == 200);
+    // Two periods that disagree (-c and period=) are refused, not one of them taken quietly; the same one twice is taken.
+    const auto twice = pmc_test::run_command(pmc_tool + " sample --emulate --cache -e 'cpu/mem-loads,period=7/' -c 9 "
+                                             "-o /dev/null -- " + target + " 1000 0 0 2>&1");
+    INFO(twice.out);
+    CHECK(twice.status == 1);
+    CHECK_THAT(twice.out, ContainsSubstring("the period is given twice, -c 9 and period=7"));
+    CHECK(pmc_test::run_command(pmc_tool + " sample --emulate --cache -e 'cpu/mem-loads,period=7/' -c 7 -o /dev/null -- " +
+                                target + " 1000 0 0").status == 0);
     // No load can reach an ldlat above 200 (memory's): a usage error, status 1, and the command does not run (it
     // warned and exited 0 with no samples).
     const pmc_test::TempDir dir;
