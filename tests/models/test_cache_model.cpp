@@ -767,6 +767,46 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
     }
 }
 
+TEST_CASE("the plugin's runs: two lines' check of a span within a line stands for each member's check") {
+    // on_run (plugin_cache.hpp) counts a run of more than 3 members as hits when span_hits_most_recent says so; it
+    // must say so only when each member alone is a hit on the most recent line of its D1 set (small_hits_most_recent).
+    // Random runs (pushes 8 bytes apart, or any offsets and sizes), at aligned and unaligned addresses, against D1s
+    // whose recent lines come from accesses around them; lines of 16, 32 and 64 bytes, 1 to 8 ways.
+    const CacheConfig configs[] = {
+        CacheConfig{},
+        config({4096, 2, 32}, {2048, 4, 16}, {65536, 8, 64}),
+        config({1024, 1, 64}, {1024, 1, 32}, {16384, 2, 64}),
+    };
+    std::mt19937_64 random(4444);
+    for (const CacheConfig& c : configs) {
+        CacheHierarchy caches(c);
+        std::uint64_t said = 0, all_hit = 0;
+        for (int i = 0; i < 200000; ++i) {
+            const std::uint64_t near = 0x7ff000 + random() % 512;
+            for (int k = 0; k < 4; ++k) caches.read(near + random() % 96 - 48, 8); // the stack's recent lines
+            const std::size_t members = 2 + random() % 7;
+            const bool pushes = random() % 4 != 0;
+            std::vector<std::pair<std::int64_t, std::uint32_t>> run;
+            for (std::size_t m = 0; m < members; ++m) {
+                if (pushes) run.emplace_back(-8 * static_cast<std::int64_t>(members - 1 - m), 8);
+                else run.emplace_back(static_cast<std::int64_t>(random() % 80) - 64, 1u + random() % 16);
+            }
+            const AccessSpan span = AccessSpan::of(run, c.d1.line);
+            const std::uint64_t address = (near & ~std::uint64_t{7}) + (random() % 4 == 0 ? random() % 8 : 0);
+            bool each = true;
+            for (const auto& [offset, size] : run)
+                each = each && caches.small_hits_most_recent(address + static_cast<std::uint64_t>(offset), size);
+            const bool whole = caches.span_hits_most_recent(span, address);
+            CAPTURE(i, address, members, pushes);
+            if (whole) REQUIRE(each);
+            said += whole ? 1 : 0;
+            all_hit += each ? 1 : 0;
+        }
+        CAPTURE(said, all_hit);
+        REQUIRE(said > 5000); // the check decided many runs (16,452 to ...; not all: a span may cross into a line not recent)
+    }
+}
+
 TEST_CASE("per thread: two hierarchies share nothing") {
     CacheHierarchy a(CacheConfig{}), b(CacheConfig{});
     for (std::uint64_t i = 0; i < 1000; ++i) a.read(0x10000 + 64 * i, 8);

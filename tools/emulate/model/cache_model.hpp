@@ -358,6 +358,32 @@ inline std::uint32_t widest_access(const CacheConfig& c) noexcept {
 
 struct FetchRef;
 
+/// Where the accesses of a run (the plugin's: model/access_runs.hpp) lie around the address of its last: whether a
+/// check of two lines can stand for a check of each access (CacheHierarchy::span_hits_most_recent). True when every
+/// access's offset is a multiple of 8 and its size 1 to 8 bytes, and all lie within `line` bytes: then, at an
+/// address that is a multiple of 8, no access straddles a line (lines are multiples of 8 bytes), and each lies in
+/// the line of the lowest byte or of the highest.
+struct AccessSpan {
+    bool within_a_line = false;
+    std::int64_t lowest = 0;  ///< the lowest byte's offset
+    std::int64_t highest = 0; ///< the highest byte's
+    /// The span of accesses given as (offset, size), for a D1 of `line`-byte lines.
+    static AccessSpan of(const std::vector<std::pair<std::int64_t, std::uint32_t>>& accesses, std::uint32_t line) {
+        AccessSpan span;
+        if (accesses.empty()) return span;
+        bool aligned = true;
+        span.lowest = accesses[0].first;
+        span.highest = accesses[0].first;
+        for (const auto& [offset, size] : accesses) {
+            aligned = aligned && offset % 8 == 0 && size >= 1 && size <= 8;
+            span.lowest = std::min(span.lowest, offset);
+            span.highest = std::max(span.highest, offset + std::int64_t{size} - 1);
+        }
+        span.within_a_line = aligned && span.highest - span.lowest < std::int64_t{line};
+        return span;
+    }
+};
+
 /// One thread's caches. Not thread-safe: each guest thread has its own.
 class CacheHierarchy {
 public:
@@ -416,6 +442,16 @@ public:
     __attribute__((always_inline)) bool small_hits_most_recent(std::uint64_t address,
                                                                std::uint32_t size) const noexcept {
         return d1_.small_hits_most_recent(address, size);
+    }
+    /// Whether every access of `span` from `address` is a hit on the most recent line of its D1 set (as
+    /// small_hits_most_recent of each would say), decided by two checks: a span within a line at an address that is a
+    /// multiple of 8 (AccessSpan), whose lowest and highest bytes' lines are their sets' most recent. False says
+    /// nothing: each access must then be checked alone.
+    __attribute__((always_inline)) bool span_hits_most_recent(const AccessSpan& span,
+                                                              std::uint64_t address) const noexcept {
+        return span.within_a_line && (address & 7) == 0 &&
+               d1_.small_hits_most_recent(address + static_cast<std::uint64_t>(span.lowest), 1) &&
+               d1_.small_hits_most_recent(address + static_cast<std::uint64_t>(span.highest), 1);
     }
     /// count_if_hit() for an access of 1 to min_line_size bytes where the caller knows that counts_hits_early(), for
     /// the two most recent lines of its set alone (CacheLevel::small_hits_first_two): inlined in the plugin's call.
@@ -764,7 +800,15 @@ private:
     __attribute__((always_inline)) bool joined(CacheHierarchy* caches, bool count_now, Kind kind,
                                                std::uint64_t address, std::uint32_t size) noexcept {
         if (kind == access_.kind && address == access_.address + access_.size && modified_ == 0) {
-            // The next piece of a split access: what was counted of the first pieces is taken back.
+            // The next piece of a split access (QEMU 7.2: a vector access in 8-byte pieces). Counted, and still in
+            // the line that was its set's most recent: the grown access is that hit too (count_if_most_recent's
+            // cut only shortens it), so it stays counted as it is.
+            if (gate_.state == State::counted && caches && count_now &&
+                ((address + size - 1) >> caches->d1().line_bits()) == (access_.address >> caches->d1().line_bits())) {
+                access_.size += size;
+                return true;
+            }
+            // Otherwise what was counted of the first pieces is taken back.
             if (gate_.state == State::counted) caches->uncount_most_recent(access_.kind);
             access_.size += size;
             gate_.state = caches && count_now && caches->count_if_most_recent(access_.kind, access_.address, access_.size)
