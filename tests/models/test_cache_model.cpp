@@ -655,8 +655,11 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
             const bool count_now = kind == Kind::write || random() % 8 != 0;
             *quick_merger.sampling_flag() = random() % 8 == 0 || (kind == Kind::read && !count_now) ? 1 : 0;
             const std::uint64_t before = quick.counts().Dr() + quick.counts().Dw();
+            // (with the default D1, half of them through the path compiled for its geometry, as the plugin's)
+            const bool as_default = quick.has_d1(default_d1) && random() % 2 == 0;
             if (alone && size <= pmc_model::min_line_size &&
-                quick_merger.add_small_alone_quickly(quick, kind, address, size)) {
+                (as_default ? quick_merger.add_small_alone_quickly_as<DefaultD1>(quick, kind, address, size)
+                            : quick_merger.add_small_alone_quickly(quick, kind, address, size))) {
                 REQUIRE(count_now);
                 ++counted_alone;
             } else if (alone && count_now && quick_merger.add_alone_without_sink(quick, kind, address, size))
@@ -805,6 +808,37 @@ TEST_CASE("the plugin's runs: two lines' check of a span within a line stands fo
         CAPTURE(said, all_hit);
         REQUIRE(said > 5000); // the check decided many runs (16,452 to ...; not all: a span may cross into a line not recent)
     }
+}
+
+TEST_CASE("the plugin's path compiled for the default D1 decides each access as the general one") {
+    // on_single_access with the default geometry (plugin_cache.hpp) checks the two most recent lines of a set with
+    // the geometry's constants (small_hits_first_two_as<DefaultD1>): access by access it must say what the general
+    // check says on a hierarchy fed the same stream (a wrong constant would miss hits, or find false ones).
+    CacheHierarchy general(CacheConfig{}), fixed(CacheConfig{});
+    REQUIRE(fixed.has_d1(default_d1));
+    std::mt19937_64 random(4545);
+    std::uint64_t last = 0x10000000, hits = 0, second = 0;
+    for (int i = 0; i < 400000; ++i) {
+        const std::uint64_t address = random() % 4 != 0 ? last + random() % 200 - 100 : 0x10000000 + random() % (1u << 20);
+        last = address;
+        const std::uint32_t size = std::uint32_t{1} << (random() % 4);
+        const Kind kind = random() % 3 == 0 ? Kind::write : Kind::read;
+        const bool most_recent = general.small_hits_most_recent(address, size);
+        const bool a = general.count_if_recent_early(kind, address, size);
+        const bool b = fixed.count_if_recent_early_as<DefaultD1>(kind, address, size);
+        CAPTURE(i, address, size);
+        REQUIRE(a == b);
+        if (!a) {
+            general.data(kind, address, size);
+            fixed.data(kind, address, size);
+        }
+        hits += a ? 1 : 0;
+        second += a && !most_recent ? 1 : 0;
+    }
+    require_same(general.counts(), fixed.counts());
+    CAPTURE(hits, second);
+    REQUIRE(hits > 100000);
+    REQUIRE(second > 500); // and the second most recent line's hits, promoted (851 here)
 }
 
 TEST_CASE("per thread: two hierarchies share nothing") {

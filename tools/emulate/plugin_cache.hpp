@@ -10,7 +10,8 @@
 //   - an instruction that makes one plain access of a size and kind its bytes tell (a mov, push, pop, call, ret,
 //     a compare with memory: most of them) gets on_single_access, whose common case is a few instructions: no
 //     meminfo, no execution number, nothing to join; as nothing can join it, a D1 hit in a further way is counted
-//     at once too (a miss waits, so that its LL access keeps its order with the next block's fetches);
+//     at once too (a miss waits, so that its LL access keeps its order with the next block's fetches); with the
+//     default D1 the geometry is compiled into that case (pmc_model::DefaultD1);
 //   - the accesses of one execution of one instruction are joined back (DataAccessMerger): an execution is the
 //     thread's count of executed blocks and the instruction's index in its block; an access that hits the most
 //     recent line of its D1 set is counted at once, in a call with no stack frame (on_memory), and anything else
@@ -520,22 +521,31 @@ __attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind ki
     if (count_now && t.merger.add_alone_if_hit(t.caches, kind, address, size, sink)) return;
     t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size, sink);
 }
-template <pmc_model::Kind kind, std::uint32_t size>
+/// `default_d1`: the thread's D1 has the default geometry (pmc_model::DefaultD1), compiled in as constants.
+template <pmc_model::Kind kind, std::uint32_t size, bool default_d1 = false>
 inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
-    if (ThreadModel* t = threads::this_thread_if_made())
-        if (t->merger.add_small_alone_quickly(t->caches, kind, address, size)) return;
+    if (ThreadModel* t = threads::this_thread_if_made()) {
+        if (default_d1 ? t->merger.add_small_alone_quickly_as<pmc_model::DefaultD1>(t->caches, kind, address, size)
+                       : t->merger.add_small_alone_quickly(t->caches, kind, address, size))
+            return;
+    }
     on_single_access_slowly(kind, size, address, data);
 }
-/// on_single_access for what x86_single_access decoded.
-inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess a) {
+/// on_single_access for what x86_single_access decoded, for a D1 of the default geometry or not (`default_d1`).
+template <bool default_d1>
+inline qemu_plugin_vcpu_mem_cb_t single_access_callback_for(pmc_model::SingleAccess a) {
     using pmc_model::Kind;
     switch (a.size) {
-    case 1: return a.store ? on_single_access<Kind::write, 1> : on_single_access<Kind::read, 1>;
-    case 2: return a.store ? on_single_access<Kind::write, 2> : on_single_access<Kind::read, 2>;
-    case 4: return a.store ? on_single_access<Kind::write, 4> : on_single_access<Kind::read, 4>;
-    case 8: return a.store ? on_single_access<Kind::write, 8> : on_single_access<Kind::read, 8>;
+    case 1: return a.store ? on_single_access<Kind::write, 1, default_d1> : on_single_access<Kind::read, 1, default_d1>;
+    case 2: return a.store ? on_single_access<Kind::write, 2, default_d1> : on_single_access<Kind::read, 2, default_d1>;
+    case 4: return a.store ? on_single_access<Kind::write, 4, default_d1> : on_single_access<Kind::read, 4, default_d1>;
+    case 8: return a.store ? on_single_access<Kind::write, 8, default_d1> : on_single_access<Kind::read, 8, default_d1>;
     default: return nullptr;
     }
+}
+inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess a) {
+    return settings.config.d1 == pmc_model::default_d1 ? single_access_callback_for<true>(a)
+                                                       : single_access_callback_for<false>(a);
 }
 /// One access that QEMU reported through another instruction's call (a run member): on_memory's path, the kind and
 /// size known from the decoder instead of a meminfo.

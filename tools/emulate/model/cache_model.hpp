@@ -51,6 +51,12 @@ struct CacheGeometry {
 inline constexpr CacheGeometry default_i1{32768, 8, 64};
 inline constexpr CacheGeometry default_d1{32768, 8, 64};
 inline constexpr CacheGeometry default_ll{8388608, 16, 64};
+/// The default D1 as constants, for the plugin's paths compiled for it (CacheLevel::small_hits_first_two_as).
+struct DefaultD1 {
+    static constexpr std::uint64_t line = default_d1.line;
+    static constexpr std::uint64_t sets = default_d1.size / (default_d1.assoc * default_d1.line);
+    static constexpr std::uint64_t assoc = default_d1.assoc;
+};
 
 /// Cachegrind's smallest line: a shorter one would let an instruction straddle three lines.
 inline constexpr std::uint32_t min_line_size = 16;
@@ -210,11 +216,27 @@ public:
     /// which then becomes the most recent (the hit touch() would make). False, nothing changed, otherwise. (A
     /// direct-mapped level reads the next set's only way, or the word after the last set: neither holds the line.)
     __attribute__((always_inline)) bool small_hits_first_two(std::uint64_t address, std::uint32_t size) noexcept {
-        const std::uint64_t line = address >> line_bits_;
-        if (((address + size - 1) >> line_bits_) != line) return false;
-        const std::uint64_t index = line & set_mask_, tag = line + 1;
+        return small_hits_first_two(address, size, line_bits_, set_mask_, assoc_);
+    }
+    /// small_hits_first_two() where the level's geometry is known when compiling, `Geometry`'s constants `line`,
+    /// `sets` and `assoc` (no loads of them; shifts and masks by immediates). The level must have that geometry
+    /// (has_geometry).
+    template <class Geometry>
+    __attribute__((always_inline)) bool small_hits_first_two_as(std::uint64_t address, std::uint32_t size) noexcept {
+        static_assert(Geometry::line >= min_line_size && (Geometry::line & (Geometry::line - 1)) == 0 &&
+                      Geometry::sets > 0 && (Geometry::sets & (Geometry::sets - 1)) == 0);
+        return small_hits_first_two(address, size, static_cast<unsigned>(__builtin_ctzll(Geometry::line)),
+                                    Geometry::sets - 1, Geometry::assoc);
+    }
+    bool has_geometry(const CacheGeometry& g) const noexcept { return geometry_ == g; }
+    __attribute__((always_inline)) bool small_hits_first_two(std::uint64_t address, std::uint32_t size,
+                                                             unsigned line_bits, std::uint64_t set_mask,
+                                                             std::uint64_t assoc) noexcept {
+        const std::uint64_t line = address >> line_bits;
+        if (((address + size - 1) >> line_bits) != line) return false;
+        const std::uint64_t index = line & set_mask, tag = line + 1;
         if (__builtin_expect(most_recent_[index] == tag, 1)) return true;
-        std::uint64_t* set = tags_ + index * assoc_;
+        std::uint64_t* set = tags_ + index * assoc;
         if (set[1] != tag) return false;
         set[1] = set[0];
         set[0] = tag;
@@ -461,6 +483,16 @@ public:
         ++counts_.l1[CacheCounts::at(kind)].accesses;
         return true;
     }
+    /// count_if_recent_early() for a D1 of `Geometry` (CacheLevel::small_hits_first_two_as; has_d1(Geometry's)).
+    template <class Geometry>
+    __attribute__((always_inline)) bool count_if_recent_early_as(Kind kind, std::uint64_t address,
+                                                                 std::uint32_t size) noexcept {
+        if (!d1_.small_hits_first_two_as<Geometry>(address, size)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
+    }
+    /// Whether D1's geometry is `g` (for count_if_recent_early_as).
+    bool has_d1(const CacheGeometry& g) const noexcept { return d1_.has_geometry(g); }
     /// count_if_most_recent() where the caller knows that counts_hits_early() (DataAccessMerger::add_alone_quickly).
     __attribute__((always_inline)) bool count_if_most_recent_early(Kind kind, std::uint64_t address,
                                                                    std::uint32_t size) noexcept {
@@ -756,6 +788,13 @@ public:
     __attribute__((always_inline)) bool add_small_alone_quickly(CacheHierarchy& caches, Kind kind, std::uint64_t address,
                                                                 std::uint32_t size) noexcept {
         return __builtin_expect(may_count_alone(kind), 1) && caches.count_if_recent_early(kind, address, size);
+    }
+    /// add_small_alone_quickly() for a hierarchy whose D1 has `Geometry` (CacheHierarchy::count_if_recent_early_as).
+    template <class Geometry>
+    __attribute__((always_inline)) bool add_small_alone_quickly_as(CacheHierarchy& caches, Kind kind,
+                                                                   std::uint64_t address, std::uint32_t size) noexcept {
+        return __builtin_expect(may_count_alone(kind), 1) &&
+               caches.count_if_recent_early_as<Geometry>(kind, address, size);
     }
     void set_strict(bool strict) noexcept { gate_.strict = strict ? 1 : 0; }
     /// The byte that says a load sampler runs (0 or 1), for the sampler to set (plugin_sampling::current_mirror).
