@@ -368,3 +368,47 @@ TEST_CASE("x86-64: VEX's execution after a rep string instruction's count reache
     CHECK(after({0xf3, 0xaf}, true));        // repe scasl
     CHECK_FALSE(after({0xf3, 0xaf}, false));
 }
+
+namespace {
+std::string vector_access(std::initializer_list<unsigned char> bytes) {
+    const std::vector<unsigned char> b(bytes);
+    const pmc_model::SingleAccess a = pmc_model::x86_vector_access(b.data(), b.size());
+    if (a.size == 0) return "none";
+    return (a.store ? "store " : "load ") + std::to_string(a.size);
+}
+} // namespace
+
+TEST_CASE("x86-64: whole-register vector loads and stores, legacy and VEX, with their kind and size") {
+    // Encodings from GNU as; the first ones are glibc's string and copy routines', the ones QEMU 7.2 reports in
+    // 8-byte pieces most under sort.
+    CHECK(vector_access({0xc5, 0xfd, 0x74, 0x0e}) == "load 32");             // vpcmpeqb (%rsi),%ymm0,%ymm1
+    CHECK(vector_access({0xc5, 0xfe, 0x6f, 0x07}) == "load 32");             // vmovdqu (%rdi),%ymm0
+    CHECK(vector_access({0xc5, 0xe9, 0x74, 0x17}) == "load 16");             // vpcmpeqb (%rdi),%xmm2,%xmm2
+    CHECK(vector_access({0xc5, 0xfa, 0x6f, 0x4c, 0x16, 0xf0}) == "load 16"); // vmovdqu -0x10(%rsi,%rdx,1),%xmm1
+    CHECK(vector_access({0xc5, 0xfe, 0x7f, 0x07}) == "store 32");            // vmovdqu %ymm0,(%rdi)
+    CHECK(vector_access({0xc5, 0xfa, 0x7f, 0x07}) == "store 16");            // vmovdqu %xmm0,(%rdi)
+    CHECK(vector_access({0xc4, 0xc1, 0x7e, 0x6f, 0x07}) == "load 32");       // vmovdqu (%r15),%ymm0 (3-byte VEX)
+    CHECK(vector_access({0x0f, 0x11, 0x13}) == "store 16");                  // movups %xmm2,(%rbx)
+    CHECK(vector_access({0x0f, 0x10, 0x13}) == "load 16");                   // movups (%rbx),%xmm2
+    CHECK(vector_access({0x66, 0x0f, 0x29, 0x07}) == "store 16");            // movapd %xmm0,(%rdi)
+    CHECK(vector_access({0xf3, 0x41, 0x0f, 0x6f, 0x5f, 0xf0}) == "load 16"); // movdqu -0x10(%r15),%xmm3
+    CHECK(vector_access({0x66, 0x0f, 0x6f, 0x07}) == "load 16");             // movdqa (%rdi),%xmm0
+    CHECK(vector_access({0xf3, 0x0f, 0x7f, 0x07}) == "store 16");            // movdqu %xmm0,(%rdi)
+    CHECK(vector_access({0x66, 0x0f, 0x74, 0x07}) == "load 16");             // pcmpeqb (%rdi),%xmm0
+    CHECK(vector_access({0x66, 0x0f, 0xda, 0x07}) == "load 16");             // pminub (%rdi),%xmm0
+    CHECK(vector_access({0x66, 0x0f, 0xe7, 0x07}) == "store 16");            // movntdq %xmm0,(%rdi)
+    // Not whole-register accesses of memory, or not taken: none.
+    CHECK(vector_access({0xc5, 0xfd, 0x74, 0xc1}) == "none");       // vpcmpeqb %ymm1,%ymm0,%ymm0 (registers)
+    CHECK(vector_access({0xf3, 0x0f, 0x10, 0x07}) == "none");       // movss (%rdi),%xmm0 (4 bytes)
+    CHECK(vector_access({0xf2, 0x0f, 0x11, 0x07}) == "none");       // movsd %xmm0,(%rdi) (8 bytes)
+    CHECK(vector_access({0x0f, 0x6f, 0x07}) == "none");             // movq (%rdi),%mm0 (MMX, 8 bytes)
+    CHECK(vector_access({0x0f, 0x74, 0x07}) == "none");             // pcmpeqb (%rdi),%mm0 (MMX)
+    CHECK(vector_access({0x66, 0x0f, 0x7e, 0x07}) == "none");       // movd %xmm0,(%rdi) (4 bytes)
+    CHECK(vector_access({0x66, 0x0f, 0xd6, 0x07}) == "none");       // movq %xmm0,(%rdi) (8 bytes)
+    CHECK(vector_access({0xc4, 0xe2, 0x7d, 0x78, 0x07}) == "none"); // vpbroadcastb (%rdi),%ymm0 (0F38 map)
+    CHECK(vector_access({0x48, 0x8b, 0x07}) == "none");             // mov (%rdi),%rax
+    CHECK(vector_access({0x48, 0x83, 0x6c, 0x24, 0x08, 0x01}) == "none"); // subq $0x1,0x8(%rsp)
+    CHECK(vector_access({0x66, 0xf3, 0x0f, 0x6f, 0x07}) == "none"); // two mandatory prefixes: not taken
+    CHECK(vector_access({0x67, 0x0f, 0x10, 0x07}) == "none");       // an address-size prefix: not taken
+    CHECK(vector_access({0xc5, 0xfe}) == "none");                   // cut short
+}

@@ -655,8 +655,11 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
             const bool count_now = kind == Kind::write || random() % 8 != 0;
             *quick_merger.sampling_flag() = random() % 8 == 0 || (kind == Kind::read && !count_now) ? 1 : 0;
             const std::uint64_t before = quick.counts().Dr() + quick.counts().Dw();
+            // (with the default D1, half of them through the path compiled for its geometry, as the plugin's)
+            const bool as_default = quick.has_d1(default_d1) && random() % 2 == 0;
             if (alone && size <= pmc_model::min_line_size &&
-                quick_merger.add_small_alone_quickly(quick, kind, address, size)) {
+                (as_default ? quick_merger.add_small_alone_quickly_as<DefaultD1>(quick, kind, address, size)
+                            : quick_merger.add_small_alone_quickly(quick, kind, address, size))) {
                 REQUIRE(count_now);
                 ++counted_alone;
             } else if (alone && count_now && quick_merger.add_alone_without_sink(quick, kind, address, size))
@@ -765,6 +768,77 @@ TEST_CASE("the plugin's merger, counting hits on the most recent line at once, c
         if (c.inclusion != Inclusion::strict) REQUIRE(counted_hits > 100);    // and any D1 hit of a lone access
         if (c.inclusion != Inclusion::strict) REQUIRE(counted_in_runs > 1000); // and whole runs by their checks
     }
+}
+
+TEST_CASE("the plugin's runs: two lines' check of a span within a line stands for each member's check") {
+    // on_run (plugin_cache.hpp) counts a run of more than 3 members as hits when span_hits_most_recent says so; it
+    // must say so only when each member alone is a hit on the most recent line of its D1 set (small_hits_most_recent).
+    // Random runs (pushes 8 bytes apart, or any offsets and sizes), at aligned and unaligned addresses, against D1s
+    // whose recent lines come from accesses around them; lines of 16, 32 and 64 bytes, 1 to 8 ways.
+    const CacheConfig configs[] = {
+        CacheConfig{},
+        config({4096, 2, 32}, {2048, 4, 16}, {65536, 8, 64}),
+        config({1024, 1, 64}, {1024, 1, 32}, {16384, 2, 64}),
+    };
+    std::mt19937_64 random(4444);
+    for (const CacheConfig& c : configs) {
+        CacheHierarchy caches(c);
+        std::uint64_t said = 0, all_hit = 0;
+        for (int i = 0; i < 200000; ++i) {
+            const std::uint64_t near = 0x7ff000 + random() % 512;
+            for (int k = 0; k < 4; ++k) caches.read(near + random() % 96 - 48, 8); // the stack's recent lines
+            const std::size_t members = 2 + random() % 7;
+            const bool pushes = random() % 4 != 0;
+            std::vector<std::pair<std::int64_t, std::uint32_t>> run;
+            for (std::size_t m = 0; m < members; ++m) {
+                if (pushes) run.emplace_back(-8 * static_cast<std::int64_t>(members - 1 - m), 8);
+                else run.emplace_back(static_cast<std::int64_t>(random() % 80) - 64, 1u + random() % 16);
+            }
+            const AccessSpan span = AccessSpan::of(run, c.d1.line);
+            const std::uint64_t address = (near & ~std::uint64_t{7}) + (random() % 4 == 0 ? random() % 8 : 0);
+            bool each = true;
+            for (const auto& [offset, size] : run)
+                each = each && caches.small_hits_most_recent(address + static_cast<std::uint64_t>(offset), size);
+            const bool whole = caches.span_hits_most_recent(span, address);
+            CAPTURE(i, address, members, pushes);
+            if (whole) REQUIRE(each);
+            said += whole ? 1 : 0;
+            all_hit += each ? 1 : 0;
+        }
+        CAPTURE(said, all_hit);
+        REQUIRE(said > 5000); // the check decided many runs (16,452 to ...; not all: a span may cross into a line not recent)
+    }
+}
+
+TEST_CASE("the plugin's path compiled for the default D1 decides each access as the general one") {
+    // on_single_access with the default geometry (plugin_cache.hpp) checks the two most recent lines of a set with
+    // the geometry's constants (small_hits_first_two_as<DefaultD1>): access by access it must say what the general
+    // check says on a hierarchy fed the same stream (a wrong constant would miss hits, or find false ones).
+    CacheHierarchy general(CacheConfig{}), fixed(CacheConfig{});
+    REQUIRE(fixed.has_d1(default_d1));
+    std::mt19937_64 random(4545);
+    std::uint64_t last = 0x10000000, hits = 0, second = 0;
+    for (int i = 0; i < 400000; ++i) {
+        const std::uint64_t address = random() % 4 != 0 ? last + random() % 200 - 100 : 0x10000000 + random() % (1u << 20);
+        last = address;
+        const std::uint32_t size = std::uint32_t{1} << (random() % 4);
+        const Kind kind = random() % 3 == 0 ? Kind::write : Kind::read;
+        const bool most_recent = general.small_hits_most_recent(address, size);
+        const bool a = general.count_if_recent_early(kind, address, size);
+        const bool b = fixed.count_if_recent_early_as<DefaultD1>(kind, address, size);
+        CAPTURE(i, address, size);
+        REQUIRE(a == b);
+        if (!a) {
+            general.data(kind, address, size);
+            fixed.data(kind, address, size);
+        }
+        hits += a ? 1 : 0;
+        second += a && !most_recent ? 1 : 0;
+    }
+    require_same(general.counts(), fixed.counts());
+    CAPTURE(hits, second);
+    REQUIRE(hits > 100000);
+    REQUIRE(second > 500); // and the second most recent line's hits, promoted (851 here)
 }
 
 TEST_CASE("per thread: two hierarchies share nothing") {

@@ -10,14 +10,19 @@
 //   - an instruction that makes one plain access of a size and kind its bytes tell (a mov, push, pop, call, ret,
 //     a compare with memory: most of them) gets on_single_access, whose common case is a few instructions: no
 //     meminfo, no execution number, nothing to join; as nothing can join it, a D1 hit in a further way is counted
-//     at once too (a miss waits, so that its LL access keeps its order with the next block's fetches);
+//     at once too (a miss waits, so that its LL access keeps its order with the next block's fetches); with the
+//     default D1 the geometry is compiled into that case (pmc_model::DefaultD1);
 //   - the accesses of one execution of one instruction are joined back (DataAccessMerger): an execution is the
 //     thread's count of executed blocks and the instruction's index in its block; an access that hits the most
 //     recent line of its D1 set is counted at once, in a call with no stack frame (on_memory), and anything else
-//     waits for the next access, which shows it complete;
+//     waits for the next access, which shows it complete (the next piece of a counted access that stays in its line
+//     joins it with no recount); on plugin API 1, whose filter by kind is off by one, an instruction whose bytes say
+//     it loads alone or stores alone (a vector move or compare, in 8-byte pieces on QEMU 7.2) gets on_memory_of of
+//     its kind, which takes a piece of the other kind to the general path;
 //   - adjacent x86 instructions whose accesses follow from %rsp (push, pop, call, ret, mov 8(%rsp): a run,
 //     model/access_runs.hpp) get one call, after the run's last access, that passes each member on in order with
-//     its own pc: the same accesses in the same order as a call per access, in fewer calls;
+//     its own pc: the same accesses in the same order as a call per access, in fewer calls (a run of more than 3
+//     members within a D1 line, at an aligned address: one check of two lines for all, pmc_model::AccessSpan);
 //   - a rep string instruction (plugin API 2: QEMU 10 runs its iterations inside one execution) passes each element
 //     on alone and counts each iteration as an instruction, as Cachegrind does (on_rep_string_memory);
 //   - a block's fetches are simulated when it starts, before its data accesses (Cachegrind interleaves them
@@ -36,6 +41,7 @@
 #include "plugin_threads.hpp"
 #include "qemu_plugin_api.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -267,15 +273,20 @@ public:
     std::uint32_t reads = 0;  ///< how many of its steps load
     std::uint32_t writes = 0; ///< and store
     std::uint64_t count = 0;  ///< its steps
+    pmc_model::AccessSpan span; ///< where its steps lie (on_run's check of two lines for all)
 
-    static AccessRun* make(const std::vector<RunStep>& steps) {
+    /// `line`: D1's line size (AccessSpan::of).
+    static AccessRun* make(const std::vector<RunStep>& steps, std::uint32_t line) {
         void* memory = plan_arena.allocate(sizeof(AccessRun) + steps.size() * sizeof(RunStep));
         auto* run = new (memory) AccessRun();
         run->count = steps.size();
+        std::vector<std::pair<std::int64_t, std::uint32_t>> accesses;
         for (std::size_t i = 0; i < steps.size(); ++i) {
             new (&run->steps()[i]) RunStep(steps[i]);
             ++(steps[i].store ? run->writes : run->reads);
+            accesses.emplace_back(steps[i].offset, steps[i].size);
         }
+        run->span = pmc_model::AccessSpan::of(accesses, line);
         return run;
     }
     struct Free {
@@ -482,6 +493,20 @@ inline void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64
     on_memory_slowly(vcpu, info, address, data);
 }
 
+/// on_access for plugin API 1, whose filter by kind is off by one (register_data_callbacks): on_memory for an
+/// instruction that loads alone or stores alone (model/access_decode.hpp's x86_vector_access: a hint), its kind's
+/// path with no branch on it; a piece of the other kind takes on_memory's general path.
+template <pmc_model::Kind kind>
+inline void on_memory_of(unsigned int vcpu, qemu_plugin_meminfo_t info, std::uint64_t address, void* data) {
+    const auto& insn = *static_cast<const Instruction*>(data);
+    if (ThreadModel* t = threads::this_thread_if_made())
+        if (const MeminfoTable::Decoded* m = t->meminfos.find(info))
+            if (__builtin_expect(m->store == (kind == pmc_model::Kind::write), 1) &&
+                access_quickly<kind>(*t, insn, address, m->size))
+                return;
+    on_memory_slowly(vcpu, info, address, data);
+}
+
 /// QEMU's call after the one access of an instruction that makes exactly one, of this kind and size (decided at
 /// translation: model/access_decode.hpp's x86_single_access, most instructions). No piece can join it, so the common
 /// case needs neither the meminfo nor the instruction's execution number: the thread's model exists, no access
@@ -496,22 +521,31 @@ __attribute__((noinline)) inline void on_single_access_slowly(pmc_model::Kind ki
     if (count_now && t.merger.add_alone_if_hit(t.caches, kind, address, size, sink)) return;
     t.merger.add(&t.caches, count_now, (t.blocks << 10) | insn.index, insn.pc, kind, address, size, sink);
 }
-template <pmc_model::Kind kind, std::uint32_t size>
+/// `default_d1`: the thread's D1 has the default geometry (pmc_model::DefaultD1), compiled in as constants.
+template <pmc_model::Kind kind, std::uint32_t size, bool default_d1 = false>
 inline void on_single_access(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address, void* data) {
-    if (ThreadModel* t = threads::this_thread_if_made())
-        if (t->merger.add_small_alone_quickly(t->caches, kind, address, size)) return;
+    if (ThreadModel* t = threads::this_thread_if_made()) {
+        if (default_d1 ? t->merger.add_small_alone_quickly_as<pmc_model::DefaultD1>(t->caches, kind, address, size)
+                       : t->merger.add_small_alone_quickly(t->caches, kind, address, size))
+            return;
+    }
     on_single_access_slowly(kind, size, address, data);
 }
-/// on_single_access for what x86_single_access decoded.
-inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess a) {
+/// on_single_access for what x86_single_access decoded, for a D1 of the default geometry or not (`default_d1`).
+template <bool default_d1>
+inline qemu_plugin_vcpu_mem_cb_t single_access_callback_for(pmc_model::SingleAccess a) {
     using pmc_model::Kind;
     switch (a.size) {
-    case 1: return a.store ? on_single_access<Kind::write, 1> : on_single_access<Kind::read, 1>;
-    case 2: return a.store ? on_single_access<Kind::write, 2> : on_single_access<Kind::read, 2>;
-    case 4: return a.store ? on_single_access<Kind::write, 4> : on_single_access<Kind::read, 4>;
-    case 8: return a.store ? on_single_access<Kind::write, 8> : on_single_access<Kind::read, 8>;
+    case 1: return a.store ? on_single_access<Kind::write, 1, default_d1> : on_single_access<Kind::read, 1, default_d1>;
+    case 2: return a.store ? on_single_access<Kind::write, 2, default_d1> : on_single_access<Kind::read, 2, default_d1>;
+    case 4: return a.store ? on_single_access<Kind::write, 4, default_d1> : on_single_access<Kind::read, 4, default_d1>;
+    case 8: return a.store ? on_single_access<Kind::write, 8, default_d1> : on_single_access<Kind::read, 8, default_d1>;
     default: return nullptr;
     }
+}
+inline qemu_plugin_vcpu_mem_cb_t single_access_callback(pmc_model::SingleAccess a) {
+    return settings.config.d1 == pmc_model::default_d1 ? single_access_callback_for<true>(a)
+                                                       : single_access_callback_for<false>(a);
 }
 /// One access that QEMU reported through another instruction's call (a run member): on_memory's path, the kind and
 /// size known from the decoder instead of a meminfo.
@@ -567,6 +601,12 @@ inline void on_run_of(unsigned int, qemu_plugin_meminfo_t, std::uint64_t address
     const RunStep* steps = run.steps();
     const std::size_t n = members == any_members ? run.count : members;
     if constexpr (members == any_members) {
+        // A run within a line (AccessSpan): two checks for all its members, when they can tell.
+        if (t->caches.span_hits_most_recent(run.span, address)) {
+            t->caches.count_data_hits(pmc_model::Kind::read, run.reads);
+            t->caches.count_data_hits(pmc_model::Kind::write, run.writes);
+            return;
+        }
         for (std::size_t i = 0; i < n; ++i)
             if (__builtin_expect(!t->caches.small_hits_most_recent(address + static_cast<std::uint64_t>(steps[i].offset),
                                                                    steps[i].size),
@@ -622,7 +662,7 @@ inline void find_runs(Block& block, qemu_plugin_tb* tb, std::size_t n, bool last
         std::vector<RunStep> steps;
         for (const pmc_model::RunMember& m : found.members)
             steps.push_back(RunStep{&block.each[m.index], m.offset, m.size, m.store});
-        std::unique_ptr<AccessRun, AccessRun::Free> run(AccessRun::make(steps));
+        std::unique_ptr<AccessRun, AccessRun::Free> run(AccessRun::make(steps, settings.config.d1.line));
         for (const pmc_model::RunMember& m : found.members) block.run_of[m.index] = run.get();
         block.runs.push_back(std::move(run));
     }
@@ -905,8 +945,13 @@ inline void register_data_callbacks(Block& block, qemu_plugin_insn* insn, std::s
     }
 #else
     // One callback, the kind from the meminfo: QEMU 7.2 calls a callback registered for stores after loads and
-    // stores, and one registered for loads after stores only (its filter is off by one).
-    qemu_plugin_register_vcpu_mem_cb(insn, callback, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, each);
+    // stores, and one registered for loads after stores only (its filter is off by one). For an instruction whose
+    // bytes say its kind (a vector load or store, in pieces), the callback of that kind.
+    qemu_plugin_vcpu_mem_cb_t chosen = callback;
+    if (callback == on_memory && x86 && settings.lean)
+        if (const pmc_model::SingleAccess v = pmc_model::x86_vector_access(bytes, size); v.size != 0)
+            chosen = v.store ? on_memory_of<pmc_model::Kind::write> : on_memory_of<pmc_model::Kind::read>;
+    qemu_plugin_register_vcpu_mem_cb(insn, chosen, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, each);
 #endif
     const auto bt = x86 ? pmc_model::x86_register_bit_test(bytes, size) : pmc_model::BitTestAccesses{};
     if (bt.reads == 0) return;

@@ -51,6 +51,12 @@ struct CacheGeometry {
 inline constexpr CacheGeometry default_i1{32768, 8, 64};
 inline constexpr CacheGeometry default_d1{32768, 8, 64};
 inline constexpr CacheGeometry default_ll{8388608, 16, 64};
+/// The default D1 as constants, for the plugin's paths compiled for it (CacheLevel::small_hits_first_two_as).
+struct DefaultD1 {
+    static constexpr std::uint64_t line = default_d1.line;
+    static constexpr std::uint64_t sets = default_d1.size / (default_d1.assoc * default_d1.line);
+    static constexpr std::uint64_t assoc = default_d1.assoc;
+};
 
 /// Cachegrind's smallest line: a shorter one would let an instruction straddle three lines.
 inline constexpr std::uint32_t min_line_size = 16;
@@ -210,11 +216,27 @@ public:
     /// which then becomes the most recent (the hit touch() would make). False, nothing changed, otherwise. (A
     /// direct-mapped level reads the next set's only way, or the word after the last set: neither holds the line.)
     __attribute__((always_inline)) bool small_hits_first_two(std::uint64_t address, std::uint32_t size) noexcept {
-        const std::uint64_t line = address >> line_bits_;
-        if (((address + size - 1) >> line_bits_) != line) return false;
-        const std::uint64_t index = line & set_mask_, tag = line + 1;
+        return small_hits_first_two(address, size, line_bits_, set_mask_, assoc_);
+    }
+    /// small_hits_first_two() where the level's geometry is known when compiling, `Geometry`'s constants `line`,
+    /// `sets` and `assoc` (no loads of them; shifts and masks by immediates). The level must have that geometry
+    /// (has_geometry).
+    template <class Geometry>
+    __attribute__((always_inline)) bool small_hits_first_two_as(std::uint64_t address, std::uint32_t size) noexcept {
+        static_assert(Geometry::line >= min_line_size && (Geometry::line & (Geometry::line - 1)) == 0 &&
+                      Geometry::sets > 0 && (Geometry::sets & (Geometry::sets - 1)) == 0);
+        return small_hits_first_two(address, size, static_cast<unsigned>(__builtin_ctzll(Geometry::line)),
+                                    Geometry::sets - 1, Geometry::assoc);
+    }
+    bool has_geometry(const CacheGeometry& g) const noexcept { return geometry_ == g; }
+    __attribute__((always_inline)) bool small_hits_first_two(std::uint64_t address, std::uint32_t size,
+                                                             unsigned line_bits, std::uint64_t set_mask,
+                                                             std::uint64_t assoc) noexcept {
+        const std::uint64_t line = address >> line_bits;
+        if (((address + size - 1) >> line_bits) != line) return false;
+        const std::uint64_t index = line & set_mask, tag = line + 1;
         if (__builtin_expect(most_recent_[index] == tag, 1)) return true;
-        std::uint64_t* set = tags_ + index * assoc_;
+        std::uint64_t* set = tags_ + index * assoc;
         if (set[1] != tag) return false;
         set[1] = set[0];
         set[0] = tag;
@@ -358,6 +380,32 @@ inline std::uint32_t widest_access(const CacheConfig& c) noexcept {
 
 struct FetchRef;
 
+/// Where the accesses of a run (the plugin's: model/access_runs.hpp) lie around the address of its last: whether a
+/// check of two lines can stand for a check of each access (CacheHierarchy::span_hits_most_recent). True when every
+/// access's offset is a multiple of 8 and its size 1 to 8 bytes, and all lie within `line` bytes: then, at an
+/// address that is a multiple of 8, no access straddles a line (lines are multiples of 8 bytes), and each lies in
+/// the line of the lowest byte or of the highest.
+struct AccessSpan {
+    bool within_a_line = false;
+    std::int64_t lowest = 0;  ///< the lowest byte's offset
+    std::int64_t highest = 0; ///< the highest byte's
+    /// The span of accesses given as (offset, size), for a D1 of `line`-byte lines.
+    static AccessSpan of(const std::vector<std::pair<std::int64_t, std::uint32_t>>& accesses, std::uint32_t line) {
+        AccessSpan span;
+        if (accesses.empty()) return span;
+        bool aligned = true;
+        span.lowest = accesses[0].first;
+        span.highest = accesses[0].first;
+        for (const auto& [offset, size] : accesses) {
+            aligned = aligned && offset % 8 == 0 && size >= 1 && size <= 8;
+            span.lowest = std::min(span.lowest, offset);
+            span.highest = std::max(span.highest, offset + std::int64_t{size} - 1);
+        }
+        span.within_a_line = aligned && span.highest - span.lowest < std::int64_t{line};
+        return span;
+    }
+};
+
 /// One thread's caches. Not thread-safe: each guest thread has its own.
 class CacheHierarchy {
 public:
@@ -417,6 +465,16 @@ public:
                                                                std::uint32_t size) const noexcept {
         return d1_.small_hits_most_recent(address, size);
     }
+    /// Whether every access of `span` from `address` is a hit on the most recent line of its D1 set (as
+    /// small_hits_most_recent of each would say), decided by two checks: a span within a line at an address that is a
+    /// multiple of 8 (AccessSpan), whose lowest and highest bytes' lines are their sets' most recent. False says
+    /// nothing: each access must then be checked alone.
+    __attribute__((always_inline)) bool span_hits_most_recent(const AccessSpan& span,
+                                                              std::uint64_t address) const noexcept {
+        return span.within_a_line && (address & 7) == 0 &&
+               d1_.small_hits_most_recent(address + static_cast<std::uint64_t>(span.lowest), 1) &&
+               d1_.small_hits_most_recent(address + static_cast<std::uint64_t>(span.highest), 1);
+    }
     /// count_if_hit() for an access of 1 to min_line_size bytes where the caller knows that counts_hits_early(), for
     /// the two most recent lines of its set alone (CacheLevel::small_hits_first_two): inlined in the plugin's call.
     __attribute__((always_inline)) bool count_if_recent_early(Kind kind, std::uint64_t address,
@@ -425,6 +483,16 @@ public:
         ++counts_.l1[CacheCounts::at(kind)].accesses;
         return true;
     }
+    /// count_if_recent_early() for a D1 of `Geometry` (CacheLevel::small_hits_first_two_as; has_d1(Geometry's)).
+    template <class Geometry>
+    __attribute__((always_inline)) bool count_if_recent_early_as(Kind kind, std::uint64_t address,
+                                                                 std::uint32_t size) noexcept {
+        if (!d1_.small_hits_first_two_as<Geometry>(address, size)) return false;
+        ++counts_.l1[CacheCounts::at(kind)].accesses;
+        return true;
+    }
+    /// Whether D1's geometry is `g` (for count_if_recent_early_as).
+    bool has_d1(const CacheGeometry& g) const noexcept { return d1_.has_geometry(g); }
     /// count_if_most_recent() where the caller knows that counts_hits_early() (DataAccessMerger::add_alone_quickly).
     __attribute__((always_inline)) bool count_if_most_recent_early(Kind kind, std::uint64_t address,
                                                                    std::uint32_t size) noexcept {
@@ -721,6 +789,13 @@ public:
                                                                 std::uint32_t size) noexcept {
         return __builtin_expect(may_count_alone(kind), 1) && caches.count_if_recent_early(kind, address, size);
     }
+    /// add_small_alone_quickly() for a hierarchy whose D1 has `Geometry` (CacheHierarchy::count_if_recent_early_as).
+    template <class Geometry>
+    __attribute__((always_inline)) bool add_small_alone_quickly_as(CacheHierarchy& caches, Kind kind,
+                                                                   std::uint64_t address, std::uint32_t size) noexcept {
+        return __builtin_expect(may_count_alone(kind), 1) &&
+               caches.count_if_recent_early_as<Geometry>(kind, address, size);
+    }
     void set_strict(bool strict) noexcept { gate_.strict = strict ? 1 : 0; }
     /// The byte that says a load sampler runs (0 or 1), for the sampler to set (plugin_sampling::current_mirror).
     std::uint8_t* sampling_flag() noexcept { return &gate_.sampling; }
@@ -764,7 +839,15 @@ private:
     __attribute__((always_inline)) bool joined(CacheHierarchy* caches, bool count_now, Kind kind,
                                                std::uint64_t address, std::uint32_t size) noexcept {
         if (kind == access_.kind && address == access_.address + access_.size && modified_ == 0) {
-            // The next piece of a split access: what was counted of the first pieces is taken back.
+            // The next piece of a split access (QEMU 7.2: a vector access in 8-byte pieces). Counted, and still in
+            // the line that was its set's most recent: the grown access is that hit too (count_if_most_recent's
+            // cut only shortens it), so it stays counted as it is.
+            if (gate_.state == State::counted && caches && count_now &&
+                ((address + size - 1) >> caches->d1().line_bits()) == (access_.address >> caches->d1().line_bits())) {
+                access_.size += size;
+                return true;
+            }
+            // Otherwise what was counted of the first pieces is taken back.
             if (gate_.state == State::counted) caches->uncount_most_recent(access_.kind);
             access_.size += size;
             gate_.state = caches && count_now && caches->count_if_most_recent(access_.kind, access_.address, access_.size)
