@@ -633,15 +633,13 @@ std::string emulated_text(const Options& o, const std::string& shown, const Emul
     // The footer names what was counted: the instructions, or only the events listed (-e L1-dcache-load-misses).
     const bool instructions = counts_instructions(events);
     const std::string what =
-        instructions ? fmt::format("{} of the instructions the emulator executed", r.unfinished > 0
-                                                                                              ? "a partial count"
-                                                                                              : "an exact count")
-                            : fmt::format("{} of the events above, over what the emulator executed",
-                                          r.unfinished > 0 ? "partial counts" : "counts");
+        instructions ? fmt::format("{} of the instructions the emulator executed",
+                                   r.unfinished > 0 ? "a partial count" : "an exact count")
+                     : fmt::format("{} of the events above, over what the emulator executed",
+                                   r.unfinished > 0 ? "partial counts" : "counts");
     text += fmt::format("\n emulated (QEMU TCG): {} for the whole command ({}), not a real core's.{}\n {:>14.9f} "
                         "seconds time elapsed (under the emulator)\n",
-                        what, covered, instructions ? "" : " No instruction count was asked for (add -e "
-                                                                  "instructions:u).",
+                        what, covered, instructions ? "" : " No instruction count was asked for (add -e instructions:u).",
                         static_cast<double>(run.elapsed_ns) / 1e9);
     if (o.cache) text += " " + events.model_note + ".\n";
     if (o.cache && events.has_l2)

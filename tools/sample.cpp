@@ -397,11 +397,11 @@ std::optional<int> parse_sample_arguments(pmc_cli::CommandLine& cl, const std::v
         return cl.usage_error("-F: under --emulate the model takes every Nth load exactly: give a period with -c "
                               "(default 1009)");
     if (pages.given()) return cl.usage_error("-m sizes the kernel's ring buffers, and --emulate uses none: leave it out");
-    // A prime: a round period shares factors with the loads per cache line (8 of 8 bytes) or per loop iteration,
-    // and every sample then falls on one phase of a regular pattern (1000 on a sequential read: every one an L1 hit).
     if (a.period && load->period && a.period != load->period)
         return cl.usage_error(fmt::format("the period is given twice, -c {} and period={} in '{}': give one", a.period,
                                           load->period, a.event));
+    // A prime: a round period shares factors with the loads per cache line (8 of 8 bytes) or per loop iteration,
+    // and every sample then falls on one phase of a regular pattern (1000 on a sequential read: every one an L1 hit).
     if (!a.period) a.period = load->period ? load->period : default_emulated_period;
     // No load can reach it: a run would end with no samples whatever the program does, so the command is not run.
     if (a.min_latency > pmc_model::LoadLatencies{}.memory)

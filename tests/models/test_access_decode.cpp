@@ -217,12 +217,16 @@ TEST_CASE("x86-64: masked stores keep their pieces apart, masked loads and other
 
 namespace {
 
-/// x86_single_access as "load N", "store N" or "none".
-std::string single(std::initializer_list<unsigned char> bytes) {
+/// What a decoder of one access (x86_single_access, x86_vector_access) says of `bytes`: "load N", "store N" or "none".
+std::string decoded_access(pmc_model::SingleAccess (*decode)(const unsigned char*, std::size_t),
+                           std::initializer_list<unsigned char> bytes) {
     const std::vector<unsigned char> b(bytes);
-    const pmc_model::SingleAccess a = pmc_model::x86_single_access(b.data(), b.size());
+    const pmc_model::SingleAccess a = decode(b.data(), b.size());
     if (a.size == 0) return "none";
     return (a.store ? "store " : "load ") + std::to_string(a.size);
+}
+std::string single(std::initializer_list<unsigned char> bytes) {
+    return decoded_access(pmc_model::x86_single_access, bytes);
 }
 
 } // namespace
@@ -371,10 +375,7 @@ TEST_CASE("x86-64: VEX's execution after a rep string instruction's count reache
 
 namespace {
 std::string vector_access(std::initializer_list<unsigned char> bytes) {
-    const std::vector<unsigned char> b(bytes);
-    const pmc_model::SingleAccess a = pmc_model::x86_vector_access(b.data(), b.size());
-    if (a.size == 0) return "none";
-    return (a.store ? "store " : "load ") + std::to_string(a.size);
+    return decoded_access(pmc_model::x86_vector_access, bytes);
 }
 } // namespace
 

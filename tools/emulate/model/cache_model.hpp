@@ -773,6 +773,7 @@ public:
     /// What the plugin's call per access checks first, in one test: no access waits, no strict inclusion, and for a
     /// read no load sampler on the thread (set_sampling). Then a hit on the most recent line may be counted at once.
     __attribute__((always_inline)) bool may_count_alone(Kind kind) const noexcept {
+        static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the masks below read Gate's bytes little-endian");
         std::uint32_t word;
         std::memcpy(&word, &gate_, sizeof word);
         return (word & (kind == Kind::write ? 0x0101u : 0x010101u)) == 0; // (little-endian: state, strict, sampling)
